@@ -1,0 +1,19 @@
+"""bugmatrix: executable reproductions of mixed-precision/autograd bugs, run across versions."""
+
+from __future__ import annotations
+
+from bugmatrix.case import CPU_BF16, CUDA_BF16, CUDA_FP16, Case, Checks, Expect, Requires, SkipVariant
+from bugmatrix.outcomes import Outcome, Signature
+
+__all__ = [
+    "CPU_BF16",
+    "CUDA_BF16",
+    "CUDA_FP16",
+    "Case",
+    "Checks",
+    "Expect",
+    "Outcome",
+    "Requires",
+    "Signature",
+    "SkipVariant",
+]

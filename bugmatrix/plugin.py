@@ -1,0 +1,344 @@
+"""The pytest plugin: collects ``cases/*.py``, runs each variant, records a run file.
+
+Design notes (why it is built this way):
+
+* Case modules hold no test boilerplate: :class:`CaseFile` finds the ``Case``
+  objects and yields one :class:`VariantItem` per variant and device.
+* A variant's outcome is computed in the process that ran it and attached to
+  the report as a user property. The run file is written by the *controlling*
+  process only (the xdist controller, or pytest itself without xdist), from
+  ``pytest_runtest_logreport``. That gives one writer, and it also sees the
+  report xdist synthesises when a worker dies: a segfault or ``os.abort()``
+  becomes ``crashed`` while xdist restarts the worker and the rest goes on.
+* A per-variant timeout (SIGALRM, main thread, as pytest-timeout's signal
+  method) turns a hang into ``timeout``; the exception derives from
+  BaseException so a variant's own ``except Exception`` cannot swallow it.
+* The run file is rewritten atomically after every result, so an interrupted
+  run keeps everything recorded so far, and ``--bugmatrix-resume`` skips what
+  a previous, interrupted run of the same cell already recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import random
+import re
+import signal
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bugmatrix.case import Case, SkipVariant, Variant
+from bugmatrix.outcomes import Classified, Outcome, Verdict, classify_outcome, excerpt, judge
+from bugmatrix.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
+
+__all__ = ["CaseFile", "VariantItem"]
+
+RUN_FILE_DESC = "write the run file here (default: reports/runs/<cell>.json when cases ran)"
+CELL_DESC = "cell id recorded in the run file (default: system, the current environment as it is)"
+PINS_DESC = "the cell's requested pins as axis=version,... (recorded as requested)"
+AXES_DESC = "run only variants whose axes are all among these (comma-separated); a matrix cell passes its pinned axes"
+TIMEOUT_DESC = "per-variant timeout in seconds; a variant still running then is recorded as timeout"
+RESUME_DESC = "keep the results already in the run file and skip those variants (resume an interrupted run)"
+
+PROPERTY = "bugmatrix"
+DEFAULT_TIMEOUT = 300.0
+CASE_NODE = re.compile(r"(?:^|/)cases/(?P<case>[^/]+)\.py::(?P<name>[^\[]+)\[(?P<device>[^\]]+)\]")
+
+STATE_KEY = pytest.StashKey["RunState"]()
+VARIANT_KEY = pytest.StashKey[Variant]()
+
+
+class VariantTimeout(BaseException):
+    """Raised by the alarm when a variant overruns its timeout."""
+
+
+class VariantMismatch(Exception):
+    """Observed outcome differs from the expectation: fails the pytest test."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("bugmatrix", "bug reproduction matrix")
+    group.addoption("--bugmatrix-run-file", default=None, help=RUN_FILE_DESC)
+    group.addoption("--bugmatrix-cell", default=None, help=CELL_DESC)
+    group.addoption("--bugmatrix-pins", default="", help=PINS_DESC)
+    group.addoption("--bugmatrix-axes", default=None, help=AXES_DESC)
+    group.addoption("--bugmatrix-timeout", type=float, default=None, help=TIMEOUT_DESC)
+    group.addoption("--bugmatrix-resume", action="store_true", help=RESUME_DESC)
+    parser.addini("bugmatrix_timeout", TIMEOUT_DESC, default=str(DEFAULT_TIMEOUT))
+
+
+class RunState:
+    """Per-session recording state, kept on ``config.stash`` (controller side)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.cell = config.getoption("--bugmatrix-cell") or "system"
+        run_file = config.getoption("--bugmatrix-run-file")
+        self.path = Path(run_file) if run_file else Path(config.rootpath, "reports", "runs", f"{self.cell}.json")
+        self.pins = parse_pins(config.getoption("--bugmatrix-pins"))
+        self.started = now()
+        self.results: dict[str, VariantRecord] = {}
+        self.previous: dict[str, VariantRecord] = {}
+        self.environment: dict[str, Any] | None = None
+        if config.getoption("--bugmatrix-resume") and self.path.exists():
+            self.previous = {r.id: r for r in load_run_file(self.path).results}
+
+    def add(self, record: VariantRecord) -> None:
+        self.results[record.id] = record
+        self.write(finished="")
+
+    def write(self, finished: str) -> None:
+        if self.environment is None:
+            from bugmatrix.environment import observe_environment
+
+            self.environment = observe_environment()
+        merged = {**self.previous, **self.results}
+        run = RunRecord(
+            cell=self.cell,
+            pins=self.pins,
+            environment=self.environment,
+            started=self.started,
+            finished=finished,
+            results=[merged[k] for k in sorted(merged)],
+        )
+        write_json_atomic(self.path, run.to_json())
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def parse_pins(text: str) -> dict[str, str]:
+    """``torch=2.4.1,lightning=2.0.3`` -> dict; a malformed pair is a usage error."""
+    pins: dict[str, str] = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        axis, sep, version = pair.partition("=")
+        if not sep or not axis or not version:
+            msg = f"--bugmatrix-pins: {pair!r} is not axis=version"
+            raise pytest.UsageError(msg)
+        pins[axis] = version
+    return pins
+
+
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "bugmatrix_variant: a case variant collected from cases/")
+    if not is_worker(config):
+        config.stash[STATE_KEY] = RunState(config)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from bugmatrix.environment import describe_environment, observe_environment
+
+    return "bugmatrix: " + describe_environment(observe_environment())
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix == ".py" and file_path.parent.name == "cases" and not file_path.name.startswith("_"):
+        return CaseFile.from_parent(parent, path=file_path)
+    return None
+
+
+class CaseFile(pytest.Module):
+    """A case module: yields one item per declared variant and device."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        module = self.obj
+        for case in (v for v in vars(module).values() if isinstance(v, Case)):
+            for variant in case.variants:
+                item = VariantItem.from_parent(self, name=f"{variant.name}[{variant.device}]")
+                item.stash[VARIANT_KEY] = variant
+                item.case = case
+                item.add_marker("bugmatrix_variant")
+                yield item
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    allowed = config.getoption("--bugmatrix-axes")
+    state = config.stash.get(STATE_KEY, None)
+    done = set(state.previous) if state else set()
+    keep, drop = [], []
+    for item in items:
+        variant = item.stash.get(VARIANT_KEY, None)
+        outside = allowed is not None and variant is not None and not set(variant.axes) <= set(allowed.split(","))
+        (drop if outside or (variant is not None and variant.id in done) else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@contextlib.contextmanager
+def alarm(seconds: float) -> Iterator[None]:
+    """Raise VariantTimeout in the main thread after ``seconds``."""
+
+    def fire(signum: int, frame: object) -> None:
+        msg = f"variant still running after {seconds:g}s"
+        raise VariantTimeout(msg)
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def seed_everything(seed: int = 0) -> None:
+    """Same environment, same outcome: every variant starts from the same seeds."""
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    with contextlib.suppress(ImportError):
+        import numpy
+
+        numpy.random.seed(seed)
+
+
+class VariantItem(pytest.Item):
+    """Runs one variant, classifies it, and compares with the expectation."""
+
+    case: Case
+
+    @property
+    def variant(self) -> Variant:
+        return self.stash[VARIANT_KEY]
+
+    def timeout(self) -> float:
+        value = self.config.getoption("--bugmatrix-timeout")
+        return float(value if value is not None else self.config.getini("bugmatrix_timeout"))
+
+    def runtest(self) -> None:
+        from bugmatrix.requirements import unmet_requirements
+        from bugmatrix.versions import installed_axis_versions
+
+        variant = self.variant
+        versions = {axis: version for axis, (_, version) in installed_axis_versions().items()}
+        reasons = unmet_requirements(variant, versions)
+        if reasons:
+            self.finish(Classified(Outcome.SKIPPED, "; ".join(reasons)), versions, 0.0, "")
+            pytest.skip("; ".join(reasons))
+        import torch
+
+        seed_everything()
+        error: BaseException | None = None
+        checks = None
+        log = ""
+        start = time.perf_counter()
+        try:
+            with alarm(self.timeout()):
+                checks = variant.fn(variant.device, getattr(torch, variant.dtype))
+        except SkipVariant as exc:
+            self.finish(Classified(Outcome.SKIPPED, str(exc)), versions, time.perf_counter() - start, "")
+            pytest.skip(str(exc))
+        except VariantTimeout as exc:
+            result = Classified(Outcome.TIMEOUT, str(exc))
+            log = "".join(traceback.format_exception(exc))[-3000:]
+            self.finish(result, versions, time.perf_counter() - start, log)
+            return
+        except Exception as exc:  # noqa: BLE001 - every failure is data here
+            error = exc
+            log = "".join(traceback.format_exception(exc))[-3000:]
+        self.finish(classify_outcome(self.case.signature, error, checks), versions, time.perf_counter() - start, log)
+
+    def finish(self, result: Classified, versions: dict[str, str], duration: float, log: str) -> None:
+        """Attach the record to the report; raise if it contradicts the expectation."""
+        variant = self.variant
+        expectation = variant.expectation(versions)
+        expected = expectation.outcome if expectation else None
+        verdict = judge(result.outcome, expected)
+        record = VariantRecord(
+            id=variant.id,
+            case=variant.case_id,
+            variant=variant.name,
+            device=variant.device,
+            kind=variant.kind,
+            workaround_for=variant.workaround_for,
+            outcome=result.outcome.value,
+            expected=expected.value if expected else None,
+            verdict=verdict.value,
+            signature_matched=result.signature_matched,
+            message=result.message,
+            duration_s=round(duration, 3),
+            evidence=expectation.evidence if expectation else "",
+            log=log,
+        )
+        self.user_properties.append((PROPERTY, asdict(record)))
+        if verdict in (Verdict.REGRESSION, Verdict.UNEXPECTED_FIX, Verdict.NEW_FAILURE_MODE):
+            msg = f"{verdict.value}: expected {expected.value if expected else '?'}, observed {result.outcome.value}: {result.message}"
+            raise VariantMismatch(msg)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, VariantMismatch):
+            return f"{self.variant.id}: {excinfo.value}"
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, self.variant.id
+
+
+def record_from_report(report: pytest.TestReport) -> VariantRecord | None:
+    """The variant record carried by a report, or a ``crashed`` one for a dead worker."""
+    for name, value in report.user_properties:
+        if name == PROPERTY:
+            return VariantRecord.from_dict(value)
+    match = CASE_NODE.search(report.nodeid)
+    if match is None or not report.failed:
+        return None
+    # No record but a failure: the process running it died (xdist reports
+    # "worker 'gw0' crashed while running ...") or the harness itself broke.
+    text = str(report.longrepr) if report.longrepr else "no report"
+    outcome = Outcome.CRASHED
+    return VariantRecord(
+        id=f"{match['case']}::{match['name']}[{match['device']}]",
+        case=match["case"],
+        variant=match["name"],
+        device=match["device"],
+        kind="",
+        workaround_for=None,
+        outcome=outcome.value,
+        expected=None,
+        verdict=Verdict.NEW_FAILURE_MODE.value,
+        signature_matched=False,
+        message=excerpt(text.splitlines()[-1] if text.strip() else text),
+        duration_s=round(report.duration, 3),
+        log=text[-3000:],
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.pluginmanager.register(_Recorder(session.config), "bugmatrix-recorder")
+
+
+class _Recorder:
+    """Controller-side hooks bound to one config (so they can reach the state)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        state = self.config.stash.get(STATE_KEY, None)
+        # "call" carries the variant's record; a failed setup/teardown or the
+        # report xdist makes for a dead worker ("???") carries none -> crashed.
+        if state is None or not (report.when == "call" or report.failed):
+            return
+        record = record_from_report(report)
+        if record is not None and record.id not in state.results:
+            state.add(record)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        state = self.config.stash.get(STATE_KEY, None)
+        if state is not None and (state.results or state.previous):
+            state.write(finished=now())
+

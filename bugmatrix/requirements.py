@@ -1,0 +1,54 @@
+"""Why a variant cannot run here, as a list of reasons (after Lightning's ``RunIf``).
+
+Each reason names the requirement *and* what is installed, so a skipped cell in
+the table always says why ("needs torch.amp.GradScaler (absent in torch 2.2.2)").
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+
+from bugmatrix.case import Variant
+from bugmatrix.versions import base_version
+
+__all__ = ["unmet_requirements", "resolve_attribute"]
+
+
+def resolve_attribute(dotted: str) -> object | None:
+    """Import ``a.b.C`` attribute by attribute; None where any part is absent."""
+    parts = dotted.split(".")
+    try:
+        obj: object = importlib.import_module(parts[0])
+    except ImportError:
+        return None
+    for index, part in enumerate(parts[1:], start=1):
+        if not hasattr(obj, part):
+            try:
+                obj = importlib.import_module(".".join(parts[: index + 1]))
+                continue
+            except ImportError:
+                return None
+        obj = getattr(obj, part)
+    return obj
+
+
+def unmet_requirements(variant: Variant, versions: Mapping[str, str]) -> list[str]:
+    """All reasons this variant cannot run with these installed axis versions."""
+    reasons = [f"needs {axis} (not installed here)" for axis in variant.axes if axis not in versions]
+    if reasons:
+        return reasons
+    torch_version = versions["torch"]
+    if variant.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            reasons.append(f"needs a CUDA GPU (torch {torch_version} sees none)")
+        elif variant.dtype == "bfloat16" and not torch.cuda.is_bf16_supported():
+            reasons.append(f"needs bf16 on {torch.cuda.get_device_name(0)}")
+    need = variant.requires
+    if need.min_torch and base_version(torch_version) < base_version(need.min_torch):
+        reasons.append(f"needs torch>={need.min_torch} (installed {torch_version})")
+    if need.api and resolve_attribute(need.api) is None:
+        reasons.append(f"needs {need.api} (absent in torch {torch_version})")
+    return reasons

@@ -1,0 +1,165 @@
+"""T5 loss without grad_fn: an optimizer whose ``step`` runs under ``no_grad`` swallows the closure.
+
+Symptom (seed 001): Lightning + transformers T5 + ``Adafactor``, automatic
+optimization: the training loss has ``requires_grad=False`` and backward fails
+with ``element 0 of tensors does not require grad and does not have a grad_fn``.
+The seed's fix was upgrading Lightning (2.0.3 -> 2.2.2).
+
+Mechanism: transformers PR #23417 decorated ``Adafactor.step`` (and its
+``AdamW``) with ``@torch.no_grad()``. Lightning's automatic optimization passes
+``training_step`` + ``backward`` as the optimizer's *closure*, which ``step``
+calls, so the whole forward ran with grad disabled. Lightning then ran the
+closure under ``torch.enable_grad()`` (issue #18254, PR #18268); torch's own
+optimizers never had the problem because their ``step`` re-enables grad
+around the closure.
+
+Upstream: huggingface/transformers PR #23417, PR #24412; Lightning-AI/
+pytorch-lightning#18254, #19767, PR #18268. Boundaries found by
+``nox -s bisect`` on the transformers and lightning axes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from bugmatrix import Case, Checks, Expect, Signature
+from bugmatrix.checks import grads_finite, lightning, precision_for, quiet_trainer, tiny_loader
+
+case = Case(
+    id="t5_loss_no_grad_fn",
+    title="T5 + Adafactor under Lightning: loss has no grad_fn",
+    seed="001",
+    signature=Signature(r"element 0 of tensors does not require grad and does not have a grad_fn"),
+    evidence=(
+        "https://github.com/huggingface/transformers/pull/23417",
+        "https://github.com/huggingface/transformers/pull/24412",
+        "https://github.com/Lightning-AI/pytorch-lightning/issues/18254",
+        "https://github.com/Lightning-AI/pytorch-lightning/issues/19767",
+        "https://github.com/Lightning-AI/pytorch-lightning/pull/18268",
+    ),
+)
+
+# The seed trained in full precision: the bug is about grad mode, not dtype.
+CUDA_FP32 = ("cuda", "float32")
+CPU_FP32 = ("cpu", "float32")
+
+TF_BOUNDARY = "bisect (reports/bisect/t5_core.json): Adafactor.step gained @torch.no_grad in transformers 4.30.0; PR #23417"
+PL_BOUNDARY = "bisect (reports/bisect/t5_lightning.json): closure runs under enable_grad from Lightning 2.0.7; PR #18268"
+
+
+def _t5_and_batch(device: str) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    """A tiny, seeded T5 built from a config: no hub, no tokenizer."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    config = T5Config(
+        vocab_size=32, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_decoder_layers=1,
+        num_heads=2, decoder_start_token_id=0, pad_token_id=0, dropout_rate=0.0,
+    )  # fmt: skip
+    model = T5ForConditionalGeneration(config).to(device)
+    input_ids = torch.randint(1, 32, (4, 6), device=device)
+    labels = torch.randint(1, 32, (4, 5), device=device)
+    return model, input_ids, labels
+
+
+def _adafactor(params: object) -> torch.optim.Optimizer:
+    from transformers.optimization import Adafactor
+
+    return Adafactor(params, lr=1e-3, relative_step=False, scale_parameter=False, warmup_init=False)
+
+
+@case.variant(
+    devices=(CUDA_FP32, CPU_FP32),
+    axes=("transformers",),
+    expect=(
+        Expect("reproduced", transformers=">=4.30", evidence=TF_BOUNDARY),
+        Expect("fixed", transformers="<4.30", evidence=TF_BOUNDARY),
+    ),
+)
+def adafactor_closure(device: str, dtype: torch.dtype) -> Checks:
+    """The mechanism alone: ``Adafactor.step(closure)`` with forward+backward in the closure."""
+    model, input_ids, labels = _t5_and_batch(device)
+    optimizer = _adafactor(model.parameters())
+    seen: list[bool] = []
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = model(input_ids=input_ids, labels=labels).loss
+        seen.append(loss.requires_grad)
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    return {"loss required grad": all(seen), "every parameter got a finite grad": grads_finite(model)}
+
+
+class _T5Module:
+    """Builds the seed's LightningModule (lazily, so the Lightning import stays in the variant)."""
+
+    @staticmethod
+    def make(device: str, enable_grad_in_closure: bool) -> object:
+        pl = lightning()
+
+        class T5Module(pl.LightningModule):
+            def __init__(self) -> None:
+                super().__init__()
+                self.model, self.input_ids, self.labels = _t5_and_batch("cpu")
+                self.loss_required_grad: list[bool] = []
+                self.grads_ok: list[bool] = []
+
+            def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
+                loss = self.model(input_ids=batch[0], labels=batch[1]).loss
+                self.loss_required_grad.append(loss.requires_grad)
+                return loss
+
+            def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer, *args: object) -> None:
+                self.grads_ok.append(grads_finite(self.model))
+
+            def configure_optimizers(self) -> torch.optim.Optimizer:
+                return _adafactor(self.parameters())
+
+            if enable_grad_in_closure:
+
+                def optimizer_step(self, epoch: int, batch_idx: int, optimizer: object, optimizer_closure: object = None) -> None:  # type: ignore[override]
+                    def closure() -> object:
+                        with torch.enable_grad():
+                            return optimizer_closure()
+
+                    optimizer.step(closure=closure)
+
+        return T5Module()
+
+
+def _fit(device: str, dtype: torch.dtype, enable_grad_in_closure: bool) -> Checks:
+    module = _T5Module.make(device, enable_grad_in_closure)
+    loader = tiny_loader(module.input_ids, module.labels)
+    quiet_trainer(device, precision=precision_for(dtype)).fit(module, loader)
+    return {
+        "training loss required grad at every step": bool(module.loss_required_grad) and all(module.loss_required_grad),
+        "every step had finite grads for every parameter": bool(module.grads_ok) and all(module.grads_ok),
+    }
+
+
+@case.variant(
+    devices=(CUDA_FP32, CPU_FP32),
+    axes=("lightning", "transformers"),
+    kind="framework",
+    expect=(
+        Expect("fixed", transformers="<4.30", evidence=TF_BOUNDARY),
+        Expect("reproduced", lightning="<2.0.7", evidence=PL_BOUNDARY),
+        Expect("fixed", lightning=">=2.0.7", evidence=PL_BOUNDARY),
+    ),
+)
+def lightning_trainer(device: str, dtype: torch.dtype) -> Checks:
+    """The seed's setup: a real Lightning Trainer fits a tiny T5 with Adafactor."""
+    return _fit(device, dtype, enable_grad_in_closure=False)
+
+
+@case.variant(
+    devices=(CUDA_FP32, CPU_FP32),
+    axes=("lightning", "transformers"),
+    workaround_for="lightning_trainer",
+    expect=(Expect("fixed", evidence="Lightning PR #18268 applied by hand: the closure runs under enable_grad"),),
+)
+def enable_grad_closure(device: str, dtype: torch.dtype) -> Checks:
+    """Workaround: override ``optimizer_step`` and run the closure under ``torch.enable_grad()``."""
+    return _fit(device, dtype, enable_grad_in_closure=True)
