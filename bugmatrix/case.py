@@ -41,6 +41,7 @@ class Requires:
     """What a variant needs; each unmet need becomes a skip reason naming the version."""
 
     min_torch: str | None = None
+    min_lightning: str | None = None  # e.g. "2.1" for precision="bf16-true"
     api: str | None = None  # dotted attribute, e.g. "torch.amp.GradScaler"
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from bugmatrix.versions import installed_version
+
 __all__ = ["grads_finite", "lightning", "precision_for", "quiet_trainer", "tiny_loader", "finite"]
 
 _PRECISION = {torch.float16: "16-mixed", torch.bfloat16: "bf16-mixed", torch.float32: "32-true"}
@@ -30,14 +32,17 @@ def finite(tensor: torch.Tensor) -> bool:
 
 
 def lightning() -> ModuleType:
-    """``lightning.pytorch`` or, for Lightning < 2.1, ``pytorch_lightning``.
+    """``lightning.pytorch`` where the ``lightning`` distribution is installed, else ``pytorch_lightning``.
 
     Before 2.1 the matrix installs the ``pytorch-lightning`` distribution (the
-    old unified ``lightning`` wheels no longer import), so both names occur.
+    old unified ``lightning`` wheels no longer import). There is deliberately no
+    fallback: every ``lightning`` release also pulls in an unpinned (newest)
+    ``pytorch-lightning``, so falling back on an import error would silently
+    run a different Lightning than the one the cell pins and records.
     """
-    try:
+    if installed_version("lightning") is not None:
         import lightning.pytorch as pl
-    except ImportError:
+    else:
         import pytorch_lightning as pl
     return pl
 

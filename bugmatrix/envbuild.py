@@ -25,18 +25,12 @@ STAMP = ".bugmatrix-requirements"
 REASON_LINES = 12  # the resolver's explanation is at the end of its output
 
 IMPORT_CHECK = """
-import importlib, importlib.metadata as md, sys
-mods = {"torch": ["torch"], "lightning": ["lightning.pytorch", "pytorch_lightning"], "transformers": ["transformers"]}
-for axis in sys.argv[1:]:
-    errors = []
-    for name in mods[axis]:
-        try:
-            importlib.import_module(name)
-            break
-        except Exception as exc:
-            errors.append(f"import {name}: {type(exc).__name__}: {exc}")
-    else:
-        sys.exit("; ".join(errors))
+import importlib, sys
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        sys.exit(f"import {name}: {type(exc).__name__}: {exc}")
 """
 
 
@@ -55,9 +49,10 @@ def _tail(text: str) -> str:
     return "\n".join(lines[-REASON_LINES:])
 
 
-def prepare_environment(venv: Path, requirements: Sequence[str], axes: Sequence[str]) -> bool:
+def prepare_environment(venv: Path, requirements: Sequence[str], modules: Sequence[str]) -> bool:
     """Install ``requirements`` into ``venv`` unless its stamp says they are there.
 
+    ``modules`` must all import afterwards (see ``plan.import_modules``).
     Returns True when something was installed, False when the venv was reused.
     Raises InstallFailed with the resolver's or the importer's reason.
     """
@@ -72,7 +67,7 @@ def prepare_environment(venv: Path, requirements: Sequence[str], axes: Sequence[
     )  # fmt: skip
     if install.returncode != 0:
         raise InstallFailed(_tail(install.stderr or install.stdout) or f"uv exited {install.returncode}")
-    imported = subprocess.run([str(python), "-c", IMPORT_CHECK, *axes], capture_output=True, text=True, check=False)
+    imported = subprocess.run([str(python), "-c", IMPORT_CHECK, *modules], capture_output=True, text=True, check=False)
     if imported.returncode != 0:
         raise InstallFailed("installed, but does not import: " + _tail(imported.stderr))
     stamp.write_text(digest + "\n")

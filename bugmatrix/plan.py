@@ -18,7 +18,11 @@ from packaging.version import Version
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.matrix import AXES, PROFILES, Matrix
 
-__all__ = ["Cell", "cell_id", "plan_cells", "plan_all", "requirements_for", "find_cell"]
+__all__ = ["Cell", "cell_id", "plan_cells", "plan_all", "requirements_for", "import_modules", "find_cell"]
+
+#: The module a cell must import for each (axis, distribution): no fallback, so a
+#: cell pinned to lightning 2.1.0 can never quietly run another pytorch_lightning.
+MODULES = {"torch": "torch", "lightning": "lightning.pytorch", "pytorch-lightning": "pytorch_lightning", "transformers": "transformers"}
 
 ID_PREFIX = {"python": "py", "torch": "torch", "lightning": "pl", "transformers": "tf"}
 
@@ -122,13 +126,24 @@ def find_cell(cells: Iterable[Cell], name: str) -> Cell:
     raise BugmatrixError(msg)
 
 
-def requirements_for(matrix: Matrix, pins: Mapping[str, str]) -> list[str]:
-    """pip requirement strings that build this cell: pins, range constraints, harness."""
+def _distributions(matrix: Matrix, pins: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     distribution: dict[str, str] = {"torch": "torch", "lightning": "lightning", "transformers": "transformers"}
     extra: list[str] = []
     for constraint in matrix.constraints:
         if constraint.matches(pins):
             distribution.update(constraint.distribution)
             extra.extend(constraint.requires)
+    return distribution, extra
+
+
+def import_modules(matrix: Matrix, pins: Mapping[str, str]) -> list[str]:
+    """The modules that must import in this cell (the pinned distributions' own)."""
+    distribution, _ = _distributions(matrix, pins)
+    return [MODULES[distribution[a]] for a in AXES if a in pins and a != "python"]
+
+
+def requirements_for(matrix: Matrix, pins: Mapping[str, str]) -> list[str]:
+    """pip requirement strings that build this cell: pins, range constraints, harness."""
+    distribution, extra = _distributions(matrix, pins)
     pinned = [f"{distribution[a]}=={pins[a]}" for a in AXES if a in pins and a != "python"]
     return pinned + list(dict.fromkeys(extra)) + list(matrix.harness)

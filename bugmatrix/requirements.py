@@ -47,8 +47,9 @@ def unmet_requirements(variant: Variant, versions: Mapping[str, str]) -> list[st
         elif variant.dtype == "bfloat16" and not torch.cuda.is_bf16_supported():
             reasons.append(f"needs bf16 on {torch.cuda.get_device_name(0)}")
     need = variant.requires
-    if need.min_torch and base_version(torch_version) < base_version(need.min_torch):
-        reasons.append(f"needs torch>={need.min_torch} (installed {torch_version})")
+    for axis, minimum in (("torch", need.min_torch), ("lightning", need.min_lightning)):
+        if minimum and axis in versions and base_version(versions[axis]) < base_version(minimum):
+            reasons.append(f"needs {axis}>={minimum} (installed {versions[axis]})")
     if need.api and resolve_attribute(need.api) is None:
         reasons.append(f"needs {need.api} (absent in torch {torch_version})")
     return reasons

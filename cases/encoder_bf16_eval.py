@@ -145,6 +145,8 @@ def lightning_validate(device: str, dtype: torch.dtype) -> Checks:
 @case.variant(
     devices=(CUDA_BF16, CPU_BF16),
     axes=("torch", "lightning"),
+    # Trainer(precision="bf16-true") arrived in Lightning 2.1 (2.0.x rejects the flag).
+    requires=Requires(min_lightning="2.1"),
     workaround_for="lightning_validate",
     expect=(Expect("fixed", evidence="seed 004 workaround: weights and inputs are both bf16"),),
 )

@@ -1,0 +1,99 @@
+"""End to end through nox: real uv-built cells, the report, and an exported repro.
+
+The mini-matrix is the seed-001 story: transformers 4.30.2 (Adafactor.step
+under no_grad) with Lightning 2.0.3 reproduces the T5 loss without grad_fn,
+and Lightning 2.6.6 fixes it. Both cells are planned cells of the real matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bugmatrix.discover import discover_variants, projections
+from bugmatrix.matrix import load_matrix
+from bugmatrix.plan import cell_id, plan_all
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parent.parent
+MATRIX = load_matrix(ROOT / "matrix.toml")
+T5 = "t5_loss_no_grad_fn::lightning_trainer[cpu]"
+
+
+def _cell(lightning: str) -> str:
+    pins = {"python": MATRIX.base["python"], "torch": MATRIX.base["torch"], "lightning": lightning, "transformers": "4.30.2"}
+    cid = cell_id(pins)
+    assert cid in {c.id for c in plan_all(MATRIX, projections(discover_variants(ROOT / "cases")))}, f"{cid} is not a planned cell"
+    return cid
+
+
+REPRODUCED, FIXED = _cell("2.0.3"), _cell("2.6.6")
+
+
+def _nox(*args: str, reports: Path) -> subprocess.CompletedProcess[str]:
+    nox = shutil.which("nox") or str(Path(sys.executable).with_name("nox"))
+    if not Path(nox).exists():
+        pytest.skip("nox is not installed in this environment (the tests session installs it)")
+    env = {**os.environ, "BUGMATRIX_REPORTS": str(reports)}
+    return subprocess.run([nox, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800, check=False)
+
+
+@pytest.fixture(scope="module")
+def mini_matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run the two cells (T5 variants only, to stay fast) and the report, once."""
+    reports = tmp_path_factory.mktemp("reports")
+    cells = _nox("-s", f"cell({REPRODUCED})", f"cell({FIXED})", "--", "-k", "t5_loss_no_grad_fn", reports=reports)
+    assert cells.returncode == 0, cells.stderr[-3000:]
+    report = _nox("-s", "report", "--", "--profile", "smoke", "--fail-on-regression", reports=reports)
+    assert report.returncode == 0, report.stderr[-3000:]
+    return reports
+
+
+def _outcome(reports: Path, cell: str, variant: str) -> str:
+    data = json.loads((reports / "runs" / f"{cell}.json").read_text())
+    return next(r["outcome"] for r in data["results"] if r["id"] == variant)
+
+
+def test_cells_record_the_seed_story(mini_matrix: Path) -> None:
+    """Lightning 2.0.3 reproduces, 2.6.6 is fixed, the workaround holds in both."""
+    assert _outcome(mini_matrix, REPRODUCED, T5) == "reproduced"
+    assert _outcome(mini_matrix, FIXED, T5) == "fixed"
+    for cell in (REPRODUCED, FIXED):
+        assert _outcome(mini_matrix, cell, "t5_loss_no_grad_fn::enable_grad_closure[cpu]") == "fixed"
+    env = json.loads((mini_matrix / "runs" / f"{REPRODUCED}.json").read_text())["environment"]
+    assert env["lightning"] == "2.0.3" and env["lightning_package"] == "pytorch-lightning"
+    assert env["transformers"] == "4.30.2"
+
+
+def test_report_shows_both_outcomes_and_the_workaround(mini_matrix: Path) -> None:
+    """The generated report carries what the cells recorded, in every format."""
+    compat = json.loads((mini_matrix / "compat.json").read_text())
+    assert compat["results"][T5][REPRODUCED]["outcome"] == "reproduced"
+    assert compat["results"][T5][FIXED]["outcome"] == "fixed"
+    markdown = (mini_matrix / "compat.md").read_text()
+    assert "reproduced" in markdown and "fixed" in markdown and "enable_grad_closure" in markdown
+    html = (mini_matrix / "index.html").read_text()
+    assert REPRODUCED in html and "reproduced" in html
+
+
+def test_exported_repro_reproduces_in_a_fresh_venv(mini_matrix: Path, tmp_path: Path) -> None:
+    """``repro`` writes a script that, in a new venv from its requirements.txt, gives the suite's outcome."""
+    out = tmp_path / "repro"
+    export = _nox("-s", "repro", "--", T5, "--cell", REPRODUCED, "--out", str(out), reports=mini_matrix)
+    assert export.returncode == 0, export.stderr[-2000:]
+    uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "-p", MATRIX.base["python"], str(venv)], check=True, timeout=120)
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "-r", str(out / "requirements.txt")], check=True, timeout=900)
+    run = subprocess.run([str(venv / "bin" / "python"), str(out / "repro.py")], capture_output=True, text=True, timeout=300, check=False)
+    assert run.stdout.strip().splitlines()[-1] == "OUTCOME: reproduced", run.stdout[-1500:] + run.stderr[-1500:]
+    assert "element 0 of tensors does not require grad" in run.stderr
+    issue = (out / "ISSUE.md").read_text()
+    assert "pytorch-lightning" in issue or "lightning" in issue
