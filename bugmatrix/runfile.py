@@ -30,7 +30,7 @@ from typing import Any
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.outcomes import Outcome, Verdict
 
-__all__ = ["SCHEMA", "VariantRecord", "RunRecord", "write_json_atomic", "load_run_file", "load_run_dir"]
+__all__ = ["SCHEMA", "VariantRecord", "RunRecord", "write_text_atomic", "write_json_atomic", "load_run_file", "load_run_dir"]
 
 SCHEMA = "bugmatrix.run/1"
 
@@ -83,20 +83,24 @@ class RunRecord:
         return data
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that readers only ever see the old or the new complete file."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a file so that readers only ever see the old or the new complete file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.write("\n")
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Atomic JSON (sorted keys, stable diffs)."""
+    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def load_run_file(path: Path) -> RunRecord:

@@ -12,8 +12,11 @@ forward that follows in the *same* region reuses them, so the output has no
 
 Upstream: pytorch/pytorch#65766, #112583, #158232; first attempt PR #113685
 (closed), fix PR #165068 ("always create cached tensors with grad enabled").
-Lightning-AI/pytorch-lightning#17949, #19810 (manual optimization + autocast).
-Boundary found by running ``nox -s bisect -- autocast_cache::core[cpu] torch``.
+Lightning-AI/pytorch-lightning#17949, #19810 (manual optimization + autocast),
+#20644, fixed on Lightning's side by PR #20921 (its AMP plugin enters autocast
+with ``cache_enabled=False``; narrowed later by PR #21616), so the Lightning
+variant is also fixed by a new enough Lightning on an affected torch.
+Boundaries found by running ``nox -s bisect`` (reports/bisect/).
 """
 
 from __future__ import annotations
@@ -35,13 +38,23 @@ case = Case(
         "https://github.com/pytorch/pytorch/pull/165068",
         "https://github.com/Lightning-AI/pytorch-lightning/issues/17949",
         "https://github.com/Lightning-AI/pytorch-lightning/issues/19810",
+        "https://github.com/Lightning-AI/pytorch-lightning/pull/20921",
     ),
 )
 
-BOUNDARY = "bisect (reports/bisect/autocast_cache.json): first fixed torch 2.11.0; pytorch/pytorch#165068"
+BOUNDARY = "bisect (reports/bisect/autocast_cache-core-cpu--torch.json): first fixed torch 2.11.0; pytorch/pytorch#165068"
+PL_BOUNDARY = (
+    "bisect (reports/bisect/autocast_cache-lightning_manual_optimization-cpu--lightning.json): "
+    "first fixed Lightning 2.5.5 at torch 2.5.1; Lightning PR #20921 (autocast cache_enabled=False)"
+)
 EXPECT_TORCH = (
     Expect("reproduced", torch="<2.11", evidence=BOUNDARY),
     Expect("fixed", torch=">=2.11", evidence=BOUNDARY),
+)
+EXPECT_LIGHTNING = (
+    Expect("fixed", torch=">=2.11", evidence=BOUNDARY),
+    Expect("fixed", lightning=">=2.5.5", evidence=PL_BOUNDARY),
+    Expect("reproduced", torch="<2.11", lightning="<2.5.5", evidence=f"{BOUNDARY}; {PL_BOUNDARY}"),
 )
 ALWAYS_FIXED = (Expect("fixed", evidence="seed 000 workaround; leaves no stale cast in the cache"),)
 
@@ -100,7 +113,7 @@ def cache_disabled(device: str, dtype: torch.dtype) -> Checks:
     return _backward(model, out)
 
 
-@case.variant(devices=(CUDA_FP16, CPU_BF16), axes=("torch", "lightning"), expect=EXPECT_TORCH, kind="framework")
+@case.variant(devices=(CUDA_FP16, CPU_BF16), axes=("torch", "lightning"), expect=EXPECT_LIGHTNING, kind="framework")
 def lightning_manual_optimization(device: str, dtype: torch.dtype) -> Checks:
     """The seed's setup: Lightning manual optimization, a no_grad forward before the grad one."""
     pl = lightning()

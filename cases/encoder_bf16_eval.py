@@ -40,7 +40,7 @@ case = Case(
     ),
 )
 
-BOUNDARY = "bisect (reports/bisect/encoder_core.json): first fixed torch 2.6.0 on CPU; pytorch/pytorch#132613"
+BOUNDARY = "bisect (reports/bisect/encoder_bf16_eval-core-cpu--torch.json): first fixed torch 2.6.0 on CPU; pytorch/pytorch#132613"
 # CUDA expectations are not declared: no GPU run has recorded them yet, so a
 # CUDA outcome is shown as "new" in the report instead of being guessed.
 EXPECT_CPU = (

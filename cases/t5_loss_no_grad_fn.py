@@ -43,8 +43,8 @@ case = Case(
 CUDA_FP32 = ("cuda", "float32")
 CPU_FP32 = ("cpu", "float32")
 
-TF_BOUNDARY = "bisect (reports/bisect/t5_core.json): Adafactor.step gained @torch.no_grad in transformers 4.30.0; PR #23417"
-PL_BOUNDARY = "bisect (reports/bisect/t5_lightning.json): closure runs under enable_grad from Lightning 2.0.7; PR #18268"
+TF_BOUNDARY = "bisect (reports/bisect/t5_loss_no_grad_fn-adafactor_closure-cpu--transformers.json): Adafactor.step gained @torch.no_grad in transformers 4.30.0; PR #23417"
+PL_BOUNDARY = "bisect (reports/bisect/t5_loss_no_grad_fn-lightning_trainer-cpu--lightning.json): closure runs under enable_grad from Lightning 2.0.7; PR #18268"
 
 
 def _t5_and_batch(device: str) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
