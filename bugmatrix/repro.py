@@ -50,6 +50,15 @@ def Requires(**kwargs):  # noqa: N802
     return None
 
 
+def installed_version(distribution):
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 class Case:
     def __init__(self, **kwargs):
         self.signature = kwargs["signature"]
@@ -89,7 +98,7 @@ if __name__ == "__main__":
 def _checks_source(root: Path) -> str:
     """bugmatrix/checks.py without its docstring, future import and ``__all__``."""
     text = (root / "bugmatrix" / "checks.py").read_text()
-    body = text.split('"""', 2)[2]
+    body = HARNESS_IMPORT.sub("", text.split('"""', 2)[2])
     return re.sub(r"^(from __future__ import annotations|__all__ = .*)$", "", body, flags=re.MULTILINE)
 
 

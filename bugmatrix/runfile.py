@@ -92,6 +92,7 @@ def write_text_atomic(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide reports from a web server or a CI artifact reader
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -37,8 +37,9 @@ def git_commit(root: object) -> str:
 def run_report(args: argparse.Namespace) -> int:
     """Merge, render, diff; exit 1 on a regression when ``--fail-on-regression``."""
     matrix = load_matrix(args.matrix)
-    wanted = {c.id for c in plan_cells(matrix, args.profile, projections(discover_variants(args.cases)))} | {"system"}
-    runs = [r for r in load_run_dir(args.reports / "runs") if r.cell in wanted]
+    # Planned order is version order (2.5.1 before 2.10.0); the system cell goes first.
+    order = {"system": -1} | {c.id: i for i, c in enumerate(plan_cells(matrix, args.profile, projections(discover_variants(args.cases))))}
+    runs = sorted((r for r in load_run_dir(args.reports / "runs") if r.cell in order), key=lambda r: order[r.cell])
     generated = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     compat = merge_runs(runs, profile=args.profile, commit=git_commit(args.root), generated=generated)
     baseline_path = args.baseline or args.reports / "baseline.json"
