@@ -10,8 +10,8 @@ SYMBOLS = {
     "fixed": "✓",
     "different": "≠",
     "skipped": "–",
-    "crashed": "💥",
-    "timeout": "⏱",
+    "crashed": "‼",
+    "timeout": "∞",
     "install-failed": "⚠",
 }
 
