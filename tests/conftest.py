@@ -1,0 +1,3 @@
+"""Test-suite settings: fixtures are data (a planted case module), never collected as tests."""
+
+collect_ignore_glob = ["fixtures/*"]
