@@ -32,7 +32,7 @@ from bugmatrix.matrix import load_matrix
 from bugmatrix.plan import Cell, find_cell, import_modules, plan_cells, requirements_for
 from bugmatrix.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
 
-__all__ = ["Measurement", "format_table", "disk_kib", "main"]
+__all__ = ["Measurement", "disk_kib", "format_table", "main"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,9 @@ def format_table(rows: Sequence[Measurement]) -> str:
     head = f"{'measurement':52} {'value':>10} {'baseline':>10} {'ratio':>8}  {'target':8} met"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r.name:52} {r.value:>8.2f}{r.unit:2} {r.baseline:>8.2f}{r.unit:2} {r.ratio:>7.1f}x  {r.target:8} {'yes' if r.met else 'NO'}")
+        lines.append(
+            f"{r.name:52} {r.value:>8.2f}{r.unit:2} {r.baseline:>8.2f}{r.unit:2} {r.ratio:>7.1f}x  {r.target:8} {'yes' if r.met else 'NO'}"
+        )
     return "\n".join(lines)
 
 
@@ -87,12 +89,16 @@ def measure_builds(cell: Cell, requirements: list[str], quick: bool) -> list[Mea
 
         def uv_build(name: str, cache: Path | None) -> float:
             env = {"UV_CACHE_DIR": str(cache)} if cache else {}
-            return _timed([*uv, "venv", "-q", "-p", cell.python, str(base / name)], env) + _timed([*uv, "pip", "install", "-q", "--python", str(base / name / "bin" / "python"), *requirements], env)
+            return _timed([*uv, "venv", "-q", "-p", cell.python, str(base / name)], env) + _timed(
+                [*uv, "pip", "install", "-q", "--python", str(base / name / "bin" / "python"), *requirements], env
+            )
 
         def pip_build(name: str) -> float:
             env = {**pip_env, "PIP_CACHE_DIR": str(pip_cache)}
             python = shutil.which(f"python{cell.python}") or sys.executable
-            return _timed([sys.executable, "-m", "virtualenv", "-q", "-p", python, str(base / name)], env) + _timed([str(base / name / "bin" / "python"), "-m", "pip", "install", "-q", *requirements], env)
+            return _timed([sys.executable, "-m", "virtualenv", "-q", "-p", python, str(base / name)], env) + _timed(
+                [str(base / name / "bin" / "python"), "-m", "pip", "install", "-q", *requirements], env
+            )
 
         if not quick:
             uv_cold = uv_build("uv-cold", uv_cache)

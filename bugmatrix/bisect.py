@@ -30,7 +30,7 @@ from bugmatrix.matrix import Matrix
 from bugmatrix.plan import cell_id, import_modules, requirements_for
 from bugmatrix.versions import AXIS_DISTRIBUTIONS
 
-__all__ = ["Probe", "BisectResult", "registry_versions", "bisect_versions", "run_variant_in", "env_dir"]
+__all__ = ["BisectResult", "Probe", "bisect_versions", "env_dir", "registry_versions", "run_variant_in"]
 
 VARIANT_ID = re.compile(r"^(?P<case>\w+)::(?P<name>\w+)\[(?P<device>\w+)\]$")
 PYPI_JSON = "https://pypi.org/pypi/{name}/json"
@@ -82,7 +82,9 @@ def parse_variant_id(text: str) -> tuple[str, str, str]:
     return match["case"], match["name"], match["device"]
 
 
-def registry_versions(axis: str, *, low: str | None, high: str | None, pre: bool = False, fetch: Callable[[str], dict] | None = None) -> list[str]:
+def registry_versions(
+    axis: str, *, low: str | None, high: str | None, pre: bool = False, fetch: Callable[[str], dict] | None = None
+) -> list[str]:
     """Released versions of an axis package between ``low`` and ``high`` (inclusive)."""
     if axis not in AXIS_DISTRIBUTIONS:
         msg = f"{axis!r} is not a package axis; use one of {', '.join(AXIS_DISTRIBUTIONS)}"
@@ -117,7 +119,9 @@ def _fetch_json(name: str) -> dict:
         raise BugmatrixError(msg) from exc
 
 
-def bisect_versions(versions: list[str], probe: Callable[[str], Probe], *, linear: bool = False) -> tuple[list[Probe], Probe | None, Probe | None]:
+def bisect_versions(
+    versions: list[str], probe: Callable[[str], Probe], *, linear: bool = False
+) -> tuple[list[Probe], Probe | None, Probe | None]:
     """Binary search for the first version whose outcome differs from the oldest one's.
 
     Install failures are skipped (the next untried version inside the interval

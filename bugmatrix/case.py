@@ -20,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from bugmatrix.outcomes import Outcome, Signature
 from bugmatrix.versions import base_version
 
-__all__ = ["Case", "Variant", "Expect", "Requires", "SkipVariant", "Checks", "CUDA_FP16", "CUDA_BF16", "CPU_BF16"]
+__all__ = ["CPU_BF16", "CUDA_BF16", "CUDA_FP16", "Case", "Checks", "Expect", "Requires", "SkipVariant", "Variant"]
 
 Checks = Mapping[str, bool]
 VariantFn = Callable[[str, Any], Checks]
@@ -32,7 +32,7 @@ CUDA_BF16 = ("cuda", "bfloat16")
 CPU_BF16 = ("cpu", "bfloat16")
 
 
-class SkipVariant(Exception):  # noqa: N818 - reads as "skip variant" at raise sites
+class SkipVariant(Exception):
     """Raised by a variant that finds at run time it cannot run here (with why)."""
 
 

@@ -15,7 +15,7 @@ import torch
 
 from bugmatrix.versions import installed_version
 
-__all__ = ["grads_finite", "lightning", "precision_for", "quiet_trainer", "tiny_loader", "finite"]
+__all__ = ["finite", "grads_finite", "lightning", "precision_for", "quiet_trainer", "tiny_loader"]
 
 _PRECISION = {torch.float16: "16-mixed", torch.bfloat16: "bf16-mixed", torch.float32: "32-true"}
 

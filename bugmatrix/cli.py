@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
 
-__all__ = ["main", "ROOT"]
+__all__ = ["ROOT", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     plan = sub.add_parser("plan", help="print the cells of a profile")
     plan.add_argument("--profile", default="smoke")
-    plan.add_argument("--json", action="store_true", help="GitHub Actions matrix: {\"include\": [...]}")
+    plan.add_argument("--json", action="store_true", help='GitHub Actions matrix: {"include": [...]}')
     plan.set_defaults(func=_plan)
 
     from bugmatrix import commands

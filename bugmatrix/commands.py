@@ -34,24 +34,36 @@ def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[object, dict[
 
 
 def _bisect(args: argparse.Namespace) -> int:
-    from bugmatrix.bisect import Probe, BisectResult, bisect_versions, default_out, registry_versions, run_variant_in
+    from bugmatrix.bisect import BisectResult, Probe, bisect_versions, default_out, registry_versions, run_variant_in
     from bugmatrix.runfile import write_json_atomic
 
     matrix, held, axes = _held_pins(args, args.variant)
     if args.package not in (*axes, "torch"):
         msg = f"{args.variant} does not depend on {args.package!r} (its axes: {', '.join(axes)}); bisect one of those"
         raise BugmatrixError(msg)
-    versions = _listed_versions(args.versions) if args.versions else registry_versions(args.package, low=args.low, high=args.high, pre=args.pre)
-    result = BisectResult(args.variant, args.package, {k: v for k, v in held.items() if k != args.package}, versions, mode="linear" if args.linear else "bisect")
+    versions = (
+        _listed_versions(args.versions) if args.versions else registry_versions(args.package, low=args.low, high=args.high, pre=args.pre)
+    )
+    result = BisectResult(
+        args.variant,
+        args.package,
+        {k: v for k, v in held.items() if k != args.package},
+        versions,
+        mode="linear" if args.linear else "bisect",
+    )
 
     def probe(version: str) -> Probe:
         found, built = run_variant_in(args.root, matrix, {**held, args.package: version}, args.variant)
         result.environments_built += 1
         outcome = Probe(version, found.outcome, found.message, found.seconds)
-        print(f"  {args.package}=={version}: {outcome.outcome} ({outcome.seconds:.0f}s{', new env' if built else ', reused env'})", flush=True)
+        print(
+            f"  {args.package}=={version}: {outcome.outcome} ({outcome.seconds:.0f}s{', new env' if built else ', reused env'})", flush=True
+        )
         return outcome
 
-    print(f"{args.variant}: {result.mode} over {len(versions)} {args.package} releases {versions[0]}..{versions[-1]}, holding {result.held}")
+    print(
+        f"{args.variant}: {result.mode} over {len(versions)} {args.package} releases {versions[0]}..{versions[-1]}, holding {result.held}"
+    )
     result.probes, result.last_before, result.first_after = bisect_versions(versions, probe, linear=args.linear)
     skipped = [p for p in result.probes if p.outcome == "install-failed"]
     for p in skipped:
@@ -84,7 +96,9 @@ def _repro(args: argparse.Namespace) -> int:
 
     matrix, pins, _ = _held_pins(args, args.variant)
     out = export_repro(args.root, matrix, args.variant, pins, args.out, run_dir=args.root / "reports" / "runs")
-    print(f"wrote {out}/repro.py, requirements.txt, ISSUE.md — run: python -m venv v && v/bin/pip install -r requirements.txt && v/bin/python repro.py")
+    print(
+        f"wrote {out}/repro.py, requirements.txt, ISSUE.md — run: python -m venv v && v/bin/pip install -r requirements.txt && v/bin/python repro.py"
+    )
     return 0
 
 

@@ -76,7 +76,7 @@ def prepare_environment(venv: Path, requirements: Sequence[str], modules: Sequen
 
 def record_install_failure(path: Path, cell: str, pins: Mapping[str, str], reason: str) -> None:
     """Write the run file of a cell that could not be built (no results, the reason kept)."""
-    stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     run = RunRecord(
         cell=cell,
         pins=dict(pins),

@@ -12,7 +12,7 @@ from typing import Any
 
 from bugmatrix.versions import installed_axis_versions
 
-__all__ = ["observe_environment", "describe_environment"]
+__all__ = ["describe_environment", "observe_environment"]
 
 
 def observe_environment() -> dict[str, Any]:

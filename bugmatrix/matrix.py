@@ -8,6 +8,7 @@ declarations are the only sources of a cell list.
 
 from __future__ import annotations
 
+import itertools
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from bugmatrix.errors import BugmatrixError
 
-__all__ = ["AXES", "PROFILES", "Rule", "Constraint", "Matrix", "load_matrix", "parse_matrix"]
+__all__ = ["AXES", "PROFILES", "Constraint", "Matrix", "Rule", "load_matrix", "parse_matrix"]
 
 AXES = ("python", "torch", "lightning", "transformers")
 PROFILES = ("smoke", "nightly", "full")  # each a subset of the next
@@ -114,7 +115,7 @@ class _Checker:
             except InvalidSpecifier:
                 raise self.fail(f"{key}.{axis}", f"{text!r} is not a version specifier", 'write e.g. "<2.1" or ">=2.3,<2.6"') from None
         if not specs:
-            raise self.fail(key, "empty condition", "name at least one axis, e.g. { torch = \"<2.3\" }")
+            raise self.fail(key, "empty condition", 'name at least one axis, e.g. { torch = "<2.3" }')
         return specs
 
     def requirement(self, value: Any, key: str) -> str:
@@ -180,17 +181,24 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
             if unknown:
                 raise check.fail(key, f"{unknown[0]!r} is not in axes.{axis}", f"add it to axes.{axis} or remove it")
             profiles[name][axis] = listed
-    for smaller, larger in zip(PROFILES, PROFILES[1:]):
+    for smaller, larger in itertools.pairwise(PROFILES):
         for axis, values in profiles[smaller].items():
             missing = [v for v in values if v not in profiles[larger].get(axis, (base[axis],))]
             if missing:
-                raise check.fail(f"profiles.{smaller}.{axis}", f"{missing[0]!r} is not in profiles.{larger}", f"{smaller} must be a subset of {larger}")
+                raise check.fail(
+                    f"profiles.{smaller}.{axis}", f"{missing[0]!r} is not in profiles.{larger}", f"{smaller} must be a subset of {larger}"
+                )
 
     exclude = []
     for i, rule in enumerate(_array(check, data.get("exclude", []), "exclude")):
         key = f"exclude[{i}]"
         table = check.table(rule, key, {"when", "profiles"})
-        exclude.append(Rule(check.specifiers(table.get("when", {}), f"{key}.when"), check.profile_names(table.get("profiles", list(PROFILES)), f"{key}.profiles")))
+        exclude.append(
+            Rule(
+                check.specifiers(table.get("when", {}), f"{key}.when"),
+                check.profile_names(table.get("profiles", list(PROFILES)), f"{key}.profiles"),
+            )
+        )
 
     include = []
     for i, cell in enumerate(_array(check, data.get("include", []), "include")):
@@ -201,7 +209,7 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
             if version not in axes[axis]:
                 raise check.fail(f"{key}.{axis}", f"{version!r} is not in axes.{axis}", "an include can only combine listed versions")
         if "torch" not in pins:
-            raise check.fail(key, "no torch pin", "every cell needs torch: add torch = \"...\"")
+            raise check.fail(key, "no torch pin", 'every cell needs torch: add torch = "..."')
         include.append((pins, check.profile_names(table.get("profiles", list(PROFILES)), f"{key}.profiles")))
 
     constraints = []
@@ -212,7 +220,9 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
         requires = tuple(check.requirement(r, f"{key}.requires") for r in table.get("requires", []))
         constraints.append(Constraint(check.specifiers(table.get("when", {}), f"{key}.when"), requires, dist, str(table.get("why", ""))))
 
-    harness = tuple(check.requirement(r, "harness.requires") for r in check.table(data.get("harness", {}), "harness", {"requires"}).get("requires", []))
+    harness = tuple(
+        check.requirement(r, "harness.requires") for r in check.table(data.get("harness", {}), "harness", {"requires"}).get("requires", [])
+    )
     gpu = check.table(data.get("gpu", {}), "gpu", {"torch", "lightning", "transformers", "runner"})
     gpu_select = {axis: check.versions(gpu[axis], f"gpu.{axis}") for axis in AXES if axis in gpu}
     runner = gpu.get("runner", ["self-hosted", "gpu"])

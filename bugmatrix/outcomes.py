@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = [
-    "Outcome",
-    "Verdict",
-    "Signature",
     "Classified",
+    "Outcome",
+    "Signature",
+    "Verdict",
     "classify_outcome",
-    "judge",
     "excerpt",
+    "judge",
 ]
 
 #: Longest message kept in a run file; enough for an error line plus context.

@@ -18,7 +18,7 @@ from packaging.version import Version
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.matrix import AXES, PROFILES, Matrix
 
-__all__ = ["Cell", "cell_id", "plan_cells", "plan_all", "requirements_for", "import_modules", "find_cell"]
+__all__ = ["Cell", "cell_id", "find_cell", "import_modules", "plan_all", "plan_cells", "requirements_for"]
 
 #: The module a cell must import for each (axis, distribution): no fallback, so a
 #: cell pinned to lightning 2.1.0 can never quietly run another pytorch_lightning.
@@ -73,7 +73,7 @@ def plan_cells(matrix: Matrix, profile: str, projections: Iterable[tuple[str, ..
     for axes in projections:
         values = [chosen.get(axis, (matrix.base[axis],)) for axis in axes]
         for combo in itertools.product(*values):
-            pins = {"python": matrix.base["python"], "torch": matrix.base["torch"], **dict(zip(axes, combo))}
+            pins = {"python": matrix.base["python"], "torch": matrix.base["torch"], **dict(zip(axes, combo, strict=True))}
             pin_sets.append(pins)
     # A python sweep: the base stack on every other listed interpreter.
     for python in chosen.get("python", ()):

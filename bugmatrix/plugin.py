@@ -111,7 +111,7 @@ class RunState:
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def parse_pins(text: str) -> dict[str, str]:
@@ -341,4 +341,3 @@ class _Recorder:
         state = self.config.stash.get(STATE_KEY, None)
         if state is not None and (state.results or state.previous):
             state.write(finished=now())
-

@@ -19,9 +19,9 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.matrix import Matrix
 from bugmatrix.plan import cell_id, requirements_for
 
-__all__ = ["export_repro", "build_script"]
+__all__ = ["build_script", "export_repro"]
 
-HARNESS_IMPORT = re.compile(r"^from bugmatrix(\.\w+)? import .*?(?:\)\s*$|$)", re.MULTILINE | re.DOTALL)
+HARNESS_IMPORT = re.compile(r"^from bugmatrix(?:\.\w+)? import (?:\([^)]*\)|[^\n]*)\n", re.MULTILINE)
 
 # Stand-ins for the harness names a case module uses: declaration only, no behaviour.
 SHIM = '''
@@ -71,7 +71,7 @@ class Case:
         return register
 '''
 
-MAIN = '''
+MAIN = """
 
 # --- run one variant, classify as the suite does -----------------------------
 if __name__ == "__main__":
@@ -92,7 +92,7 @@ if __name__ == "__main__":
     else:
         print("checks:", checks)
         print("OUTCOME:", "fixed" if checks and all(checks.values()) else "different")
-'''
+"""
 
 
 def _checks_source(root: Path) -> str:
@@ -161,7 +161,16 @@ def _issue_text(root: Path, variant_id: str, pins: Mapping[str, str], requiremen
         lines += [f"- {k}: {v}" for k, v in sorted(observed["environment"].items()) if k != "executable"]
     else:
         lines += [f"- pinned: {', '.join(requirements)} (python {pins['python']}); not yet run in cell {cell}"]
-    lines += ["", "## Reproduce", "", "```", "python -m venv venv && venv/bin/pip install -r requirements.txt", "venv/bin/python repro.py", "```", ""]
+    lines += [
+        "",
+        "## Reproduce",
+        "",
+        "```",
+        "python -m venv venv && venv/bin/pip install -r requirements.txt",
+        "venv/bin/python repro.py",
+        "```",
+        "",
+    ]
     lines += ["## Expected vs actual", "", "Expected: the program runs to the end and every positive check holds (`OUTCOME: fixed`)."]
     if observed:
         record = observed["record"]

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from bugmatrix.case import Variant
 from bugmatrix.versions import base_version
 
-__all__ = ["unmet_requirements", "resolve_attribute"]
+__all__ = ["resolve_attribute", "unmet_requirements"]
 
 
 def resolve_attribute(dotted: str) -> object | None:

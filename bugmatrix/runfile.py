@@ -30,7 +30,7 @@ from typing import Any
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.outcomes import Outcome, Verdict
 
-__all__ = ["SCHEMA", "VariantRecord", "RunRecord", "write_text_atomic", "write_json_atomic", "load_run_file", "load_run_dir"]
+__all__ = ["SCHEMA", "RunRecord", "VariantRecord", "load_run_dir", "load_run_file", "write_json_atomic", "write_text_atomic"]
 
 SCHEMA = "bugmatrix.run/1"
 

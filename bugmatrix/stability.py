@@ -10,7 +10,6 @@ reproduction is worse than none, since bisect and the baseline diff assume
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from bugmatrix.matrix import load_matrix
 from bugmatrix.plan import Cell, find_cell, import_modules, plan_all, plan_cells, requirements_for
 from bugmatrix.runfile import load_run_file, write_json_atomic
 
-__all__ = ["main", "unstable", "stability_table"]
+__all__ = ["main", "stability_table", "unstable"]
 
 
 def unstable(seen: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -54,7 +53,9 @@ def _python_for(root: Path, cell: Cell) -> Path:
     return venv / "bin" / "python"
 
 
-def run_repeatedly(root: Path, python: Path, cell: Cell | None, repeat: int, extra: Sequence[str]) -> tuple[dict[str, list[str]], list[float]]:
+def run_repeatedly(
+    root: Path, python: Path, cell: Cell | None, repeat: int, extra: Sequence[str]
+) -> tuple[dict[str, list[str]], list[float]]:
     """Run the cases ``repeat`` times; outcomes per variant and wall time per run."""
     seen: dict[str, list[str]] = defaultdict(list)
     seconds: list[float] = []
@@ -92,7 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.system:
             matrix = load_matrix(args.root / "matrix.toml")
             declared = projections(discover_variants(args.root / "cases"))
-            cell = find_cell(plan_all(matrix, declared), args.cell) if args.cell else next(c for c in plan_cells(matrix, "smoke", declared) if c.device == "cpu")
+            cell = (
+                find_cell(plan_all(matrix, declared), args.cell)
+                if args.cell
+                else next(c for c in plan_cells(matrix, "smoke", declared) if c.device == "cpu")
+            )
         python = Path(sys.executable) if cell is None else _python_for(args.root, cell)
     except BugmatrixError as exc:
         print(f"bugmatrix: error: {exc}", file=sys.stderr)

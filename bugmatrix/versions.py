@@ -11,7 +11,7 @@ from importlib import metadata
 
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["AXIS_DISTRIBUTIONS", "base_version", "installed_version", "installed_axis_versions"]
+__all__ = ["AXIS_DISTRIBUTIONS", "base_version", "installed_axis_versions", "installed_version"]
 
 #: Which distributions provide an axis. Lightning is ``lightning`` from 2.0 on,
 #: but before 2.1 it has to be installed as ``pytorch-lightning`` (the old

@@ -74,7 +74,7 @@ def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scaler: torc
     grads_ok = grads_finite(model)
     scaler.step(optimizer)
     scaler.update()
-    moved = any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
+    moved = any(not torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
     return {"grads finite after unscale": grads_ok, "the optimizer step changed the weights": moved}
 
 

@@ -44,5 +44,11 @@ def test_unstable_variants_are_found() -> None:
 
 
 def test_stability_unknown_cell_is_exit_2() -> None:
-    run = subprocess.run([sys.executable, "-m", "bugmatrix.stability", "--root", str(ROOT), "--cell", "nope"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "bugmatrix.stability", "--root", str(ROOT), "--cell", "nope"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "unknown cell 'nope'" in run.stderr

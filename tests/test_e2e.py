@@ -91,7 +91,9 @@ def test_exported_repro_reproduces_in_a_fresh_venv(mini_matrix: Path, tmp_path: 
     uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
     venv = tmp_path / "venv"
     subprocess.run([uv, "venv", "-q", "-p", MATRIX.base["python"], str(venv)], check=True, timeout=120)
-    subprocess.run([uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "-r", str(out / "requirements.txt")], check=True, timeout=900)
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "-r", str(out / "requirements.txt")], check=True, timeout=900
+    )
     run = subprocess.run([str(venv / "bin" / "python"), str(out / "repro.py")], capture_output=True, text=True, timeout=300, check=False)
     assert run.stdout.strip().splitlines()[-1] == "OUTCOME: reproduced", run.stdout[-1500:] + run.stderr[-1500:]
     assert "element 0 of tensors does not require grad" in run.stderr

@@ -76,7 +76,9 @@ def test_interrupted_run_keeps_results_and_resume_skips_them(tmp_path: Path) -> 
 
 def test_unresolvable_cell_is_install_failed_with_the_resolver_reason(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    subprocess.run([*uv_command(), "venv", "-q", "-p", f"{sys.version_info.major}.{sys.version_info.minor}", str(venv)], check=True, timeout=120)
+    subprocess.run(
+        [*uv_command(), "venv", "-q", "-p", f"{sys.version_info.major}.{sys.version_info.minor}", str(venv)], check=True, timeout=120
+    )
     with pytest.raises(InstallFailed) as info:
         prepare_environment(venv, ["torch==0.0.1"], ["torch"])
     reason = str(info.value)
@@ -89,6 +91,8 @@ def test_unresolvable_cell_is_install_failed_with_the_resolver_reason(tmp_path: 
 
 def test_importable_but_broken_package_is_install_failed(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    subprocess.run([*uv_command(), "venv", "-q", "-p", f"{sys.version_info.major}.{sys.version_info.minor}", str(venv)], check=True, timeout=120)
+    subprocess.run(
+        [*uv_command(), "venv", "-q", "-p", f"{sys.version_info.major}.{sys.version_info.minor}", str(venv)], check=True, timeout=120
+    )
     with pytest.raises(InstallFailed, match="does not import: import no_such_module"):
         prepare_environment(venv, ["packaging"], ["no_such_module"])

@@ -30,23 +30,63 @@ def broken(tmp_path: Path, old: str, new: str) -> Path:
 
 BROKEN = [
     # (what, old, new, key and value the message must name)
-    ("toml syntax", 'schema = 1', 'schema = = 1', ["not valid TOML", "line"]),
-    ("wrong schema", 'schema = 1', 'schema = 7', ["schema", "7"]),
-    ("unknown top-level key", 'schema = 1', 'schema = 1\nprofile = "smoke"', ["profile", "unknown key"]),
-    ("unknown key in a profile", '[profiles.smoke]\ntorch', '[profiles.smoke]\ntorchh = ["2.5.1"]\ntorch', ["profiles.smoke.torchh", "unknown key"]),
+    ("toml syntax", "schema = 1", "schema = = 1", ["not valid TOML", "line"]),
+    ("wrong schema", "schema = 1", "schema = 7", ["schema", "7"]),
+    ("unknown top-level key", "schema = 1", 'schema = 1\nprofile = "smoke"', ["profile", "unknown key"]),
+    (
+        "unknown key in a profile",
+        "[profiles.smoke]\ntorch",
+        '[profiles.smoke]\ntorchh = ["2.5.1"]\ntorch',
+        ["profiles.smoke.torchh", "unknown key"],
+    ),
     ("malformed version", '[profiles.smoke]\ntorch = ["2.5.1"', '[profiles.smoke]\ntorch = ["2.x"', ["profiles.smoke.torch[0]", "'2.x'"]),
     ("version not quoted", 'python = "3.11"', "python = 3.11", ["base.python", "3.11"]),
-    ("empty axis", 'transformers = ["4.28.1", "4.29.2", "4.30.2", "4.36.2", "4.46.3", "4.57.6", "5.23.0"]', "transformers = []", ["axes.transformers", "empty list"]),
-    ("empty profile list", '[profiles.smoke]\ntorch = ["2.5.1", "2.15.0"]', "[profiles.smoke]\ntorch = []", ["profiles.smoke.torch", "empty list"]),
-    ("duplicate version", '[profiles.smoke]\ntorch = ["2.5.1", "2.15.0"]', '[profiles.smoke]\ntorch = ["2.5.1", "2.5.1"]', ["profiles.smoke.torch", "duplicate", "2.5.1"]),
-    ("profile value not on the axis", '[profiles.smoke]\ntorch = ["2.5.1"', '[profiles.smoke]\ntorch = ["2.5.2"', ["profiles.smoke.torch", "'2.5.2'", "axes.torch"]),
-    ("smoke not within nightly", '[profiles.nightly]\ntorch = ["2.0.1", "2.5.1"', '[profiles.nightly]\ntorch = ["2.0.1"', ["profiles.smoke.torch", "'2.5.1'", "profiles.nightly"]),
+    (
+        "empty axis",
+        'transformers = ["4.28.1", "4.29.2", "4.30.2", "4.36.2", "4.46.3", "4.57.6", "5.23.0"]',
+        "transformers = []",
+        ["axes.transformers", "empty list"],
+    ),
+    (
+        "empty profile list",
+        '[profiles.smoke]\ntorch = ["2.5.1", "2.15.0"]',
+        "[profiles.smoke]\ntorch = []",
+        ["profiles.smoke.torch", "empty list"],
+    ),
+    (
+        "duplicate version",
+        '[profiles.smoke]\ntorch = ["2.5.1", "2.15.0"]',
+        '[profiles.smoke]\ntorch = ["2.5.1", "2.5.1"]',
+        ["profiles.smoke.torch", "duplicate", "2.5.1"],
+    ),
+    (
+        "profile value not on the axis",
+        '[profiles.smoke]\ntorch = ["2.5.1"',
+        '[profiles.smoke]\ntorch = ["2.5.2"',
+        ["profiles.smoke.torch", "'2.5.2'", "axes.torch"],
+    ),
+    (
+        "smoke not within nightly",
+        '[profiles.nightly]\ntorch = ["2.0.1", "2.5.1"',
+        '[profiles.nightly]\ntorch = ["2.0.1"',
+        ["profiles.smoke.torch", "'2.5.1'", "profiles.nightly"],
+    ),
     ("base pin off the axis", 'torch = "2.15.0"', 'torch = "9.9.9"', ["base.torch", "'9.9.9'"]),
-    ("bad specifier in an exclude", 'when = { torch = "<2.1", lightning = ">=2.6" }', 'when = { torch = "<<2.1" }', ["exclude[0].when.torch", "'<<2.1'"]),
+    (
+        "bad specifier in an exclude",
+        'when = { torch = "<2.1", lightning = ">=2.6" }',
+        'when = { torch = "<<2.1" }',
+        ["exclude[0].when.torch", "'<<2.1'"],
+    ),
     ("bad requirement", 'requires = ["numpy<2"]', 'requires = ["numpy<<2"]', ["constraints", "'numpy<<2'"]),
     ("impossible include", "[[constraints]]", '[[include]]\ntorch = "2.5.2"\n\n[[constraints]]', ["include[0].torch", "'2.5.2'"]),
     ("include without torch", "[[constraints]]", '[[include]]\nlightning = "2.0.3"\n\n[[constraints]]', ["include[0]", "no torch pin"]),
-    ("unknown profile in a rule", 'when = { torch = "<2.1", lightning = ">=2.6" }', 'when = { torch = "<2.1" }\nprofiles = ["weekly"]', ["exclude[0].profiles", "'weekly'"]),
+    (
+        "unknown profile in a rule",
+        'when = { torch = "<2.1", lightning = ">=2.6" }',
+        'when = { torch = "<2.1" }\nprofiles = ["weekly"]',
+        ["exclude[0].profiles", "'weekly'"],
+    ),
     ("gpu runner not a list", 'runner = ["self-hosted", "gpu"]', 'runner = "gpu"', ["gpu.runner", "'gpu'"]),
 ]
 
@@ -69,7 +109,14 @@ def test_missing_matrix_file(tmp_path: Path) -> None:
 
 def test_cli_exits_2_with_one_line_on_a_broken_matrix(tmp_path: Path) -> None:
     path = broken(tmp_path, 'torch = "2.15.0"', 'torch = "9.9.9"')
-    run = subprocess.run([sys.executable, "-m", "bugmatrix", "--matrix", str(path), "plan"], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "bugmatrix", "--matrix", str(path), "plan"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
     assert run.returncode == 2
     assert run.stderr.strip().count("\n") == 0 and "base.torch" in run.stderr
 
@@ -79,7 +126,9 @@ def test_nox_refuses_a_broken_matrix_with_the_same_line(tmp_path: Path) -> None:
     if not Path(nox).exists():
         pytest.skip("nox is not installed here")
     path = broken(tmp_path, 'torch = "2.15.0"', 'torch = "9.9.9"')
-    run = subprocess.run([nox, "-l"], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "BUGMATRIX_MATRIX": str(path)}, check=False)
+    run = subprocess.run(
+        [nox, "-l"], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "BUGMATRIX_MATRIX": str(path)}, check=False
+    )
     assert run.returncode == 2 and "base.torch: '9.9.9' is not in axes.torch" in run.stderr
 
 

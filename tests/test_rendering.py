@@ -19,7 +19,9 @@ from bugmatrix.runfile import RunRecord, VariantRecord, write_json_atomic
 HOSTILE = '<script>document.title="pwned"</script> | `x`'
 
 
-def record(variant: str, outcome: str, *, kind: str = "core", workaround_for: str | None = None, message: str = "", verdict: str = "as-expected") -> VariantRecord:
+def record(
+    variant: str, outcome: str, *, kind: str = "core", workaround_for: str | None = None, message: str = "", verdict: str = "as-expected"
+) -> VariantRecord:
     return VariantRecord(
         id=f"demo::{variant}[cpu]", case="demo", variant=variant, device="cpu", kind=kind, workaround_for=workaround_for,
         outcome=outcome, expected=outcome, verdict=verdict, signature_matched=outcome == "reproduced",
@@ -37,9 +39,19 @@ def run(cell: str, torch: str, *results: VariantRecord, install: dict[str, str] 
 
 def fixture_runs() -> list[RunRecord]:
     return [
-        run("py311-torch2.5.1", "2.5.1", record("core", "reproduced", message=HOSTILE), record("fresh", "fixed", kind="workaround", workaround_for="core")),
+        run(
+            "py311-torch2.5.1",
+            "2.5.1",
+            record("core", "reproduced", message=HOSTILE),
+            record("fresh", "fixed", kind="workaround", workaround_for="core"),
+        ),
         run("py311-torch2.11.0", "2.11.0", record("core", "fixed"), record("fresh", "fixed", kind="workaround", workaround_for="core")),
-        run("py311-torch2.12.0", "2.12.0", record("core", "crashed", message="worker 'gw0' crashed while running"), record("fresh", "fixed", kind="workaround", workaround_for="core")),
+        run(
+            "py311-torch2.12.0",
+            "2.12.0",
+            record("core", "crashed", message="worker 'gw0' crashed while running"),
+            record("fresh", "fixed", kind="workaround", workaround_for="core"),
+        ),
         run("py311-torch9.0.0", "9.0.0", install={"status": "failed", "reason": "No solution found: torch==9.0.0 <b>"}),
     ]
 
@@ -81,7 +93,11 @@ def test_other_changes_are_classified() -> None:
     grid["py311-torch2.11.0"]["outcome"] = "timeout"
     grid["py311-torch2.12.0"]["outcome"] = "install-failed"
     kinds = {c.cell_id: c.kind for c in diff_against_baseline(current, baseline)}
-    assert kinds == {"py311-torch2.5.1": "unexpected-fix", "py311-torch2.11.0": "new-failure-mode", "py311-torch2.12.0": "no-longer-installs"}
+    assert kinds == {
+        "py311-torch2.5.1": "unexpected-fix",
+        "py311-torch2.11.0": "new-failure-mode",
+        "py311-torch2.12.0": "no-longer-installs",
+    }
 
 
 def test_run_verdict_regression_shows_without_baseline() -> None:
@@ -109,7 +125,7 @@ def test_html_escapes_hostile_strings_and_loads_nothing() -> None:
     assert '<script>document.title="pwned"' not in html
     assert "&lt;script&gt;document.title=" in html
     assert "torch==9.0.0 &lt;b&gt;" in html
-    assert not re.search(r'<(script|link|img)[^>]+(src|href)=|@import|url\(', html), "the report must not fetch anything"
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=|@import|url\(", html), "the report must not fetch anything"
 
 
 def test_html_puts_regressions_above_the_table() -> None:
@@ -141,7 +157,9 @@ def test_corrupt_baseline_is_one_line(tmp_path: Path) -> None:
 
 def test_big_report_renders(tmp_path: Path) -> None:
     """1,000 cells x 20 variants renders (its speed is measured by nox -s benchmark, not asserted)."""
-    runs = [run(f"c{i:04d}", "2.5.1", *(record(f"v{j:02d}", "fixed" if (i + j) % 3 else "reproduced") for j in range(20))) for i in range(1000)]
+    runs = [
+        run(f"c{i:04d}", "2.5.1", *(record(f"v{j:02d}", "fixed" if (i + j) % 3 else "reproduced") for j in range(20))) for i in range(1000)
+    ]
     start = time.perf_counter()
     html = render_html(merge_runs(runs, profile="full", commit="x", generated="now"), [])
     assert html.count('data-outcome="reproduced"') == sum(1 for i in range(1000) for j in range(20) if (i + j) % 3 == 0)

@@ -20,7 +20,16 @@ from tests.test_rendering import compat
 
 pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +46,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def chromium(report: Path, *args: str) -> subprocess.CompletedProcess[str]:
     profile = report.parent / "profile"
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args, report.as_uri()], capture_output=True, text=True, timeout=90, check=False)
+    return subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args, report.as_uri()], capture_output=True, text=True, timeout=90, check=False
+    )
 
 
 def test_rendered_dom_has_the_regression_on_top_and_js_filters(report: Path) -> None:

@@ -13,7 +13,9 @@ from bugmatrix.outcomes import Outcome, Signature, Verdict, classify_outcome, ju
 from bugmatrix.runfile import SCHEMA, RunRecord, VariantRecord, load_run_file, write_json_atomic
 
 GRAD = Signature(r"element 0 of tensors does not require grad")
-ENCODER = Signature(r"mat1 and mat2 must have the same dtype", r"expected scalar type (BFloat16|Half|Float) but found (Float|BFloat16|Half)")
+ENCODER = Signature(
+    r"mat1 and mat2 must have the same dtype", r"expected scalar type (BFloat16|Half|Float) but found (Float|BFloat16|Half)"
+)
 
 
 def test_signature_match_is_reproduced() -> None:
@@ -42,14 +44,18 @@ def test_all_checks_true_is_fixed() -> None:
 
 @pytest.mark.parametrize(
     "message",
-    ["mat1 and mat2 must have the same dtype, but got BFloat16 and Float", "expected scalar type BFloat16 but found Float", "expected scalar type Float but found BFloat16"],
+    [
+        "mat1 and mat2 must have the same dtype, but got BFloat16 and Float",
+        "expected scalar type BFloat16 but found Float",
+        "expected scalar type Float but found BFloat16",
+    ],
 )
 def test_encoder_signature_family_matches_every_wording(message: str) -> None:
     assert classify_outcome(ENCODER, RuntimeError(message)).outcome is Outcome.REPRODUCED
 
 
 def test_signature_rejects_bad_regex_at_declaration() -> None:
-    with pytest.raises(Exception, match="unterminated|missing"):
+    with pytest.raises(Exception, match=r"unterminated|missing"):
         Signature(r"(unclosed")
 
 
@@ -80,7 +86,7 @@ def test_expect_compares_base_versions_and_devices() -> None:
 
 
 def test_expect_rejects_a_bad_specifier() -> None:
-    with pytest.raises(ValueError, match="torch='2.x'"):
+    with pytest.raises(ValueError, match=r"torch='2\.x'"):
         Expect("fixed", torch="2.x")
 
 
@@ -136,7 +142,14 @@ def _record(**overrides: object) -> VariantRecord:
 
 
 def _run(results: list[VariantRecord]) -> RunRecord:
-    return RunRecord(cell="c1", pins={"torch": "2.5.1"}, environment={"torch": "2.5.1"}, started="2026-01-01T00:00:00+00:00", finished="2026-01-01T00:00:09+00:00", results=results)
+    return RunRecord(
+        cell="c1",
+        pins={"torch": "2.5.1"},
+        environment={"torch": "2.5.1"},
+        started="2026-01-01T00:00:00+00:00",
+        finished="2026-01-01T00:00:09+00:00",
+        results=results,
+    )
 
 
 def test_run_file_round_trip(tmp_path: Path) -> None:

@@ -35,7 +35,14 @@ def test_actionlint_catches_a_broken_workflow() -> None:
 
 
 def plan_json(profile: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "bugmatrix", "plan", "--profile", profile, "--json"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "bugmatrix", "plan", "--profile", profile, "--json"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout)
 
 

@@ -21,14 +21,18 @@ from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import render_markdown, render_step_summary
 from bugmatrix.runfile import load_run_dir, write_json_atomic, write_text_atomic
 
-__all__ = ["run_report", "git_commit"]
+__all__ = ["git_commit", "run_report"]
 
 
 def git_commit(root: object) -> str:
     """The checkout's short commit (with -dirty), or "unknown" outside git."""
     try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, check=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return sha + ("-dirty" if dirty else "")
@@ -40,7 +44,7 @@ def run_report(args: argparse.Namespace) -> int:
     # Planned order is version order (2.5.1 before 2.10.0); the system cell goes first.
     order = {"system": -1} | {c.id: i for i, c in enumerate(plan_cells(matrix, args.profile, projections(discover_variants(args.cases))))}
     runs = sorted((r for r in load_run_dir(args.reports / "runs") if r.cell in order), key=lambda r: order[r.cell])
-    generated = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    generated = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     compat = merge_runs(runs, profile=args.profile, commit=git_commit(args.root), generated=generated)
     baseline_path = args.baseline or args.reports / "baseline.json"
     baseline = load_compat(baseline_path) if baseline_path.exists() else None

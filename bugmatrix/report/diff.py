@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Change", "diff_against_baseline", "summary_lines", "SEVERITY"]
+__all__ = ["SEVERITY", "Change", "diff_against_baseline", "summary_lines"]
 
 FAILURES = {"different", "crashed", "timeout"}
 #: Display order: what needs a maintainer first.

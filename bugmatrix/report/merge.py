@@ -16,7 +16,7 @@ from typing import Any
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.runfile import RunRecord
 
-__all__ = ["COMPAT_SCHEMA", "merge_runs", "load_compat"]
+__all__ = ["COMPAT_SCHEMA", "load_compat", "merge_runs"]
 
 COMPAT_SCHEMA = "bugmatrix.compat/1"
 KIND_ORDER = {"core": 0, "framework": 1, "workaround": 2, "": 3}
@@ -87,7 +87,11 @@ def merge_runs(runs: list[RunRecord], *, profile: str, commit: str, generated: s
 def _attach_workarounds(variants: list[dict[str, Any]], results: dict[str, dict[str, dict[str, Any]]]) -> None:
     """For each reproduced entry: the workarounds fixed in the same cell."""
     for variant in variants:
-        helpers = [w for w in variants if w["workaround_for"] == variant["variant"] and w["case"] == variant["case"] and w["device"] == variant["device"]]
+        helpers = [
+            w
+            for w in variants
+            if w["workaround_for"] == variant["variant"] and w["case"] == variant["case"] and w["device"] == variant["device"]
+        ]
         for cell, entry in results.get(variant["id"], {}).items():
             entry["workarounds"] = [
                 w["variant"] for w in helpers if results.get(w["id"], {}).get(cell, {}).get("outcome") == "fixed"

@@ -17,7 +17,12 @@ from bugmatrix.report.render_md import cell_label
 
 __all__ = ["render_html"]
 
-_ENV = Environment(loader=PackageLoader("bugmatrix.report", "templates"), autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
+_ENV = Environment(
+    loader=PackageLoader("bugmatrix.report", "templates"),
+    autoescape=select_autoescape(["html", "j2"]),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 
 
 def _rows(compat: dict[str, Any]) -> list[dict[str, Any]]:

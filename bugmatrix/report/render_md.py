@@ -14,7 +14,7 @@ from typing import Any
 from bugmatrix.report import SYMBOLS, label
 from bugmatrix.report.diff import Change
 
-__all__ = ["escape_md", "cell_label", "render_markdown", "render_step_summary"]
+__all__ = ["cell_label", "escape_md", "render_markdown", "render_step_summary"]
 
 AXIS_SHORT = {"python": "py", "torch": "torch", "lightning": "pl", "transformers": "tf"}
 
@@ -52,7 +52,9 @@ def _changes(changes: list[Change]) -> list[str]:
     if not shown:
         lines.append("No regressions, new failure modes or unexpected fixes.")
     for c in shown:
-        lines.append(f"- **{c.kind}**: `{escape_md(c.variant_id)}` in `{escape_md(c.cell_id)}`: {escape_md(c.before or '—')} → {escape_md(c.after)} — {escape_md(c.message[:200])}")
+        lines.append(
+            f"- **{c.kind}**: `{escape_md(c.variant_id)}` in `{escape_md(c.cell_id)}`: {escape_md(c.before or '—')} → {escape_md(c.after)} — {escape_md(c.message[:200])}"
+        )
     informational = len(changes) - len(shown)
     if informational:
         lines.append(f"- {informational} new cell(s)/variant(s) not in the baseline.")
