@@ -96,3 +96,15 @@ def test_importable_but_broken_package_is_install_failed(tmp_path: Path) -> None
     )
     with pytest.raises(InstallFailed, match="does not import: import no_such_module"):
         prepare_environment(venv, ["packaging"], ["no_such_module"])
+
+
+def test_failed_download_is_install_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A registry that cannot be reached mid-build (here: a closed port on loopback) is install-failed, with why."""
+    venv = tmp_path / "venv"
+    subprocess.run([*uv_command(), "venv", "-q", "-p", f"{sys.version_info.major}.{sys.version_info.minor}", str(venv)], check=True, timeout=120)
+    monkeypatch.setenv("UV_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("UV_NO_CACHE", "1")
+    monkeypatch.setenv("UV_HTTP_TIMEOUT", "5")
+    with pytest.raises(InstallFailed) as info:
+        prepare_environment(venv, ["packaging==24.1"], ["packaging"])
+    assert "127.0.0.1" in str(info.value) or "connect" in str(info.value).lower()

