@@ -97,14 +97,19 @@ def system(session: nox.Session) -> None:
     )  # fmt: skip
 
 
+def run_cli(command: str, session: nox.Session) -> None:
+    """``python -m bugmatrix COMMAND`` in nox's own interpreter; its exit code (2: bad input) is nox's."""
+    from bugmatrix.cli import main
+
+    code = main([command, *session.posargs])
+    if code:
+        sys.exit(code)
+
+
 @nox.session(python=False)
 def plan(session: nox.Session) -> None:
     """Print a profile's cells (--json: the CI matrix for the nightly workflow)."""
-    from bugmatrix.cli import main
-
-    code = main(["plan", *session.posargs])
-    if code:
-        sys.exit(code)
+    run_cli("plan", session)
 
 
 def run_tool(session: nox.Session, *args: str) -> None:
@@ -122,21 +127,13 @@ def report(session: nox.Session) -> None:
 @nox.session(python=False)
 def bisect(session: nox.Session) -> None:
     """Find the first release where a variant's outcome flips: -- VARIANT PACKAGE [--from V] [--to V]."""
-    from bugmatrix.cli import main
-
-    code = main(["bisect", *session.posargs])
-    if code:
-        sys.exit(code)
+    run_cli("bisect", session)
 
 
 @nox.session(python=False)
 def repro(session: nox.Session) -> None:
     """Export a variant as a standalone repro.py + requirements.txt + ISSUE.md: -- VARIANT --cell ID."""
-    from bugmatrix.cli import main
-
-    code = main(["repro", *session.posargs])
-    if code:
-        sys.exit(code)
+    run_cli("repro", session)
 
 
 def ensure_chromium(session: nox.Session) -> None:
