@@ -177,7 +177,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=MATRIX.base["python"])
 def benchmark(session: nox.Session) -> None:
     """Measure env builds (uv vs virtualenv+pip), reuse vs floor, smoke wall time, report speed, disk; print ratios."""
-    session.install(*TOOLS, "virtualenv>=20", "uv>=0.4")
+    session.install(*TOOLS, "virtualenv>=20", "uv>=0.4", "nox>=2024.10.9")
     session.run("python", "-m", "bugmatrix.benchmark", "--root", str(ROOT), *session.posargs, env={"PYTHONPATH": str(ROOT)})
 
 
