@@ -74,10 +74,10 @@ def disk_kib(paths: Sequence[Path]) -> int:
     return int(out.strip().splitlines()[-1].split()[0])
 
 
-def _timed(command: Sequence[str], env: dict[str, str] | None = None) -> float:
+def _timed(command: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:
     """Wall time of a command that must succeed; on failure, its own last words."""
     start = time.perf_counter()
-    done = subprocess.run(list(command), capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False)
+    done = subprocess.run(list(command), capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd, check=False)
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         msg = f"{command[0]} ... exited {done.returncode}: {' / '.join(tail)}"
@@ -137,7 +137,7 @@ def measure_reuse(root: Path, cell: Cell, python: Path) -> Measurement:
 
 def measure_smoke(root: Path, cells: list[Cell]) -> Measurement:
     """``nox -t smoke`` (cells only) wall time vs the sum of their floors."""
-    wall = _timed([sys.executable, "-m", "nox", "-t", "smoke", "-k", "cell"], {"BUGMATRIX_REPORTS": tempfile.mkdtemp()})
+    wall = _timed([sys.executable, "-m", "nox", "-t", "smoke", "-k", "cell"], {"BUGMATRIX_REPORTS": tempfile.mkdtemp()}, cwd=root)
     floors = 0.0
     for cell in cells:
         measured = measure_reuse(root, cell, env_dir(root, cell.pins) / "bin" / "python")
