@@ -122,6 +122,9 @@ def load_run_file(path: Path) -> RunRecord:
         msg = f"{path}: schema {schema!r} is not {SCHEMA!r}; re-run its cell with this version of bugmatrix"
         raise BugmatrixError(msg)
     try:
+        if data["install"].get("status") not in ("ok", "failed"):
+            msg = f"install.status {data['install'].get('status')!r} is neither 'ok' nor 'failed'"
+            raise ValueError(msg)
         results = [VariantRecord.from_dict(r) for r in data["results"]]
         return RunRecord(
             cell=str(data["cell"]),

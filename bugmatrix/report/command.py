@@ -43,7 +43,11 @@ def run_report(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     # Planned order is version order (2.5.1 before 2.10.0); the system cell goes first.
     order = {"system": -1} | {c.id: i for i, c in enumerate(plan_cells(matrix, args.profile, projections(discover_variants(args.cases))))}
-    runs = sorted((r for r in load_run_dir(args.reports / "runs") if r.cell in order), key=lambda r: order[r.cell])
+    found = load_run_dir(args.reports / "runs")
+    runs = sorted((r for r in found if r.cell in order), key=lambda r: order[r.cell])
+    ignored = sorted(r.cell for r in found if r.cell not in order)
+    if ignored:
+        print(f"report: left out {len(ignored)} run file(s) of cells not in profile {args.profile}: {', '.join(ignored)}", file=sys.stderr)
     generated = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     compat = merge_runs(runs, profile=args.profile, commit=git_commit(args.root), generated=generated)
     baseline_path = args.baseline or args.reports / "baseline.json"

@@ -1,104 +1,207 @@
 """GitHub-flavoured Markdown: compat.md and the CI step summary.
 
 Rows are case variants, columns the cells where that case ran (one table per
-case keeps each readable), entries a symbol *and* a word. Everything that
-comes from a run (messages, versions) is escaped: a ``|`` would break the
-table, and ``<script>`` must stay text.
+case keeps each readable), headed by the axes that tell cells apart, with
+neighbouring cells that differ in one axis and agree on every row sharing a
+column (:func:`_column_groups`); every entry is a symbol *and* a word. Everything that comes from a run (messages,
+versions, install reasons) goes through :func:`escape_md`: a ``|`` would add a
+column, ``<script>`` must stay text, and a backtick or ``*`` would restyle the
+rest of the line.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
-from bugmatrix.report import SYMBOLS, label
-from bugmatrix.report.diff import Change
+from bugmatrix.report import AXIS_SHORT, FLAGGED_VERDICTS, SYMBOLS, label, split_axes
+from bugmatrix.report.diff import INFORMATIONAL, Change
 
-__all__ = ["cell_label", "escape_md", "render_markdown", "render_step_summary"]
+__all__ = ["change_lines", "code", "escape_md", "render_markdown", "render_step_summary"]
 
-AXIS_SHORT = {"python": "py", "torch": "torch", "lightning": "pl", "transformers": "tf"}
+#: Characters that change Markdown structure or style; backslash-escaped (GFM honours these in tables too).
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+#: Identifiers that may go verbatim in a code span: no backtick (ends the span), no pipe (ends the cell).
+_PLAIN_ID = re.compile(r"[\w.:+\-\[\]/=, ]+")
+#: GitHub rejects step summaries over 1 MiB; a nightly with a broken index could list thousands of changes.
+SUMMARY_CHANGE_LIMIT = 30
+MESSAGE_CHARS = 200
+#: Outcomes of a variant that did not run at all.
+DID_NOT_RUN = frozenset({"skipped", "install-failed"})
 
 
 def escape_md(text: object) -> str:
-    """Make arbitrary text safe inside a Markdown table cell."""
-    out = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`")
+    """Make arbitrary text safe inside a Markdown table cell (one line, no markup, no HTML)."""
+    out = _MD_SPECIAL.sub(r"\\\1", str(text))
     out = out.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return " ".join(out.split())
 
 
-def cell_label(cell: dict[str, Any]) -> str:
-    """``torch 2.5.1 · pl 2.0.3`` (python shown only when it is not the only one)."""
-    pins = cell.get("pins") or {}
-    parts = [f"{AXIS_SHORT[a]} {pins[a]}" for a in AXIS_SHORT if a in pins and a != "python"]
-    return escape_md(" · ".join(parts) or cell["id"])
+def code(text: object) -> str:
+    """An id as a code span when that is safe, else escaped text.
+
+    Inside a code span backslash escapes are shown literally, so only text
+    that needs none may go there; anything else is escaped plain text.
+    """
+    text = str(text)
+    return f"`{text}`" if _PLAIN_ID.fullmatch(text) else escape_md(text)
 
 
 def _entry(entry: dict[str, Any] | None) -> str:
     if entry is None:
-        return ""
+        return "·"  # the variant was not part of this cell's run (e.g. selected out with -k)
     text = label(entry["outcome"])
-    if entry.get("verdict") in ("regression", "unexpected-fix", "new-failure-mode"):
-        text = f"**{text}** ({entry['verdict']})"
-    elif entry.get("verdict") == "new":
+    verdict = entry.get("verdict")
+    if verdict in FLAGGED_VERDICTS:
+        text = f"**{text}** ({verdict})"
+    elif verdict == "new":
         text += " (new)"
     if entry.get("workarounds"):
         text += " — works: " + ", ".join(escape_md(w) for w in entry["workarounds"])
     return text
 
 
-def _changes(changes: list[Change]) -> list[str]:
-    lines = ["## Changes since baseline", ""]
-    shown = [c for c in changes if c.kind not in ("new-cell", "new-variant")]
-    if not shown:
-        lines.append("No regressions, new failure modes or unexpected fixes.")
-    for c in shown:
-        lines.append(
-            f"- **{c.kind}**: `{escape_md(c.variant_id)}` in `{escape_md(c.cell_id)}`: {escape_md(c.before or '—')} → {escape_md(c.after)} — {escape_md(c.message[:200])}"
-        )
-    informational = len(changes) - len(shown)
+def _bullet(item: Change | list[Change]) -> str:
+    if isinstance(item, list):  # every variant of one cell that no longer installs
+        first = item[0]
+        return f"- **no-longer-installs**: {code(first.cell_id)} ({len(item)} variants) — {escape_md(first.message[:MESSAGE_CHARS])}"
+    return (
+        f"- **{item.kind}**: {code(item.variant_id)} in {code(item.cell_id)}: {escape_md(item.before or '—')} → {escape_md(item.after)}"
+        f" — {escape_md(item.message[:MESSAGE_CHARS])}"
+    )
+
+
+def change_lines(changes: list[Change], limit: int | None = None) -> list[str]:
+    """Markdown bullets, most severe first; an uninstallable cell is one line, not one per variant."""
+    items: list[Change | list[Change]] = []
+    broken_cells: dict[str, list[Change]] = {}
+    for c in changes:
+        if c.kind in INFORMATIONAL:
+            continue
+        if c.kind != "no-longer-installs":
+            items.append(c)
+        elif c.cell_id in broken_cells:
+            broken_cells[c.cell_id].append(c)
+        else:
+            broken_cells[c.cell_id] = [c]
+            items.append(broken_cells[c.cell_id])  # the group keeps the severity slot of its first change
+    lines = [_bullet(item) for item in items]
+    if limit is not None and len(lines) > limit:
+        lines = [*lines[:limit], f"- … and {len(lines) - limit} more (see compat.md or index.html)"]
+    return lines
+
+
+def _column_groups(
+    columns: list[dict[str, Any]], ran: list[dict[str, Any]], results: dict[str, Any], varying: list[str]
+) -> list[tuple[str, list[str]]]:
+    """(heading, one entry per row) for each column of a case's table.
+
+    Neighbouring cells (plan order) that differ in a single axis and agree on
+    every row share one column headed ``tf 4.29.2, 4.30.2, 5.23.0``: a case
+    that does not depend on transformers then does not repeat itself once per
+    transformers version, and the table stays readable on GitHub. Nothing is
+    lost: the entries merged are identical.
+    """
+    groups: list[tuple[list[dict[str, Any]], str | None, list[str]]] = []
+    for cell in columns:
+        entries = [_entry(results.get(v["id"], {}).get(cell["id"])) for v in ran]
+        if groups:
+            cells, axis, previous = groups[-1]
+            first, pins = cells[0].get("pins") or {}, cell.get("pins") or {}
+            differ = [a for a in varying if first.get(a) != pins.get(a)]
+            # Both must pin the axis: "tf 4.29.2" must not stand for a cell without transformers.
+            if entries == previous and len(differ) == 1 and axis in (None, differ[0]) and first.get(differ[0]) and pins.get(differ[0]):
+                groups[-1] = ([*cells, cell], differ[0], previous)
+                continue
+        groups.append(([cell], None, entries))
+    headings = []
+    for cells, axis, entries in groups:
+        pins = cells[0].get("pins") or {}
+        parts = []
+        for a in varying:
+            values = [str(c["pins"][a]) for c in cells] if a == axis else [str(pins[a])] if a in pins else []
+            if values:
+                parts.append(f"{AXIS_SHORT.get(a, a)} {', '.join(values)}")
+        headings.append((escape_md(" · ".join(parts) or ", ".join(c["id"] for c in cells)), entries))
+    return headings
+
+
+def _changes_section(changes: list[Change], limit: int | None = None) -> list[str]:
+    lines = ["## Changes since baseline", "", *change_lines(changes, limit)]
+    if len(lines) == 2:
+        lines.append("No regressions, new failure modes, install failures or unexpected fixes.")
+    informational = sum(1 for c in changes if c.kind in INFORMATIONAL)
     if informational:
-        lines.append(f"- {informational} new cell(s)/variant(s) not in the baseline.")
+        lines.append(f"\n{informational} new cell(s)/variant(s) not in the baseline.")
     return [*lines, ""]
 
 
+def _environment_line(compat: dict[str, Any]) -> str:
+    hosts = []
+    for env in compat.get("environments", []):
+        cuda = ", ".join(env.get("cuda") or []) or "none"
+        hosts.append(
+            f"{env['platform']} · GPU: {env.get('gpu') or 'none'} · CUDA builds: {cuda} · Python {', '.join(env.get('python') or [])}"
+        )
+    return "Ran on: " + escape_md("; ".join(hosts)) if hosts else "Ran on: no cell recorded an environment."
+
+
 def render_markdown(compat: dict[str, Any], changes: list[Change]) -> str:
-    """The full compat.md."""
+    """The full compat.md: header, changes since the baseline, then one table per case."""
+    cells = compat["cells"]
+    varying, shared = split_axes(cells)
     lines = [
         "# bugmatrix compatibility report",
         "",
-        f"Profile `{escape_md(compat['profile'])}` · {len(compat['cells'])} cells · generated {escape_md(compat['generated'])} · commit `{escape_md(compat['commit'])}`",
+        f"Profile {code(compat['profile'])} · {len(cells)} cells · generated {escape_md(compat['generated'])} · commit {code(compat['commit'])}",
         "",
-        "Legend: " + ", ".join(label(o) for o in SYMBOLS) + ". *works:* the workaround variants that are fixed in that same cell.",
+        _environment_line(compat),
         "",
-        *_changes(changes),
+        "Legend: " + ", ".join(label(o) for o in SYMBOLS) + ", · not in this cell's run."
+        " *works:* the workaround variants that are fixed in that same cell.",
+        "",
+        *_changes_section(changes),
     ]
-    cells = compat["cells"]
+    if shared:
+        lines += ["Every cell pins " + escape_md(", ".join(f"{AXIS_SHORT.get(a, a)} {v}" for a, v in shared.items())) + ".", ""]
     by_case: dict[str, list[dict[str, Any]]] = {}
     for variant in compat["variants"]:
         by_case.setdefault(variant["case"], []).append(variant)
     for case, variants in by_case.items():
-        ran = [v for v in variants if any(e["outcome"] != "skipped" for e in compat["results"].get(v["id"], {}).values())]
+        # Rows that only skipped, or sat in cells that never installed, are counted below the table instead.
+        ran = [v for v in variants if any(e["outcome"] not in DID_NOT_RUN for e in compat["results"].get(v["id"], {}).values())]
         columns = [c for c in cells if any(c["id"] in compat["results"].get(v["id"], {}) for v in ran)]
         lines += [f"## {escape_md(case)}", ""]
         if not ran:
-            lines += ["Every variant was skipped in every cell (see the HTML report for the reasons).", ""]
+            lines += ["No variant ran in any cell: skipped everywhere, or no cell installed (see the HTML report for the reasons).", ""]
             continue
-        lines.append("| variant | " + " | ".join(cell_label(c) for c in columns) + " |")
-        lines.append("|---" * (len(columns) + 1) + "|")
-        for v in ran:
-            row = compat["results"].get(v["id"], {})
-            name = f"`{escape_md(v['variant'])}[{escape_md(v['device'])}]`" + (" *(workaround)*" if v["kind"] == "workaround" else "")
-            lines.append(f"| {name} | " + " | ".join(_entry(row.get(c["id"])) for c in columns) + " |")
+        groups = _column_groups(columns, ran, compat["results"], varying)
+        lines.append("| variant | " + " | ".join(heading for heading, _ in groups) + " |")
+        lines.append("|---" * (len(groups) + 1) + "|")
+        for i, v in enumerate(ran):
+            name = code(f"{v['variant']}[{v['device']}]")
+            if v["kind"] == "workaround":
+                name += f" *(workaround for {code(v['workaround_for'])})*"
+            lines.append(f"| {name} | " + " | ".join(entries[i] for _, entries in groups) + " |")
         skipped = len(variants) - len(ran)
         if skipped:
-            lines.append(f"\n{skipped} variant(s) skipped in every cell (CUDA variants without a GPU, or an unmet requirement).")
+            lines.append(f"\n{skipped} variant(s) ran in no cell (CUDA variants without a GPU, or an unmet requirement).")
         lines.append("")
     return "\n".join(lines) + "\n"
 
 
 def render_step_summary(compat: dict[str, Any], changes: list[Change]) -> str:
-    """Short Markdown for ``$GITHUB_STEP_SUMMARY``: changes first, then counts per case."""
-    lines = ["# bugmatrix nightly", "", *_changes(changes), "## Outcomes per case", ""]
+    """Short Markdown for ``$GITHUB_STEP_SUMMARY``: changes first, then outcome counts per case."""
+    lines = [
+        f"# bugmatrix {escape_md(compat['profile'])}",
+        "",
+        f"{len(compat['cells'])} cells · {len(compat['variants'])} variants · commit {code(compat['commit'])}",
+        "",
+        *_changes_section(changes, SUMMARY_CHANGE_LIMIT),
+        "## Outcomes per case",
+        "",
+    ]
     outcomes = list(SYMBOLS)
     lines.append("| case | " + " | ".join(label(o) for o in outcomes) + " |")
     lines.append("|---" * (len(outcomes) + 1) + "|")

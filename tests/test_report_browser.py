@@ -1,0 +1,109 @@
+"""index.html as a person sees it: Debian's headless chromium renders the fixture report.
+
+Asserts on the DOM *after* the inline script ran (filters built from the
+table, a change link opening its log), checks that the hostile fixture
+message did not execute, and takes a 1280x800 screenshot. Skips, saying why,
+where chromium is not installed (``apt-get install -y chromium``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bugmatrix.report.diff import diff_against_baseline
+from bugmatrix.report.render_html import render_html
+from tests.test_report import CORE, FIXED, fixture_compat, with_regression
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+#: No network, no first-run UI, no background services: the page must render from the file alone.
+FLAGS = (
+    "--headless",
+    "--no-sandbox",  # CI containers run as root, where chromium's sandbox refuses to start
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture report with a planted regression, written where chromium can open it."""
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed (/usr/bin/chromium); install it with: apt-get install -y chromium")
+    baseline = fixture_compat()
+    current = with_regression(baseline)
+    path = tmp_path_factory.mktemp("report") / "index.html"
+    path.write_text(render_html(current, diff_against_baseline(current, baseline)), encoding="utf-8")
+    return path
+
+
+def chromium(report: Path, *args: str, fragment: str = "") -> subprocess.CompletedProcess[str]:
+    """One headless run with a throwaway profile (a shared one would lock between runs)."""
+    profile = report.parent / f"profile-{len(list(report.parent.glob('profile-*')))}"
+    command = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args, report.as_uri() + fragment]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def dom(report: Path) -> str:
+    return chromium(report, "--dump-dom").stdout
+
+
+def test_hostile_message_did_not_run(dom: str, report: Path) -> None:
+    written = re.search(r"<title>(.*?)</title>", report.read_text(encoding="utf-8")).group(1)
+    rendered = re.search(r"<title>(.*?)</title>", dom).group(1)
+    assert rendered == written and "pwned" not in rendered, "a fixture message tries to set document.title"
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom, "it is shown as text instead"
+    assert not re.search(r"<img[^>]*onerror", dom)
+
+
+def test_regression_is_inside_changes_above_the_table(dom: str) -> None:
+    section = dom[dom.index('<section id="changes"') : dom.index("</section>")]
+    assert 'class="change change-regression"' in section and f"{CORE}" in section and FIXED in section
+    assert dom.index("</section>") < dom.index('id="compat-table"')
+
+
+def test_filters_are_built_from_the_table(dom: str) -> None:
+    case = dom[dom.index('id="f-case"') : dom.index("</select>", dom.index('id="f-case"'))]
+    assert '<option value="autocast_cache">autocast_cache</option>' in case
+    assert '<option value="t5_loss_no_grad_fn">t5_loss_no_grad_fn</option>' in case
+    outcome = dom[dom.index('id="f-outcome"') : dom.index("</select>", dom.index('id="f-outcome"'))]
+    for word in ("crashed", "fixed", "install-failed", "reproduced", "skipped", "timeout"):
+        assert f'<option value="{word}">{word}</option>' in outcome
+    torch = dom[dom.index('data-axis="torch"') : dom.index("</select>", dom.index('data-axis="torch"'))]
+    values = re.findall(r'<option value="([^"]+)">', torch)
+    assert values == ["2.5.1", "2.11.0", "2.12.0", "9.0.0"], "versions in plan order, not string order"
+    # python is the same in every cell: its filter would only ever show one value.
+    python = dom.index('data-axis="python"')
+    assert 'class="hidden"' in dom[dom.rindex("<label", 0, python) : python]
+    # the CUDA rows are skipped everywhere and hidden by default, by the script
+    assert re.search(r'<tr data-case="autocast_cache" data-variant="autocast_cache::core\[cuda\]"[^>]*class="[^"]*hidden', dom)
+
+
+def test_a_change_link_opens_its_log(report: Path) -> None:
+    dom = chromium(report, "--dump-dom", fragment="#e0").stdout
+    entry = re.search(r'<td [^>]*id="e0"[^>]*>(.*?)</td>', dom, re.S)
+    assert entry and "<details open" in entry.group(1), "following a change link expands the entry's message and log"
+
+
+def test_screenshot_at_1280x800(report: Path) -> None:
+    shot = report.parent / "report.png"
+    chromium(report, "--window-size=1280,800", "--hide-scrollbars", f"--screenshot={shot}")
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", data[16:24]) == (1280, 800), "the IHDR chunk holds width and height"
+    assert len(data) > 10_000, "a blank page compresses to a few hundred bytes"
