@@ -17,6 +17,7 @@ from bugmatrix.errors import BugmatrixError
 __all__ = ["DeclaredVariant", "discover_variants", "projections"]
 
 DEFAULT_AXES = ("torch",)
+PACKAGE_AXES = ("torch", "lightning", "transformers")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,16 @@ def _declared(path: Path, name: str, call: ast.Call) -> DeclaredVariant:
     except ValueError:
         msg = f"{path}: variant {name!r}: axes must be a literal tuple of axis names so the planner can read it"
         raise BugmatrixError(msg) from None
+    unknown = (
+        [a for a in axes if a not in PACKAGE_AXES]
+        if isinstance(keywords.get("axes"), (ast.Tuple, ast.List)) or "axes" not in keywords
+        else ["axes"]
+    )
+    if unknown:
+        msg = (
+            f"{path}: variant {name!r}: axes={ast.unparse(keywords['axes'])} names {unknown[0]!r}; use a tuple of {', '.join(PACKAGE_AXES)}"
+        )
+        raise BugmatrixError(msg)
     devices = tuple(
         "cuda" if "CUDA" in ast.unparse(element) or "cuda" in ast.unparse(element) else "cpu"
         for element in getattr(keywords.get("devices"), "elts", [])

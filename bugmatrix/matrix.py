@@ -25,6 +25,8 @@ __all__ = ["AXES", "PROFILES", "Constraint", "Matrix", "Rule", "load_matrix", "p
 
 AXES = ("python", "torch", "lightning", "transformers")
 PROFILES = ("smoke", "nightly", "full")  # each a subset of the next
+#: The distributions that may provide each axis (see constraints[].distribution).
+DISTRIBUTIONS = {"torch": ("torch",), "lightning": ("lightning", "pytorch-lightning"), "transformers": ("transformers",)}
 TOP_KEYS = {"schema", "base", "axes", "profiles", "exclude", "include", "constraints", "harness", "gpu"}
 
 
@@ -217,18 +219,36 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
         key = f"constraints[{i}]"
         table = check.table(entry, key, {"when", "requires", "distribution", "why"})
         dist = check.table(table.get("distribution", {}), f"{key}.distribution", set(AXES) - {"python"})
-        requires = tuple(check.requirement(r, f"{key}.requires") for r in table.get("requires", []))
+        for axis, name in dist.items():
+            if name not in DISTRIBUTIONS.get(axis, ()):
+                raise check.fail(
+                    f"{key}.distribution.{axis}",
+                    f"{name!r} is not a distribution of {axis}",
+                    f"use one of {', '.join(DISTRIBUTIONS[axis])}",
+                )
+        requires = tuple(check.requirement(r, f"{key}.requires") for r in _string_list(check, table.get("requires", []), f"{key}.requires"))
         constraints.append(Constraint(check.specifiers(table.get("when", {}), f"{key}.when"), requires, dist, str(table.get("why", ""))))
 
     harness = tuple(
-        check.requirement(r, "harness.requires") for r in check.table(data.get("harness", {}), "harness", {"requires"}).get("requires", [])
+        check.requirement(r, "harness.requires")
+        for r in _string_list(check, check.table(data.get("harness", {}), "harness", {"requires"}).get("requires", []), "harness.requires")
     )
     gpu = check.table(data.get("gpu", {}), "gpu", {"torch", "lightning", "transformers", "runner"})
     gpu_select = {axis: check.versions(gpu[axis], f"gpu.{axis}") for axis in AXES if axis in gpu}
+    for axis, values in gpu_select.items():
+        unknown = [v for v in values if v not in axes[axis]]
+        if unknown:
+            raise check.fail(f"gpu.{axis}", f"{unknown[0]!r} is not in axes.{axis}", "list versions the matrix has, or no GPU cell matches")
     runner = gpu.get("runner", ["self-hosted", "gpu"])
     if not isinstance(runner, list) or not runner or not all(isinstance(r, str) for r in runner):
         raise check.fail("gpu.runner", f"{runner!r} is not a list of runner labels", 'write e.g. ["self-hosted", "gpu"]')
     return Matrix(path, base, axes, profiles, tuple(exclude), tuple(include), tuple(constraints), harness, gpu_select, tuple(runner))
+
+
+def _string_list(check: _Checker, value: Any, key: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise check.fail(key, f"{value!r} is not a list of requirements", 'write e.g. ["numpy<2"]')
+    return value
 
 
 def _array(check: _Checker, value: Any, key: str) -> list[Any]:

@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from bugmatrix.case import Case, SkipVariant, Variant
+from bugmatrix.errors import BugmatrixError
 from bugmatrix.outcomes import Classified, Outcome, Verdict, classify_outcome, excerpt, judge
 from bugmatrix.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
 
@@ -87,7 +88,10 @@ class RunState:
         self.previous: dict[str, VariantRecord] = {}
         self.environment: dict[str, Any] | None = None
         if config.getoption("--bugmatrix-resume") and self.path.exists():
-            self.previous = {r.id: r for r in load_run_file(self.path).results}
+            try:
+                self.previous = {r.id: r for r in load_run_file(self.path).results}
+            except BugmatrixError as exc:
+                raise pytest.UsageError(str(exc)) from None
 
     def add(self, record: VariantRecord) -> None:
         self.results[record.id] = record
@@ -162,10 +166,17 @@ class CaseFile(pytest.Module):
                 yield item
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist: workers collect, so they must learn what a resumed run already recorded."""
+    state = node.config.stash.get(STATE_KEY, None)
+    node.workerinput["bugmatrix_resumed"] = sorted(state.previous) if state else []
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     allowed = config.getoption("--bugmatrix-axes")
     state = config.stash.get(STATE_KEY, None)
-    done = set(state.previous) if state else set()
+    done = set(state.previous) if state else set(getattr(config, "workerinput", {}).get("bugmatrix_resumed", ()))
     keep, drop = [], []
     for item in items:
         variant = item.stash.get(VARIANT_KEY, None)

@@ -1,110 +1,211 @@
-"""Fault injection: a crash, a hang, an install failure, a corrupt file, an interrupted run.
+"""Fault injection: a crash, a hang, an interrupted run, an unbuildable cell.
 
 Each fault must end in its documented outcome with every other result kept.
-These run real pytest-xdist workers over a planted case module (needs torch,
-which the plugin uses to seed each variant).
+The planted case modules in fixtures/planted/cases are copied into a temporary
+``cases/`` directory and run by a real pytest (with real xdist workers where
+it matters) in a subprocess. Running variants needs torch (the plugin seeds it
+before every variant); the collection and install-failure tests do not.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from bugmatrix.envbuild import InstallFailed, prepare_environment, record_install_failure, uv_command
-from bugmatrix.runfile import load_run_file
+from bugmatrix.envbuild import STAMP, InstallFailed, prepare_environment, record_install_failure, uv_command
+from bugmatrix.runfile import VariantRecord, load_run_file, write_json_atomic
 
-pytest.importorskip("torch")
-pytest.importorskip("xdist")
+NEEDS_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch: the plugin seeds it before every variant")
+NEEDS_XDIST = pytest.mark.skipif(importlib.util.find_spec("xdist") is None, reason="needs pytest-xdist: cells run their cases with -n")
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = Path(__file__).resolve().parent / "fixtures" / "planted" / "cases"
+TIMEOUT = "2"
+EARLIER = "recorded by an earlier, interrupted run"
 
 
-def run_planted(tmp_path: Path, *args: str, abort: bool = True) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+def plant(tmp_path: Path, *modules: str) -> Path:
+    """Copy the named planted modules into ``tmp_path/cases`` (the plugin collects files whose parent is ``cases``)."""
     cases = tmp_path / "cases"
-    if not cases.exists():
-        shutil.copytree(PLANTED, cases)
-    run_file = tmp_path / "run.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PLANTED_ABORT": "1" if abort else "0"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(cases), "-p", "bugmatrix.plugin", "-p", "no:cacheprovider", "-q",
-         "--bugmatrix-timeout", "3", "--bugmatrix-cell", "planted", "--bugmatrix-run-file", str(run_file), *args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False,
+    cases.mkdir(exist_ok=True)
+    for name in modules:
+        shutil.copy(PLANTED / f"{name}.py", cases)
+    return cases
+
+
+def run_cases(tmp_path: Path, *args: str, limit: float = 120) -> subprocess.CompletedProcess[str]:
+    """pytest over the planted cases with the plugin, as a cell session runs it (no conftest here: ``-p``)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", str(tmp_path / "cases"), "-p", "bugmatrix.plugin", "-p", "no:cacheprovider",
+         "--bugmatrix-timeout", TIMEOUT, "--bugmatrix-cell", "planted", "--bugmatrix-run-file", str(tmp_path / "run.json"), *args],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=limit, check=False,
     )  # fmt: skip
-    outcomes = {r.id: r.outcome for r in load_run_file(run_file).results} if run_file.exists() else {}
-    return proc, outcomes
 
 
-def test_crash_and_hang_are_recorded_and_nothing_else_is_lost(tmp_path: Path) -> None:
-    proc, outcomes = run_planted(tmp_path, "-n", "2")
-    assert outcomes == {
+def recorded(tmp_path: Path) -> dict[str, VariantRecord]:
+    return {r.id: r for r in load_run_file(tmp_path / "run.json").results}
+
+
+@NEEDS_TORCH
+@NEEDS_XDIST
+def test_crash_and_hang_under_xdist_lose_nothing(tmp_path: Path) -> None:
+    """os.abort() in one worker is `crashed`, a hang is `timeout`, and every other variant is still recorded."""
+    plant(tmp_path, "planted", "planted_abort")
+    proc = run_cases(tmp_path, "-n", "2")
+    results = recorded(tmp_path)
+    assert {k: (r.outcome, r.verdict) for k, r in results.items()} == {
+        "planted::reproduces[cpu]": ("reproduced", "as-expected"),
+        "planted::fixed[cpu]": ("fixed", "as-expected"),
+        "planted::hangs[cpu]": ("timeout", "new-failure-mode"),
+        "planted::checks_nothing[cpu]": ("different", "new-failure-mode"),
+        "planted_abort::aborts[cpu]": ("crashed", "new-failure-mode"),
+    }, proc.stdout[-3000:]
+    assert "crashed while running" in results["planted_abort::aborts[cpu]"].message
+    assert results["planted::hangs[cpu]"].message == f"variant still running after {TIMEOUT}s"
+    assert results["planted::reproduces[cpu]"].signature_matched
+    assert proc.returncode == 1, "outcomes that contradict their expectation fail the pytest run"
+    run = load_run_file(tmp_path / "run.json")
+    assert run.finished and run.cell == "planted", "the run file is closed even after a worker died"
+
+
+@NEEDS_TORCH
+def test_timeout_without_xdist(tmp_path: Path) -> None:
+    """The SIGALRM timeout also cuts a hang in a plain pytest process (60 s sleep, 2 s limit), and the run goes on."""
+    plant(tmp_path, "planted")
+    start = time.monotonic()
+    proc = run_cases(tmp_path, "-p", "no:xdist", limit=45)
+    assert time.monotonic() - start < 45
+    assert {k: r.outcome for k, r in recorded(tmp_path).items()} == {
         "planted::reproduces[cpu]": "reproduced",
         "planted::fixed[cpu]": "fixed",
-        "planted::aborts[cpu]": "crashed",
         "planted::hangs[cpu]": "timeout",
         "planted::checks_nothing[cpu]": "different",
-    }, proc.stdout[-2000:]
-    assert proc.returncode == 1, "unexpected outcomes fail the pytest run"
-    data = json.loads((tmp_path / "run.json").read_text())
-    crashed = next(r for r in data["results"] if r["id"] == "planted::aborts[cpu]")
-    assert "crashed" in crashed["message"] and crashed["verdict"] == "new-failure-mode"
-    assert data["finished"], "the run file is closed even after a worker died"
+    }, proc.stdout[-3000:]
+    assert "timeout swallowed" not in (tmp_path / "run.json").read_text(), "the variant's except Exception caught the timeout"
 
 
-def test_timeout_works_without_xdist(tmp_path: Path) -> None:
-    _, outcomes = run_planted(tmp_path, "-p", "no:xdist", "-k", "hangs or fixed", abort=False)
-    assert outcomes == {"planted::hangs[cpu]": "timeout", "planted::fixed[cpu]": "fixed"}
+@NEEDS_TORCH
+def test_a_run_killed_midway_keeps_what_it_recorded(tmp_path: Path) -> None:
+    """Without xdist an abort kills pytest itself: every variant recorded before it survives (one atomic write per result)."""
+    plant(tmp_path, "planted", "planted_abort")  # planted.py is collected (and run) before planted_abort.py
+    proc = run_cases(tmp_path, "-p", "no:xdist", "-k", "not hangs", limit=60)
+    assert proc.returncode not in (0, 1), "the pytest process itself died"
+    assert {k: r.outcome for k, r in recorded(tmp_path).items()} == {
+        "planted::reproduces[cpu]": "reproduced",
+        "planted::fixed[cpu]": "fixed",
+        "planted::checks_nothing[cpu]": "different",
+    }
+    assert load_run_file(tmp_path / "run.json").finished == "", "never closed: a resume can tell it was interrupted"
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
 
 
-def test_interrupted_run_keeps_results_and_resume_skips_them(tmp_path: Path) -> None:
-    # Without xdist an abort kills the whole pytest process: what ran before it must survive.
-    proc, first = run_planted(tmp_path, "-p", "no:xdist", "-k", "fixed or aborts or reproduces")
-    assert proc.returncode != 0 and proc.returncode != 1, "the process itself died"
-    assert first.get("planted::fixed[cpu]") == "fixed" and "planted::aborts[cpu]" not in first
-    # The re-run resumes: recorded variants are deselected, the rest run.
-    proc, second = run_planted(tmp_path, "-p", "no:xdist", "--bugmatrix-resume", "-k", "not hangs", abort=False)
-    assert "deselected" in proc.stdout
-    assert second["planted::fixed[cpu]"] == "fixed" and second["planted::aborts[cpu]"] == "fixed"
-    assert set(first) <= set(second)
+def _interrupted_run_file(tmp_path: Path) -> None:
+    """A run file as an interrupted run leaves it: two variants recorded, not finished."""
+    earlier = [
+        {"id": f"planted::{name}[cpu]", "case": "planted", "variant": name, "device": "cpu", "kind": "core", "workaround_for": None,
+         "outcome": outcome, "expected": "fixed", "verdict": verdict, "signature_matched": False, "message": EARLIER, "duration_s": 1.0}
+        for name, outcome, verdict in (("fixed", "fixed", "as-expected"), ("hangs", "timeout", "new-failure-mode"))
+    ]  # fmt: skip
+    write_json_atomic(
+        tmp_path / "run.json",
+        {"schema": "bugmatrix.run/1", "cell": "planted", "pins": {}, "environment": {}, "started": "2026-01-01T00:00:00+00:00",
+         "finished": "", "install": {"status": "ok", "reason": ""}, "results": earlier},
+    )  # fmt: skip
+
+
+@NEEDS_TORCH
+def test_resume_skips_what_is_recorded(tmp_path: Path) -> None:
+    """--bugmatrix-resume deselects recorded variants, keeps their records, and runs only the rest."""
+    plant(tmp_path, "planted")
+    _interrupted_run_file(tmp_path)
+    proc = run_cases(tmp_path, "-p", "no:xdist", "--bugmatrix-resume", limit=60)
+    assert "2 deselected" in proc.stdout, proc.stdout[-2000:]
+    results = recorded(tmp_path)
+    assert set(results) == {"planted::reproduces[cpu]", "planted::fixed[cpu]", "planted::hangs[cpu]", "planted::checks_nothing[cpu]"}
+    assert results["planted::fixed[cpu]"].message == results["planted::hangs[cpu]"].message == EARLIER
+    assert results["planted::reproduces[cpu]"].outcome == "reproduced"
+    assert load_run_file(tmp_path / "run.json").finished, "the resumed run closes the file"
+
+
+@NEEDS_TORCH
+@NEEDS_XDIST
+def test_resume_skips_what_is_recorded_under_xdist(tmp_path: Path) -> None:
+    """Cell sessions always pass -n: resuming must deselect there too (else recorded variants, hangs included, run again)."""
+    plant(tmp_path, "planted")
+    _interrupted_run_file(tmp_path)
+    run_cases(tmp_path, "-n", "1", "--bugmatrix-resume", "-k", "fixed", "-q", limit=60)
+    # (xdist's summary does not count what workers deselect: the kept record is the evidence)
+    assert recorded(tmp_path)["planted::fixed[cpu]"].message == EARLIER, "the recorded variant ran again"
+
+
+def test_resume_from_a_corrupt_run_file_is_one_line(tmp_path: Path) -> None:
+    """A truncated run file met by --bugmatrix-resume is a one-line usage error naming the file."""
+    plant(tmp_path, "planted")
+    (tmp_path / "run.json").write_text('{"schema": "bugmatrix.run/1", "resu')
+    proc = run_cases(tmp_path, "-p", "no:xdist", "--bugmatrix-resume", "-q", limit=60)
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert proc.returncode not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERNAL_ERROR)
+    assert len(lines) == 1 and str(tmp_path / "run.json") in lines[0] and "not valid JSON" in lines[0], lines[:5]
+
+
+def test_plugin_registers_once_with_both_conftest_and_dash_p() -> None:
+    """From the repository root the root conftest loads the plugin; an extra ``-p bugmatrix.plugin`` must not add a second copy."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/fixtures/planted/cases/planted.py", "-p", "bugmatrix.plugin", "-p", "no:cacheprovider",
+         "-p", "no:xdist", "-q", "--collect-only", "--trace-config"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "PLUGIN registered: <module 'conftest' from '" + str(ROOT / "conftest.py") in proc.stdout, "the root conftest was loaded"
+    assert proc.stdout.count("PLUGIN registered: <module 'bugmatrix.plugin'") == 1
+    assert proc.stdout.count("PLUGIN registered: <bugmatrix.plugin._Recorder") == 1
+    assert "4 tests collected" in proc.stdout, "each variant collected once"
+
+
+def _venv(tmp_path: Path) -> Path:
+    """An empty venv of this interpreter, as nox's uv backend creates for a cell."""
+    venv = tmp_path / "venv"
+    subprocess.run([*uv_command(), "venv", "-q", "-p", sys.executable, str(venv)], check=True, timeout=120, capture_output=True)
+    return venv
 
 
 def test_unresolvable_cell_is_install_failed_with_the_resolver_reason(tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
-    subprocess.run(
-        [*uv_command(), "venv", "-q", "-p", f"{sys.version_info.major}.{sys.version_info.minor}", str(venv)], check=True, timeout=120
-    )
+    """An impossible pin raises InstallFailed carrying uv's reason; the recorded run file keeps it and loads cleanly."""
+    venv = _venv(tmp_path)
     with pytest.raises(InstallFailed) as info:
         prepare_environment(venv, ["torch==0.0.1"], ["torch"])
     reason = str(info.value)
-    assert "torch" in reason and ("0.0.1" in reason or "no version" in reason.lower())
-    run_file = tmp_path / "runs" / "cell.json"
+    assert "torch==0.0.1" in reason and "unsatisfiable" in reason, reason
+    assert not (venv / STAMP).exists(), "a failed build must not be stamped as reusable"
+    run_file = tmp_path / "runs" / "py311-torch0.0.1.json"
     record_install_failure(run_file, "py311-torch0.0.1", {"python": "3.11", "torch": "0.0.1"}, reason)
     run = load_run_file(run_file)
-    assert run.install == {"status": "failed", "reason": reason} and run.results == []
+    assert run.install == {"status": "failed", "reason": reason}
+    assert (run.cell, run.pins, run.results) == ("py311-torch0.0.1", {"python": "3.11", "torch": "0.0.1"}, [])
+    assert json.loads(run_file.read_text())["schema"] == "bugmatrix.run/1"
 
 
 def test_importable_but_broken_package_is_install_failed(tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
-    subprocess.run(
-        [*uv_command(), "venv", "-q", "-p", f"{sys.version_info.major}.{sys.version_info.minor}", str(venv)], check=True, timeout=120
-    )
-    with pytest.raises(InstallFailed, match="does not import: import no_such_module"):
-        prepare_environment(venv, ["packaging"], ["no_such_module"])
+    """Installed is not enough: the cell's modules must import, else install-failed says which one and why."""
+    with pytest.raises(InstallFailed, match="does not import: import no_such_module: ModuleNotFoundError"):
+        prepare_environment(_venv(tmp_path), ["packaging"], ["packaging", "no_such_module"])
 
 
 def test_failed_download_is_install_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A registry that cannot be reached mid-build (here: a closed port on loopback) is install-failed, with why."""
-    venv = tmp_path / "venv"
-    subprocess.run([*uv_command(), "venv", "-q", "-p", f"{sys.version_info.major}.{sys.version_info.minor}", str(venv)], check=True, timeout=120)
+    """A registry that cannot be reached (a closed port on loopback) is install-failed, naming where it failed."""
+    venv = _venv(tmp_path)
     monkeypatch.setenv("UV_INDEX_URL", "http://127.0.0.1:9/simple")
     monkeypatch.setenv("UV_NO_CACHE", "1")
     monkeypatch.setenv("UV_HTTP_TIMEOUT", "5")
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")  # a refused connection is final; retries only add backoff
     with pytest.raises(InstallFailed) as info:
         prepare_environment(venv, ["packaging==24.1"], ["packaging"])
     assert "127.0.0.1" in str(info.value) or "connect" in str(info.value).lower()

@@ -1,0 +1,194 @@
+"""How a case declares itself: Expect, Variant.expectation, Case.variant, and discover agreeing with import."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from bugmatrix.case import CPU_BF16, CUDA_FP16, Case, Expect, Requires
+from bugmatrix.discover import discover_variants
+from bugmatrix.outcomes import Outcome, Signature, Verdict, judge
+
+CASES = Path(__file__).resolve().parent.parent / "cases"
+GRAD = Signature(r"element 0 of tensors does not require grad")
+
+
+@pytest.mark.parametrize(
+    ("installed", "covered"),
+    [
+        ("2.5.1", True),
+        ("2.10.0+cu124", True),  # a CUDA wheel is its release
+        ("2.10.0+cpu", True),
+        ("2.11.0", False),
+        ("2.11.0+cu128", False),  # the local tag does not lift it past the boundary
+        ("2.9", True),
+    ],
+)
+def test_expect_compares_base_versions(installed: str, covered: bool) -> None:
+    """Specifiers compare versions with the local tag dropped (as Lightning's RunIf does), never strings."""
+    assert Expect("reproduced", torch="<2.11").covers({"torch": installed}, "cpu") is covered
+
+
+@pytest.mark.parametrize("installed", ["2.11.0rc1", "2.11.0.dev20250101+cu128"])
+def test_a_prerelease_counts_as_its_release(installed: str) -> None:
+    """A release candidate or nightly of 2.11 is judged as 2.11 (base versions, as RunIf): expected fixed, not "new"."""
+    assert Expect("fixed", torch=">=2.11").covers({"torch": installed}, "cpu")
+    assert not Expect("reproduced", torch="<2.11").covers({"torch": installed}, "cpu")
+
+
+def test_expect_device_filter() -> None:
+    """A device-limited expectation says nothing about the other device."""
+    cpu_only = Expect("fixed", torch=">=2.6", device="cpu")
+    assert cpu_only.covers({"torch": "2.6.0"}, "cpu")
+    assert not cpu_only.covers({"torch": "2.6.0"}, "cuda")
+    assert Expect("fixed", torch=">=2.6").covers({"torch": "2.6.0"}, "cuda"), "no device: every device"
+
+
+def test_expect_multi_axis_needs_every_axis() -> None:
+    """Every named axis must hold, and an axis that is not installed is not covered."""
+    both = Expect("reproduced", torch="<2.11", lightning="<2.5.5")
+    assert both.covers({"torch": "2.5.1", "lightning": "2.0.3"}, "cpu")
+    assert not both.covers({"torch": "2.5.1", "lightning": "2.5.5"}, "cpu")
+    assert not both.covers({"torch": "2.11.0", "lightning": "2.0.3"}, "cpu")
+    assert not both.covers({"torch": "2.5.1"}, "cpu"), "lightning absent: not covered"
+
+
+def test_expect_without_condition_covers_everything() -> None:
+    """``Expect("reproduced")`` is "in every version" (e.g. a guard that never went away)."""
+    assert Expect("reproduced").covers({}, "cuda")
+    assert Expect("reproduced").outcome is Outcome.REPRODUCED
+
+
+def test_expect_rejects_a_bad_specifier() -> None:
+    """A typo in a boundary fails at import, naming the axis and the text."""
+    with pytest.raises(ValueError, match=r"torch='2\.x' is not a version specifier"):
+        Expect("fixed", torch="2.x")
+
+
+def test_expect_rejects_an_unknown_outcome() -> None:
+    """Only documented outcomes can be expected."""
+    with pytest.raises(ValueError, match="'fixd'"):
+        Expect("fixd", torch="<2")
+
+
+def _case() -> Case:
+    case = Case(id="demo", title="demo", seed="000", signature=GRAD)
+
+    @case.variant(
+        devices=(CUDA_FP16, CPU_BF16),
+        axes=("torch", "lightning"),
+        expect=(
+            Expect("fixed", torch=">=2.11"),
+            Expect("fixed", lightning=">=2.5.5"),
+            Expect("reproduced", torch="<2.11", lightning="<2.5.5"),
+            Expect("different", device="cuda"),
+        ),
+    )
+    def core(device: str, dtype: object) -> dict[str, bool]:
+        """The core program.
+
+        More story here.
+        """
+        return {"ok": True}
+
+    @case.variant(devices=(CPU_BF16,), workaround_for="core", requires=Requires(min_torch="2.3"))
+    def workaround(device: str, dtype: object) -> dict[str, bool]:
+        return {"ok": True}
+
+    @case.variant(devices=(CPU_BF16,), kind="framework")
+    def framework(device: str, dtype: object) -> dict[str, bool]:
+        return {"ok": True}
+
+    return case
+
+
+@pytest.mark.parametrize(
+    ("versions", "outcome"),
+    [
+        ({"torch": "2.11.0", "lightning": "2.0.3"}, Outcome.FIXED),  # first entry
+        ({"torch": "2.5.1", "lightning": "2.5.5"}, Outcome.FIXED),  # second entry
+        ({"torch": "2.5.1", "lightning": "2.0.3"}, Outcome.REPRODUCED),  # third entry
+        ({"torch": "2.11.0", "lightning": "2.6.6"}, Outcome.FIXED),  # first and second: first wins
+    ],
+)
+def test_expectation_is_first_match(versions: dict[str, str], outcome: Outcome) -> None:
+    """Expectations are read top to bottom; the first that covers the versions applies."""
+    found = _case().variants[1].expectation(versions)
+    assert found is not None and found.outcome is outcome
+
+
+def test_expectation_uses_the_variant_device() -> None:
+    """The catch-all for cuda only applies to the cuda variant."""
+    cuda, cpu = _case().variants[:2]
+    versions = {"torch": "2.5.1", "lightning": "2.0.3"}
+    assert cuda.expectation(versions).outcome is Outcome.REPRODUCED  # type: ignore[union-attr]
+    assert cuda.expectation({"torch": "2.5.1"}).outcome is Outcome.DIFFERENT  # type: ignore[union-attr]
+    assert cpu.expectation({"torch": "2.5.1"}) is None
+
+
+def test_no_expectation_is_new() -> None:
+    """Where nothing covers the environment the outcome is recorded and flagged "new", not judged."""
+    variant = _case().variants[1]
+    expectation = variant.expectation({"torch": "2.5.1"})  # lightning missing: nothing covers it
+    assert expectation is None
+    assert judge(Outcome.REPRODUCED, None) is Verdict.NEW
+
+
+def test_variant_registers_once_per_device() -> None:
+    """One body, one Variant per declared (device, dtype), with stable ids."""
+    variants = _case().variants
+    assert [v.id for v in variants] == [
+        "demo::core[cuda]",
+        "demo::core[cpu]",
+        "demo::workaround[cpu]",
+        "demo::framework[cpu]",
+    ]
+    cuda, cpu = variants[:2]
+    assert (cuda.device, cuda.dtype, cpu.device, cpu.dtype) == ("cuda", "float16", "cpu", "bfloat16")
+    assert cuda.fn is cpu.fn and cpu.axes == ("torch", "lightning")
+    assert cpu.doc == "The core program.", "the first docstring line, for the report"
+
+
+def test_variant_kind_and_requirements() -> None:
+    """kind defaults to core, is workaround where workaround_for is set, and can be declared."""
+    core, _, workaround, framework = (v for v in _case().variants)
+    assert (core.kind, workaround.kind, framework.kind) == ("core", "workaround", "framework")
+    assert workaround.workaround_for == "core" and workaround.requires.min_torch == "2.3"
+    assert workaround.axes == ("torch",), "torch is the default axis"
+    assert workaround.doc == ""
+
+
+def test_decorator_returns_the_function() -> None:
+    """The decorated function stays callable as written (cases reuse bodies)."""
+    case = Case(id="demo", title="demo", seed="000", signature=GRAD)
+
+    def body(device: str, dtype: object) -> dict[str, bool]:
+        return {"ran on " + device: True}
+
+    assert case.variant(devices=(CPU_BF16,))(body) is body
+    assert case.variants[0].fn("cpu", None) == {"ran on cpu": True}
+
+
+def test_discover_reads_the_declarations_without_import() -> None:
+    """The planner's view of the cases (ast only), spot-checked against what the case files say."""
+    found = {(v.case, v.name): v for v in discover_variants(CASES)}
+    assert found[("autocast_cache", "core")].axes == ("torch",)
+    assert found[("t5_loss_no_grad_fn", "lightning_trainer")].axes == ("lightning", "transformers")
+    assert found[("t5_loss_no_grad_fn", "adafactor_closure")].axes == ("transformers",)
+    assert found[("autocast_cache", "core")].devices == ("cuda", "cpu")
+
+
+def test_discover_agrees_with_import(case_modules: dict[str, ModuleType]) -> None:
+    """Every variant the planner reads by ast has the axes and devices the imported case registers, and vice versa."""
+    declared = {(v.case, v.name): (v.axes, v.devices) for v in discover_variants(CASES)}
+    registered: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for stem, module in case_modules.items():
+        cases = [value for value in vars(module).values() if isinstance(value, Case)]
+        assert [c.id for c in cases] == [stem], f"cases/{stem}.py must hold one Case with id {stem!r} (crash records use the file name)"
+        for variant in cases[0].variants:
+            axes, devices = registered.get((stem, variant.name), (variant.axes, ()))
+            assert axes == variant.axes
+            registered[(stem, variant.name)] = (axes, (*devices, variant.device))
+    assert declared == registered

@@ -1,0 +1,159 @@
+"""matrix.toml: the real file loads, and every broken input is one line naming the file, the key and the value.
+
+The broken inputs are the real matrix.toml with one edit each, so they never
+drift from the file they protect (an edit whose anchor vanished fails loudly).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bugmatrix.cli import main
+from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
+from bugmatrix.matrix import AXES, PROFILES, load_matrix
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL = (ROOT / "matrix.toml").read_text(encoding="utf-8")
+SCHEMA_LINE = REAL.splitlines().index("schema = 1") + 1
+FIRST_EXCLUDE = 'when = { torch = "<2.1", lightning = ">=2.6" }'
+
+
+def edited(tmp_path: Path, old: str, new: str) -> Path:
+    """The real matrix with its first ``old`` replaced by ``new``."""
+    assert old in REAL, f"anchor {old!r} vanished from matrix.toml: update this test"
+    path = tmp_path / "matrix.toml"
+    path.write_text(REAL.replace(old, new, 1), encoding="utf-8")
+    return path
+
+
+# (id, old, new, key the message names, offending value it names)
+BROKEN = [
+    ("toml-syntax", "schema = 1", "schema = = 1", "not valid TOML", f"line {SCHEMA_LINE}"),
+    ("wrong-schema", "schema = 1", "schema = 2", "schema", "2 is not a known matrix schema"),
+    ("unknown-top-level-key", "schema = 1", 'schema = 1\nprofile = "smoke"', "profile", "unknown key"),
+    ("unknown-key-in-profile", "[profiles.smoke]\n", '[profiles.smoke]\ntorchh = ["2.5.1"]\n', "profiles.smoke.torchh", "unknown key"),
+    ("unknown-axis", "[axes]\n", '[axes]\ncuda = ["12.4"]\n', "axes.cuda", "unknown key"),
+    ("malformed-version", 'torch = ["2.0.1",', 'torch = ["2.x",', "axes.torch[0]", "'2.x'"),
+    ("version-not-a-string", 'python = "3.11"', "python = 3.11", "base.python", "3.11"),
+    ("empty-axis", 'transformers = ["4.28.1", "4.29.2", "4.30.2", "4.36.2", "4.46.3", "4.57.6", "5.23.0"]\n\n# smoke',
+     "transformers = []\n\n# smoke", "axes.transformers", "empty list"),
+    ("duplicate-version", 'lightning = ["2.0.3", "2.0.6",', 'lightning = ["2.0.3", "2.0.3",', "axes.lightning", "duplicate version(s) 2.0.3"),
+    ("profile-value-not-in-axis", '[profiles.smoke]\ntorch = ["2.5.1"', '[profiles.smoke]\ntorch = ["2.5.2"', "profiles.smoke.torch",
+     "'2.5.2' is not in axes.torch"),
+    ("smoke-not-in-nightly", '[profiles.nightly]\ntorch = ["2.0.1", "2.5.1",', '[profiles.nightly]\ntorch = ["2.0.1",',
+     "profiles.smoke.torch", "'2.5.1' is not in profiles.nightly"),
+    ("missing-profile", "[profiles.full]\n", "[profiles.everything]\n", "profiles.everything", "unknown key"),
+    ("base-pin-missing", 'transformers = "5.23.0"\n', "", "base.transformers", "missing"),
+    ("base-pin-not-in-axis", 'torch = "2.15.0"', 'torch = "2.15.1"', "base.torch", "'2.15.1' is not in axes.torch"),
+    ("bad-exclude-specifier", FIRST_EXCLUDE, 'when = { torch = "<<2.1", lightning = ">=2.6" }', "exclude[0].when.torch", "'<<2.1'"),
+    ("exclude-without-condition", FIRST_EXCLUDE, "profiles = [\"full\"]", "exclude[0].when", "empty condition"),
+    ("unknown-profile-in-exclude", FIRST_EXCLUDE, f'{FIRST_EXCLUDE}\nprofiles = ["weekly"]', "exclude[0].profiles", "'weekly'"),
+    ("bad-requirement", 'requires = ["setuptools<81"]', 'requires = ["setuptools<<81"]', "constraints[1].requires", "'setuptools<<81'"),
+    ("bad-harness-requirement", '"pytest-xdist>=3.5"', '"pytest-xdist>=>3.5"', "harness.requires", "'pytest-xdist>=>3.5'"),
+    ("impossible-include", "[[constraints]]", '[[include]]\ntorch = "2.15.0"\nlightning = "1.9.5"\n\n[[constraints]]',
+     "include[0].lightning", "'1.9.5' is not in axes.lightning"),
+    ("include-without-torch", "[[constraints]]", '[[include]]\nlightning = "2.0.3"\n\n[[constraints]]', "include[0]", "no torch pin"),
+    ("include-unknown-profile", "[[constraints]]", '[[include]]\ntorch = "2.5.1"\nprofiles = ["fast"]\n\n[[constraints]]',
+     "include[0].profiles", "'fast'"),
+    ("gpu-runner-not-a-list", 'runner = ["self-hosted", "gpu"]', 'runner = "gpu"', "gpu.runner", "'gpu'"),
+]  # fmt: skip
+BY_ID = {b[0]: b[1:] for b in BROKEN}
+
+
+@pytest.mark.parametrize(("old", "new", "key", "value"), [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN])
+def test_broken_matrix_is_one_line_naming_file_key_and_value(tmp_path: Path, old: str, new: str, key: str, value: str) -> None:
+    """Every defect is a BugmatrixError: one line, ``file: key: problem; fix``."""
+    path = edited(tmp_path, old, new)
+    with pytest.raises(BugmatrixError) as info:
+        load_matrix(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: "), message
+    assert key in message and value in message, message
+    assert "; " in message, f"no fix suggested: {message}"
+
+
+def test_missing_matrix_file(tmp_path: Path) -> None:
+    """A wrong path says which file and how to point at the right one."""
+    path = tmp_path / "nope.toml"
+    with pytest.raises(BugmatrixError) as info:
+        load_matrix(path)
+    assert str(info.value).startswith(f"{path}: cannot read the matrix") and "--matrix" in str(info.value)
+
+
+def test_real_matrix_loads() -> None:
+    """The checked-in matrix is valid, and its profiles nest axis-wise (smoke ⊂ nightly ⊂ full)."""
+    matrix = load_matrix(ROOT / "matrix.toml")
+    assert set(matrix.base) == set(AXES) and all(matrix.base[a] in matrix.axes[a] for a in AXES)
+    for smaller, larger in itertools.pairwise(PROFILES):
+        for axis, values in matrix.profiles[smaller].items():
+            assert set(values) <= set(matrix.profiles[larger].get(axis, (matrix.base[axis],))), (smaller, axis)
+    assert matrix.constraints and matrix.exclude
+    assert any(r.startswith("pytest-xdist") for r in matrix.harness), "cells run their cases with xdist"
+
+
+@pytest.mark.parametrize(("old", "new", "key", "value"), [BY_ID["toml-syntax"], BY_ID["base-pin-not-in-axis"]], ids=["toml", "validation"])
+def test_cli_prints_one_line_and_exits_2(tmp_path: Path, old: str, new: str, key: str, value: str) -> None:
+    """``python -m bugmatrix --matrix BROKEN plan``: exit 2, nothing on stdout, one line on stderr."""
+    path = edited(tmp_path, old, new)
+    run = subprocess.run(
+        [sys.executable, "-m", "bugmatrix", "--matrix", str(path), "plan"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert run.returncode == USAGE_EXIT_CODE == 2, run.stderr
+    assert run.stdout == ""
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bugmatrix: error: ") and key in lines[0] and value in lines[0], run.stderr
+
+
+@pytest.mark.parametrize(("old", "new", "key", "value"), [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN])
+def test_cli_catches_every_matrix_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, key: str, value: str
+) -> None:
+    """The CLI is the one place errors meet people: each defect is exit 2 and one line, never a traceback."""
+    assert main(["--matrix", str(edited(tmp_path, old, new)), "plan"]) == USAGE_EXIT_CODE
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and key in err
+
+
+def test_nox_list_refuses_a_broken_matrix(tmp_path: Path) -> None:
+    """``nox -l`` with BUGMATRIX_MATRIX pointing at a broken file fails with the same single line."""
+    nox = shutil.which("nox")
+    if nox is None:
+        pytest.skip("nox is not on PATH")
+    path = edited(tmp_path, 'torch = "2.15.0"', 'torch = "2.15.1"')
+    run = subprocess.run(
+        [nox, "-l"], cwd=ROOT, env={**os.environ, "BUGMATRIX_MATRIX": str(path)}, capture_output=True, text=True, timeout=120, check=False
+    )
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode != 0
+    assert lines == [f"bugmatrix: error: {path}: base.torch: '2.15.1' is not in axes.torch; add it to the axis or pin a listed version"]
+
+
+# Known defects (see the report that came with these tests): remove the marker once fixed.
+def test_unknown_distribution_is_rejected_at_load(tmp_path: Path) -> None:
+    """A misspelt distribution must fail when the matrix is read, not as a KeyError inside a cell session."""
+    path = edited(tmp_path, 'distribution = { lightning = "pytorch-lightning" }', 'distribution = { lightning = "pytorch-lightnin" }')
+    with pytest.raises(BugmatrixError, match=r"constraints\[0\]\.distribution\.lightning.*'pytorch-lightnin'"):
+        load_matrix(path)
+
+
+def test_requires_must_be_a_list(tmp_path: Path) -> None:
+    """``requires = "numpy<2"`` (a string, not a list) is named as written, not character by character."""
+    path = edited(tmp_path, 'requires = ["setuptools<81"]', 'requires = "setuptools<81"')
+    with pytest.raises(BugmatrixError, match=r"constraints\[1\]\.requires.*'setuptools<81'"):
+        load_matrix(path)
+
+
+def test_gpu_selection_must_be_on_the_axis(tmp_path: Path) -> None:
+    """A [gpu] version that no cell can have is a typo, not an empty GPU plan."""
+    path = edited(tmp_path, 'torch = ["2.10.0", "2.15.0"]', 'torch = ["2.10.0", "2.15.1"]')
+    with pytest.raises(BugmatrixError, match=r"gpu\.torch.*'2\.15\.1'"):
+        load_matrix(path)
