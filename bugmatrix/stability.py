@@ -1,32 +1,81 @@
-"""``nox -s stability -- --repeat 20 [--cell ID]``: same cell, same outcomes, every time?
+"""``nox -s stability -- --repeat 20 [--cell ID] [-k EXPR]``: same cell, same outcomes, every time?
 
-Runs one cell's cases N times in that cell's environment (built with uv if it
-is not there yet), each run writing its own run file, and reports every
-variant whose outcome varied. Exit 1 when something is unstable: a flaky
-reproduction is worse than none, since bisect and the baseline diff assume
-"same environment, same outcome".
+Runs one cell's cases N times in that cell's environment (its nox venv, built
+with uv if it is not there yet; ``--system`` uses the current interpreter),
+each run writing its own run file, then compares the outcomes per variant.
+Exit 1 when any variant's outcome varies: a flaky reproduction is worse than
+none, because bisect and the baseline diff both assume "same environment,
+same outcome". A variant missing from some runs counts as varying too.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from bugmatrix.bisect import env_dir
 from bugmatrix.discover import discover_variants, projections
-from bugmatrix.envbuild import prepare_environment, uv_command
+from bugmatrix.envbuild import InstallFailed, prepare_environment, uv_command
 from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
-from bugmatrix.matrix import load_matrix
+from bugmatrix.matrix import Matrix, load_matrix
 from bugmatrix.plan import Cell, find_cell, import_modules, plan_all, plan_cells, requirements_for
-from bugmatrix.runfile import load_run_file, write_json_atomic
+from bugmatrix.runfile import RunRecord, load_run_file, write_json_atomic
 
-__all__ = ["main", "stability_table", "unstable"]
+__all__ = ["ABSENT", "cell_env", "cell_python", "cell_venv", "outcomes_by_variant", "pytest_command", "stability_table", "unstable"]
+
+#: The outcome recorded for a variant that a run did not report at all.
+ABSENT = "absent"
+#: xdist workers per run, as the nox cell sessions use.
+WORKERS = os.environ.get("BUGMATRIX_WORKERS", "2")
+
+
+def cell_venv(root: Path, cell_id: str) -> Path:
+    """The venv nox gives ``cell(<id>)``: ``.nox/cell-<id, non-alphanumerics as '-'>``."""
+    return root / ".nox" / ("cell-" + re.sub(r"[^A-Za-z0-9]+", "-", cell_id).strip("-").lower())
+
+
+def cell_python(root: Path, matrix: Matrix, cell: Cell) -> Path:
+    """The cell's interpreter; creates and installs its nox venv first when it is missing or stale."""
+    venv = cell_venv(root, cell.id)
+    if not (venv / "bin" / "python").exists():
+        made = subprocess.run([*uv_command(), "venv", "-q", "-p", cell.python, str(venv)], capture_output=True, text=True, check=False)
+        if made.returncode != 0:
+            msg = f"cell {cell.id}: uv venv -p {cell.python} failed ({_why(made.stderr)}); install that Python or pick another cell"
+            raise BugmatrixError(msg)
+    try:
+        prepare_environment(venv, requirements_for(matrix, cell.pins), import_modules(matrix, cell.pins))
+    except InstallFailed as exc:
+        msg = f"cell {cell.id}: its environment cannot be built ({str(exc).splitlines()[-1]}); see nox -s 'cell({cell.id})'"
+        raise BugmatrixError(msg) from exc
+    return venv / "bin" / "python"
+
+
+def cell_env(root: Path) -> dict[str, str]:
+    """The environment nox's cell session gives pytest: the harness importable, hashes seeded."""
+    return {**os.environ, "PYTHONPATH": str(root), "PYTHONHASHSEED": "0"}
+
+
+def pytest_command(root: Path, python: Path, cell: Cell | None, run_file: Path, extra: Sequence[str] = ()) -> list[str]:
+    """The cell's pytest invocation, as nox's cell session runs it, writing ``run_file``."""
+    scope = ["--bugmatrix-cell", cell.id, "--bugmatrix-axes", ",".join(cell.axes)] if cell else []
+    return [
+        str(python), "-m", "pytest", str(root / "cases"), "-q", "-p", "no:cacheprovider", "-n", WORKERS,
+        *scope, "--bugmatrix-run-file", str(run_file), *extra,
+    ]  # fmt: skip
+
+
+def outcomes_by_variant(runs: Sequence[RunRecord]) -> dict[str, list[str]]:
+    """Each variant's outcome in every run, in run order; ABSENT where a run did not report it."""
+    ids = sorted({record.id for run in runs for record in run.results})
+    by_run = [{record.id: record.outcome for record in run.results} for run in runs]
+    return {variant: [outcomes.get(variant, ABSENT) for outcomes in by_run] for variant in ids}
 
 
 def unstable(seen: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -34,84 +83,103 @@ def unstable(seen: dict[str, list[str]]) -> dict[str, list[str]]:
     return {variant: outcomes for variant, outcomes in seen.items() if len(set(outcomes)) > 1}
 
 
+def _counts(outcomes: list[str]) -> str:
+    return ", ".join(f"{outcome} x{count}" for outcome, count in sorted(Counter(outcomes).items()))
+
+
 def stability_table(seen: dict[str, list[str]]) -> str:
     """variant | outcomes seen (with counts) | stable?"""
-    width = max((len(v) for v in seen), default=10)
-    lines = [f"{'variant':{width}}  outcomes over {max((len(o) for o in seen.values()), default=0)} runs  stable"]
-    for variant, outcomes in sorted(seen.items()):
-        counts = ", ".join(f"{o} x{outcomes.count(o)}" for o in sorted(set(outcomes)))
-        lines.append(f"{variant:{width}}  {counts:40}  {'yes' if len(set(outcomes)) == 1 else 'NO'}")
+    width = max((len(v) for v in seen), default=len("variant"))
+    counts = {variant: _counts(outcomes) for variant, outcomes in seen.items()}
+    middle = max((len(c) for c in counts.values()), default=0)
+    head = f"{'variant':{width}}  {'outcomes seen':{middle}}  stable?"
+    lines = [head, "-" * len(head)]
+    for variant in sorted(seen):
+        verdict = "yes" if len(set(seen[variant])) == 1 else "NO"
+        lines.append(f"{variant:{width}}  {counts[variant]:{middle}}  {verdict}")
     return "\n".join(lines)
 
 
-def _python_for(root: Path, cell: Cell) -> Path:
-    matrix = load_matrix(root / "matrix.toml")
-    venv = env_dir(root, cell.pins)
-    if not (venv / "bin" / "python").exists():
-        subprocess.run([*uv_command(), "venv", "-q", "-p", cell.python, str(venv)], check=True)
-    prepare_environment(venv, requirements_for(matrix, cell.pins), import_modules(matrix, cell.pins))
-    return venv / "bin" / "python"
+def _why(output: str) -> str:
+    """pytest's own reason: its last line naming an error, else its last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()] or ["no output"]
+    return next((line for line in reversed(lines) if "error" in line.lower()), lines[-1])
 
 
-def run_repeatedly(
-    root: Path, python: Path, cell: Cell | None, repeat: int, extra: Sequence[str]
-) -> tuple[dict[str, list[str]], list[float]]:
-    """Run the cases ``repeat`` times; outcomes per variant and wall time per run."""
-    seen: dict[str, list[str]] = defaultdict(list)
+def run_repeatedly(root: Path, python: Path, cell: Cell | None, repeat: int, extra: Sequence[str]) -> tuple[list[RunRecord], list[float]]:
+    """Run the cases ``repeat`` times, each into its own run file; the runs and their wall times."""
+    runs: list[RunRecord] = []
     seconds: list[float] = []
-    axes = ["--bugmatrix-axes", ",".join(cell.axes)] if cell else []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="bugmatrix-stability-") as tmp:
         for index in range(repeat):
             run_file = Path(tmp) / f"run-{index}.json"
             start = time.perf_counter()
-            subprocess.run(
-                [str(python), "-m", "pytest", str(root / "cases"), "-q", "-p", "no:cacheprovider", "-n", "2",
-                 "--bugmatrix-cell", f"stability-{index}", "--bugmatrix-run-file", str(run_file), *axes, *extra],
-                cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=False,
-            )  # fmt: skip
+            done = subprocess.run(
+                pytest_command(root, python, cell, run_file, extra),
+                cwd=root,
+                env=cell_env(root),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             seconds.append(time.perf_counter() - start)
-            for record in load_run_file(run_file).results:
-                seen[record.id].append(record.outcome)
-            print(f"  run {index + 1}/{repeat}: {seconds[-1]:.1f}s", flush=True)
-    return dict(seen), seconds
+            if not run_file.exists():  # collection or startup failed: nothing ran, nothing to compare
+                msg = f"run {index + 1} recorded nothing (pytest exit {done.returncode}: {_why(done.stdout + done.stderr)}); check that the cases run in {python}"
+                raise BugmatrixError(msg)
+            runs.append(load_run_file(run_file))
+            print(f"  run {index + 1}/{repeat}: {seconds[-1]:.1f}s, pytest exit {done.returncode}", flush=True)
+    return runs, seconds
+
+
+def _choose_cell(root: Path, name: str | None) -> tuple[Matrix, Cell]:
+    matrix = load_matrix(root / "matrix.toml")
+    declared = projections(discover_variants(root / "cases"))
+    if name:
+        return matrix, find_cell(plan_all(matrix, declared), name)
+    smoke = [c for c in plan_cells(matrix, "smoke", declared) if c.device == "cpu"]
+    if not smoke:
+        msg = f"{matrix.path}: the smoke profile has no CPU cell; pass --cell ID or --system"
+        raise BugmatrixError(msg)
+    return matrix, smoke[0]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nox -s stability --", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--repeat", type=int, default=20, help="runs to compare (default 20)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--cell", help="cell id (default: the first CPU cell of the smoke profile)")
+    where.add_argument("--system", action="store_true", help="use the current interpreter as it is instead of a cell's venv")
+    parser.add_argument("-k", dest="keyword", help="pytest -k expression to narrow the variants")
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; one-line errors exit 2, instability exits 1."""
-    parser = argparse.ArgumentParser(prog="nox -s stability --", description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
-    parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--cell", help="cell id (default: the first CPU cell of the smoke profile)")
-    parser.add_argument("--system", action="store_true", help="use the current interpreter instead of a cell's venv")
-    parser.add_argument("-k", dest="keyword", help="pytest -k expression to narrow the variants")
-    args = parser.parse_args(argv)
+    """Run, compare, print, write reports/stability.json; 1: something varied, 2: bad input."""
+    args = _parser().parse_args(argv)
     try:
         if args.repeat < 2:
-            msg = f"--repeat {args.repeat}: stability needs at least 2 runs"
+            msg = f"--repeat {args.repeat}: comparing outcomes needs at least 2 runs"
             raise BugmatrixError(msg)
-        cell = None
+        cell, python = None, Path(sys.executable)
         if not args.system:
-            matrix = load_matrix(args.root / "matrix.toml")
-            declared = projections(discover_variants(args.root / "cases"))
-            cell = (
-                find_cell(plan_all(matrix, declared), args.cell)
-                if args.cell
-                else next(c for c in plan_cells(matrix, "smoke", declared) if c.device == "cpu")
-            )
-        python = Path(sys.executable) if cell is None else _python_for(args.root, cell)
+            matrix, cell = _choose_cell(args.root, args.cell)
+            python = cell_python(args.root, matrix, cell)
+        name = cell.id if cell else "system"
+        print(f"stability: {args.repeat} runs of {name} ({python})", flush=True)
+        runs, seconds = run_repeatedly(args.root, python, cell, args.repeat, ["-k", args.keyword] if args.keyword else [])
     except BugmatrixError as exc:
         print(f"bugmatrix: error: {exc}", file=sys.stderr)
         return USAGE_EXIT_CODE
-    name = cell.id if cell else "system"
-    print(f"stability: {args.repeat} runs of {name}")
-    seen, seconds = run_repeatedly(args.root, python, cell, args.repeat, ["-k", args.keyword] if args.keyword else [])
-    print(stability_table(seen))
+    seen = outcomes_by_variant(runs)
     flaky = unstable(seen)
+    print(stability_table(seen))
     write_json_atomic(args.root / "reports" / "stability.json", {
-        "cell": name, "repeat": args.repeat, "seconds": [round(s, 1) for s in seconds],
-        "variants": len(seen), "unstable": flaky, "outcomes": {v: sorted(set(o)) for v, o in seen.items()},
+        "cell": name, "repeat": args.repeat, "keyword": args.keyword, "seconds": [round(s, 1) for s in seconds],
+        "variants": {v: {"outcomes": dict(Counter(o)), "stable": v not in flaky} for v, o in seen.items()},
+        "unstable": sorted(flaky),
     })  # fmt: skip
-    print(f"{len(seen)} variants, {len(flaky)} unstable, {sum(seconds):.0f}s in all")
+    print(f"{len(seen)} variants, {len(flaky)} unstable, {sum(seconds):.0f}s in all -> {args.root / 'reports' / 'stability.json'}")
     return 1 if flaky else 0
 
 

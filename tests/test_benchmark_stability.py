@@ -1,4 +1,7 @@
-"""Pure parts of the benchmark and stability sessions (no timing is asserted anywhere)."""
+"""Pure parts of the benchmark and stability sessions: ratios, tables, outcome comparison, disk accounting.
+
+No timing is asserted anywhere: these run on loaded 2-core machines.
+"""
 
 from __future__ import annotations
 
@@ -7,48 +10,185 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bugmatrix.benchmark import Measurement, disk_kib, format_table
-from bugmatrix.stability import stability_table, unstable
+import pytest
+
+from bugmatrix.benchmark import Measurement, disk_kib, format_table, skipped, smoke_floor, smoke_from_runs
+from bugmatrix.matrix import load_matrix
+from bugmatrix.plan import Cell
+from bugmatrix.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
+from bugmatrix.stability import ABSENT, cell_venv, outcomes_by_variant, pytest_command, stability_table, unstable
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def record(variant: str, outcome: str, duration: float = 0.5) -> VariantRecord:
+    return VariantRecord(
+        id=f"case::{variant}[cpu]", case="case", variant=variant, device="cpu", kind="core", workaround_for=None,
+        outcome=outcome, expected=None, verdict="new", signature_matched=False, message="", duration_s=duration,
+    )  # fmt: skip
+
+
+def run_file(path: Path, *results: VariantRecord, started: str = "2026-01-01T00:00:00+00:00") -> RunRecord:
+    """Write a run file as the plugin would and read it back through the real loader."""
+    run = RunRecord(cell="c", pins={}, environment={}, started=started, finished="2026-01-01T00:00:10+00:00", results=list(results))
+    write_json_atomic(path, run.to_json())
+    return load_run_file(path)
+
+
 def test_speedup_and_overhead_ratios() -> None:
-    speedup = Measurement("build", value=5.0, baseline=80.0, unit="s", target=">= 10")
-    assert speedup.ratio == 16.0 and speedup.met
-    overhead = Measurement("reuse", value=12.0, baseline=10.0, unit="s", target="<= 1.5")
-    assert round(overhead.ratio, 2) == 1.2 and overhead.met
-    assert not Measurement("reuse", value=20.0, baseline=10.0, unit="s", target="<= 1.5").met
+    speedup = Measurement("build", value=5.0, baseline=80.0, unit="s", op=">=", bound=10, speedup=True)
+    assert speedup.ratio == 16.0 and speedup.met and speedup.target == ">= 10x"
+    overhead = Measurement("reuse", value=12.0, baseline=10.0, unit="s", op="<=", bound=1.5)
+    assert overhead.ratio == pytest.approx(1.2) and overhead.met
+    assert not Measurement("reuse", 20.0, 10.0, "s", "<=", 1.5).met
+    assert not Measurement("report", 1.0, 1.0, "s", "<", 1).met  # a strict bound is strict
 
 
-def test_table_lists_every_row_with_its_verdict() -> None:
-    table = format_table([Measurement("a", 1, 20, "s", ">= 10"), Measurement("b", 3, 1, "s", "<= 1.5")])
-    lines = table.splitlines()
-    assert lines[2].startswith("a") and lines[2].endswith("yes") and lines[3].endswith("NO")
+def test_rows_without_a_baseline_or_target_have_no_verdict() -> None:
+    assert skipped("pip cold", "--quick").ratio is None and skipped("pip cold", "--quick").met is None
+    assert Measurement("uv cold", 24.0, None, "s").met is None
+    assert Measurement("disk", 10.0, 40.0, "MiB").ratio == 0.25 and Measurement("disk", 10.0, 40.0, "MiB").met is None
+
+
+def test_table_is_aligned_and_says_why_a_row_is_missing() -> None:
+    rows = [
+        Measurement("a long measurement name", 1, 20, "s", ">=", 10, speedup=True),
+        Measurement("b", 3, 1, "s", "<=", 1.5, note="floor: import"),
+        skipped("c", "pip cold skipped (--quick)"),
+    ]
+    lines = format_table(rows).splitlines()
+    assert lines[0].split() == ["measurement", "value", "baseline", "ratio", "target", "met?", "note"]
+    assert set(lines[1]) == {"-"}
+    ratio_end = lines[0].index("ratio") + len("ratio")  # right-aligned: every ratio ends under the header's
+    assert [line[ratio_end - 1 : ratio_end + 1] for line in lines[2:]] == ["x ", "x ", "- "]
+    assert "20.00x" in lines[2] and lines[2].endswith(" yes")
+    assert "3.00x" in lines[3] and " NO " in lines[3] and lines[3].endswith("floor: import")
+    assert lines[4].startswith("c ") and lines[4].endswith("pip cold skipped (--quick)") and " - " in lines[4]
 
 
 def test_hard_links_are_counted_once(tmp_path: Path) -> None:
-    one, two = tmp_path / "env1", tmp_path / "env2"
-    one.mkdir()
-    two.mkdir()
-    (one / "lib.so").write_bytes(os.urandom(512 * 1024))
-    os.link(one / "lib.so", two / "lib.so")
+    one, two, other = tmp_path / "env1", tmp_path / "env2", tmp_path / "env3"
+    for env in (one, two, other):
+        env.mkdir()
+    (one / "libtorch.so").write_bytes(os.urandom(512 * 1024))
+    os.link(one / "libtorch.so", two / "libtorch.so")  # what uv does from its cache
+    (other / "libtorch.so").write_bytes(os.urandom(512 * 1024))  # what a copy costs
     assert disk_kib([one, two]) < 1.2 * disk_kib([one])
+    assert disk_kib([one, other]) > 1.8 * disk_kib([one])
 
 
-def test_unstable_variants_are_found() -> None:
-    seen = {"a::x[cpu]": ["fixed"] * 3, "a::y[cpu]": ["reproduced", "timeout", "reproduced"]}
-    assert unstable(seen) == {"a::y[cpu]": ["reproduced", "timeout", "reproduced"]}
-    table = stability_table(seen)
-    assert "reproduced x2, timeout x1" in table and table.splitlines()[2].rstrip().endswith("NO")
+def test_outcome_variation_is_found_from_run_files(tmp_path: Path) -> None:
+    runs = [
+        run_file(tmp_path / "run-0.json", record("steady", "fixed"), record("flaky", "reproduced"), record("vanishes", "fixed")),
+        run_file(tmp_path / "run-1.json", record("steady", "fixed"), record("flaky", "timeout")),
+        run_file(tmp_path / "run-2.json", record("steady", "fixed"), record("flaky", "reproduced"), record("vanishes", "fixed")),
+    ]
+    seen = outcomes_by_variant(runs)
+    assert seen["case::steady[cpu]"] == ["fixed"] * 3
+    assert seen["case::vanishes[cpu]"] == ["fixed", ABSENT, "fixed"]
+    assert set(unstable(seen)) == {"case::flaky[cpu]", "case::vanishes[cpu]"}
+    table = stability_table(seen).splitlines()
+    flaky = next(line for line in table if line.startswith("case::flaky"))
+    assert "reproduced x2, timeout x1" in flaky and flaky.rstrip().endswith("NO")
+    assert next(line for line in table if line.startswith("case::steady")).rstrip().endswith("yes")
 
 
-def test_stability_unknown_cell_is_exit_2() -> None:
+def test_identical_runs_are_stable(tmp_path: Path) -> None:
+    runs = [run_file(tmp_path / f"run-{i}.json", record("a", "reproduced"), record("b", "skipped")) for i in range(3)]
+    assert unstable(outcomes_by_variant(runs)) == {}
+
+
+def test_cell_venv_is_the_one_nox_creates() -> None:
+    assert cell_venv(ROOT, "py311-torch2.5.1-pl2.0.3") == ROOT / ".nox" / "cell-py311-torch2-5-1-pl2-0-3"
+    assert cell_venv(ROOT, "py311-torch2.15.0-pl2.6.6-tf4.30.2-cuda").name == "cell-py311-torch2-15-0-pl2-6-6-tf4-30-2-cuda"
+
+
+def test_pytest_command_runs_only_the_cells_axes(tmp_path: Path) -> None:
+    cell = Cell("py311-torch2.5.1-pl2.0.3", {"python": "3.11", "torch": "2.5.1", "lightning": "2.0.3"})
+    command = pytest_command(ROOT, Path("python"), cell, tmp_path / "run.json", ["-k", "encoder"])
+    joined = " ".join(command)
+    assert "--bugmatrix-axes torch,lightning" in joined and f"--bugmatrix-run-file {tmp_path / 'run.json'}" in joined
+    assert "-n" in command and command[-2:] == ["-k", "encoder"]
+    assert "--bugmatrix-axes" not in pytest_command(ROOT, Path("python"), None, tmp_path / "run.json")
+
+
+def test_floor_is_import_plus_the_variants_own_time(tmp_path: Path) -> None:
+    run = run_file(tmp_path / "run.json", record("a", "fixed", 1.25), record("b", "fixed", 0.75))
+    assert smoke_floor(run, imports=3.0) == pytest.approx(5.0)
+
+
+def test_smoke_without_run_files_says_which_cells_are_missing(tmp_path: Path) -> None:
+    matrix = load_matrix(ROOT / "matrix.toml")
+    cells = [Cell("py311-torch2.5.1-pl2.0.3", {"python": "3.11", "torch": "2.5.1", "lightning": "2.0.3"})]
+    row = smoke_from_runs(tmp_path, matrix, cells, tmp_path / "runs", None, "from the last run")
+    assert row.value is None and "py311-torch2.5.1-pl2.0.3" in row.note and "--smoke" in row.note
+
+
+@pytest.mark.parametrize("module", ["bugmatrix.stability", "bugmatrix.benchmark"])
+def test_unknown_cell_is_one_line_and_exit_2(module: str) -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "bugmatrix.stability", "--root", str(ROOT), "--cell", "nope"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
-    )
-    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "unknown cell 'nope'" in run.stderr
+        [sys.executable, "-m", module, "--root", str(ROOT), "--cell", "nope"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.count("\n") == 1 and "unknown cell 'nope'" in run.stderr
+    assert run.stdout == ""
+
+
+def test_stability_needs_two_runs() -> None:
+    from bugmatrix.stability import main
+
+    assert main(["--root", str(ROOT), "--repeat", "1", "--system"]) == 2
+
+
+def test_a_run_that_records_nothing_is_a_one_line_error(tmp_path: Path) -> None:
+    from bugmatrix.errors import BugmatrixError
+    from bugmatrix.stability import run_repeatedly
+
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\necho 'collected 0 items'\necho 'ERROR: cases/x.py: No module named torch' >&2\nexit 4\n")
+    python.chmod(0o755)
+    with pytest.raises(BugmatrixError, match=r"run 1 recorded nothing \(pytest exit 4: ERROR: cases/x.py: No module named torch\)"):
+        run_repeatedly(tmp_path, python, None, 2, [])
+
+
+def test_synthetic_report_input_is_full_profile_sized_and_renders() -> None:
+    from bugmatrix.benchmark import measure_report, synthetic_runs
+
+    runs = synthetic_runs()
+    assert len({run.cell for run in runs}) == 1000 and {len(run.results) for run in runs} == {20}
+    assert measure_report().value is not None  # merge_runs + render_html accept it (the time itself is not asserted)
+
+
+def fake_env(root: Path, name: str, torch: str, library: Path | None = None) -> Path:
+    """A cell venv as du sees it: an interpreter, torch's dist-info and a big library (linked when given)."""
+    env = root / ".nox" / name
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text("")
+    site = env / "lib" / "python3.11" / "site-packages"
+    (site / f"torch-{torch}.dist-info").mkdir(parents=True)
+    if library is None:
+        (site / "libtorch.so").write_bytes(os.urandom(1024 * 1024))
+    else:
+        os.link(library, site / "libtorch.so")
+    return site / "libtorch.so"
+
+
+def test_disk_rows_group_envs_by_torch(tmp_path: Path) -> None:
+    from bugmatrix.benchmark import measure_disk
+
+    shared = fake_env(tmp_path, "cell-py311-torch2-5-1-pl2-0-3", "2.5.1")
+    fake_env(tmp_path, "cell-py311-torch2-5-1-pl2-6-6", "2.5.1", library=shared)
+    fake_env(tmp_path, "cell-py311-torch2-6-0-pl2-6-6", "2.6.0")
+    everything, same_torch, per_torch = measure_disk(tmp_path)
+    assert everything.name.startswith("disk: all 3 cell envs") and everything.ratio == pytest.approx(2, rel=0.1)
+    assert "2 cell envs on torch 2.5.1" in same_torch.name and same_torch.ratio == pytest.approx(1, rel=0.1) and same_torch.met
+    assert per_torch.ratio == pytest.approx(1, rel=0.1) and per_torch.met
+
+
+def test_disk_needs_two_envs(tmp_path: Path) -> None:
+    from bugmatrix.benchmark import measure_disk
+
+    fake_env(tmp_path, "cell-py311-torch2-5-1-pl2-0-3", "2.5.1")
+    (row,) = measure_disk(tmp_path)
+    assert row.value is None and "1 cell env(s)" in row.note
