@@ -25,13 +25,16 @@ __all__ = ["git_commit", "run_report"]
 
 
 def git_commit(root: object) -> str:
-    """The checkout's short commit (with -dirty), or "unknown" outside git."""
+    """The checkout's short commit (-dirty if code changed; reports/ are outputs), or "unknown" outside git."""
     try:
         sha = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, check=True
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)reports"],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
