@@ -24,7 +24,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from bugmatrix.envbuild import InstallFailed, prepare_environment, uv_command
+from bugmatrix.envbuild import InstallFailed, cell_venv, prepare_environment, uv_command
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.matrix import Matrix
 from bugmatrix.plan import cell_id, import_modules, requirements_for
@@ -169,7 +169,7 @@ def bisect_versions(
 def env_dir(root: Path, pins: Mapping[str, str]) -> Path:
     """Reuse a planned cell's nox venv when one exists for these pins; else a bisect venv."""
     cid = cell_id(pins)
-    nox_venv = root / ".nox" / ("cell-" + re.sub(r"[^A-Za-z0-9_]+", "-", cid).strip("-"))
+    nox_venv = cell_venv(root, cid)
     return nox_venv if (nox_venv / "bin" / "python").exists() else root / ".nox" / "bisect" / cid
 
 

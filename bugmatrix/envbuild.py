@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from bugmatrix.runfile import RunRecord, write_json_atomic
 
-__all__ = ["InstallFailed", "prepare_environment", "record_install_failure", "uv_command"]
+__all__ = ["InstallFailed", "cell_venv", "prepare_environment", "record_install_failure", "uv_command"]
 
 STAMP = ".bugmatrix-requirements"
 REASON_LINES = 12  # the resolver's explanation is at the end of its output
@@ -36,6 +37,14 @@ for name in sys.argv[1:]:
 
 class InstallFailed(Exception):
     """The cell's environment could not be built; the message is the reason."""
+
+
+def cell_venv(root: Path, cell_id: str) -> Path:
+    """The venv nox gives ``cell(<id>)``: ``.nox/cell-<id, non-alphanumerics as '-'>``.
+
+    Bisect, stability and benchmark reuse these venvs, so the slug lives in one place.
+    """
+    return root / ".nox" / ("cell-" + re.sub(r"[^A-Za-z0-9]+", "-", cell_id).strip("-").lower())
 
 
 def uv_command() -> list[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bugmatrix.discover import discover_variants, projections
-from bugmatrix.envbuild import InstallFailed, prepare_environment, uv_command
+from bugmatrix.envbuild import InstallFailed, cell_venv, prepare_environment, uv_command
 from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.matrix import Matrix, load_matrix
 from bugmatrix.plan import Cell, find_cell, import_modules, plan_all, plan_cells, requirements_for
@@ -34,11 +33,6 @@ __all__ = ["ABSENT", "cell_env", "cell_python", "cell_venv", "outcomes_by_varian
 ABSENT = "absent"
 #: xdist workers per run, as the nox cell sessions use.
 WORKERS = os.environ.get("BUGMATRIX_WORKERS", "2")
-
-
-def cell_venv(root: Path, cell_id: str) -> Path:
-    """The venv nox gives ``cell(<id>)``: ``.nox/cell-<id, non-alphanumerics as '-'>``."""
-    return root / ".nox" / ("cell-" + re.sub(r"[^A-Za-z0-9]+", "-", cell_id).strip("-").lower())
 
 
 def cell_python(root: Path, matrix: Matrix, cell: Cell) -> Path:
