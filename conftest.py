@@ -5,4 +5,4 @@ baked image, say) runs the cases as the ``system`` cell and records
 ``reports/runs/system.json``.
 """
 
-pytest_plugins = ["bugmatrix.plugin"]
+pytest_plugins = ["bugmatrix.cell.plugin"]

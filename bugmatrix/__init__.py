@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bugmatrix.case import CPU_BF16, CUDA_BF16, CUDA_FP16, Case, Checks, Expect, Requires, SkipVariant
-from bugmatrix.outcomes import Outcome, Signature
+from bugmatrix.cell.case import CPU_BF16, CUDA_BF16, CUDA_FP16, Case, Checks, Expect, Requires, SkipVariant
+from bugmatrix.cell.outcomes import Outcome, Signature
 
 __all__ = [
     "CPU_BF16",

@@ -35,13 +35,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bugmatrix.discover import discover_variants, projections
-from bugmatrix.envbuild import uv_command
-from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
+from bugmatrix.catalog import load_catalog
+from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError
+from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
+from bugmatrix.cellrun import cell_env, pytest_command
+from bugmatrix.envbuild import cell_venv, uv_command
 from bugmatrix.matrix import Matrix, load_matrix
-from bugmatrix.plan import Cell, find_cell, import_modules, plan_cells, requirements_for
-from bugmatrix.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
-from bugmatrix.stability import cell_env, cell_python, cell_venv, pytest_command
+from bugmatrix.paths import output_dir
+from bugmatrix.plan import Cell, find_cell, plan_cells
+from bugmatrix.stability import cell_python
 
 __all__ = ["CommandFailed", "Measurement", "disk_kib", "format_table", "main", "skipped", "smoke_floor", "smoke_from_runs"]
 
@@ -199,10 +202,12 @@ def smoke_floor(run: RunRecord, imports: float) -> float:
 def measure_reuse(root: Path, matrix: Matrix, cell: Cell) -> Measurement:
     """A cell re-run with its env reused vs the floor (import + the variants' ``duration_s``)."""
     python = cell_python(root, matrix, cell)
-    imports = import_seconds(python, import_modules(matrix, cell.pins))
+    imports = import_seconds(python, matrix.import_modules(cell.pins))
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-") as tmp:
         run_file = Path(tmp) / "run.json"
-        wall = _timed(pytest_command(root, python, cell, run_file), cell_env(root), ok=(0, 1))  # 1: an outcome differs; still a full run
+        wall = _timed(
+            pytest_command(python, matrix, cell_id=cell.id, pins=cell.pins, run_file=run_file, root=root), cell_env(root), ok=(0, 1)
+        )  # 1: an outcome differs; still a full run
         floor = smoke_floor(load_run_file(run_file), imports)
     return Measurement(
         f"cell re-run, env reused ({cell.id}) vs floor", wall, floor, "s", "<=", 1.5, note=f"floor: import {imports:.1f}s + variants"
@@ -228,7 +233,7 @@ def smoke_from_runs(root: Path, matrix: Matrix, cells: Sequence[Cell], runs_dir:
             missing.append(cell.id)
             continue
         walls += seconds
-        floors += smoke_floor(run, import_seconds(python, import_modules(matrix, cell.pins)))
+        floors += smoke_floor(run, import_seconds(python, matrix.import_modules(cell.pins)))
     if missing:
         return skipped(name, f"no finished run file or env for {', '.join(missing)}: run nox -t smoke, or pass --smoke")
     return Measurement(name, wall if wall is not None else walls, floors, "s", "<=", 2, note=how)
@@ -249,9 +254,9 @@ def _synthetic_record(cell: int, variant: int) -> VariantRecord:
     outcome = SYNTHETIC_OUTCOMES[(cell + variant) % len(SYNTHETIC_OUTCOMES)]
     kind = ("core", "framework", "workaround", "core")[variant % 4]
     return VariantRecord(
-        id=f"case{variant // 4}::v{variant}[cpu]", case=f"case{variant // 4}", variant=f"v{variant}", device="cpu", kind=kind,
-        workaround_for=f"v{variant - 2}" if kind == "workaround" else None, outcome=outcome, expected="reproduced",
-        verdict="as-expected" if outcome == "reproduced" else "unexpected-fix" if outcome == "fixed" else "new-failure-mode",
+        id=f"case{variant // 4}::v{variant}[cpu]", case=f"case{variant // 4}", variant=f"v{variant}", device="cpu", kind=Kind(kind),
+        workaround_for=f"v{variant - 2}" if kind == "workaround" else None, outcome=Outcome(outcome), expected=Outcome.REPRODUCED,
+        verdict=Verdict("as-expected" if outcome == "reproduced" else "unexpected-fix" if outcome == "fixed" else "new-failure-mode"),
         signature_matched=outcome == "reproduced", message=f"RuntimeError: <mat1> & mat2 must have the same dtype ({cell})",
         duration_s=0.1, evidence="https://github.com/pytorch/pytorch/issues/1", log="" if outcome == "fixed" else "Traceback ...\n" * 40,
     )  # fmt: skip
@@ -322,18 +327,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="skip the cold pip build (a cold CUDA torch install downloads ~3 GB)")
     parser.add_argument("--smoke", action="store_true", help="time `nox -t smoke` now instead of reading the last run's run files")
     parser.add_argument("--skip-builds", action="store_true", help="skip the uv vs virtualenv+pip builds altogether")
-    parser.add_argument("--out", type=Path, help="where the JSON goes (default: ROOT/reports/benchmark.json)")
+    parser.add_argument(
+        "--out", type=Path, help="where the JSON goes (default: <output>/benchmark.json; the committed one is reports/benchmark.json)"
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Measure, print the table, write reports/benchmark.json (after every row, so a failure loses nothing)."""
+    """Measure, print the table, write <output>/benchmark.json (after every row, so a failure loses nothing)."""
     args = _parser().parse_args(argv)
-    root, out = args.root, args.out or args.root / "reports" / "benchmark.json"
+    root, out = args.root, args.out or output_dir() / "benchmark.json"
     try:
         matrix = load_matrix(root / "matrix.toml")
-        smoke = [c for c in plan_cells(matrix, "smoke", projections(discover_variants(root / "cases"))) if c.device == "cpu"]
-        cell = find_cell(smoke, args.cell) if args.cell else min(smoke, key=lambda c: len(requirements_for(matrix, c.pins)))
+        smoke = [c for c in plan_cells(matrix, "smoke", load_catalog(root / "cases", matrix)) if c.device == "cpu"]
+        cell = find_cell(smoke, args.cell) if args.cell else min(smoke, key=lambda c: len(matrix.requirements_for(c.pins)))
     except BugmatrixError as exc:
         print(f"bugmatrix: error: {exc}", file=sys.stderr)
         return USAGE_EXIT_CODE
@@ -341,12 +348,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     def smoke_row() -> list[Measurement]:
         if args.smoke:
             return [measure_smoke(root, matrix, smoke)]
-        return [smoke_from_runs(root, matrix, smoke, root / "reports" / "runs", None, "from the last run (run files: pytest only)")]
+        return [smoke_from_runs(root, matrix, smoke, output_dir() / "runs", None, "from the last run (run files: pytest only)")]
 
     def build_rows() -> list[Measurement]:
         if args.skip_builds:
             return [skipped("env builds: uv vs virtualenv+pip", "skipped (--skip-builds)")]
-        return measure_builds(root, cell, requirements_for(matrix, cell.pins), args.quick)
+        return measure_builds(root, cell, matrix.requirements_for(cell.pins), args.quick)
 
     steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
         ("env builds", build_rows),

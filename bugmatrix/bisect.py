@@ -4,17 +4,19 @@ Versions come from the registry (PyPI's JSON API: yanked releases and, unless
 asked, pre-releases left out). The other axes are held at a cell's pins (or
 the matrix's base pins). Both ends are run, then a binary search runs about
 log2(n) more environments; each environment is built with uv and reused when
-it already exists (a bisect env, or the nox venv of a planned cell with the
-same pins). A release that cannot be installed is skipped and reported, never
-treated as an outcome.
+it already exists (a bisect env, or the venv of a planned cell with the same
+pins). A release that cannot be installed is skipped and reported, never
+treated as an outcome. Each probe runs the one variant through the same
+command as a cell (:func:`bugmatrix.cellrun.pytest_command`); a probe that
+outlives its timeout is a ``timeout`` outcome, not a crash of bisect.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -24,15 +26,16 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from bugmatrix.envbuild import InstallFailed, cell_venv, prepare_environment, uv_command
-from bugmatrix.errors import BugmatrixError
+from bugmatrix.cell.case import Variant
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.runfile import load_run_file, write_json_atomic
+from bugmatrix.cellrun import cell_env, pytest_command
+from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment
 from bugmatrix.matrix import Matrix
-from bugmatrix.plan import cell_id, import_modules, requirements_for
-from bugmatrix.versions import AXIS_DISTRIBUTIONS
+from bugmatrix.paths import output_dir
 
-__all__ = ["BisectResult", "Probe", "bisect_versions", "env_dir", "registry_versions", "run_variant_in"]
+__all__ = ["BisectResult", "Probe", "bisect_versions", "env_dir", "registry_versions", "run_bisect", "run_variant_in"]
 
-VARIANT_ID = re.compile(r"^(?P<case>\w+)::(?P<name>\w+)\[(?P<device>\w+)\]$")
 PYPI_JSON = "https://pypi.org/pypi/{name}/json"
 
 
@@ -74,23 +77,12 @@ class BisectResult:
         return asdict(self)
 
 
-def parse_variant_id(text: str) -> tuple[str, str, str]:
-    match = VARIANT_ID.match(text)
-    if not match:
-        msg = f"{text!r} is not a variant id; write CASE::VARIANT[DEVICE], e.g. autocast_cache::core[cpu]"
-        raise BugmatrixError(msg)
-    return match["case"], match["name"], match["device"]
-
-
 def registry_versions(
-    axis: str, *, low: str | None, high: str | None, pre: bool = False, fetch: Callable[[str], dict] | None = None
+    distribution: str, *, low: str | None, high: str | None, pre: bool = False, fetch: Callable[[str], dict] | None = None
 ) -> list[str]:
-    """Released versions of an axis package between ``low`` and ``high`` (inclusive)."""
-    if axis not in AXIS_DISTRIBUTIONS:
-        msg = f"{axis!r} is not a package axis; use one of {', '.join(AXIS_DISTRIBUTIONS)}"
-        raise BugmatrixError(msg)
+    """Released versions of a distribution between ``low`` and ``high`` (inclusive)."""
     fetch = fetch or _fetch_json
-    releases = fetch(AXIS_DISTRIBUTIONS[axis][0]).get("releases", {})
+    releases = fetch(distribution).get("releases", {})
     found = []
     for text, files in releases.items():
         try:
@@ -105,7 +97,7 @@ def registry_versions(
             continue
         found.append(version)
     if not found:
-        msg = f"no {axis} releases between {low or 'the first'} and {high or 'the latest'}; widen --from/--to"
+        msg = f"no {distribution} releases between {low or 'the first'} and {high or 'the latest'}; widen --from/--to"
         raise BugmatrixError(msg)
     return [str(v) for v in sorted(found)]
 
@@ -166,47 +158,70 @@ def bisect_versions(
     return list(probes.values()), run(lo), run(hi)
 
 
-def env_dir(root: Path, pins: Mapping[str, str]) -> Path:
-    """Reuse a planned cell's nox venv when one exists for these pins; else a bisect venv."""
-    cid = cell_id(pins)
+def env_dir(root: Path, matrix: Matrix, pins: Mapping[str, str]) -> Path:
+    """Reuse a planned cell's venv when one exists for these pins; else a bisect venv."""
+    cid = matrix.cell_id(pins)
     nox_venv = cell_venv(root, cid)
     return nox_venv if (nox_venv / "bin" / "python").exists() else root / ".nox" / "bisect" / cid
 
 
-def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant: str, timeout: float = 600) -> tuple[Probe, bool]:
+def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant: Variant, timeout: float = 900) -> tuple[Probe, bool]:
     """Build (or reuse) the env for ``pins`` and run one variant there; (probe, built?)."""
-    case, name, device = parse_variant_id(variant)
-    venv = env_dir(root, pins)
+    label = ",".join(f"{k}={v}" for k, v in pins.items())
+    venv = env_dir(root, matrix, pins)
     started = time.perf_counter()
-    if not (venv / "bin" / "python").exists():
-        subprocess.run([*uv_command(), "venv", "-q", "-p", pins["python"], str(venv)], check=True)
     try:
-        built = prepare_environment(venv, requirements_for(matrix, pins), import_modules(matrix, pins))
+        built = ensure_environment(venv, pins["python"], matrix.requirements_for(pins), matrix.import_modules(pins))
     except InstallFailed as exc:
-        return Probe(pins_label(pins), "install-failed", str(exc).splitlines()[-1], time.perf_counter() - started), True
+        return Probe(label, "install-failed", str(exc).splitlines()[-1], time.perf_counter() - started), True
     with tempfile.TemporaryDirectory() as tmp:
         run_file = Path(tmp) / "run.json"
-        subprocess.run(
-            [str(venv / "bin" / "python"), "-m", "pytest", f"{root}/cases/{case}.py::{name}[{device}]",
-             "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "--bugmatrix-cell", "bisect",
-             "--bugmatrix-run-file", str(run_file)],
-            cwd=root, capture_output=True, text=True, timeout=timeout, check=False,
-            env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
-        )  # fmt: skip
-        if not run_file.exists():
-            return Probe(pins_label(pins), "crashed", "no run file written", time.perf_counter() - started), built
-        record = json.loads(run_file.read_text())["results"][0]
-    return Probe(pins_label(pins), record["outcome"], record["message"], round(time.perf_counter() - started, 1)), built
+        node = f"cases/{variant.case_id}.py::{variant.name}[{variant.tag}]"
+        command = pytest_command(
+            venv / "bin" / "python", matrix, cell_id="bisect", pins=pins, run_file=run_file, workers="1", select=[node], root=root
+        )
+        try:
+            subprocess.run(command, cwd=root, env=cell_env(root), capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            # The variant may have finished and left a thread that keeps the process alive: its record counts.
+            if not run_file.exists() or not load_run_file(run_file).results:
+                return Probe(label, "timeout", f"no result after {timeout:g}s", round(time.perf_counter() - started, 1)), built
+        if not run_file.exists() or not load_run_file(run_file).results:
+            return Probe(label, "crashed", "no result recorded", time.perf_counter() - started), built
+        record = load_run_file(run_file).results[0]
+    return Probe(label, record.outcome.value, record.message, round(time.perf_counter() - started, 1)), built
 
 
-def pins_label(pins: Mapping[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in pins.items())
-
-
-def default_out(root: Path, variant: str, package: str) -> Path:
+def default_out(variant: str, package: str) -> Path:
     slug = re.sub(r"[^A-Za-z0-9_]+", "-", variant).strip("-")
-    return root / "reports" / "bisect" / f"{slug}--{package}.json"
+    return output_dir() / "bisect" / f"{slug}--{package}.json"
 
 
-if __name__ == "__main__":  # pragma: no cover - use `python -m bugmatrix bisect`
-    sys.exit("use: python -m bugmatrix bisect VARIANT PACKAGE")
+def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held: dict[str, str]) -> int:
+    """The ``bisect`` subcommand: probe, print, write the result file."""
+    if args.package not in (*variant.axes, "torch"):
+        msg = f"{variant.id} does not depend on {args.package!r} (its axes: {', '.join(variant.axes)}); bisect one of those"
+        raise BugmatrixError(msg)
+    distribution = matrix.providers({**held, args.package: held.get(args.package, matrix.base[args.package])})[args.package][0]
+    versions = args.versions or registry_versions(distribution, low=args.low, high=args.high, pre=args.pre)
+    result = BisectResult(variant.id, args.package, {k: v for k, v in held.items() if k != args.package}, versions)
+    result.mode = "linear" if args.linear else "bisect"
+
+    def probe(version: str) -> Probe:
+        found, built = run_variant_in(args.root, matrix, {**held, args.package: version}, variant, timeout=args.timeout)
+        result.environments_built += 1
+        outcome = Probe(version, found.outcome, found.message, found.seconds)
+        print(
+            f"  {args.package}=={version}: {outcome.outcome} ({outcome.seconds:.0f}s{', new env' if built else ', reused env'})", flush=True
+        )
+        return outcome
+
+    print(f"{variant.id}: {result.mode} over {len(versions)} {args.package} releases {versions[0]}..{versions[-1]}, holding {result.held}")
+    result.probes, result.last_before, result.first_after = bisect_versions(versions, probe, linear=args.linear)
+    for p in (p for p in result.probes if p.outcome == "install-failed"):
+        print(f"  skipped {args.package}=={p.version}: cannot be installed ({p.message})")
+    print(result.summary())
+    out = args.out or default_out(variant.id, args.package + ("-linear" if args.linear else ""))
+    write_json_atomic(out, result.to_json())
+    print(f"wrote {out}")
+    return 0

@@ -2,7 +2,8 @@
 
 Every subcommand is a thin layer over a library function; a BugmatrixError
 anywhere is printed as one line and exits with 2 — the single place where
-errors meet people.
+errors meet people. Arguments are validated here (versions, paths, ids), so a
+typo is never a traceback.
 """
 
 from __future__ import annotations
@@ -13,20 +14,41 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
+from packaging.version import InvalidVersion, Version
 
-__all__ = ["ROOT", "main"]
+from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError
+from bugmatrix.paths import ROOT, output_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["build_parser", "main"]
+
+
+def _version(text: str) -> str:
+    """argparse type: a release version (``--from 2.4``), or a one-line usage error."""
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        msg = f"{text!r} is not a version; write a release such as 2.4.1"
+        raise argparse.ArgumentTypeError(msg) from None
+
+
+def _versions(text: str) -> list[str]:
+    listed = [_version(v.strip()) for v in text.split(",") if v.strip()]
+    if len(listed) < 2:
+        msg = "a bisect needs at least two releases, e.g. 2.4.1,2.5.1"
+        raise argparse.ArgumentTypeError(msg)
+    return sorted(listed, key=Version)
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from bugmatrix.discover import discover_variants, projections
+    from bugmatrix.catalog import load_catalog
+    from bugmatrix.cell.runfile import write_json_atomic
     from bugmatrix.matrix import load_matrix
-    from bugmatrix.plan import plan_cells
+    from bugmatrix.plan import plan_cells, plan_document
 
     matrix = load_matrix(args.matrix)
-    cells = plan_cells(matrix, args.profile, projections(discover_variants(args.cases)))
+    cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
+    if args.out:
+        write_json_atomic(args.out, plan_document(matrix, args.profile, cells))
     if args.json:
         include = [
             {
@@ -39,16 +61,71 @@ def _plan(args: argparse.Namespace) -> int:
             for c in cells
         ]
         print(json.dumps({"include": include}, sort_keys=True))
-    else:
-        for c in cells:
-            pins = " ".join(f"{k}={v}" for k, v in c.pins.items())
-            print(f"{c.id:45} {c.device:5} {pins}")
-        print(f"{len(cells)} cells in profile {args.profile}")
+        return 0
+    for c in cells:
+        pins = " ".join(f"{k}={v}" for k, v in c.pins.items())
+        print(f"{c.id:45} {c.device:5} {pins}")
+        if args.variants:
+            print("    runs " + ", ".join(c.variants))
+    print(f"{len(cells)} cells in profile {args.profile}" + ("" if args.variants else " (--variants: which variants each runs)"))
     return 0
 
 
+def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[object, object, dict[str, str]]:
+    """The matrix, the variant, and the pins to hold: a cell's (``--cell``) or the base pins of its axes."""
+    from bugmatrix.catalog import load_catalog
+    from bugmatrix.matrix import INTERPRETER, load_matrix
+    from bugmatrix.plan import find_cell, plan_all
+
+    matrix = load_matrix(args.matrix)
+    catalog = load_catalog(args.cases, matrix)
+    variant = catalog.find(variant_id)
+    if args.cell:
+        pins = dict(find_cell(plan_all(matrix, catalog), args.cell).pins)
+        missing = [a for a in variant.axes if a not in pins]
+        if missing:
+            msg = f"cell {args.cell} does not install {missing[0]}, which {variant_id} needs; pick a cell that pins it"
+            raise BugmatrixError(msg)
+    else:
+        pins = matrix.ordered({a: matrix.base[a] for a in (INTERPRETER, "torch", *variant.axes) if a in matrix.axes})
+    return matrix, variant, pins
+
+
+def _bisect(args: argparse.Namespace) -> int:
+    from bugmatrix.bisect import run_bisect
+
+    matrix, variant, held = _held_pins(args, args.variant)
+    return run_bisect(args, matrix, variant, held)
+
+
+def _repro(args: argparse.Namespace) -> int:
+    from bugmatrix.repro import export_repro
+
+    matrix, variant, pins = _held_pins(args, args.variant)
+    out = export_repro(matrix, variant, pins, args.out, run_dir=args.reports / "runs", force=args.force)
+    python = pins.get("python", "3.11")
+    print(
+        f"wrote {out}/repro.py, requirements.txt, ISSUE.md — run: "
+        f"uv venv -p {python} v && uv pip install --python v/bin/python -r requirements.txt && v/bin/python repro.py"
+    )
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from bugmatrix.report.command import run_report
+
+    return run_report(args)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the usage text is one ``-h`` away)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(USAGE_EXIT_CODE, f"bugmatrix: error: {self.prog}: {message}; see {self.prog} -h\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bugmatrix", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="python -m bugmatrix", description=__doc__.splitlines()[0])
     parser.add_argument("--matrix", type=Path, default=ROOT / "matrix.toml", help="matrix file (default: %(default)s)")
     parser.add_argument("--cases", type=Path, default=ROOT / "cases", help="case directory (default: %(default)s)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -56,11 +133,43 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="print the cells of a profile")
     plan.add_argument("--profile", default="smoke")
     plan.add_argument("--json", action="store_true", help='GitHub Actions matrix: {"include": [...]}')
+    plan.add_argument("--variants", action="store_true", help="also list the variants each cell runs")
+    plan.add_argument("--out", type=Path, help="also write the plan document (the report's completeness check) here")
     plan.set_defaults(func=_plan)
 
-    from bugmatrix import commands
+    bisect = sub.add_parser("bisect", help="find the first release where a variant's outcome changes")
+    bisect.add_argument("variant", help="CASE::VARIANT[DEVICE], e.g. autocast_cache::core[cpu]")
+    bisect.add_argument("package", help="the axis to bisect, e.g. torch, lightning or transformers")
+    bisect.add_argument("--from", dest="low", type=_version, help="oldest release to consider")
+    bisect.add_argument("--to", dest="high", type=_version, help="newest release to consider")
+    bisect.add_argument("--pre", action="store_true", help="include pre-releases")
+    bisect.add_argument("--cell", help="hold the other axes at this cell's pins (default: the matrix's base pins)")
+    bisect.add_argument("--versions", type=_versions, help="comma-separated versions instead of the registry's list")
+    bisect.add_argument("--linear", action="store_true", help="run every release (to check a bisect)")
+    bisect.add_argument("--timeout", type=float, default=900.0, help="seconds one probe may take before it is a timeout")
+    bisect.add_argument("--out", type=Path, help="result file (default: <reports>/bisect/<variant>--<package>.json)")
+    bisect.set_defaults(func=_bisect, root=ROOT)
 
-    commands.register(sub)
+    repro = sub.add_parser("repro", help="export one variant as a standalone script for an upstream issue")
+    repro.add_argument("variant")
+    repro.add_argument("--cell", help="the cell whose pins to export (default: base pins)")
+    repro.add_argument("--out", type=Path, default=ROOT / "build" / "repro", help="an empty or bugmatrix-written directory")
+    repro.add_argument("--force", action="store_true", help="overwrite files this command did not write")
+    repro.add_argument("--reports", type=Path, default=output_dir(), help="where run files are (for the observed outcome)")
+    repro.set_defaults(func=_repro)
+
+    report = sub.add_parser("report", help="merge run files into compat.json, compat.md, index.html")
+    report.add_argument("--reports", type=Path, default=output_dir(), help="reports directory, runs/ inside (default: %(default)s)")
+    report.add_argument("--profile", default="smoke", help="profile named in the report header")
+    report.add_argument(
+        "--plan", type=Path, help="plan document (nox writes it): planned results absent from the runs are shown as missing"
+    )
+    report.add_argument("--baseline", type=Path, help="baseline compat.json (default: reports/baseline.json)")
+    report.add_argument("--update-baseline", action="store_true", help="write this run as the new baseline (reports/baseline.json)")
+    report.add_argument("--publish", action="store_true", help="copy this report and its run files into reports/, the committed reference")
+    report.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a regression or a missing result is found")
+    report.add_argument("--step-summary", type=Path, help="append the summary markdown here ($GITHUB_STEP_SUMMARY)")
+    report.set_defaults(func=_report, root=ROOT)
     return parser
 
 

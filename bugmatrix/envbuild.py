@@ -1,10 +1,15 @@
 """Build one cell's environment with uv, or say exactly why it cannot be built.
 
-The environment itself is created by nox's uv backend; this module installs
-the cell's requirements into it with ``uv pip install`` (captured, so the
-resolver's reason can be recorded as ``install-failed``), checks that the
-packages import, and stamps the venv so an unchanged cell is reused without
-even asking the resolver again.
+A cell's venv is built whole or not at all: a fresh venv is created beside
+the target (``<venv>.new``), the requirements installed with ``uv pip install``
+(captured, so the resolver's reason can be recorded as ``install-failed``),
+the pinned modules import-checked, a digest of the requirements stamped, and
+only then is it swapped into place. A process killed at any moment therefore
+leaves either the previous working venv or none, never a venv whose
+``dist-info`` claims a half-copied torch (which ``uv pip install`` would then
+skip forever). A venv whose stamp matches is reused without asking the
+resolver; any other venv is rebuilt, which costs a second or two with uv's
+hard-linking cache.
 """
 
 from __future__ import annotations
@@ -18,9 +23,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bugmatrix.runfile import RunRecord, write_json_atomic
+from bugmatrix.cell.runfile import RunRecord, write_json_atomic
 
-__all__ = ["InstallFailed", "cell_venv", "prepare_environment", "record_install_failure", "uv_command"]
+__all__ = ["STAMP", "InstallFailed", "cell_venv", "ensure_environment", "record_install_failure", "uv_command"]
 
 STAMP = ".bugmatrix-requirements"
 REASON_LINES = 12  # the resolver's explanation is at the end of its output
@@ -40,10 +45,7 @@ class InstallFailed(Exception):
 
 
 def cell_venv(root: Path, cell_id: str) -> Path:
-    """The venv nox gives ``cell(<id>)``: ``.nox/cell-<id, non-alphanumerics as '-'>``.
-
-    Bisect, stability and benchmark reuse these venvs, so the slug lives in one place.
-    """
+    """The venv of ``cell(<id>)``: ``.nox/cell-<id, non-alphanumerics as '-'>`` (nox's own naming, kept)."""
     return root / ".nox" / ("cell-" + re.sub(r"[^A-Za-z0-9]+", "-", cell_id).strip("-").lower())
 
 
@@ -58,28 +60,54 @@ def _tail(text: str) -> str:
     return "\n".join(lines[-REASON_LINES:])
 
 
-def prepare_environment(venv: Path, requirements: Sequence[str], modules: Sequence[str]) -> bool:
-    """Install ``requirements`` into ``venv`` unless its stamp says they are there.
+def _digest(python: str, requirements: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join([f"python {python}", *requirements]).encode()).hexdigest()
 
-    ``modules`` must all import afterwards (see ``plan.import_modules``).
-    Returns True when something was installed, False when the venv was reused.
-    Raises InstallFailed with the resolver's or the importer's reason.
-    """
-    python = venv / "bin" / "python"
-    digest = hashlib.sha256("\n".join(requirements).encode()).hexdigest()
+
+def is_current(venv: Path, python: str, requirements: Sequence[str]) -> bool:
+    """True when ``venv`` was completely built from exactly these requirements."""
     stamp = venv / STAMP
-    if stamp.exists() and stamp.read_text().strip() == digest:
-        return False
+    return (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == _digest(python, requirements)
+
+
+def _build(target: Path, python: str, requirements: Sequence[str], modules: Sequence[str]) -> None:
+    made = subprocess.run([*uv_command(), "venv", "-q", "-p", python, str(target)], capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        raise InstallFailed(f"uv venv -p {python}: " + (_tail(made.stderr) or f"exit {made.returncode}"))
+    interpreter = target / "bin" / "python"
     install = subprocess.run(
-        [*uv_command(), "pip", "install", "--python", str(python), *requirements],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [*uv_command(), "pip", "install", "--python", str(interpreter), *requirements], capture_output=True, text=True, check=False
+    )
     if install.returncode != 0:
         raise InstallFailed(_tail(install.stderr or install.stdout) or f"uv exited {install.returncode}")
-    imported = subprocess.run([str(python), "-c", IMPORT_CHECK, *modules], capture_output=True, text=True, check=False)
+    imported = subprocess.run([str(interpreter), "-c", IMPORT_CHECK, *modules], capture_output=True, text=True, check=False)
     if imported.returncode != 0:
         raise InstallFailed("installed, but does not import: " + _tail(imported.stderr))
-    stamp.write_text(digest + "\n")
+    (target / STAMP).write_text(_digest(python, requirements) + "\n")
+
+
+def ensure_environment(venv: Path, python: str, requirements: Sequence[str], modules: Sequence[str]) -> bool:
+    """Reuse ``venv`` if it is current, else build it fresh and swap it in; True when it was built.
+
+    ``modules`` must all import afterwards (see ``Matrix.import_modules``).
+    Raises InstallFailed with the resolver's or the importer's reason; the
+    failed build is removed and an existing venv is left as it was.
+    """
+    if is_current(venv, python, requirements):
+        return False
+    fresh, old = venv.with_name(venv.name + ".new"), venv.with_name(venv.name + ".old")
+    shutil.rmtree(fresh, ignore_errors=True)  # a build a killed run left behind
+    shutil.rmtree(old, ignore_errors=True)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _build(fresh, python, requirements, modules)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    if venv.exists():
+        venv.rename(old)
+    fresh.rename(venv)  # between the two renames there is no venv: the next run builds one
+    shutil.rmtree(old, ignore_errors=True)
     return True
 
 
@@ -87,11 +115,7 @@ def record_install_failure(path: Path, cell: str, pins: Mapping[str, str], reaso
     """Write the run file of a cell that could not be built (no results, the reason kept)."""
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     run = RunRecord(
-        cell=cell,
-        pins=dict(pins),
-        environment={},
-        started=stamp,
-        finished=stamp,
-        install={"status": "failed", "reason": reason},
-    )
+        cell=cell, pins=dict(pins), axes=list(pins), environment={}, started=stamp, finished=stamp,
+        install={"status": "failed", "reason": reason}, complete=True,
+    )  # fmt: skip
     write_json_atomic(path, run.to_json())

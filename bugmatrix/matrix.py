@@ -1,9 +1,11 @@
-"""``matrix.toml``: the version axes, profiles, rules and install constraints.
+"""``matrix.toml``: the axis registry, profiles, rules and install constraints.
 
 Parsed with ``tomllib`` and validated strictly: any defect becomes a one-line
 :class:`BugmatrixError` naming the file, the key and the value, and what to do.
-Nothing about versions lives in code; this file and the cases' own
-declarations are the only sources of a cell list.
+Nothing about versions or axes lives in code: each ``[axes.<name>]`` table says
+an axis's releases, the prefix of its part of a cell id, and the
+distributions that provide it with the module a cell must import for each.
+Adding an axis (numpy, accelerate, ...) is an entry here and nothing else.
 """
 
 from __future__ import annotations
@@ -19,15 +21,32 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from bugmatrix.errors import BugmatrixError
+from bugmatrix.cell.errors import BugmatrixError
 
-__all__ = ["AXES", "PROFILES", "Constraint", "Matrix", "Rule", "load_matrix", "parse_matrix"]
+__all__ = ["INTERPRETER", "PROFILES", "SCHEMA", "Axis", "Constraint", "Matrix", "Rule", "load_matrix", "parse_matrix"]
 
-AXES = ("python", "torch", "lightning", "transformers")
+SCHEMA = 2
+INTERPRETER = "python"  # the one axis that is an interpreter, not a distribution
 PROFILES = ("smoke", "nightly", "full")  # each a subset of the next
-#: The distributions that may provide each axis (see constraints[].distribution).
-DISTRIBUTIONS = {"torch": ("torch",), "lightning": ("lightning", "pytorch-lightning"), "transformers": ("transformers",)}
 TOP_KEYS = {"schema", "base", "axes", "profiles", "exclude", "include", "constraints", "harness", "gpu"}
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis: its releases, its cell-id prefix, and (distribution, import module) pairs, the default first."""
+
+    name: str
+    prefix: str
+    versions: tuple[str, ...]
+    distributions: tuple[tuple[str, str], ...]
+
+    def id_part(self, version: str) -> str:
+        """``torch2.5.1``; the interpreter drops its dots (``py311``)."""
+        return f"{self.prefix}{version.replace('.', '') if self.name == INTERPRETER else version}"
+
+
+def _matches(when: Mapping[str, SpecifierSet], pins: Mapping[str, str]) -> bool:
+    return all(axis in pins and spec.contains(pins[axis], prereleases=True) for axis, spec in when.items())
 
 
 @dataclass(frozen=True)
@@ -38,7 +57,7 @@ class Rule:
     profiles: tuple[str, ...]
 
     def matches(self, pins: Mapping[str, str]) -> bool:
-        return all(axis in pins and spec.contains(pins[axis], prereleases=True) for axis, spec in self.when.items())
+        return _matches(self.when, pins)
 
 
 @dataclass(frozen=True)
@@ -51,7 +70,7 @@ class Constraint:
     why: str
 
     def matches(self, pins: Mapping[str, str]) -> bool:
-        return all(axis in pins and spec.contains(pins[axis], prereleases=True) for axis, spec in self.when.items())
+        return _matches(self.when, pins)
 
 
 @dataclass(frozen=True)
@@ -59,8 +78,8 @@ class Matrix:
     """The validated contents of ``matrix.toml``."""
 
     path: Path
+    axes: Mapping[str, Axis]  # display order = file order
     base: Mapping[str, str]
-    axes: Mapping[str, tuple[str, ...]]
     profiles: Mapping[str, Mapping[str, tuple[str, ...]]]
     exclude: tuple[Rule, ...]
     include: tuple[tuple[Mapping[str, str], tuple[str, ...]], ...]
@@ -68,6 +87,46 @@ class Matrix:
     harness: tuple[str, ...]
     gpu_select: Mapping[str, tuple[str, ...]]
     gpu_runner: tuple[str, ...]
+
+    @property
+    def package_axes(self) -> tuple[str, ...]:
+        """Every axis but the interpreter, in display order."""
+        return tuple(name for name in self.axes if name != INTERPRETER)
+
+    def ordered(self, pins: Mapping[str, str]) -> dict[str, str]:
+        """Pins in display order (the order of ``[axes]``)."""
+        return {axis: pins[axis] for axis in self.axes if axis in pins}
+
+    def cell_id(self, pins: Mapping[str, str], device: str = "cpu") -> str:
+        """Readable, stable id: ``py311-torch2.5.1-pl2.0.3-tf4.30.2`` (+ ``-cuda``)."""
+        parts = [self.axes[axis].id_part(version) for axis, version in self.ordered(pins).items()]
+        return "-".join(parts) + ("-cuda" if device == "cuda" else "")
+
+    def providers(self, pins: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+        """axis -> (distribution, module) for every pinned package axis, constraints applied."""
+        chosen = {axis: self.axes[axis].distributions[0] for axis in self.package_axes if axis in pins}
+        for constraint in self.constraints:
+            if constraint.matches(pins):
+                for axis, dist in constraint.distribution.items():
+                    if axis in chosen:
+                        chosen[axis] = next(p for p in self.axes[axis].distributions if p[0] == dist)
+        return chosen
+
+    def requirements_for(self, pins: Mapping[str, str], *, harness: bool = True) -> list[str]:
+        """pip requirement strings that build this cell: pins, range constraints, (the harness's own)."""
+        pinned = [f"{dist}=={pins[axis]}" for axis, (dist, _) in self.providers(pins).items()]
+        extra = [r for c in self.constraints if c.matches(pins) for r in c.requires]
+        return pinned + list(dict.fromkeys(extra)) + (list(self.harness) if harness else [])
+
+    def import_modules(self, pins: Mapping[str, str]) -> list[str]:
+        """The modules that must import in this cell (the pinned distributions' own, no fallback)."""
+        return [module for _, module in self.providers(pins).values()]
+
+    def axis_spec(self, pins: Mapping[str, str] | None = None) -> dict[str, list[tuple[str, str]]]:
+        """What a cell's plugin needs: axis -> providers; for a cell only the one it pins, else all of them."""
+        if pins is None:
+            return {axis: list(self.axes[axis].distributions) for axis in self.package_axes}
+        return {axis: [provider] for axis, provider in self.providers(pins).items()}
 
 
 class _Checker:
@@ -92,9 +151,11 @@ class _Checker:
         if not isinstance(value, str):
             raise self.fail(key, f"{value!r} is not a version string", 'write it quoted, e.g. "2.4.1"')
         try:
-            Version(value)
+            canonical = str(Version(value))
         except InvalidVersion:
             raise self.fail(key, f"{value!r} is not a valid version", 'use a released version such as "2.4.1"') from None
+        if canonical != value:
+            raise self.fail(key, f"{value!r} is not written canonically", f'write "{canonical}" (no spaces, prefixes or leading zeros)')
         return value
 
     def versions(self, value: Any, key: str) -> tuple[str, ...]:
@@ -108,8 +169,8 @@ class _Checker:
             raise self.fail(key, f"duplicate version(s) {', '.join(duplicates)}", "list each version once")
         return found
 
-    def specifiers(self, data: Any, key: str) -> dict[str, SpecifierSet]:
-        table = self.table(data, key, set(AXES))
+    def specifiers(self, data: Any, key: str, axes: set[str]) -> dict[str, SpecifierSet]:
+        table = self.table(data, key, axes)
         specs = {}
         for axis, text in table.items():
             try:
@@ -120,12 +181,23 @@ class _Checker:
             raise self.fail(key, "empty condition", 'name at least one axis, e.g. { torch = "<2.3" }')
         return specs
 
-    def requirement(self, value: Any, key: str) -> str:
+    def requirement(self, value: Any, key: str, *, allow_direct: bool = False) -> str:
         try:
-            Requirement(str(value))
+            requirement = Requirement(str(value))
         except InvalidRequirement:
             raise self.fail(key, f"{value!r} is not a requirement", 'write it as pip would take it, e.g. "numpy<2"') from None
+        if requirement.url and not allow_direct:
+            raise self.fail(
+                key,
+                f"{value!r} is a direct URL or path, which no lock or registry can reproduce",
+                "use a released version, or add allow_direct = true with a why to this entry",
+            )
         return str(value)
+
+    def requirements(self, value: Any, key: str, *, allow_direct: bool = False) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(key, f"{value!r} is not a list of requirements", 'write e.g. ["numpy<2"]')
+        return tuple(self.requirement(r, f"{key}[{i}]", allow_direct=allow_direct) for i, r in enumerate(value))
 
     def profile_names(self, value: Any, key: str) -> tuple[str, ...]:
         names = tuple(value) if isinstance(value, list) else ()
@@ -133,6 +205,11 @@ class _Checker:
         if bad:
             raise self.fail(key, f"{bad[0]!r} is not a profile", f"use a list of {', '.join(PROFILES)}")
         return names
+
+    def array(self, value: Any, key: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(key, f"expected an array of tables, got {type(value).__name__}", f"write [[{key}]] blocks")
+        return value
 
 
 def load_matrix(path: Path) -> Matrix:
@@ -150,38 +227,66 @@ def load_matrix(path: Path) -> Matrix:
     return parse_matrix(data, path)
 
 
+def _axes(check: _Checker, data: Any) -> dict[str, Axis]:
+    table = check.table(data, "axes")
+    if INTERPRETER not in table:
+        raise check.fail(f"axes.{INTERPRETER}", "missing", 'declare the interpreter axis: [axes.python] prefix = "py", versions = [...]')
+    axes: dict[str, Axis] = {}
+    for name, entry in table.items():
+        key = f"axes.{name}"
+        entry = check.table(entry, key, {"versions", "prefix", "distributions"})
+        prefix = entry.get("prefix")
+        if not isinstance(prefix, str) or not prefix.isalnum():
+            raise check.fail(f"{key}.prefix", f"{prefix!r} is not a short alphanumeric prefix", 'write e.g. prefix = "np"')
+        if any(a.prefix == prefix for a in axes.values()):
+            raise check.fail(f"{key}.prefix", f"{prefix!r} is used by another axis", "cell ids must tell axes apart: pick another")
+        dists = check.table(entry.get("distributions", {}), f"{key}.distributions")
+        if (name == INTERPRETER) == bool(dists):
+            fix = "the interpreter axis has none" if name == INTERPRETER else 'name them: distributions = { numpy = "numpy" }'
+            raise check.fail(f"{key}.distributions", "wrong for this axis", fix)
+        for dist, module in dists.items():
+            if not isinstance(module, str) or not module:
+                raise check.fail(
+                    f"{key}.distributions.{dist}", f"{module!r} is not a module name", 'write the module to import, e.g. "numpy"'
+                )
+        axes[name] = Axis(name, prefix, check.versions(entry.get("versions"), f"{key}.versions"), tuple(dists.items()))
+    return axes
+
+
 def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
     """Validate parsed TOML; every rule of the file format is enforced here."""
     check = _Checker(path)
     check.table(data, "", TOP_KEYS)
-    if data.get("schema") != 1:
-        raise check.fail("schema", f"{data.get('schema')!r} is not a known matrix schema", "set schema = 1")
+    if data.get("schema") != SCHEMA or isinstance(data.get("schema"), bool):
+        raise check.fail("schema", f"{data.get('schema')!r} is not a known matrix schema", f"set schema = {SCHEMA}")
+    axes = _axes(check, data.get("axes", {}))
+    names = set(axes)
 
-    axes_table = check.table(data.get("axes", {}), "axes", set(AXES))
-    axes = {axis: check.versions(axes_table.get(axis), f"axes.{axis}") for axis in AXES}
-
-    base_table = check.table(data.get("base", {}), "base", set(AXES))
+    base_table = check.table(data.get("base", {}), "base", names)
     base = {}
-    for axis in AXES:
+    for axis in axes:
         if axis not in base_table:
             raise check.fail(f"base.{axis}", "missing", "pin the version used where a case does not span this axis")
         base[axis] = check.version(base_table[axis], f"base.{axis}")
-        if base[axis] not in axes[axis]:
-            raise check.fail(f"base.{axis}", f"{base[axis]!r} is not in axes.{axis}", "add it to the axis or pin a listed version")
+        if base[axis] not in axes[axis].versions:
+            raise check.fail(f"base.{axis}", f"{base[axis]!r} is not in axes.{axis}.versions", "add it to the axis or pin a listed version")
 
-    profiles_table = check.table(data.get("profiles", {}), "profiles", set(PROFILES))
+    profiles_value = data.get("profiles", {})
+    if not isinstance(profiles_value, dict):
+        raise check.fail("profiles", f"{profiles_value!r} is not a table of profiles", f"write [profiles.{PROFILES[0]}] tables")
+    profiles_table = check.table(profiles_value, "profiles", set(PROFILES))
     profiles: dict[str, dict[str, tuple[str, ...]]] = {}
     for name in PROFILES:
         if name not in profiles_table:
             raise check.fail(f"profiles.{name}", "missing", f"define all of {', '.join(PROFILES)}")
-        table = check.table(profiles_table[name], f"profiles.{name}", set(AXES))
+        table = check.table(profiles_table[name], f"profiles.{name}", names)
         profiles[name] = {}
         for axis, values in table.items():
             key = f"profiles.{name}.{axis}"
             listed = check.versions(values, key)
-            unknown = [v for v in listed if v not in axes[axis]]
+            unknown = [v for v in listed if v not in axes[axis].versions]
             if unknown:
-                raise check.fail(key, f"{unknown[0]!r} is not in axes.{axis}", f"add it to axes.{axis} or remove it")
+                raise check.fail(key, f"{unknown[0]!r} is not in axes.{axis}.versions", f"add it to axes.{axis}.versions or remove it")
             profiles[name][axis] = listed
     for smaller, larger in itertools.pairwise(PROFILES):
         for axis, values in profiles[smaller].items():
@@ -192,66 +297,59 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
                 )
 
     exclude = []
-    for i, rule in enumerate(_array(check, data.get("exclude", []), "exclude")):
+    for i, rule in enumerate(check.array(data.get("exclude", []), "exclude")):
         key = f"exclude[{i}]"
-        table = check.table(rule, key, {"when", "profiles"})
+        table = check.table(rule, key, {"when", "profiles", "why"})
         exclude.append(
             Rule(
-                check.specifiers(table.get("when", {}), f"{key}.when"),
+                check.specifiers(table.get("when", {}), f"{key}.when", names),
                 check.profile_names(table.get("profiles", list(PROFILES)), f"{key}.profiles"),
             )
         )
 
     include = []
-    for i, cell in enumerate(_array(check, data.get("include", []), "include")):
+    for i, cell in enumerate(check.array(data.get("include", []), "include")):
         key = f"include[{i}]"
-        table = check.table(cell, key, {*AXES, "profiles"})
+        table = check.table(cell, key, {*names, "profiles"})
         pins = {a: check.version(v, f"{key}.{a}") for a, v in table.items() if a != "profiles"}
         for axis, version in pins.items():
-            if version not in axes[axis]:
-                raise check.fail(f"{key}.{axis}", f"{version!r} is not in axes.{axis}", "an include can only combine listed versions")
-        if "torch" not in pins:
+            if version not in axes[axis].versions:
+                raise check.fail(
+                    f"{key}.{axis}", f"{version!r} is not in axes.{axis}.versions", "an include can only combine listed versions"
+                )
+        if "torch" in axes and "torch" not in pins:
             raise check.fail(key, "no torch pin", 'every cell needs torch: add torch = "..."')
         include.append((pins, check.profile_names(table.get("profiles", list(PROFILES)), f"{key}.profiles")))
 
     constraints = []
-    for i, entry in enumerate(_array(check, data.get("constraints", []), "constraints")):
+    for i, entry in enumerate(check.array(data.get("constraints", []), "constraints")):
         key = f"constraints[{i}]"
-        table = check.table(entry, key, {"when", "requires", "distribution", "why"})
-        dist = check.table(table.get("distribution", {}), f"{key}.distribution", set(AXES) - {"python"})
+        table = check.table(entry, key, {"when", "requires", "distribution", "why", "allow_direct"})
+        allow_direct = table.get("allow_direct", False) is True
+        if allow_direct and not str(table.get("why", "")).strip():
+            raise check.fail(f"{key}.allow_direct", "true without a why", "say why a direct URL is needed in why = ...")
+        dist = check.table(table.get("distribution", {}), f"{key}.distribution", names - {INTERPRETER})
         for axis, name in dist.items():
-            if name not in DISTRIBUTIONS.get(axis, ()):
+            known = [d for d, _ in axes[axis].distributions]
+            if name not in known:
                 raise check.fail(
-                    f"{key}.distribution.{axis}",
-                    f"{name!r} is not a distribution of {axis}",
-                    f"use one of {', '.join(DISTRIBUTIONS[axis])}",
+                    f"{key}.distribution.{axis}", f"{name!r} is not a distribution of {axis}", f"use one of {', '.join(known)}"
                 )
-        requires = tuple(check.requirement(r, f"{key}.requires") for r in _string_list(check, table.get("requires", []), f"{key}.requires"))
-        constraints.append(Constraint(check.specifiers(table.get("when", {}), f"{key}.when"), requires, dist, str(table.get("why", ""))))
+        requires = check.requirements(table.get("requires", []), f"{key}.requires", allow_direct=allow_direct)
+        constraints.append(
+            Constraint(check.specifiers(table.get("when", {}), f"{key}.when", names), requires, dist, str(table.get("why", "")))
+        )
 
-    harness = tuple(
-        check.requirement(r, "harness.requires")
-        for r in _string_list(check, check.table(data.get("harness", {}), "harness", {"requires"}).get("requires", []), "harness.requires")
-    )
-    gpu = check.table(data.get("gpu", {}), "gpu", {"torch", "lightning", "transformers", "runner"})
-    gpu_select = {axis: check.versions(gpu[axis], f"gpu.{axis}") for axis in AXES if axis in gpu}
+    harness = check.requirements(check.table(data.get("harness", {}), "harness", {"requires"}).get("requires", []), "harness.requires")
+    gpu = check.table(data.get("gpu", {}), "gpu", (names - {INTERPRETER}) | {"runner"})
+    gpu_select = {axis: check.versions(gpu[axis], f"gpu.{axis}") for axis in axes if axis in gpu}
     for axis, values in gpu_select.items():
-        unknown = [v for v in values if v not in axes[axis]]
+        unknown = [v for v in values if v not in axes[axis].versions]
         if unknown:
-            raise check.fail(f"gpu.{axis}", f"{unknown[0]!r} is not in axes.{axis}", "list versions the matrix has, or no GPU cell matches")
+            raise check.fail(
+                f"gpu.{axis}", f"{unknown[0]!r} is not in axes.{axis}.versions", "list versions the matrix has, or no GPU cell matches"
+            )
     runner = gpu.get("runner", ["self-hosted", "gpu"])
     if not isinstance(runner, list) or not runner or not all(isinstance(r, str) for r in runner):
         raise check.fail("gpu.runner", f"{runner!r} is not a list of runner labels", 'write e.g. ["self-hosted", "gpu"]')
-    return Matrix(path, base, axes, profiles, tuple(exclude), tuple(include), tuple(constraints), harness, gpu_select, tuple(runner))
-
-
-def _string_list(check: _Checker, value: Any, key: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise check.fail(key, f"{value!r} is not a list of requirements", 'write e.g. ["numpy<2"]')
-    return value
-
-
-def _array(check: _Checker, value: Any, key: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise check.fail(key, f"expected an array of tables, got {type(value).__name__}", f"write [[{key}]] blocks")
-    return value
+    return Matrix(path, axes, base, profiles, tuple(exclude), tuple(include), tuple(constraints), harness, gpu_select, tuple(runner))

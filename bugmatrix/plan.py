@@ -5,6 +5,8 @@ axes it depends on (core torch cases: torch; the T5 case: lightning x
 transformers), and the plan is the union of those projections, with axes a
 projection does not span held at the matrix's ``base`` pins. A cell whose pins
 are all contained in a larger cell is dropped: the larger one runs it too.
+Every cell carries the variant ids it runs, so the report can tell a result
+that is missing from one that was never planned.
 """
 
 from __future__ import annotations
@@ -12,19 +14,17 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from packaging.version import Version
 
-from bugmatrix.errors import BugmatrixError
-from bugmatrix.matrix import AXES, PROFILES, Matrix
+from bugmatrix.catalog import Catalog
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.matrix import INTERPRETER, PROFILES, Matrix
 
-__all__ = ["Cell", "cell_id", "find_cell", "import_modules", "plan_all", "plan_cells", "requirements_for"]
+__all__ = ["PLAN_SCHEMA", "Cell", "find_cell", "plan_all", "plan_cells", "plan_document"]
 
-#: The module a cell must import for each (axis, distribution): no fallback, so a
-#: cell pinned to lightning 2.1.0 can never quietly run another pytorch_lightning.
-MODULES = {"torch": "torch", "lightning": "lightning.pytorch", "pytorch-lightning": "pytorch_lightning", "transformers": "transformers"}
-
-ID_PREFIX = {"python": "py", "torch": "torch", "lightning": "pl", "transformers": "tf"}
+PLAN_SCHEMA = "bugmatrix.plan/1"
 
 
 @dataclass(frozen=True)
@@ -35,83 +35,79 @@ class Cell:
     pins: Mapping[str, str]
     profiles: tuple[str, ...] = field(default=(), compare=False)
     device: str = "cpu"
+    variants: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def python(self) -> str:
-        return self.pins["python"]
+        return self.pins[INTERPRETER]
 
     @property
     def axes(self) -> tuple[str, ...]:
-        """The package axes installed in this cell (what its variants may use)."""
-        return tuple(a for a in AXES if a in self.pins and a != "python")
+        """The package axes installed in this cell (what its variants may use), in display order."""
+        return tuple(a for a in self.pins if a != INTERPRETER)
 
-    def to_json(self) -> dict[str, object]:
-        return {"id": self.id, "pins": dict(self.pins), "profiles": list(self.profiles), "device": self.device}
-
-
-def cell_id(pins: Mapping[str, str], device: str = "cpu") -> str:
-    """Readable, stable id: ``py311-torch2.5.1-pl2.0.3-tf4.30.2`` (+ ``-cuda``)."""
-    parts = []
-    for axis in AXES:
-        if axis in pins:
-            version = pins[axis].replace(".", "") if axis == "python" else pins[axis]
-            parts.append(f"{ID_PREFIX[axis]}{version}")
-    return "-".join(parts) + ("-cuda" if device == "cuda" else "")
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "pins": dict(self.pins),
+            "profiles": list(self.profiles),
+            "device": self.device,
+            "variants": list(self.variants),
+        }
 
 
-def _sort_key(cell: Cell) -> tuple:
-    return (cell.device, *(Version(cell.pins.get(a, "0")) for a in AXES))
+def _sort_key(matrix: Matrix, cell: Cell) -> tuple:
+    return (cell.device, *(Version(cell.pins.get(a, "0")) for a in matrix.axes))
 
 
-def plan_cells(matrix: Matrix, profile: str, projections: Iterable[tuple[str, ...]]) -> list[Cell]:
+def plan_cells(matrix: Matrix, profile: str, catalog: Catalog) -> list[Cell]:
     """The cells of one profile."""
     if profile not in PROFILES:
         msg = f"unknown profile {profile!r}; use one of {', '.join(PROFILES)}"
         raise BugmatrixError(msg)
     chosen = matrix.profiles[profile]
+    # Every cell has the interpreter, and torch where the matrix has it: the cases all need torch.
+    held = {a: matrix.base[a] for a in (INTERPRETER, "torch") if a in matrix.axes}
     pin_sets: list[dict[str, str]] = []
-    for axes in projections:
+    for axes in catalog.projections():
         values = [chosen.get(axis, (matrix.base[axis],)) for axis in axes]
         for combo in itertools.product(*values):
-            pins = {"python": matrix.base["python"], "torch": matrix.base["torch"], **dict(zip(axes, combo, strict=True))}
-            pin_sets.append(pins)
+            pin_sets.append(matrix.ordered({**held, **dict(zip(axes, combo, strict=True))}))
     # A python sweep: the base stack on every other listed interpreter.
-    for python in chosen.get("python", ()):
-        if python != matrix.base["python"]:
-            pin_sets.append({axis: matrix.base[axis] for axis in AXES} | {"python": python})
-    pin_sets += [{"python": matrix.base["python"], **pins} for pins, profiles in matrix.include if profile in profiles]
+    for python in chosen.get(INTERPRETER, ()):
+        if python != matrix.base[INTERPRETER]:
+            pin_sets.append(matrix.ordered({**matrix.base, INTERPRETER: python}))
+    pin_sets += [
+        matrix.ordered({INTERPRETER: matrix.base[INTERPRETER], **pins}) for pins, profiles in matrix.include if profile in profiles
+    ]
     kept = [p for p in pin_sets if not any(r.matches(p) for r in matrix.exclude if profile in r.profiles)]
-    unique = {cell_id(p): p for p in kept}
+    unique = {matrix.cell_id(p): p for p in kept}
     covered = {
         cid for cid, pins in unique.items()
         if any(other != pins and pins.items() <= other.items() for other in unique.values())
     }  # fmt: skip
     cells = [Cell(cid, pins, (profile,)) for cid, pins in unique.items() if cid not in covered]
-    for pins in _gpu_pins(matrix, cells):
-        cells.append(Cell(cell_id(pins, "cuda"), pins, (profile,), "cuda"))
-    return sorted(cells, key=_sort_key)
+    cells += [Cell(matrix.cell_id(c.pins, "cuda"), c.pins, (profile,), "cuda") for c in _gpu_cells(matrix, cells)]
+    planned = [Cell(c.id, c.pins, c.profiles, c.device, tuple(catalog.runs_in(c.axes))) for c in cells]
+    return sorted(planned, key=lambda c: _sort_key(matrix, c))
 
 
-def _gpu_pins(matrix: Matrix, cells: list[Cell]) -> list[Mapping[str, str]]:
+def _gpu_cells(matrix: Matrix, cells: list[Cell]) -> list[Cell]:
     """CPU cells selected by ``[gpu]`` (every listed axis matches) also run on a GPU runner."""
     if not matrix.gpu_select:
         return []
-    return [
-        c.pins for c in cells
-        if all(c.pins.get(axis, values[0]) in values for axis, values in matrix.gpu_select.items())
-    ]  # fmt: skip
+    return [c for c in cells if all(c.pins.get(axis, values[0]) in values for axis, values in matrix.gpu_select.items())]
 
 
-def plan_all(matrix: Matrix, projections: Iterable[tuple[str, ...]]) -> list[Cell]:
+def plan_all(matrix: Matrix, catalog: Catalog) -> list[Cell]:
     """Every cell of every profile, each tagged with the profiles that include it."""
-    projections = list(projections)
     tags: dict[str, list[str]] = {}
     cells: dict[str, Cell] = {}
     for profile in PROFILES:
-        for cell in plan_cells(matrix, profile, projections):
+        for cell in plan_cells(matrix, profile, catalog):
             cells.setdefault(cell.id, cell)
             tags.setdefault(cell.id, []).append(profile)
-    return sorted((Cell(c.id, c.pins, tuple(tags[c.id]), c.device) for c in cells.values()), key=_sort_key)
+    return sorted((Cell(c.id, c.pins, tuple(tags[c.id]), c.device, c.variants) for c in cells.values()), key=lambda c: _sort_key(matrix, c))
 
 
 def find_cell(cells: Iterable[Cell], name: str) -> Cell:
@@ -126,24 +122,11 @@ def find_cell(cells: Iterable[Cell], name: str) -> Cell:
     raise BugmatrixError(msg)
 
 
-def _distributions(matrix: Matrix, pins: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    distribution: dict[str, str] = {"torch": "torch", "lightning": "lightning", "transformers": "transformers"}
-    extra: list[str] = []
-    for constraint in matrix.constraints:
-        if constraint.matches(pins):
-            distribution.update(constraint.distribution)
-            extra.extend(constraint.requires)
-    return distribution, extra
-
-
-def import_modules(matrix: Matrix, pins: Mapping[str, str]) -> list[str]:
-    """The modules that must import in this cell (the pinned distributions' own)."""
-    distribution, _ = _distributions(matrix, pins)
-    return [MODULES[distribution[a]] for a in AXES if a in pins and a != "python"]
-
-
-def requirements_for(matrix: Matrix, pins: Mapping[str, str]) -> list[str]:
-    """pip requirement strings that build this cell: pins, range constraints, harness."""
-    distribution, extra = _distributions(matrix, pins)
-    pinned = [f"{distribution[a]}=={pins[a]}" for a in AXES if a in pins and a != "python"]
-    return pinned + list(dict.fromkeys(extra)) + list(matrix.harness)
+def plan_document(matrix: Matrix, profile: str, cells: list[Cell]) -> dict[str, Any]:
+    """The plan as data (``bugmatrix.plan/1``): what the report checks completeness against."""
+    return {
+        "schema": PLAN_SCHEMA,
+        "profile": profile,
+        "axes": [{"name": a.name, "prefix": a.prefix} for a in matrix.axes.values()],
+        "cells": [c.to_json() for c in cells],
+    }

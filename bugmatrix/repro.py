@@ -1,75 +1,47 @@
 """Export one variant as a standalone, issue-ready reproduction.
 
-The output directory holds ``repro.py`` (no dependency on bugmatrix: the few
-harness names a case uses are defined inline, the case's own code is copied
-verbatim), a pinned ``requirements.txt`` and ``ISSUE.md`` with the observed
-traceback, the versions and expected vs actual behaviour. ``repro.py`` prints
-``OUTCOME: <outcome>`` as its last line, classified exactly as the suite does.
+The script is generated from the loaded case (the same objects pytest runs),
+not from regular expressions over its text: the module's own imports and
+helpers come from its syntax tree, minus the harness's declarations (the
+``Case`` object, ``@case.variant`` decorators, ``Expect``/``Requires``
+constants); the few harness functions the case calls (``grads_finite``,
+``quiet_trainer``, ...) are copied from their source with ``inspect``, and so is
+the real outcome classification (:mod:`bugmatrix.cell.outcomes`), so the
+script classifies exactly as the suite does and prints ``OUTCOME: <outcome>``
+last. ``requirements.txt`` pins only what the variant needs (its axes, the
+matrix's constraints for them), no test tools. ``ISSUE.md`` carries a fresh
+traceback: the script is run in the cell's environment when it exists,
+otherwise the run file's log is quoted and labelled as such.
+
+The output directory is never a place to lose a user's work: a file there
+that this command did not write (no ``.bugmatrix-repro`` manifest lists it) is
+refused in one line unless ``--force``.
 """
 
 from __future__ import annotations
 
-import json
-import re
+import ast
+import inspect
+import subprocess
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
-from bugmatrix.bisect import parse_variant_id
-from bugmatrix.errors import BugmatrixError
-from bugmatrix.matrix import Matrix
-from bugmatrix.plan import cell_id, requirements_for
+from bugmatrix.cell import outcomes
+from bugmatrix.cell.case import Case, SkipVariant, Variant
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.runfile import load_run_file
+from bugmatrix.envbuild import cell_venv
+from bugmatrix.matrix import INTERPRETER, Matrix
+from bugmatrix.paths import ROOT
 
 __all__ = ["build_script", "export_repro"]
 
-HARNESS_IMPORT = re.compile(r"^from bugmatrix(?:\.\w+)? import (?:\([^)]*\)|[^\n]*)\n", re.MULTILINE)
-
-# Stand-ins for the harness names a case module uses: declaration only, no behaviour.
-SHIM = '''
-# --- minimal stand-ins for the bugmatrix declarations used below -----------
-CPU_BF16, CUDA_BF16, CUDA_FP16 = ("cpu", "bfloat16"), ("cuda", "bfloat16"), ("cuda", "float16")
-Checks = dict
-
-
-class SkipVariant(Exception):
-    """The variant cannot run in this environment."""
-
-
-class Signature:
-    def __init__(self, *patterns):
-        self.patterns = patterns
-
-    def matches(self, text):
-        return any(re.search(p, text) for p in self.patterns)
-
-
-def Expect(*args, **kwargs):  # noqa: N802 - expectations are the suite's business
-    return None
-
-
-def Requires(**kwargs):  # noqa: N802
-    return None
-
-
-def installed_version(distribution):
-    from importlib import metadata
-
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-class Case:
-    def __init__(self, **kwargs):
-        self.signature = kwargs["signature"]
-        self.functions = {}
-
-    def variant(self, **kwargs):
-        def register(fn):
-            self.functions[fn.__name__] = fn
-            return fn
-        return register
-'''
+MANIFEST = ".bugmatrix-repro"
+FILES = ("repro.py", "requirements.txt", "ISSUE.md")
+#: Names whose only job is to declare a case to the harness; the script has no use for them.
+DECLARING_MODULES = ("bugmatrix", "bugmatrix.cell.case", "bugmatrix.cell.outcomes")
+DECLARATIONS = {"Case", "Expect", "Requires", "Signature", "CPU_BF16", "CUDA_BF16", "CUDA_FP16"}
 
 MAIN = """
 
@@ -81,98 +53,153 @@ if __name__ == "__main__":
     random.seed(0)
     torch.manual_seed(0)
     print("torch", torch.__version__, "| CUDA", torch.version.cuda, "| device {device}")
+    error, checks = None, None
     try:
-        checks = case.functions[{name!r}]({device!r}, torch.{dtype})
+        checks = {name}({device!r}, torch.{dtype})
     except SkipVariant as exc:
         print("OUTCOME: skipped", exc)
+        raise SystemExit(0) from None
     except Exception as exc:  # the failure under study
         traceback.print_exc()
-        text = f"{{type(exc).__name__}}: {{exc}}"
-        print("OUTCOME:", "reproduced" if case.signature.matches(text) else "different")
-    else:
-        print("checks:", checks)
-        print("OUTCOME:", "fixed" if checks and all(checks.values()) else "different")
+        error = exc
+    print("checks:", checks)
+    print("OUTCOME:", classify_outcome(SIGNATURE, error, checks).outcome.value)
 """
 
 
-def _checks_source(root: Path) -> str:
-    """bugmatrix/checks.py without its docstring, future import and ``__all__``."""
-    text = (root / "bugmatrix" / "checks.py").read_text()
-    body = HARNESS_IMPORT.sub("", text.split('"""', 2)[2])
-    return re.sub(r"^(from __future__ import annotations|__all__ = .*)$", "", body, flags=re.MULTILINE)
+def _module_body(source: str) -> list[ast.stmt]:
+    """A module's statements minus its docstring, ``__future__``/harness imports and ``__all__``."""
+    tree = ast.parse(source)
+    kept = []
+    for node in tree.body[1:] if ast.get_docstring(tree) else tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("bugmatrix", "__future__")):
+            continue
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            continue
+        kept.append(node)
+    return kept
 
 
-def build_script(root: Path, variant_id: str) -> str:
-    """The text of a standalone repro.py for one variant."""
-    case, name, device = parse_variant_id(variant_id)
-    source_path = root / "cases" / f"{case}.py"
-    if not source_path.exists():
-        msg = f"unknown case {case!r}: no {source_path}"
+def _helper_modules(source: str) -> list[str]:
+    """The harness helper modules a case imports (``bugmatrix.cell.checks``), copied whole: they are the case's toolbox."""
+    names = [
+        n.module for n in ast.parse(source).body
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("bugmatrix.") and n.module not in DECLARING_MODULES
+    ]  # fmt: skip
+    texts = []
+    for name in dict.fromkeys(names):
+        path = ROOT / (name.replace(".", "/") + ".py")
+        texts.append(f"# --- {name} ---\n" + "\n\n\n".join(ast.unparse(n) for n in _module_body(path.read_text(encoding="utf-8"))))
+    return texts
+
+
+def _uses_declaration(node: ast.AST, case_name: str) -> bool:
+    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return bool(names & (DECLARATIONS | {case_name}))
+
+
+def _case_body(source: str, case_name: str) -> str:
+    """The case module minus harness imports, the Case object and every declaration-only statement."""
+    body = []
+    for node in _module_body(source):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            node.decorator_list = [d for d in node.decorator_list if not _uses_declaration(d, case_name)]
+        elif _uses_declaration(node, case_name):
+            continue  # case = Case(...), EXPECT = (Expect(...),), ...
+        body.append(ast.unparse(node))
+    return "\n\n\n".join(body)
+
+
+def _outcomes_source() -> str:
+    """The suite's own Outcome/Signature/classify_outcome, verbatim."""
+    return "\n\n\n".join(ast.unparse(n) for n in _module_body(inspect.getsource(outcomes)))
+
+
+def build_script(variant: Variant, providers: Mapping[str, list[tuple[str, str]]]) -> str:
+    """The text of a standalone repro.py for one variant; ``providers`` is the cell's axis spec."""
+    namespace = variant.fn.__globals__  # the case module's own namespace, however it was imported
+    source = Path(namespace["__file__"]).read_text(encoding="utf-8")
+    case_name = next(name for name, value in namespace.items() if isinstance(value, Case) and variant in value.variants)
+    case = namespace[case_name]
+    story = textwrap.dedent(namespace.get("__doc__") or "").strip()
+    parts = [
+        f'"""Standalone reproduction of {variant.id} (exported by bugmatrix).\n\n{story}\n"""',
+        "from __future__ import annotations",
+        "# --- the suite's outcome classification (bugmatrix/cell/outcomes.py) ---",
+        _outcomes_source(),
+        inspect.getsource(SkipVariant),
+        f"SIGNATURE = Signature(*{case.signature.patterns!r})",
+        "# --- harness helpers the case imports ---",
+        "import importlib\nfrom importlib import metadata",
+        f"_PROVIDERS = {dict(providers)!r}",
+        IMPORT_AXIS,
+        *_helper_modules(source),
+        "# --- the case ---",
+        _case_body(source, case_name),
+    ]
+    return "\n\n\n".join(parts) + MAIN.format(name=variant.name, device=variant.device, dtype=variant.dtype)
+
+
+IMPORT_AXIS = '''def import_axis(axis):
+    """The module of the installed distribution of an axis, as a cell picks it (no fallback)."""
+    for distribution, module in _PROVIDERS.get(axis, ()):
+        try:
+            metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+        return importlib.import_module(module)
+    raise ImportError(f"no distribution of {axis} is installed")'''
+
+
+def _guard(out: Path, force: bool) -> None:
+    """Refuse to replace a file this command did not write."""
+    if out.exists() and not out.is_dir():
+        msg = f"--out {out}: is a file, not a directory; pass a directory (e.g. build/repro)"
         raise BugmatrixError(msg)
-    source = source_path.read_text()
-    dtype = _dtype_for(source, name, device)
-    doc, _, body = source.partition('"""\n\nfrom __future__ import annotations\n')
-    body = HARNESS_IMPORT.sub("", body)
-    header = f'"""Standalone reproduction of {variant_id} (exported by bugmatrix).\n\n{doc.lstrip(chr(34))}\n"""\n\nfrom __future__ import annotations\n\nimport re\n'
-    return header + SHIM + _checks_source(root) + body + MAIN.format(name=name, device=device, dtype=dtype)
-
-
-def _dtype_for(source: str, name: str, device: str) -> str:
-    """The dtype the variant declares for ``device`` (read from its decorator)."""
-    match = re.search(r"@case\.variant\((?P<args>(?:(?!\ndef ).)*?)\)\ndef " + re.escape(name) + r"\(", source, re.DOTALL)
-    if match is None:
-        msg = f"no variant {name!r} in the case module"
+    written = set((out / MANIFEST).read_text().split()) if (out / MANIFEST).exists() else set()
+    foreign = [name for name in FILES if (out / name).exists() and name not in written]
+    if foreign and not force:
+        msg = f"--out {out}: {foreign[0]} exists and was not written by bugmatrix repro; choose an empty directory or pass --force"
         raise BugmatrixError(msg)
-    constants = dict(re.findall(r'^(\w+) = \("(?:cpu|cuda)", "(\w+)"\)', source, re.MULTILINE))
-    constants |= {"CUDA_FP16": "float16", "CUDA_BF16": "bfloat16", "CPU_BF16": "bfloat16"}
-    devices = re.search(r"devices=\((?P<list>[^)]*(?:\)[^)]*)?)\)", match["args"])
-    for token in re.findall(r"\w+", devices["list"] if devices else ""):
-        if token in constants and token.lower().startswith(device):
-            return constants[token]
-    msg = f"variant {name!r} declares no {device} device"
-    raise BugmatrixError(msg)
 
 
-def export_repro(root: Path, matrix: Matrix, variant_id: str, pins: Mapping[str, str], out: Path, run_dir: Path) -> Path:
-    """Write repro.py, requirements.txt and ISSUE.md for one variant and cell."""
+def _fresh_traceback(matrix: Matrix, pins: Mapping[str, str], script: Path) -> str | None:
+    venv = cell_venv(ROOT, matrix.cell_id(pins))
+    if not (venv / "bin" / "python").exists():
+        return None
+    done = subprocess.run([str(venv / "bin" / "python"), str(script)], capture_output=True, text=True, timeout=600, check=False)
+    return (done.stderr.strip() + "\n" + done.stdout.strip()).strip()
+
+
+def export_repro(matrix: Matrix, variant: Variant, pins: Mapping[str, str], out: Path, run_dir: Path, *, force: bool = False) -> Path:
+    """Write repro.py, requirements.txt and ISSUE.md for one variant and the given pins."""
+    _guard(out, force)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "repro.py").write_text(build_script(root, variant_id))
-    requirements = [r for r in requirements_for(matrix, pins) if r not in matrix.harness]
+    needed = {a: v for a, v in pins.items() if a == INTERPRETER or a == "torch" or a in variant.axes}
+    requirements = matrix.requirements_for(needed, harness=False)
+    (out / MANIFEST).write_text("\n".join(FILES) + "\n")
+    (out / "repro.py").write_text(build_script(variant, matrix.axis_spec(needed)))
     (out / "requirements.txt").write_text("\n".join(requirements) + "\n")
-    cell = cell_id(pins)
-    observed = _observed(run_dir / f"{cell}.json", variant_id)
-    (out / "ISSUE.md").write_text(_issue_text(root, variant_id, pins, requirements, observed, cell))
+    cell = matrix.cell_id(pins)
+    fresh = _fresh_traceback(matrix, pins, out / "repro.py")
+    run_file = run_dir / f"{cell}.json"
+    record = next((r for r in load_run_file(run_file).results if r.id == variant.id), None) if run_file.exists() else None
+    (out / "ISSUE.md").write_text(_issue_text(variant, needed, requirements, cell, fresh, record))
     return out
 
 
-def _observed(run_file: Path, variant_id: str) -> dict | None:
-    if not run_file.exists():
-        return None
-    data = json.loads(run_file.read_text())
-    record = next((r for r in data.get("results", []) if r["id"] == variant_id), None)
-    return {"record": record, "environment": data.get("environment", {})} if record else None
-
-
-def _issue_text(root: Path, variant_id: str, pins: Mapping[str, str], requirements: list[str], observed: dict | None, cell: str) -> str:
-    case, _, _ = parse_variant_id(variant_id)
-    story = (root / "cases" / f"{case}.py").read_text().split('"""')[1].strip()
-    lines = [f"# {story.splitlines()[0]}", "", story, "", "## Environment", ""]
-    if observed:
-        lines += [f"- {k}: {v}" for k, v in sorted(observed["environment"].items()) if k != "executable"]
+def _issue_text(variant: Variant, pins: Mapping[str, str], requirements: list[str], cell: str, fresh: str | None, record: object) -> str:
+    story = textwrap.dedent(variant.fn.__globals__.get("__doc__") or "").strip()
+    python = pins.get(INTERPRETER, "3")
+    lines = [f"# {story.splitlines()[0] if story else variant.id}", "", story, "", "## Environment", ""]
+    lines += [f"- python {python}", *(f"- {r}" for r in requirements)]
+    lines += ["", "## Reproduce", "", "```", f"uv venv -p {python} venv && uv pip install --python venv/bin/python -r requirements.txt"]
+    lines += ["venv/bin/python repro.py", "```", "", "## Expected vs actual", ""]
+    lines += ["Expected: the program runs to the end and every positive check holds (`OUTCOME: fixed`).", ""]
+    if fresh is not None:
+        lines += [f"Actual, from running repro.py just now in cell `{cell}`:", "", "```", fresh, "```"]
+    elif record is not None:
+        lines += [f"Actual, as recorded by cell `{cell}` (`{record.outcome}`):", "", "```", (record.log or record.message).strip(), "```"]
     else:
-        lines += [f"- pinned: {', '.join(requirements)} (python {pins['python']}); not yet run in cell {cell}"]
-    lines += [
-        "",
-        "## Reproduce",
-        "",
-        "```",
-        "python -m venv venv && venv/bin/pip install -r requirements.txt",
-        "venv/bin/python repro.py",
-        "```",
-        "",
-    ]
-    lines += ["## Expected vs actual", "", "Expected: the program runs to the end and every positive check holds (`OUTCOME: fixed`)."]
-    if observed:
-        record = observed["record"]
-        lines += [f"Actual (cell `{cell}`): `{record['outcome']}`", "", "```", (record.get("log") or record["message"]).strip(), "```"]
+        lines += [f"Not yet run in cell `{cell}`: run the commands above."]
     return "\n".join(lines) + "\n"

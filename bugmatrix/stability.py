@@ -11,7 +11,6 @@ same outcome". A variant missing from some runs counts as varying too.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -20,49 +19,30 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from bugmatrix.discover import discover_variants, projections
-from bugmatrix.envbuild import InstallFailed, cell_venv, prepare_environment, uv_command
-from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
+from bugmatrix.catalog import load_catalog
+from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError
+from bugmatrix.cell.runfile import RunRecord, load_run_file, write_json_atomic
+from bugmatrix.cellrun import cell_env, pytest_command
+from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment
 from bugmatrix.matrix import Matrix, load_matrix
-from bugmatrix.plan import Cell, find_cell, import_modules, plan_all, plan_cells, requirements_for
-from bugmatrix.runfile import RunRecord, load_run_file, write_json_atomic
+from bugmatrix.paths import ROOT, output_dir
+from bugmatrix.plan import Cell, find_cell, plan_all, plan_cells
 
-__all__ = ["ABSENT", "cell_env", "cell_python", "cell_venv", "outcomes_by_variant", "pytest_command", "stability_table", "unstable"]
+__all__ = ["ABSENT", "cell_python", "outcomes_by_variant", "stability_table", "unstable"]
 
 #: The outcome recorded for a variant that a run did not report at all.
 ABSENT = "absent"
-#: xdist workers per run, as the nox cell sessions use.
-WORKERS = os.environ.get("BUGMATRIX_WORKERS", "2")
 
 
 def cell_python(root: Path, matrix: Matrix, cell: Cell) -> Path:
-    """The cell's interpreter; creates and installs its nox venv first when it is missing or stale."""
+    """The cell's interpreter; builds its venv first when it is missing or stale."""
     venv = cell_venv(root, cell.id)
-    if not (venv / "bin" / "python").exists():
-        made = subprocess.run([*uv_command(), "venv", "-q", "-p", cell.python, str(venv)], capture_output=True, text=True, check=False)
-        if made.returncode != 0:
-            msg = f"cell {cell.id}: uv venv -p {cell.python} failed ({_why(made.stderr)}); install that Python or pick another cell"
-            raise BugmatrixError(msg)
     try:
-        prepare_environment(venv, requirements_for(matrix, cell.pins), import_modules(matrix, cell.pins))
+        ensure_environment(venv, cell.python, matrix.requirements_for(cell.pins), matrix.import_modules(cell.pins))
     except InstallFailed as exc:
         msg = f"cell {cell.id}: its environment cannot be built ({str(exc).splitlines()[-1]}); see nox -s 'cell({cell.id})'"
         raise BugmatrixError(msg) from exc
     return venv / "bin" / "python"
-
-
-def cell_env(root: Path) -> dict[str, str]:
-    """The environment nox's cell session gives pytest: the harness importable, hashes seeded."""
-    return {**os.environ, "PYTHONPATH": str(root), "PYTHONHASHSEED": "0"}
-
-
-def pytest_command(root: Path, python: Path, cell: Cell | None, run_file: Path, extra: Sequence[str] = ()) -> list[str]:
-    """The cell's pytest invocation, as nox's cell session runs it, writing ``run_file``."""
-    scope = ["--bugmatrix-cell", cell.id, "--bugmatrix-axes", ",".join(cell.axes)] if cell else []
-    return [
-        str(python), "-m", "pytest", str(root / "cases"), "-q", "-p", "no:cacheprovider", "-n", WORKERS,
-        *scope, "--bugmatrix-run-file", str(run_file), *extra,
-    ]  # fmt: skip
 
 
 def outcomes_by_variant(runs: Sequence[RunRecord]) -> dict[str, list[str]]:
@@ -100,7 +80,9 @@ def _why(output: str) -> str:
     return next((line for line in reversed(lines) if "error" in line.lower()), lines[-1])
 
 
-def run_repeatedly(root: Path, python: Path, cell: Cell | None, repeat: int, extra: Sequence[str]) -> tuple[list[RunRecord], list[float]]:
+def run_repeatedly(
+    root: Path, matrix: Matrix, python: Path, cell: Cell | None, repeat: int, extra: Sequence[str]
+) -> tuple[list[RunRecord], list[float]]:
     """Run the cases ``repeat`` times, each into its own run file; the runs and their wall times."""
     runs: list[RunRecord] = []
     seconds: list[float] = []
@@ -109,7 +91,15 @@ def run_repeatedly(root: Path, python: Path, cell: Cell | None, repeat: int, ext
             run_file = Path(tmp) / f"run-{index}.json"
             start = time.perf_counter()
             done = subprocess.run(
-                pytest_command(root, python, cell, run_file, extra),
+                pytest_command(
+                    python,
+                    matrix,
+                    cell_id=cell.id if cell else "system",
+                    pins=cell.pins if cell else None,
+                    run_file=run_file,
+                    extra=extra,
+                    root=root,
+                ),
                 cwd=root,
                 env=cell_env(root),
                 capture_output=True,
@@ -125,21 +115,20 @@ def run_repeatedly(root: Path, python: Path, cell: Cell | None, repeat: int, ext
     return runs, seconds
 
 
-def _choose_cell(root: Path, name: str | None) -> tuple[Matrix, Cell]:
-    matrix = load_matrix(root / "matrix.toml")
-    declared = projections(discover_variants(root / "cases"))
+def _choose_cell(matrix: Matrix, root: Path, name: str | None) -> Cell:
+    catalog = load_catalog(root / "cases", matrix)
     if name:
-        return matrix, find_cell(plan_all(matrix, declared), name)
-    smoke = [c for c in plan_cells(matrix, "smoke", declared) if c.device == "cpu"]
+        return find_cell(plan_all(matrix, catalog), name)
+    smoke = [c for c in plan_cells(matrix, "smoke", catalog) if c.device == "cpu"]
     if not smoke:
         msg = f"{matrix.path}: the smoke profile has no CPU cell; pass --cell ID or --system"
         raise BugmatrixError(msg)
-    return matrix, smoke[0]
+    return smoke[0]
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nox -s stability --", description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--root", type=Path, default=ROOT)
     parser.add_argument("--repeat", type=int, default=20, help="runs to compare (default 20)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--cell", help="cell id (default: the first CPU cell of the smoke profile)")
@@ -149,31 +138,33 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run, compare, print, write reports/stability.json; 1: something varied, 2: bad input."""
+    """Run, compare, print, write <output>/stability.json; 1: something varied, 2: bad input."""
     args = _parser().parse_args(argv)
     try:
         if args.repeat < 2:
             msg = f"--repeat {args.repeat}: comparing outcomes needs at least 2 runs"
             raise BugmatrixError(msg)
         cell, python = None, Path(sys.executable)
+        matrix = load_matrix(args.root / "matrix.toml")
         if not args.system:
-            matrix, cell = _choose_cell(args.root, args.cell)
+            cell = _choose_cell(matrix, args.root, args.cell)
             python = cell_python(args.root, matrix, cell)
         name = cell.id if cell else "system"
         print(f"stability: {args.repeat} runs of {name} ({python})", flush=True)
-        runs, seconds = run_repeatedly(args.root, python, cell, args.repeat, ["-k", args.keyword] if args.keyword else [])
+        runs, seconds = run_repeatedly(args.root, matrix, python, cell, args.repeat, ["-k", args.keyword] if args.keyword else [])
     except BugmatrixError as exc:
         print(f"bugmatrix: error: {exc}", file=sys.stderr)
         return USAGE_EXIT_CODE
     seen = outcomes_by_variant(runs)
     flaky = unstable(seen)
     print(stability_table(seen))
-    write_json_atomic(args.root / "reports" / "stability.json", {
+    out = output_dir() / "stability.json"
+    write_json_atomic(out, {
         "cell": name, "repeat": args.repeat, "keyword": args.keyword, "seconds": [round(s, 1) for s in seconds],
         "variants": {v: {"outcomes": dict(Counter(o)), "stable": v not in flaky} for v, o in seen.items()},
         "unstable": sorted(flaky),
     })  # fmt: skip
-    print(f"{len(seen)} variants, {len(flaky)} unstable, {sum(seconds):.0f}s in all -> {args.root / 'reports' / 'stability.json'}")
+    print(f"{len(seen)} variants, {len(flaky)} unstable, {sum(seconds):.0f}s in all -> {out}")
     return 1 if flaky else 0
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from bugmatrix import CPU_BF16, CUDA_FP16, Case, Checks, Expect, Signature
-from bugmatrix.checks import grads_finite, lightning, precision_for, quiet_trainer, tiny_loader
+from bugmatrix.cell.checks import grads_finite, lightning, precision_for, quiet_trainer, tiny_loader
 
 case = Case(
     id="autocast_cache",

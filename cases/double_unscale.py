@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from bugmatrix import CUDA_FP16, Case, Checks, Expect, Signature, SkipVariant
-from bugmatrix.checks import grads_finite, lightning, quiet_trainer, tiny_loader
+from bugmatrix.cell.checks import grads_finite, lightning, quiet_trainer, tiny_loader
 
 case = Case(
     id="double_unscale",

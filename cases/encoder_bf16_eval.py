@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from bugmatrix import CPU_BF16, CUDA_BF16, Case, Checks, Expect, Requires, Signature
-from bugmatrix.checks import finite, lightning, quiet_trainer, tiny_loader
+from bugmatrix.cell.checks import finite, lightning, quiet_trainer, tiny_loader
 
 case = Case(
     id="encoder_bf16_eval",

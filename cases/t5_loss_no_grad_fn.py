@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from bugmatrix import Case, Checks, Expect, Signature
-from bugmatrix.checks import grads_finite, lightning, precision_for, quiet_trainer, tiny_loader
+from bugmatrix.cell.checks import grads_finite, lightning, precision_for, quiet_trainer, tiny_loader
 
 case = Case(
     id="t5_loss_no_grad_fn",

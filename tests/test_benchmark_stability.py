@@ -5,6 +5,7 @@ No timing is asserted anywhere: these run on loaded 2-core machines.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from bugmatrix.benchmark import Measurement, disk_kib, format_table, skipped, smoke_floor, smoke_from_runs
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
+from bugmatrix.cellrun import pytest_command
+from bugmatrix.envbuild import cell_venv
 from bugmatrix.matrix import load_matrix
 from bugmatrix.plan import Cell
-from bugmatrix.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
-from bugmatrix.stability import ABSENT, cell_venv, outcomes_by_variant, pytest_command, stability_table, unstable
+from bugmatrix.stability import ABSENT, outcomes_by_variant, stability_table, unstable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,12 +107,18 @@ def test_cell_venv_is_the_one_nox_creates() -> None:
 
 
 def test_pytest_command_runs_only_the_cells_axes(tmp_path: Path) -> None:
-    cell = Cell("py311-torch2.5.1-pl2.0.3", {"python": "3.11", "torch": "2.5.1", "lightning": "2.0.3"})
-    command = pytest_command(ROOT, Path("python"), cell, tmp_path / "run.json", ["-k", "encoder"])
+    matrix = load_matrix(ROOT / "matrix.toml")
+    pins = {"torch": "2.5.1", "python": "3.11", "lightning": "2.0.3"}
+    command = pytest_command("python", matrix, cell_id="c", pins=pins, run_file=tmp_path / "run.json", extra=["-k", "encoder"])
     joined = " ".join(command)
     assert "--bugmatrix-axes torch,lightning" in joined and f"--bugmatrix-run-file {tmp_path / 'run.json'}" in joined
+    assert "--bugmatrix-pins python=3.11,torch=2.5.1,lightning=2.0.3" in joined, "display order, whatever order pins came in"
+    spec = json.loads(command[command.index("--bugmatrix-axis-spec") + 1])
+    assert spec == {"torch": [["torch", "torch"]], "lightning": [["pytorch-lightning", "pytorch_lightning"]]}, (
+        "the pinned distribution only"
+    )
     assert "-n" in command and command[-2:] == ["-k", "encoder"]
-    assert "--bugmatrix-axes" not in pytest_command(ROOT, Path("python"), None, tmp_path / "run.json")
+    assert "--bugmatrix-axes" not in pytest_command("python", matrix, cell_id="system", pins=None, run_file=tmp_path / "run.json")
 
 
 def test_floor_is_import_plus_the_variants_own_time(tmp_path: Path) -> None:
@@ -142,14 +151,14 @@ def test_stability_needs_two_runs() -> None:
 
 
 def test_a_run_that_records_nothing_is_a_one_line_error(tmp_path: Path) -> None:
-    from bugmatrix.errors import BugmatrixError
+    from bugmatrix.cell.errors import BugmatrixError
     from bugmatrix.stability import run_repeatedly
 
     python = tmp_path / "python"
     python.write_text("#!/bin/sh\necho 'collected 0 items'\necho 'ERROR: cases/x.py: No module named torch' >&2\nexit 4\n")
     python.chmod(0o755)
     with pytest.raises(BugmatrixError, match=r"run 1 recorded nothing \(pytest exit 4: ERROR: cases/x.py: No module named torch\)"):
-        run_repeatedly(tmp_path, python, None, 2, [])
+        run_repeatedly(tmp_path, load_matrix(ROOT / "matrix.toml"), python, None, 2, [])
 
 
 def test_synthetic_report_input_is_full_profile_sized_and_renders() -> None:

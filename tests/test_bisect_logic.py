@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from bugmatrix.bisect import Probe, bisect_versions, parse_variant_id, registry_versions
-from bugmatrix.errors import BugmatrixError
+from bugmatrix.bisect import Probe, bisect_versions, registry_versions
+from bugmatrix.cell.errors import BugmatrixError
 
 VERSIONS = [f"2.{minor}.{patch}" for minor in range(16) for patch in range(2)]  # 32 releases
 
@@ -61,11 +61,3 @@ def test_registry_filtering_and_empty_range() -> None:
     assert "2.5.0rc1" in registry_versions("torch", low=None, high=None, pre=True, fetch=lambda name: releases)
     with pytest.raises(BugmatrixError, match=r"no torch releases between 3\.0 and the latest"):
         registry_versions("torch", low="3.0", high=None, fetch=lambda name: releases)
-    with pytest.raises(BugmatrixError, match="not a package axis"):
-        registry_versions("numpy", low=None, high=None, fetch=lambda name: releases)
-
-
-def test_variant_ids_are_validated() -> None:
-    assert parse_variant_id("autocast_cache::core[cpu]") == ("autocast_cache", "core", "cpu")
-    with pytest.raises(BugmatrixError, match="CASE::VARIANT\\[DEVICE\\]"):
-        parse_variant_id("autocast_cache.core")

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from bugmatrix.case import CPU_BF16, CUDA_FP16, Case, Expect, Requires
-from bugmatrix.discover import discover_variants
-from bugmatrix.outcomes import Outcome, Signature, Verdict, judge
+from bugmatrix.catalog import load_catalog
+from bugmatrix.cell.case import CPU_BF16, CUDA_FP16, Case, CaseError, Expect, Requires
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.outcomes import Outcome, Signature, Verdict, judge
 
 CASES = Path(__file__).resolve().parent.parent / "cases"
 GRAD = Signature(r"element 0 of tensors does not require grad")
@@ -171,24 +174,115 @@ def test_decorator_returns_the_function() -> None:
     assert case.variants[0].fn("cpu", None) == {"ran on cpu": True}
 
 
-def test_discover_reads_the_declarations_without_import() -> None:
-    """The planner's view of the cases (ast only), spot-checked against what the case files say."""
-    found = {(v.case, v.name): v for v in discover_variants(CASES)}
-    assert found[("autocast_cache", "core")].axes == ("torch",)
-    assert found[("t5_loss_no_grad_fn", "lightning_trainer")].axes == ("lightning", "transformers")
-    assert found[("t5_loss_no_grad_fn", "adafactor_closure")].axes == ("transformers",)
-    assert found[("autocast_cache", "core")].devices == ("cuda", "cpu")
+PLANTED_CONSTANTS = """
+from bugmatrix import Case, Signature
+
+GPU_HALF = ("cuda", "float16")  # a name that does not say CUDA in capitals the old reader looked for
+CPU_ANALOG = ("cpu", "bfloat16")
+DEVICES = (GPU_HALF, CPU_ANALOG)
+AXES = ("torch", "lightning")
+case = Case(id="constants", title="t", seed="t", signature=Signature("x"))
 
 
-def test_discover_agrees_with_import(case_modules: dict[str, ModuleType]) -> None:
-    """Every variant the planner reads by ast has the axes and devices the imported case registers, and vice versa."""
-    declared = {(v.case, v.name): (v.axes, v.devices) for v in discover_variants(CASES)}
-    registered: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
-    for stem, module in case_modules.items():
-        cases = [value for value in vars(module).values() if isinstance(value, Case)]
-        assert [c.id for c in cases] == [stem], f"cases/{stem}.py must hold one Case with id {stem!r} (crash records use the file name)"
-        for variant in cases[0].variants:
-            axes, devices = registered.get((stem, variant.name), (variant.axes, ()))
-            assert axes == variant.axes
-            registered[(stem, variant.name)] = (axes, (*devices, variant.device))
-    assert declared == registered
+@case.variant(devices=DEVICES, axes=AXES)
+def v(device, dtype):
+    return {"ok": True}
+"""
+
+
+def _write_case(tmp_path: Path, name: str, source: str) -> Path:
+    cases = tmp_path / "cases"
+    cases.mkdir(exist_ok=True)
+    (cases / f"{name}.py").write_text(source)
+    return cases
+
+
+def test_module_level_constants_are_read_as_pytest_reads_them(tmp_path: Path) -> None:
+    """DEVICES/AXES constants and a GPU_HALF-style name: the device is what the declaration says, not what its text looks like."""
+    (cuda, cpu) = load_catalog(_write_case(tmp_path, "constants", PLANTED_CONSTANTS)).variants
+    assert (cuda.id, cuda.device, cuda.dtype) == ("constants::v[cuda]", "cuda", "float16")
+    assert (cpu.id, cpu.device, cpu.dtype) == ("constants::v[cpu]", "cpu", "bfloat16")
+    assert cuda.axes == cpu.axes == ("torch", "lightning")
+
+
+def test_the_loader_needs_no_torch(tmp_path: Path) -> None:
+    """nox's interpreter has no torch: the real cases load there, and torch is not left half-imported."""
+    code = (
+        "import sys; sys.modules['torch'] = None\n"  # as if not installed: `import torch` raises
+        "import importlib.abc\n"
+        "from pathlib import Path\n"
+        "from bugmatrix.catalog import load_catalog\n"
+        f"print(len(load_catalog(Path({str(CASES)!r})).variants))\n"
+    )
+    # A sys.modules None entry makes imports fail; the loader's finder is asked only where no module is found at all,
+    # so run in a fresh interpreter whose path has no torch instead.
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code.replace("sys.modules['torch'] = None", "sys.path[:] = [p for p in sys.path if 'site-packages' not in p] + [" + repr(_packaging_dir()) + "]")],
+        capture_output=True, text=True, env={"PYTHONPATH": str(CASES.parent)}, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.strip()) >= 35
+
+
+def _packaging_dir() -> str:
+    import packaging
+
+    return str(Path(packaging.__file__).resolve().parent.parent)
+
+
+def test_two_dtypes_on_one_device_get_distinct_ids() -> None:
+    """(cpu, bfloat16) and (cpu, float16): two results, two ids, never one silently lost."""
+    case = Case(id="demo", title="demo", seed="000", signature=GRAD)
+    case.variant(devices=(CPU_BF16, ("cpu", "float16"), CUDA_FP16))(lambda device, dtype: {})
+    assert [v.id for v in case.variants] == ["demo::<lambda>[cpu-bfloat16]", "demo::<lambda>[cpu-float16]", "demo::<lambda>[cuda]"]
+
+
+@pytest.mark.parametrize(
+    ("devices", "message"),
+    [
+        ((CPU_BF16, CPU_BF16), r"declares \('cpu', 'bfloat16'\) twice; list each"),
+        ((("gpu", "float16"),), r"device 'gpu' is unknown"),
+        ((("cpu", "half"),), r"dtype 'half' is not a dtype name"),
+        ((), r"declares no devices"),
+    ],
+)
+def test_bad_declarations_fail_at_import_in_one_line(devices: tuple, message: str) -> None:
+    """A declaration the harness could not record faithfully is refused where it is written, naming case and variant."""
+    case = Case(id="demo", title="demo", seed="000", signature=GRAD)
+
+    def v(device: str, dtype: object) -> dict[str, bool]:
+        return {}
+
+    with pytest.raises(CaseError, match="case 'demo', variant 'v': " + message):
+        case.variant(devices=devices)(v)
+
+
+def test_a_variant_name_declared_twice_is_refused() -> None:
+    case = Case(id="demo", title="demo", seed="000", signature=GRAD)
+    case.variant(devices=(CPU_BF16,))(_body)
+    with pytest.raises(CaseError, match="variant '_body': is declared twice"):
+        case.variant(devices=(CUDA_FP16,))(_body)
+
+
+def _body(device: str, dtype: object) -> dict[str, bool]:
+    return {}
+
+
+def test_case_id_must_be_the_file_name(tmp_path: Path) -> None:
+    """A crash record only knows the file: the case id must be the file's name."""
+    cases = _write_case(tmp_path, "other_name", PLANTED_CONSTANTS)
+    with pytest.raises(BugmatrixError, match=r"Case\(id='constants'\) must equal the file name 'other_name'"):
+        load_catalog(cases)
+
+
+def test_the_catalog_agrees_with_pytest(case_modules: dict[str, ModuleType]) -> None:
+    """The planner's catalog and pytest's import of the real cases register the same variants."""
+    catalog = {(v.id, v.axes, v.device, v.dtype) for v in load_catalog(CASES).variants}
+    imported = {
+        (v.id, v.axes, v.device, v.dtype)
+        for m in case_modules.values()
+        for c in vars(m).values()
+        if isinstance(c, Case)
+        for v in c.variants
+    }
+    assert catalog == imported

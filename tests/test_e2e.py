@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.discover import discover_variants, projections
+from bugmatrix.catalog import load_catalog
 from bugmatrix.matrix import load_matrix
-from bugmatrix.plan import cell_id, plan_all
+from bugmatrix.plan import plan_all
 
 pytestmark = pytest.mark.e2e
 
@@ -29,8 +29,8 @@ T5 = "t5_loss_no_grad_fn::lightning_trainer[cpu]"
 
 def _cell(lightning: str) -> str:
     pins = {"python": MATRIX.base["python"], "torch": MATRIX.base["torch"], "lightning": lightning, "transformers": "4.30.2"}
-    cid = cell_id(pins)
-    assert cid in {c.id for c in plan_all(MATRIX, projections(discover_variants(ROOT / "cases")))}, f"{cid} is not a planned cell"
+    cid = MATRIX.cell_id(pins)
+    assert cid in {c.id for c in plan_all(MATRIX, load_catalog(ROOT / "cases", MATRIX))}, f"{cid} is not a planned cell"
     return cid
 
 

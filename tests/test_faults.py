@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.envbuild import STAMP, InstallFailed, prepare_environment, record_install_failure, uv_command
-from bugmatrix.runfile import VariantRecord, load_run_file, write_json_atomic
+from bugmatrix.cell.runfile import VariantRecord, load_run_file, write_json_atomic
+from bugmatrix.envbuild import STAMP, InstallFailed, ensure_environment, record_install_failure, uv_command
 
 NEEDS_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch: the plugin seeds it before every variant")
 NEEDS_XDIST = pytest.mark.skipif(importlib.util.find_spec("xdist") is None, reason="needs pytest-xdist: cells run their cases with -n")
@@ -44,7 +44,7 @@ def plant(tmp_path: Path, *modules: str) -> Path:
 def run_cases(tmp_path: Path, *args: str, limit: float = 120) -> subprocess.CompletedProcess[str]:
     """pytest over the planted cases with the plugin, as a cell session runs it (no conftest here: ``-p``)."""
     return subprocess.run(
-        [sys.executable, "-m", "pytest", str(tmp_path / "cases"), "-p", "bugmatrix.plugin", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", str(tmp_path / "cases"), "-p", "bugmatrix.cell.plugin", "-p", "no:cacheprovider",
          "--bugmatrix-timeout", TIMEOUT, "--bugmatrix-cell", "planted", "--bugmatrix-run-file", str(tmp_path / "run.json"), *args],
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=limit, check=False,
     )  # fmt: skip
@@ -157,16 +157,16 @@ def test_resume_from_a_corrupt_run_file_is_one_line(tmp_path: Path) -> None:
 
 
 def test_plugin_registers_once_with_both_conftest_and_dash_p() -> None:
-    """From the repository root the root conftest loads the plugin; an extra ``-p bugmatrix.plugin`` must not add a second copy."""
+    """From the repository root the root conftest loads the plugin; an extra ``-p bugmatrix.cell.plugin`` must not add a second copy."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/fixtures/planted/cases/planted.py", "-p", "bugmatrix.plugin", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "tests/fixtures/planted/cases/planted.py", "-p", "bugmatrix.cell.plugin", "-p", "no:cacheprovider",
          "-p", "no:xdist", "-q", "--collect-only", "--trace-config"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "PLUGIN registered: <module 'conftest' from '" + str(ROOT / "conftest.py") in proc.stdout, "the root conftest was loaded"
-    assert proc.stdout.count("PLUGIN registered: <module 'bugmatrix.plugin'") == 1
-    assert proc.stdout.count("PLUGIN registered: <bugmatrix.plugin._Recorder") == 1
+    assert proc.stdout.count("PLUGIN registered: <module 'bugmatrix.cell.plugin'") == 1
+    assert proc.stdout.count("PLUGIN registered: <bugmatrix.cell.plugin._Recorder") == 1
     assert "4 tests collected" in proc.stdout, "each variant collected once"
 
 
@@ -181,7 +181,7 @@ def test_unresolvable_cell_is_install_failed_with_the_resolver_reason(tmp_path: 
     """An impossible pin raises InstallFailed carrying uv's reason; the recorded run file keeps it and loads cleanly."""
     venv = _venv(tmp_path)
     with pytest.raises(InstallFailed) as info:
-        prepare_environment(venv, ["torch==0.0.1"], ["torch"])
+        ensure_environment(venv, "3.11", ["torch==0.0.1"], ["torch"])
     reason = str(info.value)
     assert "torch==0.0.1" in reason and "unsatisfiable" in reason, reason
     assert not (venv / STAMP).exists(), "a failed build must not be stamped as reusable"
@@ -190,13 +190,13 @@ def test_unresolvable_cell_is_install_failed_with_the_resolver_reason(tmp_path: 
     run = load_run_file(run_file)
     assert run.install == {"status": "failed", "reason": reason}
     assert (run.cell, run.pins, run.results) == ("py311-torch0.0.1", {"python": "3.11", "torch": "0.0.1"}, [])
-    assert json.loads(run_file.read_text())["schema"] == "bugmatrix.run/1"
+    assert json.loads(run_file.read_text())["schema"] == "bugmatrix.run/2"
 
 
 def test_importable_but_broken_package_is_install_failed(tmp_path: Path) -> None:
     """Installed is not enough: the cell's modules must import, else install-failed says which one and why."""
     with pytest.raises(InstallFailed, match="does not import: import no_such_module: ModuleNotFoundError"):
-        prepare_environment(_venv(tmp_path), ["packaging"], ["packaging", "no_such_module"])
+        ensure_environment(_venv(tmp_path), "3.11", ["packaging"], ["packaging", "no_such_module"])
 
 
 def test_failed_download_is_install_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -207,5 +207,90 @@ def test_failed_download_is_install_failed(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("UV_HTTP_TIMEOUT", "5")
     monkeypatch.setenv("UV_HTTP_RETRIES", "0")  # a refused connection is final; retries only add backoff
     with pytest.raises(InstallFailed) as info:
-        prepare_environment(venv, ["packaging==24.1"], ["packaging"])
+        ensure_environment(venv, "3.11", ["packaging==24.1"], ["packaging"])
     assert "127.0.0.1" in str(info.value) or "connect" in str(info.value).lower()
+
+
+REAL_CASES = ("autocast_cache", "encoder_bf16_eval")
+
+
+def _outcomes_with(tmp_path: Path, *planted: str) -> tuple[dict[str, VariantRecord], subprocess.CompletedProcess[str]]:
+    """The real cases (plus planted modules) in ONE worker, planted ones first (files collect in name order)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    cases = plant(tmp_path, *planted)
+    for name in REAL_CASES:
+        shutil.copy(ROOT / "cases" / f"{name}.py", cases)
+    proc = run_cases(tmp_path, "-n", "1", "-k", "not lightning and not bf16_true", limit=600)
+    return recorded(tmp_path), proc
+
+
+@NEEDS_TORCH
+@NEEDS_XDIST
+def test_a_leaking_variant_changes_no_other_outcome_and_is_named(tmp_path: Path) -> None:
+    """float64 + no_grad + fast path off + cwd/env, left behind by one variant: every real outcome is as in a clean run."""
+    clean, _ = _outcomes_with(tmp_path / "clean")
+    dirty, proc = _outcomes_with(tmp_path / "dirty", "a_leaks_first")
+    real = {k: r.outcome for k, r in clean.items()}
+    assert real and {k: dirty[k].outcome for k in real} == real, proc.stdout[-3000:]
+    leaked = dirty["a_leaks_first::a_leaks[cpu]"].leaked
+    for what in (
+        "grad mode True -> False",
+        "default dtype torch.float32 -> torch.float64",
+        "MHA fast path True -> False",
+        "cwd",
+        "PLANTED_LEAK",
+    ):
+        assert any(what in line for line in leaked), (what, leaked)
+    assert all(not r.leaked for k, r in dirty.items() if not k.startswith("a_leaks_first")), "only the leaker is marked"
+
+
+@NEEDS_TORCH
+@NEEDS_XDIST
+def test_keyboard_interrupt_and_system_exit_are_results_not_the_end_of_the_cell(tmp_path: Path) -> None:
+    """Each gets its own recorded outcome, and every other variant of the cell is recorded too."""
+    results, proc = _outcomes_with(tmp_path, "a_leaks_first")
+    assert results["a_leaks_first::b_interrupts[cpu]"].outcome == "different"
+    assert "KeyboardInterrupt" in results["a_leaks_first::b_interrupts[cpu]"].message
+    assert results["a_leaks_first::c_exits[cpu]"].outcome == "different"
+    assert "SystemExit: 3" in results["a_leaks_first::c_exits[cpu]"].message
+    run = load_run_file(tmp_path / "run.json")
+    assert run.complete and set(run.selected) == set(results), proc.stdout[-3000:]
+
+
+def _build_script(venv: Path, requirements: list[str]) -> str:
+    return (
+        "import sys; sys.path.insert(0, %r)\n"
+        "from pathlib import Path\n"
+        "from bugmatrix.envbuild import ensure_environment\n"
+        "ensure_environment(Path(%r), %r, %r, ['numpy', 'packaging'])\n"
+    ) % (str(ROOT), str(venv), f"{sys.version_info.major}.{sys.version_info.minor}", requirements)
+
+
+@pytest.mark.parametrize("kill_after", [0.3, 0.8, 1.5, 3.0])
+def test_a_build_killed_at_any_moment_heals_on_the_next_run(tmp_path: Path, kill_after: float) -> None:
+    """SIGKILL the whole process group of a real uv build mid-way; the next run ends with a complete, importable venv.
+
+    A fresh uv cache makes the build slow enough to be caught mid-install (numpy is ~40 MB of files).
+    """
+    import signal
+
+    venv = tmp_path / "venv"
+    env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+    old = ["packaging==24.1", "numpy==2.1.3"]
+    subprocess.run([sys.executable, "-c", _build_script(venv, old)], env=env, check=True, timeout=300)
+    new = ["packaging==24.2", "numpy==2.2.6"]
+    env["UV_CACHE_DIR"] = str(tmp_path / "uv-cache-cold")
+    proc = subprocess.Popen([sys.executable, "-c", _build_script(venv, new)], env=env, start_new_session=True)
+    time.sleep(kill_after)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    python = venv / "bin" / "python"
+    if python.exists():  # the old venv, whole: it must still import what it had
+        subprocess.run([str(python), "-c", "import numpy, packaging"], check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", _build_script(venv, new)], env=env, check=True, timeout=300)
+    versions = subprocess.run(
+        [str(python), "-c", "import numpy, packaging; print(numpy.__version__, packaging.__version__)"],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.split()  # fmt: skip
+    assert versions == ["2.2.6", "24.2"]
+    assert not venv.with_name("venv.new").exists() and not venv.with_name("venv.old").exists()

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from bugmatrix.outcomes import MESSAGE_LIMIT, Outcome, Signature, Verdict, classify_outcome, excerpt, judge
+from bugmatrix.cell.outcomes import MESSAGE_LIMIT, Outcome, Signature, Verdict, classify_outcome, excerpt, judge
 
 GRAD = Signature(r"element 0 of tensors does not require grad and does not have a grad_fn")
 #: The encoder case's family, as declared in cases/encoder_bf16_eval.py.
@@ -19,7 +19,7 @@ GRAD_ERROR = RuntimeError("element 0 of tensors does not require grad and does n
 
 def test_outcome_values_are_the_documented_words() -> None:
     """Run files and reports store these strings; renaming one breaks every old run file."""
-    assert {o.value for o in Outcome} == {"reproduced", "fixed", "different", "skipped", "crashed", "timeout", "install-failed"}
+    assert {o.value for o in Outcome} == {"reproduced", "fixed", "different", "skipped", "crashed", "timeout", "install-failed", "missing"}
 
 
 def test_signature_match_is_reproduced_with_the_message() -> None:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.errors import BugmatrixError
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, write_json_atomic
 from bugmatrix.report.diff import diff_against_baseline, summary_lines
 from bugmatrix.report.merge import load_compat, merge_runs
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import escape_md, render_markdown, render_step_summary
-from bugmatrix.runfile import RunRecord, VariantRecord, write_json_atomic
 
 HOSTILE = '<script>document.title="pwned"</script> | `x`'
 

@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from bugmatrix.errors import BugmatrixError
-from bugmatrix.report import SYMBOLS, label
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_dir, write_json_atomic
+from bugmatrix.report import OUTCOMES, label
 from bugmatrix.report.diff import Change, diff_against_baseline, summary_lines
 from bugmatrix.report.merge import COMPAT_SCHEMA, LOG_LIMIT, load_compat, merge_runs
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import SUMMARY_CHANGE_LIMIT, code, escape_md, render_markdown, render_step_summary
-from bugmatrix.runfile import RunRecord, VariantRecord, load_run_dir, write_json_atomic
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 REPRODUCED, FIXED, CRASHED, UNINSTALLABLE = (
@@ -170,7 +170,7 @@ def test_planted_regression_is_the_first_change_and_summarised() -> None:
     changes = diff_against_baseline(with_regression(baseline), baseline)
     assert changes[0] == Change("regression", CORE, FIXED, "fixed", "reproduced", "RuntimeError: expected scalar type Half but found Float")
     assert [c for c in changes if c.kind == "regression"] == changes[:1]
-    assert summary_lines(changes) == [f"{CORE} in {FIXED}: fixed -> reproduced: RuntimeError: expected scalar type Half but found Float"]
+    assert summary_lines(changes) == [f"REGRESSION {CORE} in {FIXED}: fixed -> reproduced: RuntimeError: expected scalar type Half but found Float"]
 
 
 def test_unchanged_run_has_no_regression() -> None:
@@ -214,7 +214,7 @@ def test_the_runs_own_regression_verdict_counts_without_a_baseline() -> None:
     compat = merge_runs(runs, profile="smoke", commit="x", generated="now")
     changes = diff_against_baseline(compat, None)
     assert [(c.kind, c.variant_id, c.cell_id) for c in changes] == [("regression", CORE, FIXED)]
-    assert summary_lines(changes) == [f"{CORE} in {FIXED}: expected fixed -> reproduced: bug is back"]
+    assert summary_lines(changes) == [f"REGRESSION {CORE} in {FIXED}: expected fixed -> reproduced: bug is back"]
     # A baseline that already holds the regression does not hide it.
     assert [c.kind for c in diff_against_baseline(compat, compat)] == ["regression"]
 
@@ -294,7 +294,7 @@ def test_step_summary_lists_regressions_first_then_a_compact_table() -> None:
     baseline = fixture_compat()
     summary = render_step_summary(with_regression(baseline), diff_against_baseline(with_regression(baseline), baseline))
     assert summary.index("**regression**") < summary.index("## Outcomes per case")
-    assert "| autocast\\_cache |" in summary and "| case | " + " | ".join(label(o) for o in SYMBOLS) + " |" in summary
+    assert "| autocast\\_cache |" in summary and "| case | " + " | ".join(label(o) for o in OUTCOMES) + " |" in summary
     assert "<script>" not in summary
 
 

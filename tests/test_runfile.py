@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.errors import BugmatrixError
-from bugmatrix.runfile import SCHEMA, RunRecord, VariantRecord, load_run_dir, load_run_file, write_json_atomic, write_text_atomic
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.runfile import SCHEMA, RunRecord, VariantRecord, load_run_dir, load_run_file, write_json_atomic, write_text_atomic
 
 
 def record(**overrides: object) -> VariantRecord:
@@ -72,14 +72,14 @@ def test_truncated_json_is_one_line_naming_the_file(tmp_path: Path) -> None:
     assert_one_line(info, path, "not valid JSON")
 
 
-@pytest.mark.parametrize("schema", ["bugmatrix.run/2", "bugmatrix.run/0", None])
+@pytest.mark.parametrize("schema", ["bugmatrix.run/3", "bugmatrix.run/0", None])
 def test_unknown_schema_version(tmp_path: Path, schema: str | None) -> None:
     """A file from another version of bugmatrix is refused by name."""
     data = run().to_json() | {"schema": schema}
     path = written(tmp_path, data)
     with pytest.raises(BugmatrixError) as info:
         load_run_file(path)
-    assert_one_line(info, path, f"schema {schema!r} is not 'bugmatrix.run/1'")
+    assert_one_line(info, path, f"schema {schema!r} is not 'bugmatrix.run/2'")
 
 
 @pytest.mark.parametrize("content", ["[]", '"text"', "42", "null"])
@@ -133,9 +133,8 @@ def test_unknown_record_fields_are_ignored(tmp_path: Path) -> None:
 
 def test_run_dir_loads_every_file_sorted_by_cell(tmp_path: Path) -> None:
     """The report reads a directory; order is by cell id, not by file name or mtime."""
-    write_json_atomic(tmp_path / "a.json", run(cell="py311-torch2.6.0").to_json())
-    write_json_atomic(tmp_path / "b.json", run(cell="py311-torch2.10.0").to_json())
-    write_json_atomic(tmp_path / "c.json", run(cell="py311-torch2.0.1").to_json())
+    for cell in ("py311-torch2.6.0", "py311-torch2.10.0", "py311-torch2.0.1"):
+        write_json_atomic(tmp_path / f"{cell}.json", run(cell=cell).to_json())
     assert [r.cell for r in load_run_dir(tmp_path)] == ["py311-torch2.0.1", "py311-torch2.10.0", "py311-torch2.6.0"]
     with pytest.raises(BugmatrixError, match="no run directory"):
         load_run_dir(tmp_path / "missing")
@@ -155,7 +154,7 @@ def test_interrupted_write_keeps_the_previous_file(tmp_path: Path, monkeypatch: 
     def interrupt(*args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(f"bugmatrix.runfile.{where}", interrupt)
+    monkeypatch.setattr(f"bugmatrix.cell.runfile.{where}", interrupt)
     with pytest.raises(KeyboardInterrupt):
         write_json_atomic(path, run(results=[record(), record(id="x::y[cpu]")]).to_json())
     monkeypatch.undo()
@@ -170,7 +169,7 @@ def test_interrupted_serialisation_writes_nothing(tmp_path: Path, monkeypatch: p
     def interrupt(*args: object, **kwargs: object) -> str:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("bugmatrix.runfile.json.dumps", interrupt)
+    monkeypatch.setattr("bugmatrix.cell.runfile.json.dumps", interrupt)
     with pytest.raises(KeyboardInterrupt):
         write_json_atomic(path, run().to_json())
     assert _leftovers(tmp_path) == []

@@ -1,60 +1,60 @@
 """From run files to what maintainers read: compat.json, compat.md, index.html.
 
-The pipeline is one way: :mod:`~bugmatrix.report.merge` turns run files into a
-compat document, :mod:`~bugmatrix.report.diff` compares it with the baseline,
-and the two renderers only ever read those two values. What every renderer
-must agree on (how an outcome is written, which axes a cell has) lives here,
-so the Markdown and the HTML can never drift apart.
+The pipeline is one way: :mod:`~bugmatrix.report.merge` turns run files (and
+the plan, when given) into a compat document, :mod:`~bugmatrix.report.diff`
+compares it with the baseline, and the renderers only ever read those two
+values. How an outcome is written comes from the enums
+(:class:`~bugmatrix.cell.outcomes.Outcome`), and which axes a cell has, in
+which order and under which short name, from the document itself (the plan's
+or the run files' axis list): nothing here names an axis.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["AXIS_ORDER", "AXIS_SHORT", "FLAGGED_VERDICTS", "SYMBOLS", "axes_of", "label", "split_axes"]
+from bugmatrix.cell.outcomes import Outcome, Verdict
 
-#: Every outcome has a symbol *and* a word; colour is only ever an addition.
-SYMBOLS = {
-    "reproduced": "✗",
-    "fixed": "✓",
-    "different": "≠",
-    "skipped": "–",
-    "crashed": "‼",
-    "timeout": "∞",
-    "install-failed": "⚠",
-}
+__all__ = ["OUTCOMES", "axes_of", "is_flagged", "label", "short", "split_axes"]
 
-#: Verdicts a maintainer must look at; renderers mark them beyond the symbol.
-FLAGGED_VERDICTS = ("regression", "unexpected-fix", "new-failure-mode")
-
-#: Display order of the matrix axes; axes a future matrix adds come after, sorted.
-AXIS_ORDER = ("python", "torch", "lightning", "transformers")
-#: Column headings name axes the way the cell ids do (``py311-torch2.5.1-pl2.0.3-tf4.30.2``).
-AXIS_SHORT = {"python": "py", "torch": "torch", "lightning": "pl", "transformers": "tf"}
+#: Every outcome, in legend order; each has a symbol *and* a word, colour is only ever an addition.
+OUTCOMES = tuple(o.value for o in Outcome)
 
 
 def label(outcome: str) -> str:
     """``✗ reproduced``: the form used in every rendered table."""
-    return f"{SYMBOLS.get(outcome, '?')} {outcome}"
+    return Outcome(outcome).label
 
 
-def axes_of(cells: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Every axis pinned by at least one cell, in display order."""
-    seen = {axis for cell in cells for axis in (cell.get("pins") or {})}
-    return [a for a in AXIS_ORDER if a in seen] + sorted(seen.difference(AXIS_ORDER))
+def is_flagged(verdict: str | None) -> bool:
+    """A verdict a maintainer must look at (regression, unexpected fix, new failure mode)."""
+    return bool(verdict) and Verdict(verdict).flagged
 
 
-def split_axes(cells: list[Mapping[str, Any]]) -> tuple[list[str], dict[str, str]]:
+def axes_of(compat: Mapping[str, Any]) -> list[str]:
+    """Every axis pinned by at least one cell, in the document's display order (unknown ones after, sorted)."""
+    order = [a["name"] for a in compat.get("axes", [])]
+    seen = {axis for cell in compat["cells"] for axis in (cell.get("pins") or {})}
+    return [a for a in order if a in seen] + sorted(seen.difference(order))
+
+
+def short(compat: Mapping[str, Any], axis: str) -> str:
+    """An axis's short name in headings, as in cell ids (``pl`` for lightning)."""
+    return next((a["prefix"] for a in compat.get("axes", []) if a["name"] == axis), axis)
+
+
+def split_axes(compat: Mapping[str, Any], cells: list[Mapping[str, Any]] | None = None) -> tuple[list[str], dict[str, str]]:
     """Axes whose pin differs between cells, and the pins all cells share.
 
     A column header only needs what tells cells apart: ``torch 2.5.1 · pl 2.0.3``
     instead of repeating ``py 3.11`` in every column; the shared pins are said
     once above the table.
     """
+    cells = compat["cells"] if cells is None else cells
     varying: list[str] = []
     shared: dict[str, str] = {}
-    for axis in axes_of(cells):
+    for axis in axes_of(compat):
         values = {str((c.get("pins") or {}).get(axis, "")) for c in cells}
         if len(values) == 1 and "" not in values:
             shared[axis] = values.pop()

@@ -1,27 +1,37 @@
-"""``python -m bugmatrix report``: run files -> compat.json, compat.md, index.html.
+"""``python -m bugmatrix report``: run files (+ the plan) -> compat.json, compat.md, index.html.
 
-Reads only what the cells wrote (``<reports>/runs/*.json``), keeps the cells of
-the named profile (plus ``system``), diffs against the baseline and writes every
-output atomically, so an interrupted report leaves the previous one intact.
+Reads only what earlier stages wrote: the cells' run files
+(``<reports>/runs/*.json``) and, when given, the plan document that says what
+should be there. It never re-plans from matrix.toml or the cases, so the
+report of a nightly is the report of what that nightly planned and ran. Every
+output is written atomically, so an interrupted report leaves the previous one
+intact. The committed reference (``reports/``) changes only with
+``--publish`` / ``--update-baseline``.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
-from bugmatrix.discover import discover_variants, projections
-from bugmatrix.matrix import load_matrix
-from bugmatrix.plan import plan_cells
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.runfile import load_run_dir, write_json_atomic, write_text_atomic
+from bugmatrix.paths import REFERENCE
+from bugmatrix.plan import PLAN_SCHEMA
 from bugmatrix.report.diff import diff_against_baseline, summary_lines
-from bugmatrix.report.merge import load_compat, merge_runs
+from bugmatrix.report.merge import load_compat, merge_runs, version_order
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import render_markdown, render_step_summary
-from bugmatrix.runfile import load_run_dir, write_json_atomic, write_text_atomic
 
-__all__ = ["git_commit", "run_report"]
+__all__ = ["git_commit", "load_plan", "run_report"]
+
+OUTPUTS = ("compat.json", "compat.md", "index.html")
 
 
 def git_commit(root: object) -> str:
@@ -41,20 +51,57 @@ def git_commit(root: object) -> str:
     return sha + ("-dirty" if dirty else "")
 
 
+def load_plan(path: Path) -> dict[str, Any]:
+    """A plan document written by ``plan --out`` (or the nox report sessions); a defect is one line."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        msg = f"--plan {path}: cannot read the plan ({exc}); write it with: python -m bugmatrix plan --profile P --out {path}"
+        raise BugmatrixError(msg) from None
+    if not isinstance(data, dict) or data.get("schema") != PLAN_SCHEMA or not isinstance(data.get("cells"), list):
+        msg = f"--plan {path}: not a {PLAN_SCHEMA} document; write it with: python -m bugmatrix plan --profile P --out {path}"
+        raise BugmatrixError(msg)
+    return data
+
+
+def _baseline(args: argparse.Namespace) -> tuple[Path, dict[str, Any] | None]:
+    if args.baseline is not None:
+        if not args.baseline.exists():
+            msg = f"--baseline {args.baseline}: no such file; pass an existing compat.json or leave --baseline out"
+            raise BugmatrixError(msg)
+        return args.baseline, load_compat(args.baseline)
+    path = REFERENCE / "baseline.json"
+    return path, load_compat(path) if path.exists() else None
+
+
+def _publish(reports: Path, runs: list[str]) -> None:
+    """Copy this report and its run files over the committed reference (an explicit step, never the default)."""
+    if reports.resolve() == REFERENCE.resolve():
+        return
+    (REFERENCE / "runs").mkdir(parents=True, exist_ok=True)
+    for stale in (REFERENCE / "runs").glob("*.json"):
+        stale.unlink()
+    for cell in runs:
+        shutil.copy2(reports / "runs" / f"{cell}.json", REFERENCE / "runs" / f"{cell}.json")
+    for name in OUTPUTS:
+        shutil.copy2(reports / name, REFERENCE / name)
+
+
 def run_report(args: argparse.Namespace) -> int:
-    """Merge, render, diff; exit 1 on a regression when ``--fail-on-regression``."""
-    matrix = load_matrix(args.matrix)
-    # Planned order is version order (2.5.1 before 2.10.0); the system cell goes first.
-    order = {"system": -1} | {c.id: i for i, c in enumerate(plan_cells(matrix, args.profile, projections(discover_variants(args.cases))))}
+    """Merge, render, diff; exit 1 on a regression or a missing result when ``--fail-on-regression``."""
+    plan = load_plan(args.plan) if args.plan else None
     found = load_run_dir(args.reports / "runs")
-    runs = sorted((r for r in found if r.cell in order), key=lambda r: order[r.cell])
-    ignored = sorted(r.cell for r in found if r.cell not in order)
-    if ignored:
-        print(f"report: left out {len(ignored)} run file(s) of cells not in profile {args.profile}: {', '.join(ignored)}", file=sys.stderr)
+    if plan is not None:
+        planned = {c["id"] for c in plan["cells"]} | {"system"}
+        runs = [r for r in found if r.cell in planned]
+        ignored = sorted(r.cell for r in found if r.cell not in planned)
+        if ignored:
+            print(f"report: left out {len(ignored)} run file(s) of cells not in this plan: {', '.join(ignored)}", file=sys.stderr)
+    else:
+        runs = sorted(found, key=version_order)
     generated = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    compat = merge_runs(runs, profile=args.profile, commit=git_commit(args.root), generated=generated)
-    baseline_path = args.baseline or args.reports / "baseline.json"
-    baseline = load_compat(baseline_path) if baseline_path.exists() else None
+    compat = merge_runs(runs, profile=args.profile, commit=git_commit(args.root), generated=generated, plan=plan)
+    baseline_path, baseline = _baseline(args)
     changes = diff_against_baseline(compat, baseline)
 
     write_json_atomic(args.reports / "compat.json", compat)
@@ -63,12 +110,18 @@ def run_report(args: argparse.Namespace) -> int:
     if args.step_summary:
         with args.step_summary.open("a", encoding="utf-8") as handle:
             handle.write(render_step_summary(compat, changes))
+    if args.publish:
+        _publish(args.reports, [r.cell for r in runs])
     if args.update_baseline:
-        write_json_atomic(baseline_path, compat)
+        write_json_atomic(REFERENCE / "baseline.json" if args.baseline is None else args.baseline, compat)
 
-    regressions = summary_lines(changes)
-    print(f"report: {len(runs)} cells ({args.profile}), {len(compat['variants'])} variants -> {args.reports}/index.html")
-    print(f"baseline: {baseline_path if baseline else 'none'}; {len(changes)} change(s), {len(regressions)} regression(s)")
-    for line in regressions:
-        print(f"  REGRESSION {line}", file=sys.stderr)
-    return 1 if (args.fail_on_regression and regressions) else 0
+    failing = summary_lines(changes)
+    print(f"report: {len(runs)} cells ({args.profile}), {len(compat['variants'])} variants -> {args.reports / 'index.html'}")
+    print(f"baseline: {baseline_path if baseline else 'none'}; {len(changes)} change(s), {len(failing)} missing or regressed")
+    if compat["stale"]:
+        print(
+            f"note: {len(compat['stale'])} recorded variant(s) are not in the plan (renamed or removed?): {', '.join(compat['stale'][:5])}"
+        )
+    for line in failing[:50]:
+        print(f"  {line}", file=sys.stderr)
+    return 1 if (args.fail_on_regression and failing) else 0

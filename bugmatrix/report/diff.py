@@ -1,25 +1,47 @@
-"""What changed since the baseline: regressions first.
+"""What changed since the baseline: missing results and regressions first.
 
 A baseline is an earlier compat document (``reports/baseline.json``). Entries
 are compared per (variant, cell). A regression is also taken from the run's
 own verdict (the expectation said fixed, the bug is back), so a regression
 shows even on the first run, without a baseline, and cannot be hidden by
-refreshing the baseline while the bug is still there.
+refreshing the baseline while the bug is still there. Likewise a *missing*
+result (planned, but no run recorded it) is reported with or without a
+baseline: a hole in the table is never silent.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["INFORMATIONAL", "SEVERITY", "Change", "diff_against_baseline", "summary_lines"]
+from bugmatrix.cell.outcomes import Outcome, Verdict
 
-#: Outcomes that mean "it failed some other way than the documented bug".
-FAILURES = frozenset({"different", "crashed", "timeout"})
-#: Display order: what needs a maintainer first.
-SEVERITY = ("regression", "new-failure-mode", "no-longer-installs", "unexpected-fix", "new-cell", "new-variant")
+__all__ = ["FAILING", "INFORMATIONAL", "Change", "ChangeKind", "diff_against_baseline", "summary_lines"]
+
+
+class ChangeKind(enum.StrEnum):
+    """Kinds of change, in display order: what needs a maintainer first."""
+
+    MISSING = "missing"  # planned, but not recorded: a lost cell or a run that stopped early
+    REGRESSION = "regression"
+    NEW_FAILURE_MODE = "new-failure-mode"
+    NO_LONGER_INSTALLS = "no-longer-installs"
+    UNEXPECTED_FIX = "unexpected-fix"
+    NEW_CELL = "new-cell"
+    NEW_VARIANT = "new-variant"
+
+    @property
+    def severity(self) -> int:
+        return list(ChangeKind).index(self)
+
+
 #: Kinds that only say the matrix grew; renderers count them instead of listing them.
-INFORMATIONAL = frozenset({"new-cell", "new-variant"})
+INFORMATIONAL = frozenset({ChangeKind.NEW_CELL, ChangeKind.NEW_VARIANT})
+#: Kinds that fail ``report --fail-on-regression``.
+FAILING = frozenset({ChangeKind.MISSING, ChangeKind.REGRESSION})
+#: Outcomes that mean "it failed some other way than the documented bug".
+FAILURES = frozenset({Outcome.DIFFERENT, Outcome.CRASHED, Outcome.TIMEOUT})
 
 
 @dataclass(frozen=True)
@@ -31,7 +53,7 @@ class Change:
     first thing a maintainer reads to decide whether the change is real.
     """
 
-    kind: str
+    kind: ChangeKind
     variant_id: str
     cell_id: str
     before: str | None
@@ -39,28 +61,29 @@ class Change:
     message: str
 
 
-def _classify(before: str | None, after: str) -> str | None:
+def _classify(before: str | None, after: str) -> ChangeKind | None:
     """The change kind for one entry, or None when nothing worth saying changed."""
     if before == after:
         return None
-    if before == "fixed" and after == "reproduced":
-        return "regression"
+    if before == Outcome.FIXED and after == Outcome.REPRODUCED:
+        return ChangeKind.REGRESSION
     if after in FAILURES:
         # Also from "no entry": a new cell that crashes is news, not noise.
-        return "new-failure-mode"
-    if after == "install-failed":
+        return ChangeKind.NEW_FAILURE_MODE
+    if after == Outcome.INSTALL_FAILED:
         # Only what did install before; a new cell that never installed is a new-cell.
-        return "no-longer-installs" if before is not None else None
-    if before == "reproduced" and after == "fixed":
-        return "unexpected-fix"
+        return ChangeKind.NO_LONGER_INSTALLS if before is not None else None
+    if before == Outcome.REPRODUCED and after == Outcome.FIXED:
+        return ChangeKind.UNEXPECTED_FIX
     return None
 
 
 def diff_against_baseline(current: dict[str, Any], baseline: dict[str, Any] | None) -> list[Change]:
     """Changes from ``baseline`` to ``current``, most severe first.
 
-    Without a baseline only the run's own regression verdicts are reported:
-    everything else would be "new" and drown the one line that matters.
+    Without a baseline only the run's own regression verdicts and missing
+    results are reported: everything else would be "new" and drown the lines
+    that matter.
     """
     changes: dict[tuple[str, str], Change] = {}
     old = (baseline or {}).get("results", {})
@@ -69,30 +92,39 @@ def diff_against_baseline(current: dict[str, Any], baseline: dict[str, Any] | No
             before = old.get(variant_id, {}).get(cell_id, {}).get("outcome")
             after = entry["outcome"]
             kind = _classify(before, after) if baseline is not None else None
-            if entry.get("verdict") == "regression":
-                kind = "regression"  # the expectation outranks the baseline: it is the documented truth
+            if entry.get("verdict") == Verdict.REGRESSION:
+                kind = ChangeKind.REGRESSION  # the expectation outranks the baseline: it is the documented truth
+            if after == Outcome.MISSING:
+                kind = ChangeKind.MISSING
             if kind:
-                changes[(variant_id, cell_id)] = Change(kind, variant_id, cell_id, before, after, entry.get("message", ""))
+                changes[(variant_id, cell_id)] = Change(kind, variant_id, cell_id, before, str(after), entry.get("message", ""))
     listed = list(changes.values())
     if baseline is not None:
         old_cells = {c["id"] for c in baseline.get("cells", [])}
         listed += [
-            Change("new-cell", "", c["id"], None, "", "not in the baseline") for c in current.get("cells", []) if c["id"] not in old_cells
+            Change(ChangeKind.NEW_CELL, "", c["id"], None, "", "not in the baseline")
+            for c in current.get("cells", [])
+            if c["id"] not in old_cells
         ]
         listed += [
-            Change("new-variant", v["id"], "", None, "", "not in the baseline") for v in current.get("variants", []) if v["id"] not in old
+            Change(ChangeKind.NEW_VARIANT, v["id"], "", None, "", "not in the baseline")
+            for v in current.get("variants", [])
+            if v["id"] not in old
         ]
-    return sorted(listed, key=lambda c: (SEVERITY.index(c.kind), c.variant_id, c.cell_id))
+    return sorted(listed, key=lambda c: (c.kind.severity, c.variant_id, c.cell_id))
 
 
 def summary_lines(changes: list[Change]) -> list[str]:
-    """One line per regression, for the CLI and CI logs."""
+    """One line per failing change (missing result, regression), for the CLI and CI logs."""
     lines = []
     for c in changes:
-        if c.kind != "regression":
+        if c.kind not in FAILING:
             continue
         first = c.message.strip().splitlines()[0] if c.message.strip() else ""
+        if c.kind is ChangeKind.MISSING:
+            lines.append(f"MISSING {c.variant_id} in {c.cell_id}: {first}")
+            continue
         # A regression already in the baseline still fails the run; say what was expected, not "reproduced -> reproduced".
         was = c.before if c.before not in (None, c.after) else "expected fixed"
-        lines.append(f"{c.variant_id} in {c.cell_id}: {was} -> {c.after}: {first}")
+        lines.append(f"REGRESSION {c.variant_id} in {c.cell_id}: {was} -> {c.after}: {first}")
     return lines

@@ -4,11 +4,14 @@ The document is the single input of every renderer and of the baseline diff,
 so it is also what ``reports/baseline.json`` holds::
 
     {
-      "schema": "bugmatrix.compat/1",
+      "schema": "bugmatrix.compat/2",
       "generated": ISO-8601, "commit": "abc1234-dirty", "profile": "smoke",
       "environments": [{"platform", "gpu", "cuda": [...], "python": [...], "cells": [...]}],
+      "axes": [{"name", "prefix"}],        # display order (from the plan, else the run files)
       "cells": [{"id", "pins" (as requested), "environment" (as observed),
-                 "install": {"status", "reason"}, "started", "finished", "duration_s"}],
+                 "install": {"status", "reason"}, "started", "finished", "duration_s",
+                 "complete", "deselected_by"}],
+      "stale": [variant ids recorded by a run but not planned (a renamed or removed variant)],
       "variants": [{"id", "case", "variant", "device", "kind", "workaround_for", "evidence"}],
       "results": {variant id: {cell id: {"outcome", "verdict", "expected", "message",
                                          "log", "duration_s", "workarounds": [...]}}}
@@ -19,6 +22,11 @@ same case and device that are ``fixed`` in that very cell: what a maintainer
 wants next to a red box. A cell whose install failed ran nothing, so every
 known variant gets an ``install-failed`` entry carrying the install reason;
 the table then says why the column is empty instead of showing holes.
+
+Given the plan, every planned (variant, cell) pair that no run recorded is an
+entry with outcome ``missing`` saying why (no run file; the run stopped after
+n of m), except variants the run's own ``-k``/``-m`` deselected on purpose.
+A run whose pins disagree with the plan's for its cell is refused.
 """
 
 from __future__ import annotations
@@ -28,14 +36,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bugmatrix.errors import BugmatrixError
-from bugmatrix.runfile import RunRecord, VariantRecord
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.cell.runfile import RunRecord, VariantRecord
 
-__all__ = ["COMPAT_SCHEMA", "load_compat", "merge_runs"]
+__all__ = ["COMPAT_SCHEMA", "load_compat", "merge_runs", "version_order"]
 
-COMPAT_SCHEMA = "bugmatrix.compat/1"
-#: Core and framework rows come first: the bug before the ways around it.
-KIND_ORDER = {"core": 0, "framework": 1, "workaround": 2, "": 3}
+COMPAT_SCHEMA = "bugmatrix.compat/2"
+OLD_COMPAT_SCHEMAS = ("bugmatrix.compat/1",)
 #: The tail of a log is where the error is; 2 kB per entry keeps a 1,000-cell report small.
 LOG_LIMIT = 2000
 #: Interpreter paths differ per machine and say nothing about compatibility.
@@ -59,6 +67,8 @@ def _cell(run: RunRecord) -> dict[str, Any]:
         "started": run.started,
         "finished": run.finished,
         "duration_s": _duration(run),
+        "complete": run.complete,
+        "deselected_by": run.deselected_by,
     }
 
 
@@ -90,13 +100,82 @@ def _entry(record: VariantRecord) -> dict[str, Any]:
         "expected": record.expected,
         "message": record.message,
         "log": record.log[-LOG_LIMIT:],
+        "leaked": list(record.leaked),
         "duration_s": record.duration_s,
         "workarounds": [],
     }
 
 
-def merge_runs(runs: list[RunRecord], *, profile: str, commit: str, generated: str) -> dict[str, Any]:
-    """One compat document from many run files; cells keep the order given (the plan's)."""
+def _parse_id(variant_id: str) -> dict[str, Any]:
+    """What a variant id alone says (``case::name[tag]``), for a planned variant no run recorded."""
+    case, _, rest = variant_id.partition("::")
+    name, _, tag = rest.rstrip("]").partition("[")
+    return {"id": variant_id, "case": case, "variant": name, "device": tag.partition("-")[0], "kind": None,
+            "workaround_for": None, "counterpart": None, "evidence": ""}  # fmt: skip
+
+
+def _check_against_plan(runs: list[RunRecord], plan: dict[str, Any]) -> None:
+    planned = {c["id"]: c for c in plan["cells"]}
+    for run in runs:
+        cell = planned.get(run.cell)
+        if cell is not None and {k: str(v) for k, v in cell["pins"].items()} != run.pins:
+            msg = f"run file of {run.cell}: pins {run.pins} differ from the plan's {cell['pins']}; re-run the cell with this plan"
+            raise BugmatrixError(msg)
+
+
+def _missing(runs: list[RunRecord], plan: dict[str, Any], results: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Add a ``missing`` entry for each planned result no run holds; returns the variant ids involved."""
+    by_cell = {run.cell: run for run in runs}
+    involved = []
+    for cell in plan["cells"]:
+        run = by_cell.get(cell["id"])
+        if run is not None and run.install.get("status") == "failed":
+            continue  # install-failed entries already stand for every variant
+        for variant_id in cell["variants"]:
+            if cell["id"] in results.get(variant_id, {}):
+                continue
+            if run is not None and run.deselected_by and variant_id not in run.selected:
+                continue  # the user narrowed this run on purpose (-k/-m); the run file says so
+            if run is None:
+                why = "no run file for this cell: its job did not run, or its run file was lost"
+            else:
+                why = f"the run recorded {len(run.results)} of {len(cell['variants'])} planned variants" + (
+                    "" if run.complete else " and never completed (killed or crashed mid-run)"
+                )
+            results.setdefault(variant_id, {})[cell["id"]] = {
+                "outcome": Outcome.MISSING, "verdict": Verdict.NOT_RUN, "expected": None, "message": why,
+                "log": "", "duration_s": 0.0, "workarounds": [], "leaked": [],
+            }  # fmt: skip
+            involved.append(variant_id)
+    return involved
+
+
+def _axes(runs: list[RunRecord], plan: dict[str, Any] | None) -> list[dict[str, str]]:
+    """Axis names, order and short names: the plan's; else read back from the cell ids, which are built from them.
+
+    ``py311-torch2.5.1-pl2.0.3`` says the order (python, torch, lightning) and
+    the prefixes (py, torch, pl) of its pins, so no table of axes is needed here.
+    """
+    if plan is not None:
+        return list(plan["axes"])
+    found: dict[str, tuple[int, str]] = {}
+    for run in runs:
+        parts = run.cell.split("-")
+        for axis, version in run.pins.items():
+            for position, part in enumerate(parts):
+                for text in (version, version.replace(".", "")):
+                    if part.endswith(text) and len(part) > len(text):
+                        found.setdefault(axis, (position, part[: -len(text)]))
+                        break
+                else:
+                    continue
+                break
+            found.setdefault(axis, (len(parts), axis))
+    return [{"name": a, "prefix": prefix} for a, (_, prefix) in sorted(found.items(), key=lambda item: (item[1][0], item[0]))]
+
+
+def merge_runs(runs: list[RunRecord], *, profile: str, commit: str, generated: str, plan: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One compat document from many run files; cells in the plan's order, else in the order given."""
     seen: set[str] = set()
     for run in runs:
         if run.cell in seen:
@@ -104,6 +183,10 @@ def merge_runs(runs: list[RunRecord], *, profile: str, commit: str, generated: s
             msg = f"cell {run.cell!r} appears in two run files; delete the stale one from the runs directory and re-run the report"
             raise BugmatrixError(msg)
         seen.add(run.cell)
+    if plan is not None:
+        _check_against_plan(runs, plan)
+        order = {"system": -1} | {c["id"]: i for i, c in enumerate(plan["cells"])}
+        runs = sorted(runs, key=lambda r: (order.get(r.cell, len(order)), r.cell))
 
     variants: dict[str, dict[str, Any]] = {}
     results: dict[str, dict[str, dict[str, Any]]] = {}
@@ -111,7 +194,8 @@ def merge_runs(runs: list[RunRecord], *, profile: str, commit: str, generated: s
         for record in run.results:
             known = variants.setdefault(record.id, {
                 "id": record.id, "case": record.case, "variant": record.variant, "device": record.device,
-                "kind": record.kind, "workaround_for": record.workaround_for, "evidence": record.evidence,
+                "kind": record.kind, "workaround_for": record.workaround_for, "counterpart": record.counterpart,
+                "evidence": record.evidence,
             })  # fmt: skip
             if not known["kind"] and record.kind:  # a crashed record knows no kind; another cell does
                 known.update(kind=record.kind, workaround_for=record.workaround_for, evidence=record.evidence)
@@ -119,23 +203,57 @@ def merge_runs(runs: list[RunRecord], *, profile: str, commit: str, generated: s
     for run in runs:
         if run.install.get("status") == "failed":
             reason = run.install.get("reason", "")
-            for variant_id in variants:
-                results[variant_id][run.cell] = {
-                    "outcome": "install-failed", "verdict": "not-run", "expected": None,
-                    "message": reason, "log": "", "duration_s": 0.0, "workarounds": [],
+            planned = next((c["variants"] for c in (plan or {}).get("cells", []) if c["id"] == run.cell), variants)
+            for variant_id in planned:
+                variants.setdefault(variant_id, _parse_id(variant_id))
+                results.setdefault(variant_id, {})[run.cell] = {
+                    "outcome": Outcome.INSTALL_FAILED, "verdict": Verdict.NOT_RUN, "expected": None,
+                    "message": reason, "log": "", "duration_s": 0.0, "workarounds": [], "leaked": [],
                 }  # fmt: skip
-    ordered = sorted(variants.values(), key=lambda v: (v["case"], KIND_ORDER.get(v["kind"], 3), v["variant"], v["device"]))
+    stale: list[str] = []
+    cells = [_cell(run) for run in runs]
+    if plan is not None:
+        for variant_id in _missing(runs, plan, results):
+            variants.setdefault(variant_id, _parse_id(variant_id))
+        planned_ids = {v for c in plan["cells"] for v in c["variants"]}
+        stale = sorted(v for v in variants if v not in planned_ids and any(c != "system" for c in results.get(v, {})))
+        ran = {run.cell for run in runs}
+        cells += [_unrun_cell(c) for c in plan["cells"] if c["id"] not in ran]
+    ordered = sorted(variants.values(), key=lambda v: (v["case"], Kind(v["kind"]).order if v["kind"] else 9, v["variant"], v["device"]))
     _attach_workarounds(ordered, results)
     return {
         "schema": COMPAT_SCHEMA,
         "generated": generated,
         "commit": commit,
         "profile": profile,
+        "axes": _axes(runs, plan),
         "environments": _environments(runs),
-        "cells": [_cell(run) for run in runs],
+        "cells": cells,
         "variants": ordered,
         "results": results,
+        "stale": stale,
     }
+
+
+def _unrun_cell(cell: dict[str, Any]) -> dict[str, Any]:
+    """A planned cell without a run file: a column that says so."""
+    return {
+        "id": cell["id"], "pins": dict(cell["pins"]), "environment": {}, "install": {"status": "missing", "reason": "no run file"},
+        "started": "", "finished": "", "duration_s": None, "complete": False, "deselected_by": "",
+    }  # fmt: skip
+
+
+def version_order(run: RunRecord) -> tuple:
+    """Sort key without a plan: the system cell first, then by the pins' versions (2.5.1 before 2.10.0)."""
+    from packaging.version import InvalidVersion, Version
+
+    key = []
+    for axis in run.axes or sorted(run.pins):
+        try:
+            key.append(Version(run.pins.get(axis, "0")))
+        except InvalidVersion:
+            key.append(Version("0"))
+    return (run.cell != "system", tuple(key), run.cell)
 
 
 def _attach_workarounds(variants: list[dict[str, Any]], results: dict[str, dict[str, dict[str, Any]]]) -> None:
@@ -149,7 +267,7 @@ def _attach_workarounds(variants: list[dict[str, Any]], results: dict[str, dict[
         if not candidates:
             continue
         for cell, entry in results.get(variant["id"], {}).items():
-            if entry["outcome"] == "reproduced":
+            if entry["outcome"] == Outcome.REPRODUCED:
                 entry["workarounds"] = [
                     w["variant"] for w in candidates if results.get(w["id"], {}).get(cell, {}).get("outcome") == "fixed"
                 ]
@@ -163,7 +281,7 @@ def load_compat(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         msg = f"{path}: unreadable compat file ({exc}); {fix}"
         raise BugmatrixError(msg) from exc
-    if not isinstance(data, dict) or data.get("schema") != COMPAT_SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") not in (COMPAT_SCHEMA, *OLD_COMPAT_SCHEMAS):
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         msg = f"{path}: schema {found!r} is not {COMPAT_SCHEMA!r}; {fix}"
         raise BugmatrixError(msg)

@@ -20,7 +20,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
-from bugmatrix.report import AXIS_SHORT, FLAGGED_VERDICTS, SYMBOLS, axes_of, label, split_axes
+from bugmatrix.report import OUTCOMES, axes_of, is_flagged, label, short, split_axes
 from bugmatrix.report.diff import INFORMATIONAL, Change
 
 __all__ = ["render_html"]
@@ -58,7 +58,7 @@ def _linkify(text: str) -> Markup:
 
 
 def _cells(compat: dict[str, Any]) -> list[dict[str, Any]]:
-    varying, _ = split_axes(compat["cells"])
+    varying, _ = split_axes(compat)
     cells = []
     for cell in compat["cells"]:
         pins = cell.get("pins") or {}
@@ -66,7 +66,7 @@ def _cells(compat: dict[str, Any]) -> list[dict[str, Any]]:
         observed = ", ".join(f"{k} {env[k]}" for k in ("python", "torch", "cuda", "lightning", "transformers") if env.get(k))
         cells.append({
             "id": cell["id"],
-            "label": " · ".join(f"{AXIS_SHORT.get(a, a)} {pins[a]}" for a in varying if a in pins) or cell["id"],
+            "label": " · ".join(f"{short(compat, a)} {pins[a]}" for a in varying if a in pins) or cell["id"],
             "pins": [(_attr_name(a), str(v)) for a, v in pins.items()],
             "title": f"{cell['id']} — observed: {observed or 'nothing (not installed)'}",
             "failed": (cell.get("install") or {}).get("status") == "failed",
@@ -130,13 +130,13 @@ def _entry(esc: _Escaped, case: str, cell_id: str, entry: dict[str, Any] | None,
         return _Entry(_td_attrs(esc, "na", "", case, cell_id))
     outcome, verdict = entry["outcome"], entry.get("verdict") or ""
     # Outlined: differs from its expectation, or is listed under "Changes since baseline".
-    cls = f"o-{outcome}" + (" flag" if verdict in FLAGGED_VERDICTS or anchor else "")
+    cls = f"o-{outcome}" + (" flag" if is_flagged(verdict) or anchor else "")
     duration = entry.get("duration_s")
     message, log = entry.get("message") or "(no message recorded)", entry.get("log") or ""
     return _Entry(
         attrs=_td_attrs(esc, cls, outcome, case, cell_id, anchor),
         outcome=outcome,
-        summary=label(outcome) + (f" ({verdict})" if verdict in FLAGGED_VERDICTS or verdict == "new" else ""),
+        summary=label(outcome) + (f" ({verdict})" if is_flagged(verdict) or verdict == "new" else ""),
         works=_short_list(entry.get("workarounds") or []),
         works_all=", ".join(entry.get("workarounds") or []),
         note=f"expected: {entry.get('expected') or '— (no expectation covers this version)'} · verdict {verdict or '—'}"
@@ -176,7 +176,7 @@ def render_html(compat: dict[str, Any], changes: list[Change]) -> str:
     # Listed changes link to their table entry; ids only where needed keeps the page small.
     anchors = {(c.variant_id, c.cell_id): f"e{i}" for i, c in enumerate(shown[:CHANGE_LIMIT])}
     cells = _cells(compat)
-    _, shared = split_axes(compat["cells"])
+    _, shared = split_axes(compat)
     return _ENV.get_template("index.html.j2").render(
         compat=compat,
         cells=cells,
@@ -184,9 +184,9 @@ def render_html(compat: dict[str, Any], changes: list[Change]) -> str:
         changes=[(c, anchors.get((c.variant_id, c.cell_id), "")) for c in shown[:CHANGE_LIMIT]],
         hidden_changes=max(0, len(shown) - CHANGE_LIMIT),
         informational=len(changes) - len(shown),
-        legend=[(o, label(o)) for o in SYMBOLS],
-        axes=[(_attr_name(a), a) for a in axes_of(compat["cells"])],
-        shared=", ".join(f"{AXIS_SHORT.get(a, a)} {v}" for a, v in shared.items()),
+        legend=[(o, label(o)) for o in OUTCOMES],
+        axes=[(_attr_name(a), a) for a in axes_of(compat)],
+        shared=", ".join(f"{short(compat, a)} {v}" for a, v in shared.items()),
         environments=compat.get("environments", []),
         evidence=_evidence(compat),
     )

@@ -15,8 +15,11 @@ import re
 from collections import Counter
 from typing import Any
 
-from bugmatrix.report import AXIS_SHORT, FLAGGED_VERDICTS, SYMBOLS, label, split_axes
-from bugmatrix.report.diff import INFORMATIONAL, Change
+from bugmatrix.report import OUTCOMES, is_flagged, label, short, split_axes
+from bugmatrix.report.diff import INFORMATIONAL, Change, ChangeKind
+
+#: Kinds that usually hit a whole cell at once: one line per cell, not one per variant.
+PER_CELL = frozenset({ChangeKind.MISSING, ChangeKind.NO_LONGER_INSTALLS})
 
 __all__ = ["change_lines", "code", "escape_md", "render_markdown", "render_step_summary"]
 
@@ -28,7 +31,7 @@ _PLAIN_ID = re.compile(r"[\w.:+\-\[\]/=, ]+")
 SUMMARY_CHANGE_LIMIT = 30
 MESSAGE_CHARS = 200
 #: Outcomes of a variant that did not run at all.
-DID_NOT_RUN = frozenset({"skipped", "install-failed"})
+DID_NOT_RUN = frozenset({"skipped", "install-failed", "missing"})
 
 
 def escape_md(text: object) -> str:
@@ -53,7 +56,7 @@ def _entry(entry: dict[str, Any] | None) -> str:
         return "·"  # the variant was not part of this cell's run (e.g. selected out with -k)
     text = label(entry["outcome"])
     verdict = entry.get("verdict")
-    if verdict in FLAGGED_VERDICTS:
+    if is_flagged(verdict):
         text = f"**{text}** ({verdict})"
     elif verdict == "new":
         text += " (new)"
@@ -63,9 +66,9 @@ def _entry(entry: dict[str, Any] | None) -> str:
 
 
 def _bullet(item: Change | list[Change]) -> str:
-    if isinstance(item, list):  # every variant of one cell that no longer installs
+    if isinstance(item, list):  # every variant of one cell that is missing or no longer installs
         first = item[0]
-        return f"- **no-longer-installs**: {code(first.cell_id)} ({len(item)} variants) — {escape_md(first.message[:MESSAGE_CHARS])}"
+        return f"- **{first.kind}**: {code(first.cell_id)} ({len(item)} variants) — {escape_md(first.message[:MESSAGE_CHARS])}"
     return (
         f"- **{item.kind}**: {code(item.variant_id)} in {code(item.cell_id)}: {escape_md(item.before or '—')} → {escape_md(item.after)}"
         f" — {escape_md(item.message[:MESSAGE_CHARS])}"
@@ -73,19 +76,19 @@ def _bullet(item: Change | list[Change]) -> str:
 
 
 def change_lines(changes: list[Change], limit: int | None = None) -> list[str]:
-    """Markdown bullets, most severe first; an uninstallable cell is one line, not one per variant."""
+    """Markdown bullets, most severe first; a missing or uninstallable cell is one line, not one per variant."""
     items: list[Change | list[Change]] = []
-    broken_cells: dict[str, list[Change]] = {}
+    per_cell: dict[tuple[str, str], list[Change]] = {}
     for c in changes:
         if c.kind in INFORMATIONAL:
             continue
-        if c.kind != "no-longer-installs":
+        if c.kind not in PER_CELL:
             items.append(c)
-        elif c.cell_id in broken_cells:
-            broken_cells[c.cell_id].append(c)
+        elif (c.kind, c.cell_id) in per_cell:
+            per_cell[(c.kind, c.cell_id)].append(c)
         else:
-            broken_cells[c.cell_id] = [c]
-            items.append(broken_cells[c.cell_id])  # the group keeps the severity slot of its first change
+            per_cell[(c.kind, c.cell_id)] = [c]
+            items.append(per_cell[(c.kind, c.cell_id)])  # the group keeps the severity slot of its first change
     lines = [_bullet(item) for item in items]
     if limit is not None and len(lines) > limit:
         lines = [*lines[:limit], f"- … and {len(lines) - limit} more (see compat.md or index.html)"]
@@ -93,7 +96,7 @@ def change_lines(changes: list[Change], limit: int | None = None) -> list[str]:
 
 
 def _column_groups(
-    columns: list[dict[str, Any]], ran: list[dict[str, Any]], results: dict[str, Any], varying: list[str]
+    compat: dict[str, Any], columns: list[dict[str, Any]], ran: list[dict[str, Any]], results: dict[str, Any], varying: list[str]
 ) -> list[tuple[str, list[str]]]:
     """(heading, one entry per row) for each column of a case's table.
 
@@ -122,7 +125,7 @@ def _column_groups(
         for a in varying:
             values = [str(c["pins"][a]) for c in cells] if a == axis else [str(pins[a])] if a in pins else []
             if values:
-                parts.append(f"{AXIS_SHORT.get(a, a)} {', '.join(values)}")
+                parts.append(f"{short(compat, a)} {', '.join(values)}")
         headings.append((escape_md(" · ".join(parts) or ", ".join(c["id"] for c in cells)), entries))
     return headings
 
@@ -130,7 +133,7 @@ def _column_groups(
 def _changes_section(changes: list[Change], limit: int | None = None) -> list[str]:
     lines = ["## Changes since baseline", "", *change_lines(changes, limit)]
     if len(lines) == 2:
-        lines.append("No regressions, new failure modes, install failures or unexpected fixes.")
+        lines.append("No missing results, regressions, new failure modes, install failures or unexpected fixes.")
     informational = sum(1 for c in changes if c.kind in INFORMATIONAL)
     if informational:
         lines.append(f"\n{informational} new cell(s)/variant(s) not in the baseline.")
@@ -150,7 +153,7 @@ def _environment_line(compat: dict[str, Any]) -> str:
 def render_markdown(compat: dict[str, Any], changes: list[Change]) -> str:
     """The full compat.md: header, changes since the baseline, then one table per case."""
     cells = compat["cells"]
-    varying, shared = split_axes(cells)
+    varying, shared = split_axes(compat)
     lines = [
         "# bugmatrix compatibility report",
         "",
@@ -158,13 +161,13 @@ def render_markdown(compat: dict[str, Any], changes: list[Change]) -> str:
         "",
         _environment_line(compat),
         "",
-        "Legend: " + ", ".join(label(o) for o in SYMBOLS) + ", · not in this cell's run."
+        "Legend: " + ", ".join(label(o) for o in OUTCOMES) + ", · not in this cell's run."
         " *works:* the workaround variants that are fixed in that same cell.",
         "",
         *_changes_section(changes),
     ]
     if shared:
-        lines += ["Every cell pins " + escape_md(", ".join(f"{AXIS_SHORT.get(a, a)} {v}" for a, v in shared.items())) + ".", ""]
+        lines += ["Every cell pins " + escape_md(", ".join(f"{short(compat, a)} {v}" for a, v in shared.items())) + ".", ""]
     by_case: dict[str, list[dict[str, Any]]] = {}
     for variant in compat["variants"]:
         by_case.setdefault(variant["case"], []).append(variant)
@@ -176,7 +179,7 @@ def render_markdown(compat: dict[str, Any], changes: list[Change]) -> str:
         if not ran:
             lines += ["No variant ran in any cell: skipped everywhere, or no cell installed (see the HTML report for the reasons).", ""]
             continue
-        groups = _column_groups(columns, ran, compat["results"], varying)
+        groups = _column_groups(compat, columns, ran, compat["results"], varying)
         lines.append("| variant | " + " | ".join(heading for heading, _ in groups) + " |")
         lines.append("|---" * (len(groups) + 1) + "|")
         for i, v in enumerate(ran):
@@ -202,7 +205,7 @@ def render_step_summary(compat: dict[str, Any], changes: list[Change]) -> str:
         "## Outcomes per case",
         "",
     ]
-    outcomes = list(SYMBOLS)
+    outcomes = list(OUTCOMES)
     lines.append("| case | " + " | ".join(label(o) for o in outcomes) + " |")
     lines.append("|---" * (len(outcomes) + 1) + "|")
     counts: dict[str, Counter[str]] = {}

@@ -3,7 +3,9 @@
 A variant either raises or returns its positive checks. :func:`classify_outcome`
 turns that into exactly one :class:`Outcome`; :func:`judge` compares it to the
 expectation and names the verdict a maintainer cares about (regression,
-unexpected fix, new failure mode, new version). Nothing here imports torch.
+unexpected fix, new failure mode, new version). Symbols and labels are
+properties of the enums, so every renderer writes an outcome the same way and
+adding one is an edit here only. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -14,17 +16,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = [
+    "LOG_LIMIT",
+    "MESSAGE_LIMIT",
     "Classified",
+    "Kind",
     "Outcome",
     "Signature",
     "Verdict",
     "classify_outcome",
     "excerpt",
     "judge",
+    "tail",
 ]
 
-#: Longest message kept in a run file; enough for an error line plus context.
+#: Longest message kept in a run file: the error line plus context. Longer ones say how much was cut.
 MESSAGE_LIMIT = 600
+#: Longest log (traceback) kept per variant; the tail is kept, where the error is.
+LOG_LIMIT = 3000
 
 
 class Outcome(str, enum.Enum):
@@ -37,6 +45,37 @@ class Outcome(str, enum.Enum):
     CRASHED = "crashed"
     TIMEOUT = "timeout"
     INSTALL_FAILED = "install-failed"
+    MISSING = "missing"  # planned, but no run recorded it: never written by a cell, only by the report
+
+    @property
+    def symbol(self) -> str:
+        """A symbol that works without colour (the report never relies on colour alone)."""
+        return _SYMBOLS[self]
+
+    @property
+    def label(self) -> str:
+        """``✗ reproduced``: the form every rendered table uses."""
+        return f"{self.symbol} {self.value}"
+
+    @property
+    def ran(self) -> bool:
+        """False for outcomes of a variant that did not run at all."""
+        return self not in (Outcome.SKIPPED, Outcome.INSTALL_FAILED, Outcome.MISSING)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_SYMBOLS = {
+    Outcome.REPRODUCED: "✗",
+    Outcome.FIXED: "✓",
+    Outcome.DIFFERENT: "≠",
+    Outcome.SKIPPED: "–",
+    Outcome.CRASHED: "‼",
+    Outcome.TIMEOUT: "∞",
+    Outcome.INSTALL_FAILED: "⚠",
+    Outcome.MISSING: "?",
+}
 
 
 class Verdict(str, enum.Enum):
@@ -48,6 +87,31 @@ class Verdict(str, enum.Enum):
     NEW_FAILURE_MODE = "new-failure-mode"  # failed another way, crashed or hung
     NEW = "new"  # no expectation covers this environment: recorded, not judged
     NOT_RUN = "not-run"  # skipped or not installable: nothing to judge
+
+    @property
+    def flagged(self) -> bool:
+        """A verdict a maintainer must look at: renderers mark it beyond the symbol."""
+        return self in (Verdict.REGRESSION, Verdict.UNEXPECTED_FIX, Verdict.NEW_FAILURE_MODE)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Kind(str, enum.Enum):
+    """What a variant is to its case."""
+
+    CORE = "core"  # the smallest plain-torch program
+    FRAMEWORK = "framework"  # the seed's own setup (Lightning Trainer, transformers)
+    WORKAROUND = "workaround"  # a documented way around a core/framework variant
+    UPSTREAM = "upstream"  # upstream's own reproduction or regression test, adapted
+
+    @property
+    def order(self) -> int:
+        """Display order: the bug, then upstream's evidence, then the ways around it."""
+        return (Kind.CORE, Kind.FRAMEWORK, Kind.UPSTREAM, Kind.WORKAROUND).index(self)
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -84,9 +148,20 @@ class Classified:
 
 
 def excerpt(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    """Keep the head of a long message; the first lines carry the error."""
+    """The head of a long message (the first lines carry the error), saying how much was cut."""
     text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    marker = f" … [{len(text) - limit:,} characters cut]"
+    return text[: max(0, limit - len(marker))] + marker
+
+
+def tail(text: str, limit: int = LOG_LIMIT) -> str:
+    """The tail of a long log (a traceback ends with the error), saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    marker = f"[{len(text) - limit:,} characters cut] … "
+    return marker + text[-(limit - len(marker)) :]
 
 
 def classify_outcome(
@@ -110,12 +185,12 @@ def classify_outcome(
     failed = [name for name, ok in checks.items() if not ok]
     if failed:
         return Classified(Outcome.DIFFERENT, excerpt("check failed: " + "; ".join(failed)))
-    return Classified(Outcome.FIXED, "checks held: " + "; ".join(checks))
+    return Classified(Outcome.FIXED, excerpt("checks held: " + "; ".join(checks)))
 
 
 def judge(observed: Outcome, expected: Outcome | None) -> Verdict:
     """Name the difference between what happened and what was declared."""
-    if observed in (Outcome.SKIPPED, Outcome.INSTALL_FAILED):
+    if not observed.ran:
         return Verdict.NOT_RUN
     if expected is None:
         return Verdict.NEW

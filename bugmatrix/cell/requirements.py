@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 
-from bugmatrix.case import Variant
-from bugmatrix.versions import base_version
+from bugmatrix.cell.case import Variant
+from bugmatrix.cell.versions import base_version
 
 __all__ = ["resolve_attribute", "unmet_requirements"]
 
@@ -38,7 +38,7 @@ def unmet_requirements(variant: Variant, versions: Mapping[str, str]) -> list[st
     reasons = [f"needs {axis} (not installed here)" for axis in variant.axes if axis not in versions]
     if reasons:
         return reasons
-    torch_version = versions["torch"]
+    torch_version = versions.get("torch", "(not installed)")
     if variant.device == "cuda":
         import torch
 

@@ -2,8 +2,9 @@
 
 Design notes (why it is built this way):
 
-* Case modules hold no test boilerplate: :class:`CaseFile` finds the ``Case``
-  objects and yields one :class:`VariantItem` per variant and device.
+* Case modules hold no test boilerplate: :class:`CaseFile` finds the module's
+  ``Case`` (validated by :func:`~bugmatrix.cell.case.case_of_module`, the same
+  check the planner's loader applies) and yields one item per declaration.
 * A variant's outcome is computed in the process that ran it and attached to
   the report as a user property. The run file is written by the *controlling*
   process only (the xdist controller, or pytest itself without xdist), from
@@ -13,44 +14,53 @@ Design notes (why it is built this way):
 * A per-variant timeout (SIGALRM, main thread, as pytest-timeout's signal
   method) turns a hang into ``timeout``; the exception derives from
   BaseException so a variant's own ``except Exception`` cannot swallow it.
+  Any other BaseException a variant raises (KeyboardInterrupt, SystemExit) is
+  that variant's result, never the end of the cell.
+* Global state is captured before and restored after every variant
+  (:mod:`~bugmatrix.cell.isolation`); what a variant leaked is recorded on it.
 * The run file is rewritten atomically after every result, so an interrupted
-  run keeps everything recorded so far, and ``--bugmatrix-resume`` skips what
-  a previous, interrupted run of the same cell already recorded.
+  run keeps everything recorded so far, says ``complete: false``, and
+  ``--bugmatrix-resume`` skips what it already recorded.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import importlib.util
+import json
 import random
 import re
 import signal
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bugmatrix.case import Case, SkipVariant, Variant
-from bugmatrix.errors import BugmatrixError
-from bugmatrix.outcomes import Classified, Outcome, Verdict, classify_outcome, excerpt, judge
-from bugmatrix.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
+from bugmatrix.cell.axes import installed_axis_versions, parse_spec, set_active_spec, spec_from_matrix_file
+from bugmatrix.cell.case import Case, SkipVariant, Variant, case_of_module
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.isolation import capture
+from bugmatrix.cell.outcomes import Classified, Outcome, Verdict, classify_outcome, excerpt, judge, tail
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
 
-__all__ = ["CaseFile", "VariantItem"]
+__all__ = ["CaseFile", "VariantItem", "variant_id_of_node"]
 
 RUN_FILE_DESC = "write the run file here (default: reports/runs/<cell>.json when cases ran)"
 CELL_DESC = "cell id recorded in the run file (default: system, the current environment as it is)"
 PINS_DESC = "the cell's requested pins as axis=version,... (recorded as requested)"
 AXES_DESC = "run only variants whose axes are all among these (comma-separated); a matrix cell passes its pinned axes"
+AXIS_SPEC_DESC = "JSON: axis -> [[distribution, module], ...] (written by bugmatrix.cellrun; default: read matrix.toml)"
 TIMEOUT_DESC = "per-variant timeout in seconds; a variant still running then is recorded as timeout"
 RESUME_DESC = "keep the results already in the run file and skip those variants (resume an interrupted run)"
 
 PROPERTY = "bugmatrix"
 DEFAULT_TIMEOUT = 300.0
-CASE_NODE = re.compile(r"(?:^|/)cases/(?P<case>[^/]+)\.py::(?P<name>[^\[]+)\[(?P<device>[^\]]+)\]")
+CASE_NODE = re.compile(r"(?:^|/)(?P<case>[^/]+)\.py::(?P<name>[^\[]+)\[(?P<tag>[^\]]+)\]$")
+HARNESS_ROOT = Path(__file__).resolve().parents[2]
 
 STATE_KEY = pytest.StashKey["RunState"]()
 VARIANT_KEY = pytest.StashKey[Variant]()
@@ -70,9 +80,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bugmatrix-cell", default=None, help=CELL_DESC)
     group.addoption("--bugmatrix-pins", default="", help=PINS_DESC)
     group.addoption("--bugmatrix-axes", default=None, help=AXES_DESC)
+    group.addoption("--bugmatrix-axis-spec", default=None, help=AXIS_SPEC_DESC)
     group.addoption("--bugmatrix-timeout", type=float, default=None, help=TIMEOUT_DESC)
     group.addoption("--bugmatrix-resume", action="store_true", help=RESUME_DESC)
     parser.addini("bugmatrix_timeout", TIMEOUT_DESC, default=str(DEFAULT_TIMEOUT))
+
+
+def variant_id_of_node(nodeid: str) -> str | None:
+    """``cases/autocast_cache.py::core[cpu]`` -> ``autocast_cache::core[cpu]`` (the file name is the case id)."""
+    match = CASE_NODE.search(nodeid)
+    return f"{match['case']}::{match['name']}[{match['tag']}]" if match else None
 
 
 class RunState:
@@ -83,9 +100,12 @@ class RunState:
         run_file = config.getoption("--bugmatrix-run-file")
         self.path = Path(run_file) if run_file else Path(config.rootpath, "reports", "runs", f"{self.cell}.json")
         self.pins = parse_pins(config.getoption("--bugmatrix-pins"))
+        keyword, marks = config.getoption("keyword", ""), config.getoption("markexpr", "")
+        self.deselected_by = " ".join(p for p in (f"-k {keyword}" if keyword else "", f"-m {marks}" if marks else "") if p)
         self.started = now()
         self.results: dict[str, VariantRecord] = {}
         self.previous: dict[str, VariantRecord] = {}
+        self.selected: set[str] = set()
         self.environment: dict[str, Any] | None = None
         if config.getoption("--bugmatrix-resume") and self.path.exists():
             try:
@@ -99,27 +119,31 @@ class RunState:
 
     def write(self, finished: str) -> None:
         if self.environment is None:
-            from bugmatrix.environment import observe_environment
+            from bugmatrix.cell.environment import observe_environment
 
             self.environment = observe_environment()
         merged = {**self.previous, **self.results}
         run = RunRecord(
             cell=self.cell,
             pins=self.pins,
+            axes=list(self.pins),
             environment=self.environment,
             started=self.started,
             finished=finished,
             results=[merged[k] for k in sorted(merged)],
+            selected=sorted(self.selected | set(self.previous)),
+            deselected_by=self.deselected_by,
+            complete=bool(finished) and self.selected <= set(merged),
         )
         write_json_atomic(self.path, run.to_json())
 
 
 def now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")  # datetime.UTC is 3.11+; cells run 3.10
 
 
 def parse_pins(text: str) -> dict[str, str]:
-    """``torch=2.4.1,lightning=2.0.3`` -> dict; a malformed pair is a usage error."""
+    """``python=3.11,torch=2.4.1`` -> dict (order kept: it is the display order); a malformed pair is a usage error."""
     pins: dict[str, str] = {}
     for pair in filter(None, (p.strip() for p in text.split(","))):
         axis, sep, version = pair.partition("=")
@@ -134,14 +158,31 @@ def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def _configure_axes(config: pytest.Config) -> None:
+    text = config.getoption("--bugmatrix-axis-spec")
+    try:
+        if text:
+            set_active_spec(parse_spec(text))
+            return
+        for root in (Path(config.rootpath), HARNESS_ROOT):
+            if (root / "matrix.toml").exists():
+                set_active_spec(spec_from_matrix_file(root / "matrix.toml"))
+                return
+    except BugmatrixError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    msg = "no axis spec: pass --bugmatrix-axis-spec or run from a checkout with matrix.toml"
+    raise pytest.UsageError(msg)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "bugmatrix_variant: a case variant collected from cases/")
+    _configure_axes(config)
     if not is_worker(config):
         config.stash[STATE_KEY] = RunState(config)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    from bugmatrix.environment import describe_environment, observe_environment
+    from bugmatrix.cell.environment import describe_environment, observe_environment
 
     return "bugmatrix: " + describe_environment(observe_environment())
 
@@ -153,17 +194,19 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 
 class CaseFile(pytest.Module):
-    """A case module: yields one item per declared variant and device."""
+    """A case module: yields one item per declared variant, device and dtype."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        module = self.obj
-        for case in (v for v in vars(module).values() if isinstance(v, Case)):
-            for variant in case.variants:
-                item = VariantItem.from_parent(self, name=f"{variant.name}[{variant.device}]")
-                item.stash[VARIANT_KEY] = variant
-                item.case = case
-                item.add_marker("bugmatrix_variant")
-                yield item
+        try:
+            case = case_of_module(vars(self.obj), self.path.stem, self.path)
+        except BugmatrixError as exc:
+            raise self.CollectError(str(exc)) from None
+        for variant in case.variants:
+            item = VariantItem.from_parent(self, name=f"{variant.name}[{variant.tag}]")
+            item.stash[VARIANT_KEY] = variant
+            item.case = case
+            item.add_marker("bugmatrix_variant")
+            yield item
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -206,14 +249,24 @@ def alarm(seconds: float) -> Iterator[None]:
 
 def seed_everything(seed: int = 0) -> None:
     """Same environment, same outcome: every variant starts from the same seeds."""
-    import torch
-
     random.seed(seed)
-    torch.manual_seed(seed)
-    with contextlib.suppress(ImportError):
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        torch.manual_seed(seed)
+    if importlib.util.find_spec("numpy") is not None:
         import numpy
 
         numpy.random.seed(seed)
+
+
+def _dtype(name: str) -> object:
+    """``torch.<name>`` where torch is installed; the name itself in a torch-free cell."""
+    if importlib.util.find_spec("torch") is None:
+        return name
+    import torch
+
+    return getattr(torch, name)
 
 
 class VariantItem(pytest.Item):
@@ -230,62 +283,59 @@ class VariantItem(pytest.Item):
         return float(value if value is not None else self.config.getini("bugmatrix_timeout"))
 
     def runtest(self) -> None:
-        from bugmatrix.requirements import unmet_requirements
-        from bugmatrix.versions import installed_axis_versions
+        from bugmatrix.cell.requirements import unmet_requirements
 
         variant = self.variant
         versions = {axis: version for axis, (_, version) in installed_axis_versions().items()}
         reasons = unmet_requirements(variant, versions)
         if reasons:
-            self.finish(Classified(Outcome.SKIPPED, "; ".join(reasons)), versions, 0.0, "")
+            self.finish(Classified(Outcome.SKIPPED, "; ".join(reasons)), versions, 0.0, "", [])
             pytest.skip("; ".join(reasons))
-        import torch
-
         seed_everything()
+        snapshot = capture()
         error: BaseException | None = None
         checks = None
+        result: Classified | None = None
         log = ""
         start = time.perf_counter()
         try:
             with alarm(self.timeout()):
-                checks = variant.fn(variant.device, getattr(torch, variant.dtype))
+                checks = variant.fn(variant.device, _dtype(variant.dtype))
         except SkipVariant as exc:
-            self.finish(Classified(Outcome.SKIPPED, str(exc)), versions, time.perf_counter() - start, "")
-            pytest.skip(str(exc))
+            result = Classified(Outcome.SKIPPED, str(exc))
         except VariantTimeout as exc:
             result = Classified(Outcome.TIMEOUT, str(exc))
-            log = "".join(traceback.format_exception(exc))[-3000:]
-            self.finish(result, versions, time.perf_counter() - start, log)
-            return
+            log = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        except pytest.skip.Exception as exc:
+            result = Classified(Outcome.SKIPPED, str(exc.msg))
         except Exception as exc:  # noqa: BLE001 - every failure is data here
             error = exc
-            log = "".join(traceback.format_exception(exc))[-3000:]
-        self.finish(classify_outcome(self.case.signature, error, checks), versions, time.perf_counter() - start, log)
+            log = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt/SystemExit from a variant end that variant only
+            result = Classified(Outcome.DIFFERENT, excerpt(f"the variant raised {type(exc).__name__}: {exc}"))
+            log = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        duration = time.perf_counter() - start
+        leaked = snapshot.restore()
+        self.finish(result or classify_outcome(self.case.signature, error, checks), versions, duration, log, leaked)
 
-    def finish(self, result: Classified, versions: dict[str, str], duration: float, log: str) -> None:
-        """Attach the record to the report; raise if it contradicts the expectation."""
+    def finish(self, result: Classified, versions: dict[str, str], duration: float, log: str, leaked: list[str]) -> None:
+        """Attach the record to the report; raise if it contradicts the expectation (skip if it did not run)."""
         variant = self.variant
         expectation = variant.expectation(versions)
         expected = expectation.outcome if expectation else None
         verdict = judge(result.outcome, expected)
         record = VariantRecord(
-            id=variant.id,
-            case=variant.case_id,
-            variant=variant.name,
-            device=variant.device,
-            kind=variant.kind,
-            workaround_for=variant.workaround_for,
-            outcome=result.outcome.value,
-            expected=expected.value if expected else None,
-            verdict=verdict.value,
-            signature_matched=result.signature_matched,
-            message=result.message,
-            duration_s=round(duration, 3),
-            evidence=expectation.evidence if expectation else "",
-            log=log,
-        )
-        self.user_properties.append((PROPERTY, asdict(record)))
-        if verdict in (Verdict.REGRESSION, Verdict.UNEXPECTED_FIX, Verdict.NEW_FAILURE_MODE):
+            id=variant.id, case=variant.case_id, variant=variant.name, device=variant.device, dtype=variant.dtype,
+            kind=variant.kind, workaround_for=variant.workaround_for, counterpart=variant.counterpart,
+            outcome=result.outcome, expected=expected, verdict=verdict, signature_matched=result.signature_matched,
+            message=result.message, duration_s=round(duration, 3), evidence=expectation.evidence if expectation else "",
+            log=tail(log), leaked=tuple(leaked),
+        )  # fmt: skip
+        # JSON-safe: xdist ships user properties from worker to controller.
+        self.user_properties.append((PROPERTY, json.loads(json.dumps(record.to_json()))))
+        if result.outcome is Outcome.SKIPPED:
+            pytest.skip(result.message)
+        if verdict.flagged:
             msg = f"{verdict.value}: expected {expected.value if expected else '?'}, observed {result.outcome.value}: {result.message}"
             raise VariantMismatch(msg)
 
@@ -309,22 +359,12 @@ def record_from_report(report: pytest.TestReport) -> VariantRecord | None:
     # No record but a failure: the process running it died (xdist reports
     # "worker 'gw0' crashed while running ...") or the harness itself broke.
     text = str(report.longrepr) if report.longrepr else "no report"
-    outcome = Outcome.CRASHED
     return VariantRecord(
-        id=f"{match['case']}::{match['name']}[{match['device']}]",
-        case=match["case"],
-        variant=match["name"],
-        device=match["device"],
-        kind="",
-        workaround_for=None,
-        outcome=outcome.value,
-        expected=None,
-        verdict=Verdict.NEW_FAILURE_MODE.value,
-        signature_matched=False,
-        message=excerpt(text.splitlines()[-1] if text.strip() else text),
-        duration_s=round(report.duration, 3),
-        log=text[-3000:],
-    )
+        id=f"{match['case']}::{match['name']}[{match['tag']}]", case=match["case"], variant=match["name"],
+        device=match["tag"].partition("-")[0], kind=None, workaround_for=None, outcome=Outcome.CRASHED, expected=None,
+        verdict=Verdict.NEW_FAILURE_MODE, signature_matched=False,
+        message=excerpt(text.splitlines()[-1] if text.strip() else text), duration_s=round(report.duration, 3), log=tail(text),
+    )  # fmt: skip
 
 
 @pytest.hookimpl(trylast=True)
@@ -338,6 +378,18 @@ class _Recorder:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
 
+    def _select(self, nodeids: list[str]) -> None:
+        state = self.config.stash.get(STATE_KEY, None)
+        if state is not None:
+            state.selected |= {v for v in map(variant_id_of_node, nodeids) if v}
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._select([item.nodeid for item in session.items])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self._select(ids)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         state = self.config.stash.get(STATE_KEY, None)
         # "call" carries the variant's record; a failed setup/teardown or the
@@ -350,5 +402,5 @@ class _Recorder:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = self.config.stash.get(STATE_KEY, None)
-        if state is not None and (state.results or state.previous):
+        if state is not None and (state.results or state.previous or state.selected):
             state.write(finished=now())

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from bugmatrix.versions import installed_version
+from bugmatrix.cell.axes import import_axis
 
 __all__ = ["finite", "grads_finite", "lightning", "precision_for", "quiet_trainer", "tiny_loader"]
 
@@ -32,19 +32,13 @@ def finite(tensor: torch.Tensor) -> bool:
 
 
 def lightning() -> ModuleType:
-    """``lightning.pytorch`` where the ``lightning`` distribution is installed, else ``pytorch_lightning``.
+    """The Lightning this cell pins: ``lightning.pytorch`` or ``pytorch_lightning``, as matrix.toml's axis says.
 
-    Before 2.1 the matrix installs the ``pytorch-lightning`` distribution (the
-    old unified ``lightning`` wheels no longer import). There is deliberately no
-    fallback: every ``lightning`` release also pulls in an unpinned (newest)
-    ``pytorch-lightning``, so falling back on an import error would silently
-    run a different Lightning than the one the cell pins and records.
+    There is deliberately no fallback: every ``lightning`` release also pulls
+    in an unpinned (newest) ``pytorch-lightning``, so falling back on an import
+    error would silently run a different Lightning than the one the cell pins.
     """
-    if installed_version("lightning") is not None:
-        import lightning.pytorch as pl
-    else:
-        import pytorch_lightning as pl
-    return pl
+    return import_axis("lightning")
 
 
 def precision_for(dtype: torch.dtype) -> str:

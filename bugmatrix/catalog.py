@@ -1,0 +1,64 @@
+"""The cases as the host sees them: the same Variant objects pytest runs, read once.
+
+Planning, bisect and repro all ask the catalog, so a declaration means one
+thing everywhere (see :mod:`bugmatrix.cell.loader` for how cases are imported
+without torch). The catalog also checks what only the host can: that every
+axis a variant spans is an axis of the matrix.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from bugmatrix.cell.case import Case, Variant
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.loader import load_cases
+from bugmatrix.matrix import Matrix
+
+__all__ = ["Catalog", "load_catalog"]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Every case and variant of a case directory."""
+
+    cases: tuple[Case, ...]
+
+    @property
+    def variants(self) -> tuple[Variant, ...]:
+        return tuple(v for case in self.cases for v in case.variants)
+
+    def projections(self) -> list[tuple[str, ...]]:
+        """The distinct axis sets the variants span, in a stable order."""
+        return list(dict.fromkeys(tuple(sorted(v.axes)) for v in self.variants))
+
+    def runs_in(self, axes: tuple[str, ...]) -> list[str]:
+        """Ids of the variants a cell with these package axes runs (CUDA ones record why they skip on a CPU runner)."""
+        return [v.id for v in self.variants if set(v.axes) <= set(axes)]
+
+    def find(self, variant_id: str) -> Variant:
+        """A variant by id, with close matches named when there is none."""
+        for variant in self.variants:
+            if variant.id == variant_id:
+                return variant
+        close = difflib.get_close_matches(variant_id, [v.id for v in self.variants], n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}?" if close else "list them with: python -m bugmatrix plan --variants"
+        msg = f"unknown variant {variant_id!r}; {hint}"
+        raise BugmatrixError(msg)
+
+
+def load_catalog(cases_dir: Path, matrix: Matrix | None = None) -> Catalog:
+    """Import the cases once; with a matrix, every declared axis must be one of its axes."""
+    catalog = Catalog(tuple(load_cases(cases_dir)))
+    if matrix is not None:
+        for variant in catalog.variants:
+            unknown = [a for a in variant.axes if a not in matrix.package_axes]
+            if unknown:
+                msg = (
+                    f"{cases_dir / variant.case_id}.py: variant {variant.name!r} spans axis {unknown[0]!r}, "
+                    f"which {matrix.path} does not declare; add [axes.{unknown[0]}] there or use one of {', '.join(matrix.package_axes)}"
+                )
+                raise BugmatrixError(msg)
+    return catalog

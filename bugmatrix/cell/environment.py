@@ -1,0 +1,63 @@
+"""The environment as observed inside the running interpreter, not as requested.
+
+A cell asks for ``torch==2.4.1``; the report must say what was really there
+(``2.4.1+cu121``, CUDA 12.1, which GPU), and also everything the cell did not
+pin (numpy, setuptools, tokenizers, ...): an outcome can change overnight with
+no pin changed, and only the full list of installed distributions can say why.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import sys
+from importlib import metadata
+from typing import Any
+
+from bugmatrix.cell.axes import installed_axis_versions
+
+__all__ = ["describe_environment", "installed_distributions", "observe_environment"]
+
+
+def installed_distributions() -> dict[str, str]:
+    """Every distribution importable here and its version, names normalised (PEP 503), as ``uv pip freeze`` lists them."""
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] if dist.metadata else None
+        if name:
+            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), dist.version)
+    return dict(sorted(found.items()))
+
+
+def observe_environment() -> dict[str, Any]:
+    """Versions, CUDA and GPU as this process sees them (imports torch if present)."""
+    build, built = platform.python_build()
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "python_build": f"{platform.python_implementation()} {build} ({built}), {platform.python_compiler()}",
+        "platform": f"{platform.system()}-{platform.machine()}",
+        "executable": sys.executable,
+        "distributions": installed_distributions(),
+    }
+    for axis, (dist, version) in installed_axis_versions().items():
+        env[axis] = version
+        env[f"{axis}_package"] = dist
+    if "torch" in env:
+        import torch
+
+        env["cuda"] = torch.version.cuda
+        env["cuda_available"] = bool(torch.cuda.is_available())
+        env["gpu"] = torch.cuda.get_device_name(0) if env["cuda_available"] else None
+    return env
+
+
+def describe_environment(env: dict[str, Any]) -> str:
+    """One line for pytest's header and the report."""
+    parts = [f"python {env.get('python')}"]
+    axes = [k[: -len("_package")] for k in env if k.endswith("_package")]
+    for axis in axes:
+        text = f"{env[axis + '_package']} {env[axis]}"
+        if axis == "torch":
+            text += f" (CUDA {env['cuda']}, {env['gpu'] or 'no GPU'})" if env.get("cuda") else " (CPU build)"
+        parts.append(text)
+    return ", ".join(parts)

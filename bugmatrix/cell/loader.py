@@ -1,0 +1,152 @@
+"""Read the cases by importing them, even where torch is not installed.
+
+Planning, bisect and repro run in nox's own interpreter, which has no torch,
+yet they must read exactly what pytest runs: any Python expression pytest
+accepts in a declaration (a module-level ``DEVICES`` constant, a name like
+``GPU_HALF``) must mean the same to the planner. So the planner does not parse
+case files; it imports them, with one difference: a third-party module that is
+not installed (torch, transformers, lightning) is replaced by a *deferred*
+module for the duration of the import. Attribute access on it yields more
+deferred names, so ``import torch``, ``from torch import nn`` and
+``torch.float16`` in a declaration all work; *calling* anything on it raises,
+so a case that computes at import time what only a real torch can say (e.g.
+``torch.cuda.is_available()``) gets a one-line error telling its author to
+move that into the variant. Variant functions are never called here, so no
+library under test is imitated: where the real module is installed, it is
+used. The deferred modules are removed from ``sys.modules`` afterwards.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from bugmatrix.cell.case import Case, case_of_module
+from bugmatrix.cell.errors import BugmatrixError
+
+__all__ = ["DeferredCall", "case_files", "load_case", "load_cases"]
+
+PACKAGE = "bugmatrix_cases"
+
+
+class DeferredCall(Exception):
+    """A case module called into a module that is not installed while being read."""
+
+
+class _Deferred(types.ModuleType):
+    """Stands for a module that is absent here: names resolve, calls refuse."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.__path__: list[str] = []  # a package, so `import torch.nn` resolves through the finder too
+
+    def __getattr__(self, attr: str) -> _Deferred:
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        child = _Deferred(f"{self.__name__}.{attr}")
+        setattr(self, attr, child)
+        return child
+
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        raise DeferredCall(f"{self.__name__}()")
+
+    def __mro_entries__(self, bases: tuple[object, ...]) -> tuple[type, ...]:
+        return (object,)  # `class Net(torch.nn.Module)` at module level still defines a class
+
+
+class _DeferredLoader(importlib.abc.Loader):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return _Deferred(spec.name)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
+
+
+def _importer() -> str:
+    """``__name__`` of the module whose code is running the import (importlib's own frames skipped)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if not name.startswith(("importlib", "_frozen_importlib")) and frame.f_code.co_filename != __file__:
+            return str(name)
+        frame = frame.f_back
+    return ""
+
+
+class _DeferredFinder(importlib.abc.MetaPathFinder):
+    """Last on ``sys.meta_path``: asked only about modules no real finder has, and only for the cases' own imports.
+
+    A real library importing an optional dependency (``try: import x``) must
+    still get its ImportError, so only imports made by a case module or a
+    harness module (``bugmatrix.*``), or by a deferred module, are deferred.
+    """
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+        root = name.partition(".")[0]
+        if root in ("bugmatrix", PACKAGE) or root in sys.stdlib_module_names:
+            return None  # a typo in the harness or the stdlib must stay an ImportError
+        parent = sys.modules.get(name.rpartition(".")[0])
+        if not (isinstance(parent, _Deferred) or _importer().startswith((PACKAGE, "bugmatrix."))):
+            return None
+        return importlib.util.spec_from_loader(name, _DeferredLoader())
+
+
+@contextmanager
+def _deferring() -> Iterator[None]:
+    finder = _DeferredFinder()
+    before = set(sys.modules)
+    sys.meta_path.append(finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+        for name in set(sys.modules) - before:
+            module = sys.modules[name]
+            ours = name.startswith(("bugmatrix.", PACKAGE + "."))
+            tainted = isinstance(module, _Deferred) or (ours and any(isinstance(v, _Deferred) for v in vars(module).values()))
+            if tainted or name.startswith(PACKAGE + "."):
+                del sys.modules[name]  # a later real import must not find a module built on stand-ins
+
+
+def case_files(cases_dir: Path) -> list[Path]:
+    """The case modules of a directory (files starting with ``_`` are helpers)."""
+    if not cases_dir.is_dir():
+        msg = f"{cases_dir}: no case directory; run from the repository root or pass --cases"
+        raise BugmatrixError(msg)
+    return sorted(p for p in cases_dir.glob("*.py") if not p.name.startswith("_"))
+
+
+def load_case(path: Path) -> Case:
+    """Import one case module (absent third-party modules deferred) and return its Case."""
+    spec = importlib.util.spec_from_file_location(f"{PACKAGE}.{path.stem}", path)
+    if spec is None or spec.loader is None:
+        msg = f"{path}: cannot be imported as a module"
+        raise BugmatrixError(msg)
+    module = importlib.util.module_from_spec(spec)
+    with _deferring():
+        sys.modules[spec.name] = module
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            msg = f"{path}:{exc.lineno}: syntax error in case module ({exc.msg}); fix it before planning"
+            raise BugmatrixError(msg) from None
+        except DeferredCall as exc:
+            msg = f"{path}: calls {exc} while being imported, but that module is not installed where plans are made; move the call into a variant function"
+            raise BugmatrixError(msg) from None
+        except BugmatrixError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any error in a case module is the author's to fix, in one line
+            msg = f"{path}: importing the case failed ({type(exc).__name__}: {exc}); run `python -m pytest {path}` in a cell to see the traceback"
+            raise BugmatrixError(msg) from None
+    return case_of_module(vars(module), path.stem, path)
+
+
+def load_cases(cases_dir: Path) -> list[Case]:
+    """Every case of a directory, in file order."""
+    return [load_case(path) for path in case_files(cases_dir)]

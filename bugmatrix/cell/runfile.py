@@ -1,0 +1,194 @@
+"""The run file: one JSON document per cell run, rewritten atomically after every result.
+
+Schema ``bugmatrix.run/2`` (the only place it is written down)::
+
+    {
+      "schema": "bugmatrix.run/2",
+      "cell": "py311-torch2.4.1",           # cell id, or "system"; the file is <cell>.json
+      "pins": {"python": "3.11", "torch": "2.4.1"},   # as requested by the plan
+      "axes": ["python", "torch"],          # display order of the pinned axes
+      "install": {"status": "ok" | "failed", "reason": "..."},
+      "environment": {...},                 # as observed inside the cell (versions, CUDA, GPU,
+                                            #   every installed distribution, the Python build)
+      "started": ISO-8601, "finished": ISO-8601 or "" while running,
+      "selected": [variant ids],            # what this run was asked to run (after -k / axes)
+      "deselected_by": "-k expr" or "",     # a user's own narrowing, so the report can tell it from a loss
+      "complete": true | false,             # finished, and every selected variant recorded
+      "results": [VariantRecord, ...]
+    }
+
+Version 1 files (no ``axes``/``selected``/``complete``, no ``dtype``/``tag``)
+still load: they are upgraded in memory, ``complete`` taken from
+``finished``. Writes go to a temporary file in the same directory and are
+moved into place with ``os.replace``, so an interrupted run leaves the
+previous file intact. Loading validates: a defect is one line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+
+__all__ = ["SCHEMA", "RunRecord", "VariantRecord", "load_run_dir", "load_run_file", "write_json_atomic", "write_text_atomic"]
+
+SCHEMA = "bugmatrix.run/2"
+OLD_SCHEMAS = ("bugmatrix.run/1",)
+
+
+@dataclass(frozen=True)
+class VariantRecord:
+    """What one variant did in one cell."""
+
+    id: str
+    case: str
+    variant: str
+    device: str
+    kind: Kind | None  # None only for a crash record whose variant the controller never saw
+    workaround_for: str | None
+    outcome: Outcome
+    expected: Outcome | None
+    verdict: Verdict
+    signature_matched: bool
+    message: str
+    duration_s: float
+    evidence: str = ""
+    log: str = ""
+    dtype: str = ""
+    counterpart: str | None = None
+    leaked: tuple[str, ...] = ()  # global state the variant changed and did not restore (restored by the harness)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VariantRecord:
+        """Build from JSON; unknown outcomes, verdicts or kinds are errors (a corrupt or foreign file)."""
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
+        values["outcome"] = Outcome(data["outcome"])
+        values["verdict"] = Verdict(data["verdict"])
+        values["expected"] = Outcome(data["expected"]) if data.get("expected") else None
+        values["kind"] = Kind(data["kind"]) if data.get("kind") else None
+        values["leaked"] = tuple(data.get("leaked") or ())
+        return cls(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["leaked"] = list(self.leaked)
+        return data
+
+
+@dataclass
+class RunRecord:
+    """Everything one cell run produced."""
+
+    cell: str
+    pins: dict[str, str]
+    environment: dict[str, Any]
+    started: str
+    finished: str
+    install: dict[str, str] = field(default_factory=lambda: {"status": "ok", "reason": ""})
+    results: list[VariantRecord] = field(default_factory=list)
+    axes: list[str] = field(default_factory=list)
+    selected: list[str] = field(default_factory=list)
+    deselected_by: str = ""
+    complete: bool = False
+    schema: str = SCHEMA
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data, ready for json.dumps."""
+        data = asdict(self)
+        data["results"] = [r.to_json() for r in self.results]
+        return data
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a file so that readers only ever see the old or the new complete file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide reports from a web server or a CI artifact reader
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Atomic JSON (sorted keys, stable diffs)."""
+    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"{path}: cannot read run file ({exc}); re-run its cell"
+        raise BugmatrixError(msg) from exc
+    except json.JSONDecodeError as exc:
+        msg = f"{path}: not valid JSON (line {exc.lineno}: {exc.msg}); the file is truncated or corrupt, re-run its cell"
+        raise BugmatrixError(msg) from exc
+    if not isinstance(data, dict):
+        msg = f"{path}: a run file must be a JSON object; re-run its cell"
+        raise BugmatrixError(msg)
+    schema = data.get("schema")
+    if schema not in (SCHEMA, *OLD_SCHEMAS):
+        msg = f"{path}: schema {schema!r} is not {SCHEMA!r}; re-run its cell with this version of bugmatrix"
+        raise BugmatrixError(msg)
+    return data
+
+
+def load_run_file(path: Path) -> RunRecord:
+    """Read and validate one run file; any defect is a one-line BugmatrixError."""
+    data = _read(path)
+    try:
+        if data["install"].get("status") not in ("ok", "failed"):
+            msg = f"install.status {data['install'].get('status')!r} is neither 'ok' nor 'failed'"
+            raise ValueError(msg)
+        results = [VariantRecord.from_dict(r) for r in data["results"]]
+        run = RunRecord(
+            cell=str(data["cell"]),
+            pins={str(k): str(v) for k, v in dict(data["pins"]).items()},
+            environment=dict(data["environment"]),
+            started=str(data["started"]),
+            finished=str(data["finished"]),
+            install=dict(data["install"]),
+            results=results,
+            axes=[str(a) for a in data.get("axes", [])],
+            selected=[str(s) for s in data.get("selected", [])],
+            deselected_by=str(data.get("deselected_by", "")),
+            # A v1 file cannot say what it was asked to run; "finished" was its only completeness mark.
+            complete=bool(data["complete"]) if "complete" in data else bool(data["finished"]),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        msg = f"{path}: malformed run file ({type(exc).__name__}: {exc}); re-run its cell"
+        raise BugmatrixError(msg) from exc
+    duplicated = [i for i, n in Counter(r.id for r in results).items() if n > 1]
+    if duplicated:
+        msg = f"{path}: variant {duplicated[0]!r} is recorded {Counter(r.id for r in results)[duplicated[0]]} times; a run file holds one result per variant, re-run its cell"
+        raise BugmatrixError(msg)
+    return run
+
+
+def load_run_dir(directory: Path) -> list[RunRecord]:
+    """All run files of a directory, sorted by cell id; each file must be named after its cell."""
+    if not directory.is_dir():
+        msg = f"{directory}: no run directory; run a cell first (nox -s system, or nox -t smoke)"
+        raise BugmatrixError(msg)
+    runs = []
+    for path in sorted(directory.glob("*.json")):
+        run = load_run_file(path)
+        if run.cell != path.stem:
+            msg = f"{path}: records cell {run.cell!r} but is named {path.stem!r}; its results would be filed under the wrong cell — re-run the cell or rename the file"
+            raise BugmatrixError(msg)
+        runs.append(run)
+    return sorted(runs, key=lambda r: r.cell)

@@ -1,0 +1,66 @@
+"""One way to run a cell: its pytest command, its environment variables, its run file.
+
+nox's ``cell`` and ``system`` sessions, ``stability``, ``bisect`` and
+``benchmark`` all run the cases through :func:`pytest_command`, so they cannot
+drift apart (bisect once dropped xdist and PATH, stability once dropped
+JUnit): what differs between them is an argument, not a copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from bugmatrix.matrix import Matrix
+from bugmatrix.paths import ROOT
+
+__all__ = ["WORKERS", "cell_env", "pytest_command", "run_file_path"]
+
+#: xdist workers per cell: 2 matches this project's 2-core machines.
+WORKERS = os.environ.get("BUGMATRIX_WORKERS", "2")
+
+
+def run_file_path(reports: Path, cell_id: str) -> Path:
+    """``<reports>/runs/<cell>.json``: the report refuses a file whose name is not its cell."""
+    return reports / "runs" / f"{cell_id}.json"
+
+
+def pytest_command(
+    python: str | Path,
+    matrix: Matrix,
+    *,
+    cell_id: str,
+    pins: Mapping[str, str] | None,
+    run_file: Path,
+    junit: Path | None = None,
+    workers: str = WORKERS,
+    select: Sequence[str] = (),
+    extra: Sequence[str] = (),
+    root: Path = ROOT,
+) -> list[str]:
+    """The cell's pytest invocation. ``pins=None``: the current environment as it is (the ``system`` cell).
+
+    ``select`` narrows to node ids (``cases/x.py::v[cpu]``); ``extra`` is passed
+    through (``-k``, ``--bugmatrix-resume``, a session's posargs).
+    """
+    targets = [str(root / node) for node in select] or [str(root / "cases")]
+    command = [
+        str(python), "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rs",
+        "--bugmatrix-cell", cell_id, "--bugmatrix-run-file", str(run_file),
+        "--bugmatrix-axis-spec", json.dumps(matrix.axis_spec(pins)),
+        "-n", workers,
+    ]  # fmt: skip
+    if pins is not None:
+        ordered = matrix.ordered(pins)
+        command += ["--bugmatrix-pins", ",".join(f"{k}={v}" for k, v in ordered.items())]
+        command += ["--bugmatrix-axes", ",".join(a for a in ordered if a in matrix.package_axes)]
+    if junit is not None:
+        command += ["--junitxml", str(junit)]
+    return [*command, *extra]
+
+
+def cell_env(root: Path = ROOT) -> dict[str, str]:
+    """The environment a cell's pytest gets: the harness importable (not installed), hashes seeded."""
+    return {**os.environ, "PYTHONPATH": str(root), "PYTHONHASHSEED": "0"}
