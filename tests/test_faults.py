@@ -259,11 +259,11 @@ def test_keyboard_interrupt_and_system_exit_are_results_not_the_end_of_the_cell(
 
 def _build_script(venv: Path, requirements: list[str]) -> str:
     return (
-        "import sys; sys.path.insert(0, %r)\n"
+        "import sys; sys.path.insert(0, {!r})\n"
         "from pathlib import Path\n"
         "from bugmatrix.envbuild import ensure_environment\n"
-        "ensure_environment(Path(%r), %r, %r, ['numpy', 'packaging'])\n"
-    ) % (str(ROOT), str(venv), f"{sys.version_info.major}.{sys.version_info.minor}", requirements)
+        "ensure_environment(Path({!r}), {!r}, {!r}, ['numpy', 'packaging'])\n"
+    ).format(str(ROOT), str(venv), f"{sys.version_info.major}.{sys.version_info.minor}", requirements)
 
 
 @pytest.mark.parametrize("kill_after", [0.3, 0.8, 1.5, 3.0])
