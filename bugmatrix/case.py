@@ -93,11 +93,14 @@ class Variant:
     dtype: str
     fn: VariantFn = field(repr=False, compare=False)
     axes: tuple[str, ...]
-    kind: str  # "core", "framework" or "workaround"
+    kind: str  # "core", "framework", "workaround" or "upstream"
     workaround_for: str | None
     requires: Requires
     expect: tuple[Expect, ...]
     doc: str
+    #: For an ``upstream`` variant (an upstream issue's snippet or a fixing PR's
+    #: regression test): the case's own variant whose outcome it should agree with.
+    counterpart: str | None = None
 
     @property
     def id(self) -> str:
@@ -129,6 +132,7 @@ class Case:
         requires: Requires = Requires(),
         workaround_for: str | None = None,
         kind: str | None = None,
+        counterpart: str | None = None,
     ) -> Callable[[VariantFn], VariantFn]:
         """Register the decorated function once per ``(device, dtype)``."""
 
@@ -149,6 +153,7 @@ class Case:
                         requires=requires,
                         expect=expect,
                         doc=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "",
+                        counterpart=counterpart,
                     )
                 )
             return fn

@@ -283,6 +283,7 @@ class VariantItem(pytest.Item):
             duration_s=round(duration, 3),
             evidence=expectation.evidence if expectation else "",
             log=log,
+            counterpart=variant.counterpart,
         )
         self.user_properties.append((PROPERTY, asdict(record)))
         if verdict in (Verdict.REGRESSION, Verdict.UNEXPECTED_FIX, Verdict.NEW_FAILURE_MODE):

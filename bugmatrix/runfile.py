@@ -53,6 +53,7 @@ class VariantRecord:
     duration_s: float
     evidence: str = ""
     log: str = ""
+    counterpart: str | None = None  # an upstream variant's own-case counterpart (absent in older run files)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VariantRecord:

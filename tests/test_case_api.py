@@ -192,3 +192,22 @@ def test_discover_agrees_with_import(case_modules: dict[str, ModuleType]) -> Non
             assert axes == variant.axes
             registered[(stem, variant.name)] = (axes, (*devices, variant.device))
     assert declared == registered
+
+
+def test_an_upstream_variant_names_its_counterpart() -> None:
+    """``kind="upstream"`` variants carry the case variant they should agree with; others carry None."""
+    case = Case(id="c", title="t", seed="000", signature=GRAD)
+
+    @case.variant(devices=(CPU_BF16,))
+    def core(device: str, dtype: object) -> dict[str, bool]:
+        return {"ok": True}
+
+    @case.variant(devices=(CUDA_FP16, CPU_BF16), kind="upstream", counterpart="core")
+    def upstream_test(device: str, dtype: object) -> dict[str, bool]:
+        return {"ok": True}
+
+    assert [(v.name, v.kind, v.counterpart) for v in case.variants] == [
+        ("core", "core", None),
+        ("upstream_test", "upstream", "core"),
+        ("upstream_test", "upstream", "core"),
+    ]

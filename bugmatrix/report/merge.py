@@ -9,7 +9,7 @@ so it is also what ``reports/baseline.json`` holds::
       "environments": [{"platform", "gpu", "cuda": [...], "python": [...], "cells": [...]}],
       "cells": [{"id", "pins" (as requested), "environment" (as observed),
                  "install": {"status", "reason"}, "started", "finished", "duration_s"}],
-      "variants": [{"id", "case", "variant", "device", "kind", "workaround_for", "evidence"}],
+      "variants": [{"id", "case", "variant", "device", "kind", "workaround_for", "evidence", "counterpart"}],
       "results": {variant id: {cell id: {"outcome", "verdict", "expected", "message",
                                          "log", "duration_s", "workarounds": [...]}}}
     }
@@ -112,9 +112,12 @@ def merge_runs(runs: list[RunRecord], *, profile: str, commit: str, generated: s
             known = variants.setdefault(record.id, {
                 "id": record.id, "case": record.case, "variant": record.variant, "device": record.device,
                 "kind": record.kind, "workaround_for": record.workaround_for, "evidence": record.evidence,
+                "counterpart": record.counterpart,
             })  # fmt: skip
             if not known["kind"] and record.kind:  # a crashed record knows no kind; another cell does
-                known.update(kind=record.kind, workaround_for=record.workaround_for, evidence=record.evidence)
+                known.update(
+                    kind=record.kind, workaround_for=record.workaround_for, evidence=record.evidence, counterpart=record.counterpart
+                )
             results.setdefault(record.id, {})[run.cell] = _entry(record)
     for run in runs:
         if run.install.get("status") == "failed":
