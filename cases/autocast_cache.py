@@ -141,3 +141,102 @@ def lightning_manual_optimization(device: str, dtype: torch.dtype) -> Checks:
     module = Module()
     quiet_trainer(device, precision=precision_for(dtype)).fit(module, tiny_loader(torch.randn(4, 8)))
     return {"every step gave finite grads to every parameter": bool(module.grads_ok) and all(module.grads_ok)}
+
+
+# --- Upstream's own reproductions and regression tests, as variants -------------------------------
+# Each runs upstream code as faithfully as a tiny CPU/CUDA program allows; the comment names the
+# source and every change. Their outcomes are compared with the counterpart's, cell by cell
+# (bugmatrix/report/agreement.py): they check this case's reading of its citations.
+
+
+@case.variant(devices=(CUDA_FP16, CPU_BF16), kind="upstream", counterpart="core", expect=EXPECT_TORCH)
+def upstream_pr165068_test(device: str, dtype: torch.dtype) -> Checks:
+    """The regression test added with the fix, pytorch/pytorch PR #165068, as a variant."""
+    # Source: pytorch/pytorch test/test_autocast.py, TestTorchAutocastDevice.test_autocast_nograd_caching_issue_158232,
+    # added by PR #165068 (read from the cyyever/pytorch mirror of pytorch/pytorch, commit 24114cae17b2).
+    # Changes: (1) `dtype` is the declared one, not torch.get_autocast_dtype(device_type=device) (absent
+    # before torch 2.4; it gives the same fp16 on CUDA, bf16 on CPU); (2) each self.assert* becomes a named
+    # check instead of stopping the test, so on an affected torch the test's own `loss.backward()` still
+    # runs and raises what it raises there; (3) the test class's device instantiation becomes our two
+    # declared devices. Everything else (Linear(2, 2), randn(8, 2), the order of the passes) is upstream's.
+    model = torch.nn.Linear(2, 2).to(device)
+    inp = torch.randn(8, 2, device=device)
+    checks: dict[str, bool] = {}
+    with torch.autocast(device, dtype=dtype, enabled=True):
+        # First forward pass in no_grad context (e.g., shape inference)
+        with torch.no_grad():
+            out1 = model(inp)
+            checks["Output in no_grad should not require grad"] = not out1.requires_grad
+        # Second forward pass with gradients enabled (e.g., training)
+        out2 = model(inp)
+        checks["Output should require gradients after exiting no_grad"] = out2.requires_grad
+        checks["Output should have grad_fn after exiting no_grad"] = out2.grad_fn is not None
+        # Backward pass should work
+        loss = out2.mean()
+        loss.backward()
+    # Verify gradients were computed
+    checks["model.weight.grad is not None"] = model.weight.grad is not None
+    checks["model.bias.grad is not None"] = model.bias.grad is not None
+    return checks
+
+
+@case.variant(devices=(CUDA_FP16, CPU_BF16), kind="upstream", counterpart="core", expect=EXPECT_TORCH)
+def upstream_issue112583(device: str, dtype: torch.dtype) -> Checks:
+    """The snippet of pytorch/pytorch#112583 ("Nesting no_grad in autocast causes backwards graph to be (partially) lost")."""
+    # Source: the issue's description (haydn-jones, 2023-11-01), its first two blocks ("Just linear" and
+    # "Linear -> LayerNorm"). Changes: (1) `.cuda()` / torch.cuda.amp.autocast() become `.to(device)` /
+    # torch.autocast(device, dtype) for our two devices; (2) the issue prints `grad_fn` and states what it
+    # sees in comments ("# None", "# LayerNormBackward"); here each print is a named check, and a backward
+    # is added after each block (the issue stops at the print) so that the lost graph shows as the case's
+    # error or as a missing gradient; (3) the blocks without autocast (the issue's controls) are left out.
+    l1 = torch.nn.Sequential(torch.nn.Linear(2, 2)).to(device)
+    l2 = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.LayerNorm(2)).to(device)
+    x = torch.randn(2, 2, device=device)
+    # Just linear
+    with torch.autocast(device, dtype=dtype):
+        with torch.no_grad():
+            l1(x)
+        y1_2 = l1(x)
+    checks = {"y1_2.grad_fn is not None (issue: None)": y1_2.grad_fn is not None}
+    y1_2.float().sum().backward()
+    # Linear -> LayerNorm makes output have grad_fn, but the Linear is cut off the graph
+    with torch.autocast(device, dtype=dtype):
+        with torch.no_grad():
+            l2(x)
+        y2_2 = l2(x)
+    y2_2.float().sum().backward()
+    checks["the Linear before the LayerNorm got a grad (the graph was not partially lost)"] = l2[0].weight.grad is not None
+    return checks
+
+
+@case.variant(
+    devices=(CUDA_FP16, CPU_BF16),
+    axes=("torch", "lightning"),
+    kind="upstream",
+    counterpart="lightning_manual_optimization",
+    expect=EXPECT_LIGHTNING,
+)
+def upstream_lightning_pr20921_test(device: str, dtype: torch.dtype) -> Checks:
+    """The regression test added with Lightning PR #20921 (AMP plugin autocast with ``cache_enabled=False``)."""
+    # Source: Lightning-AI/pytorch-lightning tests/tests_pytorch/plugins/precision/test_amp.py::test_amp_with_no_grad
+    # as added by PR #20921 (commit 216f9ec90c; cherry-picked as 2fe67a7724, first in tag 2.5.5). Changes:
+    # (1) before Lightning 2.1 the plugin is called MixedPrecisionPlugin (same (precision, device) arguments);
+    # (2) the plugin's precision and device are the declared ones (upstream: "bf16-mixed", "cpu" only), the
+    # layer and input are moved to that device; (3) the final `assert loss.grad_fn is not None` is a named
+    # check, plus one more (the layer got finite grads). PR #21616 (not in any release up to 2.6.6, checked
+    # in the 2.6.6 wheel) later rewrote this test to use `forward_context()`; this is the #20921 version.
+    pl = lightning()
+    mixed_precision = getattr(pl.plugins, "MixedPrecision", None) or pl.plugins.MixedPrecisionPlugin
+    layer = torch.nn.Linear(2, 1).to(device)
+    x = torch.randn(1, 2, device=device)
+    amp = mixed_precision(precision=precision_for(dtype), device=device)
+
+    with amp.autocast_context_manager():
+        with torch.no_grad():
+            _ = layer(x)
+
+        loss = layer(x).mean()
+        loss.backward()
+        checks = {"loss.grad_fn is not None": loss.grad_fn is not None}
+    checks["the layer got finite grads"] = grads_finite(layer)
+    return checks
