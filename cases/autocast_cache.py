@@ -10,12 +10,31 @@ fills the cache with casts that have no autograd history; the grad-enabled
 forward that follows in the *same* region reuses them, so the output has no
 ``grad_fn``. Leaving the region clears the cache, hence the workarounds.
 
-Upstream: pytorch/pytorch#65766, #112583, #158232; first attempt PR #113685
-(closed), fix PR #165068 ("always create cached tensors with grad enabled").
-Lightning-AI/pytorch-lightning#17949, #19810 (manual optimization + autocast),
-#20644, fixed on Lightning's side by PR #20921 (its AMP plugin enters autocast
-with ``cache_enabled=False``; narrowed later by PR #21616), so the Lightning
-variant is also fixed by a new enough Lightning on an affected torch.
+Citations, and what each is evidence of:
+
+* pytorch/pytorch#65766 (open) and #112583 (open): this failure, reported in
+  plain torch; #112583's snippet runs as ``upstream_issue112583`` and agrees
+  with ``core`` (reproduced in torch 2.10.0, fixed in 2.11.0).
+* pytorch/pytorch#158232: the issue that PR #165068 says it fixes.
+  PR #113685 (closed, not merged) was a first attempt.
+* pytorch/pytorch PR #165068 ("always create cached tensors with grad
+  enabled"): the fix, first released in torch 2.11.0. Established by running
+  the test the PR added (``upstream_pr165068_test``) against the released
+  wheels: it fails in 2.10.0 and passes in 2.11.0, the same boundary bisect
+  found for ``core``. (The pytorch repository is too big to fetch here, so
+  there is no ``git tag --contains`` for it.)
+* Lightning-AI/pytorch-lightning#17949 and #19810 (closed, 2.0.x): the seed's
+  failure under Lightning manual optimization. #20644 is cited by the seed;
+  not read here.
+* Lightning PR #20921: Lightning's AMP plugin enters autocast with
+  ``cache_enabled=False``, which masks the bug on an affected torch. First in
+  Lightning 2.5.5 (``git tag --contains``: cherry-pick 2fe67a7724 in 2.5.5,
+  216f9ec90c in 2.6.0); its own test runs as ``upstream_lightning_pr20921_test``
+  and agrees with ``lightning_manual_optimization`` at torch 2.10.0
+  (Lightning 2.0.3 and 2.5.4 reproduced, 2.5.5 and 2.6.6 fixed). PR #21616
+  later narrows it (cache on again, cleared when a nested ``no_grad`` exits);
+  it is in no release up to 2.6.6 (absent from the 2.6.6 wheel).
+
 Boundaries found by running ``nox -s bisect`` (reports/bisect/).
 """
 
@@ -42,10 +61,13 @@ case = Case(
     ),
 )
 
-BOUNDARY = "bisect (reports/bisect/autocast_cache-core-cpu--torch.json): first fixed torch 2.11.0; pytorch/pytorch#165068"
+BOUNDARY = (
+    "bisect (reports/bisect/autocast_cache-core-cpu--torch.json): first fixed torch 2.11.0; pytorch/pytorch#165068 "
+    "fixed it, its own test fails in the 2.10.0 wheel and passes in 2.11.0"
+)
 PL_BOUNDARY = (
     "bisect (reports/bisect/autocast_cache-lightning_manual_optimization-cpu--lightning.json): "
-    "first fixed Lightning 2.5.5 at torch 2.5.1; Lightning PR #20921 (autocast cache_enabled=False)"
+    "first fixed Lightning 2.5.5 at torch 2.5.1; Lightning PR #20921 (autocast cache_enabled=False), first in tag 2.5.5"
 )
 EXPECT_TORCH = (
     Expect("reproduced", torch="<2.11", evidence=BOUNDARY),
