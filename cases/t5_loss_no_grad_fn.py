@@ -18,10 +18,13 @@ Upstream evidence, and what each is evidence of:
 * huggingface/transformers PR #23417 added ``@torch.no_grad()`` to
   ``Adafactor.step``/``AdamW.step``: the cause. First in transformers 4.30.0,
   found by bisect (reports/bisect/...-adafactor_closure-cpu--transformers.json).
-* transformers PR #24412: cited by the seed as the follow-up on the same
-  decorator; not read or run here.
-* Lightning-AI/pytorch-lightning#18254, #19767: user reports of this failure
-  (a loss without ``grad_fn`` with a transformers optimizer).
+* transformers PR #24412 (closed) proposed removing that decorator again; its
+  description reports this very failure with pytorch-lightning 2.0.3 and
+  ``Adafactor``. It is evidence of the failure, not a fix: the decorator is
+  still there in transformers 5.23.0 (``adafactor_closure`` reproduces).
+* Lightning-AI/pytorch-lightning#18254 ("element 0 of tensors does not require
+  grad ... when using AdamW from Hugging Face", closed) is the report PR #18268
+  says it fixes; #19767 is cited by the seed, not read here.
 * Lightning PR #18268 runs the closure under ``torch.enable_grad()``: the fix.
   ``git tag --contains`` on its commits: first in 2.0.7 (cherry-pick
   28e0bdd84c) and 2.1.0 (b88b8b3937); bisect agrees (2.0.6 -> 2.0.7).

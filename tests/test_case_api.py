@@ -211,3 +211,18 @@ def test_an_upstream_variant_names_its_counterpart() -> None:
         ("upstream_test", "upstream", "core"),
         ("upstream_test", "upstream", "core"),
     ]
+
+
+def test_every_upstream_variant_has_a_counterpart_on_its_device(case_modules: dict[str, ModuleType]) -> None:
+    """An upstream variant is only evidence if it can be compared: its counterpart exists in its case on the same device."""
+    for module in case_modules.values():
+        case = next(value for value in vars(module).values() if isinstance(value, Case))
+        own = {(v.name, v.device): v for v in case.variants}
+        upstream = [v for v in case.variants if v.kind == "upstream"]
+        assert upstream, f"cases: {case.id} has no upstream variant"
+        for variant in upstream:
+            counterpart = own.get((variant.counterpart or "", variant.device))
+            assert counterpart is not None, (
+                f"{variant.id}: counterpart {variant.counterpart!r} is not a {case.id} variant on {variant.device}"
+            )
+            assert counterpart.kind != "upstream", f"{variant.id}: counterpart {counterpart.id} must be the case's own variant"
