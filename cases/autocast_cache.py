@@ -14,7 +14,10 @@ Citations, and what each is evidence of:
 
 * pytorch/pytorch#65766 (open) and #112583 (open): this failure, reported in
   plain torch; #112583's snippet runs as ``upstream_issue112583`` and agrees
-  with ``core`` (reproduced in torch 2.10.0, fixed in 2.11.0).
+  with ``core`` (reproduced in torch 2.10.0, fixed in 2.11.0). The workaround
+  suggested on #65766 (``torch.clear_autocast_cache()`` before the grad pass)
+  runs as ``upstream_issue65766_workaround``: fixed in torch 2.0.1, 2.10.0 and
+  2.11.0, like ``fresh_autocast``.
 * pytorch/pytorch#158232: the issue that PR #165068 says it fixes.
   PR #113685 (closed, not merged) was a first attempt.
 * pytorch/pytorch PR #165068 ("always create cached tensors with grad
@@ -262,3 +265,42 @@ def upstream_lightning_pr20921_test(device: str, dtype: torch.dtype) -> Checks:
         checks = {"loss.grad_fn is not None": loss.grad_fn is not None}
     checks["the layer got finite grads"] = grads_finite(layer)
     return checks
+
+
+@case.variant(
+    devices=(CUDA_FP16, CPU_BF16),
+    kind="upstream",
+    counterpart="fresh_autocast",
+    expect=(Expect("fixed", evidence="pytorch/pytorch#65766 (ptrblck's workaround); run fixed in torch 2.0.1, 2.10.0, 2.11.0"),),
+)
+def upstream_issue65766_workaround(device: str, dtype: torch.dtype) -> Checks:
+    """The workaround suggested in pytorch/pytorch#65766: clear the autocast cache before the grad-enabled pass."""
+
+    # Source: ptrblck's comment on the issue (2021-10-01), class RecycledLinear. Changes: (1) the issue shows
+    # only the module; here it is run as the issue's use case needs, under torch.autocast(device, dtype) with
+    # the declared device/dtype and no_cycles=3, on a randn(4, 10) input; (2) a backward and a positive check
+    # are added (every parameter got a finite grad). The module is upstream's (Linear(10, 10), the loop,
+    # torch.clear_autocast_cache() when grad is enabled), type hints added.
+    class RecycledLinear(torch.nn.Module):
+        def __init__(self, no_cycles: int) -> None:
+            super().__init__()
+
+            self.no_cycles = no_cycles
+            self.linear = torch.nn.Linear(10, 10)
+
+        def forward(self, inp: torch.Tensor) -> torch.Tensor:
+            out = inp
+            # Run the model no_cycles times, enabling grad only on the last iteration
+            for i in range(self.no_cycles):
+                with torch.set_grad_enabled(i == (self.no_cycles - 1)):
+                    if torch.is_grad_enabled():
+                        torch.clear_autocast_cache()
+                    out = self.linear(out)
+
+            return out
+
+    model = RecycledLinear(3).to(device)
+    with torch.autocast(device, dtype=dtype):
+        out = model(torch.randn(4, 10, device=device))
+    out.float().sum().backward()
+    return {"every parameter got a finite grad": grads_finite(model)}
