@@ -10,10 +10,34 @@ Mechanism: ``GradScaler`` keeps a per-optimizer stage (READY -> UNSCALED ->
 STEPPED); ``unscale_`` in stage UNSCALED raises, because dividing twice would
 silently shrink the gradients. ``_unscale_grads_`` is called with
 ``allow_fp16=False``: fp16 master weights lose the small updates the scaler is
-there to protect, so it refuses them. Both are guards working as designed; the
-bugs were in callers (Lightning #4148 fixed by PR #9606; transformers #24449
-fixed by PR #24415), so the core variants are expected to reproduce in every
-release and the workarounds to hold in every release.
+there to protect, so it refuses them. Both are guards working as designed, so
+the core variants are expected to reproduce in every release and the
+workarounds to hold in every release.
+
+Ground truth for the guard is torch's own documented contract, not a test:
+no upstream regression test of the guard was found. The docstring of
+``GradScaler.unscale_`` (``torch/amp/grad_scaler.py``; the same warning text in
+the 2.5.1, 2.6.0, 2.10.0, 2.11.0 and 2.15.0 wheels) gives a "Simple example"
+(unscale, clip, step, update) and warns that "Calling unscale_ twice for a
+given optimizer between each step triggers a RuntimeError". Both run as
+``upstream`` variants (counterparts ``unscale_once`` and ``unscale_twice``)
+and agree with them in torch 2.5.1 and 2.10.0.
+
+Citations, and what each is evidence of:
+
+* Lightning-AI/pytorch-lightning#4148 and huggingface/transformers#24449 /
+  PR #24415: cited by the seed as callers that unscaled twice; this project
+  could not read them (no stored copy), so they are the seed's reading, not
+  checked here.
+* Lightning PR #9606 ("Fix location of unscale in mixed precision plugin",
+  first in Lightning 1.4.9 by ``git tag --contains``) is *not* a fix of this
+  guard: it fixed #9599, #9330, #9205, #9694 (Lightning clipped and tracked
+  grad norms before unscaling) by moving Lightning's own ``unscale_`` to right
+  after backward. That move is why a user's ``unscale_`` in
+  ``on_before_optimizer_step`` is the second one (``lightning_user_unscale``).
+  Its test (``test_correct_native_grad_unscaling``) needs Lightning 1.4 APIs
+  (``NativeMixedPrecisionPlugin.post_backward``, ``amp_backend``) absent from
+  every Lightning this matrix runs (>= 2.0.3), so it is not a variant.
 
 CPU analog: ``torch.amp.GradScaler("cpu")``, where that API exists.
 """
@@ -36,6 +60,7 @@ case = Case(
     evidence=(
         "https://github.com/Lightning-AI/pytorch-lightning/issues/4148",
         "https://github.com/Lightning-AI/pytorch-lightning/pull/9606",
+        "https://github.com/Lightning-AI/pytorch-lightning/issues/9599",
         "https://github.com/huggingface/transformers/issues/24449",
         "https://github.com/huggingface/transformers/pull/24415",
     ),
@@ -140,3 +165,52 @@ def lightning_user_unscale(device: str, dtype: torch.dtype) -> Checks:
     module = Module()
     quiet_trainer(device, precision="16-mixed").fit(module, tiny_loader(torch.randn(4, 8)))
     return {"every step had finite, unscaled grads": bool(module.grads_ok) and all(module.grads_ok)}
+
+
+# --- Upstream's documented contract, as variants -------------------------------------------------
+# The guards have no upstream regression test of their own that this suite could find (Lightning PR
+# #9606 and transformers PR #24415 fixed callers, not the guard), so the ground truth here is the
+# contract torch documents in the docstring of GradScaler.unscale_ (torch/amp/grad_scaler.py, read in
+# the torch 2.15.0 wheel): its "Simple example" and its warning that "Calling unscale_ twice for a
+# given optimizer between each step triggers a RuntimeError."
+
+
+def _docstring_setup(device: str, dtype: torch.dtype) -> tuple:
+    """The "..." before the docstring's example: a tiny model, optimizer, scaler and a scaled loss."""
+    model = torch.nn.Linear(8, 4).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = _scaler(device)
+    with torch.autocast(device, dtype=dtype):
+        loss = model(torch.randn(4, 8, device=device)).float().pow(2).mean()
+    return model, optimizer, scaler, loss
+
+
+@case.variant(devices=(CUDA_FP16, CPU_FP16), kind="upstream", counterpart="unscale_once", expect=ALWAYS_FIXED)
+def upstream_unscale_docstring_example(device: str, dtype: torch.dtype) -> Checks:
+    """``GradScaler.unscale_``'s documented example (unscale, clip, step, update) holds."""
+    # Source: the "Simple example, using unscale_ to enable clipping of unscaled gradients" in the
+    # docstring of torch.amp.GradScaler.unscale_. Changes: its "..." is _docstring_setup; max_norm = 1.0;
+    # the scaler is torch.amp.GradScaler(device) (torch.cuda.amp.GradScaler before torch 2.3; skipped on
+    # CPU there); positive checks added (finite unscaled grads, the step moved the weights).
+    model, optimizer, scaler, loss = _docstring_setup(device, dtype)
+    max_norm = 1.0
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    return _step(model, optimizer, scaler)
+
+
+@case.variant(devices=(CUDA_FP16, CPU_FP16), kind="upstream", counterpart="unscale_twice", expect=ALWAYS_REPRODUCED)
+def upstream_unscale_docstring_warning(device: str, dtype: torch.dtype) -> Checks:
+    """The documented example with the second ``unscale_`` its warning forbids: the documented RuntimeError."""
+    # Source: as upstream_unscale_docstring_example, plus the docstring's warning (".. warning:: unscale_
+    # should only be called once per optimizer per step call ... Calling unscale_ twice for a given
+    # optimizer between each step triggers a RuntimeError."). Change: a second scaler.unscale_(optimizer)
+    # after the clip, the one thing the warning describes; nothing else differs from the example.
+    model, optimizer, scaler, loss = _docstring_setup(device, dtype)
+    max_norm = 1.0
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.unscale_(optimizer)
+    return _step(model, optimizer, scaler)

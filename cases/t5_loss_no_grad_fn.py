@@ -13,9 +13,31 @@ closure under ``torch.enable_grad()`` (issue #18254, PR #18268); torch's own
 optimizers never had the problem because their ``step`` re-enables grad
 around the closure.
 
-Upstream: huggingface/transformers PR #23417, PR #24412; Lightning-AI/
-pytorch-lightning#18254, #19767, PR #18268. Boundaries found by
-``nox -s bisect`` on the transformers and lightning axes.
+Upstream evidence, and what each is evidence of:
+
+* huggingface/transformers PR #23417 added ``@torch.no_grad()`` to
+  ``Adafactor.step``/``AdamW.step``: the cause. First in transformers 4.30.0,
+  found by bisect (reports/bisect/...-adafactor_closure-cpu--transformers.json).
+* transformers PR #24412 (closed) proposed removing that decorator again; its
+  description reports this very failure with pytorch-lightning 2.0.3 and
+  ``Adafactor``. It is evidence of the failure, not a fix: the decorator is
+  still there in transformers 5.23.0 (``adafactor_closure`` reproduces).
+* Lightning-AI/pytorch-lightning#18254 ("element 0 of tensors does not require
+  grad ... when using AdamW from Hugging Face", closed) is the report PR #18268
+  says it fixes; #19767 is cited by the seed, not read here.
+* Lightning PR #18268 runs the closure under ``torch.enable_grad()``: the fix.
+  ``git tag --contains`` on its commits: first in 2.0.7 (cherry-pick
+  28e0bdd84c) and 2.1.0 (b88b8b3937); bisect agrees (2.0.6 -> 2.0.7).
+
+Its own regression test runs as ``upstream_lightning_pr18268_test`` (a
+``NoGradAdamW`` whose ``step`` is ``@torch.no_grad``, no transformers). It
+agrees with ``lightning_trainer`` on the Lightning boundary (2.0.6 reproduced,
+2.0.7 fixed) but not with transformers < 4.30: there the seed's Adafactor has
+no ``no_grad`` yet, so ``lightning_trainer`` is fixed while the upstream test,
+whose optimizer always disables grad, still reproduces on Lightning < 2.0.7
+(run: torch 2.15.0, pytorch-lightning 2.0.6, transformers 4.29.2). A real
+finding, not a wrong citation: the bug needs both halves, old Lightning *and*
+a ``no_grad`` ``step``; the upstream test pins only the Lightning half.
 """
 
 from __future__ import annotations
@@ -44,6 +66,9 @@ CUDA_FP32 = ("cuda", "float32")
 CPU_FP32 = ("cpu", "float32")
 
 TF_BOUNDARY = "bisect (reports/bisect/t5_loss_no_grad_fn-adafactor_closure-cpu--transformers.json): Adafactor.step gained @torch.no_grad in transformers 4.30.0; PR #23417"
+PL_UPSTREAM = (
+    "Lightning PR #18268 (git tag --contains: first in 2.0.7) and its own test; run at Lightning 2.0.6 (reproduced) and 2.0.7 (fixed)"
+)
 PL_BOUNDARY = "bisect (reports/bisect/t5_loss_no_grad_fn-lightning_trainer-cpu--lightning.json): closure runs under enable_grad from Lightning 2.0.7; PR #18268"
 
 
@@ -163,3 +188,63 @@ def lightning_trainer(device: str, dtype: torch.dtype) -> Checks:
 def enable_grad_closure(device: str, dtype: torch.dtype) -> Checks:
     """Workaround: override ``optimizer_step`` and run the closure under ``torch.enable_grad()``."""
     return _fit(device, dtype, enable_grad_in_closure=True)
+
+
+# --- Upstream's own regression test, as a variant ------------------------------------------------
+
+
+@case.variant(
+    devices=(CUDA_FP32, CPU_FP32),
+    # The test itself needs no transformers, but it runs in its counterpart's cells (so there is something to
+    # compare), and BoringModel's package (`demos`) imports `requests`, which only transformers brings into a
+    # cell: in a torch x lightning cell it failed with "No module named 'requests'" (torch 2.0.1, pl 2.0.3).
+    axes=("lightning", "transformers"),
+    kind="upstream",
+    counterpart="lightning_trainer",
+    expect=(
+        Expect("reproduced", lightning="<2.0.7", evidence=PL_UPSTREAM),
+        Expect("fixed", lightning=">=2.0.7", evidence=PL_UPSTREAM),
+    ),
+)
+def upstream_lightning_pr18268_test(device: str, dtype: torch.dtype) -> Checks:
+    """The regression test added with Lightning PR #18268: any optimizer whose ``step`` is ``@torch.no_grad``."""
+    # Source: Lightning-AI/pytorch-lightning tests/tests_pytorch/loops/optimization/test_closure.py::
+    # test_closure_with_no_grad_optimizer, as added by PR #18268 (commit b88b8b3937; cherry-picked as
+    # 28e0bdd84c, first in tag 2.0.7). Changes: (1) `assert torch.is_grad_enabled()` in training_step is
+    # recorded as a named check instead of raising, so that on an old Lightning the step goes on and the
+    # loss without grad_fn meets Lightning's backward (the case's error) rather than an AssertionError;
+    # (2) `tmpdir` is a temporary directory; (3) the Trainer also gets the declared accelerator and no
+    # progress bar / model summary (upstream: the defaults); (4) `lightning()` picks the pinned package
+    # (upstream imports lightning.pytorch); (5) type hints added.
+    import tempfile
+
+    pl = lightning()
+    from_boring = __import__(f"{pl.__name__}.demos.boring_classes", fromlist=["BoringModel"]).BoringModel
+    grad_enabled: list[bool] = []
+
+    class NoGradAdamW(torch.optim.AdamW):
+        @torch.no_grad()
+        def step(self, closure: object) -> object:  # type: ignore[override]
+            if closure is not None:
+                closure()
+            return super().step()
+
+    class TestModel(from_boring):
+        def training_step(self, batch: torch.Tensor, batch_idx: int) -> object:
+            grad_enabled.append(torch.is_grad_enabled())  # upstream: assert torch.is_grad_enabled()
+            return super().training_step(batch, batch_idx)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return NoGradAdamW(self.parameters(), lr=0.1)
+
+    with tempfile.TemporaryDirectory() as tmpdir:
+        trainer = pl.Trainer(
+            default_root_dir=tmpdir, fast_dev_run=1, accelerator="gpu" if device == "cuda" else "cpu",
+            enable_progress_bar=False, enable_model_summary=False,
+        )  # fmt: skip
+        model = TestModel()
+        trainer.fit(model)
+    return {
+        "grad was enabled in training_step (upstream: assert torch.is_grad_enabled())": bool(grad_enabled) and all(grad_enabled),
+        "fit ran its one fast_dev_run optimizer step": trainer.global_step == 1,
+    }

@@ -286,3 +286,37 @@ def test_the_catalog_agrees_with_pytest(case_modules: dict[str, ModuleType]) -> 
         for v in c.variants
     }
     assert catalog == imported
+
+
+def test_an_upstream_variant_names_its_counterpart() -> None:
+    """``kind="upstream"`` variants carry the case variant they should agree with; others carry None."""
+    case = Case(id="c", title="t", seed="000", signature=GRAD)
+
+    @case.variant(devices=(CPU_BF16,))
+    def core(device: str, dtype: object) -> dict[str, bool]:
+        return {"ok": True}
+
+    @case.variant(devices=(CUDA_FP16, CPU_BF16), kind="upstream", counterpart="core")
+    def upstream_test(device: str, dtype: object) -> dict[str, bool]:
+        return {"ok": True}
+
+    assert [(v.name, v.kind, v.counterpart) for v in case.variants] == [
+        ("core", "core", None),
+        ("upstream_test", "upstream", "core"),
+        ("upstream_test", "upstream", "core"),
+    ]
+
+
+def test_every_upstream_variant_has_a_counterpart_on_its_device(case_modules: dict[str, ModuleType]) -> None:
+    """An upstream variant is only evidence if it can be compared: its counterpart exists in its case on the same device."""
+    for module in case_modules.values():
+        case = next(value for value in vars(module).values() if isinstance(value, Case))
+        own = {(v.name, v.device): v for v in case.variants}
+        upstream = [v for v in case.variants if v.kind == "upstream"]
+        assert upstream, f"cases: {case.id} has no upstream variant"
+        for variant in upstream:
+            counterpart = own.get((variant.counterpart or "", variant.device))
+            assert counterpart is not None, (
+                f"{variant.id}: counterpart {variant.counterpart!r} is not a {case.id} variant on {variant.device}"
+            )
+            assert counterpart.kind != "upstream", f"{variant.id}: counterpart {counterpart.id} must be the case's own variant"

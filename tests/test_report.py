@@ -170,7 +170,9 @@ def test_planted_regression_is_the_first_change_and_summarised() -> None:
     changes = diff_against_baseline(with_regression(baseline), baseline)
     assert changes[0] == Change("regression", CORE, FIXED, "fixed", "reproduced", "RuntimeError: expected scalar type Half but found Float")
     assert [c for c in changes if c.kind == "regression"] == changes[:1]
-    assert summary_lines(changes) == [f"REGRESSION {CORE} in {FIXED}: fixed -> reproduced: RuntimeError: expected scalar type Half but found Float"]
+    assert summary_lines(changes) == [
+        f"REGRESSION {CORE} in {FIXED}: fixed -> reproduced: RuntimeError: expected scalar type Half but found Float"
+    ]
 
 
 def test_unchanged_run_has_no_regression() -> None:
