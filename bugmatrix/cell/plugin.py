@@ -29,6 +29,7 @@ import contextlib
 import datetime as dt
 import importlib.util
 import json
+import os
 import random
 import re
 import signal
@@ -49,7 +50,7 @@ from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file, writ
 
 __all__ = ["CaseFile", "VariantItem", "variant_id_of_node"]
 
-RUN_FILE_DESC = "write the run file here (default: reports/runs/<cell>.json when cases ran)"
+RUN_FILE_DESC = "write the run file here (default: $BUGMATRIX_REPORTS or build/reports, /runs/<cell>.json)"
 CELL_DESC = "cell id recorded in the run file (default: system, the current environment as it is)"
 PINS_DESC = "the cell's requested pins as axis=version,... (recorded as requested)"
 AXES_DESC = "run only variants whose axes are all among these (comma-separated); a matrix cell passes its pinned axes"
@@ -98,7 +99,9 @@ class RunState:
     def __init__(self, config: pytest.Config) -> None:
         self.cell = config.getoption("--bugmatrix-cell") or "system"
         run_file = config.getoption("--bugmatrix-run-file")
-        self.path = Path(run_file) if run_file else Path(config.rootpath, "reports", "runs", f"{self.cell}.json")
+        # Default: the local output directory (git ignores it), never the committed reference in reports/.
+        output = os.environ.get("BUGMATRIX_REPORTS") or Path(config.rootpath, "build", "reports")
+        self.path = Path(run_file) if run_file else Path(output, "runs", f"{self.cell}.json")
         self.pins = parse_pins(config.getoption("--bugmatrix-pins"))
         keyword, marks = config.getoption("keyword", ""), config.getoption("markexpr", "")
         self.deselected_by = " ".join(p for p in (f"-k {keyword}" if keyword else "", f"-m {marks}" if marks else "") if p)
