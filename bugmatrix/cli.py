@@ -13,11 +13,16 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.paths import ROOT, output_dir
+
+if TYPE_CHECKING:
+    from bugmatrix.cell.case import Variant
+    from bugmatrix.matrix import Matrix
 
 __all__ = ["build_parser", "main"]
 
@@ -71,7 +76,7 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[object, object, dict[str, str]]:
+def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Variant, dict[str, str]]:
     """The matrix, the variant, and the pins to hold: a cell's (``--cell``) or the base pins of its axes."""
     from bugmatrix.catalog import load_catalog
     from bugmatrix.matrix import INTERPRETER, load_matrix

@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report import OUTCOMES, is_flagged, label, short, split_axes
 from bugmatrix.report.diff import INFORMATIONAL, Change, ChangeKind
 
@@ -30,8 +31,6 @@ _PLAIN_ID = re.compile(r"[\w.:+\-\[\]/=, ]+")
 #: GitHub rejects step summaries over 1 MiB; a nightly with a broken index could list thousands of changes.
 SUMMARY_CHANGE_LIMIT = 30
 MESSAGE_CHARS = 200
-#: Outcomes of a variant that did not run at all.
-DID_NOT_RUN = frozenset({"skipped", "install-failed", "missing"})
 
 
 def escape_md(text: object) -> str:
@@ -173,7 +172,7 @@ def render_markdown(compat: dict[str, Any], changes: list[Change]) -> str:
         by_case.setdefault(variant["case"], []).append(variant)
     for case, variants in by_case.items():
         # Rows that only skipped, or sat in cells that never installed, are counted below the table instead.
-        ran = [v for v in variants if any(e["outcome"] not in DID_NOT_RUN for e in compat["results"].get(v["id"], {}).values())]
+        ran = [v for v in variants if any(Outcome(e["outcome"]).ran for e in compat["results"].get(v["id"], {}).values())]
         columns = [c for c in cells if any(c["id"] in compat["results"].get(v["id"], {}) for v in ran)]
         lines += [f"## {escape_md(case)}", ""]
         if not ran:
