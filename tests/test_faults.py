@@ -170,6 +170,14 @@ def test_plugin_registers_once_with_both_conftest_and_dash_p() -> None:
     assert "4 tests collected" in proc.stdout, "each variant collected once"
 
 
+def test_collect_only_records_nothing(tmp_path: Path) -> None:
+    """Listing variants runs none: no run file is written (it would be an empty 'system' cell in the next report)."""
+    plant(tmp_path, "planted")
+    proc = run_cases(tmp_path, "-p", "no:xdist", "--collect-only", limit=60)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert not (tmp_path / "run.json").exists()
+
+
 def _venv(tmp_path: Path) -> Path:
     """An empty venv of this interpreter, as nox's uv backend creates for a cell."""
     venv = tmp_path / "venv"

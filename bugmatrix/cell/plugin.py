@@ -405,5 +405,7 @@ class _Recorder:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = self.config.stash.get(STATE_KEY, None)
-        if state is not None and (state.results or state.previous or state.selected):
+        if state is None or self.config.option.collectonly:
+            return  # listing variants (--collect-only) runs nothing and records nothing
+        if state.results or state.previous or state.selected:
             state.write(finished=now())
