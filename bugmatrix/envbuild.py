@@ -93,11 +93,13 @@ def ensure_environment(venv: Path, python: str, requirements: Sequence[str], mod
     Raises InstallFailed with the resolver's or the importer's reason; the
     failed build is removed and an existing venv is left as it was.
     """
+    fresh, old = venv.with_name(venv.name + ".new"), venv.with_name(venv.name + ".old")
+    # What a killed run left behind: a half build, or a replaced venv it was still deleting.
+    # Cleared even when ``venv`` is current, or a kill during the last rmtree would leave it forever.
+    shutil.rmtree(fresh, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
     if is_current(venv, python, requirements):
         return False
-    fresh, old = venv.with_name(venv.name + ".new"), venv.with_name(venv.name + ".old")
-    shutil.rmtree(fresh, ignore_errors=True)  # a build a killed run left behind
-    shutil.rmtree(old, ignore_errors=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
     try:
         _build(fresh, python, requirements, modules)

@@ -265,13 +265,13 @@ def test_keyboard_interrupt_and_system_exit_are_results_not_the_end_of_the_cell(
     assert run.complete and set(run.selected) == set(results), proc.stdout[-3000:]
 
 
-def _build_script(venv: Path, requirements: list[str]) -> str:
+def _build_script(venv: Path, requirements: list[str], modules: tuple[str, ...] = ("numpy", "packaging")) -> str:
     return (
         "import sys; sys.path.insert(0, {!r})\n"
         "from pathlib import Path\n"
         "from bugmatrix.envbuild import ensure_environment\n"
-        "ensure_environment(Path({!r}), {!r}, {!r}, ['numpy', 'packaging'])\n"
-    ).format(str(ROOT), str(venv), f"{sys.version_info.major}.{sys.version_info.minor}", requirements)
+        "ensure_environment(Path({!r}), {!r}, {!r}, {!r})\n"
+    ).format(str(ROOT), str(venv), f"{sys.version_info.major}.{sys.version_info.minor}", requirements, list(modules))
 
 
 @pytest.mark.parametrize("kill_after", [0.3, 0.8, 1.5, 3.0])
@@ -302,3 +302,15 @@ def test_a_build_killed_at_any_moment_heals_on_the_next_run(tmp_path: Path, kill
     ).stdout.split()  # fmt: skip
     assert versions == ["2.2.6", "24.2"]
     assert not venv.with_name("venv.new").exists() and not venv.with_name("venv.old").exists()
+
+
+def test_a_kill_while_the_replaced_venv_was_being_deleted_leaves_nothing_behind(tmp_path: Path) -> None:
+    """The window CI once hit: killed inside the final rmtree of ``venv.old``; the venv is current, the leftovers must still go."""
+    venv = tmp_path / "venv"
+    requirements = ["packaging==24.2"]
+    script = _build_script(venv, requirements, ("packaging",))
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
+    for leftover in ("venv.old", "venv.new"):
+        (tmp_path / leftover / "lib").mkdir(parents=True)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["venv"]
