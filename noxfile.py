@@ -22,6 +22,7 @@ from bugmatrix.catalog import load_catalog  # noqa: E402
 from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError  # noqa: E402
 from bugmatrix.cell.runfile import write_json_atomic  # noqa: E402
 from bugmatrix.cellrun import cell_env, pytest_command, run_file_path  # noqa: E402
+from bugmatrix.diskbudget import is_lean, release_cell, torch_needed_later  # noqa: E402
 from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment, record_install_failure  # noqa: E402
 from bugmatrix.matrix import PROFILES, load_matrix  # noqa: E402
 from bugmatrix.paths import output_dir  # noqa: E402
@@ -67,8 +68,14 @@ def cell(session: nox.Session, cell_id: str) -> None:
         venv / "bin" / "python", MATRIX, cell_id=current.id, pins=current.pins, run_file=run_file_path(reports, current.id),
         junit=reports / "junit" / f"{current.id}.xml", extra=session.posargs,
     )  # fmt: skip
-    # 1 = an outcome differs from its expectation: recorded, and judged by `report`.
-    session.run(*command, env=cell_env(ROOT), external=True, success_codes=[0, 1])
+    try:
+        # 1 = an outcome differs from its expectation: recorded, and judged by `report`.
+        session.run(*command, env=cell_env(ROOT), external=True, success_codes=[0, 1])
+    finally:
+        if is_lean():  # BUGMATRIX_DISK=lean: a whole profile within the disk (see bugmatrix/diskbudget.py)
+            later = torch_needed_later([(c.id, c.pins.get("torch", "")) for c in CELLS], current.id)
+            cleaned = release_cell(venv, drop_cache=not later)
+            session.log(f"lean: removed the venv{'; cleaned from the uv cache: ' + ', '.join(cleaned) if cleaned else ''}")
 
 
 @nox.session(python=False)

@@ -23,12 +23,12 @@ from packaging.version import InvalidVersion, Version
 
 from bugmatrix.cell.errors import BugmatrixError
 
-__all__ = ["INTERPRETER", "PROFILES", "SCHEMA", "Axis", "Constraint", "Matrix", "Rule", "load_matrix", "parse_matrix"]
+__all__ = ["INTERPRETER", "PROFILES", "SCHEMA", "Axis", "BaseWhen", "Constraint", "Matrix", "Rule", "load_matrix", "parse_matrix"]
 
 SCHEMA = 2
 INTERPRETER = "python"  # the one axis that is an interpreter, not a distribution
 PROFILES = ("smoke", "nightly", "full")  # each a subset of the next
-TOP_KEYS = {"schema", "base", "axes", "profiles", "exclude", "include", "constraints", "harness", "gpu"}
+TOP_KEYS = {"schema", "base", "base_when", "axes", "profiles", "exclude", "include", "constraints", "harness", "gpu"}
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,27 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class BaseWhen:
+    """Base pins that stand in where the usual base cannot exist (``[[base_when]]``).
+
+    The python sweep runs the base stack on every listed interpreter, but a
+    release may ship nothing for one (torch 2.15.0 has no cp310 wheel;
+    transformers 5.x requires Python >= 3.11). Such a cell holds the newest
+    releases that do exist instead of being planned only to be install-failed.
+    """
+
+    when: Mapping[str, SpecifierSet]
+    pins: Mapping[str, str]
+    why: str
+
+    def apply(self, pins: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
+        """``pins`` with every axis that is held at base (not spanned) replaced, when ``when`` matches."""
+        if not _matches(self.when, pins):
+            return dict(pins)
+        return {a: self.pins[a] if a in self.pins and v == base.get(a) else v for a, v in pins.items()}
+
+
+@dataclass(frozen=True)
 class Constraint:
     """Extra install requirements (and distribution names) for a version range."""
 
@@ -87,6 +108,7 @@ class Matrix:
     harness: tuple[str, ...]
     gpu_select: Mapping[str, tuple[str, ...]]
     gpu_runner: tuple[str, ...]
+    base_when: tuple[BaseWhen, ...] = ()
 
     @property
     def package_axes(self) -> tuple[str, ...]:
@@ -96,6 +118,13 @@ class Matrix:
     def ordered(self, pins: Mapping[str, str]) -> dict[str, str]:
         """Pins in display order (the order of ``[axes]``)."""
         return {axis: pins[axis] for axis in self.axes if axis in pins}
+
+    def rebased(self, pins: Mapping[str, str]) -> dict[str, str]:
+        """``pins`` with ``[[base_when]]`` applied: base-held axes swapped where the base cannot exist."""
+        result = dict(pins)
+        for rule in self.base_when:
+            result = rule.apply(result, self.base)
+        return self.ordered(result)
 
     def cell_id(self, pins: Mapping[str, str], device: str = "cpu") -> str:
         """Readable, stable id: ``py311-torch2.5.1-pl2.0.3-tf4.30.2`` (+ ``-cuda``)."""
@@ -296,6 +325,23 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
                     f"profiles.{smaller}.{axis}", f"{missing[0]!r} is not in profiles.{larger}", f"{smaller} must be a subset of {larger}"
                 )
 
+    base_when = []
+    for i, entry in enumerate(check.array(data.get("base_when", []), "base_when")):
+        key = f"base_when[{i}]"
+        table = check.table(entry, key, {"when", "pins", "why"})
+        when = check.specifiers(table.get("when", {}), f"{key}.when", names)
+        pins_table = check.table(table.get("pins", {}), f"{key}.pins", names - set(when))
+        if not pins_table:
+            raise check.fail(f"{key}.pins", "empty", 'name the base pins that stand in, e.g. pins = { torch = "2.14.1" }')
+        stand_in = {a: check.version(v, f"{key}.pins.{a}") for a, v in pins_table.items()}
+        for axis, version in stand_in.items():
+            if version not in axes[axis].versions:
+                raise check.fail(f"{key}.pins.{axis}", f"{version!r} is not in axes.{axis}.versions", "pin a listed version")
+        why = table.get("why")
+        if not isinstance(why, str) or not why.strip():
+            raise check.fail(f"{key}.why", "missing", "say why the base cannot be used there (e.g. no wheel for that Python)")
+        base_when.append(BaseWhen(when, stand_in, why))
+
     exclude = []
     for i, rule in enumerate(check.array(data.get("exclude", []), "exclude")):
         key = f"exclude[{i}]"
@@ -352,4 +398,7 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
     runner = gpu.get("runner", ["self-hosted", "gpu"])
     if not isinstance(runner, list) or not runner or not all(isinstance(r, str) for r in runner):
         raise check.fail("gpu.runner", f"{runner!r} is not a list of runner labels", 'write e.g. ["self-hosted", "gpu"]')
-    return Matrix(path, axes, base, profiles, tuple(exclude), tuple(include), tuple(constraints), harness, gpu_select, tuple(runner))
+    return Matrix(
+        path, axes, base, profiles, tuple(exclude), tuple(include), tuple(constraints), harness, gpu_select, tuple(runner),
+        tuple(base_when),
+    )  # fmt: skip

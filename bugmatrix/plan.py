@@ -5,6 +5,8 @@ axes it depends on (core torch cases: torch; the T5 case: lightning x
 transformers), and the plan is the union of those projections, with axes a
 projection does not span held at the matrix's ``base`` pins. A cell whose pins
 are all contained in a larger cell is dropped: the larger one runs it too.
+Where the base cannot exist for a cell (no wheel for its Python), the
+``[[base_when]]`` stand-ins replace the base-held pins before anything else.
 Every cell carries the variant ids it runs, so the report can tell a result
 that is missing from one that was never planned.
 """
@@ -80,6 +82,7 @@ def plan_cells(matrix: Matrix, profile: str, catalog: Catalog) -> list[Cell]:
     pin_sets += [
         matrix.ordered({INTERPRETER: matrix.base[INTERPRETER], **pins}) for pins, profiles in matrix.include if profile in profiles
     ]
+    pin_sets = [matrix.rebased(p) for p in pin_sets]
     kept = [p for p in pin_sets if not any(r.matches(p) for r in matrix.exclude if profile in r.profiles)]
     unique = {matrix.cell_id(p): p for p in kept}
     covered = {

@@ -73,6 +73,10 @@ BROKEN = [
     ("include-without-torch", "[[constraints]]", '[[include]]\nlightning = "2.0.3"\n\n[[constraints]]', "include[0]", "no torch pin"),
     ("include-unknown-profile", "[[constraints]]", '[[include]]\ntorch = "2.5.1"\nprofiles = ["fast"]\n\n[[constraints]]',
      "include[0].profiles", "'fast'"),
+    ("base-when-without-why", 'why = "torch 2.15.0 has no cp310 wheel; transformers 5.x requires Python >= 3.11"', "",
+     "base_when[0].why", "missing"),
+    ("base-when-unlisted-pin", 'pins = { torch = "2.14.1",', 'pins = { torch = "2.14.9",', "base_when[0].pins.torch",
+     "'2.14.9' is not in axes.torch"),
     ("gpu-runner-not-a-list", 'runner = ["self-hosted", "gpu"]', 'runner = "gpu"', "gpu.runner", "'gpu'"),
 ]  # fmt: skip
 BY_ID = {b[0]: b[1:] for b in BROKEN}

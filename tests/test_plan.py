@@ -103,6 +103,27 @@ def test_python_sweep_runs_the_base_stack_on_other_interpreters() -> None:
     assert {c.python for c in plan_cells(TINY, "nightly", declared(TORCH))} == {"3.11"}
 
 
+def test_base_when_swaps_base_held_pins_where_the_base_cannot_exist(tmp_path: Path) -> None:
+    """A Python whose base torch ships no wheel gets the stand-in; spanned axes and other interpreters keep theirs."""
+    text = (Path(__file__).resolve().parent / "fixtures" / "matrix" / "tiny.toml").read_text(encoding="utf-8")
+    rule = '[[base_when]]\nwhen = { python = "<3.11" }\npins = { transformers = "4.30.2" }\nwhy = "no cp310 wheel"\n\n'
+    (tmp_path / "matrix.toml").write_text(text.replace("[profiles.smoke]", rule + "[profiles.smoke]"), encoding="utf-8")
+    matrix = load_matrix(tmp_path / "matrix.toml")
+    full = plan_cells(matrix, "full", declared(TORCH))
+    assert [c.id for c in full if c.python == "3.10" and c.device == "cpu"] == ["py310-torch2.3.1-pl2.2.5-tf4.30.2"]
+    before = {c.id for c in plan_cells(TINY, "full", declared(TORCH)) if c.python != "3.10"}
+    assert {c.id for c in full if c.python != "3.10"} == before
+
+
+def test_every_real_python_cell_pins_releases_that_ship_for_it() -> None:
+    """The known gaps (torch 2.15.0: no cp310; transformers 5.x: Python >= 3.11) are never planned for 3.10."""
+    py310 = [c for c in plan_all(REAL, REAL_CATALOG) if c.python == "3.10"]
+    assert py310, "the full profile sweeps Python 3.10"
+    for cell in py310:
+        assert base_version(cell.pins["torch"]) < base_version("2.15.0"), cell.id
+        assert base_version(cell.pins.get("transformers", "4")) < base_version("5"), cell.id
+
+
 def test_gpu_twins_are_the_cells_gpu_selects(tmp_path: Path) -> None:
     """A CPU cell matching every [gpu] list gets a -cuda twin with the same pins; without [gpu] there are none."""
     cells = plan_cells(TINY, "nightly", declared(TORCH_PL))
