@@ -40,7 +40,7 @@ from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
 from bugmatrix.cellrun import cell_env, pytest_command
-from bugmatrix.envbuild import cell_venv, uv_command
+from bugmatrix.envbuild import cell_venv, find_interpreter, uv_command
 from bugmatrix.matrix import Matrix, load_matrix
 from bugmatrix.paths import output_dir
 from bugmatrix.plan import Cell, find_cell, plan_cells
@@ -142,7 +142,7 @@ def _pip_env(cache: Path) -> dict[str, str]:
 def uv_build(venv: Path, python: str, requirements: Sequence[str], cache: Path) -> float:
     """``uv venv`` + ``uv pip install`` into a new venv, with ``cache`` as uv's cache."""
     env = {**os.environ, "UV_CACHE_DIR": str(cache)}
-    made = _timed([*uv_command(), "venv", "-q", "-p", python, str(venv)], env)
+    made = _timed([*uv_command(), "venv", "-q", "--no-python-downloads", "-p", find_interpreter(python), str(venv)], env)
     return made + _timed([*uv_command(), "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *requirements], env)
 
 

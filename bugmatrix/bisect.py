@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import signal
 import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -28,7 +30,7 @@ from packaging.version import InvalidVersion, Version
 
 from bugmatrix.cell.case import Variant
 from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.cell.runfile import load_run_file, write_json_atomic
+from bugmatrix.cell.runfile import VariantRecord, load_run_file, write_json_atomic
 from bugmatrix.cellrun import cell_env, pytest_command
 from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment
 from bugmatrix.matrix import Matrix
@@ -180,16 +182,34 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
         command = pytest_command(
             venv / "bin" / "python", matrix, cell_id="bisect", pins=pins, run_file=run_file, workers="1", select=[node], root=root
         )
+        record, timed_out = probe_result(command, root, run_file, timeout)
+    seconds = round(time.perf_counter() - started, 1)
+    if record is None:
+        return (Probe(label, "timeout", f"no result after {timeout:g}s", seconds) if timed_out else Probe(
+            label, "crashed", "no result recorded", seconds)), built  # fmt: skip
+    return Probe(label, record.outcome.value, record.message, seconds), built
+
+
+def probe_result(command: Sequence[str], root: Path, run_file: Path, timeout: float) -> tuple[VariantRecord | None, bool]:
+    """Run one probe's pytest; (its recorded result or None, whether it outlived ``timeout``).
+
+    A probe runs without xdist, so a variant that leaves a non-daemon thread
+    running keeps the process alive after its result is written: the whole
+    process group (pytest and any worker it started) is killed at ``timeout``,
+    so nothing is left running, and the recorded result still counts.
+    """
+    timed_out = False
+    with subprocess.Popen(
+        list(command), cwd=root, env=cell_env(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    ) as proc:
         try:
-            subprocess.run(command, cwd=root, env=cell_env(root), capture_output=True, text=True, timeout=timeout, check=False)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            # The variant may have finished and left a thread that keeps the process alive: its record counts.
-            if not run_file.exists() or not load_run_file(run_file).results:
-                return Probe(label, "timeout", f"no result after {timeout:g}s", round(time.perf_counter() - started, 1)), built
-        if not run_file.exists() or not load_run_file(run_file).results:
-            return Probe(label, "crashed", "no result recorded", time.perf_counter() - started), built
-        record = load_run_file(run_file).results[0]
-    return Probe(label, record.outcome.value, record.message, round(time.perf_counter() - started, 1)), built
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    results = load_run_file(run_file).results if run_file.exists() else []
+    return (results[0] if results else None), timed_out
 
 
 def default_out(variant: str, package: str) -> Path:

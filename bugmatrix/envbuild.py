@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from bugmatrix.cell.runfile import RunRecord, write_json_atomic
 
-__all__ = ["STAMP", "InstallFailed", "cell_venv", "ensure_environment", "record_install_failure", "uv_command"]
+__all__ = ["STAMP", "InstallFailed", "cell_venv", "ensure_environment", "find_interpreter", "record_install_failure", "uv_command"]
 
 STAMP = ".bugmatrix-requirements"
 REASON_LINES = 12  # the resolver's explanation is at the end of its output
@@ -55,6 +56,32 @@ def uv_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "uv"]
 
 
+def find_interpreter(version: str) -> str:
+    """An interpreter for ``version`` ("3.10"): what ``uv python find`` sees, else a pyenv install; never a download.
+
+    uv only finds pyenv's interpreters for the version pyenv has active (the
+    others' shims exit 127), and it would try to download a managed Python,
+    which a registry-only machine cannot. pyenv's ``versions/<X.Y.Z>/bin`` is
+    where its other interpreters live, so that is the one other place looked.
+    Raises InstallFailed naming both places when neither has one.
+    """
+    found = subprocess.run([*uv_command(), "python", "find", "--no-python-downloads", version], capture_output=True, text=True, check=False)
+    if found.returncode == 0 and found.stdout.strip():
+        return found.stdout.strip().splitlines()[-1]
+    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    candidates = sorted(pyenv.glob(f"{version}.*/bin/python{version}"), key=lambda p: _micro(p.parent.parent.name), reverse=True)
+    for candidate in candidates:
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    msg = f"no Python {version} interpreter: `uv python find {version}` finds none, nor does {pyenv}/{version}.*; install one or exclude it"
+    raise InstallFailed(msg)
+
+
+def _micro(name: str) -> int:
+    tail = name.rsplit(".", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
+
+
 def _tail(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return "\n".join(lines[-REASON_LINES:])
@@ -71,7 +98,10 @@ def is_current(venv: Path, python: str, requirements: Sequence[str]) -> bool:
 
 
 def _build(target: Path, python: str, requirements: Sequence[str], modules: Sequence[str]) -> None:
-    made = subprocess.run([*uv_command(), "venv", "-q", "-p", python, str(target)], capture_output=True, text=True, check=False)
+    made = subprocess.run(
+        [*uv_command(), "venv", "-q", "--no-python-downloads", "-p", find_interpreter(python), str(target)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
     if made.returncode != 0:
         raise InstallFailed(f"uv venv -p {python}: " + (_tail(made.stderr) or f"exit {made.returncode}"))
     interpreter = target / "bin" / "python"

@@ -314,3 +314,52 @@ def test_a_kill_while_the_replaced_venv_was_being_deleted_leaves_nothing_behind(
         (tmp_path / leftover / "lib").mkdir(parents=True)
     subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["venv"]
+
+
+@NEEDS_TORCH
+@NEEDS_XDIST
+@pytest.mark.parametrize(
+    ("variant", "workers", "expected", "hangs"),
+    [("leaves_a_thread", "0", "fixed", True), ("leaves_a_thread", "1", "fixed", False), ("hangs", "1", None, True)],
+)
+def test_a_bisect_probe_that_outlives_its_limit_keeps_its_result_and_leaves_nothing_running(
+    tmp_path: Path, variant: str, workers: str, expected: str | None, hangs: bool
+) -> None:
+    """A leaked non-daemon thread keeps a probe's process alive (without xdist; an xdist worker exits regardless).
+
+    The result it recorded counts, and the whole process group is killed.
+    """
+    from bugmatrix.bisect import probe_result
+    from bugmatrix.cellrun import pytest_command
+    from bugmatrix.matrix import load_matrix
+
+    cases = plant(tmp_path, "planted_thread")
+    run_file = tmp_path / "probe.json"
+    command = pytest_command(
+        sys.executable, load_matrix(ROOT / "matrix.toml"), cell_id="bisect", pins=None, run_file=run_file, workers=workers,
+        select=[f"{cases / 'planted_thread.py'}::{variant}[cpu]"], extra=["-p", "bugmatrix.cell.plugin", "--bugmatrix-timeout", "300"],
+    )  # fmt: skip
+    started = time.monotonic()
+    record, timed_out = probe_result(command, ROOT, run_file, timeout=20)
+    assert timed_out is hangs and time.monotonic() - started < 60
+    assert (record.outcome.value if record else None) == expected
+    left = subprocess.run(["pgrep", "-f", str(cases / "planted_thread.py")], capture_output=True, text=True, check=False).stdout
+    assert not left.strip(), f"probe processes left running: {left}"
+
+
+def test_an_interpreter_uv_cannot_see_is_found_in_pyenv_and_a_missing_one_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyenv's inactive versions are invisible to uv; the newest micro release there is used, and none is install-failed."""
+    from bugmatrix.envbuild import find_interpreter
+
+    for micro in ("2", "10"):
+        exe = tmp_path / "versions" / f"3.97.{micro}" / "bin" / "python3.97"
+        exe.parent.mkdir(parents=True)
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    assert find_interpreter("3.97") == str(tmp_path / "versions" / "3.97.10" / "bin" / "python3.97")
+    with pytest.raises(InstallFailed) as info:
+        find_interpreter("3.96")
+    assert "\n" not in str(info.value) and "no Python 3.96 interpreter" in str(info.value) and "exclude" in str(info.value)

@@ -1,0 +1,59 @@
+"""Bad command-line input ends in one line on stderr, naming the value and the fix, with exit 2 and nothing written."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bugmatrix.cell.errors import USAGE_EXIT_CODE
+from bugmatrix.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _one_run(tmp_path: Path) -> Path:
+    """A reports dir holding one real committed run file."""
+    runs = tmp_path / "reports" / "runs"
+    runs.mkdir(parents=True)
+    shutil.copy(sorted((ROOT / "reports" / "runs").glob("*.json"))[0], runs)
+    return runs.parent
+
+
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (["bisect", "autocast_cache::core[cpu]", "torch", "--from", "abc"], ["--from", "'abc' is not a version"]),
+        (["bisect", "autocast_cache::core[cpu]", "torch", "--to", "2.x"], ["--to", "'2.x'"]),
+        (
+            ["repro", "autocast_cache::core[cpu]", "--cell", "py311-torch2.5.1-pl2.6.6", "--out", "README.md"],
+            ["--out README.md", "directory"],
+        ),
+        (["repro", "autocast_cache::nope[cpu]", "--cell", "py311-torch2.5.1-pl2.6.6"], ["unknown variant 'autocast_cache::nope[cpu]'"]),
+        (["report", "--baseline", "{tmp}/missing.json"], ["--baseline", "missing.json", "no such file"]),
+        (["report", "--plan", "{tmp}/missing-plan.json"], ["--plan", "missing-plan.json"]),
+    ],
+    ids=["bisect-from", "bisect-to", "repro-out-is-a-file", "repro-unknown-variant", "report-missing-baseline", "report-missing-plan"],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], names: list[str]
+) -> None:
+    monkeypatch.chdir(ROOT)
+    reports = _one_run(tmp_path)
+    before = {p: p.stat().st_mtime_ns for p in reports.rglob("*")}
+    readme = (ROOT / "README.md").read_bytes()
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    if argv[0] == "report":
+        argv += ["--reports", str(reports)]
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own usage errors
+        code = exit_.code
+    assert code == USAGE_EXIT_CODE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("bugmatrix: error: "), err
+    for name in names:
+        assert name in err, err
+    assert (ROOT / "README.md").read_bytes() == readme
+    assert {p: p.stat().st_mtime_ns for p in reports.rglob("*")} == before, "nothing may be written on bad input"
