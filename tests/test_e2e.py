@@ -99,3 +99,25 @@ def test_exported_repro_reproduces_in_a_fresh_venv(mini_matrix: Path, tmp_path: 
     assert "element 0 of tensors does not require grad" in run.stderr
     issue = (out / "ISSUE.md").read_text()
     assert "pytorch-lightning" in issue or "lightning" in issue
+
+
+def test_the_main_job_leaves_a_clean_checkout_clean(tmp_path: Path) -> None:
+    """A cell and the smoke report, run as the README's main job runs them in a fresh clone: ``git status`` stays empty.
+
+    The clone is of HEAD (what CI checks); outputs must land in ignored places
+    (build/, .nox/) and never in the committed reports/.
+    """
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
+    nox = shutil.which("nox") or str(Path(sys.executable).with_name("nox"))
+    if not Path(nox).exists():
+        pytest.skip("nox is not installed in this environment (the tests session installs it)")
+    env = {k: v for k, v in os.environ.items() if k != "BUGMATRIX_REPORTS"}
+    for args in ([f"cell({FIXED})", "--", "-k", "encoder_bf16_eval and core"], ["report-smoke"]):
+        done = subprocess.run([nox, "-s", *args], cwd=clone, env=env, capture_output=True, text=True, timeout=1200, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert (clone / "build" / "reports" / "index.html").exists()
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True).stdout
+    assert status == "", status
