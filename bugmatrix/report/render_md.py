@@ -17,6 +17,7 @@ from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report import OUTCOMES, is_flagged, label, short, split_axes
+from bugmatrix.report.boundaries import Boundary, Picture, pictures
 from bugmatrix.report.diff import INFORMATIONAL, Change, ChangeKind
 
 #: Kinds that usually hit a whole cell at once: one line per cell, not one per variant.
@@ -149,8 +150,19 @@ def _environment_line(compat: dict[str, Any]) -> str:
     return "Ran on: " + escape_md("; ".join(hosts)) if hosts else "Ran on: no cell recorded an environment."
 
 
-def render_markdown(compat: dict[str, Any], changes: list[Change]) -> str:
-    """The full compat.md: header, changes since the baseline, then one table per case."""
+def _boundary_lines(drawn: list[Picture]) -> list[str]:
+    """One bullet per drawn variant: its flips, as the HTML labels them ("fixed in torch 2.11.0")."""
+    lines = []
+    for picture in drawn:
+        for track in picture.tracks:
+            flips = "; ".join(f.label for f in track.flips) or "no flip along " + " × ".join(picture.short(a) for a in picture.axes)
+            role = f" *({track.role})*" if track.role else ""
+            lines.append(f"- {code(track.name)}{role}: {escape_md(flips)}")
+    return ["**Boundaries**", "", *lines, ""] if lines else []
+
+
+def render_markdown(compat: dict[str, Any], changes: list[Change], boundary: Boundary | None = None) -> str:
+    """The full compat.md: header, changes since the baseline, then per case its boundaries and table."""
     cells = compat["cells"]
     varying, shared = split_axes(compat)
     lines = [
@@ -167,6 +179,9 @@ def render_markdown(compat: dict[str, Any], changes: list[Change]) -> str:
     ]
     if shared:
         lines += ["Every cell pins " + escape_md(", ".join(f"{short(compat, a)} {v}" for a, v in shared.items())) + ".", ""]
+    drawn: dict[str, list[Picture]] = {}
+    for picture in (boundary or pictures(compat))[0]:
+        drawn.setdefault(picture.variant["case"], []).append(picture)
     by_case: dict[str, list[dict[str, Any]]] = {}
     for variant in compat["variants"]:
         by_case.setdefault(variant["case"], []).append(variant)
@@ -174,7 +189,7 @@ def render_markdown(compat: dict[str, Any], changes: list[Change]) -> str:
         # Rows that only skipped, or sat in cells that never installed, are counted below the table instead.
         ran = [v for v in variants if any(Outcome(e["outcome"]).ran for e in compat["results"].get(v["id"], {}).values())]
         columns = [c for c in cells if any(c["id"] in compat["results"].get(v["id"], {}) for v in ran)]
-        lines += [f"## {escape_md(case)}", ""]
+        lines += [f"## {escape_md(case)}", "", *_boundary_lines(drawn.get(case, []))]
         if not ran:
             lines += ["No variant ran in any cell: skipped everywhere, or no cell installed (see the HTML report for the reasons).", ""]
             continue
