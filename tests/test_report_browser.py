@@ -175,13 +175,18 @@ def test_full_profile_labels_every_flip_with_its_release(full_dom: str) -> None:
     assert any(text.startswith("lightning_trainer[cpu]: fixed in pl 2.0.7") for *_, text in labelled)
 
 
-def test_full_profile_shows_history_and_the_flaky_mark(full_dom: str) -> None:
+def test_full_profile_shows_history_flaky_and_agreement(full_dom: str) -> None:
     strip = full_dom[full_dom.index('data-variant="autocast_cache::core[cpu]" data-axes') :]
     row = strip[strip.index('<tr data-variant="autocast_cache::core[cpu]"') :]
     row = row[: row.index("</tr>")]
     assert 'data-since="2026-10-30"' in row, "the flap's last change"
     assert re.search(r'class="flaky" title="changed back and forth[^"]*">≈ flaky \(1 cell\)', row)
     assert row.count('class="t-') == 30 and '<span class="t-flap"' in row
+    rows = re.findall(r'<li class="agreement-row" data-agrees="(yes|no)" data-upstream="([^"]+)">(.*?)</li>', full_dom, re.S)
+    by_name = {name: (agrees, re.sub(r"<[^>]+>", "", text)) for agrees, name, text in rows}
+    assert by_name["upstream_pr165068_test[cpu]"][0] == "yes" and "agrees in 69/69 cells" in by_name["upstream_pr165068_test[cpu]"][1]
+    agrees, text = by_name["upstream_issue82783[cpu]"]
+    assert agrees == "no" and "agrees in 57/69 cells; differs in: py311-torch2.1.2-pl2.0.3" in text
 
 
 def test_full_profile_fits_1280_px_without_horizontal_scroll(full_dom: str) -> None:

@@ -22,6 +22,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from bugmatrix.report import OUTCOMES, axes_of, is_flagged, label, short, split_axes
+from bugmatrix.report.agreement import per_case
 from bugmatrix.report.boundaries import Boundary
 from bugmatrix.report.diff import INFORMATIONAL, Change
 from bugmatrix.report.overview import overview
@@ -202,6 +203,7 @@ def render_html(
         environments=compat.get("environments", []),
         evidence=_evidence(compat),
         overview=overview(compat, history, boundary),
+        agreement=per_case(compat),
         table_open=len(cells) <= OPEN_TABLE_CELLS,
         has_history=bool(history),
     )

@@ -17,6 +17,7 @@ from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report import OUTCOMES, is_flagged, label, short, split_axes
+from bugmatrix.report.agreement import per_case
 from bugmatrix.report.boundaries import Boundary, Picture, pictures
 from bugmatrix.report.diff import INFORMATIONAL, Change, ChangeKind
 
@@ -161,8 +162,20 @@ def _boundary_lines(drawn: list[Picture]) -> list[str]:
     return ["**Boundaries**", "", *lines, ""] if lines else []
 
 
+def _agreement_lines(case: str, agreement: dict[str, Any]) -> list[str]:
+    """Issue 17's agreement rows: each upstream variant against the case's own, cell by cell."""
+    lines, idle = agreement.get(case, ([], []))
+    if not lines and not idle:
+        return []
+    out = ["**Upstream agreement**", ""]
+    out += [f"- {code(a.upstream)} vs {code(a.counterpart)}: {escape_md(a.text)}" for a in lines]
+    if idle:
+        out.append("- not compared (never ran in a cell with its counterpart): " + ", ".join(code(n) for n in idle))
+    return [*out, ""]
+
+
 def render_markdown(compat: dict[str, Any], changes: list[Change], boundary: Boundary | None = None) -> str:
-    """The full compat.md: header, changes since the baseline, then per case its boundaries and table."""
+    """The full compat.md: header, changes since the baseline, then per case its boundaries, upstream agreement and table."""
     cells = compat["cells"]
     varying, shared = split_axes(compat)
     lines = [
@@ -182,6 +195,7 @@ def render_markdown(compat: dict[str, Any], changes: list[Change], boundary: Bou
     drawn: dict[str, list[Picture]] = {}
     for picture in (boundary or pictures(compat))[0]:
         drawn.setdefault(picture.variant["case"], []).append(picture)
+    agreement = per_case(compat)
     by_case: dict[str, list[dict[str, Any]]] = {}
     for variant in compat["variants"]:
         by_case.setdefault(variant["case"], []).append(variant)
@@ -189,7 +203,7 @@ def render_markdown(compat: dict[str, Any], changes: list[Change], boundary: Bou
         # Rows that only skipped, or sat in cells that never installed, are counted below the table instead.
         ran = [v for v in variants if any(Outcome(e["outcome"]).ran for e in compat["results"].get(v["id"], {}).values())]
         columns = [c for c in cells if any(c["id"] in compat["results"].get(v["id"], {}) for v in ran)]
-        lines += [f"## {escape_md(case)}", "", *_boundary_lines(drawn.get(case, []))]
+        lines += [f"## {escape_md(case)}", "", *_boundary_lines(drawn.get(case, [])), *_agreement_lines(case, agreement)]
         if not ran:
             lines += ["No variant ran in any cell: skipped everywhere, or no cell installed (see the HTML report for the reasons).", ""]
             continue
