@@ -142,5 +142,5 @@ def test_the_report_renders_agreement_per_case_in_markdown_and_html() -> None:
     section = html[html.index('<section class="case-overview" data-case="encoder_bf16_eval">') :]
     section = section[: section.index("</section>")]
     assert 'data-agrees="no" data-upstream="upstream_issue82783[cpu]"' in section
-    assert "≠ agrees in 57/69 cells; differs in: py311-torch2.1.2-pl2.0.3" in section
+    assert '<span class="differs">≠ agrees in 57/69 cells</span>; differs in: py311-torch2.1.2-pl2.0.3' in section
     assert 'data-agrees="yes" data-upstream="upstream_issue107663[cpu]"' not in section, "107663 differs at the planted 2.13.0"

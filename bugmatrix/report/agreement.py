@@ -93,8 +93,18 @@ class AgreementLine:
 
     upstream: str  # variant name with device, e.g. upstream_pr165068_test[cpu]
     counterpart: str
-    text: str
+    text: str  # the whole sentence (compat.md)
     agrees: bool  # every shared cell agrees (and there was at least one)
+
+    @property
+    def count(self) -> str:
+        """``agrees in 17/19 cells``: the part the page sets in bold."""
+        return self.text.partition("; ")[0]
+
+    @property
+    def rest(self) -> str:
+        """``differs in: a, b`` (empty when it agrees everywhere): the page's plain part."""
+        return self.text.partition("; ")[2]
 
 
 def per_case(compat: dict[str, Any]) -> dict[str, tuple[list[AgreementLine], list[str]]]:
