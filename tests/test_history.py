@@ -86,6 +86,18 @@ def test_flaky_changes_are_downgraded_in_the_baseline_diff() -> None:
     assert f"**flaky**: `{WORKS}` in `{REPRODUCED}`" in summary
 
 
+def test_the_step_summary_names_flaky_pairs_even_on_a_night_they_match_the_baseline() -> None:
+    """Night 3 is back to the baseline's outcome, so no change is listed; the flaky mark still is."""
+    nights = three_nights()
+    history = summarise(history_of(nights))
+    changes = diff_against_baseline(nights[2], nights[0], flaky_pairs(history))
+    assert all(c.variant_id != WORKS for c in changes)
+    summary = render_step_summary(nights[2], changes, history)
+    flaky = summary[summary.index("## ≈ Flaky") : summary.index("## Outcomes per case")]
+    assert f"- `{WORKS}` in `{REPRODUCED}`" in flaky and CORE not in flaky
+    assert "## ≈ Flaky" not in render_step_summary(nights[2], changes), "no history, no section"
+
+
 def test_a_flaky_regression_verdict_is_flaky_but_a_missing_result_never_is() -> None:
     """The expectation's regression verdict is downgraded for a flaky pair too; a hole in the table never is."""
     tonight = fixture_compat()
@@ -181,13 +193,23 @@ def test_report_command_appends_a_night_per_run(tmp_path: Path, capsys: pytest.C
     shutil.copytree(ROOT / "tests" / "fixtures" / "runs", reports / "runs")
     history = tmp_path / "carried" / "history.jsonl"
     argv = ["report", "--reports", str(reports), "--history", str(history)]
-    runfile = reports / "runs" / f"{FIXED}.json"
+    runfile, flapping = reports / "runs" / f"{FIXED}.json", reports / "runs" / f"{REPRODUCED}.json"
+    steps = tmp_path / "step-summary.md"
+
+    def set_outcome(path: Path, variant: str, outcome: str) -> None:
+        data = json.loads(path.read_text())
+        next(r for r in data["results"] if r["id"] == variant)["outcome"] = outcome
+        path.write_text(json.dumps(data))
+
     for date in DATES:
         if date == DATES[1]:
-            data = json.loads(runfile.read_text())
-            next(r for r in data["results"] if r["id"] == CORE)["outcome"] = "reproduced"
-            runfile.write_text(json.dumps(data))
-        assert main([*argv, "--date", date]) == 0
+            set_outcome(runfile, CORE, "reproduced")  # stays: a change since night 2
+            set_outcome(flapping, WORKS, "timeout")  # and back on night 3: a flap
+        if date == DATES[2]:
+            set_outcome(flapping, WORKS, "fixed")
+        steps.unlink(missing_ok=True)
+        assert main([*argv, "--date", date, "--step-summary", str(steps)]) == 0
+    assert f"- `{WORKS}` in `{REPRODUCED}`" in steps.read_text().split("## ≈ Flaky")[1], "the report passes the history on"
     assert [n.date for n in load_history(history)] == list(DATES)
     assert not (reports / "history.jsonl").exists(), "--history names the file; nothing is written beside the report"
     assert "since 2026-11-22" in (reports / "index.html").read_text()

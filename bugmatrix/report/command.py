@@ -131,7 +131,7 @@ def run_report(args: argparse.Namespace) -> int:
     write_history(history_path, nights)
     if args.step_summary:
         with args.step_summary.open("a", encoding="utf-8") as handle:
-            handle.write(render_step_summary(compat, changes))
+            handle.write(render_step_summary(compat, changes, history))
     if args.publish:
         _publish(args.reports, [r.cell for r in runs])
     if args.update_baseline:

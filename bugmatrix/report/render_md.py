@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
@@ -20,6 +21,7 @@ from bugmatrix.report import OUTCOMES, is_flagged, label, short, split_axes
 from bugmatrix.report.agreement import per_case
 from bugmatrix.report.boundaries import Boundary, Picture, pictures
 from bugmatrix.report.diff import INFORMATIONAL, Change, ChangeKind
+from bugmatrix.report.history import WINDOW
 
 #: Kinds that usually hit a whole cell at once: one line per cell, not one per variant.
 PER_CELL = frozenset({ChangeKind.MISSING, ChangeKind.NO_LONGER_INSTALLS})
@@ -222,14 +224,27 @@ def render_markdown(compat: dict[str, Any], changes: list[Change], boundary: Bou
     return "\n".join(lines) + "\n"
 
 
-def render_step_summary(compat: dict[str, Any], changes: list[Change]) -> str:
-    """Short Markdown for ``$GITHUB_STEP_SUMMARY``: changes first, then outcome counts per case."""
+def _flaky_section(history: Mapping[str, Any] | None) -> list[str]:
+    """Every flaky (variant, cell) the history knows, changed tonight or not: a flaky mark is never a silent pass."""
+    flaky = [(variant, h.flaky) for variant, h in (history or {}).items() if getattr(h, "flaky", None)]
+    if not flaky:
+        return []
+    lines = [f"## ≈ Flaky (changed back and forth within the last {WINDOW} nights)", ""]
+    lines += [f"- {code(variant)} in {', '.join(code(c) for c in cells)}" for variant, cells in flaky[:SUMMARY_CHANGE_LIMIT]]
+    if len(flaky) > SUMMARY_CHANGE_LIMIT:
+        lines.append(f"- … and {len(flaky) - SUMMARY_CHANGE_LIMIT} more (see index.html)")
+    return [*lines, ""]
+
+
+def render_step_summary(compat: dict[str, Any], changes: list[Change], history: Mapping[str, Any] | None = None) -> str:
+    """Short Markdown for ``$GITHUB_STEP_SUMMARY``: changes first, then the flaky pairs (``history``), then outcome counts per case."""
     lines = [
         f"# bugmatrix {escape_md(compat['profile'])}",
         "",
         f"{len(compat['cells'])} cells · {len(compat['variants'])} variants · commit {code(compat['commit'])}",
         "",
         *_changes_section(changes, SUMMARY_CHANGE_LIMIT),
+        *_flaky_section(history),
         "## Outcomes per case",
         "",
     ]
