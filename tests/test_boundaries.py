@@ -51,8 +51,9 @@ def test_flip_verbs(was: str, now: str, label: str) -> None:
     assert Flip("torch", "2.0.0", "2.1.0", was, now).label == label
 
 
-def test_install_failures_are_gaps_not_flips() -> None:
-    outcomes = {"2.0.0": "reproduced", "2.1.0": "install-failed", "2.2.0": "fixed", "2.3.0": "fixed"}
+@pytest.mark.parametrize("gap", ["install-failed", "missing"])
+def test_install_failures_and_missing_results_are_gaps_not_flips(gap: str) -> None:
+    outcomes = {"2.0.0": "reproduced", "2.1.0": gap, "2.2.0": "fixed", "2.3.0": "fixed"}
     (picture,), _ = pictures(strip_compat(outcomes))
     (flip,) = picture.tracks[0].flips
     assert (flip.before, flip.after, flip.adjacent) == ("2.0.0", "2.2.0", False)
