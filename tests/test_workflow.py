@@ -172,7 +172,7 @@ def test_the_report_job_gathers_every_run_file_and_publishes_the_report() -> Non
     for flag in ('--profile "$PROFILE"', "--fail-on-regression", '--step-summary "$GITHUB_STEP_SUMMARY"', "reports/baseline.json"):
         assert flag in run
     published = {s["with"]["name"]: s for s in step_using(report, "actions/upload-artifact")}
-    assert all(s.get("if") == "always()" for s in published.values()), "a failing report still publishes what it wrote"
+    assert published["compat-report-${{ env.PROFILE }}"]["if"] == "always()", "a failing report still publishes what it wrote"
     report_files = published["compat-report-${{ env.PROFILE }}"]["with"]["path"]
     assert {Path(p).name for p in report_files.splitlines()} == {"index.html", "compat.md", "compat.json"}
 
@@ -194,11 +194,14 @@ def test_the_report_job_carries_the_history_from_night_to_night() -> None:
     report_step = step_running(report, r"\bnox -s report --")
     assert '--history "$BUGMATRIX_REPORTS/history.jsonl"' in report_step["run"]
     (upload,) = [s for s in step_using(report, "actions/upload-artifact") if s["with"]["name"] == "history"]
-    assert upload["if"] == "always()", "a night that fails on a regression must still pass its history on"
+    # A night that fails on a regression still passes its history on; one the report did not extend does not.
+    assert upload["if"] == "always() && steps.history.outputs.appended == 'true'"
+    appended = next(s for s in report["steps"] if s.get("id") == "history")
+    assert appended["if"] == "always()" and "RESTORED_HISTORY" in appended["run"] and "RESTORED_HISTORY" in script
     assert upload["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/history.jsonl"
     assert upload["with"]["retention-days"] == 90
     # Order: restored before the report reads it, uploaded after the report appended tonight.
-    assert names.index(restore["name"]) < names.index(report_step["name"]) < names.index(upload["name"])
+    assert names.index(restore["name"]) < names.index(report_step["name"]) < names.index(appended["name"]) < names.index(upload["name"])
 
 
 def test_the_restore_script_starts_a_new_history_when_there_is_none(tmp_path: Path) -> None:
@@ -215,10 +218,23 @@ def test_the_restore_script_starts_a_new_history_when_there_is_none(tmp_path: Pa
         "exit 1\n"
     )
     fake.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "BUGMATRIX_REPORTS": str(tmp_path / "r"), "GITHUB_REPOSITORY": "o/r"}
+    github_env, github_output = tmp_path / "env", tmp_path / "output"
+    env = {
+        **os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "BUGMATRIX_REPORTS": str(tmp_path / "r"),
+        "GITHUB_REPOSITORY": "o/r", "GITHUB_ENV": str(github_env), "GITHUB_OUTPUT": str(github_output),
+    }  # fmt: skip
     done = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 0 and "restored from run 41" in done.stdout, done.stdout + done.stderr
     assert (tmp_path / "r" / "history.jsonl").read_text() == "night\n"
+    # The "appended?" step: unchanged (the report died on it) -> not uploaded; extended -> uploaded.
+    check = next(s for s in load_workflow()["jobs"]["report"]["steps"] if s.get("id") == "history")["run"]
+    restored = dict(line.split("=", 1) for line in github_env.read_text().splitlines())
+    env_after = {**env, **restored}
+    subprocess.run(["bash", "-e", "-c", check], env=env_after, capture_output=True, text=True, timeout=30, check=True)
+    assert not github_output.exists() or "appended=true" not in github_output.read_text()
+    (tmp_path / "r" / "history.jsonl").write_text("night\ntonight\n")
+    subprocess.run(["bash", "-e", "-c", check], env=env_after, capture_output=True, text=True, timeout=30, check=True)
+    assert "appended=true" in github_output.read_text()
     fake.write_text("#!/bin/sh\nexit 1\n")
     (tmp_path / "r" / "history.jsonl").unlink()
     done = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
