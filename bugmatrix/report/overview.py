@@ -27,7 +27,7 @@ class Spot:
     text: str
     cls: str
     title: str
-    sub: str = ""  # grids: one small symbol per workaround, in the figure's workaround order
+    sub: str = ""  # grids: one small symbol per companion (workaround, upstream), in the figure's order
 
 
 @dataclass(frozen=True)
