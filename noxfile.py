@@ -122,7 +122,7 @@ def run_report(session: nox.Session, *args: str) -> None:
 
 @nox.session
 def report(session: nox.Session) -> None:
-    """Merge run files into compat.json, compat.md and index.html; diff against the baseline (-- --profile P ...)."""
+    """Merge run files into compat.json, compat.md and index.html; diff against the baseline; append to the history (-- --profile P ...)."""
     run_report(session, *session.posargs)
 
 

@@ -289,6 +289,37 @@ def measure_report() -> Measurement:
     return Measurement(name, time.perf_counter() - start, 1.0, "s", "<", 1)
 
 
+def measure_report_with_history(nights: int = 90) -> Measurement:
+    """What ``report`` does each night at scale: merge, read and extend 90 nights of history, pictures, page and compat.md.
+
+    The history file is written beforehand (not timed): reading it back is part
+    of every night's cost, building it is not.
+    """
+    name = f"report: 1,000 cells x 20 variants with {nights} nights of history (merge, history, pictures, html, md) vs 1 s"
+    from bugmatrix.report.boundaries import pictures
+    from bugmatrix.report.history import Night, append_night, load_history, night_from_compat, summarise, write_history
+    from bugmatrix.report.merge import merge_runs
+    from bugmatrix.report.render_html import render_html
+    from bugmatrix.report.render_md import render_markdown
+
+    runs = synthetic_runs()
+    first = dt.date(2026, 1, 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "history.jsonl"
+        night = night_from_compat(merge_runs(runs, profile="full", commit="past", generated="2026-01-01T00:00:00+00:00"), "")
+        past = [Night((first + dt.timedelta(days=i)).isoformat(), "past", "full", night.cells, night.outcomes) for i in range(nights - 1)]
+        write_history(path, past)
+        start = time.perf_counter()
+        compat = merge_runs(runs, profile="full", commit="benchmark", generated="2026-04-01T00:00:00+00:00")
+        kept = append_night(load_history(path), night_from_compat(compat, (first + dt.timedelta(days=nights - 1)).isoformat()))
+        history, boundary = summarise(kept), pictures(compat)
+        render_html(compat, [], history, boundary)
+        render_markdown(compat, [], boundary)
+        write_history(path, kept)
+        elapsed = time.perf_counter() - start
+    return Measurement(name, elapsed, 1.0, "s", "<", 1)
+
+
 def torch_release(venv: Path) -> str:
     """The torch version installed in ``venv`` (from its dist-info), or "" when there is none."""
     found = sorted(venv.glob("lib/python*/site-packages/torch-*.dist-info"))
@@ -359,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("env builds", build_rows),
         ("cell re-run", lambda: [measure_reuse(root, matrix, cell)]),
         ("smoke profile", smoke_row),
-        ("report", lambda: [measure_report()]),
+        ("report", lambda: [measure_report(), measure_report_with_history()]),
         ("disk", lambda: measure_disk(root)),
     ]
     rows: list[Measurement] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bugmatrix.report.agreement import agreement
+from bugmatrix.report.agreement import agreement, per_case, sentence
 
 
 def _variant(case: str, name: str, device: str, kind: str, counterpart: str | None = None) -> dict[str, Any]:
@@ -88,3 +88,59 @@ def test_a_compat_document_without_counterparts_has_no_rows() -> None:
     del variant["counterpart"]
     assert agreement(_compat([variant], {CORE: {"x": "fixed"}})) == []
     assert agreement({}) == []
+
+
+def test_a_missing_result_is_not_a_disagreement_and_cells_keep_the_documents_order() -> None:
+    """``missing`` means nothing ran; differing cells are listed in plan (release) order, not string order."""
+    compat = _compat(
+        [_variant("c", "core", "cpu", "core"), _variant("c", "upstream_test", "cpu", "upstream", "core")],
+        {
+            CORE: {"t2.13": "fixed", "t2.2": "reproduced", "t2.3": "missing"},
+            UP: {"t2.13": "reproduced", "t2.2": "fixed", "t2.3": "fixed"},
+        },
+    )
+    compat["cells"] = [{"id": "t2.2"}, {"id": "t2.3"}, {"id": "t2.13"}]
+    assert agreement(compat) == [{"upstream": UP, "counterpart": CORE, "agree": 0, "total": 2, "differ": ["t2.2", "t2.13"]}]
+
+
+def test_sentences_per_case_and_uncompared_variants_named_once() -> None:
+    assert sentence({"counterpart": CORE, "agree": 19, "total": 19, "differ": []}) == "agrees in 19/19 cells"
+    assert sentence({"counterpart": CORE, "agree": 17, "total": 19, "differ": ["a", "b"]}) == "agrees in 17/19 cells; differs in: a, b"
+    many = sentence({"counterpart": CORE, "agree": 0, "total": 12, "differ": [f"c{i}" for i in range(12)]})
+    assert many.endswith("c9 +2 more")
+    assert "nothing to compare" in sentence({"counterpart": None, "agree": 0, "total": 0, "differ": []})
+    compat = _compat(
+        [
+            _variant("c", "core", "cpu", "core"),
+            _variant("c", "upstream_test", "cpu", "upstream", "core"),
+            _variant("c", "core", "cuda", "core"),
+            _variant("c", "upstream_test", "cuda", "upstream", "core"),
+        ],
+        {CORE: {"x": "fixed"}, UP: {"x": "fixed"}, "c::core[cuda]": {"x": "skipped"}, "c::upstream_test[cuda]": {"x": "skipped"}},
+    )
+    ((line,), uncompared) = per_case(compat)["c"]
+    assert (line.upstream, line.counterpart, line.text, line.agrees) == ("upstream_test[cpu]", "core[cpu]", "agrees in 1/1 cells", True)
+    assert uncompared == ["upstream_test[cuda]"], "a CPU-only night does not print a 0/0 line per CUDA variant"
+
+
+def test_the_report_renders_agreement_per_case_in_markdown_and_html() -> None:
+    """The full profile's planted disagreement (upstream #82783 fixed from torch 2.1) shows under its own case."""
+    from bugmatrix.report.render_html import render_html
+    from bugmatrix.report.render_md import render_markdown
+    from tests.fullscale import full_compat
+
+    compat = full_compat()
+    markdown = render_markdown(compat, [])
+    encoder = markdown[markdown.index("## encoder\\_bf16\\_eval") : markdown.index("## t5\\_loss\\_no\\_grad\\_fn")]
+    assert "**Upstream agreement**" in encoder
+    assert "- `upstream_issue82783[cpu]` vs `core[cpu]`: agrees in 57/69 cells; differs in: py311-torch2.1.2-pl2.0.3, " in encoder
+    assert "- `upstream_issue132613[cpu]` vs `core[cpu]`: agrees in 67/69 cells; differs in: py311-torch2.13.0-pl2.0.3" in encoder
+    autocast = markdown[markdown.index("## autocast\\_cache") : markdown.index("## double\\_unscale")]
+    assert "- `upstream_pr165068_test[cpu]` vs `core[cpu]`: agrees in 69/69 cells" in autocast
+    assert "upstream_issue82783" not in autocast, "rows stay with their case"
+    html = render_html(compat, [])
+    section = html[html.index('<section class="case-overview" data-case="encoder_bf16_eval">') :]
+    section = section[: section.index("</section>")]
+    assert 'data-agrees="no" data-upstream="upstream_issue82783[cpu]"' in section
+    assert '<span class="differs">≠ agrees in 57/69 cells</span>; differs in: py311-torch2.1.2-pl2.0.3' in section
+    assert 'data-agrees="yes" data-upstream="upstream_issue107663[cpu]"' not in section, "107663 differs at the planted 2.13.0"

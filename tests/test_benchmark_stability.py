@@ -169,6 +169,13 @@ def test_synthetic_report_input_is_full_profile_sized_and_renders() -> None:
     assert measure_report().value is not None  # merge_runs + render_html accept it (the time itself is not asserted)
 
 
+def test_the_report_with_history_measures_a_whole_night() -> None:
+    from bugmatrix.benchmark import measure_report_with_history
+
+    row = measure_report_with_history(nights=3)
+    assert row.value is not None and "3 nights of history" in row.name
+
+
 def fake_env(root: Path, name: str, torch: str, library: Path | None = None) -> Path:
     """A cell venv as du sees it: an interpreter, torch's dist-info and a big library (linked when given)."""
     env = root / ".nox" / name

@@ -107,3 +107,101 @@ def test_screenshot_at_1280x800(report: Path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", data[16:24]) == (1280, 800), "the IHDR chunk holds width and height"
     assert len(data) > 10_000, "a blank page compresses to a few hundred bytes"
+
+
+# -- the full profile: boundary pictures, and nothing wider than 1280 px ----------------------------
+
+#: Test-only probe: after layout, how much wider than the window the page is (0: no horizontal scroll).
+MEASURE = (
+    "<script>window.addEventListener('load', function () {"
+    " var d = document.documentElement;"
+    " document.body.setAttribute('data-overflow-px', String(d.scrollWidth - d.clientWidth));"
+    " var widest = 0; document.querySelectorAll('figure.boundary').forEach(function (f) {"
+    " widest = Math.max(widest, f.getBoundingClientRect().right); });"
+    " document.body.setAttribute('data-widest-figure-px', String(Math.ceil(widest))); });</script></body>"
+)
+#: Where the full-profile screenshot is kept for a person to look at (build/ is git-ignored).
+SHOT_DIR = Path(__file__).resolve().parent.parent / "build" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def full_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The synthetic full-profile page (70 cells, 30 nights of history, a flap), with the width probe appended."""
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed (/usr/bin/chromium); install it with: apt-get install -y chromium")
+    from bugmatrix.report.history import Night, night_from_compat, summarise
+    from tests.fullscale import full_compat
+
+    compat = full_compat()
+    night = night_from_compat(compat, "2026-11-23")
+    # 30 nights: the timelines at their full width must fit too; one cell of the core variant flaps on the last three.
+    nights = [Night(f"2026-10-{day:02d}", "c", "full", night.cells, night.outcomes) for day in range(1, 31)]
+    flapped = dict(night.outcomes)
+    core = flapped["autocast_cache::core[cpu]"]
+    flapped["autocast_cache::core[cpu]"] = ("R" if core[-2] == "F" else "F") + core[1:]
+    nights[-2] = Night(nights[-2].date, "c", "full", night.cells, flapped)
+    path = tmp_path_factory.mktemp("full") / "index.html"
+    path.write_text(render_html(compat, [], summarise(nights)).replace("</body>", MEASURE), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def full_dom(full_report: Path) -> str:
+    return chromium(full_report, "--window-size=1280,2400", "--hide-scrollbars", "--dump-dom").stdout
+
+
+def test_full_profile_draws_a_strip_or_grid_per_variant(full_dom: str) -> None:
+    from tests.fullscale import EXPECTED
+
+    figures = {vid: kind for kind, vid in re.findall(r'<figure class="boundary (strip|grid)" data-variant="([^"]+)"', full_dom)}
+    assert figures == {vid: "strip" if len(axes) == 1 else "grid" for vid, axes in EXPECTED.items()}
+    for vid, axes in EXPECTED.items():
+        drawn = re.search(rf'data-variant="{re.escape(vid)}" data-axes="([^"]+)"', full_dom).group(1).split()
+        assert sorted(drawn) == sorted(axes), vid
+
+
+def test_full_profile_labels_every_flip_with_its_release(full_dom: str) -> None:
+    from bugmatrix.report.boundaries import pictures
+    from tests.fullscale import full_compat
+
+    labelled = set(
+        re.findall(r'<li class="flip" data-variant="([^"]+)" data-flip-axis="([^"]+)" data-release="([^"]+)">([^<]+)</li>', full_dom)
+    )
+    expected = {(t.variant["id"], f.axis, f.after) for p in pictures(full_compat())[0] for t in p.tracks for f in t.flips}
+    assert {(v, a, r) for v, a, r, _ in labelled} == expected and len(expected) >= 10
+    for _, _, release, text in labelled:
+        assert release in text
+    assert any(text == "core[cpu]: fixed in torch 2.11.0" for *_, text in labelled)
+    assert any(text.startswith("lightning_trainer[cpu]: fixed in pl 2.0.7") for *_, text in labelled)
+
+
+def test_full_profile_shows_history_flaky_and_agreement(full_dom: str) -> None:
+    strip = full_dom[full_dom.index('data-variant="autocast_cache::core[cpu]" data-axes') :]
+    row = strip[strip.index('<tr data-variant="autocast_cache::core[cpu]"') :]
+    row = row[: row.index("</tr>")]
+    assert 'data-since="2026-10-30"' in row, "the flap's last change"
+    assert re.search(r'class="flaky" title="changed back and forth[^"]*">≈ flaky \(1 cell\)', row)
+    assert row.count('class="t-') == 30 and '<span class="t-flap"' in row
+    rows = re.findall(r'<li class="agreement-row" data-agrees="(yes|no)" data-upstream="([^"]+)">(.*?)</li>', full_dom, re.S)
+    by_name = {name: (agrees, re.sub(r"<[^>]+>", "", text)) for agrees, name, text in rows}
+    assert by_name["upstream_pr165068_test[cpu]"][0] == "yes" and "agrees in 69/69 cells" in by_name["upstream_pr165068_test[cpu]"][1]
+    agrees, text = by_name["upstream_issue82783[cpu]"]
+    assert agrees == "no" and "agrees in 57/69 cells; differs in: py311-torch2.1.2-pl2.0.3" in text
+
+
+def test_full_profile_fits_1280_px_without_horizontal_scroll(full_dom: str) -> None:
+    overflow = re.search(r'data-overflow-px="(-?\d+)"', full_dom)
+    widest = re.search(r'data-widest-figure-px="(\d+)"', full_dom)
+    assert overflow and widest, "the probe ran after layout"
+    assert int(overflow.group(1)) <= 0, f"the page is {overflow.group(1)} px wider than 1280"
+    assert 600 < int(widest.group(1)) <= 1280, "the strips are drawn, and inside the window"
+    assert '<details class="detail-view" id="detail">' in full_dom, "70 columns start collapsed below the pictures"
+
+
+def test_full_profile_screenshot(full_report: Path) -> None:
+    shot = full_report.parent / "full.png"
+    chromium(full_report, "--window-size=1280,2400", "--hide-scrollbars", f"--screenshot={shot}")
+    data = shot.read_bytes()
+    assert struct.unpack(">II", data[16:24]) == (1280, 2400) and len(data) > 50_000
+    SHOT_DIR.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(shot, SHOT_DIR / "fullscale-1280.png")

@@ -171,5 +171,72 @@ def test_the_report_job_gathers_every_run_file_and_publishes_the_report() -> Non
     run = step_running(report, r"\bnox -s report --")["run"]
     for flag in ('--profile "$PROFILE"', "--fail-on-regression", '--step-summary "$GITHUB_STEP_SUMMARY"', "reports/baseline.json"):
         assert flag in run
-    (published,) = [s for s in step_using(report, "actions/upload-artifact") if s.get("if") == "always()"]
-    assert {Path(p).name for p in published["with"]["path"].splitlines()} == {"index.html", "compat.md", "compat.json"}
+    published = {s["with"]["name"]: s for s in step_using(report, "actions/upload-artifact")}
+    assert published["compat-report-${{ env.PROFILE }}"]["if"] == "always()", "a failing report still publishes what it wrote"
+    report_files = published["compat-report-${{ env.PROFILE }}"]["with"]["path"]
+    assert {Path(p).name for p in report_files.splitlines()} == {"index.html", "compat.md", "compat.json"}
+
+
+def test_the_report_job_carries_the_history_from_night_to_night() -> None:
+    """Restore the last night's `history` artifact, pass it to `report`, upload it again for the next night."""
+    report = load_workflow()["jobs"]["report"]
+    # Job-level permissions replace the workflow's: read the code, and read other runs' artifacts, nothing more.
+    assert report["permissions"] == {"contents": "read", "actions": "read"}
+    names = [s.get("name", s.get("uses", "")) for s in report["steps"]]
+    restore = step_running(report, r"\bgh run download\b")
+    assert restore["env"]["GH_TOKEN"] == "${{ github.token }}"
+    script = restore["run"]
+    assert re.search(r"gh run list [^\n]*--workflow nightly\.yml", script) and "--json databaseId" in script
+    # Failed nights count: a night with a regression fails the run, and the flaky rule needs exactly those nights.
+    assert "--status completed" in script and "--status success" not in script
+    assert re.search(r'gh run download "\$run_id" [^\n]*-n history -D "\$BUGMATRIX_REPORTS"', script)
+    assert "starting a new one" in script and "exit 0" in script, "no history found is not an error"
+    report_step = step_running(report, r"\bnox -s report --")
+    assert '--history "$BUGMATRIX_REPORTS/history.jsonl"' in report_step["run"]
+    (upload,) = [s for s in step_using(report, "actions/upload-artifact") if s["with"]["name"] == "history"]
+    # A night that fails on a regression still passes its history on; one the report did not extend does not.
+    assert upload["if"] == "always() && steps.history.outputs.appended == 'true'"
+    appended = next(s for s in report["steps"] if s.get("id") == "history")
+    assert appended["if"] == "always()" and "RESTORED_HISTORY" in appended["run"] and "RESTORED_HISTORY" in script
+    assert upload["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/history.jsonl"
+    assert upload["with"]["retention-days"] == 90
+    # Order: restored before the report reads it, uploaded after the report appended tonight.
+    assert names.index(restore["name"]) < names.index(report_step["name"]) < names.index(appended["name"]) < names.index(upload["name"])
+
+
+def test_the_restore_script_starts_a_new_history_when_there_is_none(tmp_path: Path) -> None:
+    """Run the step's shell with a fake `gh`: a listing failure or no artifact must not fail the night."""
+    script = step_running(load_workflow()["jobs"]["report"], r"\bgh run download\b")["run"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "gh"
+    # `gh run list` names two runs; only the older one (41) has a history artifact.
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$2" = list ]; then printf "42\\n41\\n"; exit 0; fi\n'
+        'if [ "$3" = 41 ]; then shift 3; while [ "$1" != -D ]; do shift; done; echo night > "$2/history.jsonl"; exit 0; fi\n'
+        "exit 1\n"
+    )
+    fake.chmod(0o755)
+    github_env, github_output = tmp_path / "env", tmp_path / "output"
+    env = {
+        **os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "BUGMATRIX_REPORTS": str(tmp_path / "r"),
+        "GITHUB_REPOSITORY": "o/r", "GITHUB_ENV": str(github_env), "GITHUB_OUTPUT": str(github_output),
+    }  # fmt: skip
+    done = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0 and "restored from run 41" in done.stdout, done.stdout + done.stderr
+    assert (tmp_path / "r" / "history.jsonl").read_text() == "night\n"
+    # The "appended?" step: unchanged (the report died on it) -> not uploaded; extended -> uploaded.
+    check = next(s for s in load_workflow()["jobs"]["report"]["steps"] if s.get("id") == "history")["run"]
+    restored = dict(line.split("=", 1) for line in github_env.read_text().splitlines())
+    env_after = {**env, **restored}
+    subprocess.run(["bash", "-e", "-c", check], env=env_after, capture_output=True, text=True, timeout=30, check=True)
+    assert not github_output.exists() or "appended=true" not in github_output.read_text()
+    (tmp_path / "r" / "history.jsonl").write_text("night\ntonight\n")
+    subprocess.run(["bash", "-e", "-c", check], env=env_after, capture_output=True, text=True, timeout=30, check=True)
+    assert "appended=true" in github_output.read_text()
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "r" / "history.jsonl").unlink()
+    done = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0 and "starting a new one" in done.stdout, done.stdout + done.stderr
+    assert not (tmp_path / "r" / "history.jsonl").exists()

@@ -6,7 +6,9 @@ should be there. It never re-plans from matrix.toml or the cases, so the
 report of a nightly is the report of what that nightly planned and ran. Every
 output is written atomically, so an interrupted report leaves the previous one
 intact. The committed reference (``reports/``) changes only with
-``--publish`` / ``--update-baseline``.
+``--publish`` / ``--update-baseline``; the history (``--history``, default
+``<reports>/history.jsonl``) is appended to on every run, so it belongs
+beside the report, never in ``reports/``.
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ from bugmatrix.cell.errors import BugmatrixError
 from bugmatrix.cell.runfile import load_run_dir, write_json_atomic, write_text_atomic
 from bugmatrix.paths import REFERENCE
 from bugmatrix.plan import PLAN_SCHEMA
-from bugmatrix.report.diff import diff_against_baseline, summary_lines
+from bugmatrix.report.boundaries import pictures
+from bugmatrix.report.diff import diff_against_baseline, flaky_lines, summary_lines
+from bugmatrix.report.history import append_night, flaky_pairs, load_history, night_from_compat, summarise, write_history
 from bugmatrix.report.merge import load_compat, merge_runs, version_order
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import render_markdown, render_step_summary
+from bugmatrix.report.terminal import render_terminal, use_colour
 
-__all__ = ["git_commit", "load_plan", "run_report"]
+__all__ = ["git_commit", "load_plan", "night_date", "run_report"]
 
 OUTPUTS = ("compat.json", "compat.md", "index.html")
 
@@ -87,6 +92,17 @@ def _publish(reports: Path, runs: list[str]) -> None:
         shutil.copy2(reports / name, REFERENCE / name)
 
 
+def night_date(value: str | None, now: dt.datetime) -> str:
+    """``--date`` checked (history lines sort by it), or today in UTC."""
+    if value is None:
+        return now.date().isoformat()
+    try:
+        return dt.date.fromisoformat(value).isoformat()
+    except ValueError:
+        msg = f"--date {value!r} is not a date; use YYYY-MM-DD, e.g. --date {now.date().isoformat()}"
+        raise BugmatrixError(msg) from None
+
+
 def run_report(args: argparse.Namespace) -> int:
     """Merge, render, diff; exit 1 on a regression or a missing result when ``--fail-on-regression``."""
     plan = load_plan(args.plan) if args.plan else None
@@ -99,29 +115,39 @@ def run_report(args: argparse.Namespace) -> int:
             print(f"report: left out {len(ignored)} run file(s) of cells not in this plan: {', '.join(ignored)}", file=sys.stderr)
     else:
         runs = sorted(found, key=version_order)
-    generated = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    compat = merge_runs(runs, profile=args.profile, commit=git_commit(args.root), generated=generated, plan=plan)
+    now = dt.datetime.now(dt.UTC)
+    compat = merge_runs(runs, profile=args.profile, commit=git_commit(args.root), generated=now.isoformat(timespec="seconds"), plan=plan)
     baseline_path, baseline = _baseline(args)
-    changes = diff_against_baseline(compat, baseline)
+    # Tonight joins the history before the diff, so a flap that came back tonight is already called flaky.
+    history_path = getattr(args, "history", None) or args.reports / "history.jsonl"
+    nights = append_night(load_history(history_path), night_from_compat(compat, night_date(getattr(args, "date", None), now)))
+    history = summarise(nights)
+    changes = diff_against_baseline(compat, baseline, flaky_pairs(history))
 
+    boundary = pictures(compat)  # computed once for the page, compat.md and the terminal
     write_json_atomic(args.reports / "compat.json", compat)
-    write_text_atomic(args.reports / "compat.md", render_markdown(compat, changes))
-    write_text_atomic(args.reports / "index.html", render_html(compat, changes))
+    write_text_atomic(args.reports / "compat.md", render_markdown(compat, changes, boundary))
+    write_text_atomic(args.reports / "index.html", render_html(compat, changes, history, boundary))
+    write_history(history_path, nights)
     if args.step_summary:
         with args.step_summary.open("a", encoding="utf-8") as handle:
-            handle.write(render_step_summary(compat, changes))
+            handle.write(render_step_summary(compat, changes, history))
     if args.publish:
         _publish(args.reports, [r.cell for r in runs])
     if args.update_baseline:
         write_json_atomic(REFERENCE / "baseline.json" if args.baseline is None else args.baseline, compat)
 
-    failing = summary_lines(changes)
+    failing, flaky = summary_lines(changes), flaky_lines(changes)
+    print(render_terminal(compat, history, colour=use_colour(sys.stdout), boundary=boundary))
     print(f"report: {len(runs)} cells ({args.profile}), {len(compat['variants'])} variants -> {args.reports / 'index.html'}")
-    print(f"baseline: {baseline_path if baseline else 'none'}; {len(changes)} change(s), {len(failing)} missing or regressed")
+    print(
+        f"baseline: {baseline_path if baseline else 'none'}; {len(changes)} change(s), {len(failing)} missing or regressed,"
+        f" {len(flaky)} flaky; history: {history_path} ({len(nights)} night(s))"
+    )
     if compat["stale"]:
         print(
             f"note: {len(compat['stale'])} recorded variant(s) are not in the plan (renamed or removed?): {', '.join(compat['stale'][:5])}"
         )
-    for line in failing[:50]:
+    for line in [*failing, *flaky][:50]:
         print(f"  {line}", file=sys.stderr)
     return 1 if (args.fail_on_regression and failing) else 0

@@ -7,17 +7,26 @@ shows even on the first run, without a baseline, and cannot be hidden by
 refreshing the baseline while the bug is still there. Likewise a *missing*
 result (planned, but no run recorded it) is reported with or without a
 baseline: a hole in the table is never silent.
+
+The history (:mod:`bugmatrix.report.history`) can name (variant, cell) pairs
+that flip back and forth across recent nights (the rule is in that module's
+docstring). A regression, new failure mode or unexpected fix of such a pair
+is listed as :attr:`ChangeKind.FLAKY` instead: still listed, right after the
+regressions, in the page, compat.md and the step summary, but it does not fail
+``--fail-on-regression`` every other night. A *missing* result is never
+downgraded: a flaky cell that stops reporting is still a hole.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
 
-__all__ = ["FAILING", "INFORMATIONAL", "Change", "ChangeKind", "diff_against_baseline", "summary_lines"]
+__all__ = ["DOWNGRADED", "FAILING", "INFORMATIONAL", "Change", "ChangeKind", "diff_against_baseline", "flaky_lines", "summary_lines"]
 
 
 class ChangeKind(enum.StrEnum):
@@ -25,6 +34,7 @@ class ChangeKind(enum.StrEnum):
 
     MISSING = "missing"  # planned, but not recorded: a lost cell or a run that stopped early
     REGRESSION = "regression"
+    FLAKY = "flaky"  # a regression / new failure mode / unexpected fix of a pair the history calls flaky
     NEW_FAILURE_MODE = "new-failure-mode"
     NO_LONGER_INSTALLS = "no-longer-installs"
     UNEXPECTED_FIX = "unexpected-fix"
@@ -40,6 +50,8 @@ class ChangeKind(enum.StrEnum):
 INFORMATIONAL = frozenset({ChangeKind.NEW_CELL, ChangeKind.NEW_VARIANT})
 #: Kinds that fail ``report --fail-on-regression``.
 FAILING = frozenset({ChangeKind.MISSING, ChangeKind.REGRESSION})
+#: Kinds a flaky (variant, cell) is listed as FLAKY instead of; MISSING is deliberately not one of them.
+DOWNGRADED = frozenset({ChangeKind.REGRESSION, ChangeKind.NEW_FAILURE_MODE, ChangeKind.UNEXPECTED_FIX})
 #: Outcomes that mean "it failed some other way than the documented bug".
 FAILURES = frozenset({Outcome.DIFFERENT, Outcome.CRASHED, Outcome.TIMEOUT})
 
@@ -78,12 +90,15 @@ def _classify(before: str | None, after: str) -> ChangeKind | None:
     return None
 
 
-def diff_against_baseline(current: dict[str, Any], baseline: dict[str, Any] | None) -> list[Change]:
+def diff_against_baseline(
+    current: dict[str, Any], baseline: dict[str, Any] | None, flaky: Collection[tuple[str, str]] = frozenset()
+) -> list[Change]:
     """Changes from ``baseline`` to ``current``, most severe first.
 
     Without a baseline only the run's own regression verdicts and missing
     results are reported: everything else would be "new" and drown the lines
-    that matter.
+    that matter. ``flaky`` holds the (variant id, cell id) pairs the history
+    calls flaky (:func:`bugmatrix.report.history.flaky_pairs`).
     """
     changes: dict[tuple[str, str], Change] = {}
     old = (baseline or {}).get("results", {})
@@ -94,7 +109,9 @@ def diff_against_baseline(current: dict[str, Any], baseline: dict[str, Any] | No
             kind = _classify(before, after) if baseline is not None else None
             if entry.get("verdict") == Verdict.REGRESSION:
                 kind = ChangeKind.REGRESSION  # the expectation outranks the baseline: it is the documented truth
-            if after == Outcome.MISSING:
+            if kind in DOWNGRADED and (variant_id, cell_id) in flaky:
+                kind = ChangeKind.FLAKY
+            if after == Outcome.MISSING:  # last: a hole is never downgraded, flaky or not
                 kind = ChangeKind.MISSING
             if kind:
                 changes[(variant_id, cell_id)] = Change(kind, variant_id, cell_id, before, str(after), entry.get("message", ""))
@@ -128,3 +145,12 @@ def summary_lines(changes: list[Change]) -> list[str]:
         was = c.before if c.before not in (None, c.after) else "expected fixed"
         lines.append(f"REGRESSION {c.variant_id} in {c.cell_id}: {was} -> {c.after}: {first}")
     return lines
+
+
+def flaky_lines(changes: list[Change]) -> list[str]:
+    """One line per flaky change, for the CLI and CI logs: not failing, but never silent."""
+    return [
+        f"FLAKY {c.variant_id} in {c.cell_id}: {c.before or 'expected'} -> {c.after} (changed back and forth in recent nights)"
+        for c in changes
+        if c.kind is ChangeKind.FLAKY
+    ]

@@ -14,6 +14,7 @@ x 20 variants render in about a third of a second on a 2-core machine
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,10 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from bugmatrix.report import OUTCOMES, axes_of, is_flagged, label, short, split_axes
+from bugmatrix.report.agreement import per_case
+from bugmatrix.report.boundaries import Boundary
 from bugmatrix.report.diff import INFORMATIONAL, Change
+from bugmatrix.report.overview import overview
 
 __all__ = ["render_html"]
 
@@ -35,6 +39,8 @@ _ENV = Environment(
 _URL = re.compile(r"https?://[^\s<>\"']+[^\s<>\"'.,;:)\]]")
 #: The page stays usable with thousands of changes (a broken index fails every cell).
 CHANGE_LIMIT = 200
+#: Above this many cells the per-cell table starts collapsed: the boundary pictures are the overview.
+OPEN_TABLE_CELLS = 24
 
 
 def _attr_name(axis: str) -> str:
@@ -170,8 +176,15 @@ def _evidence(compat: dict[str, Any]) -> list[tuple[str, Markup]]:
     return list(seen.items())
 
 
-def render_html(compat: dict[str, Any], changes: list[Change]) -> str:
-    """The whole report as one HTML string."""
+def render_html(
+    compat: dict[str, Any], changes: list[Change], history: Mapping[str, Any] | None = None, boundary: Boundary | None = None
+) -> str:
+    """The whole report as one HTML string.
+
+    ``history`` maps variant ids to their :class:`~bugmatrix.report.history.VariantHistory`
+    (since when, timeline, flaky cells); ``boundary`` is :func:`~bugmatrix.report.boundaries.pictures`
+    when the caller already computed it for compat.md and the terminal.
+    """
     shown = [c for c in changes if c.kind not in INFORMATIONAL]
     # Listed changes link to their table entry; ids only where needed keeps the page small.
     anchors = {(c.variant_id, c.cell_id): f"e{i}" for i, c in enumerate(shown[:CHANGE_LIMIT])}
@@ -189,4 +202,8 @@ def render_html(compat: dict[str, Any], changes: list[Change]) -> str:
         shared=", ".join(f"{short(compat, a)} {v}" for a, v in shared.items()),
         environments=compat.get("environments", []),
         evidence=_evidence(compat),
+        overview=overview(compat, history, boundary),
+        agreement=per_case(compat),
+        table_open=len(cells) <= OPEN_TABLE_CELLS,
+        has_history=bool(history),
     )

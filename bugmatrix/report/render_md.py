@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report import OUTCOMES, is_flagged, label, short, split_axes
+from bugmatrix.report.agreement import per_case
+from bugmatrix.report.boundaries import Boundary, Picture, pictures
 from bugmatrix.report.diff import INFORMATIONAL, Change, ChangeKind
+from bugmatrix.report.history import WINDOW
 
 #: Kinds that usually hit a whole cell at once: one line per cell, not one per variant.
 PER_CELL = frozenset({ChangeKind.MISSING, ChangeKind.NO_LONGER_INSTALLS})
@@ -149,8 +153,31 @@ def _environment_line(compat: dict[str, Any]) -> str:
     return "Ran on: " + escape_md("; ".join(hosts)) if hosts else "Ran on: no cell recorded an environment."
 
 
-def render_markdown(compat: dict[str, Any], changes: list[Change]) -> str:
-    """The full compat.md: header, changes since the baseline, then one table per case."""
+def _boundary_lines(drawn: list[Picture]) -> list[str]:
+    """One bullet per drawn variant: its flips, as the HTML labels them ("fixed in torch 2.11.0")."""
+    lines = []
+    for picture in drawn:
+        for track in picture.tracks:
+            flips = "; ".join(f.label for f in track.flips) or "no flip along " + " × ".join(picture.short(a) for a in picture.axes)
+            role = f" *({track.role})*" if track.role else ""
+            lines.append(f"- {code(track.name)}{role}: {escape_md(flips)}")
+    return ["**Boundaries**", "", *lines, ""] if lines else []
+
+
+def _agreement_lines(case: str, agreement: dict[str, Any]) -> list[str]:
+    """Issue 17's agreement rows: each upstream variant against the case's own, cell by cell."""
+    lines, idle = agreement.get(case, ([], []))
+    if not lines and not idle:
+        return []
+    out = ["**Upstream agreement**", ""]
+    out += [f"- {code(a.upstream)} vs {code(a.counterpart)}: {escape_md(a.text)}" for a in lines]
+    if idle:
+        out.append("- not compared (never ran in a cell with its counterpart): " + ", ".join(code(n) for n in idle))
+    return [*out, ""]
+
+
+def render_markdown(compat: dict[str, Any], changes: list[Change], boundary: Boundary | None = None) -> str:
+    """The full compat.md: header, changes since the baseline, then per case its boundaries, upstream agreement and table."""
     cells = compat["cells"]
     varying, shared = split_axes(compat)
     lines = [
@@ -167,6 +194,10 @@ def render_markdown(compat: dict[str, Any], changes: list[Change]) -> str:
     ]
     if shared:
         lines += ["Every cell pins " + escape_md(", ".join(f"{short(compat, a)} {v}" for a, v in shared.items())) + ".", ""]
+    drawn: dict[str, list[Picture]] = {}
+    for picture in (boundary or pictures(compat))[0]:
+        drawn.setdefault(picture.variant["case"], []).append(picture)
+    agreement = per_case(compat)
     by_case: dict[str, list[dict[str, Any]]] = {}
     for variant in compat["variants"]:
         by_case.setdefault(variant["case"], []).append(variant)
@@ -174,7 +205,7 @@ def render_markdown(compat: dict[str, Any], changes: list[Change]) -> str:
         # Rows that only skipped, or sat in cells that never installed, are counted below the table instead.
         ran = [v for v in variants if any(Outcome(e["outcome"]).ran for e in compat["results"].get(v["id"], {}).values())]
         columns = [c for c in cells if any(c["id"] in compat["results"].get(v["id"], {}) for v in ran)]
-        lines += [f"## {escape_md(case)}", ""]
+        lines += [f"## {escape_md(case)}", "", *_boundary_lines(drawn.get(case, [])), *_agreement_lines(case, agreement)]
         if not ran:
             lines += ["No variant ran in any cell: skipped everywhere, or no cell installed (see the HTML report for the reasons).", ""]
             continue
@@ -193,14 +224,27 @@ def render_markdown(compat: dict[str, Any], changes: list[Change]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_step_summary(compat: dict[str, Any], changes: list[Change]) -> str:
-    """Short Markdown for ``$GITHUB_STEP_SUMMARY``: changes first, then outcome counts per case."""
+def _flaky_section(history: Mapping[str, Any] | None) -> list[str]:
+    """Every flaky (variant, cell) the history knows, changed tonight or not: a flaky mark is never a silent pass."""
+    flaky = [(variant, h.flaky) for variant, h in (history or {}).items() if getattr(h, "flaky", None)]
+    if not flaky:
+        return []
+    lines = [f"## ≈ Flaky (changed back and forth within the last {WINDOW} nights)", ""]
+    lines += [f"- {code(variant)} in {', '.join(code(c) for c in cells)}" for variant, cells in flaky[:SUMMARY_CHANGE_LIMIT]]
+    if len(flaky) > SUMMARY_CHANGE_LIMIT:
+        lines.append(f"- … and {len(flaky) - SUMMARY_CHANGE_LIMIT} more (see index.html)")
+    return [*lines, ""]
+
+
+def render_step_summary(compat: dict[str, Any], changes: list[Change], history: Mapping[str, Any] | None = None) -> str:
+    """Short Markdown for ``$GITHUB_STEP_SUMMARY``: changes first, then the flaky pairs (``history``), then outcome counts per case."""
     lines = [
         f"# bugmatrix {escape_md(compat['profile'])}",
         "",
         f"{len(compat['cells'])} cells · {len(compat['variants'])} variants · commit {code(compat['commit'])}",
         "",
         *_changes_section(changes, SUMMARY_CHANGE_LIMIT),
+        *_flaky_section(history),
         "## Outcomes per case",
         "",
     ]

@@ -1,0 +1,281 @@
+"""Where a variant's outcome flips: the compat document as strips and grids.
+
+At full scale (70 cells) the per-cell table is a wall of columns; what a
+maintainer wants from it is *the boundary*: "reproduced up to torch 2.10.0,
+fixed from 2.11.0", and for the T5 case the Lightning x transformers corner
+where it bites. This module turns a compat document into that picture, as
+data the renderers (HTML, Markdown, terminal) print; nothing here writes markup.
+
+Which axes a picture spans is derived from the cells, never declared:
+
+1. *candidate* axes are the pins that vary across the cells where the variant
+   ran (an outcome other than ``install-failed``);
+2. of those, an axis is *drawn* when the outcome changes along it with every
+   other pin held -- because the planner runs every variant in every cell that
+   installs its packages, a torch-only bug also runs in the Lightning x
+   transformers cells, and by pins alone every variant would span three or
+   four axes. Axes along which nothing changes are folded away: the cells
+   they separate agree, so nothing is lost;
+3. one drawn axis is a *strip*, two a *grid*; none (the variant behaves the
+   same everywhere) is a strip along the candidate axis with most values, so
+   "fixed on every torch" is still a picture; more than two keep the two with
+   most values, and positions whose folded cells disagree show every outcome
+   they hold (a *mixed* mark, titled with the cells); the picture's ``note``
+   says so and points at the per-cell table.
+
+A workaround is drawn with the variant it works around (same case and
+device), on the same axes, so "where the bug bites, does the workaround hold"
+is one look; an ``upstream`` variant likewise joins the picture of its
+counterpart (or of the variant that counterpart works around), so upstream's
+own reproduction sits right under the case's.
+
+Axis names, order and short names come from the compat document
+(:func:`~bugmatrix.report.axes_of`, :func:`~bugmatrix.report.short`); outcome
+symbols from :class:`~bugmatrix.cell.outcomes.Outcome`. Nothing here names an axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.report import axes_of, short
+from bugmatrix.report.marks import (
+    JOINS,
+    MAX_COLUMNS,
+    MAX_ROWS,
+    NOT_RUN,
+    Flip,
+    Mark,
+    Picture,
+    Track,
+    axis_values,
+    boundary_text,
+    symbol,
+    version_key,
+    word,
+)
+
+# The value types are re-exported: callers import what a picture is and how to get one from here.
+__all__ = ["Boundary", "Flip", "Mark", "Picture", "Track", "axis_values", "boundary_text", "pictures", "symbol", "version_key"]
+
+_RANK = {o.value: i for i, o in enumerate(Outcome)}
+
+
+def _ran(per_cell: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """cell id -> outcome, for the cells where the variant's environment installed."""
+    return {cell: word(e["outcome"]) for cell, e in per_cell.items() if word(e["outcome"]) not in NOT_RUN}
+
+
+def _drawn_axes(outcomes: dict[str, str], pins: Mapping[str, Mapping[str, str]], candidates: list[str]) -> list[str]:
+    """Candidate axes along which the outcome changes with every other candidate pin held."""
+    drawn = []
+    for axis in candidates:
+        others = [a for a in candidates if a != axis]
+        seen: dict[tuple[str, ...], str] = {}
+        for cell, outcome in outcomes.items():
+            key = tuple(pins[cell].get(a, "") for a in others)
+            if seen.setdefault(key, outcome) != outcome:
+                drawn.append(axis)
+                break
+    return drawn
+
+
+def _marks(
+    per_cell: Mapping[str, Mapping[str, Any]], pins: Mapping[str, Mapping[str, str]], axes: tuple[str, ...]
+) -> dict[tuple[str, ...], Mark]:
+    """Position -> Mark; an install failure only shows where nothing else ran."""
+    grouped: dict[tuple[str, ...], dict[str, list[str]]] = {}
+    for cell, entry in per_cell.items():
+        cell_pins = pins.get(cell)
+        if cell_pins is None:
+            continue
+        key = tuple([cell_pins.get(a, "") for a in axes])
+        outcome = entry["outcome"]
+        by_outcome = grouped.get(key)
+        if by_outcome is None:
+            grouped[key] = by_outcome = {}
+        by_outcome.setdefault(outcome if type(outcome) is str else word(outcome), []).append(cell)
+    marks = {}
+    for key, by_outcome in grouped.items():
+        if len(by_outcome) == 1:  # the common case: every cell folded here agrees
+            ((outcome, cells),) = by_outcome.items()
+            marks[key] = Mark((outcome,), tuple(cells))
+            continue
+        usable = {o: c for o, c in by_outcome.items() if o not in NOT_RUN} or by_outcome
+        order = sorted(usable, key=lambda o: _RANK.get(o, len(_RANK)))
+        marks[key] = Mark(tuple(order), tuple(c for o in order for c in usable[o]))
+    return marks
+
+
+def _line_flips(line: list[tuple[str, Mark]], axis: str, shorts: Mapping[str, str]) -> list[Flip]:
+    """Flips along one line of positions (every value of the axis, in release order)."""
+    flips, last, last_index = [], None, -1
+    for index, (value, mark) in enumerate(line):
+        outcome = mark.outcome
+        if outcome in ("", "mixed") or outcome in NOT_RUN:
+            continue  # a gap (not planned here, not installed, mixed): the boundary lies somewhere across it
+        if last is not None and outcome != last[1]:
+            flips.append(Flip(axis, last[0], value, last[1], outcome, adjacent=index == last_index + 1, axis_short=shorts.get(axis, axis)))
+        last, last_index = (value, outcome), index
+    return flips
+
+
+def _flips(
+    marks: dict[tuple[str, ...], Mark], axes: tuple[str, ...], values: tuple[tuple[str, ...], ...], shorts: Mapping[str, str]
+) -> list[Flip]:
+    if len(axes) == 1:
+        return _line_flips([(v, marks.get((v,), Mark())) for v in values[0]], axes[0], shorts)
+    found: dict[tuple[str, str, str, str, str, bool], list[str]] = {}
+    for along in (0, 1):
+        other = 1 - along
+        for fixed in values[other]:
+            line = []
+            for v in values[along]:
+                key = (v, fixed) if along == 0 else (fixed, v)
+                line.append((v, marks.get(key, Mark())))
+            for f in _line_flips(line, axes[along], shorts):
+                found.setdefault((f.axis, f.before, f.after, f.was, f.now, f.adjacent), []).append(fixed)
+    flips = []
+    for (axis, before, after, was, now, adjacent), at in found.items():
+        other_axis = axes[1] if axis == axes[0] else axes[0]
+        everywhere = len(at) == len(values[axes.index(other_axis)])
+        flips.append(Flip(
+            axis, before, after, was, now, () if everywhere else tuple(at), other_axis, adjacent,
+            axis_short=shorts.get(axis, axis), other_short=shorts.get(other_axis, other_axis),
+        ))  # fmt: skip
+    return sorted(flips, key=lambda f: (axes.index(f.axis), version_key(f.after), f.was, f.now))
+
+
+def _edges(
+    marks: dict[tuple[str, ...], Mark], axes: tuple[str, ...], values: tuple[tuple[str, ...], ...]
+) -> dict[tuple[str, ...], set[str]]:
+    """Positions whose left ("l") or top ("t") neighbour holds another single outcome: drawn as a thick edge."""
+    edges: dict[tuple[str, ...], set[str]] = {}
+    for along, side in ((0, "l"), (1, "t"))[: len(axes)]:
+        position = {v: i for i, v in enumerate(values[along])}
+        for key, mark in marks.items():
+            index = position[key[along]]
+            if index == 0 or mark.outcome in ("", "mixed"):
+                continue
+            neighbour = list(key)
+            neighbour[along] = values[along][index - 1]
+            other = marks.get(tuple(neighbour))
+            if other and other.outcome not in ("", "mixed") and other.outcome != mark.outcome:
+                edges.setdefault(key, set()).add(side)
+    return edges
+
+
+class _Cells:
+    """The cells' pins, the document's axes and each axis's release order, computed once per document (1,000 cells x 20 variants)."""
+
+    def __init__(self, compat: Mapping[str, Any]) -> None:
+        cells = compat["cells"]
+        self.list = cells
+        self.pins = {c["id"]: {a: str(v) for a, v in (c.get("pins") or {}).items()} for c in cells}
+        self.axes = axes_of(compat)
+        self.shorts = {a: short(compat, a) for a in self.axes}
+        # Ranks instead of Version objects: sorting a subset is then integer comparisons.
+        self.rank = {a: {v: i for i, v in enumerate(axis_values(cells, a))} for a in self.axes}
+
+    def values(self, ids: Iterable[str], axis: str) -> list[str]:
+        return sorted({self.pins[c].get(axis, "") for c in ids}, key=self.rank[axis].__getitem__)
+
+
+def _picture(group: list[Mapping[str, Any]], results: Mapping[str, Any], cells: _Cells) -> Picture:
+    pins = cells.pins
+    ran = {v["id"]: _ran(results.get(v["id"], {})) for v in group}
+    ran_ids = [c for c in pins if any(c in r for r in ran.values())]
+    counts = {a: len(cells.values(ran_ids, a)) for a in cells.axes}
+    candidates = [a for a in cells.axes if counts[a] > 1]
+    drawn = list(dict.fromkeys(a for v in group for a in _drawn_axes(ran[v["id"]], pins, candidates)))
+    drawn = [a for a in candidates if a in drawn]
+    note = ""
+    if not drawn:
+        fallback = max(candidates or [a for a in cells.axes if counts[a]] or cells.axes[:1], key=lambda a: counts.get(a, 0))
+        drawn = [fallback]
+    if len(drawn) > 2:
+        keep = sorted(drawn, key=lambda a: -counts[a])[:2]
+        extra = [a for a in drawn if a not in keep]
+        note = (
+            f"also changes with {', '.join(extra)}: positions where those cells disagree show every outcome; "
+            "the per-cell table below has each cell"
+        )
+        drawn = [a for a in drawn if a in keep]
+    # Columns run along the axis with more values: the page is wider than it is tall per picture.
+    axes = tuple(sorted(drawn, key=lambda a: -counts[a]))
+    # Drawn over every cell with an entry: an install failure shows as ⚠ and leaves a visible gap.
+    listed = [c for c in pins if any(c in results.get(v["id"], {}) for v in group)]
+    values = tuple(tuple(cells.values(listed, a)) for a in axes)
+    tracks = []
+    listed_pins = {c: pins[c] for c in listed}
+    for v in group:
+        marks = _marks(results.get(v["id"], {}), listed_pins, axes)
+        tracks.append(Track(v, marks, _flips(marks, axes, values, cells.shorts)))
+    folded = tuple(a for a in candidates if a not in axes)
+    kind = "strip" if len(axes) == 1 else "grid"
+    if len(values[0]) > MAX_COLUMNS or (len(axes) > 1 and len(values[1]) > MAX_ROWS):
+        # Wider than a 1280 px page can show: keep the flips, leave the drawing to the per-cell table.
+        kind = "list"
+        note = (
+            f"{' × '.join(str(len(v)) for v in values)} releases are too many to draw in 1280 px; "
+            "its flips are listed and the per-cell table below has every cell"
+        )
+    return Picture(
+        kind=kind, axes=axes, values=values, tracks=tracks, folded=folded, note=note,
+        flip_edges=_edges(tracks[0].marks, axes, values) if kind != "list" else {}, shorts=cells.shorts,
+    )  # fmt: skip
+
+
+#: What :func:`pictures` returns; the report command computes it once for HTML, Markdown and terminal.
+Boundary = tuple[list[Picture], list[Mapping[str, Any]]]
+
+
+def _root(variant: Mapping[str, Any], by_name: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> tuple[str, str, str] | None:
+    """The (case, device, variant) whose picture ``variant`` joins, or None when it has a picture of its own.
+
+    A workaround joins the variant it works around; an upstream variant joins
+    its counterpart, or, when that counterpart is itself a workaround, the
+    variant the workaround is for (one picture per bug, everything about it on it).
+    """
+    target_field = JOINS.get(str(variant.get("kind") or ""))
+    name = variant.get(target_field) if target_field else None
+    seen = {variant["variant"]}
+    while name and name not in seen:
+        seen.add(name)
+        target = by_name.get((variant["case"], variant["device"], name))
+        if target is None:
+            return None
+        name_field = JOINS.get(str(target.get("kind") or ""))
+        if not name_field or not target.get(name_field):
+            return (variant["case"], variant["device"], name)
+        name = target.get(name_field)
+    return None
+
+
+def pictures(compat: Mapping[str, Any]) -> Boundary:
+    """One picture per variant that ran (with its workarounds and upstream variants), and the variants that ran nowhere.
+
+    "Ran" means some entry other than skipped, install-failed or missing: a CUDA
+    variant on CPU-only runners has nothing to draw and is listed instead.
+    """
+    results, context = compat["results"], _Cells(compat)
+
+    def ran(v: Mapping[str, Any]) -> bool:
+        return any(Outcome(word(e["outcome"])).ran for e in results.get(v["id"], {}).values())
+
+    active = [v for v in compat["variants"] if ran(v)]
+    idle = [v for v in compat["variants"] if not ran(v)]
+    by_name = {(v["case"], v["device"], v["variant"]): v for v in active}
+    roots = {v["id"]: _root(v, by_name) for v in active}
+    helpers: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for v in active:
+        if roots[v["id"]] is not None:
+            helpers.setdefault(roots[v["id"]], []).append(v)
+    drawn = []
+    for v in active:
+        if roots[v["id"]] is not None:
+            continue  # drawn with the variant it works around or reproduces
+        drawn.append(_picture([v, *helpers.get((v["case"], v["device"], v["variant"]), [])], results, context))
+    return drawn, idle

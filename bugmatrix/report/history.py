@@ -1,0 +1,269 @@
+"""Outcomes across nights: when a variant last changed, its recent timeline, and flakiness.
+
+A baseline says what changed since *one* earlier run; it cannot tell a new
+regression from an outcome that flips every other night. The history can:
+each ``report`` appends one line per night to the history file (``--history
+FILE``, default ``<reports>/history.jsonl``; the nightly workflow carries it
+from night to night as the ``history`` artifact), schema
+``bugmatrix.history/1``, bounded to the last :data:`KEEP_NIGHTS`::
+
+    {"schema": "bugmatrix.history/1", "date": "2026-11-23", "commit": "abc1234",
+     "profile": "nightly", "cells": [cell id, ...],
+     "outcomes": {variant id: "RRFF.SM"}}   # one letter per cell, "." = no entry
+
+One letter per (variant, cell) keeps 90 nights of 1,000 cells x 20 variants
+at ~2 MB, and a night whose string equals the previous one's (most nights)
+is compared in one step. A report run twice on one date replaces that night.
+
+History is kept per (variant, cell) but *summarised per variant*: a
+maintainer reads a variant's picture, and any cell changing changes it; the
+cells are named in the timeline's tooltips.
+
+**The flaky rule.** A (variant, cell) is *flaky* when, within the last
+:data:`WINDOW` (30) nights, its outcome changed at least :data:`FLIPS` (2)
+times and one of those changes went back to an outcome it already had in
+the window (A → B → A, or A → B → C → B). A progression (A → B → C) is not
+flaky, and neither is a single change. A ``missing`` result (planned, not
+recorded) or a night without the entry is a gap, not an outcome: it neither
+counts as a change nor is ever called flaky. The baseline diff lists a
+regression, new failure mode or unexpected fix of a flaky pair as
+``flaky`` (:func:`flaky_pairs`, :class:`~bugmatrix.report.diff.ChangeKind`),
+which does not fail ``--fail-on-regression`` but is listed with the changes,
+in the step summary, and marked on the page; a ``missing`` result is never
+downgraded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.cell.runfile import write_text_atomic
+
+__all__ = [
+    "FLIPS",
+    "HISTORY_SCHEMA",
+    "KEEP_NIGHTS",
+    "WINDOW",
+    "Night",
+    "Tick",
+    "VariantHistory",
+    "append_night",
+    "flaky_pairs",
+    "load_history",
+    "night_from_compat",
+    "summarise",
+    "write_history",
+]
+
+HISTORY_SCHEMA = "bugmatrix.history/1"
+#: Nights kept in the file: a season of nightlies, ~2 MB at 1,000 cells x 20 variants.
+KEEP_NIGHTS = 90
+#: Nights shown as a timeline and searched for flakiness.
+WINDOW = 30
+#: Changes within the window (one of them back to an earlier outcome) that make a (variant, cell) flaky.
+FLIPS = 2
+#: One letter per outcome; every Outcome has one (tests/test_history.py checks), so a new outcome cannot be lost.
+CODES = {
+    Outcome.REPRODUCED: "R",
+    Outcome.FIXED: "F",
+    Outcome.DIFFERENT: "D",
+    Outcome.SKIPPED: "S",
+    Outcome.CRASHED: "C",
+    Outcome.TIMEOUT: "T",
+    Outcome.INSTALL_FAILED: "I",
+    Outcome.MISSING: "M",
+}
+WORDS = {code: str(word) for word, code in CODES.items()}
+ABSENT = "."
+#: Letters that are no outcome of the bug: a gap on the timeline, never a change, never flaky.
+GAPS = frozenset({ABSENT, CODES[Outcome.MISSING]})
+#: Timeline symbols: shape first, the CSS colour only repeats them.
+TICK_SYMBOLS = {"none": "○", "first": "•", "same": "·", "missing": "?", "changed": "Δ", "flap": "↯"}
+
+
+@dataclass(frozen=True)
+class Night:
+    """One report run: which cells it had and each variant's outcome letters, in cell order."""
+
+    date: str
+    commit: str
+    profile: str
+    cells: tuple[str, ...]
+    outcomes: Mapping[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": HISTORY_SCHEMA, "date": self.date, "commit": self.commit, "profile": self.profile,
+            "cells": list(self.cells), "outcomes": dict(self.outcomes),
+        }  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """One night on a variant's timeline."""
+
+    date: str
+    state: str  # none | first | same | missing | changed | flap
+    title: str
+
+    @property
+    def symbol(self) -> str:
+        return TICK_SYMBOLS[self.state]
+
+
+@dataclass(frozen=True)
+class VariantHistory:
+    """What the history says about one variant (summarised over its cells)."""
+
+    since: str
+    timeline: list[Tick]
+    flaky: list[str] = field(default_factory=list)  # cell ids whose outcome flip-flopped in the window
+
+    @property
+    def flaky_title(self) -> str:
+        return f"changed back and forth within the last {WINDOW} nights in: " + ", ".join(self.flaky)
+
+
+def _code(outcome: object) -> str:
+    """The outcome's letter; ``?`` for a word no Outcome has (compared like any other letter)."""
+    try:
+        return CODES[Outcome(str(getattr(outcome, "value", outcome)))]
+    except ValueError:
+        return "?"
+
+
+def night_from_compat(compat: Mapping[str, Any], date: str) -> Night:
+    """Tonight's line from a compat document."""
+    cells = tuple(c["id"] for c in compat["cells"])
+    outcomes = {}
+    for variant in compat["variants"]:
+        per_cell = compat["results"].get(variant["id"], {})
+        outcomes[variant["id"]] = "".join(_code(per_cell[c]["outcome"]) if c in per_cell else ABSENT for c in cells)
+    return Night(date, str(compat.get("commit", "")), str(compat.get("profile", "")), cells, outcomes)
+
+
+def load_history(path: Path) -> list[Night]:
+    """Every night in ``path``, oldest first; a missing file is a new, empty history."""
+    if not path.exists():
+        return []
+    fix = f"move it aside (mv {path} {path}.bad) to start a new history, or restore it from the last nightly's artifact"
+    nights = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"{path}: unreadable history ({exc}); {fix}"
+        raise BugmatrixError(msg) from exc
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            if data.get("schema") != HISTORY_SCHEMA:
+                msg = f"schema {data.get('schema')!r} is not {HISTORY_SCHEMA!r}"
+                raise ValueError(msg)
+            cells = tuple(str(c) for c in data["cells"])
+            outcomes = {str(k): str(v) for k, v in data["outcomes"].items()}
+            if any(len(v) != len(cells) for v in outcomes.values()):
+                msg = "an outcome string's length differs from the number of cells"
+                raise ValueError(msg)
+            nights.append(Night(str(data["date"]), str(data.get("commit", "")), str(data.get("profile", "")), cells, outcomes))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            msg = f"{path}:{number}: corrupt history line ({exc}); {fix}"
+            raise BugmatrixError(msg) from exc
+    return sorted(nights, key=lambda n: n.date)
+
+
+def append_night(nights: list[Night], night: Night, keep: int = KEEP_NIGHTS) -> list[Night]:
+    """``nights`` plus ``night`` (replacing one of the same date), the last ``keep`` only."""
+    kept = [n for n in nights if n.date != night.date] + [night]
+    return sorted(kept, key=lambda n: n.date)[-keep:]
+
+
+def write_history(path: Path, nights: Iterable[Night]) -> None:
+    """Atomically: an interrupted report leaves yesterday's history whole."""
+    write_text_atomic(path, "".join(json.dumps(n.to_json(), separators=(",", ":")) + "\n" for n in nights))
+
+
+class _Cells:
+    """One variant's last real outcome per cell, fed night by night; a gap keeps the outcome before it."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, str] = {}
+        self.letters: str | None = None
+        self.cells: tuple[str, ...] = ()
+
+    def feed(self, night: Night, letters: str) -> list[tuple[str, str, str]]:
+        """(cell, before, after) for every cell whose outcome differs from its last real one."""
+        if letters == self.letters and night.cells == self.cells:
+            return []  # most nights: nothing changed, compared in one step
+        changes = []
+        for cell, letter in zip(night.cells, letters, strict=True):
+            if letter in GAPS:
+                continue  # F, missing, R is a change F -> R on the night of R; F, missing, F is none
+            old = self.last.get(cell)
+            if old is not None and old != letter:
+                changes.append((cell, old, letter))
+            self.last[cell] = letter
+        self.letters, self.cells = letters, night.cells
+        return changes
+
+
+def _tick(night: Night, state: str, changes: list[tuple[str, str, str]]) -> Tick:
+    detail = "; ".join(f"{c}: {WORDS.get(o, o)} → {WORDS.get(n, n)}" for c, o, n in changes[:5])
+    more = f" (+{len(changes) - 5} more)" if len(changes) > 5 else ""
+    title = {
+        "first": "first night in the history", "same": "unchanged",
+        "missing": "a planned result is missing (not recorded); not counted as a change",
+    }.get(state, detail + more)  # fmt: skip
+    return Tick(night.date, state, f"{night.date} ({night.commit}): {title}")
+
+
+def summarise(nights: list[Night], window: int = WINDOW) -> dict[str, VariantHistory]:
+    """Per variant of the last night: since when unchanged, the last ``window`` nights, its flaky cells (the rule: module docstring)."""
+    if not nights:
+        return {}
+    first_recent = max(0, len(nights) - window)
+    summary = {}
+    for variant in nights[-1].outcomes:
+        since: str | None = None
+        cells = _Cells()
+        runs: dict[str, list[str]] = {}  # cell -> its outcome entering the window, then one entry per change in it
+        flaky: dict[str, None] = {}
+        ticks = []
+        for i, night in enumerate(nights):
+            recent = i >= first_recent
+            letters = night.outcomes.get(variant)
+            if letters is None:
+                if recent:
+                    ticks.append(Tick(night.date, "none", f"{night.date}: not in this night's report"))
+                continue
+            changes = cells.feed(night, letters)
+            if since is None or changes:
+                state = "first" if since is None else "changed"
+                since = night.date
+            else:
+                state = "missing" if CODES[Outcome.MISSING] in letters else "same"
+            if not recent:
+                continue
+            flapped = False
+            for cell, old, new in changes:
+                seen = runs.setdefault(cell, [old])
+                if new in seen:
+                    flapped = True
+                    if len(seen) >= FLIPS:  # this change is at least the FLIPS-th in the window
+                        flaky[cell] = None
+                seen.append(new)
+            ticks.append(_tick(night, "flap" if flapped else state, changes))
+        summary[variant] = VariantHistory(since or nights[-1].date, ticks, list(flaky))
+    return summary
+
+
+def flaky_pairs(summary: Mapping[str, VariantHistory]) -> frozenset[tuple[str, str]]:
+    """(variant id, cell id) pairs that flip-flopped: the baseline diff reports their changes as "flaky"."""
+    return frozenset((variant, cell) for variant, h in summary.items() for cell in h.flaky)

@@ -1,0 +1,198 @@
+"""What a boundary picture is made of: marks, flips, tracks, pictures (values only).
+
+:mod:`~bugmatrix.report.boundaries` derives them from a compat document; the
+renderers (:mod:`~bugmatrix.report.overview`, compat.md, the terminal) read
+them. Kept apart so each side stays small, and so a flip's wording ("fixed in
+torch 2.11.0") lives in one place whatever prints it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from bugmatrix.cell.outcomes import Outcome
+
+__all__ = [
+    "JOINS",
+    "MAX_COLUMNS",
+    "MAX_ROWS",
+    "NOT_RUN",
+    "Flip",
+    "Mark",
+    "Picture",
+    "Track",
+    "axis_values",
+    "boundary_text",
+    "symbol",
+    "version_key",
+    "word",
+]
+
+#: Outcomes that say nothing about the bug: they never make an axis drawn nor a flip (a gap on the picture).
+NOT_RUN = frozenset({Outcome.INSTALL_FAILED.value, Outcome.MISSING.value})
+#: Roles a variant can play on another variant's picture: the kind, and the field naming its target.
+JOINS = {"workaround": "workaround_for", "upstream": "counterpart"}
+#: The most releases a strip or grid draws along its columns / rows and still fits 1280 px.
+MAX_COLUMNS = 20
+MAX_ROWS = 40
+#: Verbs for a flip from ``was`` to ``now``; the default is keyed by ``now`` alone.
+_PAIR_VERBS = {("reproduced", "fixed"): "fixed in", ("fixed", "reproduced"): "regressed in"}
+_VERBS = {
+    "reproduced": "reproduced from",
+    "fixed": "fixed in",
+    "different": "fails differently from",
+    "skipped": "skipped from",
+    "crashed": "crashes from",
+    "timeout": "hangs from",
+}
+
+
+def word(outcome: object) -> str:
+    """The outcome's string value, whether it arrives as ``str`` or as a ``str`` enum."""
+    return str(getattr(outcome, "value", outcome))
+
+
+def symbol(outcome: object) -> str:
+    """The outcome's symbol; ``?`` for a word no :class:`Outcome` has (a hand-edited document)."""
+    try:
+        return Outcome(word(outcome)).symbol
+    except ValueError:
+        return "?"
+
+
+def version_key(value: str) -> tuple[int, Any]:
+    """Release order (2.5.1 before 2.10.0); an unpinned axis ("") first, non-versions last."""
+    if not value:
+        return (0, "")
+    try:
+        return (1, Version(value))
+    except InvalidVersion:
+        return (2, value)
+
+
+def axis_values(cells: Iterable[Mapping[str, Any]], axis: str) -> list[str]:
+    """Every value an axis takes across ``cells``, in release order."""
+    return sorted({str((c.get("pins") or {}).get(axis, "")) for c in cells}, key=version_key)
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """What one variant did at one position: one outcome, several (mixed), or nothing ("")."""
+
+    outcomes: tuple[str, ...] = ()
+    cells: tuple[str, ...] = ()
+
+    @property
+    def outcome(self) -> str:
+        """The single outcome, "mixed", or "" where the variant has no entry here."""
+        return self.outcomes[0] if len(self.outcomes) == 1 else ("mixed" if self.outcomes else "")
+
+    @property
+    def symbol(self) -> str:
+        return "".join(symbol(o) for o in self.outcomes) or "·"
+
+
+@dataclass(frozen=True, slots=True)
+class Flip:
+    """The outcome changes from ``was`` at ``before`` to ``now`` at ``after`` along ``axis``.
+
+    ``at`` names the grid lines (other-axis values) where this flip occurs,
+    empty on a strip; ``adjacent`` is False when positions without a usable
+    outcome lie between (the boundary is somewhere in that gap).
+    """
+
+    axis: str
+    before: str
+    after: str
+    was: str
+    now: str
+    at: tuple[str, ...] = ()
+    other_axis: str = ""
+    adjacent: bool = True
+    #: The axes' short names as the document spells them (``pl``); only for labels, not identity.
+    axis_short: str = field(default="", compare=False)
+    other_short: str = field(default="", compare=False)
+
+    @property
+    def verb(self) -> str:
+        if self.was == "skipped":
+            return f"{self.now} from"  # it starts running here; "fixed in" would claim a fix
+        return _PAIR_VERBS.get((self.was, self.now), _VERBS.get(self.now, f"{self.now} from"))
+
+    @property
+    def label(self) -> str:
+        """``fixed in torch 2.11.0`` (+ where on a grid, + the last value before a gap)."""
+        text = f"{self.verb} {self.axis_short or self.axis} {self.after}"
+        if not self.adjacent:
+            text += f" (first after {self.before})"
+        if self.at:
+            shown = ", ".join(v or "unpinned" for v in self.at[:3]) + (f" +{len(self.at) - 3}" if len(self.at) > 3 else "")
+            text += f" at {self.other_short or self.other_axis} {shown}"
+        return text
+
+
+@dataclass(frozen=True)
+class Track:
+    """One variant on a picture: its marks per position and its flips."""
+
+    variant: Mapping[str, Any]
+    marks: dict[tuple[str, ...], Mark]
+    flips: list[Flip]
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant['variant']}[{self.variant['device']}]"
+
+    @property
+    def role(self) -> str:
+        """How the track relates to the picture's variant: "" for the variant itself, else its kind (workaround, upstream)."""
+        kind = str(self.variant.get("kind") or "")
+        return kind if kind in JOINS else ""
+
+
+@dataclass(frozen=True)
+class Picture:
+    """A strip (one axis) or grid (two) of a variant and the workarounds for it.
+
+    ``values[i]`` are axis ``axes[i]``'s values in release order; on a grid
+    ``axes[0]`` runs along the columns. ``tracks[0]`` is the variant itself,
+    the rest its workarounds.
+    """
+
+    kind: str  # strip | grid | list (too many releases to draw: flips only)
+    axes: tuple[str, ...]
+    values: tuple[tuple[str, ...], ...]
+    tracks: list[Track]
+    folded: tuple[str, ...] = ()
+    note: str = ""
+    flip_edges: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
+    shorts: Mapping[str, str] = field(default_factory=dict)  # axis -> short name, from the document
+
+    def short(self, axis: str) -> str:
+        """An axis's short name (``pl``), as in the document's cell ids."""
+        return self.shorts.get(axis, axis)
+
+    @property
+    def variant(self) -> Mapping[str, Any]:
+        return self.tracks[0].variant
+
+
+def boundary_text(picture: Picture, track: Track | None = None) -> str:
+    """``torch 2.10.0 ✗ → 2.11.0 ✓; …`` for a track's flips, or a plain "✓ fixed everywhere"."""
+    track = track or picture.tracks[0]
+    if not track.flips:
+        outcomes = sorted({o for m in track.marks.values() for o in m.outcomes if o not in NOT_RUN})
+        if len(outcomes) == 1:
+            return f"{symbol(outcomes[0])} {outcomes[0]} everywhere"
+        return "no boundary along " + " × ".join(picture.short(a) for a in picture.axes)
+    parts = []
+    for f in track.flips:
+        text = f"{picture.short(f.axis)} {f.before} {symbol(f.was)} → {f.after} {symbol(f.now)}"
+        if f.at:
+            text += f" (at {picture.short(f.other_axis)} {', '.join(v or 'unpinned' for v in f.at[:2])}{' …' if len(f.at) > 2 else ''})"
+        parts.append(text)
+    return "; ".join(parts)

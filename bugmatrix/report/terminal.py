@@ -1,0 +1,103 @@
+"""The report's last words in the terminal: one line per variant, its boundary, the workarounds that held.
+
+Like pytest's short summary: whoever ran ``nox -s report`` learns the
+outcome without opening the page, and the page's path comes right after.
+Colour only where a person reads it (stdout is a TTY) and ``NO_COLOR`` is
+unset (https://no-color.org); a CI log or a pipe gets plain text, and the
+symbols carry the meaning either way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.report.boundaries import Boundary, Picture, Track, boundary_text, pictures
+
+__all__ = ["render_terminal", "use_colour"]
+
+_ANSI = {"✗": "31", "✓": "32", "≠": "33", "‼": "33", "∞": "33", "⚠": "90", "≈": "35"}
+_RESET = "\033[0m"
+
+
+def use_colour(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
+    """True only for a terminal, and only when ``NO_COLOR`` is unset or empty."""
+    environ = os.environ if environ is None else environ
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and not environ.get("NO_COLOR")
+
+
+def _paint(text: str, colour: bool) -> str:
+    if not colour:
+        return text
+    return "".join(f"\033[{_ANSI[ch]}m{ch}{_RESET}" if ch in _ANSI else ch for ch in text)
+
+
+def _ranges(values: list[str], hits: set[str]) -> str:
+    """``2.0.1–2.10.0, 2.13.0``: consecutive values (in the strip's order) as one range."""
+    runs: list[list[str]] = []
+    for i, value in enumerate(values):
+        if value in hits:
+            if runs and values.index(runs[-1][-1]) == i - 1:
+                runs[-1].append(value)
+            else:
+                runs.append([value])
+    return ", ".join(r[0] if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
+
+
+def _where(picture: Picture, track: Track, outcome: str) -> str:
+    """Where a track had ``outcome``: release ranges on a strip, a cell count on a grid."""
+    if picture.kind == "strip":
+        hits = {key[0] for key, mark in track.marks.items() if outcome in mark.outcomes}
+        text = _ranges(list(picture.values[0]), hits)
+        return f"{picture.short(picture.axes[0])} {text}" if text else "—"
+    count = sum(1 for mark in track.marks.values() if outcome in mark.outcomes)
+    return f"{count} of {len(track.marks)} positions" if count else "—"
+
+
+def _held(track: Track, workarounds: list[Track], results: Mapping[str, Any], history: Mapping[str, Any]) -> str:
+    """``cache_disabled ✓ 11/11, fresh_autocast 3/11``: in how many of the cells where the variant reproduced each was fixed.
+
+    ✓ marks the ones that held in every such cell; the others get no symbol,
+    since "not fixed" may be skipped or not run rather than reproduced.
+    """
+    reproduced = [
+        e for e in results.get(track.variant["id"], {}).values() if str(getattr(e["outcome"], "value", e["outcome"])) == Outcome.REPRODUCED
+    ]
+    if not reproduced or not workarounds:
+        return ""
+    parts = []
+    for w in (w for w in workarounds if w.role == "workaround"):
+        held = sum(1 for e in reproduced if w.variant["variant"] in (e.get("workarounds") or []))
+        flaky = " ≈ flaky" if getattr(history.get(w.variant["id"]), "flaky", None) else ""
+        parts.append(f"{w.variant['variant']} {'✓ ' if held == len(reproduced) else ''}{held}/{len(reproduced)}{flaky}")
+    return "workarounds fixed where it reproduced: " + ", ".join(parts) if parts else ""
+
+
+def render_terminal(
+    compat: Mapping[str, Any], history: Mapping[str, Any] | None = None, *, colour: bool = False, boundary: Boundary | None = None
+) -> str:
+    """The summary table (no trailing newline); ``history`` adds a ≈ flaky mark per variant."""
+    drawn, idle = boundary or pictures(compat)
+    rows = [("variant", "reproduced in", "fixed in", "boundary")]
+    extra: dict[int, str] = {}
+    for picture in drawn:
+        track = picture.tracks[0]
+        flaky = (history or {}).get(track.variant["id"])
+        name = track.variant["id"] + (" ≈ flaky" if flaky is not None and flaky.flaky else "")
+        rows.append((name, _where(picture, track, "reproduced"), _where(picture, track, "fixed"), boundary_text(picture)))
+        held = _held(track, picture.tracks[1:], compat["results"], history or {})
+        if held:
+            extra[len(rows) - 1] = held
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = []
+    for i, row in enumerate(rows):
+        text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:3])) + "  " + row[3]
+        lines.append(_paint(text.rstrip(), colour) if i else (f"\033[1m{text.rstrip()}{_RESET}" if colour else text.rstrip()))
+        if i in extra:
+            lines.append("    " + _paint(extra[i], colour))
+    if idle:
+        lines.append(f"ran nowhere (skipped or not installed in every cell): {len(idle)} variant(s)")
+    return "\n".join(lines)

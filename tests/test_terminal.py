@@ -1,0 +1,49 @@
+"""The terminal summary: one line per variant with its boundary, workarounds that held, colour only for a TTY."""
+
+from __future__ import annotations
+
+import io
+
+from bugmatrix.report.history import append_night, night_from_compat, summarise
+from bugmatrix.report.terminal import render_terminal, use_colour
+from tests.fullscale import full_compat
+from tests.test_history import DATES, three_nights
+from tests.test_report import WORKS
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_use_colour_only_for_a_tty_without_no_color() -> None:
+    assert use_colour(Tty(), {}) is True
+    assert use_colour(Tty(), {"NO_COLOR": "1"}) is False
+    assert use_colour(Tty(), {"NO_COLOR": ""}) is True, "no-color.org: only a non-empty value disables"
+    assert use_colour(io.StringIO(), {}) is False, "a pipe or CI log gets plain text"
+
+
+def test_plain_summary_names_reproduced_fixed_boundary_and_held_workarounds() -> None:
+    text = render_terminal(full_compat())
+    assert "\033[" not in text
+    lines = text.splitlines()
+    assert lines[0].split() == ["variant", "reproduced", "in", "fixed", "in", "boundary"]
+    core = next(line for line in lines if line.startswith("autocast_cache::core[cpu]"))
+    assert "torch 2.0.1–2.10.0" in core and "torch 2.11.0–2.15.0" in core and core.endswith("torch 2.10.0 ✗ → 2.11.0 ✓")
+    held = lines[lines.index(core) + 1]
+    assert "cache_disabled ✓ 21/21" in held and "fresh_autocast 16/21" in held, "held everywhere vs only on newer torch"
+    t5 = next(line for line in lines if line.startswith("t5_loss_no_grad_fn::lightning_trainer[cpu]"))
+    assert "pl 2.0.6 ✗ → 2.0.7 ✓ (at tf 4.30.2)" in t5
+    assert "upstream" not in held, "upstream reproductions share the picture but are no workaround"
+    assert lines[-1].startswith("ran nowhere") and "28 variant(s)" in lines[-1], "the CUDA variants, on a CPU-only night"
+
+
+def test_colour_wraps_symbols_and_flaky_variants_are_marked() -> None:
+    coloured = render_terminal(full_compat(), colour=True)
+    assert "\033[31m✗\033[0m" in coloured and "\033[32m✓\033[0m" in coloured and coloured.startswith("\033[1m")
+    nights = three_nights()
+    kept = []
+    for date, compat in zip(DATES, nights, strict=True):
+        kept = append_night(kept, night_from_compat(compat, date))
+    text = render_terminal(nights[2], summarise(kept))
+    assert "cache_disabled 1/2 ≈ flaky" in text, f"{WORKS} flapped; it is a workaround, so it is marked on its line"
