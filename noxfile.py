@@ -27,6 +27,7 @@ from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment, rec
 from bugmatrix.matrix import PROFILES, load_matrix  # noqa: E402
 from bugmatrix.paths import output_dir  # noqa: E402
 from bugmatrix.plan import Cell, plan_all, plan_cells, plan_document  # noqa: E402
+from bugmatrix.tracking import resolve_matrix, tracked_for  # noqa: E402
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
@@ -37,7 +38,9 @@ nox.options.tags = ["smoke"]
 TOOLS = ["jinja2>=3.1", "packaging>=23"]
 
 try:
-    MATRIX = load_matrix(Path(os.environ.get("BUGMATRIX_MATRIX", ROOT / "matrix.toml")))
+    DECLARED = load_matrix(Path(os.environ.get("BUGMATRIX_MATRIX", ROOT / "matrix.toml")))
+    # "latest" made concrete once: the saved resolution when there is one (a nightly's plan job hands it on).
+    MATRIX, RESOLUTION = resolve_matrix(DECLARED)
     CATALOG = load_catalog(ROOT / "cases", MATRIX)
     CELLS = plan_all(MATRIX, CATALOG)
 except BugmatrixError as exc:
@@ -67,6 +70,7 @@ def cell(session: nox.Session, cell_id: str) -> None:
     command = pytest_command(
         venv / "bin" / "python", MATRIX, cell_id=current.id, pins=current.pins, run_file=run_file_path(reports, current.id),
         junit=reports / "junit" / f"{current.id}.xml", extra=session.posargs,
+        tracked=tracked_for(DECLARED, RESOLUTION, current.pins, current.profiles),
     )  # fmt: skip
     try:
         # 1 = an outcome differs from its expectation: recorded, and judged by `report`.
@@ -110,7 +114,7 @@ def write_plan(profile: str) -> Path:
     """
     path = output_dir() / f"plan-{profile}.json"
     cells = [c for c in plan_cells(MATRIX, profile, CATALOG) if profile in cell_tags(c)]
-    write_json_atomic(path, plan_document(MATRIX, profile, cells))
+    write_json_atomic(path, {**plan_document(MATRIX, profile, cells), "resolution": RESOLUTION.to_json()})
     return path
 
 

@@ -41,10 +41,11 @@ from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
 from bugmatrix.cellrun import cell_env, pytest_command
 from bugmatrix.envbuild import cell_venv, find_interpreter, uv_command
-from bugmatrix.matrix import Matrix, load_matrix
+from bugmatrix.matrix import Matrix
 from bugmatrix.paths import output_dir
 from bugmatrix.plan import Cell, find_cell, plan_cells
 from bugmatrix.stability import cell_python
+from bugmatrix.tracking import load_resolved_matrix
 
 __all__ = ["CommandFailed", "Measurement", "disk_kib", "format_table", "main", "skipped", "smoke_floor", "smoke_from_runs"]
 
@@ -338,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     root, out = args.root, args.out or output_dir() / "benchmark.json"
     try:
-        matrix = load_matrix(root / "matrix.toml")
+        matrix = load_resolved_matrix(root / "matrix.toml")
         smoke = [c for c in plan_cells(matrix, "smoke", load_catalog(root / "cases", matrix)) if c.device == "cpu"]
         cell = find_cell(smoke, args.cell) if args.cell else min(smoke, key=lambda c: len(matrix.requirements_for(c.pins)))
     except BugmatrixError as exc:

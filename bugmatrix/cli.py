@@ -49,11 +49,15 @@ def _plan(args: argparse.Namespace) -> int:
     from bugmatrix.cell.runfile import write_json_atomic
     from bugmatrix.matrix import load_matrix
     from bugmatrix.plan import plan_cells, plan_document
+    from bugmatrix.tracking import resolve_matrix
 
-    matrix = load_matrix(args.matrix)
+    matrix, resolution = resolve_matrix(load_matrix(args.matrix), refresh=args.resolve)
+    for entry in resolution.entries:  # stderr: stdout of --json is the CI matrix alone
+        stale = f" (saved {resolution.resolved_at}; registry unreachable)" if resolution.stale else ""
+        print(f"resolved: {entry.axis} {entry.requested} = {entry.resolved}{stale}", file=sys.stderr)
     cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
     if args.out:
-        write_json_atomic(args.out, plan_document(matrix, args.profile, cells))
+        write_json_atomic(args.out, {**plan_document(matrix, args.profile, cells), "resolution": resolution.to_json()})
     if args.json:
         include = [
             {
@@ -79,10 +83,11 @@ def _plan(args: argparse.Namespace) -> int:
 def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Variant, dict[str, str]]:
     """The matrix, the variant, and the pins to hold: a cell's (``--cell``) or the base pins of its axes."""
     from bugmatrix.catalog import load_catalog
-    from bugmatrix.matrix import INTERPRETER, load_matrix
+    from bugmatrix.matrix import INTERPRETER
     from bugmatrix.plan import find_cell, plan_all
+    from bugmatrix.tracking import load_resolved_matrix
 
-    matrix = load_matrix(args.matrix)
+    matrix = load_resolved_matrix(args.matrix)
     catalog = load_catalog(args.cases, matrix)
     variant = catalog.find(variant_id)
     if args.cell:
@@ -140,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true", help='GitHub Actions matrix: {"include": [...]}')
     plan.add_argument("--variants", action="store_true", help="also list the variants each cell runs")
     plan.add_argument("--out", type=Path, help="also write the plan document (the report's completeness check) here")
+    plan.add_argument("--resolve", action="store_true", help="ask the registry what 'latest' is now (default: reuse the saved resolution)")
     plan.set_defaults(func=_plan)
 
     bisect = sub.add_parser("bisect", help="find the first release where a variant's outcome changes")

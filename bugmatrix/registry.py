@@ -42,6 +42,7 @@ from packaging.version import InvalidVersion, Version
 
 from bugmatrix.cell.errors import BugmatrixError
 from bugmatrix.cell.runfile import write_json_atomic
+from bugmatrix.matrix import SYMBOLIC
 
 __all__ = [
     "INDEX_URL_ENV",
@@ -62,8 +63,8 @@ __all__ = [
 
 INDEX_URL_ENV = "BUGMATRIX_INDEX_URL"
 DEFAULT_INDEX_URL = "https://pypi.org/pypi"
-#: The symbolic versions an axis may list, and whether each admits pre-releases.
-LATEST = {"latest": False, "latest-pre": True}
+#: The symbolic versions a profile may list, and whether each admits pre-releases (matrix.toml's rule).
+LATEST = SYMBOLIC
 TIMEOUT_S = 30
 
 Fetch = Callable[[str], Mapping[str, Any]]

@@ -24,9 +24,10 @@ from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.cell.runfile import RunRecord, load_run_file, write_json_atomic
 from bugmatrix.cellrun import cell_env, pytest_command
 from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment
-from bugmatrix.matrix import Matrix, load_matrix
+from bugmatrix.matrix import Matrix
 from bugmatrix.paths import ROOT, output_dir
 from bugmatrix.plan import Cell, find_cell, plan_all, plan_cells
+from bugmatrix.tracking import load_resolved_matrix
 
 __all__ = ["ABSENT", "cell_python", "outcomes_by_variant", "stability_table", "unstable"]
 
@@ -145,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             msg = f"--repeat {args.repeat}: comparing outcomes needs at least 2 runs"
             raise BugmatrixError(msg)
         cell, python = None, Path(sys.executable)
-        matrix = load_matrix(args.root / "matrix.toml")
+        matrix = load_resolved_matrix(args.root / "matrix.toml")
         if not args.system:
             cell = _choose_cell(matrix, args.root, args.cell)
             python = cell_python(args.root, matrix, cell)

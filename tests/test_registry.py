@@ -19,9 +19,13 @@ from packaging.version import Version
 
 from bugmatrix.bisect import registry_versions
 from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cli import main
+from bugmatrix.matrix import Matrix, load_matrix
+from bugmatrix.plan import plan_cells
 from bugmatrix.registry import (
     INDEX_URL_ENV,
     Resolution,
+    Resolved,
     dedupe_versions,
     load_resolution,
     release_time,
@@ -29,6 +33,8 @@ from bugmatrix.registry import (
     resolve_latest,
     save_resolution,
 )
+from bugmatrix.tracking import RESOLUTION_ENV, apply_resolution, resolve_matrix, tracked_for
+from tests.test_plan import declared
 
 DISTRIBUTIONS = {"torch": "torch", "lightning": "lightning", "transformers": "transformers"}
 
@@ -180,3 +186,75 @@ def test_the_real_registry_resolves_torch(monkeypatch: pytest.MonkeyPatch) -> No
     except RegistryUnreachable as exc:
         pytest.skip(f"pypi.org unreachable: {exc}")
     assert Version(latest) >= Version("2.15.0") and not Version(latest).is_prerelease
+
+
+# --- "latest" in a profile, through the planner (bugmatrix.tracking) ---
+
+TINY = Path(__file__).resolve().parent / "fixtures" / "matrix" / "tiny.toml"
+
+
+def tracking_matrix(tmp_path: Path) -> Matrix:
+    """tiny.toml with nightly/full tracking torch's latest (2.3.1 listed; the stand-in's 2.15.0 is not)."""
+    text = TINY.read_text().replace(
+        '[profiles.nightly]\ntorch = ["2.0.1", "2.1.2", "2.3.1"]', '[profiles.nightly]\ntorch = ["2.0.1", "2.1.2", "2.3.1", "latest"]'
+    )
+    text = text.replace(
+        'python = ["3.10", "3.11"]\ntorch = ["2.0.1", "2.1.2", "2.3.1"]',
+        'python = ["3.10", "3.11"]\ntorch = ["2.0.1", "2.1.2", "2.3.1", "latest"]',
+    )
+    path = tmp_path / "tracking.toml"
+    path.write_text(text)
+    return load_matrix(path)
+
+
+def nightly_ids(matrix: Matrix) -> set[str]:
+    catalog = declared(("torch",), ("lightning", "torch"))
+    return {c.id for c in plan_cells(matrix, "nightly", catalog) if c.device == "cpu"}
+
+
+def test_latest_plans_the_resolved_release_and_saves_it(registry: Path, tmp_path: Path) -> None:
+    declared_matrix = tracking_matrix(tmp_path)
+    saved = tmp_path / "resolution.json"
+    matrix, resolution = resolve_matrix(declared_matrix, saved=saved)
+    assert resolution.version("torch", "latest") == "2.15.0" and saved.exists()
+    before = nightly_ids(apply_resolution(declared_matrix, Resolution((Resolved("torch", "latest", "2.3.1"),))))
+    after = nightly_ids(matrix)
+    # The new release adds exactly its own cells: the torch x lightning projection's one per lightning
+    # (the torch-only cell is covered by them, as for any listed release); every other id is unchanged.
+    assert after - before == {"py311-torch2.15.0-pl2.0.3", "py311-torch2.15.0-pl2.2.5"}
+    assert before <= after
+    pins = {"python": "3.11", "torch": "2.15.0"}
+    assert tracked_for(declared_matrix, resolution, pins, ("nightly",)) == {"torch": {"requested": "latest", "resolved": "2.15.0"}}
+    assert tracked_for(declared_matrix, resolution, pins, ("smoke",)) == {}  # smoke does not track
+
+
+def test_a_saved_resolution_is_reused_and_a_listed_latest_is_one_cell(closed_port: None, tmp_path: Path) -> None:
+    saved = tmp_path / "resolution.json"
+    save_resolution(saved, Resolution((Resolved("torch", "latest", "2.3.1"),), "2026-11-01T00:00:00+00:00"))
+    matrix, resolution = resolve_matrix(tracking_matrix(tmp_path), saved=saved)
+    assert not resolution.stale and matrix.profiles["nightly"]["torch"] == ("2.0.1", "2.1.2", "2.3.1")  # one 2.3.1 cell
+    with pytest.raises(BugmatrixError, match=r"unreachable|cannot read"):
+        resolve_matrix(tracking_matrix(tmp_path), saved=tmp_path / "none.json")
+    warnings: list[str] = []
+    matrix, resolution = resolve_matrix(tracking_matrix(tmp_path), saved=saved, refresh=True, warn=warnings.append)
+    assert resolution.stale and warnings and "registry unreachable" in warnings[0]
+
+
+def test_plan_command_prints_the_resolution_and_writes_it_into_the_plan(
+    registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(RESOLUTION_ENV, str(tmp_path / "resolution.json"))
+    matrix_path = tracking_matrix(tmp_path).path
+    out = tmp_path / "plan.json"
+    code = main(["--matrix", str(matrix_path), "plan", "--profile", "nightly", "--resolve", "--out", str(out)])
+    assert code == 0
+    document = json.loads(out.read_text())
+    assert document["resolution"]["axes"]["torch"] == {"requested": "latest", "resolved": "2.15.0"}
+    assert any(c["pins"].get("torch") == "2.15.0" for c in document["cells"])
+
+
+def test_latest_is_refused_where_it_cannot_be_resolved(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(TINY.read_text().replace('python = ["3.10", "3.11"]\ntorch', 'python = ["3.10", "latest"]\ntorch'))
+    with pytest.raises(BugmatrixError, match=r"profiles\.full\.python\[1\]: 'latest' is not a valid version"):
+        load_matrix(path)

@@ -159,7 +159,7 @@ def test_the_report_job_gathers_every_run_file_and_publishes_the_report() -> Non
     assert report["needs"] == "cells" and report["if"] == "always()"
     uploads = {s["with"]["name"]: s for s in step_using(cells, "actions/upload-artifact")}
     assert all(s["if"] == "always()" for s in uploads.values())
-    (download,) = step_using(report, "actions/download-artifact")
+    (download,) = [s for s in step_using(report, "actions/download-artifact") if "pattern" in s["with"]]
     assert download["with"]["merge-multiple"] is True
     assert download["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/runs"
     # Every cell's run file, and nothing else, lands in runs/ where `report` reads it.
@@ -173,3 +173,17 @@ def test_the_report_job_gathers_every_run_file_and_publishes_the_report() -> Non
         assert flag in run
     (published,) = [s for s in step_using(report, "actions/upload-artifact") if s.get("if") == "always()"]
     assert {Path(p).name for p in published["with"]["path"].splitlines()} == {"index.html", "compat.md", "compat.json"}
+
+
+def test_every_job_after_the_plan_reads_the_plans_resolution_of_latest() -> None:
+    """The plan job resolves "latest" once and uploads the answer; cells and report download it before nox plans."""
+    jobs = load_workflow()["jobs"]
+    assert "--resolve" in step_running(jobs["plan"], r"\bnox -s plan --")["run"]
+    (upload,) = [s for s in step_using(jobs["plan"], "actions/upload-artifact") if s["with"]["name"] == "resolution"]
+    assert upload["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/resolution.json"
+    for name in ("cells", "report"):
+        steps = jobs[name]["steps"]
+        (download,) = [s for s in step_using(jobs[name], "actions/download-artifact") if s["with"].get("name") == "resolution"]
+        assert download["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}"
+        first_nox = next(i for i, s in enumerate(steps) if "nox -s" in s.get("run", ""))
+        assert steps.index(download) < first_nox, f"{name}: nox plans before the resolution is there"
