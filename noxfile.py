@@ -24,6 +24,7 @@ from bugmatrix.cell.runfile import write_json_atomic  # noqa: E402
 from bugmatrix.cellrun import cell_env, pytest_command, run_file_path  # noqa: E402
 from bugmatrix.diskbudget import is_lean, release_cell, torch_needed_later  # noqa: E402
 from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment, record_install_failure  # noqa: E402
+from bugmatrix.lock import lock_for  # noqa: E402
 from bugmatrix.matrix import PROFILES, load_matrix  # noqa: E402
 from bugmatrix.paths import output_dir  # noqa: E402
 from bugmatrix.plan import Cell, plan_all, plan_cells, plan_document  # noqa: E402
@@ -59,14 +60,19 @@ def cell_tags(cell: Cell) -> list[str]:
 def cell(session: nox.Session, cell_id: str) -> None:
     """Build (or reuse) one pinned environment with uv and run the cases in it."""
     current, reports = CELLS_BY_ID[cell_id], output_dir()
-    venv = cell_venv(ROOT, current.id)
+    venv, requirements = cell_venv(ROOT, current.id), MATRIX.requirements_for(current.pins)
+    lock, why_not = lock_for(ROOT, current.id, requirements, current.python)
+    if why_not:
+        session.warn(f"installing unlocked (the registry's versions of today): {why_not}")
     try:
-        built = ensure_environment(venv, current.python, MATRIX.requirements_for(current.pins), MATRIX.import_modules(current.pins))
+        built = ensure_environment(venv, current.python, requirements, MATRIX.import_modules(current.pins), lock=lock)
     except InstallFailed as exc:
         record_install_failure(run_file_path(reports, current.id), current.id, current.pins, str(exc))
         session.warn(f"install-failed, recorded: {str(exc).splitlines()[-1]}")
         return
-    session.log("built the cell's environment" if built else "reused the environment (pins unchanged)")
+    session.log(
+        ("built the cell's environment" if built else "reused the environment (pins unchanged)") + (f" from {lock.name}" if lock else "")
+    )
     command = pytest_command(
         venv / "bin" / "python", MATRIX, cell_id=current.id, pins=current.pins, run_file=run_file_path(reports, current.id),
         junit=reports / "junit" / f"{current.id}.xml", extra=session.posargs,
@@ -140,6 +146,12 @@ def _profile_report(profile: str) -> None:
 
 for _profile in PROFILES:
     _profile_report(_profile)
+
+
+@nox.session(python=False)
+def lock(session: nox.Session) -> None:
+    """(Re)create the locks of a profile's cells under locks/: -- [--profile nightly] [--check] [--era]."""
+    run_cli("lock", session)
 
 
 @nox.session(python=False)

@@ -1,4 +1,4 @@
-"""Command line: ``python -m bugmatrix plan|report|bisect|repro``.
+"""Command line: ``python -m bugmatrix plan|report|bisect|repro|lock``.
 
 Every subcommand is a thin layer over a library function; a BugmatrixError
 anywhere is printed as one line and exits with 2 — the single place where
@@ -121,6 +121,17 @@ def _repro(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lock(args: argparse.Namespace) -> int:
+    from bugmatrix.catalog import load_catalog
+    from bugmatrix.lock import run_lock
+    from bugmatrix.plan import plan_cells
+    from bugmatrix.tracking import load_resolved_matrix
+
+    matrix = load_resolved_matrix(args.matrix)
+    cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
+    return run_lock(matrix, cells, args.root, check=args.check, era=args.era)
+
+
 def _report(args: argparse.Namespace) -> int:
     from bugmatrix.report.command import run_report
 
@@ -168,6 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--force", action="store_true", help="overwrite files this command did not write")
     repro.add_argument("--reports", type=Path, default=output_dir(), help="where run files are (for the observed outcome)")
     repro.set_defaults(func=_repro)
+
+    lock = sub.add_parser("lock", help="(re)create the committed locks of a profile's cells under locks/")
+    lock.add_argument("--profile", default="nightly")
+    lock.add_argument("--check", action="store_true", help="only say which locks are missing or stale (exit 1 if any)")
+    lock.add_argument(
+        "--era", action="store_true", help="resolve each cell as the registry stood a day after its newest pin (uv --exclude-newer)"
+    )
+    lock.set_defaults(func=_lock, root=ROOT)
 
     report = sub.add_parser("report", help="merge run files into compat.json, compat.md, index.html")
     report.add_argument("--reports", type=Path, default=output_dir(), help="reports directory, runs/ inside (default: %(default)s)")

@@ -258,3 +258,10 @@ def test_latest_is_refused_where_it_cannot_be_resolved(tmp_path: Path) -> None:
     path.write_text(TINY.read_text().replace('python = ["3.10", "3.11"]\ntorch', 'python = ["3.10", "latest"]\ntorch'))
     with pytest.raises(BugmatrixError, match=r"profiles\.full\.python\[1\]: 'latest' is not a valid version"):
         load_matrix(path)
+
+
+def test_the_era_cutoff_follows_the_newest_pins_last_upload(registry: Path) -> None:
+    from bugmatrix.lock import exclude_newer_for
+
+    publish(registry, "lightning", {"2.6.6": [wheel(uploaded="2026-09-10T09:41:00Z"), wheel(uploaded="2026-09-10T09:41:03.009182Z")]})
+    assert exclude_newer_for({"torch": "2.15.0", "lightning": "2.6.6"}) == "2026-10-29T15:21:05Z"
