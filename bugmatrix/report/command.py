@@ -25,6 +25,7 @@ from bugmatrix.cell.runfile import load_run_dir, write_json_atomic, write_text_a
 from bugmatrix.paths import REFERENCE
 from bugmatrix.plan import PLAN_SCHEMA
 from bugmatrix.report.diff import diff_against_baseline, summary_lines
+from bugmatrix.report.explain import explain
 from bugmatrix.report.merge import load_compat, merge_runs, version_order
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import render_markdown, render_step_summary
@@ -103,6 +104,7 @@ def run_report(args: argparse.Namespace) -> int:
     compat = merge_runs(runs, profile=args.profile, commit=git_commit(args.root), generated=generated, plan=plan)
     baseline_path, baseline = _baseline(args)
     changes = diff_against_baseline(compat, baseline)
+    explain(compat, baseline)  # new releases vs their predecessors; what moved under changed outcomes
 
     write_json_atomic(args.reports / "compat.json", compat)
     write_text_atomic(args.reports / "compat.md", render_markdown(compat, changes))

@@ -18,6 +18,7 @@ from typing import Any
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report import OUTCOMES, is_flagged, label, short, split_axes
 from bugmatrix.report.diff import INFORMATIONAL, Change, ChangeKind
+from bugmatrix.report.explain import summary_lines
 
 #: Kinds that usually hit a whole cell at once: one line per cell, not one per variant.
 PER_CELL = frozenset({ChangeKind.MISSING, ChangeKind.NO_LONGER_INSTALLS})
@@ -163,6 +164,7 @@ def render_markdown(compat: dict[str, Any], changes: list[Change]) -> str:
         "Legend: " + ", ".join(label(o) for o in OUTCOMES) + ", · not in this cell's run."
         " *works:* the workaround variants that are fixed in that same cell.",
         "",
+        *summary_lines(compat, limit=None),
         *_changes_section(changes),
     ]
     if shared:
@@ -200,6 +202,7 @@ def render_step_summary(compat: dict[str, Any], changes: list[Change]) -> str:
         "",
         f"{len(compat['cells'])} cells · {len(compat['variants'])} variants · commit {code(compat['commit'])}",
         "",
+        *summary_lines(compat),
         *_changes_section(changes, SUMMARY_CHANGE_LIMIT),
         "## Outcomes per case",
         "",
