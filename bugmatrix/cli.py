@@ -59,6 +59,13 @@ def _plan(args: argparse.Namespace) -> int:
     if args.out:
         write_json_atomic(args.out, {**plan_document(matrix, args.profile, cells), "resolution": resolution.to_json()})
     if args.json:
+        from bugmatrix.cachesize import cache_key
+
+        # Cells on one torch release and Python share a uv cache; the first of them (a CPU
+        # cell: they sort first) is the one job that saves it. See nightly.yml for the sizes.
+        savers: dict[str, str] = {}
+        for c in cells:
+            savers.setdefault(cache_key(c.pins), c.id)
         include = [
             {
                 "cell": c.id,
@@ -66,6 +73,8 @@ def _plan(args: argparse.Namespace) -> int:
                 "python": c.python,
                 "device": c.device,
                 "runs-on": list(matrix.gpu_runner) if c.device == "cuda" else "ubuntu-latest",
+                "cache-key": cache_key(c.pins),
+                "cache-save": savers[cache_key(c.pins)] == c.id,
             }
             for c in cells
         ]
