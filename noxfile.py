@@ -28,7 +28,8 @@ from bugmatrix.lock import lock_for  # noqa: E402
 from bugmatrix.matrix import PROFILES, load_matrix  # noqa: E402
 from bugmatrix.paths import output_dir  # noqa: E402
 from bugmatrix.plan import Cell, plan_all, plan_cells, plan_document  # noqa: E402
-from bugmatrix.tracking import resolve_matrix, tracked_for  # noqa: E402
+from bugmatrix.registry import Resolution  # noqa: E402
+from bugmatrix.tracking import resolve_matrix, tracked_for, without_symbolic  # noqa: E402
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
@@ -40,8 +41,12 @@ TOOLS = ["jinja2>=3.1", "packaging>=23"]
 
 try:
     DECLARED = load_matrix(Path(os.environ.get("BUGMATRIX_MATRIX", ROOT / "matrix.toml")))
-    # "latest" made concrete once: the saved resolution when there is one (a nightly's plan job hands it on).
-    MATRIX, RESOLUTION = resolve_matrix(DECLARED)
+    try:
+        # "latest" made concrete once: the saved resolution when there is one (a nightly's plan job hands it on).
+        MATRIX, RESOLUTION = resolve_matrix(DECLARED)
+    except BugmatrixError as exc:
+        print(f"bugmatrix: warning: 'latest' left out of every profile: {exc}", file=sys.stderr)
+        MATRIX, RESOLUTION = without_symbolic(DECLARED), Resolution()
     CATALOG = load_catalog(ROOT / "cases", MATRIX)
     CELLS = plan_all(MATRIX, CATALOG)
 except BugmatrixError as exc:

@@ -31,7 +31,16 @@ from bugmatrix.matrix import INTERPRETER, SYMBOLIC, Axis, Matrix, load_matrix
 from bugmatrix.paths import output_dir
 from bugmatrix.registry import Resolution, dedupe_versions, load_resolution, resolve_axes, save_resolution
 
-__all__ = ["RESOLUTION_ENV", "apply_resolution", "load_resolved_matrix", "requests", "resolution_path", "resolve_matrix", "tracked_for"]
+__all__ = [
+    "RESOLUTION_ENV",
+    "apply_resolution",
+    "load_resolved_matrix",
+    "requests",
+    "resolution_path",
+    "resolve_matrix",
+    "tracked_for",
+    "without_symbolic",
+]
 
 RESOLUTION_ENV = "BUGMATRIX_RESOLUTION"
 
@@ -89,6 +98,20 @@ def resolve_matrix(
     if not resolution.stale:
         save_resolution(path, resolution)
     return apply_resolution(matrix, resolution), resolution
+
+
+def without_symbolic(matrix: Matrix) -> Matrix:
+    """The matrix with every ``latest``/``latest-pre`` left out (an axis left empty falls back to its base pin).
+
+    For ``nox -l`` and the pinned profiles on a machine that has neither the
+    registry nor a saved resolution: the noxfile says so and goes on, rather
+    than refusing to list even the smoke cells.
+    """
+    profiles = {
+        name: {axis: kept for axis, values in table.items() if (kept := tuple(v for v in values if v not in SYMBOLIC))}
+        for name, table in matrix.profiles.items()
+    }
+    return dataclasses.replace(matrix, profiles=profiles)
 
 
 def load_resolved_matrix(path: Path) -> Matrix:

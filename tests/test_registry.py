@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -33,7 +37,7 @@ from bugmatrix.registry import (
     resolve_latest,
     save_resolution,
 )
-from bugmatrix.tracking import RESOLUTION_ENV, apply_resolution, resolve_matrix, tracked_for
+from bugmatrix.tracking import RESOLUTION_ENV, apply_resolution, resolve_matrix, tracked_for, without_symbolic
 from tests.test_plan import declared
 
 DISTRIBUTIONS = {"torch": "torch", "lightning": "lightning", "transformers": "transformers"}
@@ -190,7 +194,8 @@ def test_the_real_registry_resolves_torch(monkeypatch: pytest.MonkeyPatch) -> No
 
 # --- "latest" in a profile, through the planner (bugmatrix.tracking) ---
 
-TINY = Path(__file__).resolve().parent / "fixtures" / "matrix" / "tiny.toml"
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "tests" / "fixtures" / "matrix" / "tiny.toml"
 
 
 def tracking_matrix(tmp_path: Path) -> Matrix:
@@ -265,3 +270,15 @@ def test_the_era_cutoff_follows_the_newest_pins_last_upload(registry: Path) -> N
 
     publish(registry, "lightning", {"2.6.6": [wheel(uploaded="2026-09-10T09:41:00Z"), wheel(uploaded="2026-09-10T09:41:03.009182Z")]})
     assert exclude_newer_for({"torch": "2.15.0", "lightning": "2.6.6"}) == "2026-10-29T15:21:05Z"
+
+
+def test_nox_lists_the_pinned_cells_without_registry_or_saved_resolution(closed_port: None, tmp_path: Path) -> None:
+    """Offline and never resolved: nox warns that 'latest' is left out and still lists (and runs) the pinned cells."""
+    nox = shutil.which("nox") or str(Path(sys.executable).with_name("nox"))
+    if not Path(nox).exists():
+        pytest.skip("nox is not installed here")
+    env = {**os.environ, RESOLUTION_ENV: str(tmp_path / "never-saved.json")}
+    listed = subprocess.run([nox, "-l", "-t", "nightly"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "'latest' left out of every profile" in listed.stderr and "cell(py311-torch2.15.0-pl2.6.6-tf5.23.0)" in listed.stdout
+    assert without_symbolic(load_matrix(ROOT / "matrix.toml")).profiles["nightly"]["torch"][-1] == "2.15.0"
