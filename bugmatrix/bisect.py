@@ -32,6 +32,7 @@ from bugmatrix.cell.errors import BugmatrixError
 from bugmatrix.cell.runfile import VariantRecord, load_run_file, write_json_atomic
 from bugmatrix.cellrun import cell_env, pytest_command
 from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment
+from bugmatrix.lock import lock_for
 from bugmatrix.matrix import Matrix
 from bugmatrix.paths import output_dir
 from bugmatrix.registry import Fetch, fetch_project, release_versions
@@ -147,7 +148,10 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
     venv = env_dir(root, matrix, pins)
     started = time.perf_counter()
     try:
-        built = ensure_environment(venv, pins["python"], matrix.requirements_for(pins), matrix.import_modules(pins))
+        requirements = matrix.requirements_for(pins)
+        # A planned cell's lock where one exists: the same env as the cell (and its venv is not rebuilt unlocked).
+        lock, _ = lock_for(root, matrix.cell_id(pins), requirements, pins["python"])
+        built = ensure_environment(venv, pins["python"], requirements, matrix.import_modules(pins), lock=lock)
     except InstallFailed as exc:
         return Probe(label, "install-failed", str(exc).splitlines()[-1], time.perf_counter() - started), True
     with tempfile.TemporaryDirectory() as tmp:

@@ -162,3 +162,32 @@ def test_pinned_distributions_are_the_exact_pins() -> None:
 
     requirements = ["torch==2.0.1", "pytorch-lightning==2.0.3", "setuptools<81", "pytest>=8", "Numpy==1.24.3"]
     assert pinned_distributions(requirements) == {"torch": "2.0.1", "pytorch-lightning": "2.0.3", "Numpy": "1.24.3"}
+
+
+def test_stability_and_bisect_build_a_planned_cell_from_its_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both reuse the cell's nox venv: built without its lock, it would be rebuilt unlocked (and then back again)."""
+    import bugmatrix.bisect
+    import bugmatrix.stability
+    from bugmatrix.lock import requirements_digest
+    from bugmatrix.plan import Cell
+    from bugmatrix.tracking import load_resolved_matrix
+
+    matrix = load_resolved_matrix(Path(__file__).resolve().parent.parent / "matrix.toml")
+    pins = {"python": "3.11", "torch": "2.5.1"}
+    cell = Cell(matrix.cell_id(pins), pins)
+    lock = lock_path(tmp_path, cell.id)
+    lock.parent.mkdir()
+    lock.write_text(f"# requirements-sha256: {requirements_digest(matrix.requirements_for(pins))}\n# python: 3.11\nsix==1.17.0\n")
+    seen: list[Path | None] = []
+
+    def record(*args: object, lock: Path | None = None) -> bool:
+        seen.append(lock)
+        raise InstallFailed("recorded")
+
+    monkeypatch.setattr(bugmatrix.stability, "ensure_environment", record)
+    monkeypatch.setattr(bugmatrix.bisect, "ensure_environment", record)
+    with pytest.raises(BugmatrixError, match="cannot be built"):
+        bugmatrix.stability.cell_python(tmp_path, matrix, cell)
+    variant = type("V", (), {"case_id": "x", "name": "y", "tag": "cpu"})()
+    probe, _ = bugmatrix.bisect.run_variant_in(tmp_path, matrix, pins, variant)  # type: ignore[arg-type]
+    assert probe.outcome == "install-failed" and seen == [lock, lock]

@@ -282,3 +282,13 @@ def test_nox_lists_the_pinned_cells_without_registry_or_saved_resolution(closed_
     assert listed.returncode == 0, listed.stderr[-2000:]
     assert "'latest' left out of every profile" in listed.stderr and "cell(py311-torch2.15.0-pl2.6.6-tf5.23.0)" in listed.stdout
     assert without_symbolic(load_matrix(ROOT / "matrix.toml")).profiles["nightly"]["torch"][-1] == "2.15.0"
+
+
+def test_plan_resolve_offline_without_a_saved_resolution_is_one_line_and_exit_2(
+    closed_port: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(RESOLUTION_ENV, str(tmp_path / "never-saved.json"))
+    code = main(["--matrix", str(tracking_matrix(tmp_path).path), "plan", "--profile", "nightly", "--resolve"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("bugmatrix: error: cannot read torch's release list"), err
+    assert "no saved resolution" in err and not (tmp_path / "never-saved.json").exists()
