@@ -24,9 +24,12 @@ from bugmatrix.cell.runfile import write_json_atomic  # noqa: E402
 from bugmatrix.cellrun import cell_env, pytest_command, run_file_path  # noqa: E402
 from bugmatrix.diskbudget import is_lean, release_cell, torch_needed_later  # noqa: E402
 from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment, record_install_failure  # noqa: E402
+from bugmatrix.lock import lock_for  # noqa: E402
 from bugmatrix.matrix import PROFILES, load_matrix  # noqa: E402
 from bugmatrix.paths import output_dir  # noqa: E402
 from bugmatrix.plan import Cell, plan_all, plan_cells, plan_document  # noqa: E402
+from bugmatrix.registry import Resolution  # noqa: E402
+from bugmatrix.tracking import resolve_matrix, tracked_for, without_symbolic  # noqa: E402
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
@@ -37,7 +40,13 @@ nox.options.tags = ["smoke"]
 TOOLS = ["jinja2>=3.1", "packaging>=23"]
 
 try:
-    MATRIX = load_matrix(Path(os.environ.get("BUGMATRIX_MATRIX", ROOT / "matrix.toml")))
+    DECLARED = load_matrix(Path(os.environ.get("BUGMATRIX_MATRIX", ROOT / "matrix.toml")))
+    try:
+        # "latest" made concrete once: the saved resolution when there is one (a nightly's plan job hands it on).
+        MATRIX, RESOLUTION = resolve_matrix(DECLARED)
+    except BugmatrixError as exc:
+        print(f"bugmatrix: warning: 'latest' left out of every profile: {exc}", file=sys.stderr)
+        MATRIX, RESOLUTION = without_symbolic(DECLARED), Resolution()
     CATALOG = load_catalog(ROOT / "cases", MATRIX)
     CELLS = plan_all(MATRIX, CATALOG)
 except BugmatrixError as exc:
@@ -56,17 +65,23 @@ def cell_tags(cell: Cell) -> list[str]:
 def cell(session: nox.Session, cell_id: str) -> None:
     """Build (or reuse) one pinned environment with uv and run the cases in it."""
     current, reports = CELLS_BY_ID[cell_id], output_dir()
-    venv = cell_venv(ROOT, current.id)
+    venv, requirements = cell_venv(ROOT, current.id), MATRIX.requirements_for(current.pins)
+    lock, why_not = lock_for(ROOT, current.id, requirements, current.python)
+    if why_not:
+        session.warn(f"installing unlocked (the registry's versions of today): {why_not}")
     try:
-        built = ensure_environment(venv, current.python, MATRIX.requirements_for(current.pins), MATRIX.import_modules(current.pins))
+        built = ensure_environment(venv, current.python, requirements, MATRIX.import_modules(current.pins), lock=lock)
     except InstallFailed as exc:
         record_install_failure(run_file_path(reports, current.id), current.id, current.pins, str(exc))
         session.warn(f"install-failed, recorded: {str(exc).splitlines()[-1]}")
         return
-    session.log("built the cell's environment" if built else "reused the environment (pins unchanged)")
+    session.log(
+        ("built the cell's environment" if built else "reused the environment (pins unchanged)") + (f" from {lock.name}" if lock else "")
+    )
     command = pytest_command(
         venv / "bin" / "python", MATRIX, cell_id=current.id, pins=current.pins, run_file=run_file_path(reports, current.id),
         junit=reports / "junit" / f"{current.id}.xml", extra=session.posargs,
+        tracked=tracked_for(DECLARED, RESOLUTION, current.pins, current.profiles),
     )  # fmt: skip
     try:
         # 1 = an outcome differs from its expectation: recorded, and judged by `report`.
@@ -110,7 +125,7 @@ def write_plan(profile: str) -> Path:
     """
     path = output_dir() / f"plan-{profile}.json"
     cells = [c for c in plan_cells(MATRIX, profile, CATALOG) if profile in cell_tags(c)]
-    write_json_atomic(path, plan_document(MATRIX, profile, cells))
+    write_json_atomic(path, {**plan_document(MATRIX, profile, cells), "resolution": RESOLUTION.to_json()})
     return path
 
 
@@ -136,6 +151,12 @@ def _profile_report(profile: str) -> None:
 
 for _profile in PROFILES:
     _profile_report(_profile)
+
+
+@nox.session(python=False)
+def lock(session: nox.Session) -> None:
+    """(Re)create the locks of a profile's cells under locks/: -- [--profile nightly] [--check] [--era]."""
+    run_cli("lock", session)
 
 
 @nox.session(python=False)

@@ -35,16 +35,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bugmatrix.catalog import load_catalog
+from bugmatrix.catalog import Catalog, load_catalog
 from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
 from bugmatrix.cellrun import cell_env, pytest_command
 from bugmatrix.envbuild import cell_venv, find_interpreter, uv_command
-from bugmatrix.matrix import Matrix, load_matrix
+from bugmatrix.matrix import Matrix
 from bugmatrix.paths import output_dir
 from bugmatrix.plan import Cell, find_cell, plan_cells
 from bugmatrix.stability import cell_python
+from bugmatrix.tracking import load_resolved_matrix
 
 __all__ = ["CommandFailed", "Measurement", "disk_kib", "format_table", "main", "skipped", "smoke_floor", "smoke_from_runs"]
 
@@ -364,12 +365,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def measure_ci_cache(matrix: Matrix, catalog: Catalog) -> list[Measurement]:
+    """What a cold nightly downloads, and what its uv caches hold against GitHub's 10 GB (resolved, not downloaded)."""
+    from bugmatrix.cachesize import GB, cache_key, measure
+
+    cells = plan_cells(matrix, "nightly", catalog)
+    size = measure((cache_key(c.pins), matrix.requirements_for(c.pins), c.python) for c in cells)
+    note = f"{len(cells)} jobs, {len(size.per_key)} cache keys, {size.files} distinct files"
+    return [
+        Measurement("nightly cold download, every job", size.jobs_bytes / GB, None, "GB", note=note),
+        Measurement("nightly distinct files", size.total_bytes / GB, None, "GB"),
+        Measurement("uv caches, one per torch release", size.cached_bytes / GB, None, "GB"),
+        Measurement("same, CUDA runtime wheels trimmed (saved)", size.kept_bytes / GB, 10.0, "GB", op="<", bound=1.0,
+                    note="baseline: GitHub's 10 GB per repository"),
+    ]  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure, print the table, write <output>/benchmark.json (after every row, so a failure loses nothing)."""
     args = _parser().parse_args(argv)
     root, out = args.root, args.out or output_dir() / "benchmark.json"
     try:
-        matrix = load_matrix(root / "matrix.toml")
+        matrix = load_resolved_matrix(root / "matrix.toml")
         smoke = [c for c in plan_cells(matrix, "smoke", load_catalog(root / "cases", matrix)) if c.device == "cpu"]
         cell = find_cell(smoke, args.cell) if args.cell else min(smoke, key=lambda c: len(matrix.requirements_for(c.pins)))
     except BugmatrixError as exc:
@@ -392,6 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("smoke profile", smoke_row),
         ("report", lambda: [measure_report(), measure_report_with_history()]),
         ("disk", lambda: measure_disk(root)),
+        ("nightly download and CI cache", lambda: measure_ci_cache(matrix, load_catalog(root / "cases", matrix))),
     ]
     rows: list[Measurement] = []
     for label, measure in steps:

@@ -1,7 +1,8 @@
 """Find the first release where a variant's outcome changes, by running it.
 
-Versions come from the registry (PyPI's JSON API: yanked releases and, unless
-asked, pre-releases left out). The other axes are held at a cell's pins (or
+Versions come from the registry through :mod:`bugmatrix.registry`, the one
+client the planner's ``latest`` also uses (yanked, dev, post and local
+releases and, unless asked, pre-releases left out). The other axes are held at a cell's pins (or
 the matrix's base pins). Both ends are run, then a binary search runs about
 log2(n) more environments; each environment is built with uv and reused when
 it already exists (a bisect env, or the venv of a planned cell with the same
@@ -14,31 +15,29 @@ outlives its timeout is a ``timeout`` outcome, not a crash of bisect.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import signal
 import subprocess
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from bugmatrix.cell.case import Variant
 from bugmatrix.cell.errors import BugmatrixError
 from bugmatrix.cell.runfile import VariantRecord, load_run_file, write_json_atomic
 from bugmatrix.cellrun import cell_env, pytest_command
 from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment
+from bugmatrix.lock import lock_for
 from bugmatrix.matrix import Matrix
 from bugmatrix.paths import output_dir
+from bugmatrix.registry import Fetch, fetch_project, release_versions
 
 __all__ = ["BisectResult", "Probe", "bisect_versions", "env_dir", "registry_versions", "run_bisect", "run_variant_in"]
-
-PYPI_JSON = "https://pypi.org/pypi/{name}/json"
 
 
 @dataclass(frozen=True)
@@ -79,38 +78,14 @@ class BisectResult:
         return asdict(self)
 
 
-def registry_versions(
-    distribution: str, *, low: str | None, high: str | None, pre: bool = False, fetch: Callable[[str], dict] | None = None
-) -> list[str]:
-    """Released versions of a distribution between ``low`` and ``high`` (inclusive)."""
-    fetch = fetch or _fetch_json
-    releases = fetch(distribution).get("releases", {})
-    found = []
-    for text, files in releases.items():
-        try:
-            version = Version(text)
-        except InvalidVersion:
-            continue
-        if not files or all(f.get("yanked") for f in files) or version.is_devrelease or (version.is_prerelease and not pre):
-            continue
-        if version.local or version.post is not None:
-            continue  # post releases repackage a release; they don't change behaviour
-        if (low and version < Version(low)) or (high and version > Version(high)):
-            continue
-        found.append(version)
+def registry_versions(distribution: str, *, low: str | None, high: str | None, pre: bool = False, fetch: Fetch | None = None) -> list[str]:
+    """Released versions of a distribution between ``low`` and ``high`` (inclusive), from the one registry client."""
+    project = (fetch or fetch_project)(distribution)
+    found = [v for v in release_versions(project, pre=pre) if not (low and v < Version(low)) and not (high and v > Version(high))]
     if not found:
         msg = f"no {distribution} releases between {low or 'the first'} and {high or 'the latest'}; widen --from/--to"
         raise BugmatrixError(msg)
-    return [str(v) for v in sorted(found)]
-
-
-def _fetch_json(name: str) -> dict:
-    try:
-        with urllib.request.urlopen(PYPI_JSON.format(name=name), timeout=30) as response:  # noqa: S310 - fixed https URL
-            return json.load(response)
-    except OSError as exc:
-        msg = f"cannot read {name}'s release list from the registry ({exc}); check the network or pass --versions"
-        raise BugmatrixError(msg) from exc
+    return [str(v) for v in found]
 
 
 def bisect_versions(
@@ -173,7 +148,10 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
     venv = env_dir(root, matrix, pins)
     started = time.perf_counter()
     try:
-        built = ensure_environment(venv, pins["python"], matrix.requirements_for(pins), matrix.import_modules(pins))
+        requirements = matrix.requirements_for(pins)
+        # A planned cell's lock where one exists: the same env as the cell (and its venv is not rebuilt unlocked).
+        lock, _ = lock_for(root, matrix.cell_id(pins), requirements, pins["python"])
+        built = ensure_environment(venv, pins["python"], requirements, matrix.import_modules(pins), lock=lock)
     except InstallFailed as exc:
         return Probe(label, "install-failed", str(exc).splitlines()[-1], time.perf_counter() - started), True
     with tempfile.TemporaryDirectory() as tmp:

@@ -39,11 +39,13 @@ def pytest_command(
     select: Sequence[str] = (),
     extra: Sequence[str] = (),
     root: Path = ROOT,
+    tracked: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[str]:
     """The cell's pytest invocation. ``pins=None``: the current environment as it is (the ``system`` cell).
 
     ``select`` narrows to node ids (``cases/x.py::v[cpu]``); ``extra`` is passed
-    through (``-k``, ``--bugmatrix-resume``, a session's posargs).
+    through (``-k``, ``--bugmatrix-resume``, a session's posargs); ``tracked``
+    (``bugmatrix.tracking.tracked_for``) names the pins a ``latest`` chose.
     """
     targets = [str(root / node) for node in select] or [str(root / "cases")]
     command = [
@@ -56,6 +58,8 @@ def pytest_command(
         ordered = matrix.ordered(pins)
         command += ["--bugmatrix-pins", ",".join(f"{k}={v}" for k, v in ordered.items())]
         command += ["--bugmatrix-axes", ",".join(a for a in ordered if a in matrix.package_axes)]
+    if tracked:
+        command += ["--bugmatrix-requested", ",".join(f"{axis}={t['requested']}" for axis, t in tracked.items())]
     if junit is not None:
         command += ["--junitxml", str(junit)]
     return [*command, *extra]

@@ -1,4 +1,4 @@
-"""Command line: ``python -m bugmatrix plan|report|bisect|repro``.
+"""Command line: ``python -m bugmatrix plan|report|bisect|repro|lock``.
 
 Every subcommand is a thin layer over a library function; a BugmatrixError
 anywhere is printed as one line and exits with 2 — the single place where
@@ -49,12 +49,23 @@ def _plan(args: argparse.Namespace) -> int:
     from bugmatrix.cell.runfile import write_json_atomic
     from bugmatrix.matrix import load_matrix
     from bugmatrix.plan import plan_cells, plan_document
+    from bugmatrix.tracking import resolve_matrix
 
-    matrix = load_matrix(args.matrix)
+    matrix, resolution = resolve_matrix(load_matrix(args.matrix), refresh=args.resolve)
+    for entry in resolution.entries:  # stderr: stdout of --json is the CI matrix alone
+        stale = f" (saved {resolution.resolved_at}; registry unreachable)" if resolution.stale else ""
+        print(f"resolved: {entry.axis} {entry.requested} = {entry.resolved}{stale}", file=sys.stderr)
     cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
     if args.out:
-        write_json_atomic(args.out, plan_document(matrix, args.profile, cells))
+        write_json_atomic(args.out, {**plan_document(matrix, args.profile, cells), "resolution": resolution.to_json()})
     if args.json:
+        from bugmatrix.cachesize import cache_key
+
+        # Cells on one torch release and Python share a uv cache; the first of them (a CPU
+        # cell: they sort first) is the one job that saves it. See nightly.yml for the sizes.
+        savers: dict[str, str] = {}
+        for c in cells:
+            savers.setdefault(cache_key(c.pins), c.id)
         include = [
             {
                 "cell": c.id,
@@ -62,6 +73,8 @@ def _plan(args: argparse.Namespace) -> int:
                 "python": c.python,
                 "device": c.device,
                 "runs-on": list(matrix.gpu_runner) if c.device == "cuda" else "ubuntu-latest",
+                "cache-key": cache_key(c.pins),
+                "cache-save": savers[cache_key(c.pins)] == c.id,
             }
             for c in cells
         ]
@@ -79,10 +92,11 @@ def _plan(args: argparse.Namespace) -> int:
 def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Variant, dict[str, str]]:
     """The matrix, the variant, and the pins to hold: a cell's (``--cell``) or the base pins of its axes."""
     from bugmatrix.catalog import load_catalog
-    from bugmatrix.matrix import INTERPRETER, load_matrix
+    from bugmatrix.matrix import INTERPRETER
     from bugmatrix.plan import find_cell, plan_all
+    from bugmatrix.tracking import load_resolved_matrix
 
-    matrix = load_matrix(args.matrix)
+    matrix = load_resolved_matrix(args.matrix)
     catalog = load_catalog(args.cases, matrix)
     variant = catalog.find(variant_id)
     if args.cell:
@@ -116,6 +130,17 @@ def _repro(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lock(args: argparse.Namespace) -> int:
+    from bugmatrix.catalog import load_catalog
+    from bugmatrix.lock import run_lock
+    from bugmatrix.plan import plan_cells
+    from bugmatrix.tracking import load_resolved_matrix
+
+    matrix = load_resolved_matrix(args.matrix)
+    cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
+    return run_lock(matrix, cells, args.root, check=args.check, era=args.era)
+
+
 def _report(args: argparse.Namespace) -> int:
     from bugmatrix.report.command import run_report
 
@@ -140,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true", help='GitHub Actions matrix: {"include": [...]}')
     plan.add_argument("--variants", action="store_true", help="also list the variants each cell runs")
     plan.add_argument("--out", type=Path, help="also write the plan document (the report's completeness check) here")
+    plan.add_argument("--resolve", action="store_true", help="ask the registry what 'latest' is now (default: reuse the saved resolution)")
     plan.set_defaults(func=_plan)
 
     bisect = sub.add_parser("bisect", help="find the first release where a variant's outcome changes")
@@ -162,6 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--force", action="store_true", help="overwrite files this command did not write")
     repro.add_argument("--reports", type=Path, default=output_dir(), help="where run files are (for the observed outcome)")
     repro.set_defaults(func=_repro)
+
+    lock = sub.add_parser("lock", help="(re)create the committed locks of a profile's cells under locks/")
+    lock.add_argument("--profile", default="nightly")
+    lock.add_argument("--check", action="store_true", help="only say which locks are missing or stale (exit 1 if any)")
+    lock.add_argument(
+        "--era", action="store_true", help="resolve each cell as the registry stood a day after its newest pin (uv --exclude-newer)"
+    )
+    lock.set_defaults(func=_lock, root=ROOT)
 
     report = sub.add_parser("report", help="merge run files into compat.json, compat.md, index.html")
     report.add_argument("--reports", type=Path, default=output_dir(), help="reports directory, runs/ inside (default: %(default)s)")

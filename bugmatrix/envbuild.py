@@ -2,7 +2,9 @@
 
 A cell's venv is built whole or not at all: a fresh venv is created beside
 the target (``<venv>.new``), the requirements installed with ``uv pip install``
-(captured, so the resolver's reason can be recorded as ``install-failed``),
+-- or, when the cell has a lock (``bugmatrix.lock``), exactly the lock's
+distributions with ``uv pip sync --require-hashes`` -- (captured, so the
+resolver's reason can be recorded as ``install-failed``),
 the pinned modules import-checked, a digest of the requirements stamped, and
 only then is it swapped into place. A process killed at any moment therefore
 leaves either the previous working venv or none, never a venv whose
@@ -87,17 +89,21 @@ def _tail(text: str) -> str:
     return "\n".join(lines[-REASON_LINES:])
 
 
-def _digest(python: str, requirements: Sequence[str]) -> str:
-    return hashlib.sha256("\n".join([f"python {python}", *requirements]).encode()).hexdigest()
+def _digest(python: str, requirements: Sequence[str], lock: Path | None = None) -> str:
+    # The lock's whole text: a re-created lock (new hashes, a moved transitive pin) is a new environment.
+    locked = [f"lock {lock.read_text(encoding='utf-8')}"] if lock is not None else []
+    return hashlib.sha256("\n".join([f"python {python}", *requirements, *locked]).encode()).hexdigest()
 
 
-def is_current(venv: Path, python: str, requirements: Sequence[str]) -> bool:
-    """True when ``venv`` was completely built from exactly these requirements."""
+def is_current(venv: Path, python: str, requirements: Sequence[str], lock: Path | None = None) -> bool:
+    """True when ``venv`` was completely built from exactly these requirements (and this lock)."""
     stamp = venv / STAMP
-    return (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == _digest(python, requirements)
+    return (
+        (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == _digest(python, requirements, lock)
+    )  # fmt: skip
 
 
-def _build(target: Path, python: str, requirements: Sequence[str], modules: Sequence[str]) -> None:
+def _build(target: Path, python: str, requirements: Sequence[str], modules: Sequence[str], lock: Path | None) -> None:
     made = subprocess.run(
         [*uv_command(), "venv", "-q", "--no-python-downloads", "-p", find_interpreter(python), str(target)],
         capture_output=True, text=True, check=False,
@@ -105,21 +111,26 @@ def _build(target: Path, python: str, requirements: Sequence[str], modules: Sequ
     if made.returncode != 0:
         raise InstallFailed(f"uv venv -p {python}: " + (_tail(made.stderr) or f"exit {made.returncode}"))
     interpreter = target / "bin" / "python"
-    install = subprocess.run(
-        [*uv_command(), "pip", "install", "--python", str(interpreter), *requirements], capture_output=True, text=True, check=False
-    )
+    if lock is None:
+        command = [*uv_command(), "pip", "install", "--python", str(interpreter), *requirements]
+    else:
+        command = [*uv_command(), "pip", "sync", "--require-hashes", "--python", str(interpreter), str(lock)]
+    install = subprocess.run(command, capture_output=True, text=True, check=False)
     if install.returncode != 0:
-        raise InstallFailed(_tail(install.stderr or install.stdout) or f"uv exited {install.returncode}")
+        where = f"installing {lock.name}: " if lock is not None else ""
+        raise InstallFailed(where + (_tail(install.stderr or install.stdout) or f"uv exited {install.returncode}"))
     imported = subprocess.run([str(interpreter), "-c", IMPORT_CHECK, *modules], capture_output=True, text=True, check=False)
     if imported.returncode != 0:
         raise InstallFailed("installed, but does not import: " + _tail(imported.stderr))
-    (target / STAMP).write_text(_digest(python, requirements) + "\n")
+    (target / STAMP).write_text(_digest(python, requirements, lock) + "\n")
 
 
-def ensure_environment(venv: Path, python: str, requirements: Sequence[str], modules: Sequence[str]) -> bool:
+def ensure_environment(venv: Path, python: str, requirements: Sequence[str], modules: Sequence[str], *, lock: Path | None = None) -> bool:
     """Reuse ``venv`` if it is current, else build it fresh and swap it in; True when it was built.
 
     ``modules`` must all import afterwards (see ``Matrix.import_modules``).
+    ``lock``: install exactly this lock file instead of resolving ``requirements``
+    (which still go into the stamp, with the lock's text).
     Raises InstallFailed with the resolver's or the importer's reason; the
     failed build is removed and an existing venv is left as it was.
     """
@@ -128,11 +139,11 @@ def ensure_environment(venv: Path, python: str, requirements: Sequence[str], mod
     # Cleared even when ``venv`` is current, or a kill during the last rmtree would leave it forever.
     shutil.rmtree(fresh, ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)
-    if is_current(venv, python, requirements):
+    if is_current(venv, python, requirements, lock):
         return False
     venv.parent.mkdir(parents=True, exist_ok=True)
     try:
-        _build(fresh, python, requirements, modules)
+        _build(fresh, python, requirements, modules, lock)
     except BaseException:
         shutil.rmtree(fresh, ignore_errors=True)
         raise

@@ -23,11 +23,25 @@ from packaging.version import InvalidVersion, Version
 
 from bugmatrix.cell.errors import BugmatrixError
 
-__all__ = ["INTERPRETER", "PROFILES", "SCHEMA", "Axis", "BaseWhen", "Constraint", "Matrix", "Rule", "load_matrix", "parse_matrix"]
+__all__ = [
+    "INTERPRETER",
+    "PROFILES",
+    "SCHEMA",
+    "SYMBOLIC",
+    "Axis",
+    "BaseWhen",
+    "Constraint",
+    "Matrix",
+    "Rule",
+    "load_matrix",
+    "parse_matrix",
+]
 
 SCHEMA = 2
 INTERPRETER = "python"  # the one axis that is an interpreter, not a distribution
 PROFILES = ("smoke", "nightly", "full")  # each a subset of the next
+#: Profile values resolved by the registry when a plan is made (``bugmatrix.tracking``); the value says if pre-releases count.
+SYMBOLIC = {"latest": False, "latest-pre": True}
 TOP_KEYS = {"schema", "base", "base_when", "axes", "profiles", "exclude", "include", "constraints", "harness", "gpu"}
 
 
@@ -187,12 +201,15 @@ class _Checker:
             raise self.fail(key, f"{value!r} is not written canonically", f'write "{canonical}" (no spaces, prefixes or leading zeros)')
         return value
 
-    def versions(self, value: Any, key: str) -> tuple[str, ...]:
+    def versions(self, value: Any, key: str, *, symbolic: bool = False) -> tuple[str, ...]:
+        """A list of canonical versions; with ``symbolic`` (a profile's package axis) also ``latest``/``latest-pre``."""
         if not isinstance(value, list):
             raise self.fail(key, f"expected a list of versions, got {value!r}", 'write e.g. ["2.4.1", "2.5.1"]')
         if not value:
             raise self.fail(key, "empty list", "list at least one version, or remove the key")
-        found = tuple(self.version(v, f"{key}[{i}]") for i, v in enumerate(value))
+        found = tuple(
+            v if symbolic and v in SYMBOLIC else self.version(v, f"{key}[{i}]") for i, v in enumerate(value)
+        )  # fmt: skip
         duplicates = sorted({v for v in found if found.count(v) > 1})
         if duplicates:
             raise self.fail(key, f"duplicate version(s) {', '.join(duplicates)}", "list each version once")
@@ -312,8 +329,8 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
         profiles[name] = {}
         for axis, values in table.items():
             key = f"profiles.{name}.{axis}"
-            listed = check.versions(values, key)
-            unknown = [v for v in listed if v not in axes[axis].versions]
+            listed = check.versions(values, key, symbolic=axis != INTERPRETER)
+            unknown = [v for v in listed if v not in axes[axis].versions and v not in SYMBOLIC]
             if unknown:
                 raise check.fail(key, f"{unknown[0]!r} is not in axes.{axis}.versions", f"add it to axes.{axis}.versions or remove it")
             profiles[name][axis] = listed

@@ -22,7 +22,7 @@ from packaging.version import Version
 
 from bugmatrix.catalog import Catalog
 from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.matrix import INTERPRETER, PROFILES, Matrix
+from bugmatrix.matrix import INTERPRETER, PROFILES, SYMBOLIC, Matrix
 
 __all__ = ["PLAN_SCHEMA", "Cell", "find_cell", "plan_all", "plan_cells", "plan_document"]
 
@@ -68,6 +68,10 @@ def plan_cells(matrix: Matrix, profile: str, catalog: Catalog) -> list[Cell]:
         msg = f"unknown profile {profile!r}; use one of {', '.join(PROFILES)}"
         raise BugmatrixError(msg)
     chosen = matrix.profiles[profile]
+    unresolved = [axis for axis, values in chosen.items() if any(v in SYMBOLIC for v in values)]
+    if unresolved:  # a programming error more than a user's: every entry point resolves first
+        msg = f"{matrix.path}: profiles.{profile}.{unresolved[0]} lists a symbolic version; plan bugmatrix.tracking.resolve_matrix(...)'s matrix"
+        raise BugmatrixError(msg)
     # Every cell has the interpreter, and torch where the matrix has it: the cases all need torch.
     held = {a: matrix.base[a] for a in (INTERPRETER, "torch") if a in matrix.axes}
     pin_sets: list[dict[str, str]] = []

@@ -24,9 +24,11 @@ from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.cell.runfile import RunRecord, load_run_file, write_json_atomic
 from bugmatrix.cellrun import cell_env, pytest_command
 from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment
-from bugmatrix.matrix import Matrix, load_matrix
+from bugmatrix.lock import lock_for
+from bugmatrix.matrix import Matrix
 from bugmatrix.paths import ROOT, output_dir
 from bugmatrix.plan import Cell, find_cell, plan_all, plan_cells
+from bugmatrix.tracking import load_resolved_matrix
 
 __all__ = ["ABSENT", "cell_python", "outcomes_by_variant", "stability_table", "unstable"]
 
@@ -36,9 +38,10 @@ ABSENT = "absent"
 
 def cell_python(root: Path, matrix: Matrix, cell: Cell) -> Path:
     """The cell's interpreter; builds its venv first when it is missing or stale."""
-    venv = cell_venv(root, cell.id)
+    venv, requirements = cell_venv(root, cell.id), matrix.requirements_for(cell.pins)
+    lock, _ = lock_for(root, cell.id, requirements, cell.python)  # as the cell session builds it, or it would rebuild unlocked
     try:
-        ensure_environment(venv, cell.python, matrix.requirements_for(cell.pins), matrix.import_modules(cell.pins))
+        ensure_environment(venv, cell.python, requirements, matrix.import_modules(cell.pins), lock=lock)
     except InstallFailed as exc:
         msg = f"cell {cell.id}: its environment cannot be built ({str(exc).splitlines()[-1]}); see nox -s 'cell({cell.id})'"
         raise BugmatrixError(msg) from exc
@@ -145,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             msg = f"--repeat {args.repeat}: comparing outcomes needs at least 2 runs"
             raise BugmatrixError(msg)
         cell, python = None, Path(sys.executable)
-        matrix = load_matrix(args.root / "matrix.toml")
+        matrix = load_resolved_matrix(args.root / "matrix.toml")
         if not args.system:
             cell = _choose_cell(matrix, args.root, args.cell)
             python = cell_python(args.root, matrix, cell)

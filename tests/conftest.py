@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -27,3 +28,9 @@ def case_modules() -> dict[str, ModuleType]:
         spec.loader.exec_module(module)
         modules[path.stem] = module
     return modules
+
+
+# "latest" in matrix.toml resolves from this fixed answer, never from the live registry, so the
+# planned cells (and every nox -l a test starts) are the same on every day; tests that resolve
+# point BUGMATRIX_RESOLUTION / BUGMATRIX_INDEX_URL elsewhere themselves.
+os.environ.setdefault("BUGMATRIX_RESOLUTION", str(Path(__file__).resolve().parent / "fixtures" / "resolution.json"))

@@ -17,9 +17,9 @@ from bugmatrix.benchmark import Measurement, disk_kib, format_table, skipped, sm
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
 from bugmatrix.cellrun import pytest_command
 from bugmatrix.envbuild import cell_venv
-from bugmatrix.matrix import load_matrix
 from bugmatrix.plan import Cell
 from bugmatrix.stability import ABSENT, outcomes_by_variant, stability_table, unstable
+from bugmatrix.tracking import load_resolved_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,7 +107,7 @@ def test_cell_venv_is_the_one_nox_creates() -> None:
 
 
 def test_pytest_command_runs_only_the_cells_axes(tmp_path: Path) -> None:
-    matrix = load_matrix(ROOT / "matrix.toml")
+    matrix = load_resolved_matrix(ROOT / "matrix.toml")
     pins = {"torch": "2.5.1", "python": "3.11", "lightning": "2.0.3"}
     command = pytest_command("python", matrix, cell_id="c", pins=pins, run_file=tmp_path / "run.json", extra=["-k", "encoder"])
     joined = " ".join(command)
@@ -127,7 +127,7 @@ def test_floor_is_import_plus_the_variants_own_time(tmp_path: Path) -> None:
 
 
 def test_smoke_without_run_files_says_which_cells_are_missing(tmp_path: Path) -> None:
-    matrix = load_matrix(ROOT / "matrix.toml")
+    matrix = load_resolved_matrix(ROOT / "matrix.toml")
     cells = [Cell("py311-torch2.5.1-pl2.0.3", {"python": "3.11", "torch": "2.5.1", "lightning": "2.0.3"})]
     row = smoke_from_runs(tmp_path, matrix, cells, tmp_path / "runs", None, "from the last run")
     assert row.value is None and "py311-torch2.5.1-pl2.0.3" in row.note and "--smoke" in row.note
@@ -158,7 +158,7 @@ def test_a_run_that_records_nothing_is_a_one_line_error(tmp_path: Path) -> None:
     python.write_text("#!/bin/sh\necho 'collected 0 items'\necho 'ERROR: cases/x.py: No module named torch' >&2\nexit 4\n")
     python.chmod(0o755)
     with pytest.raises(BugmatrixError, match=r"run 1 recorded nothing \(pytest exit 4: ERROR: cases/x.py: No module named torch\)"):
-        run_repeatedly(tmp_path, load_matrix(ROOT / "matrix.toml"), python, None, 2, [])
+        run_repeatedly(tmp_path, load_resolved_matrix(ROOT / "matrix.toml"), python, None, 2, [])
 
 
 def test_synthetic_report_input_is_full_profile_sized_and_renders() -> None:

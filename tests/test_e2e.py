@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from bugmatrix.catalog import load_catalog
-from bugmatrix.matrix import load_matrix
 from bugmatrix.plan import plan_all
+from bugmatrix.tracking import load_resolved_matrix
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
-MATRIX = load_matrix(ROOT / "matrix.toml")
+MATRIX = load_resolved_matrix(ROOT / "matrix.toml")
 T5 = "t5_loss_no_grad_fn::lightning_trainer[cpu]"
 
 

@@ -363,3 +363,17 @@ def test_an_interpreter_uv_cannot_see_is_found_in_pyenv_and_a_missing_one_is_one
     with pytest.raises(InstallFailed) as info:
         find_interpreter("3.96")
     assert "\n" not in str(info.value) and "no Python 3.96 interpreter" in str(info.value) and "exclude" in str(info.value)
+
+
+@NEEDS_TORCH
+def test_the_run_file_records_what_latest_resolved_to(tmp_path: Path) -> None:
+    """``--bugmatrix-requested`` (cellrun passes it for tracked axes) lands in the run file as requested + resolved."""
+    plant(tmp_path, "planted")
+    proc = run_cases(
+        tmp_path, "-p", "no:xdist", "-k", "reproduces", "--bugmatrix-pins", "python=3.11,torch=2.15.0",
+        "--bugmatrix-requested", "torch=latest",
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stdout[-2000:]
+    assert load_run_file(tmp_path / "run.json").tracked == {"torch": {"requested": "latest", "resolved": "2.15.0"}}
+    bad = run_cases(tmp_path, "-p", "no:xdist", "--bugmatrix-requested", "torch")
+    assert "--bugmatrix-requested: 'torch' is not axis=version" in bad.stderr, bad.stderr[-2000:]

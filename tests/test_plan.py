@@ -18,10 +18,11 @@ from bugmatrix.cell.errors import BugmatrixError
 from bugmatrix.cell.versions import base_version
 from bugmatrix.matrix import PROFILES, load_matrix
 from bugmatrix.plan import Cell, find_cell, plan_all, plan_cells
+from bugmatrix.tracking import load_resolved_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = load_matrix(Path(__file__).resolve().parent / "fixtures" / "matrix" / "tiny.toml")
-REAL = load_matrix(ROOT / "matrix.toml")
+REAL = load_resolved_matrix(ROOT / "matrix.toml")
 REAL_CATALOG = load_catalog(ROOT / "cases")
 TORCH, TORCH_PL, TORCH_TF, PL_TF = ("torch",), ("lightning", "torch"), ("torch", "transformers"), ("lightning", "transformers")
 

@@ -56,6 +56,19 @@ def test_round_trip(tmp_path: Path) -> None:
     assert json.loads(path.read_text())["install"] == {"status": "ok", "reason": ""}
 
 
+def test_tracked_is_optional_and_round_trips(tmp_path: Path) -> None:
+    """A run of a "latest" cell records requested and resolved; files written before the field load with {}."""
+    path = tmp_path / "cell.json"
+    tracked = run(results=[record()])
+    tracked.tracked = {"torch": {"requested": "latest", "resolved": "2.15.0"}}
+    write_json_atomic(path, tracked.to_json())
+    assert load_run_file(path).tracked == tracked.tracked
+    data = json.loads(path.read_text())
+    del data["tracked"]
+    path.write_text(json.dumps(data))
+    assert load_run_file(path).tracked == {}
+
+
 def test_written_files_are_world_readable(tmp_path: Path) -> None:
     """mkstemp's 0600 must not leak into reports that a CI artifact reader or web server serves."""
     path = tmp_path / "report.md"

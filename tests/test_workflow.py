@@ -122,7 +122,7 @@ def test_the_cells_job_consumes_the_plan_as_is() -> None:
 @pytest.mark.parametrize("profile", ["smoke", "nightly"])
 def test_planned_entries_have_every_key_the_workflow_references(profile: str) -> None:
     referenced = set(re.findall(r"(?<![\w'.])matrix\.([\w-]+)", json.dumps(load_workflow()["jobs"]["cells"])))
-    assert {"cell", "session", "python", "runs-on", "device"} <= referenced
+    assert {"cell", "session", "python", "runs-on", "device", "cache-key", "cache-save"} <= referenced
     entries = plan(profile)
     assert entries
     for entry in entries:
@@ -159,7 +159,7 @@ def test_the_report_job_gathers_every_run_file_and_publishes_the_report() -> Non
     assert report["needs"] == "cells" and report["if"] == "always()"
     uploads = {s["with"]["name"]: s for s in step_using(cells, "actions/upload-artifact")}
     assert all(s["if"] == "always()" for s in uploads.values())
-    (download,) = step_using(report, "actions/download-artifact")
+    (download,) = [s for s in step_using(report, "actions/download-artifact") if "pattern" in s["with"]]
     assert download["with"]["merge-multiple"] is True
     assert download["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/runs"
     # Every cell's run file, and nothing else, lands in runs/ where `report` reads it.
@@ -240,3 +240,47 @@ def test_the_restore_script_starts_a_new_history_when_there_is_none(tmp_path: Pa
     done = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 0 and "starting a new one" in done.stdout, done.stdout + done.stderr
     assert not (tmp_path / "r" / "history.jsonl").exists()
+
+
+def test_every_job_after_the_plan_reads_the_plans_resolution_of_latest() -> None:
+    """The plan job resolves "latest" once and uploads the answer; cells and report download it before nox plans."""
+    jobs = load_workflow()["jobs"]
+    assert "--resolve" in step_running(jobs["plan"], r"\bnox -s plan --")["run"]
+    (upload,) = [s for s in step_using(jobs["plan"], "actions/upload-artifact") if s["with"]["name"] == "resolution"]
+    assert upload["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/resolution.json"
+    for name in ("cells", "report"):
+        steps = jobs[name]["steps"]
+        (download,) = [s for s in step_using(jobs[name], "actions/download-artifact") if s["with"].get("name") == "resolution"]
+        assert download["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}"
+        first_nox = next(i for i, s in enumerate(steps) if "nox -s" in s.get("run", ""))
+        assert steps.index(download) < first_nox, f"{name}: nox plans before the resolution is there"
+
+
+def test_one_job_per_torch_release_saves_the_shared_uv_cache() -> None:
+    entries = plan("nightly")
+    keys: dict[str, list[dict[str, Any]]] = {}
+    for entry in entries:
+        keys.setdefault(entry["cache-key"], []).append(entry)
+    for key, sharing in keys.items():
+        savers = [e["cell"] for e in sharing if e["cache-save"] is True]
+        assert len(savers) == 1, f"{key}: saved by {savers}"
+        assert [e["device"] for e in sharing if e["cache-save"]] == ["cpu"], f"{key}: a CPU cell saves (ubuntu-latest runs it)"
+        # The key names the torch release and the Python: cells sharing it install the same torch wheel.
+        assert all(f"torch{key.split('-')[1]}-" in e["cell"] + "-" and e["python"] == key.rsplit("-py", 1)[1] for e in sharing), key
+    assert len(keys) < len([e for e in entries if e["device"] == "cpu"]), "cells must share caches, not key one each"
+
+
+def test_the_uv_cache_is_restored_everywhere_and_saved_once_under_the_same_key() -> None:
+    job = load_workflow()["jobs"]["cells"]
+    assert step_using(job, "actions/cache") == [], "restore and save separately: every job would save with actions/cache"
+    (restore,) = step_using(job, "actions/cache/restore")
+    (save,) = step_using(job, "actions/cache/save")
+    assert restore["with"]["key"] == "uv-${{ runner.os }}-${{ matrix.cache-key }}-${{ env.CACHE_GENERATION }}"
+    assert save["with"]["key"] == "${{ steps.restore-uv-cache.outputs.cache-primary-key }}" and restore["id"] == "restore-uv-cache"
+    assert save["with"]["path"] == restore["with"]["path"] == "${{ steps.uv-cache.outputs.dir }}"
+    assert "matrix.cache-save" in save["if"] and "cache-hit != 'true'" in save["if"]
+    assert restore["uses"].split("@")[1] == save["uses"].split("@")[1]
+    trim = step_running(job, r"uv cache clean")
+    assert trim["if"] == save["if"], "trim exactly when saving: the cell's own install has already run"
+    steps = job["steps"]
+    assert steps.index(restore) < steps.index(step_running(job, r'^nox -s "')) < steps.index(trim) < steps.index(save)

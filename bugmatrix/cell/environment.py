@@ -16,7 +16,7 @@ from typing import Any
 
 from bugmatrix.cell.axes import installed_axis_versions
 
-__all__ = ["describe_environment", "installed_distributions", "observe_environment"]
+__all__ = ["describe_environment", "installed_distributions", "observe_environment", "wheel_builds"]
 
 
 def installed_distributions() -> dict[str, str]:
@@ -29,6 +29,22 @@ def installed_distributions() -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def wheel_builds() -> dict[str, str]:
+    """Build tags of installed wheels that carry one (``Build:`` in ``WHEEL``), names normalised.
+
+    A build tag replaces a release's binary under the same version (torch
+    2.10.0 gained ``torch-2.10.0-3-...whl`` weeks after release): only this
+    says that ``torch==2.10.0`` installed another file.
+    """
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name, wheel = (dist.metadata["Name"] if dist.metadata else None), dist.read_text("WHEEL") or ""
+        build = next((line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Build:")), "")
+        if name and build:
+            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), build)
+    return dict(sorted(found.items()))
+
+
 def observe_environment() -> dict[str, Any]:
     """Versions, CUDA and GPU as this process sees them (imports torch if present)."""
     build, built = platform.python_build()
@@ -38,6 +54,7 @@ def observe_environment() -> dict[str, Any]:
         "platform": f"{platform.system()}-{platform.machine()}",
         "executable": sys.executable,
         "distributions": installed_distributions(),
+        "wheel_builds": wheel_builds(),
     }
     for axis, (dist, version) in installed_axis_versions().items():
         env[axis] = version

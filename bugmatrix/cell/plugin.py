@@ -53,6 +53,7 @@ __all__ = ["CaseFile", "VariantItem", "variant_id_of_node"]
 RUN_FILE_DESC = "write the run file here (default: $BUGMATRIX_REPORTS or build/reports, /runs/<cell>.json)"
 CELL_DESC = "cell id recorded in the run file (default: system, the current environment as it is)"
 PINS_DESC = "the cell's requested pins as axis=version,... (recorded as requested)"
+REQUESTED_DESC = "axis=latest,...: pins a profile's latest/latest-pre resolved to (recorded as tracked: requested and resolved)"
 AXES_DESC = "run only variants whose axes are all among these (comma-separated); a matrix cell passes its pinned axes"
 AXIS_SPEC_DESC = "JSON: axis -> [[distribution, module], ...] (written by bugmatrix.cellrun; default: read matrix.toml)"
 TIMEOUT_DESC = "per-variant timeout in seconds; a variant still running then is recorded as timeout"
@@ -80,6 +81,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bugmatrix-run-file", default=None, help=RUN_FILE_DESC)
     group.addoption("--bugmatrix-cell", default=None, help=CELL_DESC)
     group.addoption("--bugmatrix-pins", default="", help=PINS_DESC)
+    group.addoption("--bugmatrix-requested", default="", help=REQUESTED_DESC)
     group.addoption("--bugmatrix-axes", default=None, help=AXES_DESC)
     group.addoption("--bugmatrix-axis-spec", default=None, help=AXIS_SPEC_DESC)
     group.addoption("--bugmatrix-timeout", type=float, default=None, help=TIMEOUT_DESC)
@@ -103,6 +105,8 @@ class RunState:
         output = os.environ.get("BUGMATRIX_REPORTS") or Path(config.rootpath, "build", "reports")
         self.path = Path(run_file) if run_file else Path(output, "runs", f"{self.cell}.json")
         self.pins = parse_pins(config.getoption("--bugmatrix-pins"))
+        requested = parse_pins(config.getoption("--bugmatrix-requested"), option="--bugmatrix-requested")
+        self.tracked = {axis: {"requested": r, "resolved": self.pins.get(axis, "")} for axis, r in requested.items()}
         keyword, marks = config.getoption("keyword", ""), config.getoption("markexpr", "")
         self.deselected_by = " ".join(p for p in (f"-k {keyword}" if keyword else "", f"-m {marks}" if marks else "") if p)
         self.started = now()
@@ -130,6 +134,7 @@ class RunState:
             cell=self.cell,
             pins=self.pins,
             axes=list(self.pins),
+            tracked=self.tracked,
             environment=self.environment,
             started=self.started,
             finished=finished,
@@ -145,13 +150,13 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")  # datetime.UTC is 3.11+; cells run 3.10
 
 
-def parse_pins(text: str) -> dict[str, str]:
+def parse_pins(text: str, option: str = "--bugmatrix-pins") -> dict[str, str]:
     """``python=3.11,torch=2.4.1`` -> dict (order kept: it is the display order); a malformed pair is a usage error."""
     pins: dict[str, str] = {}
     for pair in filter(None, (p.strip() for p in text.split(","))):
         axis, sep, version = pair.partition("=")
         if not sep or not axis or not version:
-            msg = f"--bugmatrix-pins: {pair!r} is not axis=version"
+            msg = f"{option}: {pair!r} is not axis=version"
             raise pytest.UsageError(msg)
         pins[axis] = version
     return pins

@@ -7,6 +7,8 @@ Schema ``bugmatrix.run/2`` (the only place it is written down)::
       "cell": "py311-torch2.4.1",           # cell id, or "system"; the file is <cell>.json
       "pins": {"python": "3.11", "torch": "2.4.1"},   # as requested by the plan
       "axes": ["python", "torch"],          # display order of the pinned axes
+      "tracked": {"torch": {"requested": "latest", "resolved": "2.15.0"}},  # optional: pins a profile's
+                                            #   latest/latest-pre chose (absent or {} when all were pinned)
       "install": {"status": "ok" | "failed", "reason": "..."},
       "environment": {...},                 # as observed inside the cell (versions, CUDA, GPU,
                                             #   every installed distribution, the Python build)
@@ -98,6 +100,7 @@ class RunRecord:
     selected: list[str] = field(default_factory=list)
     deselected_by: str = ""
     complete: bool = False
+    tracked: dict[str, dict[str, str]] = field(default_factory=dict)
     schema: str = SCHEMA
 
     def to_json(self) -> dict[str, Any]:
@@ -166,6 +169,7 @@ def load_run_file(path: Path) -> RunRecord:
             axes=[str(a) for a in data.get("axes", [])],
             selected=[str(s) for s in data.get("selected", [])],
             deselected_by=str(data.get("deselected_by", "")),
+            tracked={str(a): {str(k): str(v) for k, v in dict(t).items()} for a, t in dict(data.get("tracked") or {}).items()},
             # A v1 file cannot say what it was asked to run; "finished" was its only completeness mark.
             complete=bool(data["complete"]) if "complete" in data else bool(data["finished"]),
         )

@@ -28,6 +28,7 @@ from bugmatrix.paths import REFERENCE
 from bugmatrix.plan import PLAN_SCHEMA
 from bugmatrix.report.boundaries import pictures
 from bugmatrix.report.diff import diff_against_baseline, flaky_lines, summary_lines
+from bugmatrix.report.explain import explain
 from bugmatrix.report.history import append_night, flaky_pairs, load_history, night_from_compat, summarise, write_history
 from bugmatrix.report.merge import load_compat, merge_runs, version_order
 from bugmatrix.report.render_html import render_html
@@ -123,6 +124,7 @@ def run_report(args: argparse.Namespace) -> int:
     nights = append_night(load_history(history_path), night_from_compat(compat, night_date(getattr(args, "date", None), now)))
     history = summarise(nights)
     changes = diff_against_baseline(compat, baseline, flaky_pairs(history))
+    explain(compat, baseline)  # new releases vs their predecessors; what moved under changed outcomes
 
     boundary = pictures(compat)  # computed once for the page, compat.md and the terminal
     write_json_atomic(args.reports / "compat.json", compat)

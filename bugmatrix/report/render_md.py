@@ -21,6 +21,7 @@ from bugmatrix.report import OUTCOMES, is_flagged, label, short, split_axes
 from bugmatrix.report.agreement import per_case
 from bugmatrix.report.boundaries import Boundary, Picture, pictures
 from bugmatrix.report.diff import INFORMATIONAL, Change, ChangeKind
+from bugmatrix.report.explain import summary_lines
 from bugmatrix.report.history import WINDOW
 
 #: Kinds that usually hit a whole cell at once: one line per cell, not one per variant.
@@ -190,6 +191,7 @@ def render_markdown(compat: dict[str, Any], changes: list[Change], boundary: Bou
         "Legend: " + ", ".join(label(o) for o in OUTCOMES) + ", · not in this cell's run."
         " *works:* the workaround variants that are fixed in that same cell.",
         "",
+        *summary_lines(compat, limit=None),
         *_changes_section(changes),
     ]
     if shared:
@@ -243,6 +245,7 @@ def render_step_summary(compat: dict[str, Any], changes: list[Change], history: 
         "",
         f"{len(compat['cells'])} cells · {len(compat['variants'])} variants · commit {code(compat['commit'])}",
         "",
+        *summary_lines(compat),
         *_changes_section(changes, SUMMARY_CHANGE_LIMIT),
         *_flaky_section(history),
         "## Outcomes per case",

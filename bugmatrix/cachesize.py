@@ -1,0 +1,174 @@
+"""How many bytes a nightly downloads cold, and what its uv caches hold, without downloading them.
+
+``uv pip compile --format pylock.toml`` resolves each cell for the runners'
+platform and lists, per distribution, the compatible wheels with their
+``size``; the wheel an installer would pick is the one whose tag ranks first
+for that interpreter (``packaging.tags``). Summing the distinct files gives
+the cold download; summing per cache key (cells on one torch release and
+Python share a cache, see ``cache_key``) gives what the saved caches hold,
+which must stay under GitHub's 10 GB per repository.
+
+The cache figure is an estimate: uv keeps wheels unpacked and actions/cache
+stores a zstd tarball of that, which lands near the zip's size for these
+(mostly shared-library) wheels.
+
+    python -m bugmatrix.cachesize --profile nightly     (also a row of nox -s benchmark)
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import parse_wheel_filename
+
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.envbuild import uv_command
+from bugmatrix.lock import DEFAULT_PLATFORM
+
+__all__ = ["Artifact", "CacheSize", "cache_key", "measure", "resolved_artifacts", "target_tags"]
+
+#: The CUDA runtime wheels: 1.7-3.2 GB per torch release, trimmed from a saved
+#: cache (the workflow does ``uv cache clean`` on them) so the caches fit in 10 GB.
+TRIMMED = ("nvidia-", "triton", "cuda-")
+#: manylinux_2_28 is what uv assumes for x86_64-unknown-linux-gnu (and what ubuntu-latest satisfies).
+GLIBC_MINOR = 28
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One file an install downloads: a wheel, or an sdist where no wheel fits."""
+
+    name: str
+    version: str
+    filename: str
+    size: int
+
+
+@dataclass(frozen=True)
+class CacheSize:
+    """Bytes per job, distinct bytes overall, and per cache key (what the saved caches hold)."""
+
+    jobs_bytes: int
+    total_bytes: int
+    per_key: Mapping[str, int]
+    files: int
+    kept_per_key: Mapping[str, int]
+
+    @property
+    def cached_bytes(self) -> int:
+        """What all keys together hold: a file used under two keys is stored twice."""
+        return sum(self.per_key.values())
+
+    @property
+    def kept_bytes(self) -> int:
+        """What the saved caches hold once the CUDA runtime wheels (TRIMMED) are cleaned out."""
+        return sum(self.kept_per_key.values())
+
+
+def target_tags(python: str) -> list[Tag]:
+    """Wheel tags for CPython ``python`` on linux x86_64 (glibc 2.28), best first, as an installer ranks them."""
+    major, minor = (int(part) for part in python.split(".")[:2])
+    platforms = [f"manylinux_2_{m}_x86_64" for m in range(GLIBC_MINOR, 4, -1)]
+    platforms += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+    interpreter = f"cp{major}{minor}"
+    return [
+        *cpython_tags((major, minor), abis=[interpreter, "abi3", "none"], platforms=platforms),
+        *compatible_tags((major, minor), interpreter, platforms),
+    ]
+
+
+def _pick(package: Mapping[str, object], rank: Mapping[Tag, int]) -> Artifact | None:
+    best: tuple[int, Mapping[str, object]] | None = None
+    for wheel in package.get("wheels", []) or []:  # type: ignore[union-attr]
+        filename = str(wheel["url"]).rsplit("/", 1)[-1]
+        tags = parse_wheel_filename(filename)[3]
+        score = min((rank[t] for t in tags if t in rank), default=None)
+        if score is not None and (best is None or score < best[0]):
+            best = (score, wheel)
+    chosen = best[1] if best else package.get("sdist")
+    if not isinstance(chosen, Mapping):
+        return None
+    return Artifact(str(package["name"]), str(package["version"]), str(chosen["url"]).rsplit("/", 1)[-1], int(chosen.get("size", 0)))
+
+
+def resolved_artifacts(requirements: Sequence[str], python: str, *, platform: str = DEFAULT_PLATFORM) -> list[Artifact]:
+    """The files one environment downloads: resolved by uv for the runners, chosen by tag rank."""
+    result = subprocess.run(
+        [*uv_command(), "pip", "compile", "-", "--quiet", "--format", "pylock.toml", "--python-version", python, "--python-platform", platform],
+        input="\n".join(requirements) + "\n", capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        last = [line for line in result.stderr.splitlines() if line.strip()][-1:] or ["no output"]
+        msg = f"cannot resolve {' '.join(requirements)} for python {python}: {last[0].strip()}; fix the cell's pins"
+        raise BugmatrixError(msg)
+    rank = {tag: i for i, tag in enumerate(target_tags(python))}
+    lock = tomllib.loads(result.stdout)
+    return [a for a in (_pick(p, rank) for p in lock.get("packages", [])) if a is not None]
+
+
+def cache_key(pins: Mapping[str, str]) -> str:
+    """Cells that share this key share one uv cache: torch and its CUDA libraries are most of the bytes."""
+    return f"torch-{pins['torch']}-py{pins['python']}"
+
+
+def measure(environments: Iterable[tuple[str, Sequence[str], str]]) -> CacheSize:
+    """Sizes for ``(cache key, requirements, python)`` triples, one per CI job.
+
+    ``jobs_bytes``: every job downloading its own environment (a cold nightly:
+    each runner starts empty); ``total_bytes``: each distinct file once;
+    ``per_key``: each distinct file once per cache key; ``kept_per_key``: the
+    same without the TRIMMED distributions.
+    """
+    resolved: dict[tuple[tuple[str, ...], str], list[Artifact]] = {}
+    jobs = 0
+    overall: dict[str, int] = {}
+    per_key: dict[str, dict[str, Artifact]] = {}
+    for key, requirements, python in environments:
+        memo = (tuple(requirements), python)
+        if memo not in resolved:  # a CUDA twin installs exactly what its CPU cell does
+            resolved[memo] = resolved_artifacts(requirements, python)
+        for artifact in resolved[memo]:
+            jobs += artifact.size
+            overall[artifact.filename] = artifact.size
+            per_key.setdefault(key, {})[artifact.filename] = artifact
+    held = {k: sum(a.size for a in v.values()) for k, v in per_key.items()}
+    kept = {k: sum(a.size for a in v.values() if not a.name.startswith(TRIMMED)) for k, v in per_key.items()}
+    return CacheSize(jobs, sum(overall.values()), held, len(overall), kept)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the cold download and the cache per key for one profile's cells (CUDA twins included: they are jobs too)."""
+    from bugmatrix.catalog import load_catalog
+    from bugmatrix.plan import plan_cells
+    from bugmatrix.tracking import load_resolved_matrix
+
+    root = Path(__file__).resolve().parent.parent
+    parser = argparse.ArgumentParser(prog="python -m bugmatrix.cachesize", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="nightly")
+    args = parser.parse_args(argv)
+    try:
+        matrix = load_resolved_matrix(root / "matrix.toml")
+        cells = plan_cells(matrix, args.profile, load_catalog(root / "cases", matrix))
+        size = measure((cache_key(c.pins), matrix.requirements_for(c.pins), c.python) for c in cells)
+    except BugmatrixError as exc:
+        print(f"bugmatrix: error: {exc}", file=sys.stderr)
+        return 2
+    for key, value in sorted(size.per_key.items()):
+        print(f"{key:24} {value / GB:6.2f} GB, {size.kept_per_key[key] / GB:5.2f} GB without the CUDA runtime wheels")
+    print(f"{len(cells)} jobs, {len(size.per_key)} cache keys, {size.files} distinct files")
+    print(f"cold nightly, every job downloading: {size.jobs_bytes / GB:.2f} GB; distinct files: {size.total_bytes / GB:.2f} GB")
+    print(f"caches saved once per key: {size.cached_bytes / GB:.2f} GB; trimmed of {', '.join(TRIMMED)}: {size.kept_bytes / GB:.2f} GB")
+    print("(GitHub keeps 10 GB of caches per repository)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""One lock file per cell: every distribution at an exact version, with hashes.
+
+A cell pins torch, Lightning and transformers, but numpy, setuptools,
+tokenizers, huggingface-hub, lightning-utilities and the rest float with the
+registry, so rebuilding a cell months later can give another outcome with no
+pin changed. ``uv pip compile --generate-hashes`` writes the whole resolution
+to ``locks/<cell-id>.txt`` (committed); ``bugmatrix.envbuild.ensure_environment``
+installs it with ``uv pip sync --require-hashes`` (exactly that set, anything
+else removed, from any uv cache, even an empty one) and stamps the venv with a
+digest that includes the lock's text. (Only an sdist's *build* dependencies
+stay unlocked: uv builds it in an isolated environment; the built package
+itself is pinned and hash-checked.) A CUDA twin installs what its CPU cell
+does, so both use the CPU cell's lock.
+
+Resolution only reads metadata (PyPI serves each wheel's METADATA on its own,
+PEP 658) and the index's hashes: making a lock downloads no torch wheel.
+
+The lock starts with a header (comments, which uv ignores) recording the
+digest of the requirements it was made from, the Python, the target platform
+and ``--exclude-newer``; :func:`lock_status` compares that digest with the
+cell's requirements today, so a changed pin or constraint makes the lock stale
+with a one-line message saying how to re-create it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.runfile import write_text_atomic
+from bugmatrix.envbuild import uv_command
+from bugmatrix.registry import Fetch, fetch_project, release_time
+
+if TYPE_CHECKING:
+    from bugmatrix.matrix import Matrix
+    from bugmatrix.plan import Cell
+
+__all__ = [
+    "DEFAULT_PLATFORM",
+    "HARNESS_EXEMPT",
+    "create_lock",
+    "exclude_newer_for",
+    "lock_for",
+    "lock_is_current",
+    "lock_path",
+    "lock_status",
+    "pinned_distributions",
+    "read_header",
+    "requirements_digest",
+    "run_lock",
+]
+
+#: What the nightly's runners are (GitHub's ubuntu-latest and the GPU runner):
+#: a lock made on a laptop still resolves for them.
+DEFAULT_PLATFORM = "x86_64-unknown-linux-gnu"
+HEADER_KEY = re.compile(r"^# (?P<key>[a-z0-9-]+): (?P<value>.*)$")
+REASON_LINES = 3
+
+
+def lock_path(root: Path, cell_id: str) -> Path:
+    """Where a cell's lock lives: ``<root>/locks/<cell-id>.txt`` (committed with the matrix); a CUDA twin uses its CPU cell's."""
+    return root / "locks" / f"{cell_id.removesuffix('-cuda')}.txt"
+
+
+def requirements_digest(requirements: Sequence[str]) -> str:
+    """sha256 of the requirement list; order does not matter to a resolver, so neither here."""
+    return hashlib.sha256("\n".join(sorted(r.strip() for r in requirements)).encode()).hexdigest()
+
+
+def _reason(stderr: str) -> str:
+    """The resolver's conclusion: uv ends with the ``cause``/``hint`` lines."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return " ".join(lines[-REASON_LINES:]) or "no output"
+
+
+def exclude_newer_for(pinned: Mapping[str, str], *, slack: dt.timedelta = dt.timedelta(days=1), fetch: Fetch | None = None) -> str:
+    """A cutoff just after the newest pin's *last* upload (distribution -> version).
+
+    The last file, not the first: torch uploads its wheels over minutes, and a
+    cutoff between them leaves uv with "no version of torch==2.15.0".
+    """
+    newest = max(release_time((fetch or fetch_project)(name), version) for name, version in pinned.items())
+    return (newest + slack).astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def create_lock(
+    requirements: Sequence[str],
+    python: str,
+    out: Path,
+    *,
+    exclude_newer: str | None = None,
+    exempt: Sequence[str] = (),
+    platform: str = DEFAULT_PLATFORM,
+) -> Path:
+    """Resolve ``requirements`` for ``python`` on ``platform`` and write the lock to ``out``.
+
+    ``exclude_newer`` (an RFC 3339 timestamp or date) resolves as the registry
+    stood then: the way to lock an old cell with the releases of its own era.
+    ``exempt`` distributions ignore that cutoff (the harness's pytest>=8 did not
+    exist in 2023; exempt it *and* its dependencies, e.g. pluggy, iniconfig, execnet).
+    Raises BugmatrixError (one line, the resolver's reason) when there is no solution.
+    """
+    command = [
+        *uv_command(), "pip", "compile", "-", "--quiet", "--no-header", "--generate-hashes",
+        "--python-version", python, "--python-platform", platform,
+    ]  # fmt: skip
+    if exclude_newer:
+        command += ["--exclude-newer", exclude_newer]
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        command += [arg for name in exempt for arg in ("--exclude-newer-package", f"{name}={now}")]
+    result = subprocess.run(command, input="\n".join(requirements) + "\n", capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        msg = f"cannot lock {out.name} for python {python}: {_reason(result.stderr)}; fix the pins or constraints in matrix.toml"
+        raise BugmatrixError(msg)
+    header = [
+        "# bugmatrix lock: every distribution of one cell, exact versions and hashes. Do not edit; re-create it.",
+        f"# requirements-sha256: {requirements_digest(requirements)}",
+        f"# python: {python}",
+        f"# platform: {platform}",
+        f"# exclude-newer: {exclude_newer or 'none'}",
+        f"# exempt: {' '.join(exempt) if exclude_newer and exempt else 'none'}",
+        *(f"# requirement: {r}" for r in requirements),
+    ]
+    write_text_atomic(out, "\n".join(header) + "\n" + result.stdout)
+    return out
+
+
+def read_header(lock: Path) -> dict[str, str | list[str]]:
+    """The lock's header: ``requirements-sha256``, ``python``, ``platform``, ``exclude-newer``, ``requirement`` (a list)."""
+    try:
+        text = lock.read_text(encoding="utf-8")
+    except OSError as exc:
+        msg = f"{lock}: cannot read the lock ({exc.strerror}); create it with bugmatrix.lock.create_lock"
+        raise BugmatrixError(msg) from exc
+    header: dict[str, str | list[str]] = {"requirement": []}
+    for line in text.splitlines():
+        match = HEADER_KEY.match(line)
+        if not line.startswith("#"):
+            break
+        if match and match["key"] == "requirement":
+            header["requirement"].append(match["value"])  # type: ignore[union-attr]
+        elif match:
+            header[match["key"]] = match["value"]
+    return header
+
+
+def lock_status(lock: Path, requirements: Sequence[str], *, python: str | None = None) -> str | None:
+    """None when ``lock`` was made from exactly these requirements (and Python); else why not, in one line."""
+    if not lock.exists():
+        return f"{lock.name}: no lock for this cell; create it with: nox -s lock -- --profile <profile>"
+    header = read_header(lock)
+    if header.get("requirements-sha256") != requirements_digest(requirements):
+        before = set(header["requirement"])
+        now = set(requirements)
+        changed = ", ".join([*(f"-{r}" for r in sorted(before - now)), *(f"+{r}" for r in sorted(now - before))]) or "unknown"
+        return f"{lock.name}: stale, the cell's requirements changed ({changed}); re-create it with: nox -s lock"
+    if python is not None and header.get("python") != python:
+        return f"{lock.name}: made for python {header.get('python')}, the cell runs {python}; re-create it with: nox -s lock"
+    return None
+
+
+def lock_is_current(lock: Path, requirements: Sequence[str], *, python: str | None = None) -> bool:
+    """Whether ``lock`` still describes these requirements (see lock_status for the reason)."""
+    return lock_status(lock, requirements, python=python) is None
+
+
+def lock_for(root: Path, cell_id: str, requirements: Sequence[str], python: str) -> tuple[Path | None, str | None]:
+    """The lock a cell installs from, or None with the reason (no lock, or a stale one: never installed silently)."""
+    path = lock_path(root, cell_id)
+    reason = lock_status(path, requirements, python=python)
+    return (path, None) if reason is None else (None, reason)
+
+
+#: The harness's tools and their dependencies: resolved as of today even in an era-locked cell.
+HARNESS_EXEMPT = ("pytest", "pytest-xdist", "pluggy", "iniconfig", "execnet")
+
+
+def pinned_distributions(requirements: Sequence[str]) -> dict[str, str]:
+    """``{"torch": "2.0.1"}`` from the ``name==version`` entries of a requirement list."""
+    from packaging.requirements import Requirement
+
+    pinned = {}
+    for text in requirements:
+        requirement = Requirement(text)
+        exact = [s.version for s in requirement.specifier if s.operator == "=="]
+        if exact:
+            pinned[requirement.name] = exact[0]
+    return pinned
+
+
+def run_lock(matrix: Matrix, cells: Sequence[Cell], root: Path, *, check: bool, era: bool) -> int:
+    """``nox -s lock``: write the missing or stale locks of these cells (--check: only say which; 1 if any)."""
+    stale = 0
+    for cell in cells:
+        if cell.device != "cpu":
+            continue  # a CUDA twin installs from its CPU cell's lock
+        requirements, path = matrix.requirements_for(cell.pins), lock_path(root, cell.id)
+        reason = lock_status(path, requirements, python=cell.python)
+        if check:
+            stale += reason is not None
+            print(f"locks/{reason}" if reason else f"locks/{path.name}: current")
+        elif reason is not None:
+            cutoff = exclude_newer_for(pinned_distributions(requirements)) if era else None
+            create_lock(requirements, cell.python, path, exclude_newer=cutoff, exempt=HARNESS_EXEMPT if era else ())
+            print(f"locks/{path.name}: written" + (f" (exclude-newer {cutoff})" if cutoff else ""))
+        else:
+            print(f"locks/{path.name}: current")
+    return 1 if stale else 0

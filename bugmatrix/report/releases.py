@@ -1,0 +1,147 @@
+"""The new-release section: how each variant fares in a release the suite has not judged before.
+
+A release is *new* in a run when the baseline holds no cell that pins it (the
+first nightly after ``latest`` moved), or when no expectation covers any
+result in its cells (every entry there has the verdict ``new``). For every
+variant that ran in a cell pinning a new release, its outcome is compared
+with its outcome in the *previous release of that axis that the run holds*:
+the cell with the same other pins and the nearest lower version of that axis.
+
+    torch 2.16.0 (new): autocast_cache::core fixed, as in 2.15.0
+    torch 2.16.0 (new): autocast_cache::core reproduced, but fixed in 2.15.0 — a regression candidate
+
+Reads only the compat document and the baseline; the notes go into the
+document (``compat["releases"]``) for the HTML and the step summary to lead with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from bugmatrix.cell.outcomes import Outcome, Verdict
+from bugmatrix.report import short
+
+__all__ = ["ReleaseNote", "new_releases", "release_notes"]
+
+INTERPRETER = "python"  # its "releases" are interpreters, not upstream releases of the stack under test
+
+
+@dataclass(frozen=True)
+class ReleaseNote:
+    """One variant in one cell of a new release, against the previous release of that axis."""
+
+    axis: str
+    version: str
+    variant: str
+    cell: str
+    outcome: str
+    previous_version: str | None
+    previous_outcome: str | None
+    kind: str  # "same", "regression-candidate", "fix-candidate", "changed", "first"
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def _pinned(compat: Mapping[str, Any] | None) -> set[tuple[str, str]]:
+    return {(a, str(v)) for c in (compat or {}).get("cells", []) for a, v in (c.get("pins") or {}).items() if a != INTERPRETER}
+
+
+def new_releases(compat: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """(axis, version) pairs new in this run, in the document's cell order."""
+    before = _pinned(baseline) if baseline else set()
+    pins_of = {c["id"]: c.get("pins") or {} for c in compat.get("cells", [])}
+    judged: set[tuple[str, str]] = set()
+    ran: set[tuple[str, str]] = set()  # a release nothing ran in (install-failed) is not judged "new" by verdicts
+    for per_cell in compat.get("results", {}).values():
+        for cell_id, entry in per_cell.items():
+            pairs = {(a, str(v)) for a, v in pins_of.get(cell_id, {}).items()}
+            if Outcome(entry["outcome"]).ran:
+                ran |= pairs
+            if entry.get("verdict") not in (Verdict.NEW.value, Verdict.NOT_RUN.value, None, ""):
+                judged |= pairs
+    found: list[tuple[str, str]] = []
+    for cell in compat.get("cells", []):
+        for axis, version in (cell.get("pins") or {}).items():
+            pair = (axis, str(version))
+            if axis == INTERPRETER or pair in found:
+                continue
+            if (baseline and pair not in before) or (pair in ran and pair not in judged):
+                found.append(pair)
+    return found
+
+
+def _previous(cells: list[Mapping[str, Any]], cell: Mapping[str, Any], axis: str, ran: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The cell with the same other pins and the nearest lower ``axis`` version in which the variant ran."""
+    pins = cell.get("pins") or {}
+    mine = _version(str(pins.get(axis, "")))
+    best: tuple[Version, Mapping[str, Any]] | None = None
+    for other in cells:
+        theirs = other.get("pins") or {}
+        if other["id"] == cell["id"] or set(theirs) != set(pins) or other["id"] not in ran:
+            continue
+        if any(str(theirs[a]) != str(pins[a]) for a in pins if a != axis):
+            continue
+        version = _version(str(theirs[axis]))
+        if version is not None and mine is not None and version < mine and (best is None or version > best[0]):
+            best = (version, other)
+    return best[1] if best else None
+
+
+def _classify(outcome: str, previous: str | None) -> str:
+    if previous is None:
+        return "first"
+    if outcome == previous:
+        return "same"
+    if outcome == Outcome.REPRODUCED.value and previous == Outcome.FIXED.value:
+        return "regression-candidate"
+    if outcome == Outcome.FIXED.value and previous == Outcome.REPRODUCED.value:
+        return "fix-candidate"
+    return "changed"
+
+
+_TAILS = {
+    "same": "{outcome}, as in {previous_version}",
+    "regression-candidate": "{outcome}, but fixed in {previous_version} — a regression candidate",
+    "fix-candidate": "{outcome}, but reproduced in {previous_version} — fixed in this release",
+    "changed": "{outcome}, but {previous_outcome} in {previous_version} — changed",
+    "first": "{outcome} (no earlier {axis} release in this run to compare with)",
+}
+
+
+def release_notes(compat: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> list[ReleaseNote]:
+    """Every (new release, variant, cell) that ran, compared with the previous release of that axis."""
+    cells = list(compat.get("cells", []))
+    notes: list[ReleaseNote] = []
+    for axis, version in new_releases(compat, baseline):
+        holders = [c for c in cells if str((c.get("pins") or {}).get(axis)) == version]
+        for variant in compat.get("variants", []):
+            per_cell = compat.get("results", {}).get(variant["id"], {})
+            ran = {cid: e for cid, e in per_cell.items() if Outcome(e["outcome"]).ran}
+            for cell in holders:
+                if cell["id"] not in ran:
+                    continue
+                outcome = ran[cell["id"]]["outcome"]
+                previous = _previous(cells, cell, axis, ran)
+                previous_version = str(previous["pins"][axis]) if previous else None
+                previous_outcome = ran[previous["id"]]["outcome"] if previous else None
+                kind = _classify(outcome, previous_outcome)
+                # Name the other pins only where the release has several cells (pl 2.0.3 vs pl 2.6.6).
+                others = [(a, v) for a, v in (cell.get("pins") or {}).items() if a not in (axis, INTERPRETER)]
+                where = f" with {' '.join(f'{short(compat, a)} {v}' for a, v in others)}" if len(holders) > 1 and others else ""
+                tail = _TAILS[kind].format(outcome=outcome, previous_version=previous_version, previous_outcome=previous_outcome, axis=axis)
+                text = f"{axis} {version} (new){where}: {variant['id']} {tail}"
+                notes.append(ReleaseNote(axis, version, variant["id"], cell["id"], outcome, previous_version, previous_outcome, kind, text))
+    return notes

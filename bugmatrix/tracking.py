@@ -1,0 +1,134 @@
+"""Release tracking: a profile's ``latest`` / ``latest-pre`` made concrete, once per plan.
+
+``matrix.toml`` may list ``"latest"`` among a profile's versions of a package
+axis (``"latest-pre"`` admits pre-releases: the profile opts in by writing it).
+Planning needs concrete versions (they are in the cell ids, the requirements,
+the locks), so before :func:`bugmatrix.plan.plan_cells` runs, the matrix is
+*resolved*: each symbolic value is asked of the registry once
+(:func:`bugmatrix.registry.resolve_axes`), replaced by the release it names
+and added to its axis's versions, so constraints, excludes and ``[gpu]`` treat
+it like any listed release. A ``latest`` that is already listed is that one
+cell, not two.
+
+The resolution is saved (``$BUGMATRIX_RESOLUTION``, default
+``<reports>/resolution.json``) and reused by everything that plans after it:
+``nox -l``, every ``cell(<id>)`` session and the report. A nightly's plan job
+resolves afresh (``plan --resolve``) and hands the file to every cell job, so
+all of them see the same versions even if a release ships mid-run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from bugmatrix.matrix import INTERPRETER, SYMBOLIC, Axis, Matrix, load_matrix
+from bugmatrix.paths import output_dir
+from bugmatrix.registry import Resolution, dedupe_versions, load_resolution, resolve_axes, save_resolution
+
+__all__ = [
+    "RESOLUTION_ENV",
+    "apply_resolution",
+    "load_resolved_matrix",
+    "requests",
+    "resolution_path",
+    "resolve_matrix",
+    "tracked_for",
+    "without_symbolic",
+]
+
+RESOLUTION_ENV = "BUGMATRIX_RESOLUTION"
+
+
+def resolution_path() -> Path:
+    """Where the plan's resolution is saved and read: ``$BUGMATRIX_RESOLUTION`` or ``<reports>/resolution.json``."""
+    return Path(os.environ.get(RESOLUTION_ENV) or output_dir() / "resolution.json")
+
+
+def requests(matrix: Matrix) -> dict[str, list[str]]:
+    """axis -> the symbolic values any profile lists for it (empty when every version is pinned)."""
+    found: dict[str, list[str]] = {}
+    for table in matrix.profiles.values():
+        for axis, values in table.items():
+            for value in values:
+                if value in SYMBOLIC and value not in found.setdefault(axis, []):
+                    found[axis].append(value)
+    return {axis: values for axis, values in found.items() if values}
+
+
+def apply_resolution(matrix: Matrix, resolution: Resolution) -> Matrix:
+    """The matrix with every symbolic profile value replaced by its release (added to the axis, kept once)."""
+    axes: dict[str, Axis] = dict(matrix.axes)
+    for entry in resolution.entries:
+        axis = axes[entry.axis]
+        if Version(entry.resolved) not in {Version(v) for v in axis.versions}:
+            axes[entry.axis] = dataclasses.replace(axis, versions=(*axis.versions, entry.resolved))
+    profiles = {name: resolution.apply(table) for name, table in matrix.profiles.items()}
+    # The resolved spelling is the axis's own when it was listed ("2.15" vs "2.15.0" cannot differ: both canonical).
+    profiles = {name: {axis: tuple(dedupe_versions(values)) for axis, values in table.items()} for name, table in profiles.items()}
+    return dataclasses.replace(matrix, axes=axes, profiles=profiles)
+
+
+def resolve_matrix(
+    matrix: Matrix, *, refresh: bool = False, saved: Path | None = None, warn: Callable[[str], None] | None = None
+) -> tuple[Matrix, Resolution]:
+    """The concrete matrix and the resolution it used.
+
+    Without ``refresh`` a saved resolution covering every request is reused
+    (no network: ``nox -l`` and cell jobs must agree with their plan). With
+    ``refresh``, or when none is saved, the registry is asked and the answer
+    saved; an unreachable registry falls back to the saved one with a warning,
+    or is a one-line error when there is none (see ``bugmatrix.registry``).
+    """
+    wanted = requests(matrix)
+    if not wanted:
+        return matrix, Resolution()
+    path = saved or resolution_path()
+    if not refresh and path.exists():
+        previous = load_resolution(path)
+        if all(any(e.axis == a and e.requested == r for e in previous.entries) for a, rs in wanted.items() for r in rs):
+            return apply_resolution(matrix, previous), previous
+    distributions = {axis: matrix.axes[axis].distributions[0][0] for axis in wanted if axis != INTERPRETER}
+    resolution = resolve_axes(wanted, distributions, saved=path, **({"warn": warn} if warn else {}))
+    if not resolution.stale:
+        save_resolution(path, resolution)
+    return apply_resolution(matrix, resolution), resolution
+
+
+def without_symbolic(matrix: Matrix) -> Matrix:
+    """The matrix with every ``latest``/``latest-pre`` left out (an axis left empty falls back to its base pin).
+
+    For ``nox -l`` and the pinned profiles on a machine that has neither the
+    registry nor a saved resolution: the noxfile says so and goes on, rather
+    than refusing to list even the smoke cells.
+    """
+    profiles = {
+        name: {axis: kept for axis, values in table.items() if (kept := tuple(v for v in values if v not in SYMBOLIC))}
+        for name, table in matrix.profiles.items()
+    }
+    return dataclasses.replace(matrix, profiles=profiles)
+
+
+def load_resolved_matrix(path: Path) -> Matrix:
+    """``load_matrix`` + :func:`resolve_matrix` with the saved resolution: what every planner but ``plan --resolve`` uses."""
+    return resolve_matrix(load_matrix(path))[0]
+
+
+def tracked_for(matrix: Matrix, resolution: Resolution, pins: Mapping[str, str], profiles: tuple[str, ...]) -> dict[str, Any]:
+    """What a cell's run file records of tracking: ``{"torch": {"requested": "latest", "resolved": "2.15.0"}}``.
+
+    ``matrix`` is the unresolved one: an axis counts as tracked in this cell
+    when one of the cell's profiles asks for a symbolic value that resolved to
+    the cell's pin (so a listed 2.15.0 that is also today's latest says so).
+    """
+    tracked: dict[str, Any] = {}
+    for entry in resolution.entries:
+        asked = any(entry.requested in matrix.profiles[p].get(entry.axis, ()) for p in profiles)
+        if asked and entry.axis in pins and Version(pins[entry.axis]) == Version(entry.resolved):
+            tracked[entry.axis] = {"requested": entry.requested, "resolved": pins[entry.axis]}
+    return tracked

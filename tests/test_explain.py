@@ -1,0 +1,126 @@
+"""New releases against their predecessors, and what moved below the pins when an outcome changed.
+
+Built on the real fixture run files (tests/fixtures/runs) and the real report
+command: a planted change of one transitive dependency must be named in the
+HTML and the step summary, and a new release must lead both.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from bugmatrix.cell.runfile import RunRecord, write_json_atomic
+from bugmatrix.cli import main
+from bugmatrix.report.envdiff import distribution_changes, explain_changes
+from bugmatrix.report.merge import merge_runs
+from bugmatrix.report.releases import new_releases, release_notes
+from bugmatrix.report.render_md import escape_md
+from tests.test_report import CORE, FIXED, REPRODUCED, WORKS, fixture_runs
+
+GENERATED = "2026-11-20T02:00:00+00:00"
+
+
+def compat_of(runs: list[RunRecord]) -> dict[str, Any]:
+    return merge_runs(runs, profile="nightly", commit="abc1234", generated=GENERATED)
+
+
+def runs_with(numpy: str, core_outcome: str | None = None) -> list[RunRecord]:
+    """The fixture runs; the fixed cell records every distribution, numpy at ``numpy``, and its core outcome changed if asked."""
+    runs = copy.deepcopy(fixture_runs())
+    for run in runs:
+        if run.cell == FIXED:
+            run.environment["distributions"] = {"numpy": numpy, "tokenizers": "0.22.1", "torch": "2.11.0"}
+            if core_outcome:
+                run.results = [r if r.id != CORE else type(r)(**{**r.__dict__, "outcome": core_outcome}) for r in run.results]
+    return runs
+
+
+def write_runs(directory: Path, runs: list[RunRecord]) -> None:
+    for run in runs:
+        write_json_atomic(directory / "runs" / f"{run.cell}.json", run.to_json())
+
+
+def report(tmp_path: Path, runs: list[RunRecord], baseline: dict[str, Any]) -> tuple[str, str]:
+    """Run the real report command; return (index.html, step summary)."""
+    reports, summary = tmp_path / "reports", tmp_path / "summary.md"
+    write_runs(reports, runs)
+    write_json_atomic(tmp_path / "baseline.json", baseline)
+    code = main(["report", "--reports", str(reports), "--profile", "nightly", "--baseline", str(tmp_path / "baseline.json"),
+                 "--step-summary", str(summary)])  # fmt: skip
+    assert code == 0
+    return (reports / "index.html").read_text(), summary.read_text()
+
+
+def test_distribution_changes_name_old_and_new() -> None:
+    assert distribution_changes({"numpy": "2.3.4", "six": "1.16.0", "a": "1"}, {"numpy": "2.4.0", "a": "1", "tomli": "2.0.1"}) == [
+        "numpy 2.3.4 → 2.4.0", "-six 1.16.0", "+tomli 2.0.1",
+    ]  # fmt: skip
+
+
+def test_a_planted_transitive_change_is_named_in_the_html_and_the_step_summary(tmp_path: Path) -> None:
+    baseline = compat_of(runs_with("2.3.4"))
+    html, summary = report(tmp_path, runs_with("2.4.0", core_outcome="reproduced"), baseline)
+    line = f"{CORE}` in `{FIXED}`: fixed → reproduced — numpy 2.3.4 → 2.4.0"
+    assert line in summary
+    assert summary.index("numpy 2.3.4 → 2.4.0") < summary.index("## Changes since baseline"), "leads the summary"
+    moved = html[html.index('<section id="moved">') : html.index("</section>", html.index('<section id="moved">'))]
+    assert f"<code>{CORE}</code> in <code>{FIXED}</code>: fixed → <b>reproduced</b> — numpy 2.3.4 → 2.4.0" in moved
+    # Every cell's full environment, collapsed; only the fixed cell recorded one here.
+    assert html.count('<details class="installed"') == 1 and "numpy==2.4.0" in html
+
+
+def test_an_unchanged_environment_says_the_cause_is_not_below_the_pins() -> None:
+    baseline = compat_of(runs_with("2.3.4"))
+    current = compat_of(runs_with("2.3.4", core_outcome="reproduced"))
+    assert explain_changes(baseline, current) == [{"variant": CORE, "cell": FIXED, "before": "fixed", "after": "reproduced", "moved": []}]
+    assert explain_changes(None, current) == [] and explain_changes(baseline, baseline) == []
+
+
+def new_release_runs(core_outcome: str) -> list[RunRecord]:
+    """The fixture cells plus torch 2.16.0 (pl 2.0.3): the reproduced cell (torch 2.5.1, pl 2.0.3) is its predecessor."""
+    runs = copy.deepcopy(fixture_runs())
+    template = next(r for r in runs if r.cell == REPRODUCED)
+    new = copy.deepcopy(template)
+    new.cell, new.pins = "py311-torch2.16.0-pl2.0.3", {**template.pins, "torch": "2.16.0"}
+    new.results = [type(r)(**{**r.__dict__, "outcome": core_outcome if r.id == CORE else r.outcome}) for r in new.results]
+    return [*runs, new]
+
+
+def test_a_new_release_is_compared_with_the_previous_release_in_the_run(tmp_path: Path) -> None:
+    baseline = compat_of(fixture_runs())
+    current = compat_of(new_release_runs("reproduced"))
+    assert new_releases(current, baseline) == [("torch", "2.16.0")]
+    notes = {n.variant: n for n in release_notes(current, baseline)}
+    assert notes[CORE].text == f"torch 2.16.0 (new): {CORE} reproduced, as in 2.5.1"
+    assert notes[WORKS].kind == "same" and notes[WORKS].previous_version == "2.5.1"
+
+    current = compat_of(new_release_runs("fixed"))
+    assert {n.variant: n.text for n in release_notes(current, baseline)}[CORE] == (
+        f"torch 2.16.0 (new): {CORE} fixed, but reproduced in 2.5.1 — fixed in this release"
+    )
+
+
+def test_a_regression_candidate_leads_the_html_and_the_summary(tmp_path: Path) -> None:
+    runs = new_release_runs("fixed")
+    for run in runs:  # the predecessor had it fixed; the new release brings it back
+        if run.cell == REPRODUCED:
+            run.results = [type(r)(**{**r.__dict__, "outcome": "fixed" if r.id == CORE else r.outcome}) for r in run.results]
+        if run.cell == "py311-torch2.16.0-pl2.0.3":
+            run.results = [type(r)(**{**r.__dict__, "outcome": "reproduced" if r.id == CORE else r.outcome}) for r in run.results]
+    html, summary = report(tmp_path, runs, compat_of(fixture_runs()))
+    text = f"torch 2.16.0 (new): {CORE} reproduced, but fixed in 2.5.1 — a regression candidate"
+    assert f"- {escape_md(text)}" in summary
+    assert summary.index("## New releases") < summary.index("## Changes since baseline")
+    assert text in html and html.index('id="releases"') < html.index('id="changes"')
+    first = html[html.index('id="releases"') :].split("<li", 2)[1]
+    assert "regression-candidate" in first, "regression candidates come first"
+
+
+def test_no_new_release_and_no_move_means_no_section(tmp_path: Path) -> None:
+    baseline = compat_of(fixture_runs())
+    html, summary = report(tmp_path, fixture_runs(), baseline)
+    assert 'id="releases"' not in html and 'id="moved"' not in html and "## New releases" not in summary
+    assert json.loads((tmp_path / "reports" / "compat.json").read_text())["releases"] == []
