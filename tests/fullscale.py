@@ -27,7 +27,7 @@ from packaging.version import Version
 from bugmatrix.catalog import load_catalog
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
-from bugmatrix.matrix import load_matrix
+from bugmatrix.tracking import load_resolved_matrix
 from bugmatrix.plan import plan_cells, plan_document
 from bugmatrix.report.merge import merge_runs
 
@@ -111,7 +111,7 @@ UNINSTALLABLE = "py313-torch2.15.0-pl2.6.6-tf5.23.0"
 
 @cache
 def _planned() -> tuple[Any, dict[str, Any], tuple[Any, ...]]:
-    matrix = load_matrix(ROOT / "matrix.toml")
+    matrix = load_resolved_matrix(ROOT / "matrix.toml")
     catalog = load_catalog(ROOT / "cases", matrix)
     cells = tuple(c for c in plan_cells(matrix, "full", catalog) if c.device == "cpu")
     return catalog, plan_document(matrix, "full", list(cells)), cells
