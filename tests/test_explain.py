@@ -112,11 +112,25 @@ def test_a_regression_candidate_leads_the_html_and_the_summary(tmp_path: Path) -
             run.results = [type(r)(**{**r.__dict__, "outcome": "reproduced" if r.id == CORE else r.outcome}) for r in run.results]
     html, summary = report(tmp_path, runs, compat_of(fixture_runs()))
     text = f"torch 2.16.0 (new): {CORE} reproduced, but fixed in 2.5.1 — a regression candidate"
-    assert f"- {escape_md(text)}" in summary
+    assert f"  - {escape_md(text)}" in summary
     assert summary.index("## New releases") < summary.index("## Changes since baseline")
     assert text in html and html.index('id="releases"') < html.index('id="changes"')
-    first = html[html.index('id="releases"') :].split("<li", 2)[1]
-    assert "regression-candidate" in first, "regression candidates come first"
+    first = html[html.index('id="releases"') :].split('<li class="release-group"', 2)[1]
+    assert "regression-candidate" in first, "releases with a regression candidate come first"
+
+
+def test_results_as_before_are_one_count_per_release_and_only_the_rest_is_spelled_out(tmp_path: Path) -> None:
+    """At the full profile a first run holds hundreds of notes; the headline counts the unchanged ones."""
+    from bugmatrix.report.releases import group_headline, release_groups
+
+    current = compat_of(new_release_runs("fixed"))
+    notes = [n.to_json() for n in release_notes(current, compat_of(fixture_runs()))]
+    (group,) = release_groups(notes)
+    assert group["total"] == len(notes) and group["same"] == len(notes) - 1
+    assert [n["variant"] for n in group["notable"]] == [CORE]
+    assert group_headline(group) == f"torch 2.16.0 (new): {len(notes) - 1} of {len(notes)} results as in 2.5.1; 1 differ"
+    html, summary = report(tmp_path, new_release_runs("fixed"), compat_of(fixture_runs()))
+    assert summary.count("(new)") == 2, "the headline and the one note that differs"
 
 
 def test_no_new_release_and_no_move_means_no_section(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bugmatrix.report.envdiff import explain_changes
-from bugmatrix.report.releases import release_notes
+from bugmatrix.report.releases import group_headline, release_groups, release_notes
 
 __all__ = ["LINE_LIMIT", "explain", "summary_lines"]
 
@@ -36,11 +36,20 @@ def _md(text: str) -> str:
 def summary_lines(compat: Mapping[str, Any], limit: int | None = LINE_LIMIT) -> list[str]:
     """Markdown sections for new releases (regression candidates first) and moved distributions; [] when neither."""
     lines: list[str] = []
-    releases = sorted(compat.get("releases") or [], key=lambda n: n["kind"] != "regression-candidate")
-    if releases:
-        lines += ["## New releases", "", *(f"- {_md(n['text'])}" for n in releases[:limit])]
-        if limit is not None and len(releases) > limit:
-            lines.append(f"- … and {len(releases) - limit} more (compat.json: releases)")
+    groups = release_groups(compat.get("releases") or [])
+    if groups:
+        lines += ["## New releases", ""]
+        listed = 0
+        for group in groups:
+            lines.append(f"- {_md(group_headline(group))}")
+            for note in group["notable"]:
+                if limit is not None and listed >= limit:
+                    break
+                lines.append(f"  - {_md(note['text'])}")
+                listed += 1
+        hidden = sum(len(g["notable"]) for g in groups) - listed
+        if hidden > 0:
+            lines.append(f"- … and {hidden} more (compat.json: releases)")
         lines.append("")
     moved = compat.get("moved") or []
     if moved:

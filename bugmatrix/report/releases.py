@@ -25,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.report import short
 
-__all__ = ["ReleaseNote", "new_releases", "release_notes"]
+__all__ = ["ReleaseNote", "group_headline", "new_releases", "release_groups", "release_notes"]
 
 INTERPRETER = "python"  # its "releases" are interpreters, not upstream releases of the stack under test
 
@@ -145,3 +145,47 @@ def release_notes(compat: Mapping[str, Any], baseline: Mapping[str, Any] | None)
                 text = f"{axis} {version} (new){where}: {variant['id']} {tail}"
                 notes.append(ReleaseNote(axis, version, variant["id"], cell["id"], outcome, previous_version, previous_outcome, kind, text))
     return notes
+
+
+def release_groups(notes: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The notes per new release, for reading: a count of results as before, and every other note spelled out.
+
+    At the full profile a first run has hundreds of notes, nearly all "as in
+    the previous release"; a maintainer needs the exceptions, so those are
+    listed (regression candidates first) and the rest are one count.
+    ``{"axis", "version", "total", "same", "first", "previous": [versions], "notable": [notes]}``,
+    releases with a regression candidate first, else in first-seen order. "first" (nothing to compare
+    with) is a count too: it says only that the run holds no earlier release beside it.
+    """
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for note in notes:
+        key = (note["axis"], note["version"])
+        group = groups.setdefault(
+            key, {"axis": key[0], "version": key[1], "total": 0, "same": 0, "first": 0, "previous": [], "notable": []}
+        )
+        group["total"] += 1
+        if note["kind"] == "first":
+            group["first"] += 1
+        elif note["kind"] == "same":
+            group["same"] += 1
+            if note["previous_version"] not in group["previous"]:
+                group["previous"].append(note["previous_version"])
+        else:
+            group["notable"].append(note)
+    for group in groups.values():
+        group["notable"].sort(key=lambda n: n["kind"] != "regression-candidate")
+        group["previous"].sort(key=lambda v: _version(str(v)) or Version("0"))
+    return sorted(groups.values(), key=lambda g: not any(n["kind"] == "regression-candidate" for n in g["notable"]))
+
+
+def group_headline(group: Mapping[str, Any]) -> str:
+    """``torch 2.16.0 (new): 44 of 46 results as in 2.15.0; 2 differ; 3 with no earlier release to compare``."""
+    previous = ", ".join(group["previous"])
+    head = (
+        f"{group['axis']} {group['version']} (new): {group['same']} of {group['total']} results as in {previous or 'the previous release'}"
+    )
+    if group["notable"]:
+        head += f"; {len(group['notable'])} differ"
+    if group["first"]:
+        head += f"; {group['first']} with no earlier {group['axis']} release in this run to compare"
+    return head
