@@ -131,6 +131,7 @@ def test_results_as_before_are_one_count_per_release_and_only_the_rest_is_spelle
     assert group_headline(group) == f"torch 2.16.0 (new): {len(notes) - 1} of {len(notes)} results as in 2.5.1; 1 differ"
     html, summary = report(tmp_path, new_release_runs("fixed"), compat_of(fixture_runs()))
     assert summary.count("(new)") == 2, "the headline and the one note that differs"
+    assert html.count('class="release-group"') == 1
 
 
 def test_no_new_release_and_no_move_means_no_section(tmp_path: Path) -> None:
