@@ -208,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--publish", action="store_true", help="copy this report and its run files into reports/, the committed reference")
     report.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a regression or a missing result is found")
     report.add_argument("--step-summary", type=Path, help="append the summary markdown here ($GITHUB_STEP_SUMMARY)")
+    report.add_argument("--readme", type=Path, help="with --publish: regenerate the table between the markers in this README")
     report.add_argument("--history", type=Path, help="history of past nights, appended to (default: <reports>/history.jsonl)")
     report.add_argument("--date", help="this night's date in the history, YYYY-MM-DD (default: today, UTC); for re-runs and tests")
     report.set_defaults(func=_report, root=ROOT)

@@ -31,6 +31,7 @@ from bugmatrix.report.diff import diff_against_baseline, flaky_lines, summary_li
 from bugmatrix.report.explain import explain
 from bugmatrix.report.history import append_night, flaky_pairs, load_history, night_from_compat, summarise, write_history
 from bugmatrix.report.merge import load_compat, merge_runs, version_order
+from bugmatrix.report.readme import check_readme, update_readme
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import render_markdown, render_step_summary
 from bugmatrix.report.terminal import render_terminal, use_colour
@@ -106,6 +107,12 @@ def night_date(value: str | None, now: dt.datetime) -> str:
 
 def run_report(args: argparse.Namespace) -> int:
     """Merge, render, diff; exit 1 on a regression or a missing result when ``--fail-on-regression``."""
+    readme = getattr(args, "readme", None)
+    if readme is not None:
+        if not args.publish:
+            msg = f"--readme {readme}: only with --publish (the README's table is generated from the committed reference)"
+            raise BugmatrixError(msg)
+        check_readme(readme)
     plan = load_plan(args.plan) if args.plan else None
     found = load_run_dir(args.reports / "runs")
     if plan is not None:
@@ -136,6 +143,8 @@ def run_report(args: argparse.Namespace) -> int:
             handle.write(render_step_summary(compat, changes, history))
     if args.publish:
         _publish(args.reports, [r.cell for r in runs])
+        if readme is not None:
+            update_readme(readme, compat, boundary)
     if args.update_baseline:
         write_json_atomic(REFERENCE / "baseline.json" if args.baseline is None else args.baseline, compat)
 

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.boundaries import Boundary, Picture, Track, boundary_text, pictures
 
-__all__ = ["render_terminal", "use_colour"]
+__all__ = ["render_terminal", "summary_rows", "use_colour"]
 
 _ANSI = {"✗": "31", "✓": "32", "≠": "33", "‼": "33", "∞": "33", "⚠": "90", "≈": "35"}
 _RESET = "\033[0m"
@@ -76,28 +76,37 @@ def _held(track: Track, workarounds: list[Track], results: Mapping[str, Any], hi
     return "workarounds fixed where it reproduced: " + ", ".join(parts) if parts else ""
 
 
-def render_terminal(
-    compat: Mapping[str, Any], history: Mapping[str, Any] | None = None, *, colour: bool = False, boundary: Boundary | None = None
-) -> str:
-    """The summary table (no trailing newline); ``history`` adds a ≈ flaky mark per variant."""
+def summary_rows(
+    compat: Mapping[str, Any], history: Mapping[str, Any] | None = None, boundary: Boundary | None = None
+) -> tuple[list[tuple[str, str, str, str, str]], int]:
+    """Per drawn variant: (name, reproduced in, fixed in, boundary, workarounds held); and how many variants ran nowhere.
+
+    The terminal summary and the README's table are both this, so they cannot disagree.
+    """
     drawn, idle = boundary or pictures(compat)
-    rows = [("variant", "reproduced in", "fixed in", "boundary")]
-    extra: dict[int, str] = {}
+    rows = []
     for picture in drawn:
         track = picture.tracks[0]
         flaky = (history or {}).get(track.variant["id"])
         name = track.variant["id"] + (" ≈ flaky" if flaky is not None and flaky.flaky else "")
-        rows.append((name, _where(picture, track, "reproduced"), _where(picture, track, "fixed"), boundary_text(picture)))
         held = _held(track, picture.tracks[1:], compat["results"], history or {})
-        if held:
-            extra[len(rows) - 1] = held
+        rows.append((name, _where(picture, track, "reproduced"), _where(picture, track, "fixed"), boundary_text(picture), held))
+    return rows, len(idle)
+
+
+def render_terminal(
+    compat: Mapping[str, Any], history: Mapping[str, Any] | None = None, *, colour: bool = False, boundary: Boundary | None = None
+) -> str:
+    """The summary table (no trailing newline); ``history`` adds a ≈ flaky mark per variant."""
+    body, idle = summary_rows(compat, history, boundary)
+    rows = [("variant", "reproduced in", "fixed in", "boundary", ""), *body]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = []
     for i, row in enumerate(rows):
         text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:3])) + "  " + row[3]
         lines.append(_paint(text.rstrip(), colour) if i else (f"\033[1m{text.rstrip()}{_RESET}" if colour else text.rstrip()))
-        if i in extra:
-            lines.append("    " + _paint(extra[i], colour))
+        if row[4]:
+            lines.append("    " + _paint(row[4], colour))
     if idle:
-        lines.append(f"ran nowhere (skipped or not installed in every cell): {len(idle)} variant(s)")
+        lines.append(f"ran nowhere (skipped or not installed in every cell): {idle} variant(s)")
     return "\n".join(lines)
