@@ -242,6 +242,20 @@ def test_the_restore_script_starts_a_new_history_when_there_is_none(tmp_path: Pa
     assert not (tmp_path / "r" / "history.jsonl").exists()
 
 
+def test_the_report_checks_completeness_against_the_plan_the_cells_ran_from() -> None:
+    """The plan job writes the plan document beside the CI matrix; the report gets it, so a lost cell is `missing`."""
+    jobs = load_workflow()["jobs"]
+    plan_run = step_running(jobs["plan"], r"\bnox -s plan --")["run"]
+    assert "--json" in plan_run and '--out "$BUGMATRIX_REPORTS/plan.json"' in plan_run, "one call: the matrix and the plan agree"
+    (upload,) = [s for s in step_using(jobs["plan"], "actions/upload-artifact") if s["with"]["name"] == "plan"]
+    assert upload["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/plan.json" and upload["with"]["if-no-files-found"] == "error"
+    steps = jobs["report"]["steps"]
+    (download,) = [s for s in step_using(jobs["report"], "actions/download-artifact") if s["with"].get("name") == "plan"]
+    report = step_running(jobs["report"], r"\bnox -s report --")
+    assert '--plan "$BUGMATRIX_REPORTS/plan.json"' in report["run"] and "--fail-on-regression" in report["run"]
+    assert steps.index(download) < steps.index(report)
+
+
 def test_every_job_after_the_plan_reads_the_plans_resolution_of_latest() -> None:
     """The plan job resolves "latest" once and uploads the answer; cells and report download it before nox plans."""
     jobs = load_workflow()["jobs"]
