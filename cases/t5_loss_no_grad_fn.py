@@ -42,6 +42,10 @@ a ``no_grad`` ``step``; the upstream test pins only the Lightning half.
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
 import torch
 
 from bugmatrix import Case, Checks, Expect, Signature
@@ -193,11 +197,28 @@ def enable_grad_closure(device: str, dtype: torch.dtype) -> Checks:
 # --- Upstream's own regression test, as a variant ------------------------------------------------
 
 
+def _boring_model(pl: ModuleType) -> type:
+    """Lightning's ``BoringModel``, loaded from ``demos/boring_classes.py`` without running ``demos/__init__.py``.
+
+    In Lightning 2.0.x that ``__init__`` imports the WikiText2 demo, which imports ``requests``: a dependency
+    of neither the test nor Lightning itself. Cells had it only through transformers 4.x, so with
+    transformers 5 (which dropped ``requests``) the import failed, "No module named 'requests'"
+    (seen: torch 2.15.0, pytorch-lightning 2.0.3, transformers 5.23.0), an outcome about packaging, not the bug.
+    """
+    path = Path(pl.__file__).parent / "demos" / "boring_classes.py"
+    spec = importlib.util.spec_from_file_location(f"{pl.__name__}.demos.boring_classes", path)
+    if spec is None or spec.loader is None:
+        msg = f"no BoringModel at {path}"
+        raise ImportError(msg)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.BoringModel
+
+
 @case.variant(
     devices=(CUDA_FP32, CPU_FP32),
-    # The test itself needs no transformers, but it runs in its counterpart's cells (so there is something to
-    # compare), and BoringModel's package (`demos`) imports `requests`, which only transformers brings into a
-    # cell: in a torch x lightning cell it failed with "No module named 'requests'" (torch 2.0.1, pl 2.0.3).
+    # The test itself needs no transformers, but it runs in its counterpart's cells, so there is something to
+    # compare in every cell (BoringModel is loaded without `demos/__init__`: see _boring_model).
     axes=("lightning", "transformers"),
     kind="upstream",
     counterpart="lightning_trainer",
@@ -215,11 +236,12 @@ def upstream_lightning_pr18268_test(device: str, dtype: torch.dtype) -> Checks:
     # loss without grad_fn meets Lightning's backward (the case's error) rather than an AssertionError;
     # (2) `tmpdir` is a temporary directory; (3) the Trainer also gets the declared accelerator and no
     # progress bar / model summary (upstream: the defaults); (4) `lightning()` picks the pinned package
-    # (upstream imports lightning.pytorch); (5) type hints added.
+    # (upstream imports lightning.pytorch); (5) type hints added; (6) BoringModel is loaded from its file
+    # (upstream: `from lightning.pytorch.demos.boring_classes import BoringModel`), see _boring_model.
     import tempfile
 
     pl = lightning()
-    from_boring = __import__(f"{pl.__name__}.demos.boring_classes", fromlist=["BoringModel"]).BoringModel
+    from_boring = _boring_model(pl)
     grad_enabled: list[bool] = []
 
     class NoGradAdamW(torch.optim.AdamW):
