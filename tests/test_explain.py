@@ -139,3 +139,34 @@ def test_no_new_release_and_no_move_means_no_section(tmp_path: Path) -> None:
     html, summary = report(tmp_path, fixture_runs(), baseline)
     assert 'id="releases"' not in html and 'id="moved"' not in html and "## New releases" not in summary
     assert json.loads((tmp_path / "reports" / "compat.json").read_text())["releases"] == []
+
+
+def test_what_latest_meant_is_in_the_header_of_every_format(tmp_path: Path) -> None:
+    """Run files that recorded a tracked pin put "torch latest = 2.11.0" on the page, in compat.md and the summary."""
+    runs = copy.deepcopy(fixture_runs())
+    for run in runs:
+        run.tracked = {"torch": {"requested": "latest", "resolved": run.pins["torch"]}} if run.cell == FIXED else {}
+    fixed_torch = next(r.pins["torch"] for r in runs if r.cell == FIXED)
+    html, summary = report(tmp_path, runs, compat_of(fixture_runs()))
+    text = f"Tracking: torch latest = {fixed_torch}"
+    assert text in html and text in summary
+    assert text in (tmp_path / "reports" / "compat.md").read_text()
+    untracked, _ = report(tmp_path / "plain", fixture_runs(), compat_of(fixture_runs()))
+    assert 'id="tracking"' not in untracked
+
+
+def test_the_plans_resolution_wins_and_a_stale_one_says_so() -> None:
+    from bugmatrix.report.merge import tracking_text
+
+    runs = fixture_runs()
+    plan_cells = [{"id": r.cell, "pins": dict(r.pins), "variants": [x.id for x in r.results]} for r in runs]
+    resolution = {
+        "axes": {"torch": {"requested": "latest", "resolved": "2.16.0"}},
+        "resolved_at": "2026-11-23T03:17:00+00:00",
+        "stale": True,
+    }
+    plan = {"schema": "bugmatrix.plan/1", "profile": "nightly", "cells": plan_cells, "resolution": resolution}
+    compat = merge_runs(runs, profile="nightly", commit="abc1234", generated=GENERATED, plan=plan)
+    assert tracking_text(compat) == (
+        "torch latest = 2.16.0 (resolved 2026-11-23T03:17:00+00:00); registry unreachable: the last saved resolution"
+    )

@@ -69,7 +69,38 @@ def _cell(run: RunRecord) -> dict[str, Any]:
         "duration_s": _duration(run),
         "complete": run.complete,
         "deselected_by": run.deselected_by,
+        "tracked": dict(run.tracked),
     }
+
+
+def _tracking(runs: list[RunRecord], plan: dict[str, Any] | None) -> dict[str, Any]:
+    """What ``latest`` meant for this report: the plan's resolution when given, else what the run files recorded.
+
+    ``{"axes": {axis: {"requested": "latest", "resolved": "2.15.0"}}, "resolved_at": ..., "stale": bool}``;
+    empty axes when nothing tracked a release.
+    """
+    resolution = (plan or {}).get("resolution") or {}
+    if resolution.get("axes"):
+        return {"axes": dict(resolution["axes"]), "resolved_at": resolution.get("resolved_at"), "stale": bool(resolution.get("stale"))}
+    axes: dict[str, dict[str, str]] = {}
+    for run in runs:
+        for axis, tracked in run.tracked.items():
+            axes.setdefault(axis, dict(tracked))
+    return {"axes": axes, "resolved_at": None, "stale": False}
+
+
+def tracking_text(compat: dict[str, Any]) -> str:
+    """``torch latest = 2.15.0 · lightning latest = 2.6.6`` (+ when, and a warning if it was a saved answer); "" if none."""
+    tracking = compat.get("tracking") or {}
+    tracked = tracking.get("axes") or {}
+    order = [a["name"] for a in compat.get("axes", [])]
+    axes = sorted(tracked, key=lambda a: order.index(a) if a in order else len(order))
+    parts = [f"{axis} {tracked[axis]['requested']} = {tracked[axis]['resolved']}" for axis in axes]
+    if not parts:
+        return ""
+    when = f" (resolved {tracking['resolved_at']})" if tracking.get("resolved_at") else ""
+    stale = "; registry unreachable: the last saved resolution" if tracking.get("stale") else ""
+    return " · ".join(parts) + when + stale
 
 
 def _environments(runs: list[RunRecord]) -> list[dict[str, Any]]:
@@ -228,6 +259,7 @@ def merge_runs(runs: list[RunRecord], *, profile: str, commit: str, generated: s
         "profile": profile,
         "axes": _axes(runs, plan),
         "environments": _environments(runs),
+        "tracking": _tracking(runs, plan),
         "cells": cells,
         "variants": ordered,
         "results": results,

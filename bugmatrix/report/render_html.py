@@ -25,6 +25,7 @@ from bugmatrix.report import OUTCOMES, axes_of, is_flagged, label, short, split_
 from bugmatrix.report.agreement import per_case
 from bugmatrix.report.boundaries import Boundary
 from bugmatrix.report.diff import INFORMATIONAL, Change
+from bugmatrix.report.merge import tracking_text
 from bugmatrix.report.overview import overview
 from bugmatrix.report.releases import group_headline, release_groups
 
@@ -205,6 +206,7 @@ def render_html(
         evidence=_evidence(compat),
         overview=overview(compat, history, boundary),
         agreement=per_case(compat),
+        tracking=tracking_text(compat),
         release_groups=[(g, group_headline(g)) for g in release_groups(compat.get("releases") or [])],
         table_open=len(cells) <= OPEN_TABLE_CELLS,
         has_history=bool(history),

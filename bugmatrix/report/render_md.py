@@ -23,6 +23,7 @@ from bugmatrix.report.boundaries import Boundary, Picture, pictures
 from bugmatrix.report.diff import INFORMATIONAL, Change, ChangeKind
 from bugmatrix.report.explain import summary_lines
 from bugmatrix.report.history import WINDOW
+from bugmatrix.report.merge import tracking_text
 
 #: Kinds that usually hit a whole cell at once: one line per cell, not one per variant.
 PER_CELL = frozenset({ChangeKind.MISSING, ChangeKind.NO_LONGER_INSTALLS})
@@ -188,6 +189,7 @@ def render_markdown(compat: dict[str, Any], changes: list[Change], boundary: Bou
         "",
         _environment_line(compat),
         "",
+        *([f"Tracking: {escape_md(tracking_text(compat))}", ""] if tracking_text(compat) else []),
         "Legend: " + ", ".join(label(o) for o in OUTCOMES) + ", · not in this cell's run."
         " *works:* the workaround variants that are fixed in that same cell.",
         "",
@@ -245,6 +247,7 @@ def render_step_summary(compat: dict[str, Any], changes: list[Change], history: 
         "",
         f"{len(compat['cells'])} cells · {len(compat['variants'])} variants · commit {code(compat['commit'])}",
         "",
+        *([f"Tracking: {escape_md(tracking_text(compat))}", ""] if tracking_text(compat) else []),
         *summary_lines(compat),
         *_changes_section(changes, SUMMARY_CHANGE_LIMIT),
         *_flaky_section(history),
