@@ -165,7 +165,8 @@ def test_the_plans_resolution_wins_and_a_stale_one_says_so() -> None:
         "resolved_at": "2026-11-23T03:17:00+00:00",
         "stale": True,
     }
-    plan = {"schema": "bugmatrix.plan/1", "profile": "nightly", "cells": plan_cells, "resolution": resolution}
+    axes = compat_of(runs)["axes"]
+    plan = {"schema": "bugmatrix.plan/1", "profile": "nightly", "axes": axes, "cells": plan_cells, "resolution": resolution}
     compat = merge_runs(runs, profile="nightly", commit="abc1234", generated=GENERATED, plan=plan)
     assert tracking_text(compat) == (
         "torch latest = 2.16.0 (resolved 2026-11-23T03:17:00+00:00); registry unreachable: the last saved resolution"
