@@ -83,21 +83,33 @@ def new_releases(compat: Mapping[str, Any], baseline: Mapping[str, Any] | None) 
     return found
 
 
-def _previous(cells: list[Mapping[str, Any]], cell: Mapping[str, Any], axis: str, ran: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The cell with the same other pins and the nearest lower ``axis`` version in which the variant ran."""
+def _previous_index(cells: list[Mapping[str, Any]], axis: str) -> dict[tuple, list[tuple[Version, str]]]:
+    """Cells by their pins other than ``axis`` (the same pin set), each list sorted by the ``axis`` version."""
+    index: dict[tuple, list[tuple[Version, str]]] = {}
+    for cell in cells:
+        pins = cell.get("pins") or {}
+        version = _version(str(pins.get(axis, "")))
+        if axis not in pins or version is None:
+            continue
+        key = tuple(sorted((a, str(v)) for a, v in pins.items() if a != axis))
+        index.setdefault(key, []).append((version, cell["id"]))
+    for entries in index.values():
+        entries.sort()
+    return index
+
+
+def _previous(index: dict[tuple, list[tuple[Version, str]]], cell: Mapping[str, Any], axis: str, ran: Mapping[str, Any]) -> str | None:
+    """The id of the cell with the same other pins and the nearest lower ``axis`` version in which the variant ran."""
     pins = cell.get("pins") or {}
     mine = _version(str(pins.get(axis, "")))
-    best: tuple[Version, Mapping[str, Any]] | None = None
-    for other in cells:
-        theirs = other.get("pins") or {}
-        if other["id"] == cell["id"] or set(theirs) != set(pins) or other["id"] not in ran:
-            continue
-        if any(str(theirs[a]) != str(pins[a]) for a in pins if a != axis):
-            continue
-        version = _version(str(theirs[axis]))
-        if version is not None and mine is not None and version < mine and (best is None or version > best[0]):
-            best = (version, other)
-    return best[1] if best else None
+    key = tuple(sorted((a, str(v)) for a, v in pins.items() if a != axis))
+    best = None
+    for version, cid in index.get(key, []):
+        if mine is None or version >= mine:
+            break
+        if cid in ran:
+            best = cid
+    return best
 
 
 def _classify(outcome: str, previous: str | None) -> str:
@@ -124,19 +136,26 @@ _TAILS = {
 def release_notes(compat: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> list[ReleaseNote]:
     """Every (new release, variant, cell) that ran, compared with the previous release of that axis."""
     cells = list(compat.get("cells", []))
+    results = compat.get("results", {})
+    # What ran, per variant, once: a full profile has ~70 cells x ~50 variants x every new release.
+    ran_by_variant = {
+        v["id"]: {cid: e for cid, e in results.get(v["id"], {}).items() if Outcome(e["outcome"]).ran} for v in compat.get("variants", [])
+    }
     notes: list[ReleaseNote] = []
+    indexes: dict[str, dict[tuple, list[tuple[Version, str]]]] = {}
     for axis, version in new_releases(compat, baseline):
+        index = indexes.setdefault(axis, _previous_index(cells, axis))
         holders = [c for c in cells if str((c.get("pins") or {}).get(axis)) == version]
         for variant in compat.get("variants", []):
-            per_cell = compat.get("results", {}).get(variant["id"], {})
-            ran = {cid: e for cid, e in per_cell.items() if Outcome(e["outcome"]).ran}
+            ran = ran_by_variant[variant["id"]]
             for cell in holders:
                 if cell["id"] not in ran:
                     continue
                 outcome = ran[cell["id"]]["outcome"]
-                previous = _previous(cells, cell, axis, ran)
+                previous_id = _previous(index, cell, axis, ran)
+                previous = next(c for c in cells if c["id"] == previous_id) if previous_id else None
                 previous_version = str(previous["pins"][axis]) if previous else None
-                previous_outcome = ran[previous["id"]]["outcome"] if previous else None
+                previous_outcome = ran[previous_id]["outcome"] if previous_id else None
                 kind = _classify(outcome, previous_outcome)
                 # Name the other pins only where the release has several cells (pl 2.0.3 vs pl 2.6.6).
                 others = [(a, v) for a, v in (cell.get("pins") or {}).items() if a not in (axis, INTERPRETER)]
