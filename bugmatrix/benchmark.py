@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -248,6 +249,56 @@ def measure_smoke(root: Path, matrix: Matrix, cells: Sequence[Cell]) -> Measurem
         return smoke_from_runs(root, matrix, cells, Path(tmp) / "runs", wall, "nox -t smoke measured now (--smoke)")
 
 
+class DiskPeak:
+    """Samples the disk in use (and the uv cache's filesystem) in a thread; ``peak`` - ``start`` is what a run added."""
+
+    def __init__(self, path: Path, every: float = 5.0) -> None:
+        self.path, self.every = path, every
+        self.start = self.peak = shutil.disk_usage(path).used
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="disk-peak", daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every):
+            self.peak = max(self.peak, shutil.disk_usage(self.path).used)
+
+    def __enter__(self) -> DiskPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, shutil.disk_usage(self.path).used)
+
+    @property
+    def added_gib(self) -> float:
+        return (self.peak - self.start) / 2**30
+
+
+def measure_full(root: Path, cold: bool) -> list[Measurement]:
+    """``BUGMATRIX_DISK=lean nox -t full`` end to end: wall time and the most disk it added at any moment.
+
+    Cold: an empty uv cache of its own (every wheel downloaded) and no cell venvs; warm: the
+    machine's uv cache as it is. Lean either way: the full profile's ~18 torch wheel sets do
+    not fit on this machine at once (see bugmatrix/diskbudget.py).
+    """
+    how = "cold (empty uv cache)" if cold else "warm (this machine's uv cache)"
+    with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-full-") as tmp:
+        env = {**os.environ, "BUGMATRIX_REPORTS": tmp, "BUGMATRIX_DISK": "lean"}
+        if cold:
+            env["UV_CACHE_DIR"] = str(Path(tmp) / "uv-cache")
+            for venv in (root / ".nox").glob("cell-*"):
+                shutil.rmtree(venv, ignore_errors=True)
+        with DiskPeak(Path(tmp)) as disk:
+            wall = _timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-t", "full"], env, cwd=root, ok=(0, 1))
+        cells = len(list((Path(tmp) / "runs").glob("*.json")))
+    return [
+        Measurement(f"full profile, {how}: wall ({cells} cells)", wall / 60, None, "min", note="BUGMATRIX_DISK=lean nox -t full"),
+        Measurement(f"full profile, {how}: most disk added at once", disk.added_gib, None, "GiB", note="sampled every 5 s"),
+    ]
+
+
 SYNTHETIC_OUTCOMES = ("reproduced", "fixed", "fixed", "different", "skipped", "crashed", "timeout")
 
 
@@ -358,6 +409,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cell", help="cell for the build and reuse measurements (default: the smoke CPU cell with the fewest packages)")
     parser.add_argument("--quick", action="store_true", help="skip the cold pip build (a cold CUDA torch install downloads ~3 GB)")
     parser.add_argument("--smoke", action="store_true", help="time `nox -t smoke` now instead of reading the last run's run files")
+    parser.add_argument(
+        "--full", choices=("cold", "warm", "both"), help="also run the whole full profile (about an hour each; cold downloads every wheel)"
+    )
     parser.add_argument("--skip-builds", action="store_true", help="skip the uv vs virtualenv+pip builds altogether")
     parser.add_argument(
         "--out", type=Path, help="where the JSON goes (default: <output>/benchmark.json; the committed one is reports/benchmark.json)"
@@ -411,6 +465,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("disk", lambda: measure_disk(root)),
         ("nightly download and CI cache", lambda: measure_ci_cache(matrix, load_catalog(root / "cases", matrix))),
     ]
+    if args.full:
+        kinds = {"cold": (True,), "warm": (False,), "both": (True, False)}[args.full]
+        steps += [(f"full profile ({'cold' if c else 'warm'})", lambda c=c: measure_full(root, c)) for c in kinds]
     rows: list[Measurement] = []
     for label, measure in steps:
         print(f"benchmark: {label} ...", flush=True)

@@ -208,3 +208,18 @@ def test_disk_needs_two_envs(tmp_path: Path) -> None:
     fake_env(tmp_path, "cell-py311-torch2-5-1-pl2-0-3", "2.5.1")
     (row,) = measure_disk(tmp_path)
     assert row.value is None and "1 cell env(s)" in row.note
+
+
+def test_disk_peak_keeps_the_highest_sample_not_the_last(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A full-profile run frees its torch stacks as it goes: the row must report the most it held at once."""
+    import time as clock
+    from collections import namedtuple
+
+    from bugmatrix import benchmark
+
+    usage = namedtuple("usage", "total used free")
+    samples = iter([10, 14, 19, 12, 11] + [11] * 1000)
+    monkeypatch.setattr(benchmark.shutil, "disk_usage", lambda _: usage(100 * 2**30, next(samples) * 2**30, 0))
+    with benchmark.DiskPeak(tmp_path, every=0.01) as disk:
+        clock.sleep(0.2)
+    assert disk.start == 10 * 2**30 and round(disk.added_gib) == 9
