@@ -347,8 +347,9 @@ def measure_report_with_history(nights: int = 90) -> Measurement:
     The history file is written beforehand (not timed): reading it back is part
     of every night's cost, building it is not.
     """
-    name = f"report: 1,000 cells x 20 variants with {nights} nights of history (merge, history, pictures, html, md) vs 1 s"
+    name = f"report: 1,000 cells x 20 variants with {nights} nights of history (merge, releases, history, pictures, html, md) vs 1 s"
     from bugmatrix.report.boundaries import pictures
+    from bugmatrix.report.explain import explain
     from bugmatrix.report.history import Night, append_night, load_history, night_from_compat, summarise, write_history
     from bugmatrix.report.merge import merge_runs
     from bugmatrix.report.render_html import render_html
@@ -363,6 +364,7 @@ def measure_report_with_history(nights: int = 90) -> Measurement:
         write_history(path, past)
         start = time.perf_counter()
         compat = merge_runs(runs, profile="full", commit="benchmark", generated="2026-04-01T00:00:00+00:00")
+        explain(compat, None)
         kept = append_night(load_history(path), night_from_compat(compat, (first + dt.timedelta(days=nights - 1)).isoformat()))
         history, boundary = summarise(kept), pictures(compat)
         render_html(compat, [], history, boundary)

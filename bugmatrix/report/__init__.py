@@ -12,6 +12,7 @@ or the run files' axis list): nothing here names an axis.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
@@ -22,11 +23,13 @@ __all__ = ["OUTCOMES", "axes_of", "is_flagged", "label", "short", "split_axes"]
 OUTCOMES = tuple(o.value for o in Outcome)
 
 
+@cache
 def label(outcome: str) -> str:
-    """``✗ reproduced``: the form used in every rendered table."""
+    """``✗ reproduced``: the form used in every rendered table (memoised: a full report asks ~10^5 times)."""
     return Outcome(outcome).label
 
 
+@cache
 def is_flagged(verdict: str | None) -> bool:
     """A verdict a maintainer must look at (regression, unexpected fix, new failure mode)."""
     return bool(verdict) and Verdict(verdict).flagged

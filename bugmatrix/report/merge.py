@@ -124,11 +124,17 @@ def _environments(runs: list[RunRecord]) -> list[dict[str, Any]]:
     return list(hosts.values())
 
 
+def _plain(value: Any) -> Any:
+    """An enum member's value (the string JSON holds anyway); anything else as it is."""
+    return getattr(value, "value", value)
+
+
 def _entry(record: VariantRecord) -> dict[str, Any]:
+    """One result as plain data (enum values as their strings: the document is JSON, and renderers format them ~10^5 times)."""
     return {
-        "outcome": record.outcome,
-        "verdict": record.verdict,
-        "expected": record.expected,
+        "outcome": _plain(record.outcome),
+        "verdict": _plain(record.verdict),
+        "expected": _plain(record.expected),
         "message": record.message,
         "log": record.log[-LOG_LIMIT:],
         "leaked": list(record.leaked),

@@ -138,13 +138,14 @@ def _entry(esc: _Escaped, case: str, cell_id: str, entry: dict[str, Any] | None,
         return _Entry(_td_attrs(esc, "na", "", case, cell_id))
     outcome, verdict = entry["outcome"], entry.get("verdict") or ""
     # Outlined: differs from its expectation, or is listed under "Changes since baseline".
-    cls = f"o-{outcome}" + (" flag" if is_flagged(verdict) or anchor else "")
+    flagged = is_flagged(verdict)
+    cls = f"o-{outcome}" + (" flag" if flagged or anchor else "")
     duration = entry.get("duration_s")
     message, log = entry.get("message") or "(no message recorded)", entry.get("log") or ""
     return _Entry(
         attrs=_td_attrs(esc, cls, outcome, case, cell_id, anchor),
         outcome=outcome,
-        summary=label(outcome) + (f" ({verdict})" if is_flagged(verdict) or verdict == "new" else ""),
+        summary=label(outcome) + (f" ({verdict})" if flagged or verdict == "new" else ""),
         works=_short_list(entry.get("workarounds") or []),
         works_all=", ".join(entry.get("workarounds") or []),
         note=f"expected: {entry.get('expected') or '— (no expectation covers this version)'} · verdict {verdict or '—'}"
