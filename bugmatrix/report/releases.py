@@ -27,7 +27,11 @@ from bugmatrix.report import short
 
 __all__ = ["ReleaseNote", "group_headline", "new_releases", "release_groups", "release_notes"]
 
-INTERPRETER = "python"  # its "releases" are interpreters, not upstream releases of the stack under test
+INTERPRETER = "python"
+_RAN = {o.value: o.ran for o in Outcome} | {str(o): o.ran for o in Outcome}
+_UNJUDGED = frozenset(
+    {Verdict.NEW.value, Verdict.NOT_RUN.value, None, ""}
+)  # its "releases" are interpreters, not upstream releases of the stack under test
 
 
 @dataclass(frozen=True)
@@ -63,15 +67,17 @@ def new_releases(compat: Mapping[str, Any], baseline: Mapping[str, Any] | None) 
     """(axis, version) pairs new in this run, in the document's cell order."""
     before = _pinned(baseline) if baseline else set()
     pins_of = {c["id"]: c.get("pins") or {} for c in compat.get("cells", [])}
-    judged: set[tuple[str, str]] = set()
-    ran: set[tuple[str, str]] = set()  # a release nothing ran in (install-failed) is not judged "new" by verdicts
+    # Per cell first (a full report holds ~10^4-10^5 entries), then the cells' pins.
+    ran_cells: set[str] = set()  # a release nothing ran in (install-failed) is not judged "new" by verdicts
+    judged_cells: set[str] = set()
     for per_cell in compat.get("results", {}).values():
         for cell_id, entry in per_cell.items():
-            pairs = {(a, str(v)) for a, v in pins_of.get(cell_id, {}).items()}
-            if Outcome(entry["outcome"]).ran:
-                ran |= pairs
-            if entry.get("verdict") not in (Verdict.NEW.value, Verdict.NOT_RUN.value, None, ""):
-                judged |= pairs
+            if _RAN[str(entry["outcome"])]:
+                ran_cells.add(cell_id)
+            if entry.get("verdict") not in _UNJUDGED:
+                judged_cells.add(cell_id)
+    ran = {(a, str(v)) for cid in ran_cells for a, v in pins_of.get(cid, {}).items()}
+    judged = {(a, str(v)) for cid in judged_cells for a, v in pins_of.get(cid, {}).items()}
     found: list[tuple[str, str]] = []
     for cell in compat.get("cells", []):
         for axis, version in (cell.get("pins") or {}).items():
