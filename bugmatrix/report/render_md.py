@@ -21,9 +21,9 @@ from bugmatrix.report import OUTCOMES, is_flagged, label, short, split_axes
 from bugmatrix.report.agreement import per_case
 from bugmatrix.report.boundaries import Boundary, Picture, pictures
 from bugmatrix.report.diff import INFORMATIONAL, Change, ChangeKind
-from bugmatrix.report.explain import summary_lines
 from bugmatrix.report.history import WINDOW
 from bugmatrix.report.merge import tracking_text
+from bugmatrix.report.releases import group_headline, release_groups
 
 #: Kinds that usually hit a whole cell at once: one line per cell, not one per variant.
 PER_CELL = frozenset({ChangeKind.MISSING, ChangeKind.NO_LONGER_INSTALLS})
@@ -193,7 +193,7 @@ def render_markdown(compat: dict[str, Any], changes: list[Change], boundary: Bou
         "Legend: " + ", ".join(label(o) for o in OUTCOMES) + ", · not in this cell's run."
         " *works:* the workaround variants that are fixed in that same cell.",
         "",
-        *summary_lines(compat, limit=None),
+        *explained_lines(compat, limit=None),
         *_changes_section(changes),
     ]
     if shared:
@@ -248,7 +248,7 @@ def render_step_summary(compat: dict[str, Any], changes: list[Change], history: 
         f"{len(compat['cells'])} cells · {len(compat['variants'])} variants · commit {code(compat['commit'])}",
         "",
         *([f"Tracking: {escape_md(tracking_text(compat))}", ""] if tracking_text(compat) else []),
-        *summary_lines(compat),
+        *explained_lines(compat),
         *_changes_section(changes, SUMMARY_CHANGE_LIMIT),
         *_flaky_section(history),
         "## Outcomes per case",
@@ -264,3 +264,37 @@ def render_step_summary(compat: dict[str, Any], changes: list[Change], history: 
     for case, counter in counts.items():
         lines.append(f"| {escape_md(case)} | " + " | ".join(str(counter.get(o, 0)) for o in outcomes) + " |")
     return "\n".join(lines) + "\n\n"
+
+
+#: The step summary stays readable (GitHub truncates it at 1 MiB anyway); compat.json has everything.
+LINE_LIMIT = 40
+
+
+def explained_lines(compat: Mapping[str, Any], limit: int | None = LINE_LIMIT) -> list[str]:
+    """Markdown sections for new releases (regression candidates first) and moved distributions; [] when neither."""
+    lines: list[str] = []
+    groups = release_groups(compat.get("releases") or [])
+    if groups:
+        lines += ["## New releases", ""]
+        listed = 0
+        for group in groups:
+            lines.append(f"- {escape_md(group_headline(group))}")
+            for note in group["notable"]:
+                if limit is not None and listed >= limit:
+                    break
+                lines.append(f"  - {escape_md(note['text'])}")
+                listed += 1
+        hidden = sum(len(g["notable"]) for g in groups) - listed
+        if hidden > 0:
+            lines.append(f"- … and {hidden} more (compat.json: releases)")
+        lines.append("")
+    moved = compat.get("moved") or []
+    if moved:
+        lines += ["## Outcomes that changed since the baseline, and what moved in their cell", ""]
+        for entry in moved[:limit]:
+            why = "; ".join(entry["moved"]) or "no installed distribution changed"
+            lines.append(f"- `{entry['variant']}` in `{entry['cell']}`: {entry['before']} → {entry['after']} — {escape_md(why)}")
+        if limit is not None and len(moved) > limit:
+            lines.append(f"- … and {len(moved) - limit} more (compat.json: moved)")
+        lines.append("")
+    return lines
