@@ -180,7 +180,7 @@ def _missing(runs: list[RunRecord], plan: dict[str, Any], results: dict[str, dic
                     "" if run.complete else " and never completed (killed or crashed mid-run)"
                 )
             results.setdefault(variant_id, {})[cell["id"]] = {
-                "outcome": Outcome.MISSING, "verdict": Verdict.NOT_RUN, "expected": None, "message": why,
+                "outcome": Outcome.MISSING.value, "verdict": Verdict.NOT_RUN.value, "expected": None, "message": why,
                 "log": "", "duration_s": 0.0, "workarounds": [], "leaked": [],
             }  # fmt: skip
             involved.append(variant_id)
@@ -244,7 +244,7 @@ def merge_runs(runs: list[RunRecord], *, profile: str, commit: str, generated: s
             for variant_id in planned:
                 variants.setdefault(variant_id, _parse_id(variant_id))
                 results.setdefault(variant_id, {})[run.cell] = {
-                    "outcome": Outcome.INSTALL_FAILED, "verdict": Verdict.NOT_RUN, "expected": None,
+                    "outcome": Outcome.INSTALL_FAILED.value, "verdict": Verdict.NOT_RUN.value, "expected": None,
                     "message": reason, "log": "", "duration_s": 0.0, "workarounds": [], "leaked": [],
                 }  # fmt: skip
     stale: list[str] = []

@@ -28,7 +28,7 @@ from bugmatrix.report import short
 __all__ = ["ReleaseNote", "group_headline", "new_releases", "release_groups", "release_notes"]
 
 INTERPRETER = "python"
-_RAN = {o.value: o.ran for o in Outcome} | {str(o): o.ran for o in Outcome}
+_RAN = {o.value: o.ran for o in Outcome}  # compat entries hold outcome values (merge.py), as the JSON does
 _UNJUDGED = frozenset(
     {Verdict.NEW.value, Verdict.NOT_RUN.value, None, ""}
 )  # its "releases" are interpreters, not upstream releases of the stack under test
@@ -72,7 +72,7 @@ def new_releases(compat: Mapping[str, Any], baseline: Mapping[str, Any] | None) 
     judged_cells: set[str] = set()
     for per_cell in compat.get("results", {}).values():
         for cell_id, entry in per_cell.items():
-            if _RAN[str(entry["outcome"])]:
+            if _RAN[entry["outcome"]]:
                 ran_cells.add(cell_id)
             if entry.get("verdict") not in _UNJUDGED:
                 judged_cells.add(cell_id)
@@ -89,32 +89,34 @@ def new_releases(compat: Mapping[str, Any], baseline: Mapping[str, Any] | None) 
     return found
 
 
-def _previous_index(cells: list[Mapping[str, Any]], axis: str) -> dict[tuple, list[tuple[Version, str]]]:
+def _previous_index(cells: list[Mapping[str, Any]], axis: str) -> dict[tuple, list[tuple[Version, str, str]]]:
     """Cells by their pins other than ``axis`` (the same pin set), each list sorted by the ``axis`` version."""
-    index: dict[tuple, list[tuple[Version, str]]] = {}
+    index: dict[tuple, list[tuple[Version, str, str]]] = {}  # (version, cell id, the pin as written)
     for cell in cells:
         pins = cell.get("pins") or {}
         version = _version(str(pins.get(axis, "")))
         if axis not in pins or version is None:
             continue
         key = tuple(sorted((a, str(v)) for a, v in pins.items() if a != axis))
-        index.setdefault(key, []).append((version, cell["id"]))
+        index.setdefault(key, []).append((version, cell["id"], str(pins[axis])))
     for entries in index.values():
         entries.sort()
     return index
 
 
-def _previous(index: dict[tuple, list[tuple[Version, str]]], cell: Mapping[str, Any], axis: str, ran: Mapping[str, Any]) -> str | None:
-    """The id of the cell with the same other pins and the nearest lower ``axis`` version in which the variant ran."""
+def _previous(
+    index: dict[tuple, list[tuple[Version, str, str]]], cell: Mapping[str, Any], axis: str, ran: Mapping[str, Any]
+) -> tuple[str, str] | None:
+    """(pin, cell id) of the cell with the same other pins and the nearest lower ``axis`` version in which the variant ran."""
     pins = cell.get("pins") or {}
     mine = _version(str(pins.get(axis, "")))
     key = tuple(sorted((a, str(v)) for a, v in pins.items() if a != axis))
     best = None
-    for version, cid in index.get(key, []):
+    for version, cid, pin in index.get(key, []):
         if mine is None or version >= mine:
             break
         if cid in ran:
-            best = cid
+            best = (pin, cid)
     return best
 
 
@@ -148,7 +150,7 @@ def release_notes(compat: Mapping[str, Any], baseline: Mapping[str, Any] | None)
         v["id"]: {cid: e for cid, e in results.get(v["id"], {}).items() if Outcome(e["outcome"]).ran} for v in compat.get("variants", [])
     }
     notes: list[ReleaseNote] = []
-    indexes: dict[str, dict[tuple, list[tuple[Version, str]]]] = {}
+    indexes: dict[str, dict[tuple, list[tuple[Version, str, str]]]] = {}
     for axis, version in new_releases(compat, baseline):
         index = indexes.setdefault(axis, _previous_index(cells, axis))
         holders = [c for c in cells if str((c.get("pins") or {}).get(axis)) == version]
@@ -158,10 +160,9 @@ def release_notes(compat: Mapping[str, Any], baseline: Mapping[str, Any] | None)
                 if cell["id"] not in ran:
                     continue
                 outcome = ran[cell["id"]]["outcome"]
-                previous_id = _previous(index, cell, axis, ran)
-                previous = next(c for c in cells if c["id"] == previous_id) if previous_id else None
-                previous_version = str(previous["pins"][axis]) if previous else None
-                previous_outcome = ran[previous_id]["outcome"] if previous_id else None
+                previous = _previous(index, cell, axis, ran)
+                previous_version = previous[0] if previous else None
+                previous_outcome = ran[previous[1]]["outcome"] if previous else None
                 kind = _classify(outcome, previous_outcome)
                 # Name the other pins only where the release has several cells (pl 2.0.3 vs pl 2.6.6).
                 others = [(a, v) for a, v in (cell.get("pins") or {}).items() if a not in (axis, INTERPRETER)]
