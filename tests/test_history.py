@@ -23,6 +23,7 @@ from bugmatrix.report.history import (
     flaky_pairs,
     load_history,
     night_from_compat,
+    nights_of,
     summarise,
     write_history,
 )
@@ -163,6 +164,21 @@ def test_history_is_bounded_replaces_a_rerun_and_round_trips(tmp_path: Path) -> 
     assert load_history(tmp_path / "missing.jsonl") == [], "no history yet: a new one starts"
 
 
+def test_profiles_share_the_file_but_each_keeps_and_reads_its_own_nights() -> None:
+    """A full run on a nightly's date must not replace that night, evict it, or show in the nightly's story."""
+    night = night_from_compat(fixture_compat(), "2026-01-01")
+    kept: list[Night] = []
+    for day in range(1, 6):
+        kept = append_night(kept, Night(f"2026-01-{day:02d}", "c", "nightly", night.cells, night.outcomes), keep=5)
+    full = Night("2026-01-05", "c", "full", night.cells[:1], {CORE: night.outcomes[CORE][:1]})
+    kept = append_night(kept, full, keep=5)
+    assert [n.profile for n in kept].count("nightly") == 5, "the full run replaced or evicted a nightly night"
+    assert nights_of(kept, "full") == [full]
+    assert all(t.state != "none" for t in summarise(nights_of(kept, "nightly"))[CORE].timeline)
+    rerun = append_night(kept, Night("2026-01-05", "again", "nightly", night.cells, night.outcomes), keep=5)
+    assert [n.commit for n in nights_of(rerun, "nightly")][-1] == "again" and len(rerun) == len(kept)
+
+
 @pytest.mark.parametrize(
     ("content", "says"),
     [
@@ -214,7 +230,7 @@ def test_report_command_appends_a_night_per_run(tmp_path: Path, capsys: pytest.C
     assert not (reports / "history.jsonl").exists(), "--history names the file; nothing is written beside the report"
     assert "since 2026-11-22" in (reports / "index.html").read_text()
     out = capsys.readouterr().out
-    assert f"history: {history} (3 night(s))" in out and "autocast_cache::core[cpu]" in out, "the terminal summary ends the run"
+    assert f"history: {history} (3 smoke night(s))" in out and "autocast_cache::core[cpu]" in out, "the terminal summary ends the run"
     assert main([*argv, "--date", "yesterday"]) == 2
     assert "YYYY-MM-DD" in capsys.readouterr().err
     history.write_text("garbage\n")

@@ -29,7 +29,7 @@ from bugmatrix.plan import PLAN_SCHEMA
 from bugmatrix.report.boundaries import pictures
 from bugmatrix.report.diff import diff_against_baseline, flaky_lines, summary_lines
 from bugmatrix.report.explain import explain
-from bugmatrix.report.history import append_night, flaky_pairs, load_history, night_from_compat, summarise, write_history
+from bugmatrix.report.history import append_night, flaky_pairs, load_history, night_from_compat, nights_of, summarise, write_history
 from bugmatrix.report.merge import load_compat, merge_runs, version_order
 from bugmatrix.report.readme import check_readme, update_readme
 from bugmatrix.report.render_html import render_html
@@ -128,8 +128,9 @@ def run_report(args: argparse.Namespace) -> int:
     baseline_path, baseline = _baseline(args)
     # Tonight joins the history before the diff, so a flap that came back tonight is already called flaky.
     history_path = getattr(args, "history", None) or args.reports / "history.jsonl"
-    nights = append_night(load_history(history_path), night_from_compat(compat, night_date(getattr(args, "date", None), now)))
-    history = summarise(nights)
+    tonight = night_from_compat(compat, night_date(getattr(args, "date", None), now))
+    nights = append_night(load_history(history_path), tonight)
+    history = summarise(nights_of(nights, tonight.profile))
     changes = diff_against_baseline(compat, baseline, flaky_pairs(history))
     explain(compat, baseline)  # new releases vs their predecessors; what moved under changed outcomes
 
@@ -153,7 +154,7 @@ def run_report(args: argparse.Namespace) -> int:
     print(f"report: {len(runs)} cells ({args.profile}), {len(compat['variants'])} variants -> {args.reports / 'index.html'}")
     print(
         f"baseline: {baseline_path if baseline else 'none'}; {len(changes)} change(s), {len(failing)} missing or regressed,"
-        f" {len(flaky)} flaky; history: {history_path} ({len(nights)} night(s))"
+        f" {len(flaky)} flaky; history: {history_path} ({len(nights_of(nights, tonight.profile))} {args.profile} night(s))"
     )
     if compat["stale"]:
         print(

@@ -13,7 +13,11 @@ from night to night as the ``history`` artifact), schema
 
 One letter per (variant, cell) keeps 90 nights of 1,000 cells x 20 variants
 at ~2 MB, and a night whose string equals the previous one's (most nights)
-is compared in one step. A report run twice on one date replaces that night.
+is compared in one step. A report run twice on one date for one profile
+replaces that night. Profiles share the file but not their story: each keeps
+its own last :data:`KEEP_NIGHTS`, and a profile's page is summarised from its
+own nights only (a ``full`` run on a ``nightly`` night neither replaces that
+night nor shows up as a wall of cells "not in this night's report").
 
 History is kept per (variant, cell) but *summarised per variant*: a
 maintainer reads a variant's picture, and any cell changing changes it; the
@@ -57,6 +61,7 @@ __all__ = [
     "flaky_pairs",
     "load_history",
     "night_from_compat",
+    "nights_of",
     "summarise",
     "write_history",
 ]
@@ -180,9 +185,16 @@ def load_history(path: Path) -> list[Night]:
 
 
 def append_night(nights: list[Night], night: Night, keep: int = KEEP_NIGHTS) -> list[Night]:
-    """``nights`` plus ``night`` (replacing one of the same date), the last ``keep`` only."""
-    kept = [n for n in nights if n.date != night.date] + [night]
-    return sorted(kept, key=lambda n: n.date)[-keep:]
+    """``nights`` plus ``night`` (replacing one of the same date and profile); per profile, the last ``keep`` only."""
+    kept = [n for n in nights if (n.date, n.profile) != (night.date, night.profile)] + [night]
+    ordered = sorted(kept, key=lambda n: n.date)
+    own = [n for n in ordered if n.profile == night.profile][-keep:]
+    return sorted([n for n in ordered if n.profile != night.profile] + own, key=lambda n: n.date)
+
+
+def nights_of(nights: list[Night], profile: str) -> list[Night]:
+    """The nights of one profile, oldest first: what that profile's page is summarised from."""
+    return [n for n in nights if n.profile == profile]
 
 
 def write_history(path: Path, nights: Iterable[Night]) -> None:
