@@ -123,8 +123,9 @@ def _repro(args: argparse.Namespace) -> int:
     matrix, variant, pins = _held_pins(args, args.variant)
     out = export_repro(matrix, variant, pins, args.out, run_dir=args.reports / "runs", force=args.force)
     python = pins.get("python", "3.11")
+    written = ", ".join(name for name in ("repro.py", "requirements.txt", "requirements.lock.txt", "ISSUE.md") if (out / name).exists())
     print(
-        f"wrote {out}/repro.py, requirements.txt, ISSUE.md — run: "
+        f"wrote {out}/{{{written}}} — run: "
         f"uv venv -p {python} v && uv pip install --python v/bin/python -r requirements.txt && v/bin/python repro.py"
     )
     return 0

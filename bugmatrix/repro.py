@@ -9,7 +9,11 @@ constants); the few harness functions the case calls (``grads_finite``,
 the real outcome classification (:mod:`bugmatrix.cell.outcomes`), so the
 script classifies exactly as the suite does and prints ``OUTCOME: <outcome>``
 last. ``requirements.txt`` pins only what the variant needs (its axes, the
-matrix's constraints for them), no test tools. ``ISSUE.md`` carries a fresh
+matrix's constraints for them), no test tools; where the cell has a current
+lock (``locks/<cell>.txt``), ``requirements.lock.txt`` is a copy of it: every
+distribution of the environment the outcome was observed in, exact versions
+and hashes, which is what a maintainer reading the issue months later needs
+(the loose pins resolve to the registry of *that* day). ``ISSUE.md`` carries a fresh
 traceback: the script is run in the cell's environment when it exists,
 otherwise the run file's log is quoted and labelled as such.
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import shutil
 import subprocess
 import textwrap
 from collections.abc import Mapping
@@ -32,13 +37,15 @@ from bugmatrix.cell.case import Case, SkipVariant, Variant
 from bugmatrix.cell.errors import BugmatrixError
 from bugmatrix.cell.runfile import load_run_file
 from bugmatrix.envbuild import cell_venv
+from bugmatrix.lock import lock_for
 from bugmatrix.matrix import INTERPRETER, Matrix
 from bugmatrix.paths import ROOT
 
 __all__ = ["build_script", "export_repro"]
 
 MANIFEST = ".bugmatrix-repro"
-FILES = ("repro.py", "requirements.txt", "ISSUE.md")
+FILES = ("repro.py", "requirements.txt", "requirements.lock.txt", "ISSUE.md")
+LOCKED = "requirements.lock.txt"
 #: Names whose only job is to declare a case to the harness; the script has no use for them.
 DECLARING_MODULES = ("bugmatrix", "bugmatrix.cell.case", "bugmatrix.cell.outcomes")
 DECLARATIONS = {"Case", "Expect", "Requires", "Signature", "CPU_BF16", "CUDA_BF16", "CUDA_FP16"}
@@ -181,20 +188,36 @@ def export_repro(matrix: Matrix, variant: Variant, pins: Mapping[str, str], out:
     (out / "repro.py").write_text(build_script(variant, matrix.axis_spec(needed)))
     (out / "requirements.txt").write_text("\n".join(requirements) + "\n")
     cell = matrix.cell_id(pins)
+    lock, why_not = lock_for(ROOT, cell, matrix.requirements_for(pins), pins.get(INTERPRETER, ""))
+    if lock is not None:
+        shutil.copyfile(lock, out / LOCKED)
+    else:
+        (out / LOCKED).unlink(missing_ok=True)  # an earlier export's lock would pin another environment
     fresh = _fresh_traceback(matrix, pins, out / "repro.py")
     run_file = run_dir / f"{cell}.json"
     record = next((r for r in load_run_file(run_file).results if r.id == variant.id), None) if run_file.exists() else None
-    (out / "ISSUE.md").write_text(_issue_text(variant, needed, requirements, cell, fresh, record))
+    (out / "ISSUE.md").write_text(_issue_text(variant, needed, requirements, cell, fresh, record, locked=lock is not None, why_not=why_not))
     return out
 
 
-def _issue_text(variant: Variant, pins: Mapping[str, str], requirements: list[str], cell: str, fresh: str | None, record: object) -> str:
+def _issue_text(
+    variant: Variant, pins: Mapping[str, str], requirements: list[str], cell: str, fresh: str | None, record: object,
+    *, locked: bool = False, why_not: str | None = None,
+) -> str:  # fmt: skip
     story = textwrap.dedent(variant.fn.__globals__.get("__doc__") or "").strip()
     python = pins.get(INTERPRETER, "3")
     lines = [f"# {story.splitlines()[0] if story else variant.id}", "", story, "", "## Environment", ""]
     lines += [f"- python {python}", *(f"- {r}" for r in requirements)]
     lines += ["", "## Reproduce", "", "```", f"uv venv -p {python} venv && uv pip install --python venv/bin/python -r requirements.txt"]
-    lines += ["venv/bin/python repro.py", "```", "", "## Expected vs actual", ""]
+    lines += ["venv/bin/python repro.py", "```", ""]
+    if locked:
+        lines += [
+            f"Exactly the environment of cell `{cell}` (every distribution, exact versions and hashes; made for x86_64 Linux):", "",
+            "```", f"uv venv -p {python} venv && uv pip sync --require-hashes --python venv/bin/python {LOCKED}", "```", "",
+        ]  # fmt: skip
+    elif why_not:
+        lines += [f"No lock of cell `{cell}` is attached ({why_not}); the pins above resolve against today's registry.", ""]
+    lines += ["## Expected vs actual", ""]
     lines += ["Expected: the program runs to the end and every positive check holds (`OUTCOME: fixed`).", ""]
     if fresh is not None:
         lines += [f"Actual, from running repro.py just now in cell `{cell}`:", "", "```", fresh, "```"]

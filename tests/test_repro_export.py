@@ -1,0 +1,58 @@
+"""``repro`` attaches the cell's lock: the issue pins the environment the outcome was observed in, not today's registry."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import bugmatrix.repro
+from bugmatrix.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+T5 = "t5_loss_no_grad_fn::lightning_trainer[cpu]"
+CELL = "py311-torch2.15.0-pl2.0.3-tf4.30.2"  # the seed's affected stack; a full-profile cell with a committed lock
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A root with no cell venvs (no fresh run: the test stays fast and deterministic) and only the locks the test puts there."""
+    root = tmp_path / "root"
+    (root / "locks").mkdir(parents=True)
+    lock_for, cell_venv = bugmatrix.repro.lock_for, bugmatrix.repro.cell_venv
+    monkeypatch.setattr(bugmatrix.repro, "lock_for", lambda _root, *args: lock_for(root, *args))
+    monkeypatch.setattr(bugmatrix.repro, "cell_venv", lambda _root, cell: cell_venv(root, cell))
+    return root
+
+
+def _export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, str]:
+    out = tmp_path / "repro"
+    assert main(["repro", T5, "--cell", CELL, "--out", str(out), "--reports", str(tmp_path / "reports")]) == 0
+    return out, capsys.readouterr().out
+
+
+def test_the_cells_lock_is_attached_and_the_issue_says_how_to_install_it(
+    sandbox: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copyfile(ROOT / "locks" / f"{CELL}.txt", sandbox / "locks" / f"{CELL}.txt")
+    out, said = _export(tmp_path, capsys)
+    assert (out / "requirements.lock.txt").read_bytes() == (ROOT / "locks" / f"{CELL}.txt").read_bytes()
+    assert "pytorch-lightning==2.0.3" in (out / "requirements.lock.txt").read_text()
+    issue = (out / "ISSUE.md").read_text()
+    assert "uv pip sync --require-hashes --python venv/bin/python requirements.lock.txt" in issue
+    assert f"Exactly the environment of cell `{CELL}`" in issue
+    assert "requirements.lock.txt" in said
+
+
+def test_without_a_current_lock_none_is_attached_and_an_old_one_is_removed(
+    sandbox: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copyfile(ROOT / "locks" / f"{CELL}.txt", sandbox / "locks" / f"{CELL}.txt")
+    out, _ = _export(tmp_path, capsys)
+    (sandbox / "locks" / f"{CELL}.txt").unlink()
+    out, said = _export(tmp_path, capsys)
+    assert not (out / "requirements.lock.txt").exists(), "a lock from an earlier export would pin another environment"
+    issue = (out / "ISSUE.md").read_text()
+    assert f"No lock of cell `{CELL}` is attached" in issue and "no lock for this cell" in issue
+    assert "requirements.lock.txt" not in said
