@@ -276,12 +276,32 @@ class DiskPeak:
         return (self.peak - self.start) / 2**30
 
 
-def measure_full(root: Path, cold: bool) -> list[Measurement]:
+def cached_torch_sets(cache: Path, cells: Sequence[Cell]) -> tuple[int, int]:
+    """How many of the cells' (torch, Python) wheels uv's cache holds unpacked, of how many.
+
+    Read from uv's cache layout (``wheels-v*/pypi/torch/<version>-cp<XY>-<platform>/``,
+    uv 0.5 and later); a layout it does not recognise reads as none held. It says how
+    warm a "warm" run really was: the full profile's wheels (~34 GB zipped) do not
+    fit beside everything else on a developer machine, so some are always fetched.
+    """
+    wanted = {(c.pins["torch"], c.python.replace(".", "")) for c in cells if "torch" in c.pins}
+    unpacked = [p.name for p in cache.glob("wheels-v*/pypi/torch/*") if p.is_dir()]
+    held = {(torch, py) for torch, py in wanted if any(name.startswith(f"{torch}-cp{py}-") for name in unpacked)}
+    return len(held), len(wanted)
+
+
+def _uv_cache_dir(env: Mapping[str, str]) -> Path:
+    found = subprocess.run([*uv_command(), "cache", "dir"], capture_output=True, text=True, env=dict(env), check=False)
+    return Path(found.stdout.strip())
+
+
+def measure_full(root: Path, cold: bool, cells: Sequence[Cell] = ()) -> list[Measurement]:
     """``BUGMATRIX_DISK=lean nox -t full`` end to end: wall time and the most disk it added at any moment.
 
     Cold: an empty uv cache of its own (every wheel downloaded) and no cell venvs; warm: the
-    machine's uv cache as it is. Lean either way: the full profile's ~18 torch wheel sets do
-    not fit on this machine at once (see bugmatrix/diskbudget.py).
+    machine's uv cache as it is (the row says how many of the profile's torch wheels it held).
+    Lean either way: the full profile's ~18 torch wheel sets do not fit on this machine at
+    once (see bugmatrix/diskbudget.py).
     """
     how = "cold (empty uv cache)" if cold else "warm (this machine's uv cache)"
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-full-") as tmp:
@@ -290,11 +310,13 @@ def measure_full(root: Path, cold: bool) -> list[Measurement]:
             env["UV_CACHE_DIR"] = str(Path(tmp) / "uv-cache")
             for venv in (root / ".nox").glob("cell-*"):
                 shutil.rmtree(venv, ignore_errors=True)
+        held, wanted = cached_torch_sets(_uv_cache_dir(env), cells)
         with DiskPeak(Path(tmp)) as disk:
             wall = _timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-t", "full"], env, cwd=root, ok=(0, 1))
-        cells = len(list((Path(tmp) / "runs").glob("*.json")))
+        ran = len(list((Path(tmp) / "runs").glob("*.json")))
+    start = f"; the uv cache held {held} of its {wanted} torch wheels at the start" if cells else ""
     return [
-        Measurement(f"full profile, {how}: wall ({cells} cells)", wall / 60, None, "min", note="BUGMATRIX_DISK=lean nox -t full"),
+        Measurement(f"full profile, {how}: wall ({ran} cells)", wall / 60, None, "min", note=f"BUGMATRIX_DISK=lean nox -t full{start}"),
         Measurement(f"full profile, {how}: most disk added at once", disk.added_gib, None, "GiB", note="sampled every 5 s"),
     ]
 
@@ -469,7 +491,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     if args.full:
         kinds = {"cold": (True,), "warm": (False,), "both": (True, False)}[args.full]
-        steps += [(f"full profile ({'cold' if c else 'warm'})", lambda c=c: measure_full(root, c)) for c in kinds]
+        full = [c for c in plan_cells(matrix, "full", load_catalog(root / "cases", matrix)) if c.device == "cpu"]
+        steps += [(f"full profile ({'cold' if c else 'warm'})", lambda c=c: measure_full(root, c, full)) for c in kinds]
     rows: list[Measurement] = []
     for label, measure in steps:
         print(f"benchmark: {label} ...", flush=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.benchmark import Measurement, disk_kib, format_table, skipped, smoke_floor, smoke_from_runs
+from bugmatrix.benchmark import Measurement, cached_torch_sets, disk_kib, format_table, skipped, smoke_floor, smoke_from_runs
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
 from bugmatrix.cellrun import pytest_command
 from bugmatrix.envbuild import cell_venv
@@ -223,3 +223,20 @@ def test_disk_peak_keeps_the_highest_sample_not_the_last(monkeypatch: pytest.Mon
     with benchmark.DiskPeak(tmp_path, every=0.01) as disk:
         clock.sleep(0.2)
     assert disk.start == 10 * 2**30 and round(disk.added_gib) == 9
+
+
+def test_warm_says_how_many_of_the_profiles_torch_wheels_the_cache_held(tmp_path: Path) -> None:
+    """The "warm" full-profile row is only as warm as the cache: an unpacked wheel counts, its metadata alone does not."""
+    torch = tmp_path / "wheels-v8" / "pypi" / "torch"
+    torch.mkdir(parents=True)
+    (torch / "2.5.1-cp311-cp311-manylinux1_x86_64").mkdir()
+    (torch / "2.9.1-cp311-cp311-manylinux_2_28_x86_64.msgpack").write_text("")  # metadata, no wheel
+    (torch / "2.5.1-cp312-cp312-manylinux1_x86_64").mkdir()  # another Python's wheel
+    cells = [
+        Cell("a", {"python": "3.11", "torch": "2.5.1"}, ("full",)),
+        Cell("b", {"python": "3.11", "torch": "2.5.1", "lightning": "2.0.3"}, ("full",)),
+        Cell("c", {"python": "3.11", "torch": "2.9.1"}, ("full",)),
+        Cell("d", {"python": "3.10", "torch": "2.5.1"}, ("full",)),
+    ]
+    assert cached_torch_sets(tmp_path, cells) == (1, 3)
+    assert cached_torch_sets(tmp_path / "elsewhere", cells) == (0, 3)
