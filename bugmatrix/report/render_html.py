@@ -91,34 +91,13 @@ class _Escaped(dict[str, str]):
 
 
 @dataclass(frozen=True, slots=True)
-class _Entry:
-    """One table cell, ready to print.
-
-    Attributes, not dict keys: Jinja2 tries ``getattr`` before ``[]``, and the
-    failed lookup on a dict is slow at 20,000 entries. ``attrs`` is the
-    ``<td>``'s attribute list, escaped once per distinct value (case names
-    and cell ids repeat): each autoescaped ``{{ }}`` costs a Markup object,
-    and printing four per entry instead of ten is most of the difference
-    between ~0.45 s and ~0.33 s for a 1,000-cell report.
-    """
-
-    attrs: Markup
-    outcome: str = ""  # empty: the variant was not part of this cell's run
-    summary: str = ""
-    works: str = ""  # the first working workaround (+N): keeps columns narrow enough for 1280 px
-    works_all: str = ""
-    note: str = ""
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class _Row:
     id: str
     case: str
     name: str
     workaround_for: str
     case_start: bool
-    entries: list[_Entry]
+    entries: Markup  # the row's <td>s, escaped and joined (see _entry)
 
 
 def _short_list(names: list[str]) -> str:
@@ -133,25 +112,34 @@ def _td_attrs(esc: _Escaped, cls: str, outcome: str, case: str, cell_id: str, an
     return Markup(text)  # noqa: S704 -- every value went through markupsafe.escape above
 
 
-def _entry(esc: _Escaped, case: str, cell_id: str, entry: dict[str, Any] | None, anchor: str) -> _Entry:
+def _entry(esc: _Escaped, case: str, cell_id: str, entry: dict[str, Any] | None, anchor: str) -> str:
+    """One ``<td>``, already HTML: every text through (memoised) markupsafe.escape.
+
+    Built here rather than in the template: at 1,000 cells x 20 variants the
+    template's per-entry prints (a Markup object each) were most of a render.
+    """
     if entry is None:
-        return _Entry(_td_attrs(esc, "na", "", case, cell_id))
+        return f'<td {_td_attrs(esc, "na", "", case, cell_id)} title="not in this cell\'s run">·</td>'
     outcome, verdict = entry["outcome"], entry.get("verdict") or ""
     # Outlined: differs from its expectation, or is listed under "Changes since baseline".
     flagged = is_flagged(verdict)
     cls = f"o-{outcome}" + (" flag" if flagged or anchor else "")
     duration = entry.get("duration_s")
     message, log = entry.get("message") or "(no message recorded)", entry.get("log") or ""
-    return _Entry(
-        attrs=_td_attrs(esc, cls, outcome, case, cell_id, anchor),
-        outcome=outcome,
-        summary=label(outcome) + (f" ({verdict})" if flagged or verdict == "new" else ""),
-        works=_short_list(entry.get("workarounds") or []),
-        works_all=", ".join(entry.get("workarounds") or []),
-        note=f"expected: {entry.get('expected') or '— (no expectation covers this version)'} · verdict {verdict or '—'}"
-        + (f" · {duration:.2f} s" if isinstance(duration, int | float) else ""),
-        detail=f"{message}\n\n{log}" if log else message,
+    summary = label(outcome) + (f" ({verdict})" if flagged or verdict == "new" else "")
+    workarounds = entry.get("workarounds") or []
+    works = _short_list(workarounds)  # the first working workaround (+N): keeps columns narrow enough for 1280 px
+    note = f"expected: {entry.get('expected') or '— (no expectation covers this version)'} · verdict {verdict or '—'}" + (
+        f" · {duration:.2f} s" if isinstance(duration, int | float) else ""
     )
+    detail = f"{message}\n\n{log}" if log else message
+    return "".join((
+        f"<td {_td_attrs(esc, cls, outcome, case, cell_id, anchor)}><details><summary>{esc[summary]}",
+        f' <span class="wk">→ {esc[works]}</span>' if works else "",
+        "</summary>",
+        f'<div class="x wk">works here: {esc[", ".join(workarounds)]}</div>' if workarounds else "",
+        f'<div class="x">{esc[note]}</div><pre>{esc[detail]}</pre></details></td>',
+    ))  # fmt: skip
 
 
 def _rows(compat: dict[str, Any], cells: list[dict[str, Any]], anchors: dict[tuple[str, str], str]) -> list[_Row]:
@@ -163,7 +151,8 @@ def _rows(compat: dict[str, Any], cells: list[dict[str, Any]], anchors: dict[tup
         rows.append(_Row(
             id=variant["id"], case=variant["case"], name=f"{variant['variant']}[{variant['device']}]",
             workaround_for=(variant["workaround_for"] or "") if variant["kind"] == "workaround" else "",
-            case_start=variant["case"] != previous_case, entries=entries,
+            case_start=variant["case"] != previous_case,
+            entries=Markup("\n    ".join(entries)),  # noqa: S704 -- _entry escaped every text
         ))  # fmt: skip
         previous_case = variant["case"]
     return rows
