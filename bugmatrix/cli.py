@@ -118,12 +118,12 @@ def _bisect(args: argparse.Namespace) -> int:
 
 
 def _repro(args: argparse.Namespace) -> int:
-    from bugmatrix.repro import export_repro
+    from bugmatrix.repro import FILES, export_repro
 
     matrix, variant, pins = _held_pins(args, args.variant)
     out = export_repro(matrix, variant, pins, args.out, run_dir=args.reports / "runs", force=args.force)
     python = pins.get("python", "3.11")
-    written = ", ".join(name for name in ("repro.py", "requirements.txt", "requirements.lock.txt", "ISSUE.md") if (out / name).exists())
+    written = ", ".join(name for name in FILES if (out / name).exists())
     print(
         f"wrote {out}/{{{written}}} — run: "
         f"uv venv -p {python} v && uv pip install --python v/bin/python -r requirements.txt && v/bin/python repro.py"

@@ -41,11 +41,11 @@ from bugmatrix.lock import lock_for
 from bugmatrix.matrix import INTERPRETER, Matrix
 from bugmatrix.paths import ROOT
 
-__all__ = ["build_script", "export_repro"]
+__all__ = ["FILES", "build_script", "export_repro"]
 
 MANIFEST = ".bugmatrix-repro"
-FILES = ("repro.py", "requirements.txt", "requirements.lock.txt", "ISSUE.md")
 LOCKED = "requirements.lock.txt"
+FILES = ("repro.py", "requirements.txt", LOCKED, "ISSUE.md")
 #: Names whose only job is to declare a case to the harness; the script has no use for them.
 DECLARING_MODULES = ("bugmatrix", "bugmatrix.cell.case", "bugmatrix.cell.outcomes")
 DECLARATIONS = {"Case", "Expect", "Requires", "Signature", "CPU_BF16", "CUDA_BF16", "CUDA_FP16"}

@@ -130,7 +130,8 @@ def run_report(args: argparse.Namespace) -> int:
     history_path = getattr(args, "history", None) or args.reports / "history.jsonl"
     tonight = night_from_compat(compat, night_date(getattr(args, "date", None), now))
     nights = append_night(load_history(history_path), tonight)
-    history = summarise(nights_of(nights, tonight.profile))
+    own = nights_of(nights, tonight.profile)  # profiles share the file, not their story
+    history = summarise(own)
     changes = diff_against_baseline(compat, baseline, flaky_pairs(history))
     explain(compat, baseline)  # new releases vs their predecessors; what moved under changed outcomes
 
@@ -154,7 +155,7 @@ def run_report(args: argparse.Namespace) -> int:
     print(f"report: {len(runs)} cells ({args.profile}), {len(compat['variants'])} variants -> {args.reports / 'index.html'}")
     print(
         f"baseline: {baseline_path if baseline else 'none'}; {len(changes)} change(s), {len(failing)} missing or regressed,"
-        f" {len(flaky)} flaky; history: {history_path} ({len(nights_of(nights, tonight.profile))} {args.profile} night(s))"
+        f" {len(flaky)} flaky; history: {history_path} ({len(own)} {args.profile} night(s))"
     )
     if compat["stale"]:
         print(
