@@ -465,7 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     root, out = args.root, args.out or output_dir() / "benchmark.json"
     try:
         matrix = load_resolved_matrix(root / "matrix.toml")
-        smoke = [c for c in plan_cells(matrix, "smoke", load_catalog(root / "cases", matrix)) if c.device == "cpu"]
+        catalog = load_catalog(root / "cases", matrix)  # imports every case module: once, for every step
+        smoke = [c for c in plan_cells(matrix, "smoke", catalog) if c.device == "cpu"]
         cell = find_cell(smoke, args.cell) if args.cell else min(smoke, key=lambda c: len(matrix.requirements_for(c.pins)))
     except BugmatrixError as exc:
         print(f"bugmatrix: error: {exc}", file=sys.stderr)
@@ -487,11 +488,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("smoke profile", smoke_row),
         ("report", lambda: [measure_report(), measure_report_with_history()]),
         ("disk", lambda: measure_disk(root)),
-        ("nightly download and CI cache", lambda: measure_ci_cache(matrix, load_catalog(root / "cases", matrix))),
+        ("nightly download and CI cache", lambda: measure_ci_cache(matrix, catalog)),
     ]
     if args.full:
         kinds = {"cold": (True,), "warm": (False,), "both": (True, False)}[args.full]
-        full = [c for c in plan_cells(matrix, "full", load_catalog(root / "cases", matrix)) if c.device == "cpu"]
+        full = [c for c in plan_cells(matrix, "full", catalog) if c.device == "cpu"]
         steps += [(f"full profile ({'cold' if c else 'warm'})", lambda c=c: measure_full(root, c, full)) for c in kinds]
     rows: list[Measurement] = []
     for label, measure in steps:

@@ -40,14 +40,14 @@ def readme_table(compat: Mapping[str, Any], boundary: Boundary | None = None) ->
         "|---|---|---|---|---|",
     ]
     for name, reproduced, fixed, flip, held in rows:
-        held = held.removeprefix("workarounds fixed where it reproduced: ")
         lines.append(f"| `{name}` | {_cell(reproduced)} | {_cell(fixed)} | {_cell(flip)} | {_cell(held)} |")
     if idle:
         lines += ["", f"{idle} variant(s) ran in no cell of this run (CUDA-only, or skipped everywhere)."]
     return "\n".join(lines)
 
 
-def _read(path: Path) -> str:
+def _read(path: Path) -> tuple[str, int, int]:
+    """The README's text and where its markers start; one-line errors for a missing file or markers."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -57,7 +57,7 @@ def _read(path: Path) -> str:
     if start < 0 or end < start:
         msg = f"--readme {path}: no table markers; put {START!r} and {END!r} on their own lines where the table goes"
         raise BugmatrixError(msg)
-    return text
+    return text, start, end
 
 
 def check_readme(path: Path) -> None:
@@ -67,7 +67,6 @@ def check_readme(path: Path) -> None:
 
 def update_readme(path: Path, compat: Mapping[str, Any], boundary: Boundary | None = None) -> None:
     """Replace the block between the markers in ``path``."""
-    text = _read(path)
-    start, end = text.find(START), text.find(END)
+    text, start, end = _read(path)
     block = f"{START}\n{readme_table(compat, boundary)}\n"
     write_text_atomic(path, text[:start] + block + text[end:])

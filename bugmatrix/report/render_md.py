@@ -178,6 +178,12 @@ def _agreement_lines(case: str, agreement: dict[str, Any]) -> list[str]:
     return [*out, ""]
 
 
+def _tracking_lines(compat: dict[str, Any]) -> list[str]:
+    """ "Tracking: torch latest = …" and a blank line, or nothing when the profile tracks no release."""
+    text = tracking_text(compat)
+    return [f"Tracking: {escape_md(text)}", ""] if text else []
+
+
 def render_markdown(compat: dict[str, Any], changes: list[Change], boundary: Boundary | None = None) -> str:
     """The full compat.md: header, changes since the baseline, then per case its boundaries, upstream agreement and table."""
     cells = compat["cells"]
@@ -189,7 +195,7 @@ def render_markdown(compat: dict[str, Any], changes: list[Change], boundary: Bou
         "",
         _environment_line(compat),
         "",
-        *([f"Tracking: {escape_md(tracking_text(compat))}", ""] if tracking_text(compat) else []),
+        *_tracking_lines(compat),
         "Legend: " + ", ".join(label(o) for o in OUTCOMES) + ", · not in this cell's run."
         " *works:* the workaround variants that are fixed in that same cell.",
         "",
@@ -247,7 +253,7 @@ def render_step_summary(compat: dict[str, Any], changes: list[Change], history: 
         "",
         f"{len(compat['cells'])} cells · {len(compat['variants'])} variants · commit {code(compat['commit'])}",
         "",
-        *([f"Tracking: {escape_md(tracking_text(compat))}", ""] if tracking_text(compat) else []),
+        *_tracking_lines(compat),
         *explained_lines(compat),
         *_changes_section(changes, SUMMARY_CHANGE_LIMIT),
         *_flaky_section(history),

@@ -20,6 +20,8 @@ __all__ = ["render_terminal", "summary_rows", "use_colour"]
 
 _ANSI = {"✗": "31", "✓": "32", "≠": "33", "‼": "33", "∞": "33", "⚠": "90", "≈": "35"}
 _RESET = "\033[0m"
+#: How the terminal introduces a variant's held workarounds (the README's table has a column for them instead).
+HELD = "workarounds fixed where it reproduced: "
 
 
 def use_colour(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
@@ -73,7 +75,7 @@ def _held(track: Track, workarounds: list[Track], results: Mapping[str, Any], hi
         held = sum(1 for e in reproduced if w.variant["variant"] in (e.get("workarounds") or []))
         flaky = " ≈ flaky" if getattr(history.get(w.variant["id"]), "flaky", None) else ""
         parts.append(f"{w.variant['variant']} {'✓ ' if held == len(reproduced) else ''}{held}/{len(reproduced)}{flaky}")
-    return "workarounds fixed where it reproduced: " + ", ".join(parts) if parts else ""
+    return ", ".join(parts)
 
 
 def summary_rows(
@@ -106,7 +108,7 @@ def render_terminal(
         text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:3])) + "  " + row[3]
         lines.append(_paint(text.rstrip(), colour) if i else (f"\033[1m{text.rstrip()}{_RESET}" if colour else text.rstrip()))
         if row[4]:
-            lines.append("    " + _paint(row[4], colour))
+            lines.append("    " + _paint(HELD + row[4], colour))
     if idle:
         lines.append(f"ran nowhere (skipped or not installed in every cell): {idle} variant(s)")
     return "\n".join(lines)
