@@ -18,18 +18,18 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from bugmatrix.catalog import load_catalog  # noqa: E402
-from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError  # noqa: E402
-from bugmatrix.cell.runfile import write_json_atomic  # noqa: E402
-from bugmatrix.cellrun import cell_env, pytest_command, run_file_path  # noqa: E402
-from bugmatrix.diskbudget import is_lean, release_cell, torch_needed_later  # noqa: E402
-from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment, record_install_failure  # noqa: E402
-from bugmatrix.lock import lock_for  # noqa: E402
-from bugmatrix.matrix import PROFILES, load_matrix  # noqa: E402
+from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError  # noqa: E402
+from bugmatrix.files import write_json_atomic  # noqa: E402
 from bugmatrix.paths import output_dir  # noqa: E402
-from bugmatrix.plan import Cell, plan_all, plan_cells, plan_document  # noqa: E402
-from bugmatrix.registry import Resolution  # noqa: E402
-from bugmatrix.tracking import resolve_matrix, tracked_for, without_symbolic  # noqa: E402
+from bugmatrix.plan.catalog import load_catalog  # noqa: E402
+from bugmatrix.plan.cells import Cell, plan_all, plan_cells, plan_document  # noqa: E402
+from bugmatrix.plan.matrix import PROFILES, load_matrix  # noqa: E402
+from bugmatrix.releases.registry import Resolution  # noqa: E402
+from bugmatrix.releases.tracking import resolve_matrix, tracked_for, without_symbolic  # noqa: E402
+from bugmatrix.run.command import cell_env, pytest_command, run_file_path  # noqa: E402
+from bugmatrix.run.diskbudget import is_lean, release_cell, torch_needed_later  # noqa: E402
+from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment, record_install_failure  # noqa: E402
+from bugmatrix.run.lock import lock_for  # noqa: E402
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
@@ -87,7 +87,7 @@ def cell(session: nox.Session, cell_id: str) -> None:
         # 1 = an outcome differs from its expectation: recorded, and judged by `report`.
         session.run(*command, env=cell_env(ROOT), external=True, success_codes=[0, 1])
     finally:
-        if is_lean():  # BUGMATRIX_DISK=lean: a whole profile within the disk (see bugmatrix/diskbudget.py)
+        if is_lean():  # BUGMATRIX_DISK=lean: a whole profile within the disk (see bugmatrix/run/diskbudget.py)
             later = torch_needed_later([(c.id, c.pins.get("torch", "")) for c in CELLS], current.id)
             cleaned = release_cell(venv, drop_cache=not later)
             session.log(f"lean: removed the venv{'; cleaned from the uv cache: ' + ', '.join(cleaned) if cleaned else ''}")
@@ -221,10 +221,10 @@ def lint(session: nox.Session) -> None:
 def benchmark(session: nox.Session) -> None:
     """Measure env builds (uv vs virtualenv+pip), reuse vs floor, smoke wall time, report speed, disk; print ratios."""
     session.install(*TOOLS, "virtualenv>=20", "uv>=0.4", "nox>=2024.10.9")
-    session.run("python", "-m", "bugmatrix.benchmark", "--root", str(ROOT), *session.posargs, env={"PYTHONPATH": str(ROOT)})
+    session.run("python", "-m", "bugmatrix.tools.benchmark", "--root", str(ROOT), *session.posargs, env={"PYTHONPATH": str(ROOT)})
 
 
 @nox.session(python=False)
 def stability(session: nox.Session) -> None:
     """Run one cell's cases N times (-- --repeat 20 [--cell ID]) and report any outcome that varies."""
-    session.run(sys.executable, "-m", "bugmatrix.stability", *session.posargs, env={"PYTHONPATH": str(ROOT)})
+    session.run(sys.executable, "-m", "bugmatrix.tools.stability", *session.posargs, env={"PYTHONPATH": str(ROOT)})

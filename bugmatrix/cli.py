@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError
+from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.paths import ROOT, output_dir
 
 if TYPE_CHECKING:
     from bugmatrix.cell.case import Variant
-    from bugmatrix.matrix import Matrix
+    from bugmatrix.plan.matrix import Matrix
 
 __all__ = ["build_parser", "main"]
 
@@ -45,11 +45,11 @@ def _versions(text: str) -> list[str]:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from bugmatrix.catalog import load_catalog
-    from bugmatrix.cell.runfile import write_json_atomic
-    from bugmatrix.matrix import load_matrix
-    from bugmatrix.plan import plan_cells, plan_document
-    from bugmatrix.tracking import resolve_matrix
+    from bugmatrix.files import write_json_atomic
+    from bugmatrix.plan.catalog import load_catalog
+    from bugmatrix.plan.cells import plan_cells, plan_document
+    from bugmatrix.plan.matrix import load_matrix
+    from bugmatrix.releases.tracking import resolve_matrix
 
     matrix, resolution = resolve_matrix(load_matrix(args.matrix), refresh=args.resolve)
     for entry in resolution.entries:  # stderr: stdout of --json is the CI matrix alone
@@ -59,7 +59,7 @@ def _plan(args: argparse.Namespace) -> int:
     if args.out:
         write_json_atomic(args.out, {**plan_document(matrix, args.profile, cells), "resolution": resolution.to_json()})
     if args.json:
-        from bugmatrix.cachesize import cache_key
+        from bugmatrix.tools.cachesize import cache_key
 
         # Cells on one torch release and Python share a uv cache; the first of them (a CPU
         # cell: they sort first) is the one job that saves it. See nightly.yml for the sizes.
@@ -91,10 +91,10 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Variant, dict[str, str]]:
     """The matrix, the variant, and the pins to hold: a cell's (``--cell``) or the base pins of its axes."""
-    from bugmatrix.catalog import load_catalog
-    from bugmatrix.matrix import INTERPRETER
-    from bugmatrix.plan import find_cell, plan_all
-    from bugmatrix.tracking import load_resolved_matrix
+    from bugmatrix.plan.catalog import load_catalog
+    from bugmatrix.plan.cells import find_cell, plan_all
+    from bugmatrix.plan.matrix import INTERPRETER
+    from bugmatrix.releases.tracking import load_resolved_matrix
 
     matrix = load_resolved_matrix(args.matrix)
     catalog = load_catalog(args.cases, matrix)
@@ -111,14 +111,14 @@ def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Varia
 
 
 def _bisect(args: argparse.Namespace) -> int:
-    from bugmatrix.bisect import run_bisect
+    from bugmatrix.tools.bisect import run_bisect
 
     matrix, variant, held = _held_pins(args, args.variant)
     return run_bisect(args, matrix, variant, held)
 
 
 def _repro(args: argparse.Namespace) -> int:
-    from bugmatrix.repro import FILES, export_repro
+    from bugmatrix.tools.repro import FILES, export_repro
 
     matrix, variant, pins = _held_pins(args, args.variant)
     out = export_repro(matrix, variant, pins, args.out, run_dir=args.reports / "runs", force=args.force)
@@ -132,10 +132,10 @@ def _repro(args: argparse.Namespace) -> int:
 
 
 def _lock(args: argparse.Namespace) -> int:
-    from bugmatrix.catalog import load_catalog
-    from bugmatrix.lock import run_lock
-    from bugmatrix.plan import plan_cells
-    from bugmatrix.tracking import load_resolved_matrix
+    from bugmatrix.plan.catalog import load_catalog
+    from bugmatrix.plan.cells import plan_cells
+    from bugmatrix.releases.tracking import load_resolved_matrix
+    from bugmatrix.run.lock import run_lock
 
     matrix = load_resolved_matrix(args.matrix)
     cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))

@@ -24,12 +24,12 @@ from typing import Any
 
 from packaging.version import Version
 
-from bugmatrix.catalog import load_catalog
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
-from bugmatrix.plan import plan_cells, plan_document
+from bugmatrix.plan.catalog import load_catalog
+from bugmatrix.plan.cells import plan_cells, plan_document
+from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.report.merge import merge_runs
-from bugmatrix.tracking import load_resolved_matrix
 
 __all__ = ["EXPECTED", "RULES", "UNINSTALLABLE", "full_compat", "full_runs"]
 

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.benchmark import Measurement, cached_torch_sets, disk_kib, format_table, skipped, smoke_floor, smoke_from_runs
-from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
-from bugmatrix.cellrun import pytest_command
-from bugmatrix.envbuild import cell_venv
-from bugmatrix.plan import Cell
-from bugmatrix.stability import ABSENT, outcomes_by_variant, stability_table, unstable
-from bugmatrix.tracking import load_resolved_matrix
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
+from bugmatrix.files import write_json_atomic
+from bugmatrix.plan.cells import Cell
+from bugmatrix.releases.tracking import load_resolved_matrix
+from bugmatrix.run.command import pytest_command
+from bugmatrix.run.envbuild import cell_venv
+from bugmatrix.tools.benchmark import Measurement, cached_torch_sets, disk_kib, format_table, skipped, smoke_floor, smoke_from_runs
+from bugmatrix.tools.stability import ABSENT, outcomes_by_variant, stability_table, unstable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,7 +134,7 @@ def test_smoke_without_run_files_says_which_cells_are_missing(tmp_path: Path) ->
     assert row.value is None and "py311-torch2.5.1-pl2.0.3" in row.note and "--smoke" in row.note
 
 
-@pytest.mark.parametrize("module", ["bugmatrix.stability", "bugmatrix.benchmark"])
+@pytest.mark.parametrize("module", ["bugmatrix.tools.stability", "bugmatrix.tools.benchmark"])
 def test_unknown_cell_is_one_line_and_exit_2(module: str) -> None:
     run = subprocess.run(
         [sys.executable, "-m", module, "--root", str(ROOT), "--cell", "nope"],
@@ -145,14 +146,14 @@ def test_unknown_cell_is_one_line_and_exit_2(module: str) -> None:
 
 
 def test_stability_needs_two_runs() -> None:
-    from bugmatrix.stability import main
+    from bugmatrix.tools.stability import main
 
     assert main(["--root", str(ROOT), "--repeat", "1", "--system"]) == 2
 
 
 def test_a_run_that_records_nothing_is_a_one_line_error(tmp_path: Path) -> None:
-    from bugmatrix.cell.errors import BugmatrixError
-    from bugmatrix.stability import run_repeatedly
+    from bugmatrix.errors import BugmatrixError
+    from bugmatrix.tools.stability import run_repeatedly
 
     python = tmp_path / "python"
     python.write_text("#!/bin/sh\necho 'collected 0 items'\necho 'ERROR: cases/x.py: No module named torch' >&2\nexit 4\n")
@@ -162,7 +163,7 @@ def test_a_run_that_records_nothing_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_synthetic_report_input_is_full_profile_sized_and_renders() -> None:
-    from bugmatrix.benchmark import measure_report, synthetic_runs
+    from bugmatrix.tools.benchmark import measure_report, synthetic_runs
 
     runs = synthetic_runs()
     assert len({run.cell for run in runs}) == 1000 and {len(run.results) for run in runs} == {20}
@@ -170,7 +171,7 @@ def test_synthetic_report_input_is_full_profile_sized_and_renders() -> None:
 
 
 def test_the_report_with_history_measures_a_whole_night() -> None:
-    from bugmatrix.benchmark import measure_report_with_history
+    from bugmatrix.tools.benchmark import measure_report_with_history
 
     row = measure_report_with_history(nights=3)
     assert row.value is not None and "3 nights of history" in row.name
@@ -191,7 +192,7 @@ def fake_env(root: Path, name: str, torch: str, library: Path | None = None) -> 
 
 
 def test_disk_rows_group_envs_by_torch(tmp_path: Path) -> None:
-    from bugmatrix.benchmark import measure_disk
+    from bugmatrix.tools.benchmark import measure_disk
 
     shared = fake_env(tmp_path, "cell-py311-torch2-5-1-pl2-0-3", "2.5.1")
     fake_env(tmp_path, "cell-py311-torch2-5-1-pl2-6-6", "2.5.1", library=shared)
@@ -203,7 +204,7 @@ def test_disk_rows_group_envs_by_torch(tmp_path: Path) -> None:
 
 
 def test_disk_needs_two_envs(tmp_path: Path) -> None:
-    from bugmatrix.benchmark import measure_disk
+    from bugmatrix.tools.benchmark import measure_disk
 
     fake_env(tmp_path, "cell-py311-torch2-5-1-pl2-0-3", "2.5.1")
     (row,) = measure_disk(tmp_path)

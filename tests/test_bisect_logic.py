@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from bugmatrix.bisect import Probe, bisect_versions, registry_versions
-from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.tools.bisect import Probe, bisect_versions, registry_versions
 
 VERSIONS = [f"2.{minor}.{patch}" for minor in range(16) for patch in range(2)]  # 32 releases
 

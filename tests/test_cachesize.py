@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bugmatrix.cachesize import Artifact, _pick, cache_key, measure, resolved_artifacts, target_tags
+from bugmatrix.tools.cachesize import Artifact, _pick, cache_key, measure, resolved_artifacts, target_tags
 
 BASE = "https://files.example/packages"
 

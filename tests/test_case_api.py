@@ -9,10 +9,10 @@ from types import ModuleType
 
 import pytest
 
-from bugmatrix.catalog import load_catalog
 from bugmatrix.cell.case import CPU_BF16, CUDA_FP16, Case, CaseError, Expect, Requires
-from bugmatrix.cell.errors import BugmatrixError
 from bugmatrix.cell.outcomes import Outcome, Signature, Verdict, judge
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.catalog import load_catalog
 
 CASES = Path(__file__).resolve().parent.parent / "cases"
 GRAD = Signature(r"element 0 of tensors does not require grad")
@@ -211,7 +211,7 @@ def test_the_loader_needs_no_torch(tmp_path: Path) -> None:
         "import sys; sys.modules['torch'] = None\n"  # as if not installed: `import torch` raises
         "import importlib.abc\n"
         "from pathlib import Path\n"
-        "from bugmatrix.catalog import load_catalog\n"
+        "from bugmatrix.plan.catalog import load_catalog\n"
         f"print(len(load_catalog(Path({str(CASES)!r})).variants))\n"
     )
     # A sys.modules None entry makes imports fail; the loader's finder is asked only where no module is found at all,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.errors import USAGE_EXIT_CODE
 from bugmatrix.cli import main
+from bugmatrix.errors import USAGE_EXIT_CODE
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.errors import BugmatrixError
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
-from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_dir, load_run_file, write_json_atomic
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_dir, load_run_file
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
 from bugmatrix.report.command import run_report
 from bugmatrix.report.diff import ChangeKind, diff_against_baseline, summary_lines
 from bugmatrix.report.merge import merge_runs
@@ -35,7 +36,7 @@ def run(cell: str, *records: VariantRecord, complete: bool = True) -> RunRecord:
 
 
 PLAN = {
-    "schema": "bugmatrix.plan/1",
+    "schema": "bugmatrix.plan.cells/1",
     "profile": "smoke",
     "axes": [{"name": "python", "prefix": "py"}, {"name": "torch", "prefix": "torch"}],
     "cells": [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bugmatrix.diskbudget import heavy_distributions, is_lean, torch_needed_later
+from bugmatrix.run.diskbudget import heavy_distributions, is_lean, torch_needed_later
 
 ORDER = [("py310-torch2.14.1", "2.14.1"), ("py311-torch2.0.1", "2.0.1"), ("py311-torch2.14.1", "2.14.1"), ("py312-torch2.15.0", "2.15.0")]
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.catalog import load_catalog
-from bugmatrix.plan import plan_all
-from bugmatrix.tracking import load_resolved_matrix
+from bugmatrix.plan.catalog import load_catalog
+from bugmatrix.plan.cells import plan_all
+from bugmatrix.releases.tracking import load_resolved_matrix
 
 pytestmark = pytest.mark.e2e
 

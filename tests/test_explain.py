@@ -12,11 +12,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bugmatrix.cell.runfile import RunRecord, write_json_atomic
+from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.cli import main
+from bugmatrix.files import write_json_atomic
+from bugmatrix.releases.notes import new_releases, release_notes
 from bugmatrix.report.envdiff import distribution_changes, explain_changes
 from bugmatrix.report.merge import merge_runs
-from bugmatrix.report.releases import new_releases, release_notes
 from bugmatrix.report.render_md import escape_md
 from tests.test_report import CORE, FIXED, REPRODUCED, WORKS, fixture_runs
 
@@ -121,7 +122,7 @@ def test_a_regression_candidate_leads_the_html_and_the_summary(tmp_path: Path) -
 
 def test_results_as_before_are_one_count_per_release_and_only_the_rest_is_spelled_out(tmp_path: Path) -> None:
     """At the full profile a first run holds hundreds of notes; the headline counts the unchanged ones."""
-    from bugmatrix.report.releases import group_headline, release_groups
+    from bugmatrix.releases.notes import group_headline, release_groups
 
     current = compat_of(new_release_runs("fixed"))
     notes = [n.to_json() for n in release_notes(current, compat_of(fixture_runs()))]
@@ -166,7 +167,7 @@ def test_the_plans_resolution_wins_and_a_stale_one_says_so() -> None:
         "stale": True,
     }
     axes = compat_of(runs)["axes"]
-    plan = {"schema": "bugmatrix.plan/1", "profile": "nightly", "axes": axes, "cells": plan_cells, "resolution": resolution}
+    plan = {"schema": "bugmatrix.plan.cells/1", "profile": "nightly", "axes": axes, "cells": plan_cells, "resolution": resolution}
     compat = merge_runs(runs, profile="nightly", commit="abc1234", generated=GENERATED, plan=plan)
     assert tracking_text(compat) == (
         "torch latest = 2.16.0 (resolved 2026-11-23T03:17:00+00:00); registry unreachable: the last saved resolution"

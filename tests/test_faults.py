@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.runfile import VariantRecord, load_run_file, write_json_atomic
-from bugmatrix.envbuild import STAMP, InstallFailed, ensure_environment, record_install_failure, uv_command
+from bugmatrix.cell.runfile import VariantRecord, load_run_file
+from bugmatrix.files import write_json_atomic
+from bugmatrix.run.envbuild import STAMP, InstallFailed, ensure_environment, record_install_failure, uv_command
 
 NEEDS_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch: the plugin seeds it before every variant")
 NEEDS_XDIST = pytest.mark.skipif(importlib.util.find_spec("xdist") is None, reason="needs pytest-xdist: cells run their cases with -n")
@@ -269,7 +270,7 @@ def _build_script(venv: Path, requirements: list[str], modules: tuple[str, ...] 
     return (
         "import sys; sys.path.insert(0, {!r})\n"
         "from pathlib import Path\n"
-        "from bugmatrix.envbuild import ensure_environment\n"
+        "from bugmatrix.run.envbuild import ensure_environment\n"
         "ensure_environment(Path({!r}), {!r}, {!r}, {!r})\n"
     ).format(str(ROOT), str(venv), f"{sys.version_info.major}.{sys.version_info.minor}", requirements, list(modules))
 
@@ -329,9 +330,9 @@ def test_a_bisect_probe_that_outlives_its_limit_keeps_its_result_and_leaves_noth
 
     The result it recorded counts, and the whole process group is killed.
     """
-    from bugmatrix.bisect import probe_result
-    from bugmatrix.cellrun import pytest_command
-    from bugmatrix.matrix import load_matrix
+    from bugmatrix.plan.matrix import load_matrix
+    from bugmatrix.run.command import pytest_command
+    from bugmatrix.tools.bisect import probe_result
 
     cases = plant(tmp_path, "planted_thread")
     run_file = tmp_path / "probe.json"
@@ -351,7 +352,7 @@ def test_an_interpreter_uv_cannot_see_is_found_in_pyenv_and_a_missing_one_is_one
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """pyenv's inactive versions are invisible to uv; the newest micro release there is used, and none is install-failed."""
-    from bugmatrix.envbuild import find_interpreter
+    from bugmatrix.run.envbuild import find_interpreter
 
     for micro in ("2", "10"):
         exe = tmp_path / "versions" / f"3.97.{micro}" / "bin" / "python3.97"

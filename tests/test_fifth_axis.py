@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.catalog import load_catalog
-from bugmatrix.cellrun import cell_env, pytest_command, run_file_path
 from bugmatrix.cli import main
-from bugmatrix.envbuild import ensure_environment
-from bugmatrix.matrix import load_matrix
-from bugmatrix.plan import plan_cells, plan_document
+from bugmatrix.plan.catalog import load_catalog
+from bugmatrix.plan.cells import plan_cells, plan_document
+from bugmatrix.plan.matrix import load_matrix
+from bugmatrix.run.command import cell_env, pytest_command, run_file_path
+from bugmatrix.run.envbuild import ensure_environment
 
 pytestmark = pytest.mark.e2e
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.errors import BugmatrixError
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cli import main
+from bugmatrix.errors import BugmatrixError
 from bugmatrix.report.diff import FAILING, ChangeKind, diff_against_baseline, summary_lines
 from bugmatrix.report.history import (
     CODES,

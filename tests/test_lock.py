@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.envbuild import InstallFailed, ensure_environment, uv_command
-from bugmatrix.lock import create_lock, lock_for, lock_is_current, lock_path, lock_status, read_header
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.run.envbuild import InstallFailed, ensure_environment, uv_command
+from bugmatrix.run.lock import create_lock, lock_for, lock_is_current, lock_path, lock_status, read_header
 
 REQUIREMENTS = ["packaging==24.1", "six", "tomli"]
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -158,7 +158,7 @@ def test_a_tampered_hash_is_refused(tmp_path: Path, uv_env: Path) -> None:
 
 
 def test_pinned_distributions_are_the_exact_pins() -> None:
-    from bugmatrix.lock import pinned_distributions
+    from bugmatrix.run.lock import pinned_distributions
 
     requirements = ["torch==2.0.1", "pytorch-lightning==2.0.3", "setuptools<81", "pytest>=8", "Numpy==1.24.3"]
     assert pinned_distributions(requirements) == {"torch": "2.0.1", "pytorch-lightning": "2.0.3", "Numpy": "1.24.3"}
@@ -166,11 +166,11 @@ def test_pinned_distributions_are_the_exact_pins() -> None:
 
 def test_stability_and_bisect_build_a_planned_cell_from_its_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both reuse the cell's nox venv: built without its lock, it would be rebuilt unlocked (and then back again)."""
-    import bugmatrix.bisect
-    import bugmatrix.stability
-    from bugmatrix.lock import requirements_digest
-    from bugmatrix.plan import Cell
-    from bugmatrix.tracking import load_resolved_matrix
+    import bugmatrix.tools.bisect
+    import bugmatrix.tools.stability
+    from bugmatrix.plan.cells import Cell
+    from bugmatrix.releases.tracking import load_resolved_matrix
+    from bugmatrix.run.lock import requirements_digest
 
     matrix = load_resolved_matrix(Path(__file__).resolve().parent.parent / "matrix.toml")
     pins = {"python": "3.11", "torch": "2.5.1"}
@@ -184,10 +184,10 @@ def test_stability_and_bisect_build_a_planned_cell_from_its_lock(tmp_path: Path,
         seen.append(lock)
         raise InstallFailed("recorded")
 
-    monkeypatch.setattr(bugmatrix.stability, "ensure_environment", record)
-    monkeypatch.setattr(bugmatrix.bisect, "ensure_environment", record)
+    monkeypatch.setattr(bugmatrix.tools.stability, "ensure_environment", record)
+    monkeypatch.setattr(bugmatrix.tools.bisect, "ensure_environment", record)
     with pytest.raises(BugmatrixError, match="cannot be built"):
-        bugmatrix.stability.cell_python(tmp_path, matrix, cell)
+        bugmatrix.tools.stability.cell_python(tmp_path, matrix, cell)
     variant = type("V", (), {"case_id": "x", "name": "y", "tag": "cpu"})()
-    probe, _ = bugmatrix.bisect.run_variant_in(tmp_path, matrix, pins, variant)  # type: ignore[arg-type]
+    probe, _ = bugmatrix.tools.bisect.run_variant_in(tmp_path, matrix, pins, variant)  # type: ignore[arg-type]
     assert probe.outcome == "install-failed" and seen == [lock, lock]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.cli import main
-from bugmatrix.matrix import PROFILES, load_matrix
+from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
+from bugmatrix.plan.matrix import PROFILES, load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = (ROOT / "matrix.toml").read_text(encoding="utf-8")

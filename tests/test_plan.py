@@ -12,13 +12,13 @@ from types import ModuleType
 
 import pytest
 
-from bugmatrix.catalog import load_catalog
 from bugmatrix.cell.case import Case, Variant
-from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.cell.versions import base_version
-from bugmatrix.matrix import PROFILES, load_matrix
-from bugmatrix.plan import Cell, find_cell, plan_all, plan_cells
-from bugmatrix.tracking import load_resolved_matrix
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.catalog import load_catalog
+from bugmatrix.plan.cells import Cell, find_cell, plan_all, plan_cells
+from bugmatrix.plan.matrix import PROFILES, load_matrix
+from bugmatrix.releases.tracking import load_resolved_matrix
+from bugmatrix.versions import base_version
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = load_matrix(Path(__file__).resolve().parent / "fixtures" / "matrix" / "tiny.toml")

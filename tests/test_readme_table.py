@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.errors import BugmatrixError
 from bugmatrix.report.readme import END, START, check_readme, readme_table, update_readme
 from tests.fullscale import full_compat
 

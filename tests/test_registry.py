@@ -21,12 +21,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from bugmatrix.bisect import registry_versions
-from bugmatrix.cell.errors import BugmatrixError
 from bugmatrix.cli import main
-from bugmatrix.matrix import Matrix, load_matrix
-from bugmatrix.plan import plan_cells
-from bugmatrix.registry import (
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.cells import plan_cells
+from bugmatrix.plan.matrix import Matrix, load_matrix
+from bugmatrix.releases.registry import (
     INDEX_URL_ENV,
     Resolution,
     Resolved,
@@ -37,7 +36,8 @@ from bugmatrix.registry import (
     resolve_latest,
     save_resolution,
 )
-from bugmatrix.tracking import RESOLUTION_ENV, apply_resolution, resolve_matrix, tracked_for, without_symbolic
+from bugmatrix.releases.tracking import RESOLUTION_ENV, apply_resolution, resolve_matrix, tracked_for, without_symbolic
+from bugmatrix.tools.bisect import registry_versions
 from tests.test_plan import declared
 
 DISTRIBUTIONS = {"torch": "torch", "lightning": "lightning", "transformers": "transformers"}
@@ -141,7 +141,7 @@ def test_unknown_distribution_and_no_release_are_one_line(registry: Path) -> Non
 
 
 def test_release_time_is_the_last_upload(registry: Path) -> None:
-    from bugmatrix.registry import fetch_project
+    from bugmatrix.releases.registry import fetch_project
 
     assert release_time(fetch_project("torch"), "2.15.0").isoformat() == "2026-10-28T15:21:05+00:00"
 
@@ -183,7 +183,7 @@ def test_pinned_axes_never_ask_the_registry(closed_port: None) -> None:
 def test_the_real_registry_resolves_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     """The client against pypi.org itself (the JSON API this machine can reach); skipped cleanly offline."""
     monkeypatch.delenv(INDEX_URL_ENV, raising=False)
-    from bugmatrix.registry import RegistryUnreachable
+    from bugmatrix.releases.registry import RegistryUnreachable
 
     try:
         latest = resolve_latest("torch", pre=False)
@@ -192,7 +192,7 @@ def test_the_real_registry_resolves_torch(monkeypatch: pytest.MonkeyPatch) -> No
     assert Version(latest) >= Version("2.15.0") and not Version(latest).is_prerelease
 
 
-# --- "latest" in a profile, through the planner (bugmatrix.tracking) ---
+# --- "latest" in a profile, through the planner (bugmatrix.releases.tracking) ---
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "fixtures" / "matrix" / "tiny.toml"
@@ -266,7 +266,7 @@ def test_latest_is_refused_where_it_cannot_be_resolved(tmp_path: Path) -> None:
 
 
 def test_the_era_cutoff_follows_the_newest_pins_last_upload(registry: Path) -> None:
-    from bugmatrix.lock import exclude_newer_for
+    from bugmatrix.run.lock import exclude_newer_for
 
     publish(registry, "lightning", {"2.6.6": [wheel(uploaded="2026-09-10T09:41:00Z"), wheel(uploaded="2026-09-10T09:41:03.009182Z")]})
     assert exclude_newer_for({"torch": "2.15.0", "lightning": "2.6.6"}) == "2026-10-29T15:21:05Z"

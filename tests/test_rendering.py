@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.cell.runfile import RunRecord, VariantRecord, write_json_atomic
+from bugmatrix.cell.runfile import RunRecord, VariantRecord
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
 from bugmatrix.report.diff import diff_against_baseline, summary_lines
 from bugmatrix.report.merge import load_compat, merge_runs
 from bugmatrix.report.render_html import render_html

@@ -24,8 +24,9 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_dir, write_json_atomic
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_dir
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
 from bugmatrix.report import OUTCOMES, label
 from bugmatrix.report.diff import Change, diff_against_baseline, summary_lines
 from bugmatrix.report.merge import COMPAT_SCHEMA, LOG_LIMIT, load_compat, merge_runs

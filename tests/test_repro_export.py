@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import bugmatrix.repro
+import bugmatrix.tools.repro
 from bugmatrix.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,9 +20,9 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A root with no cell venvs (no fresh run: the test stays fast and deterministic) and only the locks the test puts there."""
     root = tmp_path / "root"
     (root / "locks").mkdir(parents=True)
-    lock_for, cell_venv = bugmatrix.repro.lock_for, bugmatrix.repro.cell_venv
-    monkeypatch.setattr(bugmatrix.repro, "lock_for", lambda _root, *args: lock_for(root, *args))
-    monkeypatch.setattr(bugmatrix.repro, "cell_venv", lambda _root, cell: cell_venv(root, cell))
+    lock_for, cell_venv = bugmatrix.tools.repro.lock_for, bugmatrix.tools.repro.cell_venv
+    monkeypatch.setattr(bugmatrix.tools.repro, "lock_for", lambda _root, *args: lock_for(root, *args))
+    monkeypatch.setattr(bugmatrix.tools.repro, "cell_venv", lambda _root, cell: cell_venv(root, cell))
     return root
 
 

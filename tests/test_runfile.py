@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.cell.runfile import SCHEMA, RunRecord, VariantRecord, load_run_dir, load_run_file, write_json_atomic, write_text_atomic
+from bugmatrix.cell.runfile import SCHEMA, RunRecord, VariantRecord, load_run_dir, load_run_file
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic, write_text_atomic
 
 
 def record(**overrides: object) -> VariantRecord:
@@ -167,7 +168,7 @@ def test_interrupted_write_keeps_the_previous_file(tmp_path: Path, monkeypatch: 
     def interrupt(*args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(f"bugmatrix.cell.runfile.{where}", interrupt)
+    monkeypatch.setattr(f"bugmatrix.files.{where}", interrupt)
     with pytest.raises(KeyboardInterrupt):
         write_json_atomic(path, run(results=[record(), record(id="x::y[cpu]")]).to_json())
     monkeypatch.undo()
@@ -182,7 +183,7 @@ def test_interrupted_serialisation_writes_nothing(tmp_path: Path, monkeypatch: p
     def interrupt(*args: object, **kwargs: object) -> str:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("bugmatrix.cell.runfile.json.dumps", interrupt)
+    monkeypatch.setattr("bugmatrix.files.json.dumps", interrupt)
     with pytest.raises(KeyboardInterrupt):
         write_json_atomic(path, run().to_json())
     assert _leftovers(tmp_path) == []

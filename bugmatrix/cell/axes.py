@@ -1,9 +1,9 @@
 """Which distribution provides each axis inside this cell, and which module to import for it.
 
 The registry itself lives in ``matrix.toml`` (``[axes.<name>]``, read on the
-host by :mod:`bugmatrix.matrix`). A cell learns its part from the pytest
+host by :mod:`bugmatrix.plan.matrix`). A cell learns its part from the pytest
 option ``--bugmatrix-axis-spec`` (JSON, passed by the one command builder in
-:mod:`bugmatrix.cellrun`); a run without it (``python -m pytest cases/`` on a
+:mod:`bugmatrix.run.command`); a run without it (``python -m pytest cases/`` on a
 GPU runner's baked image) reads ``matrix.toml`` itself where ``tomllib``
 exists. Nothing in the harness names an axis: adding one is a ``matrix.toml``
 entry.
@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
-from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.errors import BugmatrixError
 
 __all__ = [
     "AxisSpec",
@@ -42,7 +42,7 @@ def parse_spec(text: str) -> dict[str, tuple[tuple[str, str], ...]]:
         data = json.loads(text)
         spec = {str(axis): tuple((str(d), str(m)) for d, m in providers) for axis, providers in data.items()}
     except (ValueError, TypeError, AttributeError) as exc:
-        msg = f"--bugmatrix-axis-spec: not an axis spec ({exc}); it is written by bugmatrix.cellrun, do not hand-edit it"
+        msg = f"--bugmatrix-axis-spec: not an axis spec ({exc}); it is written by bugmatrix.run.command, do not hand-edit it"
         raise BugmatrixError(msg) from None
     return spec
 

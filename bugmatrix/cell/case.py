@@ -24,9 +24,10 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Kind, Outcome, Signature
-from bugmatrix.cell.versions import base_version
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.versions import base_version
 
 __all__ = [
     "CPU_BF16",
@@ -133,7 +134,7 @@ class Variant:
     @property
     def id(self) -> str:
         """Stable id used in run files, reports and on the command line."""
-        return f"{self.case_id}::{self.name}[{self.tag}]"
+        return str(VariantId(self.case_id, self.name, self.tag))
 
     def expectation(self, versions: Mapping[str, str]) -> Expect | None:
         """The first expectation covering these versions, or None ("new")."""

@@ -9,10 +9,11 @@ no pin changed, and only the full list of installed distributions can say why.
 from __future__ import annotations
 
 import platform
-import re
 import sys
 from importlib import metadata
 from typing import Any
+
+from packaging.utils import canonicalize_name
 
 from bugmatrix.cell.axes import installed_axis_versions
 
@@ -25,7 +26,7 @@ def installed_distributions() -> dict[str, str]:
     for dist in metadata.distributions():
         name = dist.metadata["Name"] if dist.metadata else None
         if name:
-            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), dist.version)
+            found.setdefault(canonicalize_name(name), dist.version)
     return dict(sorted(found.items()))
 
 
@@ -41,7 +42,7 @@ def wheel_builds() -> dict[str, str]:
         name, wheel = (dist.metadata["Name"] if dist.metadata else None), dist.read_text("WHEEL") or ""
         build = next((line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Build:")), "")
         if name and build:
-            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), build)
+            found.setdefault(canonicalize_name(name), build)
     return dict(sorted(found.items()))
 
 

@@ -31,7 +31,6 @@ import importlib.util
 import json
 import os
 import random
-import re
 import signal
 import time
 import traceback
@@ -43,10 +42,12 @@ import pytest
 
 from bugmatrix.cell.axes import installed_axis_versions, parse_spec, set_active_spec, spec_from_matrix_file
 from bugmatrix.cell.case import Case, SkipVariant, Variant, case_of_module
-from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.isolation import capture
 from bugmatrix.cell.outcomes import Classified, Outcome, Verdict, classify_outcome, excerpt, judge, tail
-from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
 
 __all__ = ["CaseFile", "VariantItem", "variant_id_of_node"]
 
@@ -55,13 +56,12 @@ CELL_DESC = "cell id recorded in the run file (default: system, the current envi
 PINS_DESC = "the cell's requested pins as axis=version,... (recorded as requested)"
 REQUESTED_DESC = "axis=latest,...: pins a profile's latest/latest-pre resolved to (recorded as tracked: requested and resolved)"
 AXES_DESC = "run only variants whose axes are all among these (comma-separated); a matrix cell passes its pinned axes"
-AXIS_SPEC_DESC = "JSON: axis -> [[distribution, module], ...] (written by bugmatrix.cellrun; default: read matrix.toml)"
+AXIS_SPEC_DESC = "JSON: axis -> [[distribution, module], ...] (written by bugmatrix.run.command; default: read matrix.toml)"
 TIMEOUT_DESC = "per-variant timeout in seconds; a variant still running then is recorded as timeout"
 RESUME_DESC = "keep the results already in the run file and skip those variants (resume an interrupted run)"
 
 PROPERTY = "bugmatrix"
 DEFAULT_TIMEOUT = 300.0
-CASE_NODE = re.compile(r"(?:^|/)(?P<case>[^/]+)\.py::(?P<name>[^\[]+)\[(?P<tag>[^\]]+)\]$")
 HARNESS_ROOT = Path(__file__).resolve().parents[2]
 
 STATE_KEY = pytest.StashKey["RunState"]()
@@ -91,8 +91,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def variant_id_of_node(nodeid: str) -> str | None:
     """``cases/autocast_cache.py::core[cpu]`` -> ``autocast_cache::core[cpu]`` (the file name is the case id)."""
-    match = CASE_NODE.search(nodeid)
-    return f"{match['case']}::{match['name']}[{match['tag']}]" if match else None
+    found = VariantId.from_node(nodeid)
+    return str(found) if found else None
 
 
 class RunState:
@@ -210,7 +210,7 @@ class CaseFile(pytest.Module):
         except BugmatrixError as exc:
             raise self.CollectError(str(exc)) from None
         for variant in case.variants:
-            item = VariantItem.from_parent(self, name=f"{variant.name}[{variant.tag}]")
+            item = VariantItem.from_parent(self, name=VariantId.parse(variant.id).short)
             item.stash[VARIANT_KEY] = variant
             item.case = case
             item.add_marker("bugmatrix_variant")
@@ -361,15 +361,14 @@ def record_from_report(report: pytest.TestReport) -> VariantRecord | None:
     for name, value in report.user_properties:
         if name == PROPERTY:
             return VariantRecord.from_dict(value)
-    match = CASE_NODE.search(report.nodeid)
-    if match is None or not report.failed:
+    found = VariantId.from_node(report.nodeid)
+    if found is None or not report.failed:
         return None
     # No record but a failure: the process running it died (xdist reports
     # "worker 'gw0' crashed while running ...") or the harness itself broke.
     text = str(report.longrepr) if report.longrepr else "no report"
     return VariantRecord(
-        id=f"{match['case']}::{match['name']}[{match['tag']}]", case=match["case"], variant=match["name"],
-        device=match["tag"].partition("-")[0], kind=None, workaround_for=None, outcome=Outcome.CRASHED, expected=None,
+        id=str(found), case=found.case, variant=found.name, device=found.device, kind=None, workaround_for=None, outcome=Outcome.CRASHED, expected=None,
         verdict=Verdict.NEW_FAILURE_MODE, signature_matched=False,
         message=excerpt(text.splitlines()[-1] if text.strip() else text), duration_s=round(report.duration, 3), log=tail(text),
     )  # fmt: skip

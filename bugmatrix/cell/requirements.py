@@ -10,7 +10,7 @@ import importlib
 from collections.abc import Mapping
 
 from bugmatrix.cell.case import Variant
-from bugmatrix.cell.versions import base_version
+from bugmatrix.versions import base_version
 
 __all__ = ["resolve_attribute", "unmet_requirements"]
 

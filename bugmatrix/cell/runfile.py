@@ -29,17 +29,15 @@ previous file intact. Loading validates: a defect is one line naming the file.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from bugmatrix.cell.errors import BugmatrixError
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.errors import BugmatrixError
 
-__all__ = ["SCHEMA", "RunRecord", "VariantRecord", "load_run_dir", "load_run_file", "write_json_atomic", "write_text_atomic"]
+__all__ = ["SCHEMA", "RunRecord", "VariantRecord", "load_run_dir", "load_run_file"]
 
 SCHEMA = "bugmatrix.run/2"
 OLD_SCHEMAS = ("bugmatrix.run/1",)
@@ -108,27 +106,6 @@ class RunRecord:
         data = asdict(self)
         data["results"] = [r.to_json() for r in self.results]
         return data
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write a file so that readers only ever see the old or the new complete file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide reports from a web server or a CI artifact reader
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Atomic JSON (sorted keys, stable diffs)."""
-    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -22,10 +22,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.cell.runfile import load_run_dir, write_json_atomic, write_text_atomic
+from bugmatrix.cell.runfile import load_run_dir
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic, write_text_atomic
 from bugmatrix.paths import REFERENCE
-from bugmatrix.plan import PLAN_SCHEMA
+from bugmatrix.plan.cells import PLAN_SCHEMA
 from bugmatrix.report.boundaries import pictures
 from bugmatrix.report.diff import diff_against_baseline, flaky_lines, summary_lines
 from bugmatrix.report.explain import explain

@@ -1,7 +1,7 @@
 """What leads the report when upstream moved: new releases, and what moved under changed outcomes.
 
 :func:`explain` adds two keys to the compat document, computed from it and
-the baseline only (``releases``: :mod:`~bugmatrix.report.releases`;
+the baseline only (``releases``: :mod:`~bugmatrix.releases.notes`;
 ``moved``: :mod:`~bugmatrix.report.envdiff`). Their Markdown (compat.md and
 ``$GITHUB_STEP_SUMMARY``) is ``render_md.explained_lines``; the HTML shows them
 through ``templates/_releases.html.j2`` and ``_environment.html.j2``.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bugmatrix.releases.notes import release_notes
 from bugmatrix.report.envdiff import explain_changes
-from bugmatrix.report.releases import release_notes
 
 __all__ = ["explain"]
 

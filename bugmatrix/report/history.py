@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bugmatrix.cell.errors import BugmatrixError
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.cell.runfile import write_text_atomic
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_text_atomic
 
 __all__ = [
     "FLIPS",

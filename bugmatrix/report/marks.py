@@ -12,9 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.versions import version_key
 
 __all__ = [
     "JOINS",
@@ -62,16 +61,6 @@ def symbol(outcome: object) -> str:
         return Outcome(word(outcome)).symbol
     except ValueError:
         return "?"
-
-
-def version_key(value: str) -> tuple[int, Any]:
-    """Release order (2.5.1 before 2.10.0); an unpinned axis ("") first, non-versions last."""
-    if not value:
-        return (0, "")
-    try:
-        return (1, Version(value))
-    except InvalidVersion:
-        return (2, value)
 
 
 def axis_values(cells: Iterable[Mapping[str, Any]], axis: str) -> list[str]:

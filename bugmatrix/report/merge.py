@@ -36,9 +36,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
+from bugmatrix.errors import BugmatrixError
 
 __all__ = ["COMPAT_SCHEMA", "load_compat", "merge_runs", "version_order"]
 
@@ -145,9 +146,8 @@ def _entry(record: VariantRecord) -> dict[str, Any]:
 
 def _parse_id(variant_id: str) -> dict[str, Any]:
     """What a variant id alone says (``case::name[tag]``), for a planned variant no run recorded."""
-    case, _, rest = variant_id.partition("::")
-    name, _, tag = rest.rstrip("]").partition("[")
-    return {"id": variant_id, "case": case, "variant": name, "device": tag.partition("-")[0], "kind": None,
+    parsed = VariantId.parse(variant_id)
+    return {"id": variant_id, "case": parsed.case, "variant": parsed.name, "device": parsed.device, "kind": None,
             "workaround_for": None, "counterpart": None, "evidence": ""}  # fmt: skip
 
 

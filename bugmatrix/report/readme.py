@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.cell.runfile import write_text_atomic
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_text_atomic
 from bugmatrix.report.boundaries import Boundary
 from bugmatrix.report.terminal import summary_rows
 

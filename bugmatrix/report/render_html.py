@@ -21,13 +21,13 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
+from bugmatrix.releases.notes import group_headline, release_groups
 from bugmatrix.report import OUTCOMES, axes_of, is_flagged, label, short, split_axes
 from bugmatrix.report.agreement import per_case
 from bugmatrix.report.boundaries import Boundary
 from bugmatrix.report.diff import INFORMATIONAL, Change
 from bugmatrix.report.merge import tracking_text
 from bugmatrix.report.overview import overview
-from bugmatrix.report.releases import group_headline, release_groups
 
 __all__ = ["render_html"]
 

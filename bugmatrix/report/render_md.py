@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.releases.notes import group_headline, release_groups
 from bugmatrix.report import OUTCOMES, is_flagged, label, short, split_axes
 from bugmatrix.report.agreement import per_case
 from bugmatrix.report.boundaries import Boundary, Picture, pictures
 from bugmatrix.report.diff import INFORMATIONAL, Change, ChangeKind
 from bugmatrix.report.history import WINDOW
 from bugmatrix.report.merge import tracking_text
-from bugmatrix.report.releases import group_headline, release_groups
 
 #: Kinds that usually hit a whole cell at once: one line per cell, not one per variant.
 PER_CELL = frozenset({ChangeKind.MISSING, ChangeKind.NO_LONGER_INSTALLS})

@@ -34,12 +34,12 @@ from pathlib import Path
 
 from bugmatrix.cell import outcomes
 from bugmatrix.cell.case import Case, SkipVariant, Variant
-from bugmatrix.cell.errors import BugmatrixError
 from bugmatrix.cell.runfile import load_run_file
-from bugmatrix.envbuild import cell_venv
-from bugmatrix.lock import lock_for
-from bugmatrix.matrix import INTERPRETER, Matrix
+from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import ROOT
+from bugmatrix.plan.matrix import INTERPRETER, Matrix
+from bugmatrix.run.envbuild import cell_venv
+from bugmatrix.run.lock import lock_for
 
 __all__ = ["FILES", "build_script", "export_repro"]
 

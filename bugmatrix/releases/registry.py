@@ -40,9 +40,9 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.cell.runfile import write_json_atomic
-from bugmatrix.matrix import SYMBOLIC
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
+from bugmatrix.plan.matrix import SYMBOLIC
 
 __all__ = [
     "INDEX_URL_ENV",

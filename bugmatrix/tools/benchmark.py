@@ -36,17 +36,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bugmatrix.catalog import Catalog, load_catalog
-from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
-from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file, write_json_atomic
-from bugmatrix.cellrun import cell_env, pytest_command
-from bugmatrix.envbuild import cell_venv, find_interpreter, uv_command
-from bugmatrix.matrix import Matrix
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
+from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
+from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import output_dir
-from bugmatrix.plan import Cell, find_cell, plan_cells
-from bugmatrix.stability import cell_python
-from bugmatrix.tracking import load_resolved_matrix
+from bugmatrix.plan.catalog import Catalog, load_catalog
+from bugmatrix.plan.cells import Cell, find_cell, plan_cells
+from bugmatrix.plan.matrix import Matrix
+from bugmatrix.releases.tracking import load_resolved_matrix
+from bugmatrix.run.command import cell_env, pytest_command
+from bugmatrix.run.envbuild import cell_venv, find_interpreter, uv_command
+from bugmatrix.tools.stability import cell_python
 
 __all__ = ["CommandFailed", "Measurement", "disk_kib", "format_table", "main", "skipped", "smoke_floor", "smoke_from_runs"]
 
@@ -301,7 +302,7 @@ def measure_full(root: Path, cold: bool, cells: Sequence[Cell] = ()) -> list[Mea
     Cold: an empty uv cache of its own (every wheel downloaded) and no cell venvs; warm: the
     machine's uv cache as it is (the row says how many of the profile's torch wheels it held).
     Lean either way: the full profile's ~18 torch wheel sets do not fit on this machine at
-    once (see bugmatrix/diskbudget.py).
+    once (see bugmatrix/run/diskbudget.py).
     """
     how = "cold (empty uv cache)" if cold else "warm (this machine's uv cache)"
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-full-") as tmp:
@@ -445,7 +446,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def measure_ci_cache(matrix: Matrix, catalog: Catalog) -> list[Measurement]:
     """What a cold nightly downloads, and what its uv caches hold against GitHub's 10 GB (resolved, not downloaded)."""
-    from bugmatrix.cachesize import GB, cache_key, measure
+    from bugmatrix.tools.cachesize import GB, cache_key, measure
 
     cells = plan_cells(matrix, "nightly", catalog)
     size = measure((cache_key(c.pins), matrix.requirements_for(c.pins), c.python) for c in cells)

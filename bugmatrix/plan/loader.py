@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bugmatrix.cell.case import Case, case_of_module
-from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.errors import BugmatrixError
 
 __all__ = ["DeferredCall", "case_files", "load_case", "load_cases"]
 

@@ -13,8 +13,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bugmatrix.matrix import Matrix
 from bugmatrix.paths import ROOT
+from bugmatrix.plan.matrix import Matrix
 
 __all__ = ["WORKERS", "cell_env", "pytest_command", "run_file_path"]
 
@@ -45,7 +45,7 @@ def pytest_command(
 
     ``select`` narrows to node ids (``cases/x.py::v[cpu]``); ``extra`` is passed
     through (``-k``, ``--bugmatrix-resume``, a session's posargs); ``tracked``
-    (``bugmatrix.tracking.tracked_for``) names the pins a ``latest`` chose.
+    (``bugmatrix.releases.tracking.tracked_for``) names the pins a ``latest`` chose.
     """
     targets = [str(root / node) for node in select] or [str(root / "cases")]
     command = [

@@ -2,7 +2,7 @@
 
 A cell's venv is built whole or not at all: a fresh venv is created beside
 the target (``<venv>.new``), the requirements installed with ``uv pip install``
--- or, when the cell has a lock (``bugmatrix.lock``), exactly the lock's
+-- or, when the cell has a lock (``bugmatrix.run.lock``), exactly the lock's
 distributions with ``uv pip sync --require-hashes`` -- (captured, so the
 resolver's reason can be recorded as ``install-failed``),
 the pinned modules import-checked, a digest of the requirements stamped, and
@@ -26,7 +26,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bugmatrix.cell.runfile import RunRecord, write_json_atomic
+from bugmatrix.cell.runfile import RunRecord
+from bugmatrix.files import write_json_atomic
+from bugmatrix.versions import version_key
 
 __all__ = ["STAMP", "InstallFailed", "cell_venv", "ensure_environment", "find_interpreter", "record_install_failure", "uv_command"]
 
@@ -71,17 +73,12 @@ def find_interpreter(version: str) -> str:
     if found.returncode == 0 and found.stdout.strip():
         return found.stdout.strip().splitlines()[-1]
     pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
-    candidates = sorted(pyenv.glob(f"{version}.*/bin/python{version}"), key=lambda p: _micro(p.parent.parent.name), reverse=True)
+    candidates = sorted(pyenv.glob(f"{version}.*/bin/python{version}"), key=lambda p: version_key(p.parent.parent.name), reverse=True)
     for candidate in candidates:
         if os.access(candidate, os.X_OK):
             return str(candidate)
     msg = f"no Python {version} interpreter: `uv python find {version}` finds none, nor does {pyenv}/{version}.*; install one or exclude it"
     raise InstallFailed(msg)
-
-
-def _micro(name: str) -> int:
-    tail = name.rsplit(".", 1)[-1]
-    return int(tail) if tail.isdigit() else -1
 
 
 def _tail(text: str) -> str:

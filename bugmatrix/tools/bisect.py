@@ -1,6 +1,6 @@
 """Find the first release where a variant's outcome changes, by running it.
 
-Versions come from the registry through :mod:`bugmatrix.registry`, the one
+Versions come from the registry through :mod:`bugmatrix.releases.registry`, the one
 client the planner's ``latest`` also uses (yanked, dev, post and local
 releases and, unless asked, pre-releases left out). The other axes are held at a cell's pins (or
 the matrix's base pins). Both ends are run, then a binary search runs about
@@ -8,7 +8,7 @@ log2(n) more environments; each environment is built with uv and reused when
 it already exists (a bisect env, or the venv of a planned cell with the same
 pins). A release that cannot be installed is skipped and reported, never
 treated as an outcome. Each probe runs the one variant through the same
-command as a cell (:func:`bugmatrix.cellrun.pytest_command`); a probe that
+command as a cell (:func:`bugmatrix.run.command.pytest_command`); a probe that
 outlives its timeout is a ``timeout`` outcome, not a crash of bisect.
 """
 
@@ -28,14 +28,16 @@ from pathlib import Path
 from packaging.version import Version
 
 from bugmatrix.cell.case import Variant
-from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.cell.runfile import VariantRecord, load_run_file, write_json_atomic
-from bugmatrix.cellrun import cell_env, pytest_command
-from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment
-from bugmatrix.lock import lock_for
-from bugmatrix.matrix import Matrix
+from bugmatrix.cell.ids import VariantId
+from bugmatrix.cell.runfile import VariantRecord, load_run_file
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import output_dir
-from bugmatrix.registry import Fetch, fetch_project, release_versions
+from bugmatrix.plan.matrix import Matrix
+from bugmatrix.releases.registry import Fetch, fetch_project, release_versions
+from bugmatrix.run.command import cell_env, pytest_command
+from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment
+from bugmatrix.run.lock import lock_for
 
 __all__ = ["BisectResult", "Probe", "bisect_versions", "env_dir", "registry_versions", "run_bisect", "run_variant_in"]
 
@@ -156,7 +158,7 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
         return Probe(label, "install-failed", str(exc).splitlines()[-1], time.perf_counter() - started), True
     with tempfile.TemporaryDirectory() as tmp:
         run_file = Path(tmp) / "run.json"
-        node = f"cases/{variant.case_id}.py::{variant.name}[{variant.tag}]"
+        node = VariantId.parse(variant.id).node()
         command = pytest_command(
             venv / "bin" / "python", matrix, cell_id="bisect", pins=pins, run_file=run_file, workers="1", select=[node], root=root
         )

@@ -19,16 +19,17 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from bugmatrix.catalog import load_catalog
-from bugmatrix.cell.errors import USAGE_EXIT_CODE, BugmatrixError
-from bugmatrix.cell.runfile import RunRecord, load_run_file, write_json_atomic
-from bugmatrix.cellrun import cell_env, pytest_command
-from bugmatrix.envbuild import InstallFailed, cell_venv, ensure_environment
-from bugmatrix.lock import lock_for
-from bugmatrix.matrix import Matrix
+from bugmatrix.cell.runfile import RunRecord, load_run_file
+from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
+from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import ROOT, output_dir
-from bugmatrix.plan import Cell, find_cell, plan_all, plan_cells
-from bugmatrix.tracking import load_resolved_matrix
+from bugmatrix.plan.catalog import load_catalog
+from bugmatrix.plan.cells import Cell, find_cell, plan_all, plan_cells
+from bugmatrix.plan.matrix import Matrix
+from bugmatrix.releases.tracking import load_resolved_matrix
+from bugmatrix.run.command import cell_env, pytest_command
+from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment
+from bugmatrix.run.lock import lock_for
 
 __all__ = ["ABSENT", "cell_python", "outcomes_by_variant", "stability_table", "unstable"]
 

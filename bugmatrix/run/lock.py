@@ -4,7 +4,7 @@ A cell pins torch, Lightning and transformers, but numpy, setuptools,
 tokenizers, huggingface-hub, lightning-utilities and the rest float with the
 registry, so rebuilding a cell months later can give another outcome with no
 pin changed. ``uv pip compile --generate-hashes`` writes the whole resolution
-to ``locks/<cell-id>.txt`` (committed); ``bugmatrix.envbuild.ensure_environment``
+to ``locks/<cell-id>.txt`` (committed); ``bugmatrix.run.envbuild.ensure_environment``
 installs it with ``uv pip sync --require-hashes`` (exactly that set, anything
 else removed, from any uv cache, even an empty one) and stamps the venv with a
 digest that includes the lock's text. (Only an sdist's *build* dependencies
@@ -32,14 +32,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.cell.runfile import write_text_atomic
-from bugmatrix.envbuild import uv_command
-from bugmatrix.registry import Fetch, fetch_project, release_time
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_text_atomic
+from bugmatrix.releases.registry import Fetch, fetch_project, release_time
+from bugmatrix.run.envbuild import uv_command
 
 if TYPE_CHECKING:
-    from bugmatrix.matrix import Matrix
-    from bugmatrix.plan import Cell
+    from bugmatrix.plan.cells import Cell
+    from bugmatrix.plan.matrix import Matrix
 
 __all__ = [
     "DEFAULT_PLATFORM",
@@ -136,7 +136,7 @@ def read_header(lock: Path) -> dict[str, str | list[str]]:
     try:
         text = lock.read_text(encoding="utf-8")
     except OSError as exc:
-        msg = f"{lock}: cannot read the lock ({exc.strerror}); create it with bugmatrix.lock.create_lock"
+        msg = f"{lock}: cannot read the lock ({exc.strerror}); create it with bugmatrix.run.lock.create_lock"
         raise BugmatrixError(msg) from exc
     header: dict[str, str | list[str]] = {"requirement": []}
     for line in text.splitlines():

@@ -21,7 +21,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from bugmatrix.cell.errors import BugmatrixError
+from bugmatrix.errors import BugmatrixError
 
 __all__ = [
     "INTERPRETER",
@@ -40,7 +40,7 @@ __all__ = [
 SCHEMA = 2
 INTERPRETER = "python"  # the one axis that is an interpreter, not a distribution
 PROFILES = ("smoke", "nightly", "full")  # each a subset of the next
-#: Profile values resolved by the registry when a plan is made (``bugmatrix.tracking``); the value says if pre-releases count.
+#: Profile values resolved by the registry when a plan is made (``bugmatrix.releases.tracking``); the value says if pre-releases count.
 SYMBOLIC = {"latest": False, "latest-pre": True}
 TOP_KEYS = {"schema", "base", "base_when", "axes", "profiles", "exclude", "include", "constraints", "harness", "gpu"}
 

@@ -22,7 +22,9 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from bugmatrix.envbuild import uv_command
+from packaging.utils import canonicalize_name
+
+from bugmatrix.run.envbuild import uv_command
 
 __all__ = ["LEAN", "heavy_distributions", "is_lean", "release_cell", "torch_needed_later"]
 
@@ -49,7 +51,7 @@ def torch_needed_later(order: Sequence[tuple[str, str]], cell_id: str) -> bool:
 
 def heavy_distributions(names: Iterable[str]) -> list[str]:
     """The torch stack among installed distribution names (normalised, sorted)."""
-    normal = {n.lower().replace("_", "-") for n in names}
+    normal = {canonicalize_name(n) for n in names}
     return sorted(n for n in normal if n in HEAVY_NAMES or n.startswith(HEAVY_PREFIXES))
 
 

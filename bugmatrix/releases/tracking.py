@@ -3,9 +3,9 @@
 ``matrix.toml`` may list ``"latest"`` among a profile's versions of a package
 axis (``"latest-pre"`` admits pre-releases: the profile opts in by writing it).
 Planning needs concrete versions (they are in the cell ids, the requirements,
-the locks), so before :func:`bugmatrix.plan.plan_cells` runs, the matrix is
+the locks), so before :func:`bugmatrix.plan.cells.plan_cells` runs, the matrix is
 *resolved*: each symbolic value is asked of the registry once
-(:func:`bugmatrix.registry.resolve_axes`), replaced by the release it names
+(:func:`bugmatrix.releases.registry.resolve_axes`), replaced by the release it names
 and added to its axis's versions, so constraints, excludes and ``[gpu]`` treat
 it like any listed release. A ``latest`` that is already listed is that one
 cell, not two.
@@ -27,9 +27,9 @@ from typing import Any
 
 from packaging.version import Version
 
-from bugmatrix.matrix import INTERPRETER, SYMBOLIC, Axis, Matrix, load_matrix
 from bugmatrix.paths import output_dir
-from bugmatrix.registry import Resolution, dedupe_versions, load_resolution, resolve_axes, save_resolution
+from bugmatrix.plan.matrix import INTERPRETER, SYMBOLIC, Axis, Matrix, load_matrix
+from bugmatrix.releases.registry import Resolution, dedupe_versions, load_resolution, resolve_axes, save_resolution
 
 __all__ = [
     "RESOLUTION_ENV",
@@ -83,7 +83,7 @@ def resolve_matrix(
     (no network: ``nox -l`` and cell jobs must agree with their plan). With
     ``refresh``, or when none is saved, the registry is asked and the answer
     saved; an unreachable registry falls back to the saved one with a warning,
-    or is a one-line error when there is none (see ``bugmatrix.registry``).
+    or is a one-line error when there is none (see ``bugmatrix.releases.registry``).
     """
     wanted = requests(matrix)
     if not wanted:

@@ -12,7 +12,7 @@ The cache figure is an estimate: uv keeps wheels unpacked and actions/cache
 stores a zstd tarball of that, which lands near the zip's size for these
 (mostly shared-library) wheels.
 
-    python -m bugmatrix.cachesize --profile nightly     (also a row of nox -s benchmark)
+    python -m bugmatrix.tools.cachesize --profile nightly     (also a row of nox -s benchmark)
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from pathlib import Path
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
-from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.envbuild import uv_command
-from bugmatrix.lock import DEFAULT_PLATFORM
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.run.envbuild import uv_command
+from bugmatrix.run.lock import DEFAULT_PLATFORM
 
 __all__ = ["Artifact", "CacheSize", "cache_key", "measure", "resolved_artifacts", "target_tags"]
 
@@ -146,12 +146,12 @@ def measure(environments: Iterable[tuple[str, Sequence[str], str]]) -> CacheSize
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the cold download and the cache per key for one profile's cells (CUDA twins included: they are jobs too)."""
-    from bugmatrix.catalog import load_catalog
-    from bugmatrix.plan import plan_cells
-    from bugmatrix.tracking import load_resolved_matrix
+    from bugmatrix.plan.catalog import load_catalog
+    from bugmatrix.plan.cells import plan_cells
+    from bugmatrix.releases.tracking import load_resolved_matrix
 
     root = Path(__file__).resolve().parent.parent
-    parser = argparse.ArgumentParser(prog="python -m bugmatrix.cachesize", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bugmatrix.tools.cachesize", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="nightly")
     args = parser.parse_args(argv)
     try:

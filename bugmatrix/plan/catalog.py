@@ -1,7 +1,7 @@
 """The cases as the host sees them: the same Variant objects pytest runs, read once.
 
 Planning, bisect and repro all ask the catalog, so a declaration means one
-thing everywhere (see :mod:`bugmatrix.cell.loader` for how cases are imported
+thing everywhere (see :mod:`bugmatrix.plan.loader` for how cases are imported
 without torch). The catalog also checks what only the host can: that every
 axis a variant spans is an axis of the matrix.
 """
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bugmatrix.cell.case import Case, Variant
-from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.cell.loader import load_cases
-from bugmatrix.matrix import Matrix
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.loader import load_cases
+from bugmatrix.plan.matrix import Matrix
 
 __all__ = ["Catalog", "load_catalog"]
 

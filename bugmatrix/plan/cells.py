@@ -20,13 +20,13 @@ from typing import Any
 
 from packaging.version import Version
 
-from bugmatrix.catalog import Catalog
-from bugmatrix.cell.errors import BugmatrixError
-from bugmatrix.matrix import INTERPRETER, PROFILES, SYMBOLIC, Matrix
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.catalog import Catalog
+from bugmatrix.plan.matrix import INTERPRETER, PROFILES, SYMBOLIC, Matrix
 
 __all__ = ["PLAN_SCHEMA", "Cell", "find_cell", "plan_all", "plan_cells", "plan_document"]
 
-PLAN_SCHEMA = "bugmatrix.plan/1"
+PLAN_SCHEMA = "bugmatrix.plan.cells/1"
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def plan_cells(matrix: Matrix, profile: str, catalog: Catalog) -> list[Cell]:
     chosen = matrix.profiles[profile]
     unresolved = [axis for axis, values in chosen.items() if any(v in SYMBOLIC for v in values)]
     if unresolved:  # a programming error more than a user's: every entry point resolves first
-        msg = f"{matrix.path}: profiles.{profile}.{unresolved[0]} lists a symbolic version; plan bugmatrix.tracking.resolve_matrix(...)'s matrix"
+        msg = f"{matrix.path}: profiles.{profile}.{unresolved[0]} lists a symbolic version; plan bugmatrix.releases.tracking.resolve_matrix(...)'s matrix"
         raise BugmatrixError(msg)
     # Every cell has the interpreter, and torch where the matrix has it: the cases all need torch.
     held = {a: matrix.base[a] for a in (INTERPRETER, "torch") if a in matrix.axes}
@@ -130,7 +130,7 @@ def find_cell(cells: Iterable[Cell], name: str) -> Cell:
 
 
 def plan_document(matrix: Matrix, profile: str, cells: list[Cell]) -> dict[str, Any]:
-    """The plan as data (``bugmatrix.plan/1``): what the report checks completeness against."""
+    """The plan as data (``bugmatrix.plan.cells/1``): what the report checks completeness against."""
     return {
         "schema": PLAN_SCHEMA,
         "profile": profile,

@@ -1,0 +1,1 @@
+"""Tools over the stages: bisect, repro, stability, the benchmark and the cache-size estimate."""

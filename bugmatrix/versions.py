@@ -1,0 +1,53 @@
+"""Versions, parsed and compared in one place (never as strings).
+
+Every module that reads a version (a pin, an installed release, a registry
+entry, a command-line argument) goes through here, so "2.10.0 sorts after
+2.5.1", "2.6.0+cu124 is 2.6.0" and "what is not a version sorts last" mean
+the same everywhere. Local tags are dropped before comparing an installed
+version (``2.6.0+cu124`` is ``2.6.0``), as Lightning's ``RunIf`` does, so a
+CUDA wheel and a CPU wheel of one release satisfy the same specifier.
+Imported inside cells too: the standard library and ``packaging`` only.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+__all__ = ["base_version", "installed_version", "parse_version", "version_key"]
+
+
+def parse_version(text: object) -> Version | None:
+    """``Version(text)``, or None where ``text`` is not a version."""
+    try:
+        return Version(str(text))
+    except InvalidVersion:
+        return None
+
+
+def base_version(text: str) -> Version:
+    """``2.6.0+cu124`` -> ``Version("2.6.0")``; raises ValueError on garbage."""
+    parsed = parse_version(text)
+    if parsed is None:
+        msg = f"not a version: {text!r}"
+        raise ValueError(msg)
+    return Version(parsed.base_version)
+
+
+def version_key(value: object) -> tuple[int, Any]:
+    """Release order (2.5.1 before 2.10.0); an empty value (an unpinned axis) first, non-versions last, by text."""
+    text = str(value)
+    if not text:
+        return (0, "")
+    parsed = parse_version(text)
+    return (1, parsed) if parsed is not None else (2, text)
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of a distribution, or None."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
