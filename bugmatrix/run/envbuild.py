@@ -151,11 +151,20 @@ def ensure_environment(venv: Path, python: str, requirements: Sequence[str], mod
     return True
 
 
-def record_install_failure(path: Path, cell: str, pins: Mapping[str, str], reason: str) -> None:
-    """Write the run file of a cell that could not be built (no results, the reason kept)."""
+def record_install_failure(
+    path: Path, cell: str, pins: Mapping[str, str], reason: str, *, tracked: Mapping[str, Mapping[str, str]] | None = None
+) -> None:
+    """Write the run file of a cell that could not be built (no results, the reason kept).
+
+    ``tracked`` is what the cell's profiles asked for symbolically (``latest``
+    resolved to this pin), as :func:`bugmatrix.releases.tracking.tracked_for`
+    gives it: a new release that does not install is the report's headline,
+    and only this link says the cell was tonight's ``latest``.
+    """
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     run = RunRecord(
         cell=cell, pins=dict(pins), axes=list(pins), environment={}, started=stamp, finished=stamp,
         install={"status": "failed", "reason": reason}, complete=True,
+        tracked={axis: dict(pin) for axis, pin in (tracked or {}).items()},
     )  # fmt: skip
     write_json_atomic(path, run.to_json())
