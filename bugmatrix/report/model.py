@@ -366,9 +366,14 @@ class Compat:
     def entries(self, variant_id: str) -> Mapping[str, Entry]:
         return self.results.get(variant_id, {})
 
+    @cached_property
+    def _ran_variants(self) -> frozenset[str]:
+        ran = frozenset(o for o in Outcome if o.ran)
+        return frozenset(vid for vid, per_cell in self.results.items() if any(e.outcome in ran for e in per_cell.values()))
+
     def ran_anywhere(self, variant_id: str) -> bool:
         """Some entry of the variant is an outcome of running it (not skipped, install-failed or missing)."""
-        return any(e.outcome.ran for e in self.entries(variant_id).values())
+        return variant_id in self._ran_variants
 
     def split_axes(self, cells: Iterable[Cell] | None = None) -> tuple[list[str], dict[str, str]]:
         """Axes whose pin differs between ``cells`` (default: all), and the pins they all share.
