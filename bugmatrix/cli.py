@@ -1,4 +1,4 @@
-"""Command line: ``python -m bugmatrix plan|report|bisect|repro|lock``.
+"""Command line: ``python -m bugmatrix plan|lock|report|bisect|repro|stability|benchmark|cachesize``.
 
 Every subcommand is a thin layer over a library function; a BugmatrixError
 anywhere is printed as one line and exits with 2 — the single place where
@@ -9,6 +9,7 @@ typo is never a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Sequence
@@ -25,6 +26,13 @@ if TYPE_CHECKING:
     from bugmatrix.plan.matrix import Matrix
 
 __all__ = ["build_parser", "main"]
+
+#: Subcommands that live in their own module (``add_arguments(parser)`` + ``run(args) -> int``).
+TOOLS = (
+    ("stability", "bugmatrix.tools.stability", "run one cell's cases N times and report any outcome that varies"),
+    ("benchmark", "bugmatrix.tools.benchmark", "measure env builds, reuse vs floor, report speed, disk; print ratios"),
+    ("cachesize", "bugmatrix.tools.cachesize", "what a nightly downloads cold and what its uv caches hold (nothing downloaded)"),
+)
 
 
 def _version(text: str) -> str:
@@ -65,7 +73,7 @@ def _plan(args: argparse.Namespace) -> int:
         # cell: they sort first) is the one job that saves it. See nightly.yml for the sizes.
         savers: dict[str, str] = {}
         for c in cells:
-            savers.setdefault(cache_key(c.pins), c.id)
+            savers.setdefault(cache_key(matrix, c.pins), c.id)
         include = [
             {
                 "cell": c.id,
@@ -73,8 +81,8 @@ def _plan(args: argparse.Namespace) -> int:
                 "python": c.python,
                 "device": c.device,
                 "runs-on": list(matrix.gpu_runner) if c.device == "cuda" else "ubuntu-latest",
-                "cache-key": cache_key(c.pins),
-                "cache-save": savers[cache_key(c.pins)] == c.id,
+                "cache-key": cache_key(matrix, c.pins),
+                "cache-save": savers[cache_key(matrix, c.pins)] == c.id,
             }
             for c in cells
         ]
@@ -197,6 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--era", action="store_true", help="resolve each cell as the registry stood a day after its newest pin (uv --exclude-newer)"
     )
     lock.set_defaults(func=_lock, root=ROOT)
+
+    for name, module, help_text in TOOLS:
+        tool = sub.add_parser(name, help=help_text)
+        imported = importlib.import_module(module)
+        imported.add_arguments(tool)
+        tool.set_defaults(func=imported.run, root=ROOT)
 
     report = sub.add_parser("report", help="merge run files into compat.json, compat.md, index.html")
     report.add_argument("--reports", type=Path, default=output_dir(), help="reports directory, runs/ inside (default: %(default)s)")

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome
 
 __all__ = ["DIFFER_SHOWN", "NOT_RUN", "AgreementLine", "agreement", "per_case", "sentence"]
@@ -73,7 +74,7 @@ def agreement(compat: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _name(variant_id: str) -> str:
     """``upstream_pr165068_test[cpu]``: the id without its case, which the heading already says."""
-    return variant_id.partition("::")[2] or variant_id
+    return VariantId.parse(variant_id).short
 
 
 def sentence(row: dict[str, Any]) -> str:
@@ -115,7 +116,7 @@ def per_case(compat: dict[str, Any]) -> dict[str, tuple[list[AgreementLine], lis
     """
     cases: dict[str, tuple[list[AgreementLine], list[str]]] = {}
     for row in agreement(compat):
-        lines, idle = cases.setdefault(row["upstream"].partition("::")[0], ([], []))
+        lines, idle = cases.setdefault(VariantId.parse(row["upstream"]).case, ([], []))
         if row["counterpart"] is not None and row["total"] == 0:
             idle.append(_name(row["upstream"]))
             continue

@@ -151,11 +151,18 @@ def ensure_environment(venv: Path, python: str, requirements: Sequence[str], mod
     return True
 
 
-def record_install_failure(path: Path, cell: str, pins: Mapping[str, str], reason: str) -> None:
-    """Write the run file of a cell that could not be built (no results, the reason kept)."""
+def record_install_failure(
+    path: Path, cell: str, pins: Mapping[str, str], reason: str, *, tracked: Mapping[str, Mapping[str, str]] | None = None
+) -> None:
+    """Write the run file of a cell that could not be built (no results, the reason kept).
+
+    ``tracked`` keeps the link to a profile's ``latest``: a new release that does not
+    install is exactly what the report must lead with.
+    """
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     run = RunRecord(
         cell=cell, pins=dict(pins), axes=list(pins), environment={}, started=stamp, finished=stamp,
         install={"status": "failed", "reason": reason}, complete=True,
+        tracked={axis: dict(t) for axis, t in (tracked or {}).items()},
     )  # fmt: skip
     write_json_atomic(path, run.to_json())
