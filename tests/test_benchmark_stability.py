@@ -19,7 +19,9 @@ from bugmatrix.plan.cells import Cell
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.run.command import pytest_command
 from bugmatrix.run.envbuild import cell_venv
-from bugmatrix.tools.benchmark import Measurement, cached_torch_sets, disk_kib, format_table, skipped, smoke_floor, smoke_from_runs
+from bugmatrix.tools.benchmark.cells import cached_wheel_sets, heavy_wheels, smoke_floor, smoke_from_runs
+from bugmatrix.tools.benchmark.disk import disk_kib
+from bugmatrix.tools.benchmark.table import Measurement, format_table, skipped
 from bugmatrix.tools.stability import ABSENT, outcomes_by_variant, stability_table, unstable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,10 +136,10 @@ def test_smoke_without_run_files_says_which_cells_are_missing(tmp_path: Path) ->
     assert row.value is None and "py311-torch2.5.1-pl2.0.3" in row.note and "--smoke" in row.note
 
 
-@pytest.mark.parametrize("module", ["bugmatrix.tools.stability", "bugmatrix.tools.benchmark"])
-def test_unknown_cell_is_one_line_and_exit_2(module: str) -> None:
+@pytest.mark.parametrize("command", ["stability", "benchmark"])
+def test_unknown_cell_is_one_line_and_exit_2(command: str) -> None:
     run = subprocess.run(
-        [sys.executable, "-m", module, "--root", str(ROOT), "--cell", "nope"],
+        [sys.executable, "-m", "bugmatrix", command, "--cell", "nope"],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
     )  # fmt: skip
     assert run.returncode == 2, run.stderr
@@ -146,9 +148,9 @@ def test_unknown_cell_is_one_line_and_exit_2(module: str) -> None:
 
 
 def test_stability_needs_two_runs() -> None:
-    from bugmatrix.tools.stability import main
+    from bugmatrix.cli import main
 
-    assert main(["--root", str(ROOT), "--repeat", "1", "--system"]) == 2
+    assert main(["stability", "--repeat", "1", "--system"]) == 2
 
 
 def test_a_run_that_records_nothing_is_a_one_line_error(tmp_path: Path) -> None:
@@ -159,11 +161,11 @@ def test_a_run_that_records_nothing_is_a_one_line_error(tmp_path: Path) -> None:
     python.write_text("#!/bin/sh\necho 'collected 0 items'\necho 'ERROR: cases/x.py: No module named torch' >&2\nexit 4\n")
     python.chmod(0o755)
     with pytest.raises(BugmatrixError, match=r"run 1 recorded nothing \(pytest exit 4: ERROR: cases/x.py: No module named torch\)"):
-        run_repeatedly(tmp_path, load_resolved_matrix(ROOT / "matrix.toml"), python, None, 2, [])
+        run_repeatedly(tmp_path, load_resolved_matrix(ROOT / "matrix.toml"), None, 2, [], python=python)
 
 
 def test_synthetic_report_input_is_full_profile_sized_and_renders() -> None:
-    from bugmatrix.tools.benchmark import measure_report, synthetic_runs
+    from bugmatrix.tools.benchmark.reports import measure_report, synthetic_runs
 
     runs = synthetic_runs()
     assert len({run.cell for run in runs}) == 1000 and {len(run.results) for run in runs} == {20}
@@ -171,7 +173,7 @@ def test_synthetic_report_input_is_full_profile_sized_and_renders() -> None:
 
 
 def test_the_report_with_history_measures_a_whole_night() -> None:
-    from bugmatrix.tools.benchmark import measure_report_with_history
+    from bugmatrix.tools.benchmark.reports import measure_report_with_history
 
     row = measure_report_with_history(nights=3)
     assert row.value is not None and "3 nights of history" in row.name
@@ -192,7 +194,7 @@ def fake_env(root: Path, name: str, torch: str, library: Path | None = None) -> 
 
 
 def test_disk_rows_group_envs_by_torch(tmp_path: Path) -> None:
-    from bugmatrix.tools.benchmark import measure_disk
+    from bugmatrix.tools.benchmark.disk import measure_disk
 
     shared = fake_env(tmp_path, "cell-py311-torch2-5-1-pl2-0-3", "2.5.1")
     fake_env(tmp_path, "cell-py311-torch2-5-1-pl2-6-6", "2.5.1", library=shared)
@@ -204,7 +206,7 @@ def test_disk_rows_group_envs_by_torch(tmp_path: Path) -> None:
 
 
 def test_disk_needs_two_envs(tmp_path: Path) -> None:
-    from bugmatrix.tools.benchmark import measure_disk
+    from bugmatrix.tools.benchmark.disk import measure_disk
 
     fake_env(tmp_path, "cell-py311-torch2-5-1-pl2-0-3", "2.5.1")
     (row,) = measure_disk(tmp_path)
@@ -216,7 +218,7 @@ def test_disk_peak_keeps_the_highest_sample_not_the_last(monkeypatch: pytest.Mon
     import time as clock
     from collections import namedtuple
 
-    from bugmatrix import benchmark
+    from bugmatrix.tools.benchmark import cells as benchmark
 
     usage = namedtuple("usage", "total used free")
     samples = iter([10, 14, 19, 12, 11] + [11] * 1000)
@@ -226,18 +228,20 @@ def test_disk_peak_keeps_the_highest_sample_not_the_last(monkeypatch: pytest.Mon
     assert disk.start == 10 * 2**30 and round(disk.added_gib) == 9
 
 
-def test_warm_says_how_many_of_the_profiles_torch_wheels_the_cache_held(tmp_path: Path) -> None:
+def test_warm_says_how_many_of_the_profiles_heavy_wheels_the_cache_held(tmp_path: Path) -> None:
     """The "warm" full-profile row is only as warm as the cache: an unpacked wheel counts, its metadata alone does not."""
     torch = tmp_path / "wheels-v8" / "pypi" / "torch"
     torch.mkdir(parents=True)
     (torch / "2.5.1-cp311-cp311-manylinux1_x86_64").mkdir()
     (torch / "2.9.1-cp311-cp311-manylinux_2_28_x86_64.msgpack").write_text("")  # metadata, no wheel
     (torch / "2.5.1-cp312-cp312-manylinux1_x86_64").mkdir()  # another Python's wheel
+    matrix = load_resolved_matrix(ROOT / "matrix.toml")
     cells = [
         Cell("a", {"python": "3.11", "torch": "2.5.1"}, ("full",)),
         Cell("b", {"python": "3.11", "torch": "2.5.1", "lightning": "2.0.3"}, ("full",)),
         Cell("c", {"python": "3.11", "torch": "2.9.1"}, ("full",)),
         Cell("d", {"python": "3.10", "torch": "2.5.1"}, ("full",)),
     ]
-    assert cached_torch_sets(tmp_path, cells) == (1, 3)
-    assert cached_torch_sets(tmp_path / "elsewhere", cells) == (0, 3)
+    wanted = heavy_wheels(matrix, cells)
+    assert wanted == {("torch", "2.5.1", "cp311"), ("torch", "2.9.1", "cp311"), ("torch", "2.5.1", "cp310")}
+    assert cached_wheel_sets(tmp_path, wanted) == (1, 3)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from bugmatrix.plan.matrix import load_matrix
 from bugmatrix.tools.cachesize import Artifact, _pick, cache_key, measure, resolved_artifacts, target_tags
 
 BASE = "https://files.example/packages"
@@ -24,8 +27,11 @@ def test_the_most_specific_compatible_wheel_is_the_one_counted() -> None:
     assert _pick({**package, "wheels": package["wheels"][2:]}, rank).filename == "tomli-2.5.0.tar.gz"  # no wheel fits: the sdist
 
 
-def test_cache_key_is_the_torch_release_and_the_python() -> None:
-    assert cache_key({"python": "3.11", "torch": "2.15.0", "lightning": "2.6.6"}) == "torch-2.15.0-py3.11"
+def test_cache_key_is_the_heavy_release_and_the_python() -> None:
+    """Cells that share torch's wheels share a cache; a Lightning pin does not split it."""
+    matrix = load_matrix(Path(__file__).resolve().parent.parent / "matrix.toml")
+    assert cache_key(matrix, {"python": "3.11", "torch": "2.15.0", "lightning": "2.6.6"}) == "torch-2.15.0-py3.11"
+    assert cache_key(matrix, {"python": "3.10", "torch": "2.0.1", "lightning": "2.0.3"}) == "torch-2.0.1-py3.10"
 
 
 def test_measure_counts_each_file_once_per_scope() -> None:

@@ -331,8 +331,8 @@ def test_a_bisect_probe_that_outlives_its_limit_keeps_its_result_and_leaves_noth
     The result it recorded counts, and the whole process group is killed.
     """
     from bugmatrix.plan.matrix import load_matrix
-    from bugmatrix.run.command import pytest_command
-    from bugmatrix.tools.bisect import probe_result
+    from bugmatrix.run.command import cell_env, pytest_command
+    from bugmatrix.tools.bisect import run_probe
 
     cases = plant(tmp_path, "planted_thread")
     run_file = tmp_path / "probe.json"
@@ -341,7 +341,9 @@ def test_a_bisect_probe_that_outlives_its_limit_keeps_its_result_and_leaves_noth
         select=[f"{cases / 'planted_thread.py'}::{variant}[cpu]"], extra=["-p", "bugmatrix.cell.plugin", "--bugmatrix-timeout", "300"],
     )  # fmt: skip
     started = time.monotonic()
-    record, timed_out = probe_result(command, ROOT, run_file, timeout=20)
+    _, timed_out = run_probe(command, ROOT, cell_env(ROOT), timeout=20)
+    results = load_run_file(run_file).results if run_file.exists() else []
+    record = results[0] if results else None
     assert (hangs is None or timed_out is hangs) and time.monotonic() - started < 60
     assert (record.outcome.value if record else None) == expected
     left = subprocess.run(["pgrep", "-f", str(cases / "planted_thread.py")], capture_output=True, text=True, check=False).stdout

@@ -165,7 +165,8 @@ def test_pinned_distributions_are_the_exact_pins() -> None:
 
 
 def test_stability_and_bisect_build_a_planned_cell_from_its_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both reuse the cell's nox venv: built without its lock, it would be rebuilt unlocked (and then back again)."""
+    """Both go through the runner, which builds a planned cell from its lock: built without it, the venv would be rebuilt unlocked (and back)."""
+    import bugmatrix.run.runner
     import bugmatrix.tools.bisect
     import bugmatrix.tools.stability
     from bugmatrix.plan.cells import Cell
@@ -184,10 +185,9 @@ def test_stability_and_bisect_build_a_planned_cell_from_its_lock(tmp_path: Path,
         seen.append(lock)
         raise InstallFailed("recorded")
 
-    monkeypatch.setattr(bugmatrix.tools.stability, "ensure_environment", record)
-    monkeypatch.setattr(bugmatrix.tools.bisect, "ensure_environment", record)
+    monkeypatch.setattr(bugmatrix.run.runner, "ensure_environment", record)
     with pytest.raises(BugmatrixError, match="cannot be built"):
         bugmatrix.tools.stability.cell_python(tmp_path, matrix, cell)
-    variant = type("V", (), {"case_id": "x", "name": "y", "tag": "cpu"})()
+    variant = type("V", (), {"id": "x::y[cpu]"})()
     probe, _ = bugmatrix.tools.bisect.run_variant_in(tmp_path, matrix, pins, variant)  # type: ignore[arg-type]
     assert probe.outcome == "install-failed" and seen == [lock, lock]

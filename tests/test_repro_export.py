@@ -20,9 +20,9 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A root with no cell venvs (no fresh run: the test stays fast and deterministic) and only the locks the test puts there."""
     root = tmp_path / "root"
     (root / "locks").mkdir(parents=True)
-    lock_for, cell_venv = bugmatrix.tools.repro.lock_for, bugmatrix.tools.repro.cell_venv
+    lock_for, built_python = bugmatrix.tools.repro.lock_for, bugmatrix.tools.repro.built_python
     monkeypatch.setattr(bugmatrix.tools.repro, "lock_for", lambda _root, *args: lock_for(root, *args))
-    monkeypatch.setattr(bugmatrix.tools.repro, "cell_venv", lambda _root, cell: cell_venv(root, cell))
+    monkeypatch.setattr(bugmatrix.tools.repro, "built_python", lambda _root, cell: built_python(root, cell))
     return root
 
 

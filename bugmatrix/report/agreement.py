@@ -118,7 +118,7 @@ def per_case(compat: Compat) -> dict[str, tuple[list[AgreementLine], list[str]]]
 
     def _name(variant_id: str) -> str:
         """``upstream_pr165068_test[cpu]``: the id without its case, which the heading already says."""
-        return compat.variant_by_id[variant_id].label
+        return compat.variant_by_id[variant_id].short
 
     for row in agreement(compat):
         lines, idle = cases.setdefault(compat.variant_by_id[row.upstream].case, ([], []))

@@ -184,8 +184,16 @@ class Variant:
 
     @property
     def label(self) -> str:
-        """``core[cpu]``: the variant without its case, where a heading already names the case."""
+        """``core[cpu]``: name and device, where a heading already names the case (tables, pictures)."""
         return f"{self.name}[{self.device}]"
+
+    @property
+    def short(self) -> str:
+        """``core[cpu-float16]``: the id without its case (name and tag, as :attr:`VariantId.short`)."""
+        try:
+            return VariantId.parse(self.id).short
+        except ValueError:
+            return self.label
 
     @property
     def role(self) -> str:

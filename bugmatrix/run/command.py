@@ -1,9 +1,10 @@
-"""One way to run a cell: its pytest command, its environment variables, its run file.
+"""A cell's pytest command, its environment variables and where its run file goes.
 
-nox's ``cell`` and ``system`` sessions, ``stability``, ``bisect`` and
-``benchmark`` all run the cases through :func:`pytest_command`, so they cannot
-drift apart (bisect once dropped xdist and PATH, stability once dropped
-JUnit): what differs between them is an argument, not a copy.
+Built here only, and used by the one runner (:mod:`bugmatrix.run.runner`) that
+every path runs a cell through (the ``cell``/``system`` sessions, bisect,
+stability, the benchmark), so they cannot drift apart (bisect once dropped
+xdist and PATH, stability once dropped JUnit): what differs between them is an
+argument, not a copy.
 """
 
 from __future__ import annotations

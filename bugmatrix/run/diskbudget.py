@@ -22,11 +22,12 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from bugmatrix.run.envbuild import uv_command
 
-__all__ = ["LEAN", "heavy_distributions", "is_lean", "release_cell", "torch_needed_later"]
+__all__ = ["LEAN", "heavy_distributions", "is_lean", "needed_later", "release_cell"]
 
 LEAN = "lean"
 #: Distributions that make up a torch release's bulk; the rest is small and shared.
@@ -39,14 +40,29 @@ def is_lean() -> bool:
     return os.environ.get("BUGMATRIX_DISK", "").strip().lower() == LEAN
 
 
-def torch_needed_later(order: Sequence[tuple[str, str]], cell_id: str) -> bool:
-    """Whether a cell after ``cell_id`` in ``order`` ((id, torch pin) pairs, run order) pins the same torch."""
+def needed_later(order: Sequence[tuple[str, Sequence[str]]], cell_id: str) -> bool:
+    """Whether a cell after ``cell_id`` in ``order`` ((id, requirements) pairs, in run order) pins one of its heavy distributions.
+
+    "Heavy" is the bulk of a release in uv's cache (see :func:`heavy_distributions`):
+    a later cell pinning the same ``torch==2.15.0`` keeps the cache warm for it.
+    """
     ids = [cid for cid, _ in order]
     if cell_id not in ids:
         return True  # unknown position: keep the cache
     index = ids.index(cell_id)
-    torch = order[index][1]
-    return any(pin == torch for _, pin in order[index + 1 :])
+    mine = _heavy_pins(order[index][1])
+    return any(mine & _heavy_pins(requirements) for _, requirements in order[index + 1 :])
+
+
+def _heavy_pins(requirements: Sequence[str]) -> set[str]:
+    """``{"torch==2.15.0"}``: the exact pins of heavy distributions among ``requirements``."""
+    found = set()
+    for text in requirements:
+        requirement = Requirement(text)
+        exact = [s.version for s in requirement.specifier if s.operator == "=="]
+        if exact and heavy_distributions([requirement.name]):
+            found.add(f"{canonicalize_name(requirement.name)}=={exact[0]}")
+    return found
 
 
 def heavy_distributions(names: Iterable[str]) -> list[str]:

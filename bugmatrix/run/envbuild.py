@@ -156,15 +156,13 @@ def record_install_failure(
 ) -> None:
     """Write the run file of a cell that could not be built (no results, the reason kept).
 
-    ``tracked`` is what the cell's profiles asked for symbolically (``latest``
-    resolved to this pin), as :func:`bugmatrix.releases.tracking.tracked_for`
-    gives it: a new release that does not install is the report's headline,
-    and only this link says the cell was tonight's ``latest``.
+    ``tracked`` keeps the link to a profile's ``latest``: a new release that does not
+    install is exactly what the report must lead with.
     """
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     run = RunRecord(
         cell=cell, pins=dict(pins), axes=list(pins), environment={}, started=stamp, finished=stamp,
         install={"status": "failed", "reason": reason}, complete=True,
-        tracked={axis: dict(pin) for axis, pin in (tracked or {}).items()},
+        tracked={axis: dict(t) for axis, t in (tracked or {}).items()},
     )  # fmt: skip
     write_json_atomic(path, run.to_json())

@@ -8,7 +8,7 @@ log2(n) more environments; each environment is built with uv and reused when
 it already exists (a bisect env, or the venv of a planned cell with the same
 pins). A release that cannot be installed is skipped and reported, never
 treated as an outcome. Each probe runs the one variant through the same
-command as a cell (:func:`bugmatrix.run.command.pytest_command`); a probe that
+runner as a cell (:func:`bugmatrix.run.runner.run_cell`); a probe that
 outlives its timeout is a ``timeout`` outcome, not a crash of bisect.
 """
 
@@ -29,15 +29,15 @@ from packaging.version import Version
 
 from bugmatrix.cell.case import Variant
 from bugmatrix.cell.ids import VariantId
-from bugmatrix.cell.runfile import VariantRecord, load_run_file
+from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.cell.runfile import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.registry import Fetch, fetch_project, release_versions
-from bugmatrix.run.command import cell_env, pytest_command
-from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment
-from bugmatrix.run.lock import lock_for
+from bugmatrix.run.envbuild import cell_venv
+from bugmatrix.run.runner import CellSpec, run_cell
 
 __all__ = ["BisectResult", "Probe", "bisect_versions", "env_dir", "registry_versions", "run_bisect", "run_variant_in"]
 
@@ -68,7 +68,7 @@ class BisectResult:
 
     def summary(self) -> str:
         if self.last_before is None or self.first_after is None:
-            ends = ", ".join(f"{p.version}: {p.outcome}" for p in self.probes if p.outcome != "install-failed")
+            ends = ", ".join(f"{p.version}: {p.outcome}" for p in self.probes if p.outcome != Outcome.INSTALL_FAILED)
             return f"{self.variant}: no change of outcome across {self.package} {self.versions[0]}..{self.versions[-1]} ({ends})"
         return (
             f"{self.variant}: {self.package} {self.last_before.version} is {self.last_before.outcome}, "
@@ -109,14 +109,14 @@ def bisect_versions(
 
     def usable(indices: range) -> int | None:
         for index in indices:
-            if run(index).outcome != "install-failed":
+            if run(index).outcome != Outcome.INSTALL_FAILED:
                 return index
         return None
 
     if linear:
         for index in range(len(versions)):
             run(index)
-        ok = [probes[v] for v in versions if probes[v].outcome != "install-failed"]
+        ok = [probes[v] for v in versions if probes[v].outcome != Outcome.INSTALL_FAILED]
         flip = next((i for i in range(1, len(ok)) if ok[i].outcome != ok[0].outcome), None)
         return list(probes.values()), (ok[flip - 1] if flip else None), (ok[flip] if flip else None)
     lo = usable(range(len(versions)))
@@ -127,7 +127,7 @@ def bisect_versions(
     while hi - lo > 1:
         mid = (lo + hi) // 2
         candidates = sorted(range(lo + 1, hi), key=lambda i: abs(i - mid))
-        chosen = next((i for i in candidates if run(i).outcome != "install-failed"), None)
+        chosen = next((i for i in candidates if run(i).outcome != Outcome.INSTALL_FAILED), None)
         if chosen is None:
             break  # everything in between fails to install: the boundary is as narrow as it gets
         if run(chosen).outcome == start:
@@ -145,51 +145,54 @@ def env_dir(root: Path, matrix: Matrix, pins: Mapping[str, str]) -> Path:
 
 
 def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant: Variant, timeout: float = 900) -> tuple[Probe, bool]:
-    """Build (or reuse) the env for ``pins`` and run one variant there; (probe, built?)."""
+    """Build (or reuse) the env for ``pins`` and run one variant there, through the one runner; (probe, built?).
+
+    A planned cell's lock and venv are used where they exist, so a probe runs in the
+    very environment the cell does (and does not rebuild it unlocked).
+    """
     label = ",".join(f"{k}={v}" for k, v in pins.items())
-    venv = env_dir(root, matrix, pins)
     started = time.perf_counter()
-    try:
-        requirements = matrix.requirements_for(pins)
-        # A planned cell's lock where one exists: the same env as the cell (and its venv is not rebuilt unlocked).
-        lock, _ = lock_for(root, matrix.cell_id(pins), requirements, pins["python"])
-        built = ensure_environment(venv, pins["python"], requirements, matrix.import_modules(pins), lock=lock)
-    except InstallFailed as exc:
-        return Probe(label, "install-failed", str(exc).splitlines()[-1], time.perf_counter() - started), True
+    timed_out = False
+
+    def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
+        nonlocal timed_out
+        code, timed_out = run_probe(command, root, env, timeout)
+        return code
+
     with tempfile.TemporaryDirectory() as tmp:
         run_file = Path(tmp) / "run.json"
-        node = VariantId.parse(variant.id).node()
-        command = pytest_command(
-            venv / "bin" / "python", matrix, cell_id="bisect", pins=pins, run_file=run_file, workers="1", select=[node], root=root
-        )
-        record, timed_out = probe_result(command, root, run_file, timeout)
+        done = run_cell(
+            matrix, CellSpec(matrix.cell_id(pins), pins), run_file, execute=execute, root=root, venv=env_dir(root, matrix, pins),
+            workers="1", select=[VariantId.parse(variant.id).node()],
+        )  # fmt: skip
+        results = load_run_file(run_file).results if done.environment is not None and run_file.exists() else []
     seconds = round(time.perf_counter() - started, 1)
-    if record is None:
-        return (Probe(label, "timeout", f"no result after {timeout:g}s", seconds) if timed_out else Probe(
-            label, "crashed", "no result recorded", seconds)), built  # fmt: skip
-    return Probe(label, record.outcome.value, record.message, seconds), built
+    if done.install_failed is not None:
+        return Probe(label, Outcome.INSTALL_FAILED.value, done.install_failed.splitlines()[-1], seconds), True
+    built = bool(done.environment and done.environment.built)
+    if not results:
+        if timed_out:
+            return Probe(label, Outcome.TIMEOUT.value, f"no result after {timeout:g}s", seconds), built
+        return Probe(label, Outcome.CRASHED.value, "no result recorded", seconds), built
+    return Probe(label, results[0].outcome.value, results[0].message, seconds), built
 
 
-def probe_result(command: Sequence[str], root: Path, run_file: Path, timeout: float) -> tuple[VariantRecord | None, bool]:
-    """Run one probe's pytest; (its recorded result or None, whether it outlived ``timeout``).
+def run_probe(command: Sequence[str], root: Path, env: Mapping[str, str], timeout: float) -> tuple[int, bool]:
+    """Run one probe's pytest; (its exit code, whether it outlived ``timeout``).
 
     A probe runs without xdist, so a variant that leaves a non-daemon thread
     running keeps the process alive after its result is written: the whole
     process group (pytest and any worker it started) is killed at ``timeout``,
-    so nothing is left running, and the recorded result still counts.
+    so nothing is left running, and the result it recorded still counts.
     """
-    timed_out = False
     with subprocess.Popen(
-        list(command), cwd=root, env=cell_env(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        list(command), cwd=root, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     ) as proc:
         try:
-            proc.wait(timeout=timeout)
+            return proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:
-            timed_out = True
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    results = load_run_file(run_file).results if run_file.exists() else []
-    return (results[0] if results else None), timed_out
+            return proc.wait(), True
 
 
 def default_out(variant: str, package: str) -> Path:
@@ -218,7 +221,7 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
 
     print(f"{variant.id}: {result.mode} over {len(versions)} {args.package} releases {versions[0]}..{versions[-1]}, holding {result.held}")
     result.probes, result.last_before, result.first_after = bisect_versions(versions, probe, linear=args.linear)
-    for p in (p for p in result.probes if p.outcome == "install-failed"):
+    for p in (p for p in result.probes if p.outcome == Outcome.INSTALL_FAILED):
         print(f"  skipped {args.package}=={p.version}: cannot be installed ({p.message})")
     print(result.summary())
     out = args.out or default_out(variant.id, args.package + ("-linear" if args.linear else ""))

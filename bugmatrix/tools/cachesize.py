@@ -12,27 +12,27 @@ The cache figure is an estimate: uv keeps wheels unpacked and actions/cache
 stores a zstd tarball of that, which lands near the zip's size for these
 (mostly shared-library) wheels.
 
-    python -m bugmatrix.tools.cachesize --profile nightly     (also a row of nox -s benchmark)
+    python -m bugmatrix cachesize --profile nightly     (also a row of nox -s benchmark)
 """
 
 from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.matrix import INTERPRETER, Matrix
+from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.lock import DEFAULT_PLATFORM
 
-__all__ = ["Artifact", "CacheSize", "cache_key", "measure", "resolved_artifacts", "target_tags"]
+__all__ = ["Artifact", "CacheSize", "add_arguments", "cache_key", "measure", "resolved_artifacts", "run", "target_tags"]
 
 #: The CUDA runtime wheels: 1.7-3.2 GB per torch release, trimmed from a saved
 #: cache (the workflow does ``uv cache clean`` on them) so the caches fit in 10 GB.
@@ -114,9 +114,17 @@ def resolved_artifacts(requirements: Sequence[str], python: str, *, platform: st
     return [a for a in (_pick(p, rank) for p in lock.get("packages", [])) if a is not None]
 
 
-def cache_key(pins: Mapping[str, str]) -> str:
-    """Cells that share this key share one uv cache: torch and its CUDA libraries are most of the bytes."""
-    return f"torch-{pins['torch']}-py{pins['python']}"
+def cache_key(matrix: Matrix, pins: Mapping[str, str]) -> str:
+    """Cells that share this key share one uv cache: the heavy distributions (torch and its CUDA libraries) are most of the bytes.
+
+    ``torch-2.15.0-py3.11``: the exact pins of the cell's heavy distributions and its Python.
+    """
+    heavy = []
+    for requirement in matrix.requirements_for(pins, harness=False):
+        name, sep, version = requirement.partition("==")
+        if sep and heavy_distributions([name]):
+            heavy.append(f"{name}-{version}")
+    return "-".join([*heavy, f"py{pins[INTERPRETER]}"])
 
 
 def measure(environments: Iterable[tuple[str, Sequence[str], str]]) -> CacheSize:
@@ -144,23 +152,20 @@ def measure(environments: Iterable[tuple[str, Sequence[str], str]]) -> CacheSize
     return CacheSize(jobs, sum(overall.values()), held, len(overall), kept)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``python -m bugmatrix cachesize`` options."""
+    parser.add_argument("--profile", default="nightly")
+
+
+def run(args: argparse.Namespace) -> int:
     """Print the cold download and the cache per key for one profile's cells (CUDA twins included: they are jobs too)."""
     from bugmatrix.plan.catalog import load_catalog
     from bugmatrix.plan.cells import plan_cells
     from bugmatrix.releases.tracking import load_resolved_matrix
 
-    root = Path(__file__).resolve().parent.parent
-    parser = argparse.ArgumentParser(prog="python -m bugmatrix.tools.cachesize", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="nightly")
-    args = parser.parse_args(argv)
-    try:
-        matrix = load_resolved_matrix(root / "matrix.toml")
-        cells = plan_cells(matrix, args.profile, load_catalog(root / "cases", matrix))
-        size = measure((cache_key(c.pins), matrix.requirements_for(c.pins), c.python) for c in cells)
-    except BugmatrixError as exc:
-        print(f"bugmatrix: error: {exc}", file=sys.stderr)
-        return 2
+    matrix = load_resolved_matrix(args.matrix)
+    cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
+    size = measure((cache_key(matrix, c.pins), matrix.requirements_for(c.pins), c.python) for c in cells)
     for key, value in sorted(size.per_key.items()):
         print(f"{key:24} {value / GB:6.2f} GB, {size.kept_per_key[key] / GB:5.2f} GB without the CUDA runtime wheels")
     print(f"{len(cells)} jobs, {len(size.per_key)} cache keys, {size.files} distinct files")
@@ -168,7 +173,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"caches saved once per key: {size.cached_bytes / GB:.2f} GB; trimmed of {', '.join(TRIMMED)}: {size.kept_bytes / GB:.2f} GB")
     print("(GitHub keeps 10 GB of caches per repository)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -38,8 +38,8 @@ from bugmatrix.cell.runfile import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.matrix import INTERPRETER, Matrix
-from bugmatrix.run.envbuild import cell_venv
 from bugmatrix.run.lock import lock_for
+from bugmatrix.run.runner import built_python
 
 __all__ = ["FILES", "build_script", "export_repro"]
 
@@ -171,10 +171,11 @@ def _guard(out: Path, force: bool) -> None:
 
 
 def _fresh_traceback(matrix: Matrix, pins: Mapping[str, str], script: Path) -> str | None:
-    venv = cell_venv(ROOT, matrix.cell_id(pins))
-    if not (venv / "bin" / "python").exists():
+    """repro.py run in the cell's environment, where the runner has built one (nothing is built for an export)."""
+    python = built_python(ROOT, matrix.cell_id(pins))
+    if python is None:
         return None
-    done = subprocess.run([str(venv / "bin" / "python"), str(script)], capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run([str(python), str(script)], capture_output=True, text=True, timeout=600, check=False)
     return (done.stderr.strip() + "\n" + done.stdout.strip()).strip()
 
 

@@ -1,4 +1,4 @@
-"""``nox -s stability -- --repeat 20 [--cell ID] [-k EXPR]``: same cell, same outcomes, every time?
+"""``python -m bugmatrix stability --repeat 20 [--cell ID] [-k EXPR]`` (``nox -s stability``): same cell, same outcomes, every time?
 
 Runs one cell's cases N times in that cell's environment (its nox venv, built
 with uv if it is not there yet; ``--system`` uses the current interpreter),
@@ -12,41 +12,36 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bugmatrix.cell.runfile import RunRecord, load_run_file
-from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
+from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
-from bugmatrix.paths import ROOT, output_dir
+from bugmatrix.paths import output_dir
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell, find_cell, plan_all, plan_cells
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.run.command import cell_env, pytest_command
-from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment
-from bugmatrix.run.lock import lock_for
+from bugmatrix.run.envbuild import InstallFailed
+from bugmatrix.run.runner import CellSpec, prepare, run_cell
 
-__all__ = ["ABSENT", "cell_python", "outcomes_by_variant", "stability_table", "unstable"]
+__all__ = ["ABSENT", "add_arguments", "cell_python", "outcomes_by_variant", "run", "run_repeatedly", "stability_table", "unstable"]
 
 #: The outcome recorded for a variant that a run did not report at all.
 ABSENT = "absent"
 
 
 def cell_python(root: Path, matrix: Matrix, cell: Cell) -> Path:
-    """The cell's interpreter; builds its venv first when it is missing or stale."""
-    venv, requirements = cell_venv(root, cell.id), matrix.requirements_for(cell.pins)
-    lock, _ = lock_for(root, cell.id, requirements, cell.python)  # as the cell session builds it, or it would rebuild unlocked
+    """The cell's interpreter, through the one runner (its venv built first when it is missing or stale)."""
     try:
-        ensure_environment(venv, cell.python, requirements, matrix.import_modules(cell.pins), lock=lock)
+        return prepare(matrix, CellSpec(cell.id, cell.pins), root=root).python
     except InstallFailed as exc:
         msg = f"cell {cell.id}: its environment cannot be built ({str(exc).splitlines()[-1]}); see nox -s 'cell({cell.id})'"
         raise BugmatrixError(msg) from exc
-    return venv / "bin" / "python"
 
 
 def outcomes_by_variant(runs: Sequence[RunRecord]) -> dict[str, list[str]]:
@@ -85,42 +80,41 @@ def _why(output: str) -> str:
 
 
 def run_repeatedly(
-    root: Path, matrix: Matrix, python: Path, cell: Cell | None, repeat: int, extra: Sequence[str]
+    root: Path, matrix: Matrix, cell: Cell | None, repeat: int, extra: Sequence[str], *, python: Path | None = None
 ) -> tuple[list[RunRecord], list[float]]:
-    """Run the cases ``repeat`` times, each into its own run file; the runs and their wall times."""
+    """Run the cell's cases ``repeat`` times through the runner, each into its own run file; the runs and their wall times.
+
+    ``cell=None``: an interpreter as it is (``--system``): ``python``, default this one.
+    """
+    spec = CellSpec(cell.id, cell.pins) if cell else CellSpec("system", None, interpreter=python)
     runs: list[RunRecord] = []
     seconds: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bugmatrix-stability-") as tmp:
         for index in range(repeat):
             run_file = Path(tmp) / f"run-{index}.json"
+            output: list[str] = []
+
+            def execute(command: Sequence[str], env: Mapping[str, str], output: list[str] = output) -> int:
+                done = subprocess.run(list(command), cwd=root, env=dict(env), capture_output=True, text=True, check=False)
+                output.append(done.stdout + done.stderr)
+                return done.returncode
+
             start = time.perf_counter()
-            done = subprocess.run(
-                pytest_command(
-                    python,
-                    matrix,
-                    cell_id=cell.id if cell else "system",
-                    pins=cell.pins if cell else None,
-                    run_file=run_file,
-                    extra=extra,
-                    root=root,
-                ),
-                cwd=root,
-                env=cell_env(root),
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            done = run_cell(matrix, spec, run_file, execute=execute, root=root, extra=extra)
             seconds.append(time.perf_counter() - start)
+            if done.install_failed:
+                msg = f"cell {spec.id}: its environment cannot be built ({done.install_failed.splitlines()[-1]}); see nox -s 'cell({spec.id})'"
+                raise BugmatrixError(msg)
             if not run_file.exists():  # collection or startup failed: nothing ran, nothing to compare
-                msg = f"run {index + 1} recorded nothing (pytest exit {done.returncode}: {_why(done.stdout + done.stderr)}); check that the cases run in {python}"
+                msg = f"run {index + 1} recorded nothing (pytest exit {done.returncode}: {_why(''.join(output))}); check that the cases run in {done.environment.python if done.environment else '?'}"
                 raise BugmatrixError(msg)
             runs.append(load_run_file(run_file))
             print(f"  run {index + 1}/{repeat}: {seconds[-1]:.1f}s, pytest exit {done.returncode}", flush=True)
     return runs, seconds
 
 
-def _choose_cell(matrix: Matrix, root: Path, name: str | None) -> Cell:
-    catalog = load_catalog(root / "cases", matrix)
+def _choose_cell(matrix: Matrix, cases: Path, name: str | None) -> Cell:
+    catalog = load_catalog(cases, matrix)
     if name:
         return find_cell(plan_all(matrix, catalog), name)
     smoke = [c for c in plan_cells(matrix, "smoke", catalog) if c.device == "cpu"]
@@ -130,35 +124,25 @@ def _choose_cell(matrix: Matrix, root: Path, name: str | None) -> Cell:
     return smoke[0]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nox -s stability --", description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=ROOT)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``python -m bugmatrix stability`` options."""
     parser.add_argument("--repeat", type=int, default=20, help="runs to compare (default 20)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--cell", help="cell id (default: the first CPU cell of the smoke profile)")
     where.add_argument("--system", action="store_true", help="use the current interpreter as it is instead of a cell's venv")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression to narrow the variants")
-    return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run, compare, print, write <output>/stability.json; 1: something varied, 2: bad input."""
-    args = _parser().parse_args(argv)
-    try:
-        if args.repeat < 2:
-            msg = f"--repeat {args.repeat}: comparing outcomes needs at least 2 runs"
-            raise BugmatrixError(msg)
-        cell, python = None, Path(sys.executable)
-        matrix = load_resolved_matrix(args.root / "matrix.toml")
-        if not args.system:
-            cell = _choose_cell(matrix, args.root, args.cell)
-            python = cell_python(args.root, matrix, cell)
-        name = cell.id if cell else "system"
-        print(f"stability: {args.repeat} runs of {name} ({python})", flush=True)
-        runs, seconds = run_repeatedly(args.root, matrix, python, cell, args.repeat, ["-k", args.keyword] if args.keyword else [])
-    except BugmatrixError as exc:
-        print(f"bugmatrix: error: {exc}", file=sys.stderr)
-        return USAGE_EXIT_CODE
+def run(args: argparse.Namespace) -> int:
+    """Run, compare, print, write <output>/stability.json; 1: something varied (bad input raises BugmatrixError: 2)."""
+    if args.repeat < 2:
+        msg = f"--repeat {args.repeat}: comparing outcomes needs at least 2 runs"
+        raise BugmatrixError(msg)
+    matrix = load_resolved_matrix(args.matrix)
+    cell = None if args.system else _choose_cell(matrix, args.cases, args.cell)
+    name = cell.id if cell else "system"
+    print(f"stability: {args.repeat} runs of {name}", flush=True)
+    runs, seconds = run_repeatedly(args.root, matrix, cell, args.repeat, ["-k", args.keyword] if args.keyword else [])
     seen = outcomes_by_variant(runs)
     flaky = unstable(seen)
     print(stability_table(seen))
@@ -170,7 +154,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     })  # fmt: skip
     print(f"{len(seen)} variants, {len(flaky)} unstable, {sum(seconds):.0f}s in all -> {out}")
     return 1 if flaky else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,108 @@
+"""``nox -s benchmark`` (``python -m bugmatrix benchmark``): what a matrix run costs, against its floor and the alternatives.
+
+A nightly matrix of dozens of pinned environments lives or dies by how fast
+they are built, reused and stored, so every number is printed as a ratio, all
+measured in one run on the same machine:
+
+* **env build, uv vs virtualenv+pip**, cold (fresh empty caches: the first CI
+  run, or a new torch release) and warm (populated cache, new venv: every new
+  cell after the first). pip runs with ``PIP_CONFIG_FILE=/dev/null`` and no
+  ``PIP_*`` index settings, so both tools install the same wheels from PyPI;
+* **a cell re-run with its env reused vs its floor** (importing the stack once
+  plus the variants' own ``duration_s``): the harness's own overhead, which a
+  bisect or a stability run pays on every step;
+* **the smoke profile's wall time vs the sum of its cells' floors**: measured
+  with ``--smoke``, else read from the last run's run files (pytest only);
+* **the report for 1,000 cells x 20 variants**: the full profile must stay
+  cheap to render on every push;
+* **disk of all cell envs vs one** (and vs one env per torch release): uv
+  hard-links from its cache, so cells that share wheels share inodes (``du``
+  counts each inode once per invocation); 20 envs must not cost 20 copies.
+
+One module per thing measured: :mod:`.builds`, :mod:`.cells`, :mod:`.reports`,
+:mod:`.disk`; :mod:`.table` holds the row type and the printed table. Rows are
+saved to the JSON after every step, so a late failure loses nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
+from bugmatrix.paths import output_dir
+from bugmatrix.plan.catalog import load_catalog
+from bugmatrix.plan.cells import find_cell, plan_cells
+from bugmatrix.releases.tracking import load_resolved_matrix
+from bugmatrix.tools.benchmark.builds import measure_builds
+from bugmatrix.tools.benchmark.cells import measure_full, measure_reuse, measure_smoke, smoke_from_runs
+from bugmatrix.tools.benchmark.disk import measure_ci_cache, measure_disk
+from bugmatrix.tools.benchmark.reports import measure_report, measure_report_with_history
+from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, format_table, skipped
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``python -m bugmatrix benchmark`` options."""
+    parser.add_argument("--cell", help="cell for the build and reuse measurements (default: the smoke CPU cell with the fewest packages)")
+    parser.add_argument("--quick", action="store_true", help="skip the cold pip build (a cold CUDA torch install downloads ~3 GB)")
+    parser.add_argument("--smoke", action="store_true", help="time `nox -t smoke` now instead of reading the last run's run files")
+    parser.add_argument(
+        "--full", choices=("cold", "warm", "both"), help="also run the whole full profile (about an hour each; cold downloads every wheel)"
+    )
+    parser.add_argument("--skip-builds", action="store_true", help="skip the uv vs virtualenv+pip builds altogether")
+    parser.add_argument(
+        "--out", type=Path, help="where the JSON goes (default: <output>/benchmark.json; the committed one is reports/benchmark.json)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure, print the table, write <output>/benchmark.json (after every row, so a failure loses nothing)."""
+    root, out = args.root, args.out or output_dir() / "benchmark.json"
+    matrix = load_resolved_matrix(args.matrix)
+    catalog = load_catalog(args.cases, matrix)  # imports every case module: once, for every step
+    smoke = [c for c in plan_cells(matrix, "smoke", catalog) if c.device == "cpu"]
+    cell = find_cell(smoke, args.cell) if args.cell else min(smoke, key=lambda c: len(matrix.requirements_for(c.pins)))
+
+    def smoke_row() -> list[Measurement]:
+        if args.smoke:
+            return [measure_smoke(root, matrix, smoke)]
+        return [smoke_from_runs(root, matrix, smoke, output_dir() / "runs", None, "from the last run (run files: pytest only)")]
+
+    def build_rows() -> list[Measurement]:
+        if args.skip_builds:
+            return [skipped("env builds: uv vs virtualenv+pip", "skipped (--skip-builds)")]
+        return measure_builds(root, matrix, cell, args.quick)
+
+    steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
+        ("env builds", build_rows),
+        ("cell re-run", lambda: [measure_reuse(root, matrix, cell)]),
+        ("smoke profile", smoke_row),
+        ("report", lambda: [measure_report(), measure_report_with_history()]),
+        ("disk", lambda: measure_disk(root)),
+        ("nightly download and CI cache", lambda: measure_ci_cache(matrix, catalog)),
+    ]
+    if args.full:
+        kinds = {"cold": (True,), "warm": (False,), "both": (True, False)}[args.full]
+        full = [c for c in plan_cells(matrix, "full", catalog) if c.device == "cpu"]
+        steps += [(f"full profile ({'cold' if c else 'warm'})", lambda c=c: measure_full(root, matrix, c, full)) for c in kinds]
+    rows: list[Measurement] = []
+    for label, measure in steps:
+        print(f"benchmark: {label} ...", flush=True)
+        try:
+            rows += measure()
+        except (CommandFailed, BugmatrixError, subprocess.CalledProcessError) as exc:
+            rows.append(skipped(label, f"failed: {exc}"))
+        write_json_atomic(out, {
+            "cell": cell.id, "quick": args.quick, "cores": os.cpu_count(),
+            "rows": [asdict(r) | {"ratio": r.ratio and round(r.ratio, 3), "met": r.met} for r in rows],
+        })  # fmt: skip
+    print(format_table(rows))
+    print(f"-> {out}")
+    return 0

@@ -1,0 +1,114 @@
+"""Env builds: the runner's own build (uv) against virtualenv + pip building the same distributions.
+
+The uv side is :func:`bugmatrix.run.runner.prepare` into a fresh venv, exactly
+what a cell session does (its lock when current, the import check), with a
+cache of its own for the cold row. pip installs the same thing: the cell's lock
+with ``--require-hashes`` when the cell has one, else the same requirements,
+followed by the same import check, so both sides deliver a verified
+environment. pip runs with ``PIP_CONFIG_FILE=/dev/null`` and no ``PIP_*`` index
+settings, so both tools install the same wheels from PyPI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from bugmatrix.plan.cells import Cell
+from bugmatrix.plan.matrix import Matrix
+from bugmatrix.run.envbuild import IMPORT_CHECK
+from bugmatrix.run.runner import CellSpec, Environment, prepare
+from bugmatrix.tools.benchmark.table import Measurement, timed
+
+__all__ = ["measure_builds", "pip_build", "uv_build"]
+
+#: pip as uv sees the world: PyPI only. This machine's pip config adds a local wheel dir and a torch cap.
+PIP_KEEP = {"PIP_CERT", "PIP_DEFAULT_TIMEOUT"}
+PRIMED = ".bugmatrix-primed"
+
+
+@contextlib.contextmanager
+def _uv_cache(cache: Path) -> Iterator[None]:
+    """uv's cache for the builds inside (the runner's uv commands inherit the environment)."""
+    before = os.environ.get("UV_CACHE_DIR")
+    os.environ["UV_CACHE_DIR"] = str(cache)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("UV_CACHE_DIR", None)
+        else:
+            os.environ["UV_CACHE_DIR"] = before
+
+
+def uv_build(root: Path, matrix: Matrix, cell: Cell, venv: Path, cache: Path) -> tuple[float, Environment]:
+    """The runner's build of ``cell`` into a new ``venv`` with ``cache`` as uv's cache: (seconds, the environment)."""
+    with _uv_cache(cache):
+        start = time.perf_counter()
+        environment = prepare(matrix, CellSpec(cell.id, cell.pins), root=root, venv=venv)
+        return time.perf_counter() - start, environment
+
+
+def _pip_env(cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in PIP_KEEP}
+    return env | {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_CACHE_DIR": str(cache)}
+
+
+def pip_build(venv: Path, python: str, install: Sequence[str], modules: Sequence[str], cache: Path) -> float:
+    """``python -m virtualenv`` + ``pip install INSTALL`` + the runner's import check, with ``cache`` as pip's cache."""
+    env = _pip_env(cache)
+    interpreter = shutil.which(f"python{python}") or sys.executable
+    made = timed([sys.executable, "-m", "virtualenv", "-q", "-p", interpreter, str(venv)], env)
+    installed = timed([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *install], env)
+    return made + installed + timed([str(venv / "bin" / "python"), "-c", IMPORT_CHECK, *modules], env)
+
+
+def _pip_install_args(environment: Environment, requirements: Sequence[str]) -> list[str]:
+    """What pip installs: the lock the runner used (exactly those distributions), else the requirements."""
+    if environment.lock is not None:
+        return ["--require-hashes", "--no-deps", "-r", str(environment.lock)]
+    return list(requirements)
+
+
+def primed_pip_cache(root: Path, scratch: Path, python: str, install: Sequence[str], modules: Sequence[str]) -> tuple[Path, str]:
+    """``--quick``'s pip cache, kept in ``.nox/benchmark-cache/pip``; an unmeasured install fills it once per install set."""
+    cache = root / ".nox" / "benchmark-cache" / "pip"
+    cache.mkdir(parents=True, exist_ok=True)
+    primed, wanted = cache / PRIMED, " ".join(install)
+    if wanted in (primed.read_text(encoding="utf-8").splitlines() if primed.exists() else []):
+        return cache, "--quick: pip cache kept in .nox/benchmark-cache"
+    pip_build(scratch / "pip-prime", python, install, modules, cache)
+    with primed.open("a", encoding="utf-8") as handle:
+        handle.write(wanted + "\n")
+    return cache, "--quick: pip cache filled first by an unmeasured install"
+
+
+def measure_builds(root: Path, matrix: Matrix, cell: Cell, quick: bool) -> list[Measurement]:
+    """uv vs virtualenv+pip for one cell: cold (fresh caches) and warm (populated caches, new venvs); ``quick``: no cold pip."""
+    cold_name, warm_name = "env build, cold cache: uv vs virtualenv+pip", "env build, warm cache, new venv: uv vs virtualenv+pip"
+    modules = matrix.import_modules(cell.pins)
+    (root / ".nox").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-", dir=root / ".nox") as tmp:  # ~15 GB: a disk, not a tmpfs /tmp
+        base = Path(tmp)
+        uv_cold, environment = uv_build(root, matrix, cell, base / "uv-cold", base / "uv-cache")
+        uv_warm, _ = uv_build(root, matrix, cell, base / "uv-warm", base / "uv-cache")
+        install = _pip_install_args(environment, matrix.requirements_for(cell.pins))
+        if quick:
+            pip_cache, note = primed_pip_cache(root, base, cell.python, install, modules)
+            cold = Measurement(cold_name, uv_cold, None, "s", note="pip cold skipped (--quick); uv cold measured")
+        else:
+            pip_cache, note = base / "pip-cache", ""
+            pip_cold = pip_build(base / "pip-cold", cell.python, install, modules, pip_cache)
+            cold = Measurement(cold_name, uv_cold, pip_cold, "s", ">=", 2, speedup=True)
+        pip_warm = pip_build(base / "pip-warm", cell.python, install, modules, pip_cache)
+        if not any(p.is_file() and p.name != PRIMED for p in pip_cache.rglob("*")):
+            note = "pip cached nothing (index sent no cache headers): warm pip downloaded again"
+    locked = f"both from {environment.lock.name}" if environment.lock else "both unlocked (no current lock)"
+    notes = [note, "pip from PyPI like uv (PIP_CONFIG_FILE=/dev/null)", locked, "both import-checked"]
+    return [cold, Measurement(warm_name, uv_warm, pip_warm, "s", ">=", 10, speedup=True, note="; ".join(filter(None, notes)))]

@@ -1,0 +1,67 @@
+"""The layout keeps its promises (ARCHITECTURE.md), checked on the source text so a regression is one failing line.
+
+- one runner: the env builder is called by ``bugmatrix/run/runner.py`` only;
+- one variant id: built and parsed by ``bugmatrix/cell/ids.py`` only;
+- ``bugmatrix/cell/`` runs inside a cell and imports no host module;
+- errors meet people in one place: only the CLI turns a BugmatrixError into an exit code.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HARNESS = sorted([*(ROOT / "bugmatrix").rglob("*.py"), ROOT / "noxfile.py"])
+HOST_PACKAGES = ("bugmatrix.plan", "bugmatrix.run", "bugmatrix.report", "bugmatrix.releases", "bugmatrix.tools", "bugmatrix.cli")
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def calls(path: Path, name: str) -> list[int]:
+    """Lines where ``path`` calls a function named ``name`` (plain or as an attribute)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if called == name:
+                found.append(node.lineno)
+    return found
+
+
+def test_the_env_builder_has_one_caller_the_runner() -> None:
+    callers = {rel(p): lines for p in HARNESS if (lines := calls(p, "ensure_environment"))}
+    assert callers.keys() == {"bugmatrix/run/runner.py"}, f"build environments through bugmatrix.run.runner: {callers}"
+
+
+@pytest.mark.parametrize("path", HARNESS, ids=rel)
+def test_variant_ids_are_built_and_parsed_in_one_place(path: Path) -> None:
+    if rel(path) == "bugmatrix/cell/ids.py":
+        return
+    text = path.read_text(encoding="utf-8")
+    built = re.findall(r"::\{[^}]*\}\[", text)  # f"{case}::{name}[{tag}]"
+    parsed = re.findall(r"""partition\(["']::["']\)|split\(["']::["']\)""", text)
+    assert not built and not parsed, f"{rel(path)}: use bugmatrix.cell.ids.VariantId ({built + parsed})"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "bugmatrix" / "cell").glob("*.py")), ids=rel)
+def test_cell_code_imports_no_host_module(path: Path) -> None:
+    imported = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.append(node.module)
+        elif isinstance(node, ast.Import):
+            imported += [alias.name for alias in node.names]
+    host = [m for m in imported if m.startswith(HOST_PACKAGES)]
+    assert not host, f"{rel(path)} runs inside a cell and must not import host code: {host}"
+
+
+def test_only_the_cli_turns_an_error_into_an_exit_code() -> None:
+    exits = {rel(p) for p in HARNESS if "USAGE_EXIT_CODE" in p.read_text(encoding="utf-8")} - {"bugmatrix/errors.py"}
+    assert exits == {"bugmatrix/cli.py"}, f"raise BugmatrixError and let bugmatrix.cli report it: {sorted(exits)}"
