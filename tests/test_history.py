@@ -236,3 +236,18 @@ def test_report_command_appends_a_night_per_run(tmp_path: Path, capsys: pytest.C
     history.write_text("garbage\n")
     assert main(argv) == 2
     assert re.search(r"history\.jsonl:1: corrupt history line", capsys.readouterr().err)
+
+
+def test_findings_bundle_what_a_maintainer_acts_on_with_since_moved_and_boundary() -> None:
+    """The model the issue-body view will read: one finding per (kind, variant), its cells, since when, the boundary."""
+    nights = three_nights()
+    tonight = nights[2].with_entry(WORKS, FIXED, outcome=Outcome.MISSING, message="no run file for this cell")
+    report = analyse(tonight, nights[0], history_of([*nights[:2], tonight]))
+    by_kind = {(f.kind, f.variant_id): f for f in report.findings()}
+    regression = by_kind[(ChangeKind.REGRESSION, CORE)]
+    assert regression.cells == (FIXED,) and regression.since == DATES[1], "the night it came back"
+    assert regression.boundary == "torch 2.11.0 ✗ → 2.12.0 ‼", "reproduced through 2.11.0 tonight, then the crash"
+    assert regression.moved == {}, "the fixture cells record no distributions: nothing to say moved"
+    missing = by_kind[(ChangeKind.MISSING, WORKS)]
+    assert missing.cells == (FIXED,) and missing.message == "no run file for this cell"
+    assert [f.kind for f in report.findings()][:2] == [ChangeKind.MISSING, ChangeKind.REGRESSION], "most severe first"

@@ -87,7 +87,8 @@ class ReleaseNote:
 def one_line_reason(reason: str) -> str:
     """uv's reason in one line: its "Because ..." sentence when it has one, else the last line that says something."""
     lines = [line.strip().lstrip("×╰─▶│ ").strip() for line in reason.splitlines()]
-    lines = [line for line in lines if line and not line.lower().startswith(("hint:", "using python", "help:"))]
+    # uv's own chatter: where it installs ("... environment at: <venv>") and its hints are not the reason.
+    lines = [line for line in lines if line and "environment at:" not in line and not line.lower().startswith(("hint:", "help:"))]
     if not lines:
         return "no reason recorded"
     because = next((line for line in lines if "because" in line.lower()), None)

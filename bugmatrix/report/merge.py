@@ -48,10 +48,15 @@ def _duration(run: RunRecord) -> float | None:
         return None
 
 
+def _failed(run: RunRecord) -> bool:
+    """The run file says its environment could not be built."""
+    return InstallStatus(run.install.get("status", InstallStatus.OK)) is InstallStatus.FAILED
+
+
 def _cell(run: RunRecord) -> Cell:
     return Cell(
         id=run.cell, pins=dict(run.pins), environment={k: v for k, v in run.environment.items() if k not in PRIVATE_ENVIRONMENT_KEYS},
-        install=Install(InstallStatus(run.install.get("status", "ok")), run.install.get("reason", "")),
+        install=Install(InstallStatus(run.install.get("status", InstallStatus.OK)), run.install.get("reason", "")),
         started=run.started, finished=run.finished, duration_s=_duration(run), complete=run.complete, deselected_by=run.deselected_by,
         tracked={axis: TrackedPin(t.get("requested", ""), t.get("resolved", "")) for axis, t in run.tracked.items()},
     )  # fmt: skip
@@ -78,7 +83,7 @@ def _environments(runs: Sequence[RunRecord], interpreter: str | None) -> tuple[H
     hosts: dict[tuple[str, str], tuple[str | None, list[str], list[str], list[str]]] = {}
     for run in runs:
         env = run.environment
-        if run.install.get("status") == "failed" and not env:
+        if _failed(run) and not env:
             continue  # nothing was observed in a cell that never installed
         key = (str(env.get("platform") or "unknown platform"), str(env.get("gpu") or ""))
         _, cuda, interpreters, cells = hosts.setdefault(key, (env.get("gpu") or None, [], [], []))
@@ -164,7 +169,7 @@ def _missing(
     order = [c.id for c in expectation.cells] + [r.cell for r in runs if expectation.cell(r.cell) is None]
     for cell_id in order:
         run = by_cell.get(cell_id)
-        if run is not None and run.install.get("status") == "failed":
+        if run is not None and _failed(run):
             continue  # install-failed entries already stand for every variant
         expected = expectation.variants_for(cell_id, run)
         for variant_id in expected:
@@ -245,7 +250,7 @@ def merge_runs(
                 )
             results.setdefault(record.id, {})[run.cell] = _entry(record)
     for run in runs:
-        if run.install.get("status") == "failed":
+        if _failed(run):
             reason = run.install.get("reason", "")
             for variant_id in expectation.variants_for(run.cell, run) or list(variants):
                 variants.setdefault(variant_id, Variant.from_id(variant_id))
