@@ -110,6 +110,8 @@ def new_releases(compat: Compat, baseline: Compat | None) -> list[tuple[str, str
     judged_cells: set[str] = set()
     for per_cell in compat.results.values():
         for cell_id, entry in per_cell.items():
+            if cell_id in judged_cells and cell_id in ran_cells:
+                continue  # most cells are both after a few variants: no need to look at every entry
             if entry.outcome.ran:
                 ran_cells.add(cell_id)
             if entry.verdict not in _UNJUDGED:
@@ -193,10 +195,13 @@ def _where(compat: Compat, cell: Cell, axis: str, holders: int) -> str:
 
 def release_notes(compat: Compat, baseline: Compat | None) -> list[ReleaseNote]:
     """Every (new release, variant, cell) that ran, compared with the previous release of that axis; every such cell that did not install."""
+    releases = new_releases(compat, baseline)
+    if not releases:
+        return []
     ran_by_variant = {v.id: {cid: e for cid, e in compat.entries(v.id).items() if e.outcome.ran} for v in compat.variants}
     notes: list[ReleaseNote] = []
     indexes: dict[str, dict[tuple, list[tuple[Version, str, str]]]] = {}
-    for axis, version in new_releases(compat, baseline):
+    for axis, version in releases:
         index = indexes.setdefault(axis, _previous_index(compat.cells, axis))
         holders = [c for c in compat.cells if c.pins.get(axis) == version]
         for cell in holders:

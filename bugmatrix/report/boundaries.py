@@ -66,9 +66,12 @@ __all__ = ["Boundary", "Flip", "Mark", "Picture", "Track", "axis_values", "bound
 _RANK = {o: i for i, o in enumerate(Outcome)}
 
 
+_INSTALL_FAILED, _MISSING = Outcome.INSTALL_FAILED, Outcome.MISSING  # NOT_RUN, compared by identity (20,000 entries a picture set)
+
+
 def _ran(per_cell: Mapping[str, Entry]) -> dict[str, Outcome]:
     """cell id -> outcome, for the cells where the variant's environment installed."""
-    return {cell: e.outcome for cell, e in per_cell.items() if e.outcome not in NOT_RUN}
+    return {cell: o for cell, e in per_cell.items() if (o := e.outcome) is not _INSTALL_FAILED and o is not _MISSING}
 
 
 def _drawn_axes(outcomes: dict[str, Outcome], pins: Mapping[str, Mapping[str, str]], candidates: list[str]) -> list[str]:
