@@ -100,8 +100,8 @@ def _history_path(args: argparse.Namespace) -> Path:
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every path this report will write, checked before anything is read or written (one line, exit 2)."""
-    if args.reports.exists() and not args.reports.is_dir():
-        msg = f"--reports {args.reports}: is a file, not a directory; pass the reports directory (runs/ inside)"
+    if not (args.reports / "runs").is_dir():
+        msg = f"--reports {args.reports}: no run directory {args.reports / 'runs'}; run a cell first (nox -s system, or nox -t smoke)"
         raise BugmatrixError(msg)
     for name in OUTPUTS:
         check_output_file(args.reports / name, f"--reports {args.reports}:")
@@ -167,10 +167,11 @@ def run_report(args: argparse.Namespace) -> int:
     """Merge, analyse, render, write all or nothing; exit 1 on a missing, regressed or uninstallable result with ``--fail-on-regression``."""
     _check_outputs(args)
     plan = load_plan(args.plan) if args.plan else None
+    baseline = _baseline(args)
     now = dt.datetime.now(dt.UTC)
     date = night_date(getattr(args, "date", None), now)
     with locked_directories(_locked(args), on_wait=_waiting):
-        report, nights, runs, history_path = _build(args, plan, now, date)
+        report, nights, runs, history_path = _build(args, plan, baseline, now, date)
         files, remove = _outputs(args, report, history_text(nights), runs)
         write_files(files, remove=remove)
     compat = report.compat
@@ -191,7 +192,9 @@ def run_report(args: argparse.Namespace) -> int:
     return FINDINGS_EXIT_CODE if (args.fail_on_regression and failing) else 0
 
 
-def _build(args: argparse.Namespace, plan: dict | None, now: dt.datetime, date: str) -> tuple[NightReport, list[Night], list[str], Path]:
+def _build(
+    args: argparse.Namespace, plan: dict | None, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str
+) -> tuple[NightReport, list[Night], list[str], Path]:
     """Inside the lock: read the runs, the baseline and the history; merge and analyse (the history with tonight's night)."""
     found = load_run_dir(args.reports / "runs")
     if plan is not None:
@@ -202,7 +205,7 @@ def _build(args: argparse.Namespace, plan: dict | None, now: dt.datetime, date: 
             print(f"report: left out {len(ignored)} run file(s) of cells not in this plan: {', '.join(ignored)}", file=sys.stderr)
     else:
         runs = sorted(found, key=version_order)
-    baseline_path, baseline = _baseline(args)
+    baseline_path, baseline = baseline_of
     profile, source = choose_profile(args.profile, runs, plan=plan, baseline=baseline)
     expectation = expect(
         runs, profile, plan=plan, plan_path=str(args.plan or ""), baseline=baseline, baseline_path=str(baseline_path)
