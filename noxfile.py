@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import nox
@@ -26,11 +25,10 @@ sys.path.insert(0, str(ROOT))
 from bugmatrix.errors import BugmatrixError  # noqa: E402
 from bugmatrix.files import write_json_atomic  # noqa: E402
 from bugmatrix.paths import output_dir  # noqa: E402
-from bugmatrix.plan.catalog import Catalog, load_catalog  # noqa: E402
-from bugmatrix.plan.cells import Cell, plan_all, plan_cells, plan_document  # noqa: E402
-from bugmatrix.plan.matrix import INTERPRETER, Matrix, load_matrix  # noqa: E402
-from bugmatrix.releases.registry import Resolution  # noqa: E402
-from bugmatrix.releases.tracking import resolve_matrix, tracked_for, without_symbolic  # noqa: E402
+from bugmatrix.plan.cells import Cell, plan_cells, plan_document  # noqa: E402
+from bugmatrix.plan.matrix import Matrix, load_matrix  # noqa: E402
+from bugmatrix.plan.planned import Planned, load_plan  # noqa: E402
+from bugmatrix.releases.tracking import tracked_for  # noqa: E402
 from bugmatrix.run.command import WORKERS, run_file_path  # noqa: E402
 from bugmatrix.run.runner import CellSpec, Environment, release, run_cell  # noqa: E402
 
@@ -41,17 +39,6 @@ nox.options.reuse_venv = "yes"
 nox.options.tags = ["smoke"]
 
 TOOLS = ["jinja2>=3.1", "packaging>=23"]
-
-
-@dataclass(frozen=True)
-class Planned:
-    """The matrix as declared and as resolved (``latest`` made concrete), the cases, and every profile's cells."""
-
-    declared: Matrix
-    matrix: Matrix
-    resolution: Resolution
-    catalog: Catalog
-    cells: tuple[Cell, ...]
 
 
 def _error(exc: BugmatrixError) -> None:
@@ -70,14 +57,9 @@ def _plan(declared: Matrix | None) -> Planned | None:
     if declared is None:
         return None
     try:
-        try:
-            # "latest" made concrete once: the saved resolution when there is one (a nightly's plan job hands it on).
-            matrix, resolution = resolve_matrix(declared)
-        except BugmatrixError as exc:
-            print(f"bugmatrix: warning: 'latest' left out of every profile: {exc}", file=sys.stderr)
-            matrix, resolution = without_symbolic(declared), Resolution()
-        catalog = load_catalog(ROOT / "cases", matrix)
-        return Planned(declared, matrix, resolution, catalog, tuple(plan_all(matrix, catalog)))
+        # Versions checked against the registry (cached), "latest" made concrete once (the saved resolution when there
+        # is one: a nightly's plan job hands it on; none and no registry: the pinned versions, with a warning).
+        return load_plan(declared, ROOT / "cases", fallback=True)
     except BugmatrixError as exc:
         _error(exc)
         return None
@@ -87,7 +69,7 @@ DECLARED = _load_matrix()
 PLANNED = _plan(DECLARED)
 CELLS = {cell.id: cell for cell in PLANNED.cells} if PLANNED else {}
 #: The interpreter the host sessions (tests, lint, benchmark) use: the matrix's base, else nox's own.
-BASE_PYTHON = DECLARED.base[INTERPRETER] if DECLARED else None
+BASE_PYTHON = DECLARED.base[DECLARED.interpreter] if DECLARED else None
 
 
 def planned(session: nox.Session) -> Planned:

@@ -58,16 +58,17 @@ def _plan(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_output_file(args.out, "--out", forbidden=(args.cases,))
     from bugmatrix.files import write_json_atomic
-    from bugmatrix.plan.catalog import load_catalog
-    from bugmatrix.plan.cells import plan_cells, plan_document
+    from bugmatrix.plan.cells import plan_document
     from bugmatrix.plan.matrix import load_matrix
-    from bugmatrix.releases.tracking import resolve_matrix
+    from bugmatrix.plan.planned import load_plan
 
-    matrix, resolution = resolve_matrix(load_matrix(args.matrix), refresh=args.resolve)
+    planned = load_plan(load_matrix(args.matrix), args.cases, refresh=args.resolve)
+    matrix, resolution = planned.matrix, planned.resolution
+    args.profile = args.profile or matrix.default_profile
     for entry in resolution.entries:  # stderr: stdout of --json is the CI matrix alone
         stale = f" (saved {resolution.resolved_at}; registry unreachable)" if resolution.stale else ""
         print(f"resolved: {entry.axis} {entry.requested} = {entry.resolved}{stale}", file=sys.stderr)
-    cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
+    cells = planned.profile_cells(args.profile)
     if args.out:
         write_json_atomic(args.out, {**plan_document(matrix, args.profile, cells), "resolution": resolution.to_json()})
     if args.json:
@@ -105,7 +106,6 @@ def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Varia
     """The matrix, the variant, and the pins to hold: a cell's (``--cell``) or the base pins of its axes."""
     from bugmatrix.plan.catalog import load_catalog
     from bugmatrix.plan.cells import find_cell, plan_all
-    from bugmatrix.plan.matrix import INTERPRETER
     from bugmatrix.releases.tracking import load_resolved_matrix
 
     matrix = load_resolved_matrix(args.matrix)
@@ -118,7 +118,7 @@ def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Varia
             msg = f"cell {args.cell} does not install {missing[0]}, which {variant_id} needs; pick a cell that pins it"
             raise BugmatrixError(msg)
     else:
-        pins = matrix.ordered({a: matrix.base[a] for a in (INTERPRETER, "torch", *variant.axes) if a in matrix.axes})
+        pins = matrix.ordered({a: matrix.base[a] for a in (*matrix.held_axes, *variant.axes)})
     return matrix, variant, pins
 
 
@@ -137,7 +137,7 @@ def _repro(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "--out", manifest=MANIFEST, forbidden=(args.cases,), force=args.force, example="build/repro")
     matrix, variant, pins = _held_pins(args, args.variant)
     out = export_repro(matrix, variant, pins, args.out, run_dir=args.reports / "runs", force=args.force)
-    python = pins.get("python", "3.11")
+    python = pins[matrix.interpreter]
     written = ", ".join(name for name in FILES if (out / name).exists())
     print(
         f"wrote {out}/{{{written}}} — run: "
@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     plan = sub.add_parser("plan", help="print the cells of a profile")
-    plan.add_argument("--profile", default="smoke")
+    plan.add_argument("--profile", help="a [profiles.<name>] of the matrix (default: the first one declared)")
     plan.add_argument("--json", action="store_true", help='GitHub Actions matrix: {"include": [...]}')
     plan.add_argument("--variants", action="store_true", help="also list the variants each cell runs")
     plan.add_argument("--out", type=Path, help="also write the plan document (the report's completeness check) here")

@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from bugmatrix.cell.axes import installed_axis_versions, parse_spec, set_active_spec, spec_from_matrix_file
+from bugmatrix.cell.axes import device_runtime, installed_axis_versions, parse_spec, set_active_spec, spec_from_matrix_file
 from bugmatrix.cell.case import Case, SkipVariant, Variant, case_of_module
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.isolation import capture
@@ -258,10 +258,9 @@ def alarm(seconds: float) -> Iterator[None]:
 def seed_everything(seed: int = 0) -> None:
     """Same environment, same outcome: every variant starts from the same seeds."""
     random.seed(seed)
-    if importlib.util.find_spec("torch") is not None:
-        import torch
-
-        torch.manual_seed(seed)
+    runtime = device_runtime()  # the matrix's device runtime axis (torch), where the cell installs it
+    if runtime is not None:
+        runtime.manual_seed(seed)
     if importlib.util.find_spec("numpy") is not None:
         import numpy
 
@@ -269,12 +268,9 @@ def seed_everything(seed: int = 0) -> None:
 
 
 def _dtype(name: str) -> object:
-    """``torch.<name>`` where torch is installed; the name itself in a torch-free cell."""
-    if importlib.util.find_spec("torch") is None:
-        return name
-    import torch
-
-    return getattr(torch, name)
+    """``<runtime>.<name>`` (``torch.bfloat16``) where the device runtime axis is installed; the name itself elsewhere."""
+    runtime = device_runtime()
+    return name if runtime is None else getattr(runtime, name)
 
 
 class VariantItem(pytest.Item):

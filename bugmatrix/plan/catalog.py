@@ -50,15 +50,16 @@ class Catalog:
 
 
 def load_catalog(cases_dir: Path, matrix: Matrix | None = None) -> Catalog:
-    """Import the cases once; with a matrix, every declared axis must be one of its axes."""
+    """Import the cases once; with a matrix, every axis a variant spans or requires must be one of its axes."""
     catalog = Catalog(tuple(load_cases(cases_dir)))
     if matrix is not None:
         for variant in catalog.variants:
-            unknown = [a for a in variant.axes if a not in matrix.package_axes]
-            if unknown:
-                msg = (
-                    f"{cases_dir / variant.case_id}.py: variant {variant.name!r} spans axis {unknown[0]!r}, "
-                    f"which {matrix.path} does not declare; add [axes.{unknown[0]}] there or use one of {', '.join(matrix.package_axes)}"
-                )
-                raise BugmatrixError(msg)
+            for verb, named in (("spans", variant.axes), ("requires", tuple(variant.requires.versions))):
+                unknown = [a for a in named if a not in matrix.package_axes]
+                if unknown:
+                    msg = (
+                        f"{cases_dir / variant.case_id}.py: variant {variant.name!r} {verb} axis {unknown[0]!r}, "
+                        f"which {matrix.path} does not declare; add [axes.{unknown[0]}] there or use one of {', '.join(matrix.package_axes)}"
+                    )
+                    raise BugmatrixError(msg)
     return catalog

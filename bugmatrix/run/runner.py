@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bugmatrix.paths import ROOT
-from bugmatrix.plan.matrix import INTERPRETER, Matrix
+from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.command import cell_env, pytest_command
 from bugmatrix.run.diskbudget import is_lean, needed_later, release_cell
 from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment, record_install_failure
@@ -85,7 +85,7 @@ def prepare(matrix: Matrix, spec: CellSpec, *, root: Path = ROOT, venv: Path | N
     """
     if spec.pins is None:
         return Environment(spec.interpreter or Path(sys.executable))
-    python, requirements = spec.pins[INTERPRETER], matrix.requirements_for(spec.pins)
+    python, requirements = spec.pins[matrix.interpreter], matrix.requirements_for(spec.pins)
     lock, unlocked = lock_for(root, spec.id, requirements, python)
     target = venv or cell_venv(root, spec.id)
     built = ensure_environment(target, python, requirements, matrix.import_modules(spec.pins), lock=lock)

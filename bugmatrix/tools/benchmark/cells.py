@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bugmatrix.cell.runfile import RunRecord, load_run_file
 from bugmatrix.plan.cells import Cell
-from bugmatrix.plan.matrix import INTERPRETER, Matrix
+from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.runner import CellSpec, built_python, run_cell
@@ -138,7 +138,7 @@ def heavy_wheels(matrix: Matrix, cells: Iterable[Cell]) -> set[tuple[str, str, s
         for requirement in matrix.requirements_for(cell.pins):
             name, sep, version = requirement.partition("==")
             if sep and heavy_distributions([name]):
-                wanted.add((heavy_distributions([name])[0], version, "cp" + cell.pins[INTERPRETER].replace(".", "")))
+                wanted.add((heavy_distributions([name])[0], version, "cp" + cell.pins[matrix.interpreter].replace(".", "")))
     return wanted
 
 
