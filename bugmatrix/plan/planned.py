@@ -1,6 +1,7 @@
 """The plan in one call, as ``nox -l``, ``plan`` and ``check`` make it: every matrix mistake found before a cell runs.
 
-In order: ``latest`` is made concrete
+In order: each package axis's versions are checked against the registry
+(cached; :mod:`bugmatrix.releases.existence`), ``latest`` is made concrete
 (:mod:`bugmatrix.releases.tracking`), the cases are imported
 (:mod:`bugmatrix.plan.catalog`), and every profile is planned
 (:func:`bugmatrix.plan.cells.plan_all`), which refuses a profile without
@@ -18,6 +19,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.catalog import Catalog, load_catalog
 from bugmatrix.plan.cells import Cell, plan_all, plan_cells
 from bugmatrix.plan.matrix import Matrix
+from bugmatrix.releases.existence import check_versions
 from bugmatrix.releases.registry import Resolution, warn
 from bugmatrix.releases.tracking import resolve_matrix, without_symbolic
 
@@ -56,6 +58,8 @@ def load_plan(
     registry or a saved resolution); ``registry=False`` skips the version
     check (tests of the planner on fixture matrices).
     """
+    if registry:
+        check_versions(declared, warn=warn)
     try:
         matrix, resolution = resolve_matrix(declared, refresh=refresh, warn=warn)
     except BugmatrixError as exc:
