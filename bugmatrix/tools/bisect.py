@@ -202,8 +202,9 @@ def default_out(variant: str, package: str) -> Path:
 
 def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held: dict[str, str]) -> int:
     """The ``bisect`` subcommand: probe, print, write the result file."""
-    if args.package not in (*variant.axes, "torch"):
-        msg = f"{variant.id} does not depend on {args.package!r} (its axes: {', '.join(variant.axes)}); bisect one of those"
+    axes = dict.fromkeys([*variant.axes, *(a for a in matrix.held_axes if a != matrix.interpreter)])
+    if args.package not in axes:
+        msg = f"{variant.id} does not depend on {args.package!r} (its axes: {', '.join(axes)}); bisect one of those"
         raise BugmatrixError(msg)
     distribution = matrix.providers({**held, args.package: held.get(args.package, matrix.base[args.package])})[args.package][0]
     versions = args.versions or registry_versions(distribution, low=args.low, high=args.high, pre=args.pre)
