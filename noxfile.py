@@ -205,6 +205,12 @@ def repro(session: nox.Session) -> None:
 
 
 @nox.session(python=False)
+def check(session: nox.Session) -> None:
+    """This project's policies for its catalogue (source, upstream evidence and variant, boundaries in smoke): one line per gap."""
+    run_cli("check", session)
+
+
+@nox.session(python=False)
 def stability(session: nox.Session) -> None:
     """Run one cell's cases N times (-- --repeat 20 [--cell ID]) and report any outcome that varies."""
     run_cli("stability", session)

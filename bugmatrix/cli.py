@@ -1,4 +1,4 @@
-"""Command line: ``python -m bugmatrix plan|lock|report|bisect|repro|stability|benchmark|cachesize``.
+"""Command line: ``python -m bugmatrix plan|lock|report|bisect|repro|check|stability|benchmark|cachesize``.
 
 Every subcommand is a thin layer over a library function; a BugmatrixError
 anywhere is printed as one line and exits with its code (2: bad input, 3: an
@@ -31,6 +31,11 @@ __all__ = ["build_parser", "main"]
 
 #: Subcommands that live in their own module (``add_arguments(parser)`` + ``run(args) -> int``).
 TOOLS = (
+    (
+        "check",
+        "bugmatrix.tools.check",
+        "this project's policies for its catalogue (source, evidence, upstream variant, boundary in smoke...)",
+    ),
     ("stability", "bugmatrix.tools.stability", "run one cell's cases N times and report any outcome that varies"),
     ("benchmark", "bugmatrix.tools.benchmark", "measure env builds, reuse vs floor, report speed, disk; print ratios"),
     ("cachesize", "bugmatrix.tools.cachesize", "what a nightly downloads cold and what its uv caches hold (nothing downloaded)"),
