@@ -200,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     bisect.add_argument("--linear", action="store_true", help="run every release (to check a bisect)")
     bisect.add_argument("--timeout", type=float, default=900.0, help="seconds one probe may take before it is a timeout")
     bisect.add_argument("--out", type=Path, help="result file (default: <reports>/bisect/<variant>--<package>.json)")
+    bisect.add_argument(
+        "--publish", action="store_true", help="write the result into reports/bisect/ (committed), where a case cites it as evidence"
+    )
     bisect.set_defaults(func=_bisect, root=ROOT)
 
     repro = sub.add_parser("repro", help="export one variant as a standalone script for an upstream issue")
