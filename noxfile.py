@@ -36,7 +36,6 @@ nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
 nox.options.reuse_venv = "yes"
-nox.options.tags = ["smoke"]
 
 TOOLS = ["jinja2>=3.1", "packaging>=23"]
 
@@ -66,6 +65,8 @@ def _plan(declared: Matrix | None) -> Planned | None:
 
 
 DECLARED = _load_matrix()
+# `nox` alone runs the matrix's first profile; with the matrix broken it selects nothing (the line above says why).
+nox.options.tags = [DECLARED.default_profile if DECLARED else "no-matrix"]
 PLANNED = _plan(DECLARED)
 CELLS = {cell.id: cell for cell in PLANNED.cells} if PLANNED else {}
 #: The interpreter the host sessions (tests, lint, benchmark) use: the matrix's base, else nox's own.
@@ -188,7 +189,7 @@ for _profile in DECLARED.profiles if DECLARED else ():
 
 @nox.session(python=False)
 def lock(session: nox.Session) -> None:
-    """(Re)create the locks of a profile's cells under locks/: -- [--profile nightly] [--check] [--era]."""
+    """(Re)create the missing or stale locks of every planned cell under locks/: -- [--profile P] [--check] [--era]."""
     run_cli("lock", session)
 
 

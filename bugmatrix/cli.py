@@ -153,12 +153,13 @@ def _repro(args: argparse.Namespace) -> int:
 
 def _lock(args: argparse.Namespace) -> int:
     from bugmatrix.plan.catalog import load_catalog
-    from bugmatrix.plan.cells import plan_cells
+    from bugmatrix.plan.cells import plan_all, plan_cells
     from bugmatrix.releases.tracking import load_resolved_matrix
     from bugmatrix.run.lock import run_lock
 
     matrix = load_resolved_matrix(args.matrix)
-    cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
+    catalog = load_catalog(args.cases, matrix)
+    cells = plan_cells(matrix, args.profile, catalog) if args.profile else plan_all(matrix, catalog)
     return run_lock(matrix, cells, args.root, check=args.check, era=args.era)
 
 
@@ -213,8 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--reports", type=Path, default=output_dir(), help="where run files are (for the observed outcome)")
     repro.set_defaults(func=_repro)
 
-    lock = sub.add_parser("lock", help="(re)create the committed locks of a profile's cells under locks/")
-    lock.add_argument("--profile", default="nightly")
+    lock = sub.add_parser("lock", help="(re)create the committed locks of the planned cells under locks/")
+    lock.add_argument("--profile", help="only this [profiles.<name>]'s cells (default: every profile's)")
     lock.add_argument("--check", action="store_true", help="only say which locks are missing or stale (exit 1 if any)")
     lock.add_argument(
         "--era", action="store_true", help="resolve each cell as the registry stood a day after its newest pin (uv --exclude-newer)"

@@ -153,7 +153,7 @@ def read_header(lock: Path) -> dict[str, str | list[str]]:
 def lock_status(lock: Path, requirements: Sequence[str], *, python: str | None = None) -> str | None:
     """None when ``lock`` was made from exactly these requirements (and Python); else why not, in one line."""
     if not lock.exists():
-        return f"{lock.name}: no lock for this cell; create it with: nox -s lock -- --profile <profile>"
+        return f"{lock.name}: no lock for this cell; create it with: nox -s lock"
     header = read_header(lock)
     if header.get("requirements-sha256") != requirements_digest(requirements):
         before = set(header["requirement"])
