@@ -1,4 +1,4 @@
-"""Command line: ``python -m bugmatrix plan|lock|report|bisect|repro|stability|benchmark|cachesize``.
+"""Command line: ``python -m bugmatrix plan|lock|report|bisect|repro|stability|benchmark|cachesize|site``.
 
 Every subcommand is a thin layer over a library function; a BugmatrixError
 anywhere is printed as one line and exits with 2 — the single place where
@@ -32,6 +32,7 @@ TOOLS = (
     ("stability", "bugmatrix.tools.stability", "run one cell's cases N times and report any outcome that varies"),
     ("benchmark", "bugmatrix.tools.benchmark", "measure env builds, reuse vs floor, report speed, disk; print ratios"),
     ("cachesize", "bugmatrix.tools.cachesize", "what a nightly downloads cold and what its uv caches hold (nothing downloaded)"),
+    ("site", "bugmatrix.publish.site", "the GitHub Pages site: tonight's report at the root and under its date, past nights kept"),
 )
 
 
