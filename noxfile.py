@@ -1,4 +1,4 @@
-"""bugmatrix sessions: one per matrix cell, plus system, report, site, plan, lock, bisect, repro, stability, benchmark, tests, lint.
+"""bugmatrix sessions: one per matrix cell, plus system, report, site, issues, plan, lock, bisect, repro, stability, benchmark, tests, lint.
 
 ``nox`` alone runs the smoke profile and writes the report under build/reports
 (git ignores it); ``nox -l`` lists every cell. Cells come from matrix.toml and
@@ -226,6 +226,12 @@ def repro(session: nox.Session) -> None:
 def site(session: nox.Session) -> None:
     """The GitHub Pages site from a report: -- --reports DIR --date D --out DIR [--previous SITE] [--profile P]."""
     run_cli("site", session)
+
+
+@nox.session(python=False)
+def issues(session: nox.Session) -> None:
+    """File the report's issue bodies on GitHub (gh): -- --bodies DIR --compat FILE --repo O/R --night D [--dry-run]."""
+    run_cli("issues", session)
 
 
 @nox.session(python=False)

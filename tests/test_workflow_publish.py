@@ -24,6 +24,7 @@ PERMISSIONS: dict[str, dict[str, str] | None] = {
     "cells": None,
     "report": {"contents": "read", "actions": "read", "pages": "read"},
     "pages": {"pages": "write", "id-token": "write"},
+    "issues": {"contents": "read", "issues": "write"},
 }
 
 FAKE_GH = """#!{python}
@@ -83,7 +84,7 @@ def test_write_permissions_live_only_in_the_job_that_uses_them() -> None:
     jobs = workflow["jobs"]
     assert {name: job.get("permissions") for name, job in jobs.items()} == PERMISSIONS
     writers = {name for name, job in jobs.items() if "write" in (job.get("permissions") or {}).values()}
-    assert writers == {"pages"}
+    assert writers == {"pages", "issues"}
 
 
 def test_the_deploy_job_runs_only_the_official_action() -> None:
@@ -180,3 +181,70 @@ def test_no_report_tonight_leaves_the_published_site_as_it_was(tmp_path: Path) -
     done, outputs = run_step(tmp_path, report_step("report", "site")["run"], NIGHT="2026-11-23", PROFILE="nightly")
     assert done.returncode == 0 and "stays as it was" in done.stdout
     assert "built" not in outputs, "nothing to deploy: the pages job is skipped"
+
+
+FAKE_NOX = """#!/bin/sh
+printf '%s\\n' "$@" > "$FAKE_NOX_ARGS"
+echo "open regression:x: new finding -> https://github.com/o/r/issues/1"
+echo "issues: 1 finding(s); 1 open"
+exit "${FAKE_NOX_EXIT:-0}"
+"""
+
+
+def test_the_issues_job_files_what_the_report_job_rendered_with_the_only_issues_write() -> None:
+    jobs = load_workflow()["jobs"]
+    job = jobs["issues"]
+    assert job["needs"] == ["report", "pages"], "after the deploy: the links in a new issue already work"
+    assert job["if"] == "${{ !cancelled() && needs.report.outputs.issues == 'true' }}", "a night failing on a regression files its issues"
+    report = jobs["report"]
+    assert report["outputs"]["issues"] == "${{ steps.bodies.outputs.written }}"
+    assert report["outputs"]["findings"] == "${{ steps.bodies.outputs.findings }}"
+    run = step_running(report, r"\bnox -s report --")["run"]
+    assert '--issue-bodies "$BUGMATRIX_REPORTS/issues"' in run and '--site-url "$SITE_URL"' in run
+    assert '--issues "$BUGMATRIX_REPORTS/issues"' in report_step("report", "site")["run"], "the bodies' repro files go on the site"
+    (upload,) = [s for s in step_using(report, "actions/upload-artifact") if s["with"]["name"] == "issues"]
+    assert upload["if"] == "always() && steps.bodies.outputs.written == 'true' && steps.bodies.outputs.findings != '0'"
+    downloads = {s["with"]["name"]: s for s in step_using(job, "actions/download-artifact") if "name" in s["with"]}
+    assert downloads["issues"]["if"] == "needs.report.outputs.findings != '0'"
+    assert downloads["compat-report-${{ env.PROFILE }}"]["with"]["path"] == "${{ runner.temp }}/report"
+    filing = step_running(job, r"\bnox -s issues --")
+    assert filing["env"]["GH_TOKEN"] == "${{ github.token }}" and filing["env"]["NIGHT"] == "${{ needs.report.outputs.night }}"
+
+
+def test_the_bodies_step_counts_tonights_findings_only_when_the_report_wrote_them(tmp_path: Path) -> None:
+    script = report_step("report", "bodies")["run"]
+    done, outputs = run_step(tmp_path, script)
+    assert done.returncode == 0 and "written" not in outputs and "wrote no issue bodies" in done.stdout
+    issues = tmp_path / "reports" / "issues"
+    issues.mkdir(parents=True)
+    (tmp_path / "reports" / "compat.json").write_text("{}")
+    done, outputs = run_step(tmp_path, script)
+    assert outputs == {"written": "true", "findings": "0"}, "a clean night: filed anyway, for the back-to-baseline notes"
+    for name in ("a.md", "b.md"):
+        (issues / name).write_text("body")
+    (issues / "a").mkdir()
+    (issues / "a" / "repro.py").write_text("x")
+    done, outputs = run_step(tmp_path, script)
+    assert outputs == {"written": "true", "findings": "2"}
+
+
+@pytest.mark.parametrize("code", [0, 2])
+def test_the_filing_step_passes_the_night_through_and_keeps_nox_exit_status(tmp_path: Path, code: int) -> None:
+    job = load_workflow()["jobs"]["issues"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nox").write_text(FAKE_NOX)
+    (bin_dir / "nox").chmod(0o755)
+    summary = tmp_path / "summary.md"
+    done, _ = run_step(
+        tmp_path, step_running(job, r"\bnox -s issues --")["run"], PATH=f"{bin_dir}:{os.environ['PATH']}", FAKE_NOX_ARGS=str(tmp_path / "args"),
+        FAKE_NOX_EXIT=str(code), NIGHT="2026-11-23", SITE_URL="https://o.github.io/r/", GITHUB_STEP_SUMMARY=str(summary),
+        GITHUB_SERVER_URL="https://github.com", GITHUB_RUN_ID="7",
+    )  # fmt: skip
+    assert done.returncode == code and "open regression:x" in done.stdout
+    args = (tmp_path / "args").read_text().splitlines()
+    assert args[:3] == ["-s", "issues", "--"] and (tmp_path / "temp" / "report" / "issues").is_dir(), "an empty directory: no findings"
+    for flag, value in {"--repo": "o/r", "--night": "2026-11-23", "--site-url": "https://o.github.io/r/",
+                        "--run-url": "https://github.com/o/r/actions/runs/7"}.items():  # fmt: skip
+        assert args[args.index(flag) + 1] == value
+    assert summary.read_text().startswith("### Issues\n\n- open regression:x")
