@@ -240,3 +240,36 @@ def test_every_body_fits_github_and_starts_with_its_marker(night: object) -> Non
         body = body_of(report, found)
         assert len(body) < 65_536 and parse_markers(body)[0].key == found.key
         assert "bugmatrix-finding" in outside_code(body.split("\n", 1)[1]), "the visible footer carries the search word"
+
+
+# -- the README's example ---------------------------------------------------------------------------
+
+README = ROOT / "README.md"
+EXAMPLE = re.compile(r"<!-- bugmatrix:issue-example[^>]*-->\n````markdown\n(.*?)````\n<!-- /bugmatrix:issue-example -->", re.S)
+CUT = "… (repro.py is cut here in the README; the issue shows it whole)"
+
+
+def readme_example(tmp_path: Path) -> str:
+    """The README's issue body: a regression on the fixture night, rendered with the real repro export; repro.py's block cut."""
+    baseline = dataclasses.replace(fixture_compat(), profile="nightly")
+    message = "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn"
+    tonight = baseline.with_entry(CORE, FIXED, outcome=Outcome.REPRODUCED, message=message)
+    report = analyse(tonight, baseline, history(baseline, baseline, tonight))
+    found = finding(report, ChangeKind.REGRESSION, CORE)
+    attachment = ReproExporter(ROOT / "matrix.toml", ROOT / "cases", FIXTURES).export(found, report.compat, tmp_path / file_stem(found.key))
+    links = Links.for_site("https://OWNER.github.io/bugmatrix/", "nightly", NIGHT, "")
+    body = render_issue(found, report, NIGHT, links, attachment)[1]
+    body = re.sub(
+        r"(<details><summary>repro\.py) \([\d,]+ characters\)(</summary>\n\n(`{3,})python\n).*?\n\3\n",
+        rf"\1 (… characters)\2{CUT}\n\3\n",
+        body,
+        flags=re.S,
+    )
+    return body
+
+
+def test_the_readme_shows_a_body_exactly_as_the_renderer_writes_it(tmp_path: Path) -> None:
+    """Regenerate with: python -c 'import tests.test_issue_bodies as t, pathlib, tempfile; print(t.readme_example(pathlib.Path(tempfile.mkdtemp())))'."""
+    shown = EXAMPLE.search(README.read_text(encoding="utf-8"))
+    assert shown, "README.md: the issue example block (<!-- bugmatrix:issue-example -->) is gone"
+    assert shown.group(1) == readme_example(tmp_path), "README.md's issue example is stale; regenerate it (this test's docstring)"

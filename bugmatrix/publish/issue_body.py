@@ -236,11 +236,13 @@ def render_issue(finding: Finding, report: NightReport, night: str, links: Links
                 "",
             ]
     footer = [
-        "",  # a "---" right under a paragraph would make it a heading
+        "",  # a "---" right under a paragraph would make it a heading: one blank line before it
         "---",
         f"<sub>Filed by bugmatrix's nightly ({MARKER} {literal(finding.key)}). One issue per finding: later nights comment here when it"
         " changes or is back to the baseline; closing it is left to people.</sub>",
     ]
     used = sum(len(line) + 1 for line in [*lines, *footer])
     lines += ["### Reproduce", "", *_reproduce(attachment, links, BODY_LIMIT - used - 200)]
+    while lines[-1] == "":
+        lines.pop()
     return title, "\n".join([*lines, *footer]) + "\n"
