@@ -99,62 +99,68 @@ def _without_marker(body: Body) -> str:
     return body.text.split("\n", 1)[1] if "\n" in body.text else ""
 
 
+def _said(last: Marker | None, marker: Marker) -> bool:
+    """The issue's last note is this very finding (not a back-to-baseline note, the same digest)."""
+    return last is not None and last.state is not State.BACK and last.digest == marker.digest
+
+
+def _for_finding(body: Body, known: list[Issue], night: str) -> Action:
+    """Tonight's finding against the issues with its key (oldest first)."""
+    key, marker = body.marker.key, body.marker
+    open_issues = [i for i in known if i.open]
+    if open_issues:
+        issue = open_issues[-1]
+        last = _last(issue, key)
+        if _said(last, marker):
+            assert last is not None
+            return Action(Act.NOTHING, key, f"already says this (as of {last.night})", issue.number)
+        if last is not None and last.state is State.BACK:
+            head, why = f"this is back (the issue was told on {last.night} that it was back to the baseline).", "back again"
+        else:
+            head, why = "this finding changed since the last note; tonight it is:", "changed"
+        text = f"{marker.but(State.UPDATED, night).render()}\n**Night {night}**: {head}\n\n{_without_marker(body)}"
+        return Action(Act.COMMENT, key, why, issue.number, text=text)
+    closed = known[-1] if known else None
+    if closed is None:
+        return Action(Act.OPEN, key, "new finding", title=marker.title, text=body.text)
+    if _said(_last(closed, key), marker):
+        return Action(Act.NOTHING, key, "closed by people while it was unchanged; not reopened", closed.number)
+    text = f"{body.text}\nEarlier: #{closed.number} (closed).\n"
+    return Action(Act.OPEN, key, f"new since #{closed.number} was closed", title=marker.title, text=text)
+
+
+def _for_gone(key: str, issue: Issue, compat: Compat, night: str, report_url: str, troubled: set[str]) -> Action | None:
+    """An open issue whose finding is not tonight's: a back-to-baseline note where tonight judged it, once."""
+    last = _last(issue, key)
+    if last is None or last.state is State.BACK:
+        return None  # already told, or nothing the nightly wrote to compare with
+    if _subject(key) in troubled:
+        return Action(Act.NOTHING, key, "its subject has another finding tonight", issue.number)
+    if not judged(compat, last):
+        return Action(Act.NOTHING, key, "not judged tonight (a cell it names did not run or record it)", issue.number)
+    report = f" ([report]({report_url}))" if report_url else ""
+    text = (
+        f"{last.but(State.BACK, night).render()}\n**Night {night}**: back to the baseline. Tonight's run judged"
+        f" {', '.join(f'`{c}`' for c in last.cells)} and found no {key.partition(':')[0]} of this subject{report}."
+        " Closing is left to people; a later night comments again if it returns.\n"
+    )
+    return Action(Act.BACK, key, "back to the baseline", issue.number, text=text)
+
+
 def plan_filing(bodies: list[Body], issues: list[Issue], compat: Compat, night: str, report_url: str = "") -> list[Action]:
     """What to do tonight, per key: tonight's findings first, then the open issues whose finding is gone."""
     by_key: dict[str, list[Issue]] = {}
-    for issue in issues:
+    for issue in sorted(issues, key=lambda i: i.number):
         opening = next((m for m in parse_markers(issue.body) if m.state is State.OPENED), None)
         if opening is not None:
             by_key.setdefault(opening.key, []).append(issue)
-    actions = []
-    for body in bodies:
-        key, marker = body.marker.key, body.marker
-        known = sorted(by_key.get(key, []), key=lambda i: i.number)
-        open_issues = [i for i in known if i.open]
-        if open_issues:
-            issue = open_issues[-1]
-            last = _last(issue, key)
-            if last is not None and last.state is not State.BACK and last.digest == marker.digest:
-                actions.append(Action(Act.NOTHING, key, f"already says this (as of {last.night})", issue.number))
-                continue
-            again = last is not None and last.state is State.BACK
-            head = f"**Night {night}**: " + (
-                f"this is back (the issue was told on {last.night} that it was back to the baseline)." if again and last
-                else "this finding changed since the last note; tonight it is:"
-            )  # fmt: skip
-            text = f"{marker.but(State.UPDATED, night).render()}\n{head}\n\n{_without_marker(body)}"
-            actions.append(Action(Act.COMMENT, key, "back again" if again else "changed", issue.number, text=text))
-            continue
-        closed = known[-1] if known else None
-        last = _last(closed, key) if closed is not None else None
-        if closed is not None and last is not None and last.state is not State.BACK and last.digest == marker.digest:
-            actions.append(Action(Act.NOTHING, key, "closed by people while it was unchanged; not reopened", closed.number))
-            continue
-        text = body.text + (f"\nEarlier: #{closed.number} (closed).\n" if closed is not None else "")
-        actions.append(Action(Act.OPEN, key, "new finding" if closed is None else f"new since #{closed.number} was closed", title=marker.title, text=text))  # fmt: skip
+    actions = [_for_finding(body, by_key.get(body.marker.key, []), night) for body in bodies]
     tonight = {b.marker.key for b in bodies}
     troubled = {_subject(k) for k in tonight}  # a subject with any finding tonight is not back to its baseline
     for key, known in sorted(by_key.items()):
-        open_issues = sorted((i for i in known if i.open), key=lambda i: i.number)
-        if key in tonight or not open_issues:
-            continue
-        issue = open_issues[-1]
-        last = _last(issue, key)
-        if last is None or last.state is State.BACK:
-            continue  # already told, or nothing the nightly wrote to compare with
-        if _subject(key) in troubled:
-            actions.append(Action(Act.NOTHING, key, "its subject has another finding tonight", issue.number))
-            continue
-        if not judged(compat, last):
-            actions.append(Action(Act.NOTHING, key, "not judged tonight (a cell it names did not run or record it)", issue.number))
-            continue
-        report = f" ([report]({report_url}))" if report_url else ""
-        text = (
-            f"{last.but(State.BACK, night).render()}\n**Night {night}**: back to the baseline. Tonight's run judged"
-            f" {', '.join(f'`{c}`' for c in last.cells)} and found no {key.partition(':')[0]} of this subject{report}."
-            " Closing is left to people; a later night comments again if it returns.\n"
-        )
-        actions.append(Action(Act.BACK, key, "back to the baseline", issue.number, text=text))
+        open_issues = [i for i in known if i.open]
+        if key not in tonight and open_issues and (action := _for_gone(key, open_issues[-1], compat, night, report_url, troubled)):
+            actions.append(action)
     return actions
 
 

@@ -161,7 +161,7 @@ def _moved(finding: Finding, report: NightReport) -> list[str]:
 def _reproduce(attachment: Attachment, links: Links, budget: int) -> list[str]:
     """The commands, the files (linked where the night is published), and the short ones inline."""
     if not attachment.directory:
-        return [f"Nothing to export: {attachment.note or 'no cell'}.", ""]
+        return [f"Nothing to export: {literal(attachment.note or 'no cell', 1000)}.", ""]
     lines = []
     if attachment.command:
         lines += [f"Exported by {literal(attachment.command)}; the files are attached beside this issue's body:", ""]
@@ -181,7 +181,7 @@ def _reproduce(attachment: Attachment, links: Links, budget: int) -> list[str]:
         commands.append(attachment.run)
     lines += [*fenced("\n".join(commands), "bash"), ""]
     if attachment.note:
-        lines += [f"Note: {attachment.note}.", ""]
+        lines += [f"Note: {literal(attachment.note, 1000)}.", ""]
     for name in INLINE:
         text = attachment.files.get(name)
         if text is None:
