@@ -136,6 +136,7 @@ def test_a_missing_cell_is_one_body_for_all_of_its_variants() -> None:
     row = next(line for line in body.splitlines() if line.startswith(f"| `{CRASHED}`"))
     assert f"| {NIGHT} |" in row and "no run file for this cell" in row
     assert "Below the pins" not in body, "a lost cell has no environment to compare"
+    assert f"The {len(found.variants)} variant(s) it is about: `{found.variants[0]}`" in body
 
 
 def test_a_flaky_body_tells_the_flips_night_by_night() -> None:

@@ -215,6 +215,11 @@ def render_issue(finding: Finding, report: NightReport, night: str, links: Links
         *_cells_table(finding, report),
         "",
     ]  # fmt: skip
+    if finding.kind in CELL_FINDINGS:
+        shown = ", ".join(literal(v) for v in finding.variants[:12]) + (
+            f", … ({len(finding.variants) - 12} more)" if len(finding.variants) > 12 else ""
+        )
+        lines += [f"The {len(finding.variants)} variant(s) it is about: {shown}.", ""]
     if finding.kind not in CELL_FINDINGS and finding.release is None:
         variant = compat.variant_by_id.get(finding.subject)
         lines += ["### Since, boundary, expectation", ""]
