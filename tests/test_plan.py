@@ -38,6 +38,9 @@ class declared:  # noqa: N801 - reads as the declarations it stands for
     def runs_in(self, axes: tuple[str, ...]) -> list[str]:
         return [f"demo::{'_'.join(p)}[cpu]" for p in self._projections if set(p) <= set(axes)]
 
+    def installs_in(self, axes: tuple[str, ...]) -> dict[tuple[str, ...], list[str]]:
+        return {}
+
 
 def ids(cells: list[Cell], device: str | None = None) -> set[str]:
     return {c.id for c in cells if device is None or c.device == device}

@@ -23,12 +23,14 @@ as a :class:`Source` (title, date, link where known), never as a path.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from bugmatrix.cell.ids import VariantId
@@ -172,6 +174,7 @@ class Variant:
     requires: Requires
     expect: tuple[Expect, ...]
     doc: str
+    install: tuple[str, ...] = ()  # an install workaround: requirements added to the cell's, run in a sibling environment
 
     @property
     def id(self) -> str:
@@ -304,6 +307,40 @@ class Case:
             return fn
 
         return register
+
+    def install_workaround(
+        self, name: str, *, workaround_for: str, requires: tuple[str, ...] | list[str], expect: tuple[Expect, ...] = ()
+    ) -> None:
+        """A workaround that is an install change (``requires=["setuptools<81"]``): the target's body, in a sibling environment.
+
+        Declared after its target; one variant per device the target declares.
+        The planner adds, beside every cell that runs the target, a cell with
+        the same pins and these requirements that runs only this workaround;
+        the report counts it where the target reproduced, like any workaround.
+        """
+        targets = [v for v in self.variants if v.name == workaround_for and not v.install]
+        if not targets:
+            raise self._fail(name, f"workaround_for={workaround_for!r} is not declared above", "declare the target variant first")
+        if any(v.name == name for v in self.variants):
+            raise self._fail(name, "is declared twice", "give each workaround its own name")
+        if not name.isidentifier():
+            raise self._fail(name, "is not a name", "use a Python identifier, e.g. setuptools_below_81")
+        listed = tuple(requires) if isinstance(requires, list | tuple) else ()
+        if not listed:
+            raise self._fail(name, f"requires={requires!r} names no requirement", 'write e.g. requires=["setuptools<81"]')
+        for text in listed:
+            try:
+                Requirement(str(text))
+            except InvalidRequirement:
+                raise self._fail(name, f"{text!r} is not a requirement", 'write it as pip would take it, e.g. "numpy<2"') from None
+        for target in targets:
+            doc = f"{workaround_for} with {', '.join(listed)} installed"
+            self.variants.append(
+                dataclasses.replace(
+                    target, name=name, kind=Kind.WORKAROUND, workaround_for=workaround_for, counterpart=None,
+                    expect=tuple(expect), doc=doc, install=listed,
+                )
+            )  # fmt: skip
 
 
 def case_of_module(namespace: Mapping[str, Any], stem: str, path: object) -> Case:

@@ -56,6 +56,7 @@ CELL_DESC = "cell id recorded in the run file (default: system, the current envi
 PINS_DESC = "the cell's requested pins as axis=version,... (recorded as requested)"
 REQUESTED_DESC = "axis=latest,...: pins a profile's latest/latest-pre resolved to (recorded as tracked: requested and resolved)"
 AXES_DESC = "run only variants whose axes are all among these (comma-separated); a matrix cell passes its pinned axes"
+INSTALLED_DESC = "JSON list: the install workaround's requirements this cell was built with; only the variants declared for them run"
 AXIS_SPEC_DESC = "JSON: axis -> [[distribution, module], ...] (written by bugmatrix.run.command; default: read matrix.toml)"
 TIMEOUT_DESC = "per-variant timeout in seconds; a variant still running then is recorded as timeout"
 RESUME_DESC = "keep the results already in the run file and skip those variants (resume an interrupted run)"
@@ -84,6 +85,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bugmatrix-requested", default="", help=REQUESTED_DESC)
     group.addoption("--bugmatrix-axes", default=None, help=AXES_DESC)
     group.addoption("--bugmatrix-axis-spec", default=None, help=AXIS_SPEC_DESC)
+    group.addoption("--bugmatrix-installed", default="[]", help=INSTALLED_DESC)
     group.addoption("--bugmatrix-timeout", type=float, default=None, help=TIMEOUT_DESC)
     group.addoption("--bugmatrix-resume", action="store_true", help=RESUME_DESC)
     parser.addini("bugmatrix_timeout", TIMEOUT_DESC, default=str(DEFAULT_TIMEOUT))
@@ -228,11 +230,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     allowed = config.getoption("--bugmatrix-axes")
     state = config.stash.get(STATE_KEY, None)
     done = set(state.previous) if state else set(getattr(config, "workerinput", {}).get("bugmatrix_resumed", ()))
+    installed = tuple(json.loads(config.getoption("--bugmatrix-installed") or "[]"))
     keep, drop = [], []
     for item in items:
         variant = item.stash.get(VARIANT_KEY, None)
         outside = allowed is not None and variant is not None and not set(variant.axes) <= set(allowed.split(","))
-        (drop if outside or (variant is not None and variant.id in done) else keep).append(item)
+        # An install workaround runs only in the environment built with its requirements, and nothing else runs there.
+        elsewhere = variant is not None and tuple(variant.install) != installed
+        (drop if outside or elsewhere or (variant is not None and variant.id in done) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

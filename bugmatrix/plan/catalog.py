@@ -35,8 +35,19 @@ class Catalog:
         return list(dict.fromkeys(tuple(sorted(v.axes)) for v in self.variants))
 
     def runs_in(self, axes: tuple[str, ...]) -> list[str]:
-        """Ids of the variants a cell with these package axes runs (CUDA ones record why they skip on a CPU runner)."""
-        return [v.id for v in self.variants if set(v.axes) <= set(axes)]
+        """Ids of the variants a cell with these package axes runs (CUDA ones record why they skip on a CPU runner).
+
+        Install workarounds run in a sibling environment instead (:meth:`installs_in`).
+        """
+        return [v.id for v in self.variants if set(v.axes) <= set(axes) and not v.install]
+
+    def installs_in(self, axes: tuple[str, ...]) -> dict[tuple[str, ...], list[str]]:
+        """The install workarounds a cell with these axes has siblings for: extra requirements -> the variant ids run with them."""
+        found: dict[tuple[str, ...], list[str]] = {}
+        for variant in self.variants:
+            if variant.install and set(variant.axes) <= set(axes):
+                found.setdefault(variant.install, []).append(variant.id)
+        return found
 
     def find(self, variant_id: str) -> Variant:
         """A variant by id, with close matches named when there is none."""

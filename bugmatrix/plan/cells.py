@@ -27,13 +27,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.conflicts import check_contradictions
 from bugmatrix.plan.matrix import SYMBOLIC, Matrix
 
-__all__ = ["PLAN_SCHEMA", "Cell", "Projections", "find_cell", "plan_all", "plan_cells", "plan_document"]
+__all__ = ["PLAN_SCHEMA", "Cell", "Projections", "find_cell", "plan_all", "plan_cells", "plan_document", "sibling_id"]
 
 PLAN_SCHEMA = "bugmatrix.plan.cells/1"
 
@@ -44,6 +46,8 @@ class Projections(Protocol):
     def projections(self) -> list[tuple[str, ...]]: ...
 
     def runs_in(self, axes: tuple[str, ...]) -> list[str]: ...
+
+    def installs_in(self, axes: tuple[str, ...]) -> dict[tuple[str, ...], list[str]]: ...
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class Cell:
     device: str = "cpu"
     variants: tuple[str, ...] = field(default=(), compare=False)
     interpreter: str = field(default="", compare=False)  # the matrix's interpreter axis (set by the planner)
+    extra: tuple[str, ...] = field(default=(), compare=False)  # an install workaround's requirements, added to the pins'
+    sibling_of: str = field(default="", compare=False)  # the cell whose pins it shares, where ``extra`` is set
 
     @property
     def python(self) -> str:
@@ -68,13 +74,36 @@ class Cell:
         return tuple(a for a in self.pins if a != self.interpreter)
 
     def to_json(self) -> dict[str, Any]:
+        sibling = {"requires": list(self.extra), "sibling_of": self.sibling_of} if self.extra else {}
         return {
             "id": self.id,
             "pins": dict(self.pins),
             "profiles": list(self.profiles),
             "device": self.device,
             "variants": list(self.variants),
+            **sibling,
         }
+
+
+_OPERATORS = {"<=": "le", ">=": "ge", "==": "eq", "!=": "ne", "~=": "compat", "===": "is", "<": "lt", ">": "gt"}
+
+
+def sibling_id(cell_id: str, requires: tuple[str, ...]) -> str:
+    """``py311-torch2.0.1-with-setuptools-lt-81``: the cell an install workaround runs in, beside ``cell_id``."""
+    parts = []
+    for text in requires:
+        requirement = Requirement(text)
+        specs = sorted(requirement.specifier, key=str)
+        parts.append("-".join([canonicalize_name(requirement.name), *(f"{_OPERATORS[s.operator]}-{s.version}" for s in specs)]))
+    return f"{cell_id}-with-{'-and-'.join(parts)}"
+
+
+def _siblings(cell: Cell, catalog: Projections) -> list[Cell]:
+    """One sibling per distinct install workaround set the cell's axes admit: same pins, the extra requirements, those variants only."""
+    return [
+        Cell(sibling_id(cell.id, extra), cell.pins, cell.profiles, cell.device, tuple(ids), cell.interpreter, extra, cell.id)
+        for extra, ids in catalog.installs_in(cell.axes).items()
+    ]
 
 
 def _sort_key(matrix: Matrix, cell: Cell) -> tuple:
@@ -117,13 +146,16 @@ def plan_cells(matrix: Matrix, profile: str, catalog: Projections) -> list[Cell]
         cid for cid, pins in unique.items()
         if any(other != pins and pins.items() <= other.items() for other in unique.values())
     }  # fmt: skip
-    check_contradictions(matrix, [(cid, pins) for cid, pins in unique.items() if cid not in covered])
     interpreter = matrix.interpreter
     cells = [Cell(cid, pins, (profile,), interpreter=interpreter) for cid, pins in unique.items() if cid not in covered]
     twins = _gpu_cells(matrix, cells)
     cells += [Cell(matrix.cell_id(c.pins, "cuda"), c.pins, (profile,), "cuda", interpreter=interpreter) for c in twins]
-    planned = [Cell(c.id, c.pins, c.profiles, c.device, tuple(catalog.runs_in(c.axes)), interpreter) for c in cells]
-    return sorted(planned, key=lambda c: _sort_key(matrix, c))
+    planned = []
+    for cell in cells:
+        planned.append(Cell(cell.id, cell.pins, cell.profiles, cell.device, tuple(catalog.runs_in(cell.axes)), interpreter))
+        planned += _siblings(cell, catalog)
+    check_contradictions(matrix, [(c.id, c.pins, c.extra) for c in planned if c.device == "cpu"])
+    return sorted(planned, key=lambda c: _sort_key(matrix, c))  # stable: a sibling follows its cell
 
 
 def _gpu_cells(matrix: Matrix, cells: list[Cell]) -> list[Cell]:
@@ -157,7 +189,7 @@ def plan_all(matrix: Matrix, catalog: Projections) -> list[Cell]:
             cells.setdefault(cell.id, cell)
             tags.setdefault(cell.id, []).append(profile)
     return sorted(
-        (Cell(c.id, c.pins, tuple(tags[c.id]), c.device, c.variants, c.interpreter) for c in cells.values()),
+        (Cell(c.id, c.pins, tuple(tags[c.id]), c.device, c.variants, c.interpreter, c.extra, c.sibling_of) for c in cells.values()),
         key=lambda c: _sort_key(matrix, c),
     )
 

@@ -75,29 +75,28 @@ def satisfiable(specifiers: Sequence[SpecifierSet]) -> bool:
     return any(all(specs.contains(str(v), prereleases=True) for specs in specifiers) for v in candidates)
 
 
-def _demands(matrix: Matrix, pins: Mapping[str, str]) -> list[Demand]:
-    """The cell's requirements, each with the entry of matrix.toml it comes from (markers evaluated for its interpreter)."""
+def _demands(matrix: Matrix, pins: Mapping[str, str], extra: Sequence[str] = ()) -> list[Demand]:
+    """The cell's requirements, each with the entry it comes from (markers evaluated for its interpreter); ``extra``: an install workaround's."""
     demands = []
     for axis, (distribution, _) in matrix.providers(pins).items():
         demands.append(
             Demand(canonicalize_name(distribution), SpecifierSet(f"=={pins[axis]}"), f"{distribution}=={pins[axis]}", f"axes.{axis} pin")
         )
     python = pins.get(matrix.interpreter, matrix.base[matrix.interpreter])
-    for constraint in matrix.matching_constraints(pins):
-        for text in constraint.requires:
-            requirement = Requirement(text)
-            if requirement.marker is not None and not requirement.marker.evaluate(
-                {"python_version": python, "python_full_version": f"{python}.0"}
-            ):
-                continue
-            demands.append(Demand(canonicalize_name(requirement.name), requirement.specifier, text, constraint.describe()))
+    sources = [(text, constraint.describe()) for constraint in matrix.matching_constraints(pins) for text in constraint.requires]
+    sources += [(text, "an install workaround's requires") for text in extra]
+    interpreter = {"python_version": python, "python_full_version": f"{python}.0"}
+    for text, source in sources:
+        requirement = Requirement(text)
+        if requirement.marker is None or requirement.marker.evaluate(interpreter):
+            demands.append(Demand(canonicalize_name(requirement.name), requirement.specifier, text, source))
     return demands
 
 
-def contradiction(matrix: Matrix, pins: Mapping[str, str]) -> tuple[Demand, Demand] | None:
+def contradiction(matrix: Matrix, pins: Mapping[str, str], extra: Sequence[str] = ()) -> tuple[Demand, Demand] | None:
     """The first two requirements of this cell that no version satisfies together, or None."""
     by_name: dict[str, list[Demand]] = {}
-    for demand in _demands(matrix, pins):
+    for demand in _demands(matrix, pins, extra):
         by_name.setdefault(demand.distribution, []).append(demand)
     for demands in by_name.values():
         for i, first in enumerate(demands):
@@ -109,9 +108,9 @@ def contradiction(matrix: Matrix, pins: Mapping[str, str]) -> tuple[Demand, Dema
     return None
 
 
-def check_contradictions(matrix: Matrix, cells: Iterable[tuple[str, Mapping[str, str]]]) -> None:
+def check_contradictions(matrix: Matrix, cells: Iterable[tuple[str, Mapping[str, str], Sequence[str]]]) -> None:
     """Refuse the plan when any cell's requirements contradict each other (one line: both entries, the cell, the fixes)."""
-    found = [(cell_id, pair) for cell_id, pins in cells if (pair := contradiction(matrix, pins)) is not None]
+    found = [(cell_id, pair) for cell_id, pins, extra in cells if (pair := contradiction(matrix, pins, extra)) is not None]
     if not found:
         return
     cell_id, (first, second) = found[0]

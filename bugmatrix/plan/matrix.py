@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -224,11 +224,11 @@ class Matrix:
                     chosen[axis] = next(p for p in self.axes[axis].distributions if p[0] == dist)
         return chosen
 
-    def requirements_for(self, pins: Mapping[str, str], *, harness: bool = True) -> list[str]:
-        """pip requirement strings that build this cell: pins, range constraints, (the harness's own)."""
+    def requirements_for(self, pins: Mapping[str, str], *, harness: bool = True, extra: Sequence[str] = ()) -> list[str]:
+        """pip requirement strings that build this cell: pins, range constraints, an install workaround's ``extra``, (the harness's own)."""
         pinned = [f"{dist}=={pins[axis]}" for axis, (dist, _) in self.providers(pins).items()]
-        extra = [r for c in self.matching_constraints(pins) for r in c.requires]
-        return pinned + list(dict.fromkeys(extra)) + (list(self.harness) if harness else [])
+        ranges = [r for c in self.matching_constraints(pins) for r in c.requires]
+        return pinned + list(dict.fromkeys([*ranges, *extra])) + (list(self.harness) if harness else [])
 
     def import_modules(self, pins: Mapping[str, str]) -> list[str]:
         """The modules that must import in this cell (the pinned distributions' own, no fallback)."""

@@ -200,7 +200,7 @@ def run_lock(matrix: Matrix, cells: Sequence[Cell], root: Path, *, check: bool, 
     for cell in cells:
         if cell.device != "cpu":
             continue  # a CUDA twin installs from its CPU cell's lock
-        requirements, path = matrix.requirements_for(cell.pins), lock_path(root, cell.id)
+        requirements, path = matrix.requirements_for(cell.pins, extra=cell.extra), lock_path(root, cell.id)
         reason = lock_status(path, requirements, python=cell.python)
         if check:
             stale += reason is not None
