@@ -87,7 +87,7 @@ def cell_tags(cell: Cell) -> list[str]:
 
 def spec_of(plan: Planned, cell: Cell) -> CellSpec:
     """What the runner needs of a planned cell, with what tonight's ``latest`` chose for it."""
-    return CellSpec(cell.id, cell.pins, tracked_for(plan.declared, plan.resolution, cell.pins, cell.profiles), extra=cell.extra)
+    return CellSpec.of(cell, tracked_for(plan.declared, plan.resolution, cell.pins, cell.profiles))
 
 
 @nox.session(python=False)

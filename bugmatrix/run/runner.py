@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bugmatrix.paths import ROOT
+from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.command import cell_env, pytest_command
 from bugmatrix.run.diskbudget import is_lean, needed_later, release_cell
@@ -54,6 +55,11 @@ class CellSpec:
     tracked: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     interpreter: Path | None = None  # pins=None only: an interpreter as it is (default: this one)
     extra: tuple[str, ...] = ()  # an install workaround's requirements (a sibling cell: bugmatrix.plan.cells.Cell.extra)
+
+    @classmethod
+    def of(cls, cell: Cell, tracked: Mapping[str, Mapping[str, str]] | None = None) -> CellSpec:
+        """The spec of a planned cell: its id, pins and (for an install workaround's sibling) extra requirements."""
+        return cls(cell.id, cell.pins, dict(tracked or {}), extra=cell.extra)
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ def measure_reuse(root: Path, matrix: Matrix, cell: Cell) -> Measurement:
 
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-") as tmp:
         run_file = Path(tmp) / "run.json"
-        done = run_cell(matrix, CellSpec(cell.id, cell.pins), run_file, execute=execute, root=root)
+        done = run_cell(matrix, CellSpec.of(cell), run_file, execute=execute, root=root)
         if done.environment is None:
             raise CommandFailed(f"cell {cell.id} cannot be built: {(done.install_failed or '').splitlines()[-1:]}")
         imports = import_seconds(done.environment.python, matrix.import_modules(cell.pins))
