@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import nox
@@ -26,11 +25,10 @@ sys.path.insert(0, str(ROOT))
 from bugmatrix.errors import BugmatrixError  # noqa: E402
 from bugmatrix.files import write_json_atomic  # noqa: E402
 from bugmatrix.paths import output_dir  # noqa: E402
-from bugmatrix.plan.catalog import Catalog, load_catalog  # noqa: E402
-from bugmatrix.plan.cells import Cell, plan_all, plan_cells, plan_document  # noqa: E402
-from bugmatrix.plan.matrix import INTERPRETER, Matrix, load_matrix  # noqa: E402
-from bugmatrix.releases.registry import Resolution  # noqa: E402
-from bugmatrix.releases.tracking import resolve_matrix, tracked_for, without_symbolic  # noqa: E402
+from bugmatrix.plan.cells import Cell, plan_cells, plan_document  # noqa: E402
+from bugmatrix.plan.matrix import Matrix, load_matrix  # noqa: E402
+from bugmatrix.plan.planned import Planned, load_plan  # noqa: E402
+from bugmatrix.releases.tracking import tracked_for  # noqa: E402
 from bugmatrix.run.command import WORKERS, run_file_path  # noqa: E402
 from bugmatrix.run.runner import CellSpec, Environment, release, run_cell  # noqa: E402
 
@@ -38,20 +36,8 @@ nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
 nox.options.reuse_venv = "yes"
-nox.options.tags = ["smoke"]
 
 TOOLS = ["jinja2>=3.1", "packaging>=23"]
-
-
-@dataclass(frozen=True)
-class Planned:
-    """The matrix as declared and as resolved (``latest`` made concrete), the cases, and every profile's cells."""
-
-    declared: Matrix
-    matrix: Matrix
-    resolution: Resolution
-    catalog: Catalog
-    cells: tuple[Cell, ...]
 
 
 def _error(exc: BugmatrixError) -> None:
@@ -70,24 +56,21 @@ def _plan(declared: Matrix | None) -> Planned | None:
     if declared is None:
         return None
     try:
-        try:
-            # "latest" made concrete once: the saved resolution when there is one (a nightly's plan job hands it on).
-            matrix, resolution = resolve_matrix(declared)
-        except BugmatrixError as exc:
-            print(f"bugmatrix: warning: 'latest' left out of every profile: {exc}", file=sys.stderr)
-            matrix, resolution = without_symbolic(declared), Resolution()
-        catalog = load_catalog(ROOT / "cases", matrix)
-        return Planned(declared, matrix, resolution, catalog, tuple(plan_all(matrix, catalog)))
+        # Versions checked against the registry (cached), "latest" made concrete once (the saved resolution when there
+        # is one: a nightly's plan job hands it on; none and no registry: the pinned versions, with a warning).
+        return load_plan(declared, ROOT / "cases", fallback=True)
     except BugmatrixError as exc:
         _error(exc)
         return None
 
 
 DECLARED = _load_matrix()
+# `nox` alone runs the matrix's first profile; with the matrix broken it selects nothing (the line above says why).
+nox.options.tags = [DECLARED.default_profile if DECLARED else "no-matrix"]
 PLANNED = _plan(DECLARED)
 CELLS = {cell.id: cell for cell in PLANNED.cells} if PLANNED else {}
 #: The interpreter the host sessions (tests, lint, benchmark) use: the matrix's base, else nox's own.
-BASE_PYTHON = DECLARED.base[INTERPRETER] if DECLARED else None
+BASE_PYTHON = DECLARED.base[DECLARED.interpreter] if DECLARED else None
 
 
 def planned(session: nox.Session) -> Planned:
@@ -104,7 +87,7 @@ def cell_tags(cell: Cell) -> list[str]:
 
 def spec_of(plan: Planned, cell: Cell) -> CellSpec:
     """What the runner needs of a planned cell, with what tonight's ``latest`` chose for it."""
-    return CellSpec(cell.id, cell.pins, tracked_for(plan.declared, plan.resolution, cell.pins, cell.profiles))
+    return CellSpec.of(cell, tracked_for(plan.declared, plan.resolution, cell.pins, cell.profiles))
 
 
 @nox.session(python=False)
@@ -206,7 +189,7 @@ for _profile in DECLARED.profiles if DECLARED else ():
 
 @nox.session(python=False)
 def lock(session: nox.Session) -> None:
-    """(Re)create the locks of a profile's cells under locks/: -- [--profile nightly] [--check] [--era]."""
+    """(Re)create the missing or stale locks of every planned cell under locks/: -- [--profile P] [--check] [--era]."""
     run_cli("lock", session)
 
 
@@ -220,6 +203,12 @@ def bisect(session: nox.Session) -> None:
 def repro(session: nox.Session) -> None:
     """Export a variant as a standalone repro.py + requirements.txt + ISSUE.md: -- VARIANT --cell ID."""
     run_cli("repro", session)
+
+
+@nox.session(python=False)
+def check(session: nox.Session) -> None:
+    """This project's policies for its catalogue (source, upstream evidence and variant, boundaries in smoke): one line per gap."""
+    run_cli("check", session)
 
 
 @nox.session(python=False)

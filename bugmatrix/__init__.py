@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
-from bugmatrix.cell.case import CPU_BF16, CUDA_BF16, CUDA_FP16, Case, Checks, Expect, Requires, SkipVariant
+from bugmatrix.cell.case import (
+    CPU_BF16,
+    CPU_FP16,
+    CPU_FP32,
+    CUDA_BF16,
+    CUDA_FP16,
+    CUDA_FP32,
+    Case,
+    Checks,
+    Expect,
+    Requires,
+    SkipVariant,
+    Source,
+)
 from bugmatrix.cell.outcomes import Outcome, Signature
 
 __all__ = [
     "CPU_BF16",
+    "CPU_FP16",
+    "CPU_FP32",
     "CUDA_BF16",
     "CUDA_FP16",
+    "CUDA_FP32",
     "Case",
     "Checks",
     "Expect",
@@ -16,4 +32,5 @@ __all__ = [
     "Requires",
     "Signature",
     "SkipVariant",
+    "Source",
 ]

@@ -1,4 +1,4 @@
-"""Command line: ``python -m bugmatrix plan|lock|report|bisect|repro|stability|benchmark|cachesize|site|issues``.
+"""Command line: ``python -m bugmatrix plan|lock|report|bisect|repro|check|stability|benchmark|cachesize|site|issues``.
 
 Every subcommand is a thin layer over a library function; a BugmatrixError
 anywhere is printed as one line and exits with its code (2: bad input, 3: an
@@ -31,6 +31,11 @@ __all__ = ["build_parser", "main"]
 
 #: Subcommands that live in their own module (``add_arguments(parser)`` + ``run(args) -> int``).
 TOOLS = (
+    (
+        "check",
+        "bugmatrix.tools.check",
+        "this project's policies for its catalogue (source, evidence, upstream variant, boundary in smoke...)",
+    ),
     ("stability", "bugmatrix.tools.stability", "run one cell's cases N times and report any outcome that varies"),
     ("benchmark", "bugmatrix.tools.benchmark", "measure env builds, reuse vs floor, report speed, disk; print ratios"),
     ("cachesize", "bugmatrix.tools.cachesize", "what a nightly downloads cold and what its uv caches hold (nothing downloaded)"),
@@ -60,16 +65,17 @@ def _plan(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_output_file(args.out, "--out", forbidden=(args.cases,))
     from bugmatrix.files import write_json_atomic
-    from bugmatrix.plan.catalog import load_catalog
-    from bugmatrix.plan.cells import plan_cells, plan_document
+    from bugmatrix.plan.cells import plan_document
     from bugmatrix.plan.matrix import load_matrix
-    from bugmatrix.releases.tracking import resolve_matrix
+    from bugmatrix.plan.planned import load_plan
 
-    matrix, resolution = resolve_matrix(load_matrix(args.matrix), refresh=args.resolve)
+    planned = load_plan(load_matrix(args.matrix), args.cases, refresh=args.resolve)
+    matrix, resolution = planned.matrix, planned.resolution
+    args.profile = args.profile or matrix.default_profile
     for entry in resolution.entries:  # stderr: stdout of --json is the CI matrix alone
         stale = f" (saved {resolution.resolved_at}; registry unreachable)" if resolution.stale else ""
         print(f"resolved: {entry.axis} {entry.requested} = {entry.resolved}{stale}", file=sys.stderr)
-    cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
+    cells = planned.profile_cells(args.profile)
     if args.out:
         write_json_atomic(args.out, {**plan_document(matrix, args.profile, cells), "resolution": resolution.to_json()})
     if args.json:
@@ -107,7 +113,6 @@ def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Varia
     """The matrix, the variant, and the pins to hold: a cell's (``--cell``) or the base pins of its axes."""
     from bugmatrix.plan.catalog import load_catalog
     from bugmatrix.plan.cells import find_cell, plan_all
-    from bugmatrix.plan.matrix import INTERPRETER
     from bugmatrix.releases.tracking import load_resolved_matrix
 
     matrix = load_resolved_matrix(args.matrix)
@@ -120,7 +125,7 @@ def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Varia
             msg = f"cell {args.cell} does not install {missing[0]}, which {variant_id} needs; pick a cell that pins it"
             raise BugmatrixError(msg)
     else:
-        pins = matrix.ordered({a: matrix.base[a] for a in (INTERPRETER, "torch", *variant.axes) if a in matrix.axes})
+        pins = matrix.ordered({a: matrix.base[a] for a in (*matrix.held_axes, *variant.axes)})
     return matrix, variant, pins
 
 
@@ -139,7 +144,7 @@ def _repro(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "--out", manifest=MANIFEST, forbidden=(args.cases,), force=args.force, example="build/repro")
     matrix, variant, pins = _held_pins(args, args.variant)
     out = export_repro(matrix, variant, pins, args.out, run_dir=args.reports / "runs", force=args.force)
-    python = pins.get("python", "3.11")
+    python = pins[matrix.interpreter]
     written = ", ".join(name for name in FILES if (out / name).exists())
     print(
         f"wrote {out}/{{{written}}} — run: "
@@ -150,12 +155,13 @@ def _repro(args: argparse.Namespace) -> int:
 
 def _lock(args: argparse.Namespace) -> int:
     from bugmatrix.plan.catalog import load_catalog
-    from bugmatrix.plan.cells import plan_cells
+    from bugmatrix.plan.cells import plan_all, plan_cells
     from bugmatrix.releases.tracking import load_resolved_matrix
     from bugmatrix.run.lock import run_lock
 
     matrix = load_resolved_matrix(args.matrix)
-    cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
+    catalog = load_catalog(args.cases, matrix)
+    cells = plan_cells(matrix, args.profile, catalog) if args.profile else plan_all(matrix, catalog)
     return run_lock(matrix, cells, args.root, check=args.check, era=args.era)
 
 
@@ -179,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     plan = sub.add_parser("plan", help="print the cells of a profile")
-    plan.add_argument("--profile", default="smoke")
+    plan.add_argument("--profile", help="a [profiles.<name>] of the matrix (default: the first one declared)")
     plan.add_argument("--json", action="store_true", help='GitHub Actions matrix: {"include": [...]}')
     plan.add_argument("--variants", action="store_true", help="also list the variants each cell runs")
     plan.add_argument("--out", type=Path, help="also write the plan document (the report's completeness check) here")
@@ -197,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     bisect.add_argument("--linear", action="store_true", help="run every release (to check a bisect)")
     bisect.add_argument("--timeout", type=float, default=900.0, help="seconds one probe may take before it is a timeout")
     bisect.add_argument("--out", type=Path, help="result file (default: <reports>/bisect/<variant>--<package>.json)")
+    bisect.add_argument(
+        "--publish", action="store_true", help="write the result into reports/bisect/ (committed), where a case cites it as evidence"
+    )
     bisect.set_defaults(func=_bisect, root=ROOT)
 
     repro = sub.add_parser("repro", help="export one variant as a standalone script for an upstream issue")
@@ -207,8 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--reports", type=Path, default=output_dir(), help="where run files are (for the observed outcome)")
     repro.set_defaults(func=_repro)
 
-    lock = sub.add_parser("lock", help="(re)create the committed locks of a profile's cells under locks/")
-    lock.add_argument("--profile", default="nightly")
+    lock = sub.add_parser("lock", help="(re)create the committed locks of the planned cells under locks/")
+    lock.add_argument("--profile", help="only this [profiles.<name>]'s cells (default: every profile's)")
     lock.add_argument("--check", action="store_true", help="only say which locks are missing or stale (exit 1 if any)")
     lock.add_argument(
         "--era", action="store_true", help="resolve each cell as the registry stood a day after its newest pin (uv --exclude-newer)"

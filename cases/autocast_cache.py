@@ -1,6 +1,6 @@
 """autocast cache: a ``no_grad`` forward poisons the next grad forward in the same region.
 
-Symptom (seed 000): with mixed precision and manual optimization in Lightning,
+Symptom (the source post): with mixed precision and manual optimization in Lightning,
 ``manual_backward`` fails with ``RuntimeError: element 0 of tensors does not
 require grad and does not have a grad_fn``.
 
@@ -26,8 +26,8 @@ Citations, and what each is evidence of:
   wheels: it fails in 2.10.0 and passes in 2.11.0, the same boundary bisect
   found for ``core``. (The pytorch repository is too big to fetch here, so
   there is no ``git tag --contains`` for it.)
-* Lightning-AI/pytorch-lightning#17949 and #19810 (closed, 2.0.x): the seed's
-  failure under Lightning manual optimization. #20644 is cited by the seed;
+* Lightning-AI/pytorch-lightning#17949 and #19810 (closed, 2.0.x): the source post's
+  failure under Lightning manual optimization. #20644 is cited by the source post;
   not read here.
 * Lightning PR #20921: Lightning's AMP plugin enters autocast with
   ``cache_enabled=False``, which masks the bug on an affected torch. First in
@@ -45,13 +45,14 @@ from __future__ import annotations
 
 import torch
 
-from bugmatrix import CPU_BF16, CUDA_FP16, Case, Checks, Expect, Signature
+from bugmatrix import CPU_BF16, CUDA_FP16, Case, Checks, Expect, Signature, Source
 from bugmatrix.cell.checks import grads_finite, lightning, precision_for, quiet_trainer, tiny_loader
 
 case = Case(
     id="autocast_cache",
     title="no_grad forward inside autocast breaks the next backward",
-    seed="000",
+    source=Source("PyTorch Lightning中混合精度训练与梯度计算的陷阱分析", date="2025-05-05", note="Chinese blog post; no link known"),
+    axes=("torch",),  # what a variant spans unless it says otherwise
     signature=Signature(r"element 0 of tensors does not require grad and does not have a grad_fn"),
     evidence=(
         "https://github.com/pytorch/pytorch/issues/65766",
@@ -81,7 +82,7 @@ EXPECT_LIGHTNING = (
     Expect("fixed", lightning=">=2.5.5", evidence=PL_BOUNDARY),
     Expect("reproduced", torch="<2.11", lightning="<2.5.5", evidence=f"{BOUNDARY}; {PL_BOUNDARY}"),
 )
-ALWAYS_FIXED = (Expect("fixed", evidence="seed 000 workaround; leaves no stale cast in the cache"),)
+ALWAYS_FIXED = (Expect("fixed", evidence="the source post's workaround; leaves no stale cast in the cache"),)
 
 
 def _model_and_input(device: str) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -107,7 +108,7 @@ def core(device: str, dtype: torch.dtype) -> Checks:
 
 @case.variant(devices=(CUDA_FP16, CPU_BF16), expect=ALWAYS_FIXED, workaround_for="core")
 def fresh_autocast(device: str, dtype: torch.dtype) -> Checks:
-    """Seed workaround 2: the grad forward gets an autocast region of its own."""
+    """The source post's workaround 2: the grad forward gets an autocast region of its own."""
     model, x = _model_and_input(device)
     with torch.autocast(device, dtype=dtype), torch.no_grad():
         model(x)
@@ -118,7 +119,7 @@ def fresh_autocast(device: str, dtype: torch.dtype) -> Checks:
 
 @case.variant(devices=(CUDA_FP16, CPU_BF16), expect=ALWAYS_FIXED, workaround_for="core")
 def no_autocast_in_no_grad(device: str, dtype: torch.dtype) -> Checks:
-    """Seed workaround 1: disable autocast for the no_grad block."""
+    """The source post's workaround 1: disable autocast for the no_grad block."""
     model, x = _model_and_input(device)
     with torch.autocast(device, dtype=dtype):
         with torch.no_grad(), torch.autocast(device, enabled=False):
@@ -140,7 +141,7 @@ def cache_disabled(device: str, dtype: torch.dtype) -> Checks:
 
 @case.variant(devices=(CUDA_FP16, CPU_BF16), axes=("torch", "lightning"), expect=EXPECT_LIGHTNING, kind="framework")
 def lightning_manual_optimization(device: str, dtype: torch.dtype) -> Checks:
-    """The seed's setup: Lightning manual optimization, a no_grad forward before the grad one."""
+    """The source post's setup: Lightning manual optimization, a no_grad forward before the grad one."""
     pl = lightning()
 
     class Module(pl.LightningModule):

@@ -1,6 +1,6 @@
 """Double ``unscale_``: GradScaler refuses a second unscale, and fp16 parameters.
 
-Symptom (seed 002): ``RuntimeError: unscale_() has already been called on this
+Symptom (the source post): ``RuntimeError: unscale_() has already been called on this
 optimizer since the last update().`` when user code unscales for gradient
 clipping and a framework unscales again before ``step``/``update``; and its
 sibling ``ValueError: Attempting to unscale FP16 gradients.`` when the
@@ -26,8 +26,8 @@ and agree with them in torch 2.5.1 and 2.10.0.
 Citations, and what each is evidence of:
 
 * Lightning-AI/pytorch-lightning#4148 and huggingface/transformers#24449 /
-  PR #24415: cited by the seed as callers that unscaled twice; this project
-  could not read them (no stored copy), so they are the seed's reading, not
+  PR #24415: cited by the source post as callers that unscaled twice; this project
+  could not read them (no stored copy), so they are the source post's reading, not
   checked here.
 * Lightning PR #9606 ("Fix location of unscale in mixed precision plugin",
   first in Lightning 1.4.9 by ``git tag --contains``) is *not* a fix of this
@@ -46,13 +46,16 @@ from __future__ import annotations
 
 import torch
 
-from bugmatrix import CUDA_FP16, Case, Checks, Expect, Signature, SkipVariant
+from bugmatrix import CPU_FP16, CUDA_FP16, Case, Checks, Expect, Signature, SkipVariant, Source
 from bugmatrix.cell.checks import grads_finite, lightning, quiet_trainer, tiny_loader
 
 case = Case(
     id="double_unscale",
     title="GradScaler.unscale_ twice before update, and fp16 parameters under a scaler",
-    seed="002",
+    source=Source(
+        "PyTorch 自动混合精度AMP Grad Scaler 源码解析:_unscale_grads_ 与 unscale_ 函数", note="Chinese blog post, undated; no link known"
+    ),
+    axes=("torch",),  # what a variant spans unless it says otherwise
     signature=Signature(
         r"unscale_\(\) has already been called on this optimizer since the last update\(\)",
         r"Attempting to unscale FP16 gradients",
@@ -67,13 +70,12 @@ case = Case(
 )
 
 # The scaler is an fp16 tool; on CPU the analog scales fp32 grads of an fp16-autocast model.
-CPU_FP16 = ("cpu", "float16")
 GUARD = (
     "bisect (reports/bisect/double_unscale-unscale_twice-cpu--torch.json): no change over torch 2.3.0..2.15.0 "
     "(the CPU scaler's first release to the newest); a guard by design"
 )
 ALWAYS_REPRODUCED = (Expect("reproduced", evidence=GUARD),)
-ALWAYS_FIXED = (Expect("fixed", evidence="seed 002: unscale once per step; keep fp32 master weights"),)
+ALWAYS_FIXED = (Expect("fixed", evidence="the source post: unscale once per step; keep fp32 master weights"),)
 
 
 def _scaler(device: str) -> torch.amp.GradScaler:

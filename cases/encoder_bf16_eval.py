@@ -1,6 +1,6 @@
 """TransformerEncoder bf16 eval: the fused fast path ignores autocast and mixes dtypes.
 
-Symptom (seed 004): Lightning ``precision="bf16-mixed"`` trains fine, then
+Symptom (the source post): Lightning ``precision="bf16-mixed"`` trains fine, then
 validation fails with ``RuntimeError: mat1 and mat2 must have the same dtype,
 but got BFloat16 and Float``. Training mode is unaffected.
 
@@ -15,7 +15,7 @@ the same failure ``expected scalar type BFloat16 but found Float``.
 Citations, and what each is evidence of:
 
 * pytorch/pytorch#132613 (closed) and Lightning-AI/pytorch-lightning#19980
-  (closed): the seed's failure, reported in plain torch and in Lightning.
+  (closed): the source post's failure, reported in plain torch and in Lightning.
   The issue's own snippet runs as ``upstream_issue132613`` and agrees with
   ``core``: reproduced in torch 2.5.1, fixed in 2.6.0 and 2.15.0. No fixing
   PR was identified: between the 2.5.1 and 2.6.0 wheels ``transformer.py``
@@ -60,13 +60,14 @@ from __future__ import annotations
 
 import torch
 
-from bugmatrix import CPU_BF16, CUDA_BF16, CUDA_FP16, Case, Checks, Expect, Requires, Signature
+from bugmatrix import CPU_BF16, CUDA_BF16, CUDA_FP16, Case, Checks, Expect, Requires, Signature, Source
 from bugmatrix.cell.checks import finite, lightning, quiet_trainer, tiny_loader
 
 case = Case(
     id="encoder_bf16_eval",
     title="TransformerEncoder eval fast path under bf16 autocast: dtype mismatch",
-    seed="004",
+    source=Source("PyTorch Lightning中Transformer编码器的混合精度训练问题解析", note="Chinese blog post, undated; no link known"),
+    axes=("torch",),  # what a variant spans unless it says otherwise
     signature=Signature(
         r"mat1 and mat2 must have the same dtype",
         r"expected scalar type (BFloat16|Half|Float) but found (Float|BFloat16|Half)",
@@ -148,7 +149,7 @@ def padding_mask(device: str, dtype: torch.dtype) -> Checks:
     devices=(CUDA_BF16, CPU_BF16),
     requires=Requires(api="torch.backends.mha.set_fastpath_enabled"),
     workaround_for="core",
-    expect=(Expect("fixed", evidence="seed 004 workaround: no fast path, autocast applies to every matmul"),),
+    expect=(Expect("fixed", evidence="the source post's workaround: no fast path, autocast applies to every matmul"),),
 )
 def fast_path_off(device: str, dtype: torch.dtype) -> Checks:
     """Workaround: ``torch.backends.mha.set_fastpath_enabled(False)`` around the eval."""
@@ -191,7 +192,7 @@ def _validate(device: str, precision: str) -> Checks:
 
 @case.variant(devices=(CUDA_BF16, CPU_BF16), axes=("torch", "lightning"), kind="framework", expect=EXPECT_CPU)
 def lightning_validate(device: str, dtype: torch.dtype) -> Checks:
-    """The seed's setup: ``Trainer(precision="bf16-mixed").validate`` through the encoder."""
+    """The source post's setup: ``Trainer(precision="bf16-mixed").validate`` through the encoder."""
     return _validate(device, "bf16-mixed")
 
 
@@ -199,12 +200,12 @@ def lightning_validate(device: str, dtype: torch.dtype) -> Checks:
     devices=(CUDA_BF16, CPU_BF16),
     axes=("torch", "lightning"),
     # Trainer(precision="bf16-true") arrived in Lightning 2.1 (2.0.x rejects the flag).
-    requires=Requires(min_lightning="2.1"),
+    requires=Requires(lightning=">=2.1"),
     workaround_for="lightning_validate",
-    expect=(Expect("fixed", evidence="seed 004 workaround: weights and inputs are both bf16"),),
+    expect=(Expect("fixed", evidence="the source post's workaround: weights and inputs are both bf16"),),
 )
 def bf16_true(device: str, dtype: torch.dtype) -> Checks:
-    """Seed workaround: ``precision="bf16-true"``, so weights and inputs share one dtype."""
+    """The source post's workaround: ``precision="bf16-true"``, so weights and inputs share one dtype."""
     return _validate(device, "bf16-true")
 
 
@@ -231,7 +232,7 @@ def _upstream_checks(out: torch.Tensor, dtype: torch.dtype, model: torch.nn.Modu
 
 @case.variant(devices=(CUDA_BF16, CPU_BF16), kind="upstream", counterpart="core", expect=EXPECT_CPU)
 def upstream_issue132613(device: str, dtype: torch.dtype) -> Checks:
-    """The snippet of pytorch/pytorch#132613 (the seed's report): a pose auto-encoder evaluated under bf16 autocast."""
+    """The snippet of pytorch/pytorch#132613 (the source post's report): a pose auto-encoder evaluated under bf16 autocast."""
     # Source: the issue's description (AmitMY, 2024-08-04). Changes: (1) sizes shrunk: pose_dims (178, 3)
     # -> (4, 3), hidden_dim 512 -> 16, nhead 16 -> 2, dim_feedforward 2048 -> 32, num_layers 6 -> 2, so it
     # runs in milliseconds (same layer types, same batch_first, same order); (2) the model and batch are

@@ -1,9 +1,9 @@
 """T5 loss without grad_fn: an optimizer whose ``step`` runs under ``no_grad`` swallows the closure.
 
-Symptom (seed 001): Lightning + transformers T5 + ``Adafactor``, automatic
+Symptom (the source post): Lightning + transformers T5 + ``Adafactor``, automatic
 optimization: the training loss has ``requires_grad=False`` and backward fails
 with ``element 0 of tensors does not require grad and does not have a grad_fn``.
-The seed's fix was upgrading Lightning (2.0.3 -> 2.2.2).
+The source post's fix was upgrading Lightning (2.0.3 -> 2.2.2).
 
 Mechanism: transformers PR #23417 decorated ``Adafactor.step`` (and its
 ``AdamW``) with ``@torch.no_grad()``. Lightning's automatic optimization passes
@@ -24,7 +24,7 @@ Upstream evidence, and what each is evidence of:
   still there in transformers 5.23.0 (``adafactor_closure`` reproduces).
 * Lightning-AI/pytorch-lightning#18254 ("element 0 of tensors does not require
   grad ... when using AdamW from Hugging Face", closed) is the report PR #18268
-  says it fixes; #19767 is cited by the seed, not read here.
+  says it fixes; #19767 is cited by the source post, not read here.
 * Lightning PR #18268 runs the closure under ``torch.enable_grad()``: the fix.
   ``git tag --contains`` on its commits: first in 2.0.7 (cherry-pick
   28e0bdd84c) and 2.1.0 (b88b8b3937); bisect agrees (2.0.6 -> 2.0.7).
@@ -32,7 +32,7 @@ Upstream evidence, and what each is evidence of:
 Its own regression test runs as ``upstream_lightning_pr18268_test`` (a
 ``NoGradAdamW`` whose ``step`` is ``@torch.no_grad``, no transformers). It
 agrees with ``lightning_trainer`` on the Lightning boundary (2.0.6 reproduced,
-2.0.7 fixed) but not with transformers < 4.30: there the seed's Adafactor has
+2.0.7 fixed) but not with transformers < 4.30: there the source post's Adafactor has
 no ``no_grad`` yet, so ``lightning_trainer`` is fixed while the upstream test,
 whose optimizer always disables grad, still reproduces on Lightning < 2.0.7
 (run: torch 2.15.0, pytorch-lightning 2.0.6, transformers 4.29.2). A real
@@ -48,13 +48,13 @@ from types import ModuleType
 
 import torch
 
-from bugmatrix import Case, Checks, Expect, Signature
+from bugmatrix import CPU_FP32, CUDA_FP32, Case, Checks, Expect, Signature, Source
 from bugmatrix.cell.checks import grads_finite, lightning, precision_for, quiet_trainer, tiny_loader
 
 case = Case(
     id="t5_loss_no_grad_fn",
     title="T5 + Adafactor under Lightning: loss has no grad_fn",
-    seed="001",
+    source=Source("PyTorch Lightning与T5模型训练中的梯度传播问题解析", note="Chinese blog post, undated; no link known"),
     signature=Signature(r"element 0 of tensors does not require grad and does not have a grad_fn"),
     evidence=(
         "https://github.com/huggingface/transformers/pull/23417",
@@ -65,10 +65,7 @@ case = Case(
     ),
 )
 
-# The seed trained in full precision: the bug is about grad mode, not dtype.
-CUDA_FP32 = ("cuda", "float32")
-CPU_FP32 = ("cpu", "float32")
-
+# The variants run in fp32 (CPU_FP32, CUDA_FP32): the source post trained in full precision; the bug is about grad mode, not dtype.
 TF_BOUNDARY = "bisect (reports/bisect/t5_loss_no_grad_fn-adafactor_closure-cpu--transformers.json): Adafactor.step gained @torch.no_grad in transformers 4.30.0; PR #23417"
 PL_UPSTREAM = (
     "Lightning PR #18268 (git tag --contains: first in 2.0.7) and its own test; run at Lightning 2.0.6 (reproduced) and 2.0.7 (fixed)"
@@ -122,7 +119,7 @@ def adafactor_closure(device: str, dtype: torch.dtype) -> Checks:
 
 
 class _T5Module:
-    """Builds the seed's LightningModule (lazily, so the Lightning import stays in the variant)."""
+    """Builds the source post's LightningModule (lazily, so the Lightning import stays in the variant)."""
 
     @staticmethod
     def make(device: str, enable_grad_in_closure: bool) -> object:
@@ -179,7 +176,7 @@ def _fit(device: str, dtype: torch.dtype, enable_grad_in_closure: bool) -> Check
     ),
 )
 def lightning_trainer(device: str, dtype: torch.dtype) -> Checks:
-    """The seed's setup: a real Lightning Trainer fits a tiny T5 with Adafactor."""
+    """The source post's setup: a real Lightning Trainer fits a tiny T5 with Adafactor."""
     return _fit(device, dtype, enable_grad_in_closure=False)
 
 

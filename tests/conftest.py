@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -29,6 +32,16 @@ def case_modules() -> dict[str, ModuleType]:
         modules[path.stem] = module
     return modules
 
+
+# The registry's release lists of this project's axes, as the plan-time version check caches them
+# (bugmatrix/releases/existence.py), copied into a cache of this test process: a plan of the live or the
+# reference matrix asks no registry (a stand-in one on 127.0.0.1 may list only what its test needs), and a
+# version no list holds (a user's new axis) is asked of the real registry and cached here, never in the checkout.
+_REGISTRY_CACHE = Path(tempfile.mkdtemp(prefix="bugmatrix-registry-"))
+for _known in (Path(__file__).resolve().parent / "fixtures" / "registry").glob("*.json"):
+    shutil.copy(_known, _REGISTRY_CACHE / _known.name)
+atexit.register(shutil.rmtree, _REGISTRY_CACHE, ignore_errors=True)
+os.environ.setdefault("BUGMATRIX_REGISTRY_CACHE", str(_REGISTRY_CACHE))
 
 # "latest" in matrix.toml resolves from this fixed answer, never from the live registry, so the
 # planned cells (and every nox -l a test starts) are the same on every day; tests that resolve

@@ -1,10 +1,11 @@
 """A synthetic full-profile compat document: the report at the scale issue 14 is about.
 
-Cells come from the real planner (``matrix.toml``'s ``full`` profile and the
-cases' real declarations, read through the catalog: 70 CPU cells over 16
-torch, 10 Lightning and 7 transformers releases and Python 3.10-3.13), and
-so do the variants (kind, ``workaround_for``, ``counterpart``); only the
-outcomes are made up, by the small rules in :data:`RULES`, which play the
+Cells come from the real planner over the reference catalogue and matrix
+(:mod:`tests.reference`: this project's four cases and its matrix as of issue
+23, frozen as fixtures, so a user's new case or axis changes nothing here; the
+``full`` profile's 70 CPU cells over 16 torch, 10 Lightning and 7 transformers
+releases and Python 3.10-3.13), and so do the variants (kind,
+``workaround_for``, ``counterpart``); only the outcomes are made up, by the small rules in :data:`RULES`, which play the
 upstream history (the autocast cache bug fixed in torch 2.11, the T5 closure
 bug between transformers 4.30 and Lightning 2.0.7, ...) plus a few planted
 oddities (a ``different`` release, a hang, upstream variants that disagree
@@ -26,15 +27,13 @@ from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
-from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import plan_cells, plan_document
-from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.model import Compat
+from tests.reference import reference_catalog, reference_matrix
 
 __all__ = ["EXPECTED", "RULES", "UNINSTALLABLE", "full_compat", "full_runs"]
 
-ROOT = Path(__file__).resolve().parents[1]
 Pins = dict[str, str]
 Rule = Callable[[Pins], str]
 
@@ -112,8 +111,7 @@ UNINSTALLABLE = "py313-torch2.15.0-pl2.6.6-tf5.23.0"
 
 @cache
 def _planned() -> tuple[Any, dict[str, Any], tuple[Any, ...]]:
-    matrix = load_resolved_matrix(ROOT / "matrix.toml")
-    catalog = load_catalog(ROOT / "cases", matrix)
+    matrix, catalog = reference_matrix(), reference_catalog()
     cells = tuple(c for c in plan_cells(matrix, "full", catalog) if c.device == "cpu")
     return catalog, plan_document(matrix, "full", list(cells)), cells
 

@@ -117,9 +117,10 @@ def test_pytest_command_runs_only_the_cells_axes(tmp_path: Path) -> None:
     assert "--bugmatrix-axes torch,lightning" in joined and f"--bugmatrix-run-file {tmp_path / 'run.json'}" in joined
     assert "--bugmatrix-pins python=3.11,torch=2.5.1,lightning=2.0.3" in joined, "display order, whatever order pins came in"
     spec = json.loads(command[command.index("--bugmatrix-axis-spec") + 1])
-    assert spec == {"torch": [["torch", "torch"]], "lightning": [["pytorch-lightning", "pytorch_lightning"]]}, (
+    assert spec["axes"] == {"torch": [["torch", "torch"]], "lightning": [["pytorch-lightning", "pytorch_lightning"]]}, (
         "the pinned distribution only"
     )
+    assert spec["device_runtime"] == matrix.device_runtime, "the axis the cell asks about CUDA comes from the matrix"
     assert "-n" in command and command[-2:] == ["-k", "encoder"]
     assert "--bugmatrix-axes" not in pytest_command("python", matrix, cell_id="system", pins=None, run_file=tmp_path / "run.json")
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.tools.bisect import Probe, bisect_versions, registry_versions
+from bugmatrix.paths import REFERENCE
+from bugmatrix.tools.bisect import Probe, bisect_versions, default_out, registry_versions
 
 VERSIONS = [f"2.{minor}.{patch}" for minor in range(16) for patch in range(2)]  # 32 releases
 
@@ -61,3 +63,10 @@ def test_registry_filtering_and_empty_range() -> None:
     assert "2.5.0rc1" in registry_versions("torch", low=None, high=None, pre=True, fetch=lambda name: releases)
     with pytest.raises(BugmatrixError, match=r"no torch releases between 3\.0 and the latest"):
         registry_versions("torch", low="3.0", high=None, fetch=lambda name: releases)
+
+
+def test_a_published_result_lands_where_cases_cite_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``bisect`` writes under the output directory; ``--publish`` into reports/bisect/, the path a case's evidence names."""
+    monkeypatch.setenv("BUGMATRIX_REPORTS", str(tmp_path))
+    assert default_out("autocast_cache::core[cpu]", "torch") == tmp_path / "bisect" / "autocast_cache-core-cpu--torch.json"
+    assert default_out("autocast_cache::core[cpu]", "torch", publish=True) == REFERENCE / "bisect" / "autocast_cache-core-cpu--torch.json"

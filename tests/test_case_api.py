@@ -8,8 +8,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
-from bugmatrix.cell.case import CPU_BF16, CUDA_FP16, Case, CaseError, Expect, Requires
+from bugmatrix.cell.case import CPU_BF16, CUDA_FP16, Case, CaseError, Expect, Requires, Source
 from bugmatrix.cell.outcomes import Outcome, Signature, Verdict, judge
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.catalog import load_catalog
@@ -65,9 +66,11 @@ def test_expect_without_condition_covers_everything() -> None:
 
 
 def test_expect_rejects_a_bad_specifier() -> None:
-    """A typo in a boundary fails at import, naming the axis and the text."""
-    with pytest.raises(ValueError, match=r"torch='2\.x' is not a version specifier"):
+    """A typo in a boundary fails at import, naming the axis and the text (the grammar Requires shares)."""
+    with pytest.raises(CaseError, match=r"Expect\('fixed'\): torch='2\.x' is not a version specifier; write e\.g\. torch=\">=2\.1\""):
         Expect("fixed", torch="2.x")
+    with pytest.raises(CaseError, match=r"Requires\(\): lightning='2\.x' is not a version specifier"):
+        Requires(lightning="2.x")
 
 
 def test_expect_rejects_an_unknown_outcome() -> None:
@@ -77,7 +80,7 @@ def test_expect_rejects_an_unknown_outcome() -> None:
 
 
 def _case() -> Case:
-    case = Case(id="demo", title="demo", seed="000", signature=GRAD)
+    case = Case(id="demo", title="demo", signature=GRAD, axes=("torch",))
 
     @case.variant(
         devices=(CUDA_FP16, CPU_BF16),
@@ -96,7 +99,7 @@ def _case() -> Case:
         """
         return {"ok": True}
 
-    @case.variant(devices=(CPU_BF16,), workaround_for="core", requires=Requires(min_torch="2.3"))
+    @case.variant(devices=(CPU_BF16,), workaround_for="core", requires=Requires(torch=">=2.3"))
     def workaround(device: str, dtype: object) -> dict[str, bool]:
         return {"ok": True}
 
@@ -158,14 +161,14 @@ def test_variant_kind_and_requirements() -> None:
     """kind defaults to core, is workaround where workaround_for is set, and can be declared."""
     core, _, workaround, framework = (v for v in _case().variants)
     assert (core.kind, workaround.kind, framework.kind) == ("core", "workaround", "framework")
-    assert workaround.workaround_for == "core" and workaround.requires.min_torch == "2.3"
-    assert workaround.axes == ("torch",), "torch is the default axis"
+    assert workaround.workaround_for == "core" and workaround.requires.versions == {"torch": SpecifierSet(">=2.3")}
+    assert workaround.axes == ("torch",), "the case's axes are its variants' default"
     assert workaround.doc == ""
 
 
 def test_decorator_returns_the_function() -> None:
     """The decorated function stays callable as written (cases reuse bodies)."""
-    case = Case(id="demo", title="demo", seed="000", signature=GRAD)
+    case = Case(id="demo", title="demo", signature=GRAD)
 
     def body(device: str, dtype: object) -> dict[str, bool]:
         return {"ran on " + device: True}
@@ -181,7 +184,7 @@ GPU_HALF = ("cuda", "float16")  # a name that does not say CUDA in capitals the 
 CPU_ANALOG = ("cpu", "bfloat16")
 DEVICES = (GPU_HALF, CPU_ANALOG)
 AXES = ("torch", "lightning")
-case = Case(id="constants", title="t", seed="t", signature=Signature("x"))
+case = Case(id="constants", title="t", signature=Signature("x"))
 
 
 @case.variant(devices=DEVICES, axes=AXES)
@@ -232,7 +235,7 @@ def _packaging_dir() -> str:
 
 def test_two_dtypes_on_one_device_get_distinct_ids() -> None:
     """(cpu, bfloat16) and (cpu, float16): two results, two ids, never one silently lost."""
-    case = Case(id="demo", title="demo", seed="000", signature=GRAD)
+    case = Case(id="demo", title="demo", signature=GRAD)
     case.variant(devices=(CPU_BF16, ("cpu", "float16"), CUDA_FP16))(lambda device, dtype: {})
     assert [v.id for v in case.variants] == ["demo::<lambda>[cpu-bfloat16]", "demo::<lambda>[cpu-float16]", "demo::<lambda>[cuda]"]
 
@@ -248,7 +251,7 @@ def test_two_dtypes_on_one_device_get_distinct_ids() -> None:
 )
 def test_bad_declarations_fail_at_import_in_one_line(devices: tuple, message: str) -> None:
     """A declaration the harness could not record faithfully is refused where it is written, naming case and variant."""
-    case = Case(id="demo", title="demo", seed="000", signature=GRAD)
+    case = Case(id="demo", title="demo", signature=GRAD)
 
     def v(device: str, dtype: object) -> dict[str, bool]:
         return {}
@@ -258,7 +261,7 @@ def test_bad_declarations_fail_at_import_in_one_line(devices: tuple, message: st
 
 
 def test_a_variant_name_declared_twice_is_refused() -> None:
-    case = Case(id="demo", title="demo", seed="000", signature=GRAD)
+    case = Case(id="demo", title="demo", signature=GRAD)
     case.variant(devices=(CPU_BF16,))(_body)
     with pytest.raises(CaseError, match="variant '_body': is declared twice"):
         case.variant(devices=(CUDA_FP16,))(_body)
@@ -290,7 +293,7 @@ def test_the_catalog_agrees_with_pytest(case_modules: dict[str, ModuleType]) -> 
 
 def test_an_upstream_variant_names_its_counterpart() -> None:
     """``kind="upstream"`` variants carry the case variant they should agree with; others carry None."""
-    case = Case(id="c", title="t", seed="000", signature=GRAD)
+    case = Case(id="c", title="t", signature=GRAD)
 
     @case.variant(devices=(CPU_BF16,))
     def core(device: str, dtype: object) -> dict[str, bool]:
@@ -307,16 +310,55 @@ def test_an_upstream_variant_names_its_counterpart() -> None:
     ]
 
 
-def test_every_upstream_variant_has_a_counterpart_on_its_device(case_modules: dict[str, ModuleType]) -> None:
-    """An upstream variant is only evidence if it can be compared: its counterpart exists in its case on the same device."""
-    for module in case_modules.values():
-        case = next(value for value in vars(module).values() if isinstance(value, Case))
-        own = {(v.name, v.device): v for v in case.variants}
-        upstream = [v for v in case.variants if v.kind == "upstream"]
-        assert upstream, f"cases: {case.id} has no upstream variant"
-        for variant in upstream:
-            counterpart = own.get((variant.counterpart or "", variant.device))
-            assert counterpart is not None, (
-                f"{variant.id}: counterpart {variant.counterpart!r} is not a {case.id} variant on {variant.device}"
-            )
-            assert counterpart.kind != "upstream", f"{variant.id}: counterpart {counterpart.id} must be the case's own variant"
+@pytest.mark.parametrize(
+    ("requires", "installed", "reasons"),
+    [
+        (Requires(lightning=">=2.1"), {"lightning": "2.0.3"}, ["needs lightning>=2.1 (installed 2.0.3)"]),
+        (Requires(lightning=">=2.1"), {"lightning": "2.1.4+local"}, []),
+        (Requires(torch=">=2.3", numpy="<2"), {"torch": "2.5.1", "numpy": "2.2.6"}, ["needs numpy<2 (installed 2.2.6)"]),
+        (Requires(accelerate=">=1"), {}, ["needs accelerate>=1 (not installed here)"]),
+        (Requires(api="torch.amp.GradScaler"), {"torch": "2.0.1"}, []),  # the api is checked where it can be imported
+    ],
+)
+def test_requires_takes_any_axis_and_names_the_installed_version(requires: Requires, installed: dict, reasons: list) -> None:
+    """``Requires(<axis>=<specifier>)`` in Expect's grammar; each unmet need says what is installed (issue 24 item 3)."""
+    assert requires.unmet(installed) == reasons
+
+
+def test_a_case_cites_its_source_by_title_date_and_link() -> None:
+    """A Source is a citation anyone can follow; a path, a non-date or an empty title is refused in one line."""
+    source = Source("PyTorch Lightning中混合精度训练与梯度计算的陷阱分析", date="2025-05-05", note="Chinese blog post; no link known")
+    assert source.cite() == '"PyTorch Lightning中混合精度训练与梯度计算的陷阱分析" (2025-05-05)'
+    assert Source("t", link="https://example.org/post").cite() == '"t", https://example.org/post'
+    with pytest.raises(CaseError, match=r"Source\(link='\.\./shared/seeds/000\.txt'\) is not a web address"):
+        Source("t", link="../shared/seeds/000.txt")
+    with pytest.raises(CaseError, match=r"Source\(date='May 2025'\) is not a date; write it as YYYY-MM-DD"):
+        Source("t", date="May 2025")
+    with pytest.raises(CaseError, match=r"Source\(title=\.\.\.\) is empty"):
+        Source(" ")
+
+
+def test_a_seed_outside_the_repository_is_refused() -> None:
+    """``seed="000"`` pointed at ../shared/seeds/, which no clone has; ``seed="none"`` was accepted silently (issue 23)."""
+    for seed in ("000", "none"):
+        with pytest.raises(CaseError, match=rf"case 'demo': seed='{seed}' points outside the repository; cite the document as source="):
+            Case(id="demo", title="demo", signature=GRAD, seed=seed)
+    with pytest.raises(CaseError, match=r"source='blog' is not a Source"):
+        Case(id="demo", title="demo", signature=GRAD, source="blog")  # type: ignore[arg-type]
+
+
+def test_the_case_axes_are_the_default_and_a_variant_may_span_none() -> None:
+    """``Case(axes=...)`` is what a variant spans unless it says; with neither, it spans no axis (it runs in every cell)."""
+    case = Case(id="demo", title="demo", signature=GRAD, axes=("torch",))
+    case.variant(devices=(CPU_BF16,))(_body)
+    case.variant(devices=(CPU_BF16,), axes=("torch", "lightning"))(_other)
+    assert [v.axes for v in case.variants] == [("torch",), ("torch", "lightning")]
+    bare = Case(id="bare", title="bare", signature=GRAD)
+    bare.variant(devices=(CPU_BF16,))(_body)
+    assert bare.variants[0].axes == ()
+    with pytest.raises(CaseError, match=r"axes=\['torch'\] is not a tuple of axis names"):
+        Case(id="demo", title="demo", signature=GRAD, axes=["torch"])  # type: ignore[arg-type]
+
+
+def _other(device: str, dtype: object) -> dict[str, bool]:
+    return {}

@@ -94,7 +94,7 @@ def test_a_cell_uses_its_lock_only_while_it_is_current(tmp_path: Path, uv_env: P
     requirements = ["six"]
     assert lock_for(tmp_path, "py311-six", requirements, PYTHON) == (
         None,
-        "py311-six.txt: no lock for this cell; create it with: nox -s lock -- --profile <profile>",
+        "py311-six.txt: no lock for this cell; create it with: nox -s lock",
     )
     lock = create_lock(requirements, PYTHON, lock_path(tmp_path, "py311-six"))
     assert lock_for(tmp_path, "py311-six", requirements, PYTHON) == (lock, None)

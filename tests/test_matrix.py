@@ -1,12 +1,12 @@
-"""matrix.toml: the real file loads, and every broken input is one line naming the file, the key and the value.
+"""matrix.toml: the live file loads, and every broken input is one line naming the file, the key and the value.
 
-The broken inputs are the real matrix.toml with one edit each, so they never
-drift from the file they protect (an edit whose anchor vanished fails loudly).
+The broken inputs are the reference matrix (``tests/fixtures/reference/``, a
+frozen copy of this project's matrix) with one edit each, never the live
+``matrix.toml``, which a user may grow (an edit whose anchor vanished fails loudly).
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import subprocess
 import sys
@@ -16,17 +16,19 @@ import pytest
 
 from bugmatrix.cli import main
 from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
-from bugmatrix.plan.matrix import PROFILES, load_matrix
+from bugmatrix.plan.matrix import load_matrix
+from bugmatrix.plan.planned import load_plan
+from tests.reference import REFERENCE_MATRIX
 
 ROOT = Path(__file__).resolve().parent.parent
-REAL = (ROOT / "matrix.toml").read_text(encoding="utf-8")
+REAL = REFERENCE_MATRIX.read_text(encoding="utf-8")
 SCHEMA_LINE = REAL.splitlines().index("schema = 2") + 1
 FIRST_EXCLUDE = 'when = { torch = "<2.1", lightning = ">=2.6" }'
 
 
 def edited(tmp_path: Path, old: str, new: str) -> Path:
-    """The real matrix with its first ``old`` replaced by ``new``."""
-    assert old in REAL, f"anchor {old!r} vanished from matrix.toml: update this test"
+    """The reference matrix with its first ``old`` replaced by ``new``."""
+    assert old in REAL, f"anchor {old!r} vanished from the reference matrix: update this test"
     path = tmp_path / "matrix.toml"
     path.write_text(REAL.replace(old, new, 1), encoding="utf-8")
     return path
@@ -40,7 +42,12 @@ BROKEN = [
     ("unknown-top-level-key", "schema = 2", 'schema = 2\nprofile = "smoke"', "profile", "unknown key"),
     ("unknown-key-in-profile", "[profiles.smoke]\n", '[profiles.smoke]\ntorchh = ["2.5.1"]\n', "profiles.smoke.torchh", "unknown key"),
     ("axis-without-distributions", "[axes.python]\n", '[axes.numpy]\nprefix = "np"\nversions = ["2.1.3"]\n\n[axes.python]\n',
-     "axes.numpy.distributions", "wrong for this axis"),
+     "axes.numpy.distributions and axes.python.distributions", "only the interpreter axis has none"),
+    ("no-interpreter", '[axes.python]\nprefix = "py"\n', '[axes.python]\nprefix = "py"\ndistributions = { cpython = "sys" }\n', "axes",
+     "no interpreter axis"),
+    ("every-cell-not-a-flag", "every_cell = true\ndevice_runtime", 'every_cell = "yes"\ndevice_runtime', "axes.torch.every_cell", "'yes' is not true or false"),
+    ("two-device-runtimes", 'prefix = "pl"', 'prefix = "pl"\ndevice_runtime = true', "axes.lightning.device_runtime",
+     "axes.torch is the device runtime already"),
     ("axis-prefix-taken", 'prefix = "tf"', 'prefix = "pl"', "axes.transformers.prefix", "'pl' is used by another axis"),
     ("unknown-key-in-axis", 'prefix = "tf"', 'prefix = "tf"\nmodule = "transformers"', "axes.transformers.module", "unknown key"),
     ("malformed-version", 'versions = ["2.0.1",', 'versions = ["2.x",', "axes.torch.versions[0]", "'2.x'"),
@@ -51,11 +58,16 @@ BROKEN = [
     ("empty-axis", 'versions = ["4.28.1", "4.29.2", "4.30.2", "4.36.2", "4.46.3", "4.57.6", "5.23.0"]',
      "versions = []", "axes.transformers.versions", "empty list"),
     ("duplicate-version", 'versions = ["2.0.3", "2.0.6",', 'versions = ["2.0.3", "2.0.3",', "axes.lightning.versions", "duplicate version(s) 2.0.3"),
-    ("profile-value-not-in-axis", '[profiles.smoke]\ntorch = ["2.5.1"', '[profiles.smoke]\ntorch = ["2.5.2"', "profiles.smoke.torch",
+    ("profile-value-not-in-axis", 'within = "nightly"\ntorch = ["2.5.1"', 'within = "nightly"\ntorch = ["2.5.2"', "profiles.smoke.torch",
      "'2.5.2' is not in axes.torch"),
-    ("smoke-not-in-nightly", '[profiles.nightly]\ntorch = ["2.0.1", "2.5.1",', '[profiles.nightly]\ntorch = ["2.0.1",',
-     "profiles.smoke.torch", "'2.5.1' is not in profiles.nightly"),
-    ("missing-profile", "[profiles.full]\n", "[profiles.everything]\n", "profiles.everything", "unknown key"),
+    ("smoke-not-in-nightly", 'within = "full"\ntorch = ["2.0.1", "2.5.1",', 'within = "full"\ntorch = ["2.0.1",',
+     "profiles.smoke.torch", "'2.5.1' is not in profiles.nightly; smoke is declared within nightly"),
+    ("within-unknown-profile", "[profiles.full]\n", "[profiles.everything]\n", "profiles.nightly.within", "'full' is not another profile"),
+    ("within-loop", "[profiles.full]\n", '[profiles.full]\nwithin = "smoke"\n', "profiles.smoke.within",
+     "the relation loops (smoke within nightly within full within smoke)"),
+    ("profile-name-unusable", "[profiles.smoke]", '[profiles."smoke test"]', "profiles.smoke test", "is not a usable profile name"),
+    ("profile-name-gpu", "[profiles.smoke]", "[profiles.gpu-smoke]", "profiles.gpu-smoke", "not starting with gpu-"),
+    ("no-profiles", "[profiles.smoke]", "[nothing]", "nothing", "unknown key"),
     ("base-pin-missing", 'transformers = "5.23.0"\n', "", "base.transformers", "missing"),
     ("base-pin-not-in-axis", 'torch = "2.15.0"', 'torch = "2.15.1"', "base.torch", "'2.15.1' is not in axes.torch"),
     ("bad-exclude-specifier", FIRST_EXCLUDE, 'when = { torch = "<<2.1", lightning = ">=2.6" }', "exclude[0].when.torch", "'<<2.1'"),
@@ -69,7 +81,7 @@ BROKEN = [
     ("bad-harness-requirement", '"pytest-xdist>=3.5"', '"pytest-xdist>=>3.5"', "harness.requires", "'pytest-xdist>=>3.5'"),
     ("impossible-include", "[[constraints]]", '[[include]]\ntorch = "2.15.0"\nlightning = "1.9.5"\n\n[[constraints]]',
      "include[0].lightning", "'1.9.5' is not in axes.lightning"),
-    ("include-without-torch", "[[constraints]]", '[[include]]\nlightning = "2.0.3"\n\n[[constraints]]', "include[0]", "no torch pin"),
+    ("include-pins-nothing", "[[constraints]]", '[[include]]\nprofiles = ["full"]\n\n[[constraints]]', "include[0]", "pins nothing"),
     ("include-unknown-profile", "[[constraints]]", '[[include]]\ntorch = "2.5.1"\nprofiles = ["fast"]\n\n[[constraints]]',
      "include[0].profiles", "'fast'"),
     ("base-when-without-why", 'why = "torch 2.15.0 has no cp310 wheel; transformers 5.x requires Python >= 3.11"', "",
@@ -102,13 +114,18 @@ def test_missing_matrix_file(tmp_path: Path) -> None:
     assert str(info.value).startswith(f"{path}: cannot read the matrix") and "--matrix" in str(info.value)
 
 
-def test_real_matrix_loads() -> None:
-    """The checked-in matrix is valid, and its profiles nest axis-wise (smoke ⊂ nightly ⊂ full)."""
-    matrix = load_matrix(ROOT / "matrix.toml")
-    assert set(matrix.base) == set(matrix.axes) and all(matrix.base[a] in matrix.axes[a].versions for a in matrix.axes)
-    for smaller, larger in itertools.pairwise(PROFILES):
-        for axis, values in matrix.profiles[smaller].items():
-            assert set(values) <= set(matrix.profiles[larger].get(axis, (matrix.base[axis],))), (smaller, axis)
+def test_the_live_matrix_loads_and_plans_every_profile() -> None:
+    """The checked-in matrix and cases are valid together: every profile plans, every ``within`` holds cell by cell."""
+    planned = load_plan(load_matrix(ROOT / "matrix.toml"), ROOT / "cases", registry=False, fallback=True)
+    for profile in planned.matrix.profiles:
+        assert planned.profile_cells(profile), profile
+
+
+def test_the_reference_matrix_keeps_its_roles() -> None:
+    """The reference: torch is installed in every cell and is the device runtime; profiles nest by ``within``."""
+    matrix = load_matrix(REFERENCE_MATRIX)
+    assert matrix.interpreter == "python" and matrix.held_axes == ("python", "torch") and matrix.device_runtime == "torch"
+    assert list(matrix.profiles) == ["smoke", "nightly", "full"] and matrix.within == {"smoke": "nightly", "nightly": "full"}
     assert matrix.constraints and matrix.exclude
     assert any(r.startswith("pytest-xdist") for r in matrix.harness), "cells run their cases with xdist"
 

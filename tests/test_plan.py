@@ -1,29 +1,28 @@
-"""From matrix and declared axes to cells: projections, base pins, rules, profiles, GPU twins, install requirements.
+"""From matrix and declared axes to cells: projections, held axes, rules, profiles, GPU twins, install requirements.
 
-Planning rules are pinned down on a tiny fixture matrix (cells listed by hand);
-the real matrix.toml is checked for the properties the suite promises
-(profiles nest cell-wise, smoke shows every case reproduced and fixed).
+Planning rules are pinned down on a tiny fixture matrix (cells listed by
+hand) and on the reference catalogue and matrix (:mod:`tests.reference`, a
+frozen copy of this project's four cases and matrix), never on the live
+``cases/`` and ``matrix.toml``: these tests pass for any valid catalogue.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from bugmatrix.cell.case import Case, Variant
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell, find_cell, plan_all, plan_cells
-from bugmatrix.plan.matrix import PROFILES, load_matrix
-from bugmatrix.releases.tracking import load_resolved_matrix
+from bugmatrix.plan.matrix import load_matrix
 from bugmatrix.versions import base_version
+from tests.reference import reference_catalog, reference_matrix
 
-ROOT = Path(__file__).resolve().parent.parent
-TINY = load_matrix(Path(__file__).resolve().parent / "fixtures" / "matrix" / "tiny.toml")
-REAL = load_resolved_matrix(ROOT / "matrix.toml")
-REAL_CATALOG = load_catalog(ROOT / "cases")
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "matrix"
+TINY_TEXT = (FIXTURES / "tiny.toml").read_text(encoding="utf-8")
+TINY = load_matrix(FIXTURES / "tiny.toml")
+REFERENCE = reference_matrix()
 TORCH, TORCH_PL, TORCH_TF, PL_TF = ("torch",), ("lightning", "torch"), ("torch", "transformers"), ("lightning", "transformers")
 
 
@@ -39,9 +38,20 @@ class declared:  # noqa: N801 - reads as the declarations it stands for
     def runs_in(self, axes: tuple[str, ...]) -> list[str]:
         return [f"demo::{'_'.join(p)}[cpu]" for p in self._projections if set(p) <= set(axes)]
 
+    def installs_in(self, axes: tuple[str, ...]) -> dict[tuple[str, ...], list[str]]:
+        return {}
+
 
 def ids(cells: list[Cell], device: str | None = None) -> set[str]:
     return {c.id for c in cells if device is None or c.device == device}
+
+
+def tiny(tmp_path: Path, old: str, new: str) -> Path:
+    """tiny.toml with one edit (the anchor must exist: a vanished one fails loudly)."""
+    assert old in TINY_TEXT, f"anchor {old!r} vanished from tiny.toml"
+    path = tmp_path / "matrix.toml"
+    path.write_text(TINY_TEXT.replace(old, new, 1), encoding="utf-8")
+    return path
 
 
 def test_cells_are_the_union_of_projections() -> None:
@@ -69,6 +79,25 @@ def test_unspanned_axes_sit_at_the_base_pins() -> None:
     ]
 
 
+def test_the_axes_every_cell_installs_are_declared_in_the_matrix(tmp_path: Path) -> None:
+    """``every_cell = true`` holds torch in every cell; without it a lightning x transformers cell installs no torch."""
+    assert TINY.held_axes == ("python", "torch")
+    plain = load_matrix(tiny(tmp_path, "every_cell = true\n", ""))
+    assert plain.held_axes == ("python",)
+    assert [c.id for c in plan_cells(plain, "smoke", declared(PL_TF)) if c.device == "cpu"] == ["py311-pl2.2.5-tf4.46.3"]
+
+
+def test_the_interpreter_is_the_axis_without_distributions(tmp_path: Path) -> None:
+    """Nothing names the interpreter: renamed, it plans the same cells under the same ids."""
+    renamed = tiny(tmp_path, "python", "interpreter")
+    text = renamed.read_text(encoding="utf-8").replace('python = ["3.10", "3.11"]', 'interpreter = ["3.10", "3.11"]')
+    renamed.write_text(text.replace("[axes.python]", "[axes.interpreter]"), encoding="utf-8")
+    matrix = load_matrix(renamed)
+    assert matrix.interpreter == "interpreter"
+    before = [(c.id, c.python) for c in plan_cells(TINY, "full", declared(TORCH, TORCH_PL))]
+    assert [(c.id, c.python) for c in plan_cells(matrix, "full", declared(TORCH, TORCH_PL))] == before
+
+
 def test_cells_contained_in_a_larger_cell_are_dropped() -> None:
     """A torch-only cell is run by the torch x lightning cell with the same torch, so it is not planned twice."""
     alone = ids(plan_cells(TINY, "nightly", declared(TORCH)))
@@ -89,36 +118,41 @@ def test_excludes_apply_in_their_profiles_only() -> None:
 
 
 def test_includes_are_added_to_their_profiles() -> None:
-    """An include adds its combination (at the base python) only to the profiles it names."""
+    """An include adds its combination (held axes at base) only to the profiles it names."""
     include = "py311-torch2.0.1-tf4.30.2"
     assert include in ids(plan_cells(TINY, "nightly", declared(TORCH)))
     assert include not in ids(plan_cells(TINY, "full", declared(TORCH)))
     assert include not in ids(plan_cells(TINY, "smoke", declared(TORCH)))
 
 
-def test_python_sweep_runs_the_base_stack_on_other_interpreters() -> None:
-    """full lists python 3.10: one extra cell, the base stack on it; profiles without python get none."""
+def test_an_include_leaves_the_held_axes_at_base(tmp_path: Path) -> None:
+    """An include that lists only lightning still pins the interpreter and torch (every_cell) at their base."""
+    path = tiny(tmp_path, 'torch = "2.0.1"\ntransformers = "4.30.2"', 'lightning = "2.0.3"')
+    assert "py311-torch2.3.1-pl2.0.3" in ids(plan_cells(load_matrix(path), "nightly", declared(TORCH)))
+
+
+def test_python_sweep_runs_each_projection_at_base_on_other_interpreters() -> None:
+    """full lists python 3.10: each projection at its base pins on 3.10, covered as any cells are; nothing else is installed."""
     full = plan_cells(TINY, "full", declared(TORCH))
-    sweep = [c for c in full if c.python != "3.11"]
-    assert [c.id for c in sweep if c.device == "cpu"] == ["py310-torch2.3.1-pl2.2.5-tf4.46.3"]
+    assert [c.id for c in full if c.python != "3.11" and c.device == "cpu"] == ["py310-torch2.3.1"]
+    both = plan_cells(TINY, "full", declared(TORCH, PL_TF))
+    assert [c.id for c in both if c.python != "3.11" and c.device == "cpu"] == ["py310-torch2.3.1-pl2.2.5-tf4.46.3"]
     assert {c.python for c in plan_cells(TINY, "nightly", declared(TORCH))} == {"3.11"}
 
 
 def test_base_when_swaps_base_held_pins_where_the_base_cannot_exist(tmp_path: Path) -> None:
-    """A Python whose base torch ships no wheel gets the stand-in; spanned axes and other interpreters keep theirs."""
-    text = (Path(__file__).resolve().parent / "fixtures" / "matrix" / "tiny.toml").read_text(encoding="utf-8")
+    """A Python whose base release ships no wheel gets the stand-in; spanned axes and other interpreters keep theirs."""
     rule = '[[base_when]]\nwhen = { python = "<3.11" }\npins = { transformers = "4.30.2" }\nwhy = "no cp310 wheel"\n\n'
-    (tmp_path / "matrix.toml").write_text(text.replace("[profiles.smoke]", rule + "[profiles.smoke]"), encoding="utf-8")
-    matrix = load_matrix(tmp_path / "matrix.toml")
-    full = plan_cells(matrix, "full", declared(TORCH))
+    matrix = load_matrix(tiny(tmp_path, "[profiles.smoke]", rule + "[profiles.smoke]"))
+    full = plan_cells(matrix, "full", declared(TORCH, PL_TF))
     assert [c.id for c in full if c.python == "3.10" and c.device == "cpu"] == ["py310-torch2.3.1-pl2.2.5-tf4.30.2"]
-    before = {c.id for c in plan_cells(TINY, "full", declared(TORCH)) if c.python != "3.10"}
+    before = {c.id for c in plan_cells(TINY, "full", declared(TORCH, PL_TF)) if c.python != "3.10"}
     assert {c.id for c in full if c.python != "3.10"} == before
 
 
-def test_every_real_python_cell_pins_releases_that_ship_for_it() -> None:
-    """The known gaps (torch 2.15.0: no cp310; transformers 5.x: Python >= 3.11) are never planned for 3.10."""
-    py310 = [c for c in plan_all(REAL, REAL_CATALOG) if c.python == "3.10"]
+def test_every_reference_python_cell_pins_releases_that_ship_for_it() -> None:
+    """The reference matrix's known gaps (torch 2.15.0: no cp310; transformers 5.x: Python >= 3.11) are never planned for 3.10."""
+    py310 = [c for c in plan_all(REFERENCE, reference_catalog()) if c.python == "3.10"]
     assert py310, "the full profile sweeps Python 3.10"
     for cell in py310:
         assert base_version(cell.pins["torch"]) < base_version("2.15.0"), cell.id
@@ -132,9 +166,8 @@ def test_gpu_twins_are_the_cells_gpu_selects(tmp_path: Path) -> None:
     assert [c.id for c in twins] == ["py311-torch2.3.1-pl2.2.5-cuda"]
     cpu = find_cell(cells, "py311-torch2.3.1-pl2.2.5")
     assert twins[0].pins == cpu.pins and cpu.device == "cpu"
-    text = (Path(__file__).resolve().parent / "fixtures" / "matrix" / "tiny.toml").read_text()
     no_gpu = tmp_path / "no-gpu.toml"
-    no_gpu.write_text(text[: text.index("[gpu]")])
+    no_gpu.write_text(TINY_TEXT[: TINY_TEXT.index("[gpu]")])
     assert not ids(plan_cells(load_matrix(no_gpu), "nightly", declared(TORCH_PL)), "cuda")
 
 
@@ -146,10 +179,46 @@ def test_plan_all_tags_cells_with_their_profiles() -> None:
     assert cells["py311-torch2.0.1-tf4.30.2"].profiles == ("nightly",)
 
 
+def test_any_profile_name_plans_and_is_a_tag(tmp_path: Path) -> None:
+    """``[profiles.mine]`` is a profile like the others (issue 23: "unknown key; use one of full, nightly, smoke")."""
+    matrix = load_matrix(tiny(tmp_path, "[profiles.smoke]", '[profiles.mine]\ntorch = ["2.0.1"]\n\n[profiles.smoke]'))
+    assert list(matrix.profiles) == ["mine", "smoke", "nightly", "full"] and matrix.default_profile == "mine"
+    assert ids(plan_cells(matrix, "mine", declared(TORCH)), "cpu") == {"py311-torch2.0.1"}
+    assert any("mine" in c.profiles for c in plan_all(matrix, declared(TORCH)))
+
+
+def test_within_is_checked_cell_by_cell(tmp_path: Path) -> None:
+    """``within`` holds axis-wise (at load) and cell-wise (when planning): a profile-only exclude breaks it in one line."""
+    path = tiny(tmp_path, "[profiles.nightly]\n", '[profiles.nightly]\nwithin = "full"\n')
+    matrix = load_matrix(path)
+    with pytest.raises(BugmatrixError) as info:
+        plan_all(matrix, declared(TORCH_PL))
+    message = str(info.value)
+    assert message.startswith(f"{path}: profiles.nightly.within: cell py311-") and " more) of nightly is not planned in full; " in message
+    assert "remove within from profiles.nightly" in message and "\n" not in message
+    with pytest.raises(BugmatrixError, match=r"profiles\.smoke\.torch: '2\.1\.2' is not in profiles\.mine; smoke is declared within mine"):
+        load_matrix(tiny(tmp_path, "[profiles.smoke]\n", '[profiles.mine]\ntorch = ["2.3.1"]\n\n[profiles.smoke]\nwithin = "mine"\n'))
+
+
+def test_a_profile_without_cells_is_refused(tmp_path: Path) -> None:
+    """An [[exclude]] that removes every cell of a profile is one line naming the profile, not "0 cells", exit 0."""
+    path = tiny(
+        tmp_path,
+        '[[exclude]]\nwhen = { torch = "==2.1.2" }\nprofiles = ["full"]',
+        '[[exclude]]\nwhen = { torch = ">=2" }\nprofiles = ["smoke"]',
+    )
+    with pytest.raises(BugmatrixError) as info:
+        plan_cells(load_matrix(path), "smoke", declared(TORCH))
+    assert str(info.value) == (
+        f"{path}: profiles.smoke: plans no cells (every combination it asks for is excluded by an [[exclude]]); "
+        "narrow the [[exclude]] rules or list other versions"
+    )
+
+
 def test_cell_order_is_numeric_and_stable() -> None:
     """CPU cells first, then versions compared as versions (2.10 after 2.9), so listings do not shuffle."""
-    cells = plan_cells(REAL, "nightly", REAL_CATALOG)
-    keys = [(c.device, *(base_version(c.pins.get(a, "0")) for a in ("python", "torch", "lightning", "transformers"))) for c in cells]
+    cells = plan_cells(REFERENCE, "nightly", reference_catalog())
+    keys = [(c.device, *(base_version(c.pins.get(a, "0")) for a in REFERENCE.axes)) for c in cells]
     assert keys == sorted(keys)
     torches = [c.pins["torch"] for c in cells if c.device == "cpu" and "transformers" not in c.pins]
     assert torches.index("2.10.0") > torches.index("2.6.0")
@@ -165,112 +234,117 @@ def test_cell_order_is_numeric_and_stable() -> None:
 )
 def test_cell_id_format(pins: dict[str, str], device: str, expected: str) -> None:
     """Readable ids in a fixed axis order, whatever order the pins come in."""
-    assert REAL.cell_id(pins, device) == expected
+    assert REFERENCE.cell_id(pins, device) == expected
 
 
 def test_unknown_profile_and_cell_are_one_line_errors() -> None:
     """Typos on the command line name the value and suggest what exists."""
-    with pytest.raises(BugmatrixError, match=r"unknown profile 'weekly'; use one of smoke, nightly, full"):
+    with pytest.raises(BugmatrixError, match=r"unknown profile 'weekly'; use one of smoke, nightly, full \(declared in .*tiny\.toml\)"):
         plan_cells(TINY, "weekly", declared(TORCH))
     cells = plan_all(TINY, declared(TORCH, TORCH_PL))
     with pytest.raises(BugmatrixError, match=r"unknown cell 'py311-torch2\.3\.1-pl2'; did you mean py311-torch2\.3\.1-pl2\.0\.3"):
         find_cell(cells, "py311-torch2.3.1-pl2")
-    with pytest.raises(BugmatrixError, match="list them with: nox -s plan"):
+    with pytest.raises(BugmatrixError, match=r"list them with: nox -s plan -- --profile nightly$"):
         find_cell(cells, "nothing-like-it")
     assert find_cell(cells, "py311-torch2.1.2-pl2.0.3").pins["torch"] == "2.1.2"
 
 
 def test_old_lightning_is_installed_as_pytorch_lightning_with_old_setuptools() -> None:
-    """lightning<2.1 -> the pytorch-lightning distribution and setuptools<81; torch<2.3 -> numpy<2 (real matrix)."""
+    """lightning<2.1 -> the pytorch-lightning distribution and setuptools<81; torch<2.3 -> numpy<2 (reference matrix)."""
     pins = {"python": "3.11", "torch": "2.0.1", "lightning": "2.0.3"}
-    assert REAL.requirements_for(pins) == ["torch==2.0.1", "pytorch-lightning==2.0.3", "setuptools<81", "numpy<2", *REAL.harness]
-    assert REAL.import_modules(pins) == ["torch", "pytorch_lightning"]
+    assert REFERENCE.requirements_for(pins) == ["torch==2.0.1", "pytorch-lightning==2.0.3", "setuptools<81", "numpy<2", *REFERENCE.harness]
+    assert REFERENCE.import_modules(pins) == ["torch", "pytorch_lightning"]
 
 
 def test_constraints_stop_at_their_boundaries() -> None:
     """lightning 2.1 is the `lightning` distribution but still needs setuptools<81; the newest stack needs nothing extra."""
-    mid = REAL.requirements_for({"python": "3.11", "torch": "2.3.1", "lightning": "2.1.4"})
-    assert mid == ["torch==2.3.1", "lightning==2.1.4", "setuptools<81", *REAL.harness]
+    mid = REFERENCE.requirements_for({"python": "3.11", "torch": "2.3.1", "lightning": "2.1.4"})
+    assert mid == ["torch==2.3.1", "lightning==2.1.4", "setuptools<81", *REFERENCE.harness]
     new = {"python": "3.11", "torch": "2.15.0", "lightning": "2.6.6", "transformers": "5.23.0"}
-    assert REAL.requirements_for(new) == ["torch==2.15.0", "lightning==2.6.6", "transformers==5.23.0", *REAL.harness]
-    assert REAL.import_modules(new) == ["torch", "lightning.pytorch", "transformers"]
+    assert REFERENCE.requirements_for(new) == ["torch==2.15.0", "lightning==2.6.6", "transformers==5.23.0", *REFERENCE.harness]
+    assert REFERENCE.import_modules(new) == ["torch", "lightning.pytorch", "transformers"]
 
 
 def test_a_requirement_needed_twice_is_listed_once() -> None:
     """torch<2.3 and transformers<4.36 both need numpy<2: one line for the installer."""
-    reqs = REAL.requirements_for({"python": "3.11", "torch": "2.0.1", "transformers": "4.30.2"})
+    reqs = REFERENCE.requirements_for({"python": "3.11", "torch": "2.0.1", "transformers": "4.30.2"})
     assert reqs.count("numpy<2") == 1 and "transformers==4.30.2" in reqs
 
 
-def test_real_profiles_nest_cell_wise() -> None:
-    """smoke ⊂ nightly ⊂ full holds for the planned cells themselves (CPU and GPU), not only for the axis lists."""
-    planned = {p: plan_cells(REAL, p, REAL_CATALOG) for p in PROFILES}
-    for device in ("cpu", "cuda"):
-        smoke, nightly, full = (ids(planned[p], device) for p in PROFILES)
-        assert smoke and smoke <= nightly <= full, (device, smoke - nightly, nightly - full)
+def test_constraints_are_evaluated_at_the_effective_pins(tmp_path: Path) -> None:
+    """A ``when`` may name an axis the cell leaves at its base pin (issue 23 item 2): torch-only cells sit at base transformers."""
+    rule = '[[constraints]]\nwhen = { transformers = ">=4.40" }\nrequires = ["numpy<2"]\nwhy = "test"\n\n[harness]'
+    matrix = load_matrix(tiny(tmp_path, "[harness]", rule))
+    assert matrix.effective({"python": "3.11", "torch": "2.1.2"})["transformers"] == "4.46.3"
+    assert "numpy<2" in matrix.requirements_for({"python": "3.11", "torch": "2.1.2"})
+    assert "numpy<2" not in matrix.requirements_for({"python": "3.11", "torch": "2.0.1", "transformers": "4.30.2"})
 
 
-def test_real_plan_is_far_below_the_cross_product() -> None:
+def test_effective_pins_take_the_base_when_stand_ins(tmp_path: Path) -> None:
+    """A Python 3.10 cell that does not pin transformers is judged at transformers' stand-in for 3.10, not the 3.11 base."""
+    rule = '[[base_when]]\nwhen = { python = "<3.11" }\npins = { transformers = "4.30.2" }\nwhy = "no cp310 wheel"\n\n'
+    matrix = load_matrix(tiny(tmp_path, "[profiles.smoke]", rule + "[profiles.smoke]"))
+    assert matrix.effective({"python": "3.10", "torch": "2.3.1"})["transformers"] == "4.30.2"
+    assert matrix.effective({"python": "3.10", "torch": "2.3.1", "transformers": "4.46.3"})["transformers"] == "4.46.3"
+
+
+CONSTRAINT = '[[constraints]]\nwhen = {when}\nrequires = [{requires}]\nwhy = "test"\n\n[harness]'
+
+
+def test_a_constraint_that_contradicts_an_axis_pin_is_refused_at_plan_time(tmp_path: Path) -> None:
+    """transformers<4.40 for torch<2.1 against the include's transformers==4.30.2 is fine; ==4.46 is not, and says both entries."""
+    fine = tiny(tmp_path, "[harness]", CONSTRAINT.format(when='{ torch = "<2.1" }', requires='"transformers<4.40"'))
+    plan_cells(load_matrix(fine), "nightly", declared(TORCH))
+    path = tiny(tmp_path, "[harness]", CONSTRAINT.format(when='{ torch = "<2.1" }', requires='"transformers>=4.40"'))
+    with pytest.raises(BugmatrixError) as info:
+        plan_cells(load_matrix(path), "nightly", declared(TORCH))
+    assert str(info.value) == (
+        f"{path}: constraints[1] (when torch<2.1): 'transformers>=4.40' contradicts axes.transformers pin: 'transformers==4.30.2' "
+        "in cell py311-torch2.0.1-tf4.30.2; neither wins: narrow the constraint's when, drop the requirement, "
+        "or [[exclude]] that combination"
+    )
+
+
+def test_two_constraints_that_contradict_are_refused_at_plan_time(tmp_path: Path) -> None:
+    """Issue 22's example: numpy>=2 for torch<2.6 beside numpy<2 for torch<2.3 meet in a torch 2.1.2 cell."""
+    first = CONSTRAINT.format(when='{ torch = "<2.3" }', requires='"numpy<2"')
+    second = CONSTRAINT.format(when='{ torch = "<2.6" }', requires='"numpy>=2"')
+    path = tiny(tmp_path, "[harness]", first.replace("[harness]", second))
+    with pytest.raises(BugmatrixError) as info:
+        plan_cells(load_matrix(path), "smoke", declared(TORCH))
+    message = str(info.value)
+    assert "constraints[2] (when torch<2.6): 'numpy>=2' contradicts constraints[1] (when torch<2.3): 'numpy<2'" in message
+    assert "in cell py311-torch2.1.2;" in message and "\n" not in message
+    agree = tiny(tmp_path, "[harness]", first.replace("[harness]", CONSTRAINT.format(when='{ torch = "<2.6" }', requires='"numpy>=1.20"')))
+    plan_cells(load_matrix(agree), "smoke", declared(TORCH))
+
+
+def test_a_marker_that_does_not_apply_takes_no_part(tmp_path: Path) -> None:
+    """``numpy>=2; python_version >= '3.12'`` cannot contradict numpy<2 in a Python 3.11 cell."""
+    first = CONSTRAINT.format(when='{ torch = "<2.3" }', requires='"numpy<2"')
+    second = CONSTRAINT.format(when='{ torch = "<2.6" }', requires="\"numpy>=2; python_version >= '3.12'\"")
+    plan_cells(load_matrix(tiny(tmp_path, "[harness]", first.replace("[harness]", second))), "smoke", declared(TORCH))
+
+
+def test_reference_plan_is_far_below_the_cross_product() -> None:
     """The full profile is a union of projections, a fraction of torch x lightning x transformers x python."""
-    full = REAL.profiles["full"]
+    full = REFERENCE.profiles["full"]
     cross = len(full["python"]) * len(full["torch"]) * len(full["lightning"]) * len(full["transformers"])
-    cpu = ids(plan_cells(REAL, "full", REAL_CATALOG), "cpu")
+    cpu = ids(plan_cells(REFERENCE, "full", reference_catalog()), "cpu")
     assert len(cpu) < cross / 10
-    gpu = [c for c in plan_cells(REAL, "full", REAL_CATALOG) if c.device == "cuda"]
-    assert gpu and all(c.pins["torch"] in REAL.gpu_select["torch"] for c in gpu)
+    gpu = [c for c in plan_cells(REFERENCE, "full", reference_catalog()) if c.device == "cuda"]
+    assert gpu and all(c.pins["torch"] in REFERENCE.gpu_select["torch"] for c in gpu)
 
 
-def _runnable(variant: Variant, cell: Cell) -> bool:
-    """What the cell session runs: variants whose axes the cell pins, on its device, with min versions met."""
-    need = variant.requires
-    if not set(variant.axes) <= set(cell.axes) or variant.device != cell.device:
-        return False
-    for axis, minimum in (("torch", need.min_torch), ("lightning", need.min_lightning)):
-        if minimum and base_version(cell.pins[axis]) < base_version(minimum):
-            return False
-    return True
+def test_the_reference_plan_is_the_committed_one() -> None:
+    """The reference catalogue and matrix plan what this project committed for issue 23: smoke 4 CPU + 1 GPU, nightly 19, full 70."""
+    catalog = reference_catalog()
+    assert [len(ids(plan_cells(REFERENCE, p, catalog), "cpu")) for p in REFERENCE.profiles] == [4, 19, 70]
+    assert ids(plan_cells(REFERENCE, "smoke", catalog), "cuda") == {"py311-torch2.15.0-pl2.6.6-tf4.30.2-cuda"}
+    assert "py310-torch2.14.1-pl2.6.6-tf4.57.6" in ids(plan_cells(REFERENCE, "full", catalog))
 
 
-def _smoke_expectations(case_modules: dict[str, ModuleType]) -> dict[str, dict[str, dict[str, set[str]]]]:
-    """case -> variant id -> expected outcome -> the smoke CPU cells where the variant runs and is expected so."""
-    cells = [c for c in plan_cells(REAL, "smoke", REAL_CATALOG) if c.device == "cpu"]
-    table: dict[str, dict[str, dict[str, set[str]]]] = {}
-    for stem, module in case_modules.items():
-        case = next(v for v in vars(module).values() if isinstance(v, Case))
-        table[stem] = {v.id: {"reproduced": set(), "fixed": set()} for v in case.variants}
-        for cell in cells:
-            for variant in (v for v in case.variants if _runnable(v, cell)):
-                expected = variant.expectation(cell.pins)
-                if expected is not None and expected.outcome.value in ("reproduced", "fixed"):
-                    table[stem][variant.id][expected.outcome.value].add(cell.id)
-    assert table, "no case modules found"
-    return table
-
-
-def test_smoke_shows_every_case_reproduced_and_fixed(case_modules: dict[str, ModuleType]) -> None:
-    """For each case, smoke's CPU cells include one where a variant is expected `reproduced` and one where one is expected `fixed`."""
-    for stem, variants in _smoke_expectations(case_modules).items():
-        for outcome in ("reproduced", "fixed"):
-            assert any(seen[outcome] for seen in variants.values()), f"{stem}: no smoke cell where a variant is expected {outcome}"
-
-
-def test_smoke_crosses_every_declared_version_boundary(case_modules: dict[str, ModuleType]) -> None:
-    """Where a case declares a boundary (one variant: reproduced in some versions, fixed in others), smoke shows both sides of it.
-
-    Stronger than the test above, which a workaround that is always fixed satisfies alone.
-    """
-    table = _smoke_expectations(case_modules)
-    for stem, module in case_modules.items():
-        case = next(v for v in vars(module).values() if isinstance(v, Case))
-        boundary = [v.id for v in case.variants if v.device == "cpu" and {e.outcome.value for e in v.expect} >= {"reproduced", "fixed"}]
-        if boundary:
-            seen = table[stem]
-            assert any(seen[v]["reproduced"] and seen[v]["fixed"] for v in boundary), (
-                f"{stem}: smoke shows none of {boundary} on both sides of its boundary"
-            )
-
-
-HEADER = 'from bugmatrix import CPU_BF16, Case, Signature\ncase = Case(id="planted", title="t", seed="t", signature=Signature("x"))\n'
+HEADER = 'from bugmatrix import CPU_BF16, Case, Signature\ncase = Case(id="planted", title="t", signature=Signature("x"))\n'
 
 
 def _plant(tmp_path: Path, source: str, header: str = HEADER) -> Path:
@@ -299,4 +373,12 @@ def test_an_unknown_axis_in_a_case_is_a_one_line_error(tmp_path: Path) -> None:
     """A typo in a case's axes ("lighting") names the file and the axis instead of crashing `nox -l`."""
     cases = _plant(tmp_path, "@case.variant(devices=(CPU_BF16,), axes=('torch', 'lighting'))\ndef v(d, t):\n    return {}\n")
     with pytest.raises(BugmatrixError, match=r"planted\.py.*'lighting'"):
-        plan_cells(REAL, "smoke", load_catalog(cases, REAL))
+        plan_cells(REFERENCE, "smoke", load_catalog(cases, REFERENCE))
+
+
+def test_an_unknown_axis_in_requires_is_a_one_line_error(tmp_path: Path) -> None:
+    """``Requires(lighting=">=2.1")`` is checked against the matrix like the axes are."""
+    cases = _plant(tmp_path, "@case.variant(devices=(CPU_BF16,), requires=Requires(lighting='>=2.1'))\ndef v(d, t):\n    return {}\n")
+    (cases / "planted.py").write_text("from bugmatrix import Requires\n" + (cases / "planted.py").read_text())
+    with pytest.raises(BugmatrixError, match=r"planted\.py: variant 'v' requires axis 'lighting', which .* does not declare"):
+        load_catalog(cases, REFERENCE)

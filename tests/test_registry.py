@@ -196,6 +196,7 @@ def test_the_real_registry_resolves_torch(monkeypatch: pytest.MonkeyPatch) -> No
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "fixtures" / "matrix" / "tiny.toml"
+CATALOGUE = ROOT / "tests" / "fixtures" / "catalogue" / "cases"
 
 
 def tracking_matrix(tmp_path: Path) -> Matrix:
@@ -251,7 +252,7 @@ def test_plan_command_prints_the_resolution_and_writes_it_into_the_plan(
     monkeypatch.setenv(RESOLUTION_ENV, str(tmp_path / "resolution.json"))
     matrix_path = tracking_matrix(tmp_path).path
     out = tmp_path / "plan.json"
-    code = main(["--matrix", str(matrix_path), "plan", "--profile", "nightly", "--resolve", "--out", str(out)])
+    code = main(["--matrix", str(matrix_path), "--cases", str(CATALOGUE), "plan", "--profile", "nightly", "--resolve", "--out", str(out)])
     assert code == 0
     document = json.loads(out.read_text())
     assert document["resolution"]["axes"]["torch"] == {"requested": "latest", "resolved": "2.15.0"}
@@ -288,7 +289,7 @@ def test_plan_resolve_offline_without_a_saved_resolution_is_one_line_and_exit_2(
     closed_port: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv(RESOLUTION_ENV, str(tmp_path / "never-saved.json"))
-    code = main(["--matrix", str(tracking_matrix(tmp_path).path), "plan", "--profile", "nightly", "--resolve"])
+    code = main(["--matrix", str(tracking_matrix(tmp_path).path), "--cases", str(CATALOGUE), "plan", "--profile", "nightly", "--resolve"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and err.startswith("bugmatrix: error: cannot read torch's release list"), err
     assert "no saved resolution" in err and not (tmp_path / "never-saved.json").exists()

@@ -6,14 +6,18 @@ option ``--bugmatrix-axis-spec`` (JSON, passed by the one command builder in
 :mod:`bugmatrix.run.command`); a run without it (``python -m pytest cases/`` on a
 GPU runner's baked image) reads ``matrix.toml`` itself where ``tomllib``
 exists. Nothing in the harness names an axis: adding one is a ``matrix.toml``
-entry.
+entry. The spec also says which axis is the *device runtime* (``device_runtime
+= true`` in ``matrix.toml``): the one whose module answers "is there a CUDA
+GPU, which CUDA, is bf16 supported", so the requirement checks and the
+observed environment ask it instead of a module named in code.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
@@ -23,6 +27,8 @@ from bugmatrix.errors import BugmatrixError
 __all__ = [
     "AxisSpec",
     "active_spec",
+    "device_runtime",
+    "device_runtime_axis",
     "import_axis",
     "installed_axis_versions",
     "parse_spec",
@@ -30,24 +36,44 @@ __all__ = [
     "spec_from_matrix_file",
 ]
 
-#: axis -> ((distribution, import module), ...), in display order; the first installed one counts.
-AxisSpec = Mapping[str, Sequence[tuple[str, str]]]
-
-_ACTIVE: dict[str, tuple[tuple[str, str], ...]] = {}
+Providers = Mapping[str, Sequence[tuple[str, str]]]
 
 
-def parse_spec(text: str) -> dict[str, tuple[tuple[str, str], ...]]:
-    """``{"torch": [["torch", "torch"]], ...}`` -> the spec; a malformed one is a one-line error."""
+@dataclass(frozen=True)
+class AxisSpec:
+    """axis -> ((distribution, import module), ...) in display order (the first installed one counts), and the device runtime axis."""
+
+    providers: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    device_runtime: str | None = None
+
+    def items(self) -> Iterator[tuple[str, tuple[tuple[str, str], ...]]]:
+        return iter(self.providers.items())
+
+
+_ACTIVE = AxisSpec()
+
+
+def _spec(providers: Providers, device_runtime: object = None) -> AxisSpec:
+    table = {str(axis): tuple((str(d), str(m)) for d, m in listed) for axis, listed in providers.items()}
+    return AxisSpec(table, str(device_runtime) if device_runtime else None)
+
+
+def parse_spec(text: str) -> AxisSpec:
+    """``{"axes": {"torch": [["torch", "torch"]], ...}, "device_runtime": "torch"}`` -> the spec; a malformed one is one line.
+
+    The bare ``{"torch": [...]}`` of earlier commands (no device runtime) is read too.
+    """
     try:
         data = json.loads(text)
-        spec = {str(axis): tuple((str(d), str(m)) for d, m in providers) for axis, providers in data.items()}
+        if isinstance(data.get("axes"), dict):
+            return _spec(data["axes"], data.get("device_runtime"))
+        return _spec(data)
     except (ValueError, TypeError, AttributeError) as exc:
         msg = f"--bugmatrix-axis-spec: not an axis spec ({exc}); it is written by bugmatrix.run.command, do not hand-edit it"
         raise BugmatrixError(msg) from None
-    return spec
 
 
-def spec_from_matrix_file(path: Path) -> dict[str, tuple[tuple[str, str], ...]]:
+def spec_from_matrix_file(path: Path) -> AxisSpec:
     """The package axes of a ``matrix.toml`` (all providers of each), for runs started without the option."""
     try:
         import tomllib
@@ -56,21 +82,35 @@ def spec_from_matrix_file(path: Path) -> dict[str, tuple[tuple[str, str], ...]]:
         raise BugmatrixError(msg) from None
     try:
         axes = tomllib.loads(path.read_text(encoding="utf-8"))["axes"]
-        return {name: tuple(table["distributions"].items()) for name, table in axes.items() if "distributions" in table}
+        providers = {name: tuple(table["distributions"].items()) for name, table in axes.items() if "distributions" in table}
+        return _spec(providers, next((name for name, table in axes.items() if table.get("device_runtime") is True), None))
     except (OSError, KeyError, TypeError, AttributeError, tomllib.TOMLDecodeError) as exc:
         msg = f"{path}: cannot read the axes ({exc}); run `nox -s plan` to see the matrix error"
         raise BugmatrixError(msg) from None
 
 
-def set_active_spec(spec: AxisSpec) -> None:
-    """Make ``spec`` the registry this process consults (the plugin calls it at configure)."""
-    _ACTIVE.clear()
-    _ACTIVE.update({axis: tuple(providers) for axis, providers in spec.items()})
+def set_active_spec(spec: AxisSpec | Providers) -> None:
+    """Make ``spec`` the registry this process consults (the plugin calls it at configure); a bare mapping has no device runtime."""
+    global _ACTIVE  # one registry per process, set once at configure
+    _ACTIVE = spec if isinstance(spec, AxisSpec) else _spec(spec)
 
 
 def active_spec() -> dict[str, tuple[tuple[str, str], ...]]:
     """The registry in force; empty before the plugin configured it."""
-    return dict(_ACTIVE)
+    return dict(_ACTIVE.providers)
+
+
+def device_runtime_axis() -> str | None:
+    """The axis the matrix marks ``device_runtime`` when this cell installs it; None otherwise."""
+    runtime = _ACTIVE.device_runtime
+    providers = _ACTIVE.providers.get(runtime or "", ())
+    return runtime if any(_installed(distribution) is not None for distribution, _ in providers) else None
+
+
+def device_runtime() -> ModuleType | None:
+    """The device runtime's module (what answers ``.cuda.is_available()``), or None where the cell does not install it."""
+    axis = device_runtime_axis()
+    return import_axis(axis) if axis else None
 
 
 def _installed(distribution: str) -> str | None:
@@ -80,7 +120,7 @@ def _installed(distribution: str) -> str | None:
         return None
 
 
-def installed_axis_versions(spec: AxisSpec | None = None) -> dict[str, tuple[str, str]]:
+def installed_axis_versions(spec: AxisSpec | Providers | None = None) -> dict[str, tuple[str, str]]:
     """axis -> (distribution, version) for every axis whose package is installed here."""
     found: dict[str, tuple[str, str]] = {}
     for axis, providers in (spec if spec is not None else _ACTIVE).items():
@@ -99,9 +139,10 @@ def import_axis(axis: str) -> ModuleType:
     release pulls in an unpinned ``pytorch-lightning``, so falling back would
     silently run another Lightning than the one the cell pins and records.
     """
-    providers = _ACTIVE.get(axis)
+    providers = _ACTIVE.providers.get(axis)
     if not providers:
-        msg = f"axis {axis!r} is not in this run's axis spec ({', '.join(_ACTIVE) or 'none'}); declare it in matrix.toml [axes.{axis}]"
+        declared = ", ".join(_ACTIVE.providers) or "none"
+        msg = f"axis {axis!r} is not in this run's axis spec ({declared}); declare it in matrix.toml [axes.{axis}]"
         raise BugmatrixError(msg)
     for distribution, module in providers:
         if _installed(distribution) is not None:

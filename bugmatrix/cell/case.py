@@ -13,15 +13,24 @@ line at collection (pytest) and at planning (nox) alike: an unknown device or
 dtype, the same ``(device, dtype)`` twice, a name declared twice. Two dtypes on
 one device get distinct ids (``name[cpu-float16]``): a result is never lost to
 an id collision.
+
+Axes are names from ``matrix.toml``, never from here: ``Case(axes=...)`` says
+which axes the case's variants span unless a variant says otherwise,
+``Requires(lightning=">=2.1")`` and ``Expect(..., torch="<2.11")`` take any
+axis in the same specifier grammar. A case cites the document it reproduces
+as a :class:`Source` (title, date, link where known), never as a path.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from bugmatrix.cell.ids import VariantId
@@ -31,9 +40,13 @@ from bugmatrix.versions import base_version
 
 __all__ = [
     "CPU_BF16",
+    "CPU_FP16",
+    "CPU_FP32",
     "CUDA_BF16",
     "CUDA_FP16",
+    "CUDA_FP32",
     "DEVICES",
+    "DEVICE_CONSTANTS",
     "DTYPES",
     "Case",
     "CaseError",
@@ -41,6 +54,7 @@ __all__ = [
     "Expect",
     "Requires",
     "SkipVariant",
+    "Source",
     "Variant",
     "case_of_module",
 ]
@@ -48,11 +62,17 @@ __all__ = [
 Checks = Mapping[str, bool]
 VariantFn = Callable[[str, Any], Checks]
 
-#: The usual device/dtype declarations: fp16 where the seed used ``16-mixed``,
-#: bf16 where it used ``bf16-mixed``; the CPU analog is bf16 autocast.
+#: The usual device/dtype declarations: fp16 where the source used ``16-mixed``,
+#: bf16 where it used ``bf16-mixed``; the CPU analog is bf16 autocast. Any other
+#: ``(device, dtype)`` pair of DEVICES x DTYPES is written as a tuple: ``("cpu", "float32")``.
 CUDA_FP16 = ("cuda", "float16")
 CUDA_BF16 = ("cuda", "bfloat16")
+CUDA_FP32 = ("cuda", "float32")
 CPU_BF16 = ("cpu", "bfloat16")
+CPU_FP16 = ("cpu", "float16")
+CPU_FP32 = ("cpu", "float32")
+#: The names above, for tools that read a case module (repro drops them: declarations only).
+DEVICE_CONSTANTS = ("CPU_BF16", "CPU_FP16", "CPU_FP32", "CUDA_BF16", "CUDA_FP16", "CUDA_FP32")
 DEVICES = ("cpu", "cuda")
 #: dtypes are names (``torch.<name>``), so a declaration can be read without torch.
 DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -66,13 +86,44 @@ class SkipVariant(Exception):
     """Raised by a variant that finds at run time it cannot run here (with why)."""
 
 
-@dataclass(frozen=True)
-class Requires:
-    """What a variant needs; each unmet need becomes a skip reason naming the version."""
+def _specifiers(owner: str, when: Mapping[str, str]) -> dict[str, SpecifierSet]:
+    """axis -> SpecifierSet, the grammar ``Expect`` and ``Requires`` share; a bad one is a one-line error."""
+    specs: dict[str, SpecifierSet] = {}
+    for axis, spec in when.items():
+        try:
+            specs[axis] = SpecifierSet(spec)
+        except (InvalidSpecifier, TypeError) as exc:
+            msg = f'{owner}: {axis}={spec!r} is not a version specifier; write e.g. {axis}=">=2.1"'
+            raise CaseError(msg) from exc
+    return specs
 
-    min_torch: str | None = None
-    min_lightning: str | None = None  # e.g. "2.1" for precision="bf16-true"
-    api: str | None = None  # dotted attribute, e.g. "torch.amp.GradScaler"
+
+@dataclass(frozen=True, init=False)
+class Requires:
+    """What a variant needs; each unmet need becomes a skip reason naming the installed version.
+
+    ``Requires(lightning=">=2.1")``: any axis of the matrix, with a specifier
+    (the grammar of :class:`Expect`); ``api="torch.amp.GradScaler"``: a dotted
+    attribute that must exist where the variant runs.
+    """
+
+    versions: Mapping[str, SpecifierSet]
+    api: str | None
+
+    def __init__(self, *, api: str | None = None, **versions: str) -> None:
+        object.__setattr__(self, "versions", _specifiers(f"Requires({api=!r})" if api else "Requires()", versions))
+        object.__setattr__(self, "api", api)
+
+    def unmet(self, installed: Mapping[str, str]) -> list[str]:
+        """Why the installed axis versions fail the version requirements (the api is checked where it can be imported)."""
+        reasons = []
+        for axis, spec in self.versions.items():
+            version = installed.get(axis)
+            if version is None:
+                reasons.append(f"needs {axis}{spec} (not installed here)")
+            elif not spec.contains(base_version(version), prereleases=True):
+                reasons.append(f"needs {axis}{spec} (installed {version})")
+        return reasons
 
 
 @dataclass(frozen=True)
@@ -91,14 +142,7 @@ class Expect:
 
     def __init__(self, outcome: str | Outcome, *, device: str | None = None, evidence: str = "", **when: str) -> None:
         object.__setattr__(self, "outcome", Outcome(outcome))
-        specs: dict[str, SpecifierSet] = {}
-        for axis, spec in when.items():
-            try:
-                specs[axis] = SpecifierSet(spec)
-            except InvalidSpecifier as exc:
-                msg = f"Expect({outcome!r}): {axis}={spec!r} is not a version specifier"
-                raise ValueError(msg) from exc
-        object.__setattr__(self, "when", specs)
+        object.__setattr__(self, "when", _specifiers(f"Expect({outcome!r})", when))
         object.__setattr__(self, "device", device)
         object.__setattr__(self, "evidence", evidence)
 
@@ -130,6 +174,7 @@ class Variant:
     requires: Requires
     expect: tuple[Expect, ...]
     doc: str
+    install: tuple[str, ...] = ()  # an install workaround: requirements added to the cell's, run in a sibling environment
 
     @property
     def id(self) -> str:
@@ -141,16 +186,68 @@ class Variant:
         return next((e for e in self.expect if e.covers(versions, self.device)), None)
 
 
+@dataclass(frozen=True)
+class Source:
+    """The document a case reproduces, cited so that anyone can find it: a title, and a date and a link where known.
+
+    Never a path: a clone of this repository has nothing outside it.
+    """
+
+    title: str
+    date: str | None = None  # YYYY-MM-DD, as the document gives it
+    link: str | None = None  # http(s)://...
+    note: str = ""  # e.g. the language, where a copy was read, why there is no link
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.title, str) or not self.title.strip():
+            msg = "Source(title=...) is empty; give the document's own title"
+            raise CaseError(msg)
+        if self.date is not None:
+            try:
+                dt.date.fromisoformat(str(self.date))
+            except ValueError:
+                msg = f"Source(date={self.date!r}) is not a date; write it as YYYY-MM-DD, or leave it out where unknown"
+                raise CaseError(msg) from None
+        if self.link is not None and not str(self.link).startswith(("https://", "http://")):
+            msg = f"Source(link={self.link!r}) is not a web address; cite an http(s) link, or leave it out where none is known"
+            raise CaseError(msg)
+
+    def cite(self) -> str:
+        """``"title" (2025-05-05), https://...``: the one-line citation."""
+        return f'"{self.title}"' + (f" ({self.date})" if self.date else "") + (f", {self.link}" if self.link else "")
+
+
+def _axis_names(value: object) -> bool:
+    return isinstance(value, tuple) and all(isinstance(a, str) and a for a in value)
+
+
 @dataclass
 class Case:
-    """A documented failure: its story, its signature and its variants."""
+    """A documented failure: its story, its signature and its variants.
+
+    ``axes`` are the axes its variants span unless a variant declares its own;
+    a variant that spans none runs in every cell (planned alone, at the base pins).
+    """
 
     id: str
     title: str
-    seed: str
     signature: Signature
+    source: Source | None = None
     evidence: tuple[str, ...] = ()
+    axes: tuple[str, ...] = ()
     variants: list[Variant] = field(default_factory=list)
+    seed: InitVar[object] = None
+
+    def __post_init__(self, seed: object) -> None:
+        if seed is not None:
+            msg = f"case {self.id!r}: seed={seed!r} points outside the repository; cite the document as source=Source(title=..., date=..., link=...)"
+            raise CaseError(msg)
+        if self.source is not None and not isinstance(self.source, Source):
+            msg = f"case {self.id!r}: source={self.source!r} is not a Source; write source=Source(title=..., date=..., link=...)"
+            raise CaseError(msg)
+        if not _axis_names(self.axes):
+            msg = f'case {self.id!r}: axes={self.axes!r} is not a tuple of axis names; write e.g. axes=("torch",)'
+            raise CaseError(msg)
 
     def _fail(self, name: str, problem: str, fix: str) -> CaseError:
         return CaseError(f"case {self.id!r}, variant {name!r}: {problem}; {fix}")
@@ -177,14 +274,15 @@ class Case:
         self,
         *,
         devices: tuple[tuple[str, str], ...],
-        axes: tuple[str, ...] = ("torch",),
+        axes: tuple[str, ...] | None = None,
         expect: tuple[Expect, ...] = (),
         requires: Requires = Requires(),
         workaround_for: str | None = None,
         counterpart: str | None = None,
         kind: str | Kind | None = None,
     ) -> Callable[[VariantFn], VariantFn]:
-        """Register the decorated function once per ``(device, dtype)``."""
+        """Register the decorated function once per ``(device, dtype)``; ``axes`` defaults to the case's."""
+        spans = self.axes if axes is None else axes
 
         def register(fn: VariantFn) -> VariantFn:
             name = fn.__name__
@@ -194,12 +292,14 @@ class Case:
                 resolved = Kind(kind) if kind else (Kind.WORKAROUND if workaround_for else Kind.CORE)
             except ValueError:
                 raise self._fail(name, f"kind {kind!r} is unknown", f"use one of {', '.join(k.value for k in Kind)}") from None
-            if not isinstance(axes, tuple) or not axes or not all(isinstance(a, str) for a in axes):
-                raise self._fail(name, f"axes={axes!r} is not a tuple of axis names", 'write e.g. axes=("torch", "lightning")')
+            if not _axis_names(spans):
+                raise self._fail(name, f"axes={spans!r} is not a tuple of axis names", 'write e.g. axes=("torch", "lightning")')
+            if not isinstance(requires, Requires):
+                raise self._fail(name, f"requires={requires!r} is not a Requires", 'write e.g. requires=Requires(lightning=">=2.1")')
             for device, dtype, tag in self._tags(name, tuple(devices)):
                 self.variants.append(
                     Variant(
-                        case_id=self.id, name=name, device=device, dtype=dtype, tag=tag, fn=fn, axes=axes, kind=resolved,
+                        case_id=self.id, name=name, device=device, dtype=dtype, tag=tag, fn=fn, axes=spans, kind=resolved,
                         workaround_for=workaround_for, counterpart=counterpart, requires=requires, expect=tuple(expect),
                         doc=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "",
                     )
@@ -207,6 +307,40 @@ class Case:
             return fn
 
         return register
+
+    def install_workaround(
+        self, name: str, *, workaround_for: str, requires: tuple[str, ...] | list[str], expect: tuple[Expect, ...] = ()
+    ) -> None:
+        """A workaround that is an install change (``requires=["setuptools<81"]``): the target's body, in a sibling environment.
+
+        Declared after its target; one variant per device the target declares.
+        The planner adds, beside every cell that runs the target, a cell with
+        the same pins and these requirements that runs only this workaround;
+        the report counts it where the target reproduced, like any workaround.
+        """
+        targets = [v for v in self.variants if v.name == workaround_for and not v.install]
+        if not targets:
+            raise self._fail(name, f"workaround_for={workaround_for!r} is not declared above", "declare the target variant first")
+        if any(v.name == name for v in self.variants):
+            raise self._fail(name, "is declared twice", "give each workaround its own name")
+        if not name.isidentifier():
+            raise self._fail(name, "is not a name", "use a Python identifier, e.g. setuptools_below_81")
+        listed = tuple(requires) if isinstance(requires, list | tuple) else ()
+        if not listed:
+            raise self._fail(name, f"requires={requires!r} names no requirement", 'write e.g. requires=["setuptools<81"]')
+        for text in listed:
+            try:
+                Requirement(str(text))
+            except InvalidRequirement:
+                raise self._fail(name, f"{text!r} is not a requirement", 'write it as pip would take it, e.g. "numpy<2"') from None
+        for target in targets:
+            doc = f"{workaround_for} with {', '.join(listed)} installed"
+            self.variants.append(
+                dataclasses.replace(
+                    target, name=name, kind=Kind.WORKAROUND, workaround_for=workaround_for, counterpart=None,
+                    expect=tuple(expect), doc=doc, install=listed,
+                )
+            )  # fmt: skip
 
 
 def case_of_module(namespace: Mapping[str, Any], stem: str, path: object) -> Case:

@@ -15,7 +15,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from bugmatrix.cell.axes import installed_axis_versions
+from bugmatrix.cell.axes import device_runtime, device_runtime_axis, installed_axis_versions
 
 __all__ = ["describe_environment", "installed_distributions", "observe_environment", "wheel_builds"]
 
@@ -47,7 +47,7 @@ def wheel_builds() -> dict[str, str]:
 
 
 def observe_environment() -> dict[str, Any]:
-    """Versions, CUDA and GPU as this process sees them (imports torch if present)."""
+    """Versions, CUDA and GPU as this process sees them (CUDA and GPU asked of the device runtime axis's module, if installed)."""
     build, built = platform.python_build()
     env: dict[str, Any] = {
         "python": platform.python_version(),
@@ -60,12 +60,11 @@ def observe_environment() -> dict[str, Any]:
     for axis, (dist, version) in installed_axis_versions().items():
         env[axis] = version
         env[f"{axis}_package"] = dist
-    if "torch" in env:
-        import torch
-
-        env["cuda"] = torch.version.cuda
-        env["cuda_available"] = bool(torch.cuda.is_available())
-        env["gpu"] = torch.cuda.get_device_name(0) if env["cuda_available"] else None
+    runtime = device_runtime()
+    if runtime is not None:
+        env["cuda"] = runtime.version.cuda
+        env["cuda_available"] = bool(runtime.cuda.is_available())
+        env["gpu"] = runtime.cuda.get_device_name(0) if env["cuda_available"] else None
     return env
 
 
@@ -73,9 +72,10 @@ def describe_environment(env: dict[str, Any]) -> str:
     """One line for pytest's header and the report."""
     parts = [f"python {env.get('python')}"]
     axes = [k[: -len("_package")] for k in env if k.endswith("_package")]
+    runtime = device_runtime_axis()
     for axis in axes:
         text = f"{env[axis + '_package']} {env[axis]}"
-        if axis == "torch":
+        if axis == runtime:
             text += f" (CUDA {env['cuda']}, {env['gpu'] or 'no GPU'})" if env.get("cuda") else " (CPU build)"
         parts.append(text)
     return ", ".join(parts)

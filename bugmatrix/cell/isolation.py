@@ -15,12 +15,13 @@ running cannot be stopped, so it is named (it would keep the process alive).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from bugmatrix.cell.axes import device_runtime
 
 __all__ = ["Snapshot", "capture"]
 
@@ -40,10 +41,10 @@ def _first(*calls: Callable[[], Any]) -> Any:
 
 
 def _torch_knobs() -> dict[str, tuple[Getter, Setter]]:
-    """name -> (get, set) for each process-wide torch switch this torch has."""
-    if importlib.util.find_spec("torch") is None:
+    """name -> (get, set) for each process-wide torch switch this torch has (the matrix's device runtime axis)."""
+    torch = device_runtime()
+    if torch is None:
         return {}
-    import torch
 
     knobs: dict[str, tuple[Getter, Setter]] = {
         "grad mode": (torch.is_grad_enabled, torch.set_grad_enabled),

@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from bugmatrix.cell.axes import installed_axis_versions, parse_spec, set_active_spec, spec_from_matrix_file
+from bugmatrix.cell.axes import device_runtime, installed_axis_versions, parse_spec, set_active_spec, spec_from_matrix_file
 from bugmatrix.cell.case import Case, SkipVariant, Variant, case_of_module
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.isolation import capture
@@ -56,6 +56,7 @@ CELL_DESC = "cell id recorded in the run file (default: system, the current envi
 PINS_DESC = "the cell's requested pins as axis=version,... (recorded as requested)"
 REQUESTED_DESC = "axis=latest,...: pins a profile's latest/latest-pre resolved to (recorded as tracked: requested and resolved)"
 AXES_DESC = "run only variants whose axes are all among these (comma-separated); a matrix cell passes its pinned axes"
+INSTALLED_DESC = "JSON list: the install workaround's requirements this cell was built with; only the variants declared for them run"
 AXIS_SPEC_DESC = "JSON: axis -> [[distribution, module], ...] (written by bugmatrix.run.command; default: read matrix.toml)"
 TIMEOUT_DESC = "per-variant timeout in seconds; a variant still running then is recorded as timeout"
 RESUME_DESC = "keep the results already in the run file and skip those variants (resume an interrupted run)"
@@ -84,6 +85,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bugmatrix-requested", default="", help=REQUESTED_DESC)
     group.addoption("--bugmatrix-axes", default=None, help=AXES_DESC)
     group.addoption("--bugmatrix-axis-spec", default=None, help=AXIS_SPEC_DESC)
+    group.addoption("--bugmatrix-installed", default="[]", help=INSTALLED_DESC)
     group.addoption("--bugmatrix-timeout", type=float, default=None, help=TIMEOUT_DESC)
     group.addoption("--bugmatrix-resume", action="store_true", help=RESUME_DESC)
     parser.addini("bugmatrix_timeout", TIMEOUT_DESC, default=str(DEFAULT_TIMEOUT))
@@ -228,11 +230,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     allowed = config.getoption("--bugmatrix-axes")
     state = config.stash.get(STATE_KEY, None)
     done = set(state.previous) if state else set(getattr(config, "workerinput", {}).get("bugmatrix_resumed", ()))
+    installed = tuple(json.loads(config.getoption("--bugmatrix-installed") or "[]"))
     keep, drop = [], []
     for item in items:
         variant = item.stash.get(VARIANT_KEY, None)
         outside = allowed is not None and variant is not None and not set(variant.axes) <= set(allowed.split(","))
-        (drop if outside or (variant is not None and variant.id in done) else keep).append(item)
+        # An install workaround runs only in the environment built with its requirements, and nothing else runs there.
+        elsewhere = variant is not None and tuple(variant.install) != installed
+        (drop if outside or elsewhere or (variant is not None and variant.id in done) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -258,10 +263,9 @@ def alarm(seconds: float) -> Iterator[None]:
 def seed_everything(seed: int = 0) -> None:
     """Same environment, same outcome: every variant starts from the same seeds."""
     random.seed(seed)
-    if importlib.util.find_spec("torch") is not None:
-        import torch
-
-        torch.manual_seed(seed)
+    runtime = device_runtime()  # the matrix's device runtime axis (torch), where the cell installs it
+    if runtime is not None:
+        runtime.manual_seed(seed)
     if importlib.util.find_spec("numpy") is not None:
         import numpy
 
@@ -269,12 +273,9 @@ def seed_everything(seed: int = 0) -> None:
 
 
 def _dtype(name: str) -> object:
-    """``torch.<name>`` where torch is installed; the name itself in a torch-free cell."""
-    if importlib.util.find_spec("torch") is None:
-        return name
-    import torch
-
-    return getattr(torch, name)
+    """``<runtime>.<name>`` (``torch.bfloat16``) where the device runtime axis is installed; the name itself elsewhere."""
+    runtime = device_runtime()
+    return name if runtime is None else getattr(runtime, name)
 
 
 class VariantItem(pytest.Item):

@@ -2,6 +2,10 @@
 
 Each reason names the requirement *and* what is installed, so a skipped cell in
 the table always says why ("needs torch.amp.GradScaler (absent in torch 2.2.2)").
+No axis is named here: version requirements are ``Requires(<axis>=<specifier>)``,
+the GPU questions go to the matrix's device runtime axis
+(:func:`bugmatrix.cell.axes.device_runtime`), and an ``api`` is attributed to
+the axis whose distribution provides its top-level module.
 """
 
 from __future__ import annotations
@@ -9,8 +13,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 
+from bugmatrix.cell.axes import active_spec, device_runtime, device_runtime_axis
 from bugmatrix.cell.case import Variant
-from bugmatrix.versions import base_version
 
 __all__ = ["resolve_attribute", "unmet_requirements"]
 
@@ -33,23 +37,32 @@ def resolve_attribute(dotted: str) -> object | None:
     return obj
 
 
+def _provider_of(module: str) -> str | None:
+    """The axis whose distribution provides the top-level module ``module`` in this cell (``torch.amp`` -> the torch axis)."""
+    root = module.partition(".")[0]
+    for axis, providers in active_spec().items():
+        if any(name.partition(".")[0] == root for _, name in providers):
+            return axis
+    return None
+
+
 def unmet_requirements(variant: Variant, versions: Mapping[str, str]) -> list[str]:
     """All reasons this variant cannot run with these installed axis versions."""
     reasons = [f"needs {axis} (not installed here)" for axis in variant.axes if axis not in versions]
     if reasons:
         return reasons
-    torch_version = versions.get("torch", "(not installed)")
     if variant.device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            reasons.append(f"needs a CUDA GPU (torch {torch_version} sees none)")
-        elif variant.dtype == "bfloat16" and not torch.cuda.is_bf16_supported():
-            reasons.append(f"needs bf16 on {torch.cuda.get_device_name(0)}")
+        runtime, axis = device_runtime(), device_runtime_axis()
+        if runtime is None or axis is None:
+            reasons.append("needs a CUDA GPU, and no device runtime (matrix.toml: device_runtime = true) is installed here to look for one")
+        elif not runtime.cuda.is_available():
+            reasons.append(f"needs a CUDA GPU ({axis} {versions.get(axis, '?')} sees none)")
+        elif variant.dtype == "bfloat16" and not runtime.cuda.is_bf16_supported():
+            reasons.append(f"needs bf16 on {runtime.cuda.get_device_name(0)}")
     need = variant.requires
-    for axis, minimum in (("torch", need.min_torch), ("lightning", need.min_lightning)):
-        if minimum and axis in versions and base_version(versions[axis]) < base_version(minimum):
-            reasons.append(f"needs {axis}>={minimum} (installed {versions[axis]})")
+    reasons += need.unmet(versions)
     if need.api and resolve_attribute(need.api) is None:
-        reasons.append(f"needs {need.api} (absent in torch {torch_version})")
+        owner = _provider_of(need.api)
+        where = f"{owner} {versions[owner]}" if owner in versions else "this cell"
+        reasons.append(f"needs {need.api} (absent in {where})")
     return reasons

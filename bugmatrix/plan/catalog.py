@@ -35,8 +35,19 @@ class Catalog:
         return list(dict.fromkeys(tuple(sorted(v.axes)) for v in self.variants))
 
     def runs_in(self, axes: tuple[str, ...]) -> list[str]:
-        """Ids of the variants a cell with these package axes runs (CUDA ones record why they skip on a CPU runner)."""
-        return [v.id for v in self.variants if set(v.axes) <= set(axes)]
+        """Ids of the variants a cell with these package axes runs (CUDA ones record why they skip on a CPU runner).
+
+        Install workarounds run in a sibling environment instead (:meth:`installs_in`).
+        """
+        return [v.id for v in self.variants if set(v.axes) <= set(axes) and not v.install]
+
+    def installs_in(self, axes: tuple[str, ...]) -> dict[tuple[str, ...], list[str]]:
+        """The install workarounds a cell with these axes has siblings for: extra requirements -> the variant ids run with them."""
+        found: dict[tuple[str, ...], list[str]] = {}
+        for variant in self.variants:
+            if variant.install and set(variant.axes) <= set(axes):
+                found.setdefault(variant.install, []).append(variant.id)
+        return found
 
     def find(self, variant_id: str) -> Variant:
         """A variant by id, with close matches named when there is none."""
@@ -50,15 +61,16 @@ class Catalog:
 
 
 def load_catalog(cases_dir: Path, matrix: Matrix | None = None) -> Catalog:
-    """Import the cases once; with a matrix, every declared axis must be one of its axes."""
+    """Import the cases once; with a matrix, every axis a variant spans or requires must be one of its axes."""
     catalog = Catalog(tuple(load_cases(cases_dir)))
     if matrix is not None:
         for variant in catalog.variants:
-            unknown = [a for a in variant.axes if a not in matrix.package_axes]
-            if unknown:
-                msg = (
-                    f"{cases_dir / variant.case_id}.py: variant {variant.name!r} spans axis {unknown[0]!r}, "
-                    f"which {matrix.path} does not declare; add [axes.{unknown[0]}] there or use one of {', '.join(matrix.package_axes)}"
-                )
-                raise BugmatrixError(msg)
+            for verb, named in (("spans", variant.axes), ("requires", tuple(variant.requires.versions))):
+                unknown = [a for a in named if a not in matrix.package_axes]
+                if unknown:
+                    msg = (
+                        f"{cases_dir / variant.case_id}.py: variant {variant.name!r} {verb} axis {unknown[0]!r}, "
+                        f"which {matrix.path} does not declare; add [axes.{unknown[0]}] there or use one of {', '.join(matrix.package_axes)}"
+                    )
+                    raise BugmatrixError(msg)
     return catalog

@@ -59,6 +59,7 @@ __all__ = [
     "resolve_axes",
     "resolve_latest",
     "save_resolution",
+    "warn",
 ]
 
 INDEX_URL_ENV = "BUGMATRIX_INDEX_URL"
@@ -220,7 +221,8 @@ def load_resolution(path: Path) -> Resolution:
         raise BugmatrixError(msg) from exc
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
+    """One warning line on stderr (an annotation on GitHub Actions): the run goes on."""
     # GitHub Actions turns this prefix into an annotation on the run page; elsewhere it is a plain line.
     prefix = "::warning::" if os.environ.get("GITHUB_ACTIONS") == "true" else "bugmatrix: warning: "
     print(prefix + message, file=sys.stderr)
@@ -232,7 +234,7 @@ def resolve_axes(
     *,
     saved: Path | None = None,
     fetch: Fetch | None = None,
-    warn: Callable[[str], None] = _warn,
+    warn: Callable[[str], None] = warn,
 ) -> Resolution:
     """Resolve each ``latest``/``latest-pre`` in ``values`` (axis -> versions) once.
 

@@ -28,7 +28,7 @@ from typing import Any
 from packaging.version import Version
 
 from bugmatrix.paths import output_dir
-from bugmatrix.plan.matrix import INTERPRETER, SYMBOLIC, Axis, Matrix, load_matrix
+from bugmatrix.plan.matrix import SYMBOLIC, Axis, Matrix, load_matrix
 from bugmatrix.releases.registry import Resolution, dedupe_versions, load_resolution, resolve_axes, save_resolution
 
 __all__ = [
@@ -93,7 +93,7 @@ def resolve_matrix(
         previous = load_resolution(path)
         if all(any(e.axis == a and e.requested == r for e in previous.entries) for a, rs in wanted.items() for r in rs):
             return apply_resolution(matrix, previous), previous
-    distributions = {axis: matrix.axes[axis].distributions[0][0] for axis in wanted if axis != INTERPRETER}
+    distributions = {axis: matrix.axes[axis].distributions[0][0] for axis in wanted if axis != matrix.interpreter}
     resolution = resolve_axes(wanted, distributions, saved=path, **({"warn": warn} if warn else {}))
     if not resolution.stale:
         save_resolution(path, resolution)

@@ -47,6 +47,7 @@ class ExpectedCell:
     id: str
     pins: Mapping[str, str]
     variants: tuple[str, ...]
+    sibling_of: str = ""  # an install workaround's cell: the cell whose pins it shares (the plan says so)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,10 @@ def _plan_tracking(plan: Mapping[str, Any]) -> Tracking | None:
 def from_plan(plan: Mapping[str, Any], where: str = "", baseline: Compat | None = None) -> Expectation:
     """Every planned (variant, cell); baseline cells and results the plan no longer has are counted as dropped on purpose."""
     cells = tuple(
-        ExpectedCell(str(c["id"]), {str(a): str(v) for a, v in c["pins"].items()}, tuple(c.get("variants") or ())) for c in plan["cells"]
+        ExpectedCell(
+            str(c["id"]), {str(a): str(v) for a, v in c["pins"].items()}, tuple(c.get("variants") or ()), str(c.get("sibling_of") or "")
+        )
+        for c in plan["cells"]
     )
     dropped: tuple[str, ...] = ()
     dropped_results = 0

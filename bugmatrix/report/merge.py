@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
@@ -188,8 +188,9 @@ def _missing(
                 variants[variant_id] = Variant.from_id(variant_id)
 
 
-def _attach_workarounds(variants: Sequence[Variant], results: dict[str, dict[str, Entry]]) -> None:
-    """For each reproduced entry: the workarounds of its case and device fixed in the same cell."""
+def _attach_workarounds(variants: Sequence[Variant], results: dict[str, dict[str, Entry]], siblings: Mapping[str, Sequence[str]]) -> None:
+    """For each reproduced entry: the workarounds of its case and device fixed in the same cell, or in one of its
+    ``siblings`` (an install workaround runs in a cell of the same pins built with its requirements)."""
     helpers: dict[tuple[str, str, str], list[Variant]] = {}
     for w in variants:
         if w.workaround_for:
@@ -201,9 +202,11 @@ def _attach_workarounds(variants: Sequence[Variant], results: dict[str, dict[str
         per_cell = results.get(variant.id, {})
         for cell, entry in per_cell.items():
             if entry.outcome is Outcome.REPRODUCED:
+                where = (cell, *siblings.get(cell, ()))
                 held = tuple(
-                    w.name for w in candidates if (o := results.get(w.id, {}).get(cell)) is not None and o.outcome is Outcome.FIXED
-                )
+                    w.name for w in candidates
+                    if any((o := results.get(w.id, {}).get(c)) is not None and o.outcome is Outcome.FIXED for c in where)
+                )  # fmt: skip
                 per_cell[cell] = dataclasses.replace(entry, workarounds=held)
 
 
@@ -266,7 +269,11 @@ def merge_runs(
         Cell(c.id, dict(c.pins), install=Install(InstallStatus.MISSING, "no run file")) for c in expectation.cells if c.id not in ran
     ]  # fmt: skip
     ordered = sorted(variants.values(), key=lambda v: (v.case, v.kind.order if v.kind else 9, v.name, v.device))
-    _attach_workarounds(ordered, results)
+    siblings: dict[str, list[str]] = {}
+    for expected in expectation.cells:
+        if expected.sibling_of:
+            siblings.setdefault(expected.sibling_of, []).append(expected.id)
+    _attach_workarounds(ordered, results, siblings)
     axes = _axes(runs, expectation)
     interpreter = next((a.name for a in axes if a.interpreter), None)
     return Compat(

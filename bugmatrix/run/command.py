@@ -41,12 +41,14 @@ def pytest_command(
     extra: Sequence[str] = (),
     root: Path = ROOT,
     tracked: Mapping[str, Mapping[str, str]] | None = None,
+    installed: Sequence[str] = (),
 ) -> list[str]:
     """The cell's pytest invocation. ``pins=None``: the current environment as it is (the ``system`` cell).
 
     ``select`` narrows to node ids (``cases/x.py::v[cpu]``); ``extra`` is passed
     through (``-k``, ``--bugmatrix-resume``, a session's posargs); ``tracked``
-    (``bugmatrix.releases.tracking.tracked_for``) names the pins a ``latest`` chose.
+    (``bugmatrix.releases.tracking.tracked_for``) names the pins a ``latest`` chose; ``installed``
+    is an install workaround's requirements the cell was built with (its sibling environment).
     """
     targets = [str(root / node) for node in select] or [str(root / "cases")]
     command = [
@@ -59,6 +61,8 @@ def pytest_command(
         ordered = matrix.ordered(pins)
         command += ["--bugmatrix-pins", ",".join(f"{k}={v}" for k, v in ordered.items())]
         command += ["--bugmatrix-axes", ",".join(a for a in ordered if a in matrix.package_axes)]
+    if installed:
+        command += ["--bugmatrix-installed", json.dumps(list(installed))]
     if tracked:
         command += ["--bugmatrix-requested", ",".join(f"{axis}={t['requested']}" for axis, t in tracked.items())]
     if junit is not None:

@@ -153,7 +153,7 @@ def read_header(lock: Path) -> dict[str, str | list[str]]:
 def lock_status(lock: Path, requirements: Sequence[str], *, python: str | None = None) -> str | None:
     """None when ``lock`` was made from exactly these requirements (and Python); else why not, in one line."""
     if not lock.exists():
-        return f"{lock.name}: no lock for this cell; create it with: nox -s lock -- --profile <profile>"
+        return f"{lock.name}: no lock for this cell; create it with: nox -s lock"
     header = read_header(lock)
     if header.get("requirements-sha256") != requirements_digest(requirements):
         before = set(header["requirement"])
@@ -200,7 +200,7 @@ def run_lock(matrix: Matrix, cells: Sequence[Cell], root: Path, *, check: bool, 
     for cell in cells:
         if cell.device != "cpu":
             continue  # a CUDA twin installs from its CPU cell's lock
-        requirements, path = matrix.requirements_for(cell.pins), lock_path(root, cell.id)
+        requirements, path = matrix.requirements_for(cell.pins, extra=cell.extra), lock_path(root, cell.id)
         reason = lock_status(path, requirements, python=cell.python)
         if check:
             stale += reason is not None

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bugmatrix.paths import ROOT
-from bugmatrix.plan.matrix import INTERPRETER, Matrix
+from bugmatrix.plan.cells import Cell
+from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.command import cell_env, pytest_command
 from bugmatrix.run.diskbudget import is_lean, needed_later, release_cell
 from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment, record_install_failure
@@ -53,6 +54,12 @@ class CellSpec:
     pins: Mapping[str, str] | None
     tracked: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     interpreter: Path | None = None  # pins=None only: an interpreter as it is (default: this one)
+    extra: tuple[str, ...] = ()  # an install workaround's requirements (a sibling cell: bugmatrix.plan.cells.Cell.extra)
+
+    @classmethod
+    def of(cls, cell: Cell, tracked: Mapping[str, Mapping[str, str]] | None = None) -> CellSpec:
+        """The spec of a planned cell: its id, pins and (for an install workaround's sibling) extra requirements."""
+        return cls(cell.id, cell.pins, dict(tracked or {}), extra=cell.extra)
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ def prepare(matrix: Matrix, spec: CellSpec, *, root: Path = ROOT, venv: Path | N
     """
     if spec.pins is None:
         return Environment(spec.interpreter or Path(sys.executable))
-    python, requirements = spec.pins[INTERPRETER], matrix.requirements_for(spec.pins)
+    python, requirements = spec.pins[matrix.interpreter], matrix.requirements_for(spec.pins, extra=spec.extra)
     lock, unlocked = lock_for(root, spec.id, requirements, python)
     target = venv or cell_venv(root, spec.id)
     built = ensure_environment(target, python, requirements, matrix.import_modules(spec.pins), lock=lock)
@@ -129,7 +136,7 @@ def run_cell(
         prepared(environment)
     command = pytest_command(
         environment.python, matrix, cell_id=spec.id, pins=spec.pins, run_file=run_file, junit=junit,
-        select=select, extra=extra, root=root, tracked=spec.tracked, **({"workers": workers} if workers else {}),
+        select=select, extra=extra, root=root, tracked=spec.tracked, installed=spec.extra, **({"workers": workers} if workers else {}),
     )  # fmt: skip
     return CellRun(run_file, environment, returncode=execute(command, cell_env(root)))
 
@@ -141,5 +148,5 @@ def release(matrix: Matrix, spec: CellSpec, order: Sequence[CellSpec], *, root: 
     """
     if not is_lean() or spec.pins is None:
         return []
-    later = needed_later([(c.id, matrix.requirements_for(c.pins)) for c in order if c.pins is not None], spec.id)
+    later = needed_later([(c.id, matrix.requirements_for(c.pins, extra=c.extra)) for c in order if c.pins is not None], spec.id)
     return release_cell(cell_venv(root, spec.id), drop_cache=not later)

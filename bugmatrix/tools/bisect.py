@@ -33,7 +33,7 @@ from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
-from bugmatrix.paths import output_dir
+from bugmatrix.paths import REFERENCE, output_dir
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.registry import Fetch, fetch_project, release_versions
 from bugmatrix.run.envbuild import cell_venv
@@ -195,15 +195,17 @@ def run_probe(command: Sequence[str], root: Path, env: Mapping[str, str], timeou
             return proc.wait(), True
 
 
-def default_out(variant: str, package: str) -> Path:
+def default_out(variant: str, package: str, *, publish: bool = False) -> Path:
+    """``build/reports/bisect/<variant>--<package>.json``; published: ``reports/bisect/...``, where cases cite it as evidence."""
     slug = re.sub(r"[^A-Za-z0-9_]+", "-", variant).strip("-")
-    return output_dir() / "bisect" / f"{slug}--{package}.json"
+    return (REFERENCE if publish else output_dir()) / "bisect" / f"{slug}--{package}.json"
 
 
 def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held: dict[str, str]) -> int:
     """The ``bisect`` subcommand: probe, print, write the result file."""
-    if args.package not in (*variant.axes, "torch"):
-        msg = f"{variant.id} does not depend on {args.package!r} (its axes: {', '.join(variant.axes)}); bisect one of those"
+    axes = dict.fromkeys([*variant.axes, *(a for a in matrix.held_axes if a != matrix.interpreter)])
+    if args.package not in axes:
+        msg = f"{variant.id} does not depend on {args.package!r} (its axes: {', '.join(axes)}); bisect one of those"
         raise BugmatrixError(msg)
     distribution = matrix.providers({**held, args.package: held.get(args.package, matrix.base[args.package])})[args.package][0]
     versions = args.versions or registry_versions(distribution, low=args.low, high=args.high, pre=args.pre)
@@ -224,7 +226,7 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
     for p in (p for p in result.probes if p.outcome == Outcome.INSTALL_FAILED):
         print(f"  skipped {args.package}=={p.version}: cannot be installed ({p.message})")
     print(result.summary())
-    out = args.out or default_out(variant.id, args.package + ("-linear" if args.linear else ""))
+    out = args.out or default_out(variant.id, args.package + ("-linear" if args.linear else ""), publish=getattr(args, "publish", False))
     write_json_atomic(out, result.to_json())
     print(f"wrote {out}")
     return 0

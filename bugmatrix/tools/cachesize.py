@@ -27,7 +27,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.plan.matrix import INTERPRETER, Matrix
+from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.lock import DEFAULT_PLATFORM
@@ -124,7 +124,7 @@ def cache_key(matrix: Matrix, pins: Mapping[str, str]) -> str:
         name, sep, version = requirement.partition("==")
         if sep and heavy_distributions([name]):
             heavy.append(f"{name}-{version}")
-    return "-".join([*heavy, f"py{pins[INTERPRETER]}"])
+    return "-".join([*heavy, f"py{pins[matrix.interpreter]}"])
 
 
 def measure(environments: Iterable[tuple[str, Sequence[str], str]]) -> CacheSize:

@@ -33,11 +33,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bugmatrix.cell import outcomes
-from bugmatrix.cell.case import Case, SkipVariant, Variant
+from bugmatrix.cell.case import DEVICE_CONSTANTS, Case, SkipVariant, Variant
 from bugmatrix.cell.runfile import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import ROOT
-from bugmatrix.plan.matrix import INTERPRETER, Matrix
+from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.lock import lock_for
 from bugmatrix.run.runner import built_python
 
@@ -48,7 +48,7 @@ LOCKED = "requirements.lock.txt"
 FILES = ("repro.py", "requirements.txt", LOCKED, "ISSUE.md")
 #: Names whose only job is to declare a case to the harness; the script has no use for them.
 DECLARING_MODULES = ("bugmatrix", "bugmatrix.cell.case", "bugmatrix.cell.outcomes")
-DECLARATIONS = {"Case", "Expect", "Requires", "Signature", "CPU_BF16", "CUDA_BF16", "CUDA_FP16"}
+DECLARATIONS = {"Case", "Expect", "Requires", "Signature", "Source", *DEVICE_CONSTANTS}
 
 MAIN = """
 
@@ -189,13 +189,13 @@ def export_repro(
     """
     _guard(out, force)
     out.mkdir(parents=True, exist_ok=True)
-    needed = {a: v for a, v in pins.items() if a == INTERPRETER or a == "torch" or a in variant.axes}
+    needed = {a: v for a, v in pins.items() if a in matrix.held_axes or a in variant.axes}
     requirements = matrix.requirements_for(needed, harness=False)
     (out / MANIFEST).write_text("\n".join(FILES) + "\n")
-    (out / "repro.py").write_text(build_script(variant, matrix.axis_spec(needed)))
+    (out / "repro.py").write_text(build_script(variant, matrix.axis_providers(needed)))
     (out / "requirements.txt").write_text("\n".join(requirements) + "\n")
     cell = matrix.cell_id(pins)
-    lock, why_not = lock_for(ROOT, cell, matrix.requirements_for(pins), pins.get(INTERPRETER, ""))
+    lock, why_not = lock_for(ROOT, cell, matrix.requirements_for(pins), pins[matrix.interpreter])
     if lock is not None:
         shutil.copyfile(lock, out / LOCKED)
     else:
@@ -204,17 +204,26 @@ def export_repro(
     run_file = run_dir / f"{cell}.json"
     record = next((r for r in load_run_file(run_file).results if r.id == variant.id), None) if run_file.exists() else None
     (out / "ISSUE.md").write_text(
-        _issue_text(variant, needed, requirements, cell, fresh_log, record, locked=lock is not None, why_not=why_not)
+        _issue_text(
+            variant,
+            needed,
+            requirements,
+            cell,
+            fresh_log,
+            record,
+            python=pins[matrix.interpreter],
+            locked=lock is not None,
+            why_not=why_not,
+        )
     )
     return out
 
 
 def _issue_text(
     variant: Variant, pins: Mapping[str, str], requirements: list[str], cell: str, fresh: str | None, record: object,
-    *, locked: bool = False, why_not: str | None = None,
+    *, python: str, locked: bool = False, why_not: str | None = None,
 ) -> str:  # fmt: skip
     story = textwrap.dedent(variant.fn.__globals__.get("__doc__") or "").strip()
-    python = pins.get(INTERPRETER, "3")
     lines = [f"# {story.splitlines()[0] if story else variant.id}", "", story, "", "## Environment", ""]
     lines += [f"- python {python}", *(f"- {r}" for r in requirements)]
     lines += ["", "## Reproduce", "", "```", f"uv venv -p {python} venv && uv pip install --python venv/bin/python -r requirements.txt"]

@@ -38,7 +38,7 @@ ABSENT = "absent"
 def cell_python(root: Path, matrix: Matrix, cell: Cell) -> Path:
     """The cell's interpreter, through the one runner (its venv built first when it is missing or stale)."""
     try:
-        return prepare(matrix, CellSpec(cell.id, cell.pins), root=root).python
+        return prepare(matrix, CellSpec.of(cell), root=root).python
     except InstallFailed as exc:
         msg = f"cell {cell.id}: its environment cannot be built ({str(exc).splitlines()[-1]}); see nox -s 'cell({cell.id})'"
         raise BugmatrixError(msg) from exc
@@ -86,7 +86,7 @@ def run_repeatedly(
 
     ``cell=None``: an interpreter as it is (``--system``): ``python``, default this one.
     """
-    spec = CellSpec(cell.id, cell.pins) if cell else CellSpec("system", None, interpreter=python)
+    spec = CellSpec.of(cell) if cell else CellSpec("system", None, interpreter=python)
     runs: list[RunRecord] = []
     seconds: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bugmatrix-stability-") as tmp:

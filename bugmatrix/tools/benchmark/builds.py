@@ -51,7 +51,7 @@ def uv_build(root: Path, matrix: Matrix, cell: Cell, venv: Path, cache: Path) ->
     """The runner's build of ``cell`` into a new ``venv`` with ``cache`` as uv's cache: (seconds, the environment)."""
     with _uv_cache(cache):
         start = time.perf_counter()
-        environment = prepare(matrix, CellSpec(cell.id, cell.pins), root=root, venv=venv)
+        environment = prepare(matrix, CellSpec.of(cell), root=root, venv=venv)
         return time.perf_counter() - start, environment
 
 

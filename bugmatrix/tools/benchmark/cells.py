@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bugmatrix.cell.runfile import RunRecord, load_run_file
 from bugmatrix.plan.cells import Cell
-from bugmatrix.plan.matrix import INTERPRETER, Matrix
+from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.runner import CellSpec, built_python, run_cell
@@ -61,7 +61,7 @@ def measure_reuse(root: Path, matrix: Matrix, cell: Cell) -> Measurement:
 
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-") as tmp:
         run_file = Path(tmp) / "run.json"
-        done = run_cell(matrix, CellSpec(cell.id, cell.pins), run_file, execute=execute, root=root)
+        done = run_cell(matrix, CellSpec.of(cell), run_file, execute=execute, root=root)
         if done.environment is None:
             raise CommandFailed(f"cell {cell.id} cannot be built: {(done.install_failed or '').splitlines()[-1:]}")
         imports = import_seconds(done.environment.python, matrix.import_modules(cell.pins))
@@ -138,7 +138,7 @@ def heavy_wheels(matrix: Matrix, cells: Iterable[Cell]) -> set[tuple[str, str, s
         for requirement in matrix.requirements_for(cell.pins):
             name, sep, version = requirement.partition("==")
             if sep and heavy_distributions([name]):
-                wanted.add((heavy_distributions([name])[0], version, "cp" + cell.pins[INTERPRETER].replace(".", "")))
+                wanted.add((heavy_distributions([name])[0], version, "cp" + cell.pins[matrix.interpreter].replace(".", "")))
     return wanted
 
 

@@ -1,0 +1,123 @@
+"""Contradictions between what a cell pins and what the constraints add, found when the plan is made.
+
+A cell's requirements are its axis pins (``numpy==2.2.6``) plus the
+``requires`` of every ``[[constraints]]`` entry whose ``when`` holds at its
+effective pins (``numpy<2`` for torch<2.3). Where two of them name one
+distribution and no version satisfies both, uv would say "requirements are
+unsatisfiable" inside the cell, after the nightly has started, and the cell
+would be ``install-failed``. Neither side wins: the planner refuses the
+matrix, in one line naming both entries, the cell and the ways out (narrow a
+``when``, drop a requirement, or ``[[exclude]]`` the combination).
+
+Satisfiability is decided on the specifiers alone (no registry): a
+conjunction of PEP 440 specifiers holds somewhere iff it holds at one of the
+versions its own bounds name or just beside them, so only those candidates are
+tried (``packaging`` decides each). Markers are evaluated for the cell's
+interpreter; a requirement whose marker does not apply there takes no part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from packaging.requirements import Requirement
+from packaging.specifiers import Specifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.matrix import Matrix
+
+__all__ = ["Demand", "check_contradictions", "contradiction", "satisfiable"]
+
+#: Far enough past any real release component to sit between two neighbouring versions.
+_GAP = 999999
+
+
+@dataclass(frozen=True)
+class Demand:
+    """One requirement on a distribution and the matrix entry it comes from (``axes.numpy pin``, ``constraints[2] (when ...)``)."""
+
+    distribution: str
+    specifier: SpecifierSet
+    text: str
+    source: str
+
+
+def _candidates(specifiers: Iterable[Specifier]) -> list[Version]:
+    """Every version a bound names, and one just above and just below it: where a conjunction of bounds can first hold."""
+    bounds = []
+    for spec in specifiers:
+        text = spec.version.removesuffix(".*")
+        try:
+            bounds.append(Version(text))
+        except InvalidVersion:
+            continue  # '===' with an arbitrary string: tried as itself below
+    width = max((len(b.release) for b in bounds), default=1) + 2
+    found = {Version("0"), Version(str(_GAP))}
+    for bound in bounds:
+        release = list(bound.release)
+        found.add(bound)
+        found.add(Version(".".join(map(str, [*release, *[0] * (width - len(release) - 1), 1]))))
+        nonzero = max((i for i, part in enumerate(release) if part), default=None)
+        if nonzero is not None:
+            below = [*release[:nonzero], release[nonzero] - 1]
+            found.add(Version(".".join(map(str, [*below, *[_GAP] * (width - len(below))]))))
+    return sorted(found)
+
+
+def satisfiable(specifiers: Sequence[SpecifierSet]) -> bool:
+    """Whether some version satisfies every one of ``specifiers`` (pre-releases admitted: a pin may name one)."""
+    joined = [spec for specs in specifiers for spec in specs]
+    arbitrary = [s.version for s in joined if s.operator == "==="]
+    candidates: list[Version | str] = [*_candidates(joined), *arbitrary]
+    return any(all(specs.contains(str(v), prereleases=True) for specs in specifiers) for v in candidates)
+
+
+def _demands(matrix: Matrix, pins: Mapping[str, str], extra: Sequence[str] = ()) -> list[Demand]:
+    """The cell's requirements, each with the entry it comes from (markers evaluated for its interpreter); ``extra``: an install workaround's."""
+    demands = []
+    for axis, (distribution, _) in matrix.providers(pins).items():
+        demands.append(
+            Demand(canonicalize_name(distribution), SpecifierSet(f"=={pins[axis]}"), f"{distribution}=={pins[axis]}", f"axes.{axis} pin")
+        )
+    python = pins.get(matrix.interpreter, matrix.base[matrix.interpreter])
+    sources = [(text, constraint.describe()) for constraint in matrix.matching_constraints(pins) for text in constraint.requires]
+    sources += [(text, "an install workaround's requires") for text in extra]
+    interpreter = {"python_version": python, "python_full_version": f"{python}.0"}
+    for text, source in sources:
+        requirement = Requirement(text)
+        if requirement.marker is None or requirement.marker.evaluate(interpreter):
+            demands.append(Demand(canonicalize_name(requirement.name), requirement.specifier, text, source))
+    return demands
+
+
+def contradiction(matrix: Matrix, pins: Mapping[str, str], extra: Sequence[str] = ()) -> tuple[Demand, Demand] | None:
+    """The first two requirements of this cell that no version satisfies together, or None."""
+    by_name: dict[str, list[Demand]] = {}
+    for demand in _demands(matrix, pins, extra):
+        by_name.setdefault(demand.distribution, []).append(demand)
+    for demands in by_name.values():
+        for i, first in enumerate(demands):
+            for second in demands[i + 1 :]:
+                if not satisfiable([first.specifier, second.specifier]):
+                    return first, second
+        if len(demands) > 2 and not satisfiable([d.specifier for d in demands]):
+            return demands[0], demands[-1]  # every pair agrees, all of them do not: name the ends
+    return None
+
+
+def check_contradictions(matrix: Matrix, cells: Iterable[tuple[str, Mapping[str, str], Sequence[str]]]) -> None:
+    """Refuse the plan when any cell's requirements contradict each other (one line: both entries, the cell, the fixes)."""
+    found = [(cell_id, pair) for cell_id, pins, extra in cells if (pair := contradiction(matrix, pins, extra)) is not None]
+    if not found:
+        return
+    cell_id, (first, second) = found[0]
+    more = f" (and {len(found) - 1} more cells)" if len(found) > 1 else ""
+    msg = (
+        f"{matrix.path}: {second.source}: {second.text!r} contradicts {first.source}: {first.text!r} "
+        f"in cell {cell_id}{more}; neither wins: narrow the constraint's when, drop the requirement, "
+        "or [[exclude]] that combination"
+    )
+    raise BugmatrixError(msg)

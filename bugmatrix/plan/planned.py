@@ -1,0 +1,71 @@
+"""The plan in one call, as ``nox -l``, ``plan`` and ``check`` make it: every matrix mistake found before a cell runs.
+
+In order: each package axis's versions are checked against the registry
+(cached; :mod:`bugmatrix.releases.existence`), ``latest`` is made concrete
+(:mod:`bugmatrix.releases.tracking`), the cases are imported
+(:mod:`bugmatrix.plan.catalog`), and every profile is planned
+(:func:`bugmatrix.plan.cells.plan_all`), which refuses a profile without
+cells, a cell whose requirements contradict and a broken ``within``. The first
+mistake is one :class:`~bugmatrix.errors.BugmatrixError` line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.catalog import Catalog, load_catalog
+from bugmatrix.plan.cells import Cell, plan_all, plan_cells
+from bugmatrix.plan.matrix import Matrix
+from bugmatrix.releases.existence import check_versions
+from bugmatrix.releases.registry import Resolution, warn
+from bugmatrix.releases.tracking import resolve_matrix, without_symbolic
+
+__all__ = ["Planned", "load_plan"]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The matrix as declared and as resolved (``latest`` made concrete), the cases, and every profile's cells."""
+
+    declared: Matrix
+    matrix: Matrix
+    resolution: Resolution
+    catalog: Catalog
+    cells: tuple[Cell, ...]
+
+    def profile_cells(self, profile: str) -> list[Cell]:
+        """One profile's cells, tagged with that profile only (an unknown name is a one-line error)."""
+        return plan_cells(self.matrix, profile, self.catalog)
+
+
+def load_plan(
+    declared: Matrix,
+    cases_dir: Path,
+    *,
+    refresh: bool = False,
+    fallback: bool = False,
+    registry: bool = True,
+    warn: Callable[[str], None] = warn,
+) -> Planned:
+    """Check, resolve, import and plan.
+
+    ``refresh`` asks the registry what ``latest`` is now (``plan --resolve``);
+    ``fallback`` plans the pinned versions only, with a warning, when
+    ``latest`` cannot be resolved (``nox -l`` on a machine without the
+    registry or a saved resolution); ``registry=False`` skips the version
+    check (tests of the planner on fixture matrices).
+    """
+    if registry:
+        check_versions(declared, warn=warn)
+    try:
+        matrix, resolution = resolve_matrix(declared, refresh=refresh, warn=warn)
+    except BugmatrixError as exc:
+        if not fallback:
+            raise
+        warn(f"'latest' left out of every profile: {exc}")
+        matrix, resolution = without_symbolic(declared), Resolution()
+    catalog = load_catalog(cases_dir, matrix)
+    return Planned(declared, matrix, resolution, catalog, tuple(plan_all(matrix, catalog)))

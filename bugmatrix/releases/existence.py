@@ -1,0 +1,113 @@
+"""Every version the matrix names is a release on the registry, checked when the plan is made.
+
+A typo (``2.5.9`` for ``2.5.1``) would otherwise plan cells that uv can only
+fail to install in the middle of a nightly. The planner asks the registry
+through the one client (:mod:`bugmatrix.releases.registry`) for each package
+axis's distributions; a version is known when any distribution of its axis
+lists it with a file that is not yanked (Lightning's 2.0.x are
+``pytorch-lightning`` releases too).
+
+The answers are cached on disk (``build/registry/<distribution>.json``, or
+``$BUGMATRIX_REGISTRY_CACHE``), so ``nox -l`` asks nothing once every listed
+version has been seen: releases never disappear, and a version missing from
+the cache makes one fresh request (it may have shipped since). An
+unreachable registry is a warning, not an error: the plan is still made,
+checked against the cache where it has an answer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
+from bugmatrix.paths import ROOT
+from bugmatrix.plan.matrix import Matrix
+from bugmatrix.releases.registry import Fetch, RegistryUnreachable, fetch_project, warn
+
+__all__ = ["CACHE_ENV", "cache_dir", "cached_versions", "check_versions", "listed_versions"]
+
+CACHE_ENV = "BUGMATRIX_REGISTRY_CACHE"
+
+
+def cache_dir() -> Path:
+    """Where the registry's answers are kept: ``$BUGMATRIX_REGISTRY_CACHE`` or ``build/registry`` (git ignores build/)."""
+    return Path(os.environ.get(CACHE_ENV) or ROOT / "build" / "registry")
+
+
+def _released(project: dict) -> list[str]:
+    """Every version with at least one file that is not yanked (pre-releases too: a matrix may pin one)."""
+    return [v for v, files in project.get("releases", {}).items() if files and not all(f.get("yanked") for f in files)]
+
+
+def _as_versions(texts: Iterable[str]) -> set[Version]:
+    found = set()
+    for text in texts:
+        try:
+            found.add(Version(text))
+        except InvalidVersion:
+            continue
+    return found
+
+
+def _cache_file(cache: Path, distribution: str) -> Path:
+    return cache / f"{canonicalize_name(distribution)}.json"
+
+
+def cached_versions(distribution: str, *, cache: Path) -> set[Version]:
+    """The releases of ``distribution`` the cache remembers (none when there is no cache or it is damaged: only a cache)."""
+    try:
+        return _as_versions(json.loads(_cache_file(cache, distribution).read_text(encoding="utf-8"))["versions"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
+def listed_versions(distribution: str, *, cache: Path, fetch: Fetch | None = None) -> set[Version]:
+    """The registry's releases of ``distribution``, asked now and saved to the cache."""
+    versions = _released(dict((fetch or fetch_project)(distribution)))
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    path = _cache_file(cache, distribution)
+    try:
+        write_json_atomic(path, {"distribution": distribution, "fetched": now, "versions": sorted(versions)})
+    except OSError as exc:
+        warn(f"cannot cache the registry's answer in {path} ({exc.strerror}); the next plan asks again")
+    return _as_versions(versions)
+
+
+def check_versions(matrix: Matrix, *, cache: Path | None = None, fetch: Fetch | None = None, warn: Callable[[str], None] = warn) -> None:
+    """Refuse a package-axis version no distribution of the axis has released (one line naming the key); unreachable: warn."""
+    folder = cache or cache_dir()
+    for name in matrix.package_axes:
+        axis = matrix.axes[name]
+        remembered = set().union(*(cached_versions(d, cache=folder) for d, _ in axis.distributions))
+        missing = [v for v in axis.versions if Version(v) not in remembered]
+        unreachable = []
+        for distribution, _ in axis.distributions if missing else ():
+            try:
+                known = listed_versions(distribution, cache=folder, fetch=fetch)
+            except RegistryUnreachable as exc:
+                unreachable.append(str(exc))
+                continue
+            except BugmatrixError as exc:  # the registry answered: no such project
+                msg = f"{matrix.path}: axes.{name}.distributions.{distribution}: {exc}"
+                raise BugmatrixError(msg) from exc
+            missing = [v for v in missing if Version(v) not in known]
+            if not missing:
+                break
+        if missing and unreachable:
+            warn(f"{matrix.path}: axes.{name}.versions not checked against the registry ({unreachable[0]})")
+        elif missing:
+            index = axis.versions.index(missing[0])
+            where = " or ".join(d for d, _ in axis.distributions)
+            msg = (
+                f"{matrix.path}: axes.{name}.versions[{index}]: {missing[0]!r} is not a release of {where} on the registry; "
+                "correct the version or remove it (and its uses in profiles, [base], [[include]], [gpu])"
+            )
+            raise BugmatrixError(msg)

@@ -1,0 +1,184 @@
+"""``python -m bugmatrix check`` (``nox -s check``): this project's own policies for its catalogue, one line per gap.
+
+The harness runs any valid case; these are the rules *this* project keeps so
+that its table is evidence, and they are what "How to add a case" asks for.
+Each failure is one line naming the case file and what to add; exit 1 when any
+holds (0 when none; 2 for a broken matrix or case, as everywhere). The tests
+session runs it on the live catalogue (``tests/test_catalogue.py``); the
+harness's own tests never assume what the catalogue holds.
+
+Policies, per case:
+
+* ``source``: it cites the document it reproduces (``Source(title, date, link)``);
+* ``evidence``: it cites upstream evidence (issue or PR links);
+* ``upstream``: it has an upstream variant (upstream's own test or snippet),
+  whose counterpart is one of the case's own variants on the same device;
+* ``expectation``: every CPU variant expects an outcome, and every expectation
+  says where it comes from (``evidence=``), citing only bisect files that are
+  in the repository;
+* ``boundary``: the default profile (the first in matrix.toml) has a CPU cell
+  where the case is expected to reproduce and one where it is expected fixed,
+  and, where a variant declares a boundary, shows that variant on both sides;
+* ``tables``: README.md's and cases/README.md's case tables have a row for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bugmatrix.cell.case import Case, Variant
+from bugmatrix.cell.outcomes import Kind, Outcome
+from bugmatrix.plan.catalog import Catalog, load_catalog
+from bugmatrix.plan.cells import Cell, plan_cells
+from bugmatrix.plan.matrix import Matrix
+from bugmatrix.releases.tracking import load_resolved_matrix
+
+__all__ = ["POLICIES", "Gap", "add_arguments", "catalogue_gaps", "run"]
+
+POLICIES = ("source", "evidence", "upstream", "expectation", "boundary", "tables")
+#: A bisect result a case cites as evidence: ``reports/bisect/<name>.json``.
+BISECT_FILE = re.compile(r"reports/bisect/[\w.\-]+\.json")
+README_TABLES = ("README.md", "cases/README.md")
+
+
+@dataclass(frozen=True)
+class Gap:
+    """One policy a case does not keep, and what to add."""
+
+    where: str
+    policy: str
+    problem: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.problem}; {self.fix}"
+
+
+def _source_and_evidence(case: Case, where: str) -> Iterator[Gap]:
+    if case.source is None:
+        yield Gap(
+            where, "source", "cites no source document", 'add source=Source("<title>", date="YYYY-MM-DD", link="https://...") to Case(...)'
+        )
+    links = [e for e in case.evidence if e.startswith(("https://", "http://"))]
+    if not links:
+        yield Gap(
+            where, "evidence", "cites no upstream evidence", 'add evidence=("https://github.com/<org>/<repo>/issues/<n>", ...) to Case(...)'
+        )
+
+
+def _upstream(case: Case, where: str) -> Iterator[Gap]:
+    upstream = [v for v in case.variants if v.kind is Kind.UPSTREAM]
+    if not upstream:
+        yield Gap(
+            where, "upstream", "has no upstream variant",
+            'add one running upstream\'s own test or snippet: @case.variant(..., kind="upstream", counterpart="<variant>")',
+        )  # fmt: skip
+    own = {(v.name, v.device): v for v in case.variants if v.kind is not Kind.UPSTREAM}
+    for variant in upstream:
+        if (variant.counterpart or "", variant.device) not in own:
+            yield Gap(
+                where, "upstream", f"upstream variant {variant.id} has no counterpart {variant.counterpart!r} of the case's own on {variant.device}",
+                f"name a non-upstream variant declared for {variant.device} in counterpart=",
+            )  # fmt: skip
+
+
+def _expectations(case: Case, where: str, root: Path) -> Iterator[Gap]:
+    for variant in case.variants:
+        if variant.device == "cpu" and not variant.expect:
+            yield Gap(
+                where,
+                "expectation",
+                f"{variant.id} expects nothing (every result is 'new')",
+                'add expect=(Expect("reproduced", <axis>="<spec>", evidence=...), ...)',
+            )
+        for expect in variant.expect:
+            if not expect.evidence.strip():
+                when = ", ".join(f"{axis}{spec}" for axis, spec in expect.when.items()) or "everywhere"
+                yield Gap(
+                    where, "expectation", f"{variant.id} expects {expect.outcome.value} ({when}) without evidence",
+                    'say where it comes from: Expect(..., evidence="bisect (reports/bisect/<file>.json); upstream PR #<n>")',
+                )  # fmt: skip
+            for cited in BISECT_FILE.findall(expect.evidence):
+                if not (root / cited).is_file():
+                    yield Gap(
+                        where, "expectation", f"{variant.id} cites {cited}, which is not in the repository",
+                        "publish the bisect result there (nox -s bisect -- ... --publish) or correct the path",
+                    )  # fmt: skip
+
+
+def _runs(variant: Variant, cell: Cell) -> bool:
+    """What a CPU cell runs of this variant, as far as the host can tell (an ``api`` requirement is checked in the cell)."""
+    same_environment = tuple(variant.install) == cell.extra  # an install workaround runs in its sibling only
+    return (
+        variant.device == cell.device and set(variant.axes) <= set(cell.axes) and same_environment and not variant.requires.unmet(cell.pins)
+    )
+
+
+def _boundary(case: Case, where: str, profile: str, cells: list[Cell]) -> Iterator[Gap]:
+    expected: dict[str, dict[Outcome, set[str]]] = {}
+    for variant in (v for v in case.variants if v.device == "cpu"):
+        sides = expected.setdefault(variant.id, {Outcome.REPRODUCED: set(), Outcome.FIXED: set()})
+        for cell in (c for c in cells if _runs(variant, c)):
+            found = variant.expectation(cell.pins)
+            if found is not None and found.outcome in sides:
+                sides[found.outcome].add(cell.id)
+    for outcome in (Outcome.REPRODUCED, Outcome.FIXED):
+        if not any(sides[outcome] for sides in expected.values()):
+            yield Gap(
+                where, "boundary", f"profile {profile} has no CPU cell where a variant is expected {outcome.value}",
+                f"list versions where it is {outcome.value} in [profiles.{profile}] of matrix.toml",
+            )  # fmt: skip
+    declared = [v for v in case.variants if v.device == "cpu" and {e.outcome for e in v.expect} >= {Outcome.REPRODUCED, Outcome.FIXED}]
+    crossed = [v for v in declared if all(expected[v.id][o] for o in (Outcome.REPRODUCED, Outcome.FIXED))]
+    if declared and not crossed:
+        yield Gap(
+            where, "boundary", f"profile {profile} shows none of {', '.join(v.id for v in declared)} on both sides of its boundary",
+            f"list versions either side of it in [profiles.{profile}] of matrix.toml",
+        )  # fmt: skip
+
+
+def _tables(case: Case, where: str, root: Path) -> Iterator[Gap]:
+    for table in README_TABLES:
+        path = root / table
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if f"| `{case.id}` |" not in text and f"| `{case.id}.py` |" not in text:
+            yield Gap(
+                where, "tables", f"{table} has no row for {case.id}", "add one to its table of cases (see README.md, How to add a case)"
+            )
+
+
+def catalogue_gaps(matrix: Matrix, catalog: Catalog, cases_dir: Path, root: Path) -> list[Gap]:
+    """Every policy any case of the catalogue does not keep, in case order."""
+    profile = matrix.default_profile
+    cells = [c for c in plan_cells(matrix, profile, catalog) if c.device == "cpu"]
+    gaps = []
+    for case in catalog.cases:
+        path = cases_dir / f"{case.id}.py"
+        where = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+        gaps += [
+            *_source_and_evidence(case, where), *_upstream(case, where), *_expectations(case, where, root),
+            *_boundary(case, where, profile, cells), *_tables(case, where, root),
+        ]  # fmt: skip
+    return gaps
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``python -m bugmatrix check`` options."""
+    parser.add_argument("--policy", action="append", choices=POLICIES, help="check only these policies (repeatable; default: all)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print one line per gap (exit 1), or what was checked (exit 0)."""
+    matrix = load_resolved_matrix(args.matrix)
+    catalog = load_catalog(args.cases, matrix)
+    root = args.cases.resolve().parent  # the checkout the cases live in: its READMEs and reports/bisect/
+    gaps = [g for g in catalogue_gaps(matrix, catalog, args.cases.resolve(), root) if not args.policy or g.policy in args.policy]
+    for gap in gaps:
+        print(f"bugmatrix: check: {gap}")
+    checked = ", ".join(args.policy or POLICIES)
+    print(f"{len(catalog.cases)} cases, {len(catalog.variants)} variants: {len(gaps)} gap(s) in {checked}")
+    return 1 if gaps else 0

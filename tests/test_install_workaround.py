@@ -1,0 +1,128 @@
+"""A workaround that is an install change (issue 23 deliver item 4): planned beside its target, run with its body, counted like any.
+
+``case.install_workaround(name, workaround_for=..., requires=["setuptools<81"])``
+declares it; the planner adds, beside every cell that runs the target, a
+sibling cell with the same pins and those requirements that runs only the
+workaround (the target's body); the report counts it where the target
+reproduced, as "held" (with the plan, which says which cell is whose sibling).
+The fast tests pin the declaration and the plan down; the e2e test builds both
+environments of a fixture with uv, runs them through the runner and reports.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bugmatrix.cell.case import CPU_BF16, CUDA_FP16, Case, CaseError, Expect
+from bugmatrix.cell.outcomes import Signature
+from bugmatrix.cli import main
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.catalog import Catalog, load_catalog
+from bugmatrix.plan.cells import plan_cells, plan_document, sibling_id
+from bugmatrix.plan.matrix import load_matrix
+from bugmatrix.run.command import cell_env, run_file_path
+from bugmatrix.run.runner import CellSpec, run_cell
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "install_workaround"
+TINY = Path(__file__).resolve().parent / "fixtures" / "matrix" / "tiny.toml"
+
+
+def _case() -> Case:
+    case = Case(id="demo", title="t", signature=Signature("x"), axes=("torch",))
+    case.variant(devices=(CUDA_FP16, CPU_BF16))(core)
+    case.install_workaround("numpy_below_2", workaround_for="core", requires=["numpy<2"], expect=(Expect("fixed"),))
+    return case
+
+
+def core(device: str, dtype: object) -> dict[str, bool]:
+    return {}
+
+
+def test_an_install_workaround_runs_the_target_body_with_its_requirements() -> None:
+    _, core_cpu, cuda, cpu = _case().variants
+    assert [(v.id, v.kind, v.workaround_for, v.install) for v in (cuda, cpu)] == [
+        ("demo::numpy_below_2[cuda]", "workaround", "core", ("numpy<2",)),
+        ("demo::numpy_below_2[cpu]", "workaround", "core", ("numpy<2",)),
+    ]
+    assert cpu.fn is core_cpu.fn and cpu.axes == core_cpu.axes and cpu.doc == "core with numpy<2 installed"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"workaround_for": "nothing", "requires": ["numpy<2"]}, "workaround_for='nothing' is not declared above"),
+        ({"workaround_for": "core", "requires": []}, "names no requirement"),
+        ({"workaround_for": "core", "requires": ["numpy<<2"]}, "'numpy<<2' is not a requirement"),
+    ],
+)
+def test_a_bad_install_workaround_is_one_line(kwargs: dict, message: str) -> None:
+    case = Case(id="demo", title="t", signature=Signature("x"), axes=("torch",))
+    case.variant(devices=(CPU_BF16,))(core)
+    with pytest.raises(CaseError, match=message):
+        case.install_workaround("w", **kwargs)
+
+
+def test_a_sibling_cell_is_planned_beside_every_cell_that_runs_the_target() -> None:
+    """Same pins, the extra requirements, only the workaround; the target's cells do not run it; the plan says whose sibling."""
+    matrix = load_matrix(TINY)
+    cells = plan_cells(matrix, "smoke", Catalog((_case(),)))
+    by_id = {c.id: c for c in cells}
+    assert [c.id for c in cells if c.device == "cpu"] == [
+        "py311-torch2.1.2", "py311-torch2.1.2-with-numpy-lt-2", "py311-torch2.3.1", "py311-torch2.3.1-with-numpy-lt-2",
+    ]  # fmt: skip
+    sibling, base = by_id["py311-torch2.1.2-with-numpy-lt-2"], by_id["py311-torch2.1.2"]
+    assert sibling.pins == base.pins and sibling.extra == ("numpy<2",) and sibling.sibling_of == base.id
+    assert sibling.variants == ("demo::numpy_below_2[cuda]", "demo::numpy_below_2[cpu]")
+    assert "demo::numpy_below_2[cpu]" not in base.variants and "demo::core[cpu]" in base.variants
+    assert matrix.requirements_for(sibling.pins, extra=sibling.extra) == ["torch==2.1.2", "numpy<2", *matrix.harness]
+    entry = next(c for c in plan_document(matrix, "smoke", cells)["cells"] if c["id"] == sibling.id)
+    assert entry["requires"] == ["numpy<2"] and entry["sibling_of"] == base.id
+    assert "requires" not in next(c for c in plan_document(matrix, "smoke", cells)["cells"] if c["id"] == base.id)
+    assert sibling_id("c", ("setuptools<81", "numpy>=1.20,<2")) == "c-with-setuptools-lt-81-and-numpy-lt-2-ge-1.20"
+
+
+def test_an_install_workaround_that_contradicts_a_pin_is_refused_at_plan_time(tmp_path: Path) -> None:
+    case = Case(id="demo", title="t", signature=Signature("x"), axes=("torch",))
+    case.variant(devices=(CPU_BF16,))(core)
+    case.install_workaround("other_torch", workaround_for="core", requires=["torch<2"])
+    with pytest.raises(BugmatrixError, match=r"an install workaround's requires: 'torch<2' contradicts axes\.torch pin: 'torch==2\.1\.2'"):
+        plan_cells(load_matrix(TINY), "smoke", Catalog((case,)))
+
+
+@pytest.mark.e2e
+def test_an_install_workaround_is_built_run_and_counted_as_held(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both environments built with uv; the target reproduces where setuptools is absent, the workaround is fixed beside it."""
+    root = tmp_path / "project"
+    shutil.copytree(FIXTURE, root)
+    (root / "bugmatrix").symlink_to(ROOT / "bugmatrix")
+    shutil.copy(ROOT / "conftest.py", root)
+    matrix = load_matrix(root / "matrix.toml")
+    cells = plan_cells(matrix, "smoke", load_catalog(root / "cases", matrix))
+    assert [c.id for c in cells] == ["py311", "py311-with-setuptools-lt-81"]
+    reports = tmp_path / "reports"
+
+    def execute(command: list[str], env: dict[str, str]) -> int:
+        return subprocess.run(command, cwd=root, env=cell_env(root), capture_output=True, text=True, timeout=300, check=False).returncode
+
+    for cell in cells:
+        spec = CellSpec(cell.id, cell.pins, extra=cell.extra)
+        done = run_cell(matrix, spec, run_file_path(reports, cell.id), execute=execute, root=root, venv=tmp_path / "venvs" / cell.id)
+        assert done.install_failed is None and done.returncode in (0, 1), done
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(plan_document(matrix, "smoke", cells)), encoding="utf-8")
+    assert main(["report", "--reports", str(reports), "--plan", str(plan), "--profile", "smoke", "--fail-on-regression"]) == 0
+    compat = json.loads((reports / "compat.json").read_text(encoding="utf-8"))
+    target = compat["results"]["pkg_resources_gone::import_pkg_resources[cpu]"]
+    assert list(target) == ["py311"] and target["py311"]["outcome"] == "reproduced"
+    assert target["py311"]["workarounds"] == ["setuptools_below_81"], "held beside the cell, counted in it"
+    workaround = compat["results"]["pkg_resources_gone::setuptools_below_81[cpu]"]
+    assert {cell: entry["outcome"] for cell, entry in workaround.items()} == {"py311-with-setuptools-lt-81": "fixed"}
+    markdown = (reports / "compat.md").read_text(encoding="utf-8")
+    assert "| ✗ reproduced — works: setuptools\\_below\\_81 |" in markdown, markdown[-1500:]
+    assert "workarounds fixed where it reproduced: setuptools_below_81 ✓ 1/1" in capsys.readouterr().out
