@@ -63,6 +63,8 @@ case = Case(
         "https://github.com/Lightning-AI/pytorch-lightning/issues/19767",
         "https://github.com/Lightning-AI/pytorch-lightning/pull/18268",
     ),
+    # transformers imports these lazily: the cell process imports them once, before its variants are forked.
+    imports=("transformers.T5Config", "transformers.T5ForConditionalGeneration", "transformers.optimization.Adafactor"),
 )
 
 # The seed trained in full precision: the bug is about grad mode, not dtype.

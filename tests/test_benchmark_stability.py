@@ -214,18 +214,23 @@ def test_disk_needs_two_envs(tmp_path: Path) -> None:
 
 
 def test_disk_peak_keeps_the_highest_sample_not_the_last(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A full-profile run frees its torch stacks as it goes: the row must report the most it held at once."""
-    import time as clock
+    """A full-profile run frees its torch stacks as it goes: the row must report the most it held at once.
+
+    The samples are taken at points the test chooses (the sampling thread's interval is an hour, so it takes none):
+    at the start, four during the run, one at the end.
+    """
     from collections import namedtuple
 
     from bugmatrix.tools.benchmark import cells as benchmark
 
     usage = namedtuple("usage", "total used free")
-    samples = iter([10, 14, 19, 12, 11] + [11] * 1000)
+    samples = iter([10, 14, 19, 12, 11, 11])
     monkeypatch.setattr(benchmark.shutil, "disk_usage", lambda _: usage(100 * 2**30, next(samples) * 2**30, 0))
-    with benchmark.DiskPeak(tmp_path, every=0.01) as disk:
-        clock.sleep(0.2)
+    with benchmark.DiskPeak(tmp_path, every=3600) as disk:
+        for _ in range(4):
+            disk.sample()
     assert disk.start == 10 * 2**30 and round(disk.added_gib) == 9
+    assert next(samples, None) is None, "one sample at the start, four chosen, one at the end: none by the thread"
 
 
 def test_warm_says_how_many_of_the_profiles_heavy_wheels_the_cache_held(tmp_path: Path) -> None:

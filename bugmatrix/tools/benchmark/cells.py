@@ -113,9 +113,13 @@ class DiskPeak:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="disk-peak", daemon=True)
 
+    def sample(self) -> None:
+        """Take one sample now (the thread calls it every ``every`` seconds; a test calls it at the points it chooses)."""
+        self.peak = max(self.peak, shutil.disk_usage(self.path).used)
+
     def _sample(self) -> None:
         while not self._stop.wait(self.every):
-            self.peak = max(self.peak, shutil.disk_usage(self.path).used)
+            self.sample()
 
     def __enter__(self) -> DiskPeak:
         self._thread.start()
@@ -124,7 +128,7 @@ class DiskPeak:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, shutil.disk_usage(self.path).used)
+        self.sample()
 
     @property
     def added_gib(self) -> float:
