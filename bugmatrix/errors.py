@@ -1,22 +1,38 @@
-"""The one exception type that reaches a person.
+"""The exception types that reach a person, and the exit codes they end in.
 
 Every bad input (a malformed ``matrix.toml``, a corrupt run file, an unknown case
-or cell on the command line, a bisect range with no releases) is raised as a
-:class:`BugmatrixError` with a one-line message that names the file, key and value
-and says what to do. The CLI catches it once, prints the line and exits with 2.
+or cell on the command line, a bisect range with no releases, an output path
+that is a directory) is raised as a :class:`BugmatrixError` with a one-line
+message that names the file, key and value and says what to do. An output
+that cannot be written (a full disk, a read-only directory) is an
+:class:`OutputError`: a distinct exit code, so CI can tell "the report found
+a regression" from "the report could not be saved". The CLI catches both
+once, prints the line and exits with the error's :attr:`~BugmatrixError.exit_code`.
 """
 
 from __future__ import annotations
 
-__all__ = ["USAGE_EXIT_CODE", "BugmatrixError"]
+__all__ = ["FINDINGS_EXIT_CODE", "USAGE_EXIT_CODE", "WRITE_EXIT_CODE", "BugmatrixError", "OutputError"]
 
+#: Exit code of ``report --fail-on-regression`` when a result is missing, regressed or does not install.
+FINDINGS_EXIT_CODE = 1
 #: Exit code for bad input, as argparse and nox use for usage errors.
 USAGE_EXIT_CODE = 2
+#: Exit code when an output could not be written; nothing was replaced.
+WRITE_EXIT_CODE = 3
 
 
 class BugmatrixError(Exception):
     """A user-facing, one-line, actionable error."""
 
+    exit_code = USAGE_EXIT_CODE
+
     def __init__(self, message: str) -> None:
         # One line, always: a multi-line message would hide the actionable part.
         super().__init__(" ".join(message.split()))
+
+
+class OutputError(BugmatrixError):
+    """An output could not be written (disk full, permission); the previous outputs are all as they were."""
+
+    exit_code = WRITE_EXIT_CODE

@@ -1,20 +1,38 @@
-"""Files written so that a reader only ever sees the old or the new whole file.
+"""Files written so that a reader only ever sees the old or the new whole file, and output paths checked before anything is written.
 
 Every output of the harness (run files, reports, locks, the history, the
 plan) goes through here: a temporary file in the same directory, flushed and
-fsynced, then moved into place with ``os.replace``. Imported inside cells too
+fsynced, then moved into place with ``os.replace``. :func:`write_files`
+does that for a set of files at once, all or nothing: every temporary is
+written before the first is moved into place, so a full disk leaves every
+previous output as it was. :func:`check_output_file` and
+:func:`check_output_dir` are the one answer to "may a command write here?",
+asked before a command writes anything. :func:`locked_directories` keeps two
+processes from writing into one directory at once. Imported inside cells too
 (the run file), so it needs nothing beyond the standard library.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_json_atomic", "write_text_atomic"]
+from bugmatrix.errors import BugmatrixError, OutputError
+
+__all__ = [
+    "check_output_dir",
+    "check_output_file",
+    "locked_directories",
+    "write_files",
+    "write_json_atomic",
+    "write_text_atomic",
+]
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -36,3 +54,141 @@ def write_text_atomic(path: Path, text: str) -> None:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Atomic JSON (sorted keys, stable diffs)."""
     write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def _write_temporary(path: Path, content: str | bytes) -> str:
+    """``content`` in a fsynced temporary beside ``path``; its name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content.encode("utf-8") if isinstance(content, str) else content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def write_files(contents: Mapping[Path, str | bytes], *, remove: Iterable[Path] = ()) -> None:
+    """Write every file, or none: all temporaries first, then every rename, then ``remove``.
+
+    A rename within a directory needs no space, so once every temporary is
+    written the outputs change together; an ``OSError`` before that (disk
+    full, permission) removes the temporaries and raises :class:`OutputError`
+    naming the path, with every previous output untouched.
+    """
+    written: list[tuple[str, Path]] = []
+    current = None
+    try:
+        for current, content in contents.items():
+            written.append((_write_temporary(current, content), current))
+    except OSError as exc:
+        for tmp, _ in written:
+            Path(tmp).unlink(missing_ok=True)
+        msg = f"cannot write {current} ({exc.strerror or exc}); nothing was replaced: every previous output is as it was"
+        raise OutputError(msg) from exc
+    except BaseException:
+        for tmp, _ in written:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    for tmp, path in written:
+        os.replace(tmp, path)
+    for path in remove:
+        path.unlink(missing_ok=True)
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    return path.resolve() == directory.resolve() or directory.resolve() in path.resolve().parents
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _check_writable_parent(path: Path, option: str, *, create_parent: bool) -> None:
+    parent = path.parent
+    if not create_parent and not parent.is_dir():
+        msg = f"{option} {path}: no such directory {parent}; create it first or pass a path in an existing directory"
+        raise BugmatrixError(msg)
+    existing = _nearest_existing(parent)
+    if not existing.is_dir():
+        msg = f"{option} {path}: {existing} is a file, not a directory; pass a path under a directory"
+        raise BugmatrixError(msg)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        msg = f"{option} {path}: cannot write into {existing} (permission denied); pass a path you can write to"
+        raise BugmatrixError(msg)
+
+
+def _check_not_inside(path: Path, option: str, forbidden: Iterable[Path]) -> None:
+    for directory in forbidden:
+        if _inside(path, directory):
+            msg = f"{option} {path}: inside {directory}, which only holds the catalogue; pass a path outside it (e.g. under build/)"
+            raise BugmatrixError(msg)
+
+
+def check_output_file(path: Path, option: str, *, create_parent: bool = True, forbidden: Iterable[Path] = ()) -> None:
+    """Refuse, in one line naming the option and the path, an output file that cannot be written as a file.
+
+    A directory, a path under a file, an unwritable directory, a path inside
+    one of ``forbidden`` (the cases directory), and, with ``create_parent``
+    False (``$GITHUB_STEP_SUMMARY``), a parent directory that does not exist.
+    """
+    if path.is_dir():
+        msg = f"{option} {path}: is a directory; pass a file path, e.g. {path / 'out.json'}"
+        raise BugmatrixError(msg)
+    _check_not_inside(path, option, forbidden)
+    _check_writable_parent(path, option, create_parent=create_parent)
+
+
+def check_output_dir(
+    path: Path, option: str, *, manifest: str | None = None, forbidden: Iterable[Path] = (), force: bool = False, example: str = "build/out"
+) -> None:
+    """Refuse an output directory that is a file, lies inside ``forbidden``, or holds files this command did not write.
+
+    The command's own files are those listed in ``<path>/<manifest>`` (and the
+    manifest itself); ``force`` allows others to be there (never inside ``forbidden``).
+    """
+    if path.exists() and not path.is_dir():
+        msg = f"{option} {path}: is a file, not a directory; pass a directory (e.g. {example})"
+        raise BugmatrixError(msg)
+    _check_not_inside(path, option, forbidden)
+    if path.is_dir() and not force:
+        listed = path / manifest if manifest else None
+        ours = set(listed.read_text(encoding="utf-8").split()) | {manifest} if listed is not None and listed.is_file() else set()
+        foreign = sorted(p.name for p in path.iterdir() if p.name not in ours)
+        if foreign:
+            msg = f"{option} {path}: holds {foreign[0]}, which this command did not write; choose an empty directory or pass --force"
+            raise BugmatrixError(msg)
+    _check_writable_parent(path / "x", option, create_parent=True)
+
+
+@contextlib.contextmanager
+def locked_directories(directories: Iterable[Path], on_wait: Callable[[Path], None] | None = None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on each directory (created if needed) for the block: one writer per directory at a time.
+
+    The lock is on the directory itself, so nothing is left behind; a second
+    process asking for it waits (after ``on_wait(directory)``, once) until the
+    first leaves the block or dies. Directories are locked in one order, so
+    two processes never wait for each other.
+    """
+    held: list[int] = []
+    try:
+        for directory in sorted({d.resolve() for d in directories}):
+            directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(directory, os.O_RDONLY)
+            held.append(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait is not None:
+                    on_wait(directory)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)  # closing the descriptor releases its lock

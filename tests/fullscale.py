@@ -30,6 +30,7 @@ from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import plan_cells, plan_document
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.report.merge import merge_runs
+from bugmatrix.report.model import Compat
 
 __all__ = ["EXPECTED", "RULES", "UNINSTALLABLE", "full_compat", "full_runs"]
 
@@ -152,15 +153,16 @@ def full_runs(outcome_of: Callable[[str, str], str | None] | None = None) -> lis
     return runs
 
 
-def full_compat(outcome_of: Callable[[str, str], str | None] | None = None, generated: str = "2026-11-23T03:00:00+00:00") -> dict[str, Any]:
+def full_compat(outcome_of: Callable[[str, str], str | None] | None = None, generated: str = "2026-11-23T03:00:00+00:00") -> Compat:
     """The full profile's compat document (70 CPU cells), merged against the real plan like ``report-full``."""
     _, plan, _ = _planned()
     return merge_runs(full_runs(outcome_of), profile="full", commit="f00d123", generated=generated, plan=plan)
 
 
 if __name__ == "__main__":
+    from bugmatrix.report.night import analyse
     from bugmatrix.report.render_html import render_html
 
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "fullscale.html")
-    target.write_text(render_html(full_compat(), []), encoding="utf-8")
+    target.write_text(render_html(analyse(full_compat())), encoding="utf-8")
     print(target)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bugmatrix.report.agreement import agreement, per_case, sentence
+from bugmatrix.report.agreement import AgreementRow, agreement, per_case, sentence
+from bugmatrix.report.model import Compat
 
 
 def _variant(case: str, name: str, device: str, kind: str, counterpart: str | None = None) -> dict[str, Any]:
@@ -14,12 +15,13 @@ def _variant(case: str, name: str, device: str, kind: str, counterpart: str | No
     }  # fmt: skip
 
 
-def _compat(variants: list[dict[str, Any]], results: dict[str, dict[str, str]]) -> dict[str, Any]:
-    return {
+def _compat(variants: list[dict[str, Any]], results: dict[str, dict[str, str]], cells: list[str] = ()) -> Compat:
+    return Compat.from_json({
         "schema": "bugmatrix.compat/1",
+        "cells": [{"id": c, "pins": {}} for c in cells],
         "variants": variants,
         "results": {vid: {cell: {"outcome": outcome} for cell, outcome in cells.items()} for vid, cells in results.items()},
-    }
+    })  # fmt: skip
 
 
 CORE = "c::core[cpu]"
@@ -35,7 +37,7 @@ def test_counts_agreement_only_where_both_ran() -> None:
             UP: {"t1": "reproduced", "t2": "fixed", "t3": "reproduced", "t4": "fixed", "t5": "install-failed", "t7": "fixed"},
         },
     )
-    assert agreement(compat) == [{"upstream": UP, "counterpart": CORE, "agree": 2, "total": 3, "differ": ["t3"]}]
+    assert agreement(compat) == [AgreementRow(UP, CORE, 2, 3, ("t3",))]
 
 
 def test_different_and_crashed_are_outcomes_that_can_differ() -> None:
@@ -44,7 +46,7 @@ def test_different_and_crashed_are_outcomes_that_can_differ() -> None:
         [_variant("c", "core", "cpu", "core"), _variant("c", "upstream_test", "cpu", "upstream", "core")],
         {CORE: {"a": "reproduced", "b": "crashed"}, UP: {"a": "different", "b": "crashed"}},
     )
-    assert agreement(compat)[0] == {"upstream": UP, "counterpart": CORE, "agree": 1, "total": 2, "differ": ["a"]}
+    assert agreement(compat)[0] == AgreementRow(UP, CORE, 1, 2, ("a",))
 
 
 def test_counterpart_is_matched_on_the_same_case_and_device() -> None:
@@ -63,9 +65,7 @@ def test_counterpart_is_matched_on_the_same_case_and_device() -> None:
             "c::upstream_test[cuda]": {"x": "reproduced"},
         },
     )
-    assert agreement(compat) == [
-        {"upstream": "c::upstream_test[cuda]", "counterpart": "c::core[cuda]", "agree": 1, "total": 1, "differ": []}
-    ]
+    assert agreement(compat) == [AgreementRow("c::upstream_test[cuda]", "c::core[cuda]", 1, 1, ())]
 
 
 def test_missing_counterpart_gives_an_empty_row_and_other_kinds_give_none() -> None:
@@ -79,7 +79,7 @@ def test_missing_counterpart_gives_an_empty_row_and_other_kinds_give_none() -> N
         ],
         {CORE: {"x": "fixed"}, "c::upstream_test[cuda]": {"x": "fixed"}},
     )
-    assert agreement(compat) == [{"upstream": "c::upstream_test[cuda]", "counterpart": None, "agree": 0, "total": 0, "differ": []}]
+    assert agreement(compat) == [AgreementRow("c::upstream_test[cuda]", None)]
 
 
 def test_a_compat_document_without_counterparts_has_no_rows() -> None:
@@ -87,7 +87,7 @@ def test_a_compat_document_without_counterparts_has_no_rows() -> None:
     variant = _variant("c", "core", "cpu", "core")
     del variant["counterpart"]
     assert agreement(_compat([variant], {CORE: {"x": "fixed"}})) == []
-    assert agreement({}) == []
+    assert agreement(Compat.from_json({})) == []
 
 
 def test_a_missing_result_is_not_a_disagreement_and_cells_keep_the_documents_order() -> None:
@@ -98,17 +98,17 @@ def test_a_missing_result_is_not_a_disagreement_and_cells_keep_the_documents_ord
             CORE: {"t2.13": "fixed", "t2.2": "reproduced", "t2.3": "missing"},
             UP: {"t2.13": "reproduced", "t2.2": "fixed", "t2.3": "fixed"},
         },
+        cells=["t2.2", "t2.3", "t2.13"],
     )
-    compat["cells"] = [{"id": "t2.2"}, {"id": "t2.3"}, {"id": "t2.13"}]
-    assert agreement(compat) == [{"upstream": UP, "counterpart": CORE, "agree": 0, "total": 2, "differ": ["t2.2", "t2.13"]}]
+    assert agreement(compat) == [AgreementRow(UP, CORE, 0, 2, ("t2.2", "t2.13"))]
 
 
 def test_sentences_per_case_and_uncompared_variants_named_once() -> None:
-    assert sentence({"counterpart": CORE, "agree": 19, "total": 19, "differ": []}) == "agrees in 19/19 cells"
-    assert sentence({"counterpart": CORE, "agree": 17, "total": 19, "differ": ["a", "b"]}) == "agrees in 17/19 cells; differs in: a, b"
-    many = sentence({"counterpart": CORE, "agree": 0, "total": 12, "differ": [f"c{i}" for i in range(12)]})
+    assert sentence(AgreementRow(UP, CORE, 19, 19)) == "agrees in 19/19 cells"
+    assert sentence(AgreementRow(UP, CORE, 17, 19, ("a", "b"))) == "agrees in 17/19 cells; differs in: a, b"
+    many = sentence(AgreementRow(UP, CORE, 0, 12, tuple(f"c{i}" for i in range(12))))
     assert many.endswith("c9 +2 more")
-    assert "nothing to compare" in sentence({"counterpart": None, "agree": 0, "total": 0, "differ": []})
+    assert "nothing to compare" in sentence(AgreementRow(UP, None))
     compat = _compat(
         [
             _variant("c", "core", "cpu", "core"),
@@ -125,12 +125,13 @@ def test_sentences_per_case_and_uncompared_variants_named_once() -> None:
 
 def test_the_report_renders_agreement_per_case_in_markdown_and_html() -> None:
     """The full profile's planted disagreement (upstream #82783 fixed from torch 2.1) shows under its own case."""
+    from bugmatrix.report.night import analyse
     from bugmatrix.report.render_html import render_html
     from bugmatrix.report.render_md import render_markdown
     from tests.fullscale import full_compat
 
-    compat = full_compat()
-    markdown = render_markdown(compat, [])
+    report = analyse(full_compat())
+    markdown = render_markdown(report)
     encoder = markdown[markdown.index("## encoder\\_bf16\\_eval") : markdown.index("## t5\\_loss\\_no\\_grad\\_fn")]
     assert "**Upstream agreement**" in encoder
     assert "- `upstream_issue82783[cpu]` vs `core[cpu]`: agrees in 57/69 cells; differs in: py311-torch2.1.2-pl2.0.3, " in encoder
@@ -138,7 +139,7 @@ def test_the_report_renders_agreement_per_case_in_markdown_and_html() -> None:
     autocast = markdown[markdown.index("## autocast\\_cache") : markdown.index("## double\\_unscale")]
     assert "- `upstream_pr165068_test[cpu]` vs `core[cpu]`: agrees in 69/69 cells" in autocast
     assert "upstream_issue82783" not in autocast, "rows stay with their case"
-    html = render_html(compat, [])
+    html = render_html(report)
     section = html[html.index('<section class="case-overview" data-case="encoder_bf16_eval">') :]
     section = section[: section.index("</section>")]
     assert 'data-agrees="no" data-upstream="upstream_issue82783[cpu]"' in section

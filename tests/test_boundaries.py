@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.boundaries import Flip, boundary_text, pictures, version_key
+from bugmatrix.report.model import Compat
 from bugmatrix.report.overview import overview
 from tests.fullscale import EXPECTED, full_compat
 
@@ -15,16 +14,16 @@ AXES = [{"name": "python", "prefix": "py"}, {"name": "torch", "prefix": "torch"}
 
 
 def strip_compat(
-    outcomes: dict[str, str], *, workaround: dict[str, str] | None = None, pin: dict[str, str] | None = None
-) -> dict[str, Any]:
+    outcomes: dict[str, str], *, workaround: dict[str, str] | None = None, pin: dict[str, str] | None = None, expected: str | None = None
+) -> Compat:
     """One core variant over torch releases (plus an optional workaround and extra pins per cell)."""
     cells = [{"id": f"t{v}", "pins": {"python": "3.11", "torch": v, **(pin or {})}} for v in outcomes]
     variants = [{"id": "c::core[cpu]", "case": "c", "variant": "core", "device": "cpu", "kind": "core", "workaround_for": None}]
-    results = {"c::core[cpu]": {f"t{v}": {"outcome": o} for v, o in outcomes.items()}}
+    results = {"c::core[cpu]": {f"t{v}": {"outcome": o, "expected": expected and o} for v, o in outcomes.items()}}
     if workaround:
         variants.append({"id": "c::w[cpu]", "case": "c", "variant": "w", "device": "cpu", "kind": "workaround", "workaround_for": "core"})
         results["c::w[cpu]"] = {f"t{v}": {"outcome": o} for v, o in workaround.items()}
-    return {"axes": AXES, "cells": cells, "variants": variants, "results": results}
+    return Compat.from_json({"axes": AXES, "cells": cells, "variants": variants, "results": results})
 
 
 def test_a_fix_is_one_flip_labelled_with_its_release() -> None:
@@ -48,7 +47,7 @@ def test_a_fix_is_one_flip_labelled_with_its_release() -> None:
     ],
 )
 def test_flip_verbs(was: str, now: str, label: str) -> None:
-    assert Flip("torch", "2.0.0", "2.1.0", was, now).label == label
+    assert Flip("torch", "2.0.0", "2.1.0", Outcome(was), Outcome(now)).label == label
 
 
 @pytest.mark.parametrize("gap", ["install-failed", "missing"])
@@ -60,12 +59,13 @@ def test_install_failures_and_missing_results_are_gaps_not_flips(gap: str) -> No
     assert flip.label == "fixed in torch 2.2.0 (first after 2.0.0)", "the boundary is somewhere in the gap, and it says so"
 
 
-def test_enum_outcomes_work_like_strings() -> None:
-    compat = strip_compat({"2.0.0": "reproduced", "2.1.0": "fixed"})
-    for entry in compat["results"]["c::core[cpu]"].values():
-        entry["outcome"] = Outcome(entry["outcome"])
-    (picture,), _ = pictures(compat)
-    assert picture.tracks[0].flips[0].label == "fixed in torch 2.1.0"
+def test_a_flip_its_expectation_declares_is_not_called_a_regression() -> None:
+    """Issue 23: "regressed in" only where the outcome differs from its expectation (or none covers it)."""
+    undeclared = strip_compat({"2.0.0": "fixed", "2.1.0": "reproduced"})
+    declared = strip_compat({"2.0.0": "fixed", "2.1.0": "reproduced"}, expected="declared")
+    assert [f.label for f in pictures(undeclared)[0][0].tracks[0].flips] == ["regressed in torch 2.1.0"]
+    (flip,) = pictures(declared)[0][0].tracks[0].flips
+    assert flip.declared and flip.now is Outcome.REPRODUCED and flip.label == "reproduced from torch 2.1.0"
 
 
 def test_workaround_shares_its_variants_strip_and_constant_variants_still_draw() -> None:
@@ -79,7 +79,7 @@ def test_workaround_shares_its_variants_strip_and_constant_variants_still_draw()
 
 def test_variants_that_ran_nowhere_are_listed_not_drawn() -> None:
     drawn, idle = pictures(strip_compat({"2.0.0": "skipped", "2.1.0": "install-failed"}))
-    assert drawn == [] and [v["id"] for v in idle] == ["c::core[cpu]"]
+    assert drawn == [] and [v.id for v in idle] == ["c::core[cpu]"]
 
 
 def test_unpinned_sorts_first_and_invalid_versions_last() -> None:
@@ -88,12 +88,12 @@ def test_unpinned_sorts_first_and_invalid_versions_last() -> None:
 
 def test_full_profile_pictures_match_the_rules_that_made_them() -> None:
     compat = full_compat()
-    assert len(compat["cells"]) == 70
+    assert len(compat.cells) == 70
     drawn, idle = pictures(compat)
-    axes = {p.variant["id"]: p.axes for p in drawn}
+    axes = {p.variant.id: p.axes for p in drawn}
     assert {vid: tuple(sorted(a)) for vid, a in axes.items()} == {vid: tuple(sorted(a)) for vid, a in EXPECTED.items()}
-    assert all(v["device"] == "cuda" for v in idle), "CUDA rows skip on CPU runners"
-    by_id = {p.variant["id"]: p for p in drawn}
+    assert all(v.device == "cuda" for v in idle), "CUDA rows skip on CPU runners"
+    by_id = {p.variant.id: p for p in drawn}
     core = by_id["autocast_cache::core[cpu]"]
     assert [f.label for f in core.tracks[0].flips] == ["fixed in torch 2.11.0"]
     assert set(core.folded) == {"python", "lightning", "transformers"}, "a torch-only bug folds the axes it does not change along"
@@ -126,14 +126,15 @@ def test_more_than_two_changing_axes_keep_the_two_with_most_values_and_say_so() 
                 broken = torch == "2.0.0" or pl == "2.0.3" or py == "3.10"
                 results[cid] = {"outcome": "reproduced" if broken else "fixed"}
     variant = {"id": "c::v[cpu]", "case": "c", "variant": "v", "device": "cpu", "kind": "core", "workaround_for": None}
-    (picture,), _ = pictures({"axes": AXES, "cells": cells, "variants": [variant], "results": {"c::v[cpu]": results}})
+    (picture,), _ = pictures(Compat.from_json({"axes": AXES, "cells": cells, "variants": [variant], "results": {"c::v[cpu]": results}}))
     assert picture.kind == "grid" and picture.axes == ("torch", "python"), "most values first; a tie keeps display order"
     assert "also changes with lightning" in picture.note and "per-cell table" in picture.note
     assert any(m.outcome == "mixed" for m in picture.tracks[0].marks.values()), "disagreeing folded cells show every outcome"
 
 
 def test_overview_groups_figures_by_case() -> None:
-    cases = overview(full_compat())
+    compat = full_compat()
+    cases = overview(compat, pictures(compat))
     assert [c.case for c in cases] == ["autocast_cache", "double_unscale", "encoder_bf16_eval", "t5_loss_no_grad_fn"]
     t5 = cases[-1]
     assert [f.kind for f in t5.figures] == ["strip", "grid"]
@@ -149,5 +150,5 @@ def test_too_many_releases_to_draw_become_a_list_of_flips() -> None:
     (picture,), _ = pictures(strip_compat(outcomes))
     assert picture.kind == "list" and "too many to draw in 1280 px" in picture.note
     assert [f.label for f in picture.tracks[0].flips] == ["fixed in torch 2.20.0"]
-    (figure,) = overview(strip_compat(outcomes))[0].figures
+    (figure,) = overview(strip_compat(outcomes), pictures(strip_compat(outcomes)))[0].figures
     assert figure.lines == [] and figure.flips[0][3] == "core[cpu]: fixed in torch 2.20.0"

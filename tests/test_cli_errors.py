@@ -33,15 +33,34 @@ def _one_run(tmp_path: Path) -> Path:
         (["repro", "autocast_cache::nope[cpu]", "--cell", "py311-torch2.5.1-pl2.6.6"], ["unknown variant 'autocast_cache::nope[cpu]'"]),
         (["report", "--baseline", "{tmp}/missing.json"], ["--baseline", "missing.json", "no such file"]),
         (["report", "--plan", "{tmp}/missing-plan.json"], ["--plan", "missing-plan.json"]),
+        (["report", "--step-summary", "cases"], ["--step-summary cases", "is a directory"]),
+        (["report", "--step-summary", "/nonexistent/dir/x.md"], ["--step-summary /nonexistent/dir/x.md", "no such directory"]),
+        (["report", "--history", "cases"], ["--history cases", "is a directory"]),
+        (["report", "--profile", "smoke", "--readme", "README.md"], ["--readme README.md", "only with --publish"]),
+        (["plan", "--out", "cases"], ["--out cases", "is a directory"]),
+        (["plan", "--out", "cases/plan.json"], ["--out cases/plan.json", "inside", "cases"]),
+        (["repro", "autocast_cache::core[cpu]", "--out", "cases"], ["--out cases", "inside", "cases"]),
+        (["repro", "autocast_cache::core[cpu]", "--out", "cases/sub"], ["--out cases/sub", "inside"]),
+        (["repro", "autocast_cache::core[cpu]", "--out", "{tmp}/foreign"], ["foreign", "holds notes.txt", "--force"]),
+        (["bisect", "autocast_cache::core[cpu]", "torch", "--out", "cases"], ["--out cases", "is a directory"]),
+        (["bisect", "autocast_cache::core[cpu]", "torch", "--out", "cases/x.json"], ["--out cases/x.json", "inside"]),
     ],
-    ids=["bisect-from", "bisect-to", "repro-out-is-a-file", "repro-unknown-variant", "report-missing-baseline", "report-missing-plan"],
-)
+    ids=[
+        "bisect-from", "bisect-to", "repro-out-is-a-file", "repro-unknown-variant", "report-missing-baseline", "report-missing-plan",
+        "report-step-summary-dir", "report-step-summary-no-dir", "report-history-dir", "report-readme-without-publish",
+        "plan-out-dir", "plan-out-in-cases", "repro-out-cases", "repro-out-in-cases", "repro-out-foreign", "bisect-out-dir",
+        "bisect-out-in-cases",
+    ],
+)  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], names: list[str]
 ) -> None:
     monkeypatch.chdir(ROOT)
     reports = _one_run(tmp_path)
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("a user's work")
     before = {p: p.stat().st_mtime_ns for p in reports.rglob("*")}
+    cases = {p: p.stat().st_mtime_ns for p in (ROOT / "cases").rglob("*")}
     readme = (ROOT / "README.md").read_bytes()
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     if argv[0] == "report":
@@ -57,3 +76,5 @@ def test_bad_input_is_one_line_and_exit_2(
         assert name in err, err
     assert (ROOT / "README.md").read_bytes() == readme
     assert {p: p.stat().st_mtime_ns for p in reports.rglob("*")} == before, "nothing may be written on bad input"
+    assert {p: p.stat().st_mtime_ns for p in (ROOT / "cases").rglob("*")} == cases, "nothing lands in the catalogue"
+    assert [p.name for p in (tmp_path / "foreign").iterdir()] == ["notes.txt"]

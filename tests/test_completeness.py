@@ -48,12 +48,12 @@ PLAN = {
 def test_a_missing_cell_and_an_early_stop_are_missing_and_fail() -> None:
     """One cell has no run file, the other stopped after 1 of 3 variants: every absent result is `missing`, first."""
     compat = merge_runs([run(CELLS[0], record(VARIANTS[0]), complete=False)], profile="smoke", commit="x", generated="now", plan=PLAN)
-    results = compat["results"]
-    assert results[VARIANTS[1]][CELLS[0]]["outcome"] == Outcome.MISSING
-    assert "recorded 1 of 3" in results[VARIANTS[1]][CELLS[0]]["message"] and "never completed" in results[VARIANTS[1]][CELLS[0]]["message"]
-    assert all(results[v][CELLS[1]]["outcome"] == Outcome.MISSING for v in VARIANTS)
-    assert "no run file" in results[VARIANTS[0]][CELLS[1]]["message"]
-    assert [c["id"] for c in compat["cells"]] == list(CELLS), "the cell without a run file still has its column"
+    results = compat.results
+    assert results[VARIANTS[1]][CELLS[0]].outcome is Outcome.MISSING
+    assert "recorded 1 of 3" in results[VARIANTS[1]][CELLS[0]].message and "never completed" in results[VARIANTS[1]][CELLS[0]].message
+    assert all(results[v][CELLS[1]].outcome is Outcome.MISSING for v in VARIANTS)
+    assert "no run file" in results[VARIANTS[0]][CELLS[1]].message
+    assert [c.id for c in compat.cells] == list(CELLS), "the cell without a run file still has its column"
     changes = diff_against_baseline(compat, None)
     assert changes[0].kind is ChangeKind.MISSING and len([c for c in changes if c.kind is ChangeKind.MISSING]) == 5
     assert len(summary_lines(changes)) == 5
@@ -69,7 +69,7 @@ def test_a_users_own_deselection_is_not_missing() -> None:
     narrowed = run(CELLS[0], record(VARIANTS[0]))
     narrowed.deselected_by, narrowed.selected = "-k core", [VARIANTS[0]]
     compat = merge_runs([narrowed, run(CELLS[1], *(record(v) for v in VARIANTS))], profile="smoke", commit="x", generated="now", plan=PLAN)
-    assert CELLS[0] not in compat["results"][VARIANTS[1]], "shown as not run, not as a loss"
+    assert CELLS[0] not in compat.results[VARIANTS[1]], "shown as not run, not as a loss"
 
 
 def test_pins_that_disagree_with_the_plan_are_refused() -> None:
@@ -85,7 +85,7 @@ def test_fail_on_regression_exits_1_on_a_missing_cell(tmp_path: Path) -> None:
     write_json_atomic(tmp_path / "plan.json", PLAN)
     args = argparse.Namespace(
         reports=tmp_path, profile="smoke", plan=tmp_path / "plan.json", baseline=None, update_baseline=False, publish=False,
-        fail_on_regression=True, step_summary=None, root=tmp_path,
+        fail_on_regression=True, step_summary=None, root=tmp_path, history=None, date=None, readme=None,
     )  # fmt: skip
     assert run_report(args) == 1
     html = (tmp_path / "index.html").read_text()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -72,15 +73,38 @@ def test_cells_record_the_seed_story(mini_matrix: Path) -> None:
     assert env["transformers"] == "4.30.2"
 
 
+def markdown_row(markdown: str, case: str, variant: str) -> dict[str, str]:
+    """The compat.md table row of ``variant`` in ``case``'s section, as {column heading: cell text}."""
+    section = markdown[markdown.index(f"## {case.replace('_', chr(92) + '_')}\n") :]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in rows[0].strip("|").split("|")]
+    row = next(line for line in rows if line.startswith(f"| `{variant}`"))
+    return dict(zip(header, (c.strip() for c in row.strip("|").split("|")), strict=True))
+
+
+def html_cell(html: str, variant: str, cell: str) -> str:
+    """The ``data-outcome`` of ``variant``'s entry in ``cell``, read from the page's table row."""
+    row = re.search(rf'<tr data-case="[^"]+" data-variant="{re.escape(variant)}"[^>]*>(.*?)</tr>', html, re.S)
+    assert row, f"no table row for {variant}"
+    entry = re.search(rf'<td [^>]*data-outcome="([^"]*)"[^>]*data-cell="{re.escape(cell)}"', row.group(1))
+    assert entry, f"no entry for {variant} in {cell}"
+    return entry.group(1)
+
+
 def test_report_shows_both_outcomes_and_the_workaround(mini_matrix: Path) -> None:
-    """The generated report carries what the cells recorded, in every format."""
+    """The generated report carries what the cells recorded, in every format: read from the table cells, not the legend."""
     compat = json.loads((mini_matrix / "compat.json").read_text())
     assert compat["results"][T5][REPRODUCED]["outcome"] == "reproduced"
     assert compat["results"][T5][FIXED]["outcome"] == "fixed"
     markdown = (mini_matrix / "compat.md").read_text()
-    assert "reproduced" in markdown and "fixed" in markdown and "enable_grad_closure" in markdown
+    trainer = markdown_row(markdown, "t5_loss_no_grad_fn", "lightning_trainer[cpu]")
+    assert trainer["pl 2.0.3"].startswith("✗ reproduced") and trainer["pl 2.6.6"].startswith("✓ fixed"), trainer
+    assert "works: enable\\_grad\\_closure" in trainer["pl 2.0.3"], "the workaround that held where it reproduced"
+    workaround = markdown_row(markdown, "t5_loss_no_grad_fn", "enable_grad_closure[cpu]")
+    assert [v for k, v in workaround.items() if k != "variant"] == ["✓ fixed", "✓ fixed"], "the workaround is fixed in both cells"
     html = (mini_matrix / "index.html").read_text()
-    assert REPRODUCED in html and "reproduced" in html
+    assert html_cell(html, T5, REPRODUCED) == "reproduced" and html_cell(html, T5, FIXED) == "fixed"
+    assert html_cell(html, "t5_loss_no_grad_fn::enable_grad_closure[cpu]", REPRODUCED) == "fixed"
 
 
 def test_exported_repro_reproduces_in_a_fresh_venv(mini_matrix: Path, tmp_path: Path) -> None:

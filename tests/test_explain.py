@@ -10,21 +10,23 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
 
+from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.cli import main
 from bugmatrix.files import write_json_atomic
-from bugmatrix.releases.notes import new_releases, release_notes
-from bugmatrix.report.envdiff import distribution_changes, explain_changes
+from bugmatrix.releases.notes import NoteKind, new_releases, release_groups, release_notes
+from bugmatrix.report.envdiff import Moved, distribution_changes, explain_changes
+from bugmatrix.report.markdown import escape_md
 from bugmatrix.report.merge import merge_runs
-from bugmatrix.report.render_md import escape_md
+from bugmatrix.report.model import Compat
+from bugmatrix.report.night import analyse
 from tests.test_report import CORE, FIXED, REPRODUCED, WORKS, fixture_runs
 
 GENERATED = "2026-11-20T02:00:00+00:00"
 
 
-def compat_of(runs: list[RunRecord]) -> dict[str, Any]:
+def compat_of(runs: list[RunRecord]) -> Compat:
     return merge_runs(runs, profile="nightly", commit="abc1234", generated=GENERATED)
 
 
@@ -44,11 +46,11 @@ def write_runs(directory: Path, runs: list[RunRecord]) -> None:
         write_json_atomic(directory / "runs" / f"{run.cell}.json", run.to_json())
 
 
-def report(tmp_path: Path, runs: list[RunRecord], baseline: dict[str, Any]) -> tuple[str, str]:
+def report(tmp_path: Path, runs: list[RunRecord], baseline: Compat) -> tuple[str, str]:
     """Run the real report command; return (index.html, step summary)."""
     reports, summary = tmp_path / "reports", tmp_path / "summary.md"
     write_runs(reports, runs)
-    write_json_atomic(tmp_path / "baseline.json", baseline)
+    write_json_atomic(tmp_path / "baseline.json", analyse(baseline).to_json())
     code = main(["report", "--reports", str(reports), "--profile", "nightly", "--baseline", str(tmp_path / "baseline.json"),
                  "--step-summary", str(summary)])  # fmt: skip
     assert code == 0
@@ -76,7 +78,7 @@ def test_a_planted_transitive_change_is_named_in_the_html_and_the_step_summary(t
 def test_an_unchanged_environment_says_the_cause_is_not_below_the_pins() -> None:
     baseline = compat_of(runs_with("2.3.4"))
     current = compat_of(runs_with("2.3.4", core_outcome="reproduced"))
-    assert explain_changes(baseline, current) == [{"variant": CORE, "cell": FIXED, "before": "fixed", "after": "reproduced", "moved": []}]
+    assert explain_changes(baseline, current) == [Moved(CORE, FIXED, Outcome.FIXED, Outcome.REPRODUCED, ())]
     assert explain_changes(None, current) == [] and explain_changes(baseline, baseline) == []
 
 
@@ -96,7 +98,7 @@ def test_a_new_release_is_compared_with_the_previous_release_in_the_run(tmp_path
     assert new_releases(current, baseline) == [("torch", "2.16.0")]
     notes = {n.variant: n for n in release_notes(current, baseline)}
     assert notes[CORE].text == f"torch 2.16.0 (new): {CORE} reproduced, as in 2.5.1"
-    assert notes[WORKS].kind == "same" and notes[WORKS].previous_version == "2.5.1"
+    assert notes[WORKS].kind is NoteKind.SAME and notes[WORKS].previous_version == "2.5.1"
 
     current = compat_of(new_release_runs("fixed"))
     assert {n.variant: n.text for n in release_notes(current, baseline)}[CORE] == (
@@ -104,13 +106,23 @@ def test_a_new_release_is_compared_with_the_previous_release_in_the_run(tmp_path
     )
 
 
-def test_a_regression_candidate_leads_the_html_and_the_summary(tmp_path: Path) -> None:
+def back_in_the_new_release(verdict: str) -> list[RunRecord]:
+    """The predecessor (torch 2.5.1) had CORE fixed; the new release brings it back, with ``verdict`` against its expectation."""
     runs = new_release_runs("fixed")
-    for run in runs:  # the predecessor had it fixed; the new release brings it back
+    for run in runs:
         if run.cell == REPRODUCED:
             run.results = [type(r)(**{**r.__dict__, "outcome": "fixed" if r.id == CORE else r.outcome}) for r in run.results]
         if run.cell == "py311-torch2.16.0-pl2.0.3":
-            run.results = [type(r)(**{**r.__dict__, "outcome": "reproduced" if r.id == CORE else r.outcome}) for r in run.results]
+            expected = "reproduced" if verdict == "as-expected" else "fixed"
+            run.results = [
+                type(r)(**{**r.__dict__, "outcome": "reproduced", "verdict": verdict, "expected": expected}) if r.id == CORE else r
+                for r in run.results
+            ]
+    return runs
+
+
+def test_a_regression_candidate_leads_the_html_and_the_summary(tmp_path: Path) -> None:
+    runs = back_in_the_new_release("regression")
     html, summary = report(tmp_path, runs, compat_of(fixture_runs()))
     text = f"torch 2.16.0 (new): {CORE} reproduced, but fixed in 2.5.1 — a regression candidate"
     assert f"  - {escape_md(text)}" in summary
@@ -120,16 +132,22 @@ def test_a_regression_candidate_leads_the_html_and_the_summary(tmp_path: Path) -
     assert "regression-candidate" in first, "releases with a regression candidate come first"
 
 
+def test_a_change_its_expectation_declares_is_no_regression_candidate(tmp_path: Path) -> None:
+    """Issue 23: "regression candidate" only for an outcome that differs from its expectation."""
+    html, summary = report(tmp_path, back_in_the_new_release("as-expected"), compat_of(fixture_runs()))
+    text = f"torch 2.16.0 (new): {CORE} reproduced, but fixed in 2.5.1 — as its expectation declares"
+    assert f"  - {escape_md(text)}" in summary and text in html
+    assert "regression candidate" not in summary and "regression-candidate" not in html
+
+
 def test_results_as_before_are_one_count_per_release_and_only_the_rest_is_spelled_out(tmp_path: Path) -> None:
     """At the full profile a first run holds hundreds of notes; the headline counts the unchanged ones."""
-    from bugmatrix.releases.notes import group_headline, release_groups
-
     current = compat_of(new_release_runs("fixed"))
-    notes = [n.to_json() for n in release_notes(current, compat_of(fixture_runs()))]
+    notes = release_notes(current, compat_of(fixture_runs()))
     (group,) = release_groups(notes)
-    assert group["total"] == len(notes) and group["same"] == len(notes) - 1
-    assert [n["variant"] for n in group["notable"]] == [CORE]
-    assert group_headline(group) == f"torch 2.16.0 (new): {len(notes) - 1} of {len(notes)} results as in 2.5.1; 1 differ"
+    assert group.total == len(notes) and group.same == len(notes) - 1
+    assert [n.variant for n in group.notable] == [CORE]
+    assert group.headline == f"torch 2.16.0 (new): {len(notes) - 1} of {len(notes)} results as in 2.5.1; 1 differ"
     html, summary = report(tmp_path, new_release_runs("fixed"), compat_of(fixture_runs()))
     assert summary.count("(new)") == 2, "the headline and the one note that differs"
     assert html.count('class="release-group"') == 1
@@ -157,8 +175,6 @@ def test_what_latest_meant_is_in_the_header_of_every_format(tmp_path: Path) -> N
 
 
 def test_the_plans_resolution_wins_and_a_stale_one_says_so() -> None:
-    from bugmatrix.report.merge import tracking_text
-
     runs = fixture_runs()
     plan_cells = [{"id": r.cell, "pins": dict(r.pins), "variants": [x.id for x in r.results]} for r in runs]
     resolution = {
@@ -166,9 +182,9 @@ def test_the_plans_resolution_wins_and_a_stale_one_says_so() -> None:
         "resolved_at": "2026-11-23T03:17:00+00:00",
         "stale": True,
     }
-    axes = compat_of(runs)["axes"]
+    axes = [a.to_json() for a in compat_of(runs).axes]
     plan = {"schema": "bugmatrix.plan.cells/1", "profile": "nightly", "axes": axes, "cells": plan_cells, "resolution": resolution}
     compat = merge_runs(runs, profile="nightly", commit="abc1234", generated=GENERATED, plan=plan)
-    assert tracking_text(compat) == (
+    assert compat.tracking_text() == (
         "torch latest = 2.16.0 (resolved 2026-11-23T03:17:00+00:00); registry unreachable: the last saved resolution"
     )

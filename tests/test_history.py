@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -27,6 +28,8 @@ from bugmatrix.report.history import (
     summarise,
     write_history,
 )
+from bugmatrix.report.model import Compat
+from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import render_step_summary
 from tests.test_report import CORE, FIXED, REPRODUCED, WORKS, fixture_compat
@@ -35,16 +38,14 @@ ROOT = Path(__file__).resolve().parents[1]
 DATES = ("2026-11-21", "2026-11-22", "2026-11-23")
 
 
-def three_nights() -> list[dict]:
+def three_nights() -> list[Compat]:
     """CORE changes in FIXED on night 2 and stays; WORKS flaps in REPRODUCED: fixed, timeout, fixed."""
-    nights = [fixture_compat() for _ in DATES]
-    for compat in nights[1:]:
-        compat["results"][CORE][FIXED]["outcome"] = "reproduced"
-    nights[1]["results"][WORKS][REPRODUCED]["outcome"] = "timeout"
-    return nights
+    first = fixture_compat()
+    second = first.with_entry(CORE, FIXED, outcome="reproduced")
+    return [first, second.with_entry(WORKS, REPRODUCED, outcome="timeout"), second]
 
 
-def history_of(nights: list[dict]) -> list[Night]:
+def history_of(nights: list[Compat]) -> list[Night]:
     kept: list[Night] = []
     for date, compat in zip(DATES, nights, strict=True):
         kept = append_night(kept, night_from_compat(compat, date))
@@ -64,7 +65,7 @@ def test_since_timeline_and_flaky_over_three_nights() -> None:
 
 def test_a_progression_is_not_flaky_and_absent_nights_are_gaps() -> None:
     nights = three_nights()
-    nights[2]["results"][WORKS][REPRODUCED]["outcome"] = "crashed"  # fixed → timeout → crashed
+    nights[2] = nights[2].with_entry(WORKS, REPRODUCED, outcome="crashed")  # fixed → timeout → crashed
     summary = summarise(history_of(nights))
     assert summary[WORKS].flaky == []
     kept = history_of(nights)
@@ -83,27 +84,26 @@ def test_flaky_changes_are_downgraded_in_the_baseline_diff() -> None:
     assert downgraded[(WORKS, REPRODUCED)].kind is ChangeKind.FLAKY and ChangeKind.FLAKY not in FAILING
     assert downgraded[(CORE, FIXED)].kind is ChangeKind.REGRESSION, "a change that stuck is still a regression"
     # Listed, not silent: the step summary names it, with its mark.
-    summary = render_step_summary(tonight, list(downgraded.values()))
+    summary = render_step_summary(dataclasses.replace(analyse(tonight, baseline), changes=tuple(downgraded.values())))
     assert f"**flaky**: `{WORKS}` in `{REPRODUCED}`" in summary
 
 
 def test_the_step_summary_names_flaky_pairs_even_on_a_night_they_match_the_baseline() -> None:
     """Night 3 is back to the baseline's outcome, so no change is listed; the flaky mark still is."""
     nights = three_nights()
-    history = summarise(history_of(nights))
-    changes = diff_against_baseline(nights[2], nights[0], flaky_pairs(history))
-    assert all(c.variant_id != WORKS for c in changes)
-    summary = render_step_summary(nights[2], changes, history)
+    report = analyse(nights[2], nights[0], history_of(nights))
+    assert all(c.variant_id != WORKS for c in report.changes)
+    summary = render_step_summary(report)
     flaky = summary[summary.index("## ≈ Flaky") : summary.index("## Outcomes per case")]
     assert f"- `{WORKS}` in `{REPRODUCED}`" in flaky and CORE not in flaky
-    assert "## ≈ Flaky" not in render_step_summary(nights[2], changes), "no history, no section"
+    assert "## ≈ Flaky" not in render_step_summary(analyse(nights[2], nights[0])), "no history, no section"
 
 
 def test_a_flaky_regression_verdict_is_flaky_but_a_missing_result_never_is() -> None:
     """The expectation's regression verdict is downgraded for a flaky pair too; a hole in the table never is."""
     tonight = fixture_compat()
-    tonight["results"][CORE][FIXED].update(outcome="reproduced", verdict="regression")
-    tonight["results"][WORKS][REPRODUCED].update(outcome=Outcome.MISSING, verdict="not-run")
+    tonight = tonight.with_entry(CORE, FIXED, outcome="reproduced", verdict="regression")
+    tonight = tonight.with_entry(WORKS, REPRODUCED, outcome=Outcome.MISSING, verdict="not-run")
     flaky = {(CORE, FIXED), (WORKS, REPRODUCED)}
     kinds = {(c.variant_id, c.cell_id): c.kind for c in diff_against_baseline(tonight, fixture_compat(), flaky)}
     assert kinds[(CORE, FIXED)] is ChangeKind.FLAKY
@@ -118,12 +118,12 @@ def test_every_outcome_has_its_own_history_letter() -> None:
 def test_missing_nights_are_gaps_not_changes_nor_flaps() -> None:
     """fixed, missing, fixed is no change; fixed, missing, reproduced is one change, on the night it shows."""
     nights = [fixture_compat() for _ in DATES]
-    nights[1]["results"][CORE][FIXED]["outcome"] = Outcome.MISSING
+    nights[1] = nights[1].with_entry(CORE, FIXED, outcome=Outcome.MISSING)
     summary = summarise(history_of(nights))[CORE]
     assert summary.since == DATES[0] and summary.flaky == []
     assert [t.state for t in summary.timeline] == ["first", "missing", "same"]
     assert summary.timeline[1].symbol == "?"
-    nights[2]["results"][CORE][FIXED]["outcome"] = "reproduced"
+    nights[2] = nights[2].with_entry(CORE, FIXED, outcome="reproduced")
     summary = summarise(history_of(nights))[CORE]
     assert summary.since == DATES[2] and [t.state for t in summary.timeline] == ["first", "missing", "changed"]
     assert "fixed → reproduced" in summary.timeline[2].title
@@ -198,7 +198,7 @@ def test_a_corrupt_history_is_one_line_naming_the_file_and_the_fix(tmp_path: Pat
 
 def test_html_shows_since_timeline_and_the_flaky_mark() -> None:
     nights = three_nights()
-    html = render_html(nights[2], [], summarise(history_of(nights)))
+    html = render_html(analyse(nights[2], None, history_of(nights)))
     assert 'data-since="2026-11-22"' in html and "since 2026-11-22" in html
     assert re.search(r'class="flaky" title="changed back and forth[^"]*py311-torch2\.5\.1-pl2\.0\.3">≈ flaky \(1 cell\)', html)
     assert '<span class="t-flap"' in html and '<span class="t-changed"' in html
@@ -208,7 +208,7 @@ def test_report_command_appends_a_night_per_run(tmp_path: Path, capsys: pytest.C
     reports = tmp_path / "reports"
     shutil.copytree(ROOT / "tests" / "fixtures" / "runs", reports / "runs")
     history = tmp_path / "carried" / "history.jsonl"
-    argv = ["report", "--reports", str(reports), "--history", str(history)]
+    argv = ["report", "--reports", str(reports), "--history", str(history), "--profile", "smoke"]
     runfile, flapping = reports / "runs" / f"{FIXED}.json", reports / "runs" / f"{REPRODUCED}.json"
     steps = tmp_path / "step-summary.md"
 
@@ -236,3 +236,18 @@ def test_report_command_appends_a_night_per_run(tmp_path: Path, capsys: pytest.C
     history.write_text("garbage\n")
     assert main(argv) == 2
     assert re.search(r"history\.jsonl:1: corrupt history line", capsys.readouterr().err)
+
+
+def test_findings_bundle_what_a_maintainer_acts_on_with_since_moved_and_boundary() -> None:
+    """The model the issue-body view will read: one finding per (kind, variant), its cells, since when, the boundary."""
+    nights = three_nights()
+    tonight = nights[2].with_entry(WORKS, FIXED, outcome=Outcome.MISSING, message="no run file for this cell")
+    report = analyse(tonight, nights[0], history_of([*nights[:2], tonight]))
+    by_kind = {(f.kind, f.variant_id): f for f in report.findings()}
+    regression = by_kind[(ChangeKind.REGRESSION, CORE)]
+    assert regression.cells == (FIXED,) and regression.since == DATES[1], "the night it came back"
+    assert regression.boundary == "torch 2.11.0 ✗ → 2.12.0 ‼", "reproduced through 2.11.0 tonight, then the crash"
+    assert regression.moved == {}, "the fixture cells record no distributions: nothing to say moved"
+    missing = by_kind[(ChangeKind.MISSING, WORKS)]
+    assert missing.cells == (FIXED,) and missing.message == "no run file for this cell"
+    assert [f.kind for f in report.findings()][:2] == [ChangeKind.MISSING, ChangeKind.REGRESSION], "most severe first"

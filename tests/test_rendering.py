@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import re
 import time
 from pathlib import Path
@@ -12,10 +11,14 @@ import pytest
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
+from bugmatrix.report.compat_file import load_compat
 from bugmatrix.report.diff import diff_against_baseline, summary_lines
-from bugmatrix.report.merge import load_compat, merge_runs
+from bugmatrix.report.markdown import escape_md
+from bugmatrix.report.merge import merge_runs
+from bugmatrix.report.model import Compat
+from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
-from bugmatrix.report.render_md import escape_md, render_markdown, render_step_summary
+from bugmatrix.report.render_md import render_markdown, render_step_summary
 
 HOSTILE = '<script>document.title="pwned"</script> | `x`'
 
@@ -57,25 +60,24 @@ def fixture_runs() -> list[RunRecord]:
     ]
 
 
-def compat() -> dict:
+def compat() -> Compat:
     return merge_runs(fixture_runs(), profile="smoke", commit="abc1234", generated="2026-11-01T00:00:00+00:00")
 
 
 def test_merge_keeps_observed_environment_and_workarounds() -> None:
     data = compat()
-    assert [c["id"] for c in data["cells"]][:2] == ["py311-torch2.5.1", "py311-torch2.11.0"]
-    assert data["cells"][0]["environment"]["torch"] == "2.5.1+cu128"
-    core = data["results"]["demo::core[cpu]"]
-    assert core["py311-torch2.5.1"]["workarounds"] == ["fresh"]
-    assert core["py311-torch2.11.0"]["workarounds"] == []
-    assert core["py311-torch9.0.0"]["outcome"] == "install-failed"
-    assert [v["variant"] for v in data["variants"]] == ["core", "fresh"], "core rows before workarounds"
+    assert [c.id for c in data.cells][:2] == ["py311-torch2.5.1", "py311-torch2.11.0"]
+    assert data.cells[0].environment["torch"] == "2.5.1+cu128"
+    core = data.results["demo::core[cpu]"]
+    assert core["py311-torch2.5.1"].workarounds == ("fresh",)
+    assert core["py311-torch2.11.0"].workarounds == ()
+    assert core["py311-torch9.0.0"].outcome == "install-failed"
+    assert [v.name for v in data.variants] == ["core", "fresh"], "core rows before workarounds"
 
 
 def test_planted_regression_is_found_and_summarised() -> None:
     baseline = compat()
-    current = copy.deepcopy(baseline)
-    current["results"]["demo::core[cpu]"]["py311-torch2.11.0"]["outcome"] = "reproduced"
+    current = baseline.with_entry("demo::core[cpu]", "py311-torch2.11.0", outcome="reproduced")
     changes = diff_against_baseline(current, baseline)
     assert changes[0].kind == "regression" and changes[0].cell_id == "py311-torch2.11.0"
     lines = summary_lines(changes)
@@ -88,11 +90,11 @@ def test_unchanged_run_has_no_changes() -> None:
 
 def test_other_changes_are_classified() -> None:
     baseline = compat()
-    current = copy.deepcopy(baseline)
-    grid = current["results"]["demo::core[cpu]"]
-    grid["py311-torch2.5.1"]["outcome"] = "fixed"
-    grid["py311-torch2.11.0"]["outcome"] = "timeout"
-    grid["py311-torch2.12.0"]["outcome"] = "install-failed"
+    current = (
+        baseline.with_entry("demo::core[cpu]", "py311-torch2.5.1", outcome="fixed")
+        .with_entry("demo::core[cpu]", "py311-torch2.11.0", outcome="timeout")
+        .with_entry("demo::core[cpu]", "py311-torch2.12.0", outcome="install-failed")
+    )
     kinds = {c.cell_id: c.kind for c in diff_against_baseline(current, baseline)}
     assert kinds == {
         "py311-torch2.5.1": "unexpected-fix",
@@ -109,10 +111,8 @@ def test_run_verdict_regression_shows_without_baseline() -> None:
 
 def test_markdown_escapes_hostile_text_and_shows_symbol_and_word() -> None:
     baseline = compat()
-    current = copy.deepcopy(baseline)
-    hostile = current["results"]["demo::core[cpu]"]["py311-torch2.11.0"]
-    hostile.update(outcome="reproduced", message=HOSTILE)  # a regression whose message is hostile
-    text = render_markdown(current, diff_against_baseline(current, baseline))
+    current = baseline.with_entry("demo::core[cpu]", "py311-torch2.11.0", outcome="reproduced", message=HOSTILE)  # a hostile regression
+    text = render_markdown(analyse(current, baseline))
     assert "<script>" not in text and "&lt;script&gt;" in text and "\\|" in text
     assert "✗ reproduced — works: fresh" in text and "✓ fixed" in text and "‼ crashed" in text and "⚠ install-failed" in text
     for line in text.splitlines():
@@ -122,7 +122,7 @@ def test_markdown_escapes_hostile_text_and_shows_symbol_and_word() -> None:
 
 
 def test_html_escapes_hostile_strings_and_loads_nothing() -> None:
-    html = render_html(compat(), [])
+    html = render_html(analyse(compat()))
     assert '<script>document.title="pwned"' not in html
     assert "&lt;script&gt;document.title=" in html
     assert "torch==9.0.0 &lt;b&gt;" in html
@@ -131,17 +131,15 @@ def test_html_escapes_hostile_strings_and_loads_nothing() -> None:
 
 def test_html_puts_regressions_above_the_table() -> None:
     baseline = compat()
-    current = copy.deepcopy(baseline)
-    current["results"]["demo::core[cpu]"]["py311-torch2.11.0"]["outcome"] = "reproduced"
-    html = render_html(current, diff_against_baseline(current, baseline))
+    current = baseline.with_entry("demo::core[cpu]", "py311-torch2.11.0", outcome="reproduced")
+    html = render_html(analyse(current, baseline))
     assert html.index("change-regression") < html.index('id="compat-table"')
 
 
 def test_step_summary_lists_regressions_first() -> None:
     baseline = compat()
-    current = copy.deepcopy(baseline)
-    current["results"]["demo::core[cpu]"]["py311-torch2.11.0"]["outcome"] = "reproduced"
-    summary = render_step_summary(current, diff_against_baseline(current, baseline))
+    current = baseline.with_entry("demo::core[cpu]", "py311-torch2.11.0", outcome="reproduced")
+    summary = render_step_summary(analyse(current, baseline))
     assert summary.index("**regression**") < summary.index("## Outcomes per case")
     assert "| demo |" in summary
 
@@ -162,6 +160,6 @@ def test_big_report_renders(tmp_path: Path) -> None:
         run(f"c{i:04d}", "2.5.1", *(record(f"v{j:02d}", "fixed" if (i + j) % 3 else "reproduced") for j in range(20))) for i in range(1000)
     ]
     start = time.perf_counter()
-    html = render_html(merge_runs(runs, profile="full", commit="x", generated="now"), [])
+    html = render_html(analyse(merge_runs(runs, profile="full", commit="x", generated="now")))
     assert html.count('data-outcome="reproduced"') == sum(1 for i in range(1000) for j in range(20) if (i + j) % 3 == 0)
     print(f"rendered 1000x20 in {time.perf_counter() - start:.2f}s")

@@ -14,24 +14,27 @@ The fixtures in ``tests/fixtures/runs/`` are real ``bugmatrix.run/1`` files:
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
 from packaging.version import Version
 
+from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
-from bugmatrix.report import OUTCOMES, label
+from bugmatrix.report.compat_file import load_compat
 from bugmatrix.report.diff import Change, diff_against_baseline, summary_lines
-from bugmatrix.report.merge import COMPAT_SCHEMA, LOG_LIMIT, load_compat, merge_runs
+from bugmatrix.report.markdown import code, escape_md
+from bugmatrix.report.merge import LOG_LIMIT, merge_runs
+from bugmatrix.report.model import COMPAT_SCHEMA, Compat, InstallStatus
+from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
-from bugmatrix.report.render_md import SUMMARY_CHANGE_LIMIT, code, escape_md, render_markdown, render_step_summary
+from bugmatrix.report.render_md import SUMMARY_CHANGE_LIMIT, render_markdown, render_step_summary
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 REPRODUCED, FIXED, CRASHED, UNINSTALLABLE = (
@@ -49,15 +52,13 @@ def fixture_runs() -> list[RunRecord]:
     return sorted(load_run_dir(FIXTURES), key=lambda run: Version(run.pins["torch"]))
 
 
-def fixture_compat() -> dict[str, Any]:
+def fixture_compat() -> Compat:
     return merge_runs(fixture_runs(), profile="smoke", commit="abc1234", generated="2026-11-20T02:00:00+00:00")
 
 
-def with_regression(baseline: dict[str, Any]) -> dict[str, Any]:
+def with_regression(baseline: Compat) -> Compat:
     """The baseline with the bug back where it was fixed: the change CI must catch."""
-    current = copy.deepcopy(baseline)
-    current["results"][CORE][FIXED].update(outcome="reproduced", message="RuntimeError: expected scalar type Half but found Float")
-    return current
+    return baseline.with_entry(CORE, FIXED, outcome="reproduced", message="RuntimeError: expected scalar type Half but found Float")
 
 
 def table_rows(markdown: str) -> list[str]:
@@ -69,57 +70,58 @@ def table_rows(markdown: str) -> list[str]:
 
 def test_merge_header_cells_and_observed_environments() -> None:
     compat = fixture_compat()
-    assert compat["schema"] == COMPAT_SCHEMA
-    assert (compat["profile"], compat["commit"], compat["generated"]) == ("smoke", "abc1234", "2026-11-20T02:00:00+00:00")
-    assert [c["id"] for c in compat["cells"]] == [REPRODUCED, FIXED, CRASHED, UNINSTALLABLE], "cells keep the plan's order"
-    first = compat["cells"][0]
-    assert first["pins"]["torch"] == "2.5.1" and first["environment"]["torch"] == "2.5.1+<b>cu124</b>", "pins as requested, env as observed"
-    assert "executable" not in first["environment"], "machine-local paths stay out of the shared document"
-    assert first["duration_s"] == 41.0
-    assert compat["cells"][3]["install"] == {"status": "failed", "reason": compat["cells"][3]["install"]["reason"]}
-    (host,) = compat["environments"]
-    assert host["platform"] == "Linux-x86_64" and host["gpu"] is None and host["cuda"] == ["12.4"]
-    assert host["cells"] == [REPRODUCED, FIXED, CRASHED], "a cell that never installed observed nothing"
-    json.dumps(compat)  # it is written as compat.json and as the baseline
+    assert compat.schema == COMPAT_SCHEMA and compat.to_json()["schema"] == COMPAT_SCHEMA
+    assert (compat.profile, compat.commit, compat.generated) == ("smoke", "abc1234", "2026-11-20T02:00:00+00:00")
+    assert [c.id for c in compat.cells] == [REPRODUCED, FIXED, CRASHED, UNINSTALLABLE], "cells keep the plan's order"
+    first = compat.cells[0]
+    assert first.pins["torch"] == "2.5.1" and first.environment["torch"] == "2.5.1+<b>cu124</b>", "pins as requested, env as observed"
+    assert "executable" not in first.environment, "machine-local paths stay out of the shared document"
+    assert first.duration_s == 41.0
+    assert compat.cells[3].install.status is InstallStatus.FAILED and "torch==9.0.0" in compat.cells[3].install.reason
+    (host,) = compat.environments
+    assert host.platform == "Linux-x86_64" and host.gpu is None and host.cuda == ("12.4",)
+    assert host.cells == (REPRODUCED, FIXED, CRASHED), "a cell that never installed observed nothing"
+    assert compat.interpreter == "python", "the axis the cells pin but whose distribution they do not record"
+    json.dumps(compat.to_json())  # it is written as compat.json and as the baseline
 
 
 def test_merge_orders_variants_by_case_with_workarounds_last() -> None:
-    variants = fixture_compat()["variants"]
-    assert [v["case"] for v in variants] == sorted(v["case"] for v in variants)
-    autocast = [v for v in variants if v["case"] == "autocast_cache"]
-    kinds = [v["kind"] for v in autocast]
+    variants = fixture_compat().variants
+    assert [v.case for v in variants] == sorted(v.case for v in variants)
+    autocast = [v for v in variants if v.case == "autocast_cache"]
+    kinds = [v.kind.value for v in autocast]
     assert kinds == sorted(kinds, key=["core", "framework", "workaround"].index)
-    crashed_core = next(v for v in variants if v["id"] == CORE)
-    assert crashed_core["kind"] == "core", "the crash record has no kind; another cell supplies it"
-    assert "github.com/pytorch/pytorch/issues" in crashed_core["evidence"]
+    crashed_core = next(v for v in variants if v.id == CORE)
+    assert crashed_core.kind == "core", "the crash record has no kind; another cell supplies it"
+    assert "github.com/pytorch/pytorch/issues" in crashed_core.evidence
 
 
 def test_merge_results_grid_names_the_workaround_that_works_there() -> None:
-    results = fixture_compat()["results"]
+    results = fixture_compat().results
     entry = results[CORE][REPRODUCED]
-    assert entry["outcome"] == "reproduced" and entry["verdict"] == "as-expected" and entry["expected"] == "reproduced"
-    assert entry["workarounds"] == ["cache_disabled"], "fresh_autocast reproduces there too, so it is not named"
-    assert "loss.backward()" in entry["log"] and entry["duration_s"] == 0.25
-    assert results[CORE][FIXED]["workarounds"] == [], "only reproduced entries name workarounds"
-    assert results[WORKS][REPRODUCED]["outcome"] == "fixed" and results[NOT_WORKS][REPRODUCED]["outcome"] == "reproduced"
-    assert results[CORE][CRASHED]["outcome"] == "crashed"
-    assert results[HOSTILE_ID][CRASHED]["outcome"] == "timeout"
+    assert entry.outcome is Outcome.REPRODUCED and entry.verdict == "as-expected" and entry.expected is Outcome.REPRODUCED
+    assert entry.workarounds == ("cache_disabled",), "fresh_autocast reproduces there too, so it is not named"
+    assert "loss.backward()" in entry.log and entry.duration_s == 0.25
+    assert results[CORE][FIXED].workarounds == (), "only reproduced entries name workarounds"
+    assert results[WORKS][REPRODUCED].outcome is Outcome.FIXED and results[NOT_WORKS][REPRODUCED].outcome is Outcome.REPRODUCED
+    assert results[CORE][CRASHED].outcome is Outcome.CRASHED
+    assert results[HOSTILE_ID][CRASHED].outcome is Outcome.TIMEOUT
 
 
 def test_merge_marks_every_variant_of_an_uninstallable_cell() -> None:
     compat = fixture_compat()
-    for variant in compat["variants"]:
-        entry = compat["results"][variant["id"]][UNINSTALLABLE]
-        assert entry["outcome"] == "install-failed" and entry["verdict"] == "not-run"
-        assert "torch==9.0.0" in entry["message"], "the reason is what the reader needs"
+    for variant in compat.variants:
+        entry = compat.results[variant.id][UNINSTALLABLE]
+        assert entry.outcome is Outcome.INSTALL_FAILED and entry.verdict == "not-run"
+        assert "torch==9.0.0" in entry.message, "the reason is what the reader needs"
 
 
 def test_merge_keeps_the_tail_of_long_logs() -> None:
     runs = fixture_runs()
     record = runs[0].results[0]
     runs[0].results[0] = VariantRecord(**{**record.__dict__, "log": "head\n" + "x" * 5000 + "\nRuntimeError: the end"})
-    entry = merge_runs(runs, profile="smoke", commit="x", generated="now")["results"][record.id][REPRODUCED]
-    assert len(entry["log"]) == LOG_LIMIT and entry["log"].endswith("RuntimeError: the end")
+    entry = merge_runs(runs, profile="smoke", commit="x", generated="now").results[record.id][REPRODUCED]
+    assert len(entry.log) == LOG_LIMIT and entry.log.endswith("RuntimeError: the end")
 
 
 def test_merge_refuses_two_run_files_for_one_cell() -> None:
@@ -131,7 +133,7 @@ def test_merge_refuses_two_run_files_for_one_cell() -> None:
 def test_merge_tolerates_unparseable_timestamps() -> None:
     run = fixture_runs()[1]
     run.started, run.finished = "", "2026-11-20T01:01:30"  # empty, and naive against aware
-    assert merge_runs([run], profile="smoke", commit="x", generated="now")["cells"][0]["duration_s"] is None
+    assert merge_runs([run], profile="smoke", commit="x", generated="now").cells[0].duration_s is None
 
 
 # -- load_compat -----------------------------------------------------------------------------------
@@ -139,8 +141,9 @@ def test_merge_tolerates_unparseable_timestamps() -> None:
 
 def test_load_compat_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "baseline.json"
-    write_json_atomic(path, fixture_compat())
-    assert load_compat(path) == json.loads(json.dumps(fixture_compat()))
+    write_json_atomic(path, analyse(fixture_compat()).to_json())
+    loaded = load_compat(path)
+    assert loaded == fixture_compat() and loaded.to_json() == fixture_compat().to_json()
 
 
 @pytest.mark.parametrize(
@@ -176,6 +179,16 @@ def test_planted_regression_is_the_first_change_and_summarised() -> None:
     ]
 
 
+def test_the_committed_baseline_loads_as_a_model() -> None:
+    """reports/baseline.json is an older (compat/2) document: it loads, and says the same back apart from what /3 adds."""
+    path = Path(__file__).resolve().parents[1] / "reports" / "baseline.json"
+    data = json.loads(path.read_text())
+    baseline = load_compat(path)
+    again = baseline.to_json()
+    assert again["results"] == data["results"] and again["variants"] == data["variants"]
+    assert [c["id"] for c in again["cells"]] == [c["id"] for c in data["cells"]]
+
+
 def test_unchanged_run_has_no_regression() -> None:
     assert diff_against_baseline(fixture_compat(), fixture_compat()) == []
     assert summary_lines(diff_against_baseline(fixture_compat(), fixture_compat())) == []
@@ -183,11 +196,12 @@ def test_unchanged_run_has_no_regression() -> None:
 
 def test_each_kind_of_change() -> None:
     baseline = fixture_compat()
-    current = copy.deepcopy(baseline)
-    current["results"][CORE][REPRODUCED]["outcome"] = "fixed"
-    current["results"][WORKS][FIXED]["outcome"] = "different"
-    current["results"][WORKS][REPRODUCED]["outcome"] = "install-failed"
-    current["results"][HOSTILE_ID][FIXED]["outcome"] = "crashed"
+    current = (
+        baseline.with_entry(CORE, REPRODUCED, outcome="fixed")
+        .with_entry(WORKS, FIXED, outcome="different")
+        .with_entry(WORKS, REPRODUCED, outcome="install-failed")
+        .with_entry(HOSTILE_ID, FIXED, outcome="crashed")
+    )
     kinds = {(c.variant_id, c.cell_id): c.kind for c in diff_against_baseline(current, baseline)}
     assert kinds == {
         (CORE, REPRODUCED): "unexpected-fix",
@@ -199,8 +213,11 @@ def test_each_kind_of_change() -> None:
 
 def test_new_cells_and_variants_are_informational() -> None:
     baseline = merge_runs(fixture_runs()[:2], profile="smoke", commit="x", generated="then")
-    baseline["variants"] = [v for v in baseline["variants"] if v["id"] != NOT_WORKS]
-    del baseline["results"][NOT_WORKS]
+    baseline = dataclasses.replace(
+        baseline,
+        variants=tuple(v for v in baseline.variants if v.id != NOT_WORKS),
+        results={v: e for v, e in baseline.results.items() if v != NOT_WORKS},
+    )
     changes = diff_against_baseline(fixture_compat(), baseline)
     informational = {(c.kind, c.variant_id or c.cell_id) for c in changes if c.kind in ("new-cell", "new-variant")}
     assert informational == {("new-cell", CRASHED), ("new-cell", UNINSTALLABLE), ("new-variant", NOT_WORKS)}
@@ -233,10 +250,10 @@ def test_escape_md_neutralises_table_and_html_markup() -> None:
 
 
 def test_markdown_has_symbol_and_word_and_the_working_workaround() -> None:
-    text = render_markdown(fixture_compat(), [])
+    text = render_markdown(analyse(fixture_compat()))
     rows = "\n".join(table_rows(text))
     for outcome in ("reproduced", "fixed", "different", "crashed", "timeout", "install-failed"):
-        assert label(outcome) in rows, outcome
+        assert Outcome(outcome).label in rows, outcome
     assert "1 variant(s) ran in no cell" in text, "the CUDA row (skipped without a GPU) is counted, not tabled"
     assert "✗ reproduced — works: cache\\_disabled" in text
     assert "every cell pins py 3.11" in text.lower(), "the shared axis is said once, not per column"
@@ -255,7 +272,7 @@ def test_markdown_merges_neighbouring_cells_that_agree() -> None:
     ]
     runs.append(RunRecord(**{**fixed.__dict__, "results": list(fixed.results)}))  # no transformers pin: never inside "tf ..."
     runs[2].results[0] = VariantRecord(**{**fixed.results[0].__dict__, "outcome": "reproduced"})  # tf 5.23.0 differs
-    text = render_markdown(merge_runs(runs, profile="smoke", commit="x", generated="now"), [])
+    text = render_markdown(analyse(merge_runs(runs, profile="smoke", commit="x", generated="now")))
     headers = [line for line in table_rows(text) if line.startswith("| variant")]
     assert headers[0] == f"| variant | tf 4.29.2, 4.30.2 | tf 5.23.0 | {FIXED} |", headers[0]
     assert headers[1] == f"| variant | tf 4.29.2, 4.30.2, 5.23.0 | {FIXED} |", "the other case agrees in all three"
@@ -263,9 +280,8 @@ def test_markdown_merges_neighbouring_cells_that_agree() -> None:
 
 def test_markdown_escapes_hostile_messages_and_versions() -> None:
     baseline = fixture_compat()
-    current = copy.deepcopy(baseline)
-    current["results"][HOSTILE_ID][FIXED].update(outcome="crashed", message=current["results"][HOSTILE_ID][REPRODUCED]["message"])
-    text = render_markdown(current, diff_against_baseline(current, baseline))
+    current = baseline.with_entry(HOSTILE_ID, FIXED, outcome="crashed", message=baseline.results[HOSTILE_ID][REPRODUCED].message)
+    text = render_markdown(analyse(current, baseline))
     assert "<script>" not in text and "<b>" not in text and "<img" not in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "\\| col \\|" in text
     for row in table_rows(text):
@@ -276,9 +292,8 @@ def test_markdown_escapes_hostile_messages_and_versions() -> None:
 
 def test_markdown_puts_changes_on_top_regressions_first() -> None:
     baseline = fixture_compat()
-    current = with_regression(baseline)
-    current["results"][WORKS][FIXED]["outcome"] = "timeout"
-    text = render_markdown(current, diff_against_baseline(current, baseline))
+    current = with_regression(baseline).with_entry(WORKS, FIXED, outcome="timeout")
+    text = render_markdown(analyse(current, baseline))
     changes, regression, failure = text.index("## Changes since baseline"), text.index("**regression**"), text.index("**new-failure-mode**")
     assert changes < regression < failure < text.index("| variant")
     assert text.count("**no-longer-installs**") == 0
@@ -286,24 +301,26 @@ def test_markdown_puts_changes_on_top_regressions_first() -> None:
 
 def test_markdown_groups_a_cell_that_no_longer_installs() -> None:
     baseline = fixture_compat()
-    current = copy.deepcopy(baseline)
-    for per_cell in current["results"].values():
-        per_cell[FIXED].update(outcome="install-failed", message="No solution found")
-    text = render_markdown(current, diff_against_baseline(current, baseline))
-    assert text.count("**no-longer-installs**") == 1 and f"({len(current['variants'])} variants)" in text
+    current = baseline
+    for variant_id in baseline.results:
+        current = current.with_entry(variant_id, FIXED, outcome="install-failed", message="No solution found")
+    report = analyse(current, baseline)
+    text = render_markdown(report)
+    assert text.count("**no-longer-installs**") == 1 and f"({len(current.variants)} variants)" in text
+    assert report.summary_lines() == [f"NO-LONGER-INSTALLS {FIXED}: No solution found"], "fails --fail-on-regression, one line per cell"
 
 
 def test_step_summary_lists_regressions_first_then_a_compact_table() -> None:
     baseline = fixture_compat()
-    summary = render_step_summary(with_regression(baseline), diff_against_baseline(with_regression(baseline), baseline))
+    summary = render_step_summary(analyse(with_regression(baseline), baseline))
     assert summary.index("**regression**") < summary.index("## Outcomes per case")
-    assert "| autocast\\_cache |" in summary and "| case | " + " | ".join(label(o) for o in OUTCOMES) + " |" in summary
+    assert "| autocast\\_cache |" in summary and "| case | " + " | ".join(o.label for o in Outcome) + " |" in summary
     assert "<script>" not in summary
 
 
 def test_step_summary_stays_short_with_thousands_of_changes() -> None:
     changes = [Change("new-failure-mode", f"case::v{i}[cpu]", "cell", "fixed", "crashed", "boom") for i in range(5000)]
-    summary = render_step_summary(fixture_compat(), changes)
+    summary = render_step_summary(dataclasses.replace(analyse(fixture_compat()), changes=tuple(changes)))
     assert summary.count("**new-failure-mode**") == SUMMARY_CHANGE_LIMIT and f"and {5000 - SUMMARY_CHANGE_LIMIT} more" in summary
 
 
@@ -313,9 +330,8 @@ def test_step_summary_stays_short_with_thousands_of_changes() -> None:
 def html_for_regression() -> str:
     """A regression and, below it, a new failure mode since the baseline."""
     baseline = fixture_compat()
-    current = with_regression(baseline)
-    current["results"][WORKS][FIXED]["outcome"] = "timeout"
-    return render_html(current, diff_against_baseline(current, baseline))
+    current = with_regression(baseline).with_entry(WORKS, FIXED, outcome="timeout")
+    return render_html(analyse(current, baseline))
 
 
 class Attributes(HTMLParser):
@@ -371,12 +387,13 @@ def test_html_entries_carry_data_attributes_symbol_word_and_their_log() -> None:
     assert "<details>" in entry.group(1) and "loss.backward()" in entry.group(1), "the entry expands to its message and log"
     anchored = re.search(r'<td [^>]*id="(e\d+)"[^>]*data-cell|<td [^>]*data-cell="[^"]*" id="(e\d+)"', html)
     assert anchored and f'href="#{anchored.group(1) or anchored.group(2)}"' in html, "changes link to their table entry"
-    assert html.count('data-outcome="install-failed"') == len(fixture_compat()["variants"])
+    assert html.count('data-outcome="install-failed"') == len(fixture_compat().variants)
 
 
 def test_html_hostile_pin_names_cannot_add_attributes() -> None:
     compat = fixture_compat()
-    compat["cells"][0]["pins"]['x onmouseover="alert(1)"'] = "1"
-    names = {name for _, name, _ in Attributes(render_html(compat, [])).found}
+    first = dataclasses.replace(compat.cells[0], pins={**compat.cells[0].pins, 'x onmouseover="alert(1)"': "1"})
+    compat = dataclasses.replace(compat, cells=(first, *compat.cells[1:]))
+    names = {name for _, name, _ in Attributes(render_html(analyse(compat))).found}
     assert not [name for name in names if name.startswith("on")], "no event handler attribute, whatever a run file says"
     assert "data-pin-x-onmouseover--alert-1--" in names, "the axis stays filterable under a safe name"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.report.diff import diff_against_baseline
+from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
 from tests.test_report import CORE, FIXED, fixture_compat, with_regression
 
@@ -45,7 +45,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     baseline = fixture_compat()
     current = with_regression(baseline)
     path = tmp_path_factory.mktemp("report") / "index.html"
-    path.write_text(render_html(current, diff_against_baseline(current, baseline)), encoding="utf-8")
+    path.write_text(render_html(analyse(current, baseline)), encoding="utf-8")
     return path
 
 
@@ -72,9 +72,10 @@ def test_hostile_message_did_not_run(dom: str, report: Path) -> None:
 
 
 def test_regression_is_inside_changes_above_the_table(dom: str) -> None:
-    section = dom[dom.index('<section id="changes"') : dom.index("</section>")]
+    start = dom.index('<section id="changes"')
+    section = dom[start : dom.index("</section>", start)]
     assert 'class="change change-regression"' in section and f"{CORE}" in section and FIXED in section
-    assert dom.index("</section>") < dom.index('id="compat-table"')
+    assert dom.index("</section>", start) < dom.index('id="compat-table"')
 
 
 def test_filters_are_built_from_the_table(dom: str) -> None:
@@ -129,7 +130,7 @@ def full_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The synthetic full-profile page (70 cells, 30 nights of history, a flap), with the width probe appended."""
     if CHROMIUM is None:
         pytest.skip("Debian's chromium is not installed (/usr/bin/chromium); install it with: apt-get install -y chromium")
-    from bugmatrix.report.history import Night, night_from_compat, summarise
+    from bugmatrix.report.history import Night, night_from_compat
     from tests.fullscale import full_compat
 
     compat = full_compat()
@@ -141,7 +142,7 @@ def full_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     flapped["autocast_cache::core[cpu]"] = ("R" if core[-2] == "F" else "F") + core[1:]
     nights[-2] = Night(nights[-2].date, "c", "full", night.cells, flapped)
     path = tmp_path_factory.mktemp("full") / "index.html"
-    path.write_text(render_html(compat, [], summarise(nights)).replace("</body>", MEASURE), encoding="utf-8")
+    path.write_text(render_html(analyse(compat, None, nights)).replace("</body>", MEASURE), encoding="utf-8")
     return path
 
 
@@ -167,7 +168,7 @@ def test_full_profile_labels_every_flip_with_its_release(full_dom: str) -> None:
     labelled = set(
         re.findall(r'<li class="flip" data-variant="([^"]+)" data-flip-axis="([^"]+)" data-release="([^"]+)">([^<]+)</li>', full_dom)
     )
-    expected = {(t.variant["id"], f.axis, f.after) for p in pictures(full_compat())[0] for t in p.tracks for f in t.flips}
+    expected = {(t.variant.id, f.axis, f.after) for p in pictures(full_compat())[0] for t in p.tracks for f in t.flips}
     assert {(v, a, r) for v, a, r, _ in labelled} == expected and len(expected) >= 10
     for _, _, release, text in labelled:
         assert release in text

@@ -1,116 +1,158 @@
-"""The new-release section: how each variant fares in a release the suite has not judged before.
+"""The new-release section: how each variant fares in a release the suite has not judged before, installed or not.
 
 A release is *new* in a run when the baseline holds no cell that pins it (the
-first nightly after ``latest`` moved), or when no expectation covers any
-result in its cells (every entry there has the verdict ``new``). For every
-variant that ran in a cell pinning a new release, its outcome is compared
-with its outcome in the *previous release of that axis that the run holds*:
-the cell with the same other pins and the nearest lower version of that axis.
+first nightly after ``latest`` moved), or, without a baseline, when no
+expectation covers any result in its cells (every entry there has the verdict
+``new``) or it is what ``latest`` resolved to and no cell of it installed.
+The interpreter axis (the document says which) has no upstream releases.
+
+For every variant that ran in a cell pinning a new release, its outcome is
+compared with its outcome in the *previous release of that axis that the run
+holds*: the cell with the same other pins and the nearest lower version::
 
     torch 2.16.0 (new): autocast_cache::core fixed, as in 2.15.0
     torch 2.16.0 (new): autocast_cache::core reproduced, but fixed in 2.15.0 — a regression candidate
 
-Reads only the compat document and the baseline; the notes go into the
-document (``compat["releases"]``) for the HTML and the step summary to lead with.
+"Regression candidate" only where the new outcome is not what its expectation
+declares; a change the expectation declares is said as such. A cell of a new
+release whose environment could not be built is a note of its own, with
+uv's one-line reason, so a release that does not install leads the page like
+any other news (and fails ``--fail-on-regression``: :func:`install_changes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
-from bugmatrix.report import short
+from bugmatrix.report.diff import Change, ChangeKind
+from bugmatrix.report.model import Cell, Compat, Entry
+from bugmatrix.versions import parse_version
 
-__all__ = ["ReleaseNote", "group_headline", "new_releases", "release_groups", "release_notes"]
+__all__ = [
+    "NoteKind",
+    "ReleaseGroup",
+    "ReleaseNote",
+    "install_changes",
+    "new_releases",
+    "one_line_reason",
+    "release_groups",
+    "release_notes",
+]
 
-INTERPRETER = "python"
-_RAN = {o.value: o.ran for o in Outcome}  # compat entries hold outcome values (merge.py), as the JSON does
-_UNJUDGED = frozenset(
-    {Verdict.NEW.value, Verdict.NOT_RUN.value, None, ""}
-)  # its "releases" are interpreters, not upstream releases of the stack under test
+_UNJUDGED = frozenset({Verdict.NEW, Verdict.NOT_RUN, None})
+
+
+class NoteKind(enum.StrEnum):
+    """How a variant in a new release compares with the previous release of its axis."""
+
+    SAME = "same"
+    REGRESSION_CANDIDATE = "regression-candidate"  # fixed before, reproduced now, and no expectation declares that
+    FIX_CANDIDATE = "fix-candidate"
+    DECLARED = "as-declared"  # changed, exactly as the variant's expectation declares for this release
+    CHANGED = "changed"
+    FIRST = "first"  # no earlier release of the axis in this run to compare with
+    DOES_NOT_INSTALL = "does-not-install"  # the cell's environment could not be built
 
 
 @dataclass(frozen=True)
 class ReleaseNote:
-    """One variant in one cell of a new release, against the previous release of that axis."""
+    """One variant in one cell of a new release (or one cell that did not install), against the previous release."""
 
     axis: str
     version: str
-    variant: str
+    variant: str  # "" for a cell that did not install
     cell: str
-    outcome: str
+    outcome: Outcome
     previous_version: str | None
-    previous_outcome: str | None
-    kind: str  # "same", "regression-candidate", "fix-candidate", "changed", "first"
+    previous_outcome: Outcome | None
+    kind: NoteKind
     text: str
+    reason: str = ""  # uv's one-line reason, for a cell that did not install
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "axis": self.axis, "version": self.version, "variant": self.variant, "cell": self.cell, "outcome": self.outcome.value,
+            "previous_version": self.previous_version,
+            "previous_outcome": self.previous_outcome.value if self.previous_outcome else None, "kind": self.kind.value, "text": self.text,
+            "reason": self.reason,
+        }  # fmt: skip
 
 
-def _version(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
+def one_line_reason(reason: str) -> str:
+    """uv's reason in one line: its "Because ..." sentence when it has one, else the last line that says something."""
+    lines = [line.strip().lstrip("×╰─▶│ ").strip() for line in reason.splitlines()]
+    # uv's own chatter: where it installs ("... environment at: <venv>") and its hints are not the reason.
+    lines = [line for line in lines if line and "environment at:" not in line and not line.lower().startswith(("hint:", "help:"))]
+    if not lines:
+        return "no reason recorded"
+    because = next((line for line in lines if "because" in line.lower()), None)
+    text = because or lines[-1]
+    return text.removeprefix("cause:").removeprefix("error:").strip()
 
 
-def _pinned(compat: Mapping[str, Any] | None) -> set[tuple[str, str]]:
-    return {(a, str(v)) for c in (compat or {}).get("cells", []) for a, v in (c.get("pins") or {}).items() if a != INTERPRETER}
+def _pinned(compat: Compat | None, skip: str | None) -> set[tuple[str, str]]:
+    return {(a, v) for c in (compat.cells if compat else ()) for a, v in c.pins.items() if a != skip}
 
 
-def new_releases(compat: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+def new_releases(compat: Compat, baseline: Compat | None) -> list[tuple[str, str]]:
     """(axis, version) pairs new in this run, in the document's cell order."""
-    before = _pinned(baseline) if baseline else set()
-    pins_of = {c["id"]: c.get("pins") or {} for c in compat.get("cells", [])}
+    interpreter = compat.interpreter
+    before = _pinned(baseline, interpreter) if baseline else set()
+    pins_of = {c.id: c.pins for c in compat.cells}
     # Per cell first (a full report holds ~10^4-10^5 entries), then the cells' pins.
-    ran_cells: set[str] = set()  # a release nothing ran in (install-failed) is not judged "new" by verdicts
+    ran_cells: set[str] = set()  # a release nothing ran in is judged "new" by its tracking, not by verdicts
     judged_cells: set[str] = set()
-    for per_cell in compat.get("results", {}).values():
+    for per_cell in compat.results.values():
         for cell_id, entry in per_cell.items():
-            if _RAN[entry["outcome"]]:
+            if cell_id in judged_cells and cell_id in ran_cells:
+                continue  # most cells are both after a few variants: no need to look at every entry
+            if entry.outcome.ran:
                 ran_cells.add(cell_id)
-            if entry.get("verdict") not in _UNJUDGED:
+            if entry.verdict not in _UNJUDGED:
                 judged_cells.add(cell_id)
-    ran = {(a, str(v)) for cid in ran_cells for a, v in pins_of.get(cid, {}).items()}
-    judged = {(a, str(v)) for cid in judged_cells for a, v in pins_of.get(cid, {}).items()}
+    ran = {(a, v) for cid in ran_cells for a, v in pins_of.get(cid, {}).items()}
+    judged = {(a, v) for cid in judged_cells for a, v in pins_of.get(cid, {}).items()}
+    tracked = {(a, t.resolved) for a, t in compat.tracking.axes.items()} | {
+        (a, t.resolved) for c in compat.cells for a, t in c.tracked.items()
+    }
+    uninstalled = {(a, v) for c in compat.cells if c.failed for a, v in c.pins.items()}
     found: list[tuple[str, str]] = []
-    for cell in compat.get("cells", []):
-        for axis, version in (cell.get("pins") or {}).items():
-            pair = (axis, str(version))
-            if axis == INTERPRETER or pair in found:
+    for cell in compat.cells:
+        for pair in cell.pins.items():
+            if pair[0] == interpreter or pair in found:
                 continue
-            if (baseline and pair not in before) or (pair in ran and pair not in judged):
+            unjudged = pair not in judged and (pair in ran or (pair in tracked and pair in uninstalled))
+            if (baseline and pair not in before) or (not baseline and unjudged):
                 found.append(pair)
     return found
 
 
-def _previous_index(cells: list[Mapping[str, Any]], axis: str) -> dict[tuple, list[tuple[Version, str, str]]]:
+def _previous_index(cells: Sequence[Cell], axis: str) -> dict[tuple, list[tuple[Version, str, str]]]:
     """Cells by their pins other than ``axis`` (the same pin set), each list sorted by the ``axis`` version."""
     index: dict[tuple, list[tuple[Version, str, str]]] = {}  # (version, cell id, the pin as written)
     for cell in cells:
-        pins = cell.get("pins") or {}
-        version = _version(str(pins.get(axis, "")))
-        if axis not in pins or version is None:
+        version = parse_version(cell.pins.get(axis, ""))
+        if axis not in cell.pins or version is None:
             continue
-        key = tuple(sorted((a, str(v)) for a, v in pins.items() if a != axis))
-        index.setdefault(key, []).append((version, cell["id"], str(pins[axis])))
+        key = tuple(sorted((a, v) for a, v in cell.pins.items() if a != axis))
+        index.setdefault(key, []).append((version, cell.id, cell.pins[axis]))
     for entries in index.values():
         entries.sort()
     return index
 
 
 def _previous(
-    index: dict[tuple, list[tuple[Version, str, str]]], cell: Mapping[str, Any], axis: str, ran: Mapping[str, Any]
+    index: dict[tuple, list[tuple[Version, str, str]]], cell: Cell, axis: str, ran: Mapping[str, Entry]
 ) -> tuple[str, str] | None:
     """(pin, cell id) of the cell with the same other pins and the nearest lower ``axis`` version in which the variant ran."""
-    pins = cell.get("pins") or {}
-    mine = _version(str(pins.get(axis, "")))
-    key = tuple(sorted((a, str(v)) for a, v in pins.items() if a != axis))
+    mine = parse_version(cell.pins.get(axis, ""))
+    key = tuple(sorted((a, v) for a, v in cell.pins.items() if a != axis))
     best = None
     for version, cid, pin in index.get(key, []):
         if mine is None or version >= mine:
@@ -120,98 +162,155 @@ def _previous(
     return best
 
 
-def _classify(outcome: str, previous: str | None) -> str:
+def _classify(entry: Entry, previous: Outcome | None) -> NoteKind:
+    outcome = entry.outcome
     if previous is None:
-        return "first"
-    if outcome == previous:
-        return "same"
-    if outcome == Outcome.REPRODUCED.value and previous == Outcome.FIXED.value:
-        return "regression-candidate"
-    if outcome == Outcome.FIXED.value and previous == Outcome.REPRODUCED.value:
-        return "fix-candidate"
-    return "changed"
+        return NoteKind.FIRST
+    if outcome is previous:
+        return NoteKind.SAME
+    if {outcome, previous} == {Outcome.REPRODUCED, Outcome.FIXED} and entry.as_declared:
+        return NoteKind.DECLARED
+    if outcome is Outcome.REPRODUCED and previous is Outcome.FIXED:
+        return NoteKind.REGRESSION_CANDIDATE
+    if outcome is Outcome.FIXED and previous is Outcome.REPRODUCED:
+        return NoteKind.FIX_CANDIDATE
+    return NoteKind.CHANGED
 
 
 _TAILS = {
-    "same": "{outcome}, as in {previous_version}",
-    "regression-candidate": "{outcome}, but fixed in {previous_version} — a regression candidate",
-    "fix-candidate": "{outcome}, but reproduced in {previous_version} — fixed in this release",
-    "changed": "{outcome}, but {previous_outcome} in {previous_version} — changed",
-    "first": "{outcome} (no earlier {axis} release in this run to compare with)",
+    NoteKind.SAME: "{outcome}, as in {previous_version}",
+    NoteKind.REGRESSION_CANDIDATE: "{outcome}, but fixed in {previous_version} — a regression candidate",
+    NoteKind.FIX_CANDIDATE: "{outcome}, but reproduced in {previous_version} — fixed in this release",
+    NoteKind.DECLARED: "{outcome}, but {previous_outcome} in {previous_version} — as its expectation declares",
+    NoteKind.CHANGED: "{outcome}, but {previous_outcome} in {previous_version} — changed",
+    NoteKind.FIRST: "{outcome} (no earlier {axis} release in this run to compare with)",
 }
 
 
-def release_notes(compat: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> list[ReleaseNote]:
-    """Every (new release, variant, cell) that ran, compared with the previous release of that axis."""
-    cells = list(compat.get("cells", []))
-    results = compat.get("results", {})
-    # What ran, per variant, once: a full profile has ~70 cells x ~50 variants x every new release.
-    ran_by_variant = {
-        v["id"]: {cid: e for cid, e in results.get(v["id"], {}).items() if Outcome(e["outcome"]).ran} for v in compat.get("variants", [])
-    }
+def _where(compat: Compat, cell: Cell, axis: str, holders: int) -> str:
+    """`` with pl 2.0.3``: the other pins, only where the release has several cells."""
+    others = [(a, v) for a, v in cell.pins.items() if a not in (axis, compat.interpreter)]
+    return f" with {' '.join(f'{compat.short(a)} {v}' for a, v in others)}" if holders > 1 and others else ""
+
+
+def release_notes(compat: Compat, baseline: Compat | None) -> list[ReleaseNote]:
+    """Every (new release, variant, cell) that ran, compared with the previous release of that axis; every such cell that did not install."""
+    releases = new_releases(compat, baseline)
+    if not releases:
+        return []
+    ran_by_variant = {v.id: {cid: e for cid, e in compat.entries(v.id).items() if e.outcome.ran} for v in compat.variants}
     notes: list[ReleaseNote] = []
     indexes: dict[str, dict[tuple, list[tuple[Version, str, str]]]] = {}
-    for axis, version in new_releases(compat, baseline):
-        index = indexes.setdefault(axis, _previous_index(cells, axis))
-        holders = [c for c in cells if str((c.get("pins") or {}).get(axis)) == version]
-        for variant in compat.get("variants", []):
-            ran = ran_by_variant[variant["id"]]
+    for axis, version in releases:
+        index = indexes.setdefault(axis, _previous_index(compat.cells, axis))
+        holders = [c for c in compat.cells if c.pins.get(axis) == version]
+        for cell in holders:
+            if cell.failed:
+                reason = one_line_reason(cell.install.reason)
+                text = f"{axis} {version} (new){_where(compat, cell, axis, len(holders))}: does not install in {cell.id}: {reason}"
+                notes.append(
+                    ReleaseNote(axis, version, "", cell.id, Outcome.INSTALL_FAILED, None, None, NoteKind.DOES_NOT_INSTALL, text, reason)
+                )
+        for variant in compat.variants:
+            ran = ran_by_variant[variant.id]
             for cell in holders:
-                if cell["id"] not in ran:
+                entry = ran.get(cell.id)
+                if entry is None:
                     continue
-                outcome = ran[cell["id"]]["outcome"]
                 previous = _previous(index, cell, axis, ran)
                 previous_version = previous[0] if previous else None
-                previous_outcome = ran[previous[1]]["outcome"] if previous else None
-                kind = _classify(outcome, previous_outcome)
-                # Name the other pins only where the release has several cells (pl 2.0.3 vs pl 2.6.6).
-                others = [(a, v) for a, v in (cell.get("pins") or {}).items() if a not in (axis, INTERPRETER)]
-                where = f" with {' '.join(f'{short(compat, a)} {v}' for a, v in others)}" if len(holders) > 1 and others else ""
-                tail = _TAILS[kind].format(outcome=outcome, previous_version=previous_version, previous_outcome=previous_outcome, axis=axis)
-                text = f"{axis} {version} (new){where}: {variant['id']} {tail}"
-                notes.append(ReleaseNote(axis, version, variant["id"], cell["id"], outcome, previous_version, previous_outcome, kind, text))
+                previous_outcome = ran[previous[1]].outcome if previous else None
+                kind = _classify(entry, previous_outcome)
+                tail = _TAILS[kind].format(
+                    outcome=entry.outcome, previous_version=previous_version, previous_outcome=previous_outcome, axis=axis
+                )
+                text = f"{axis} {version} (new){_where(compat, cell, axis, len(holders))}: {variant.id} {tail}"
+                notes.append(ReleaseNote(axis, version, variant.id, cell.id, entry.outcome, previous_version, previous_outcome, kind, text))
     return notes
 
 
-def release_groups(notes: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The notes per new release, for reading: a count of results as before, and every other note spelled out.
+@dataclass(frozen=True)
+class ReleaseGroup:
+    """The notes of one new release, for reading: counts of what is as before, and every other note spelled out.
 
     At the full profile a first run has hundreds of notes, nearly all "as in
     the previous release"; a maintainer needs the exceptions, so those are
-    listed (regression candidates first) and the rest are one count.
-    ``{"axis", "version", "total", "same", "first", "previous": [versions], "notable": [notes]}``,
-    releases with a regression candidate first, else in first-seen order. "first" (nothing to compare
-    with) is a count too: it says only that the run holds no earlier release beside it.
+    listed (regression candidates first) and the rest are one count. "first"
+    (nothing to compare with) is a count too. Cells that did not install are
+    counted with uv's one-line reason (the first cell's; the notes have each).
     """
+
+    axis: str
+    version: str
+    total: int = 0  # results that ran in the release's cells
+    same: int = 0
+    first: int = 0
+    previous: tuple[str, ...] = ()
+    notable: tuple[ReleaseNote, ...] = ()
+    not_installed: tuple[ReleaseNote, ...] = ()
+
+    @property
+    def installs(self) -> bool:
+        """False when no cell of the release could be built."""
+        return self.total > 0 or not self.not_installed
+
+    @property
+    def has_regression_candidate(self) -> bool:
+        return any(n.kind is NoteKind.REGRESSION_CANDIDATE for n in self.notable)
+
+    @property
+    def headline(self) -> str:
+        """``torch 2.16.0 (new): 44 of 46 results as in 2.15.0; 2 differ`` or ``torch 2.99.0 (new): does not install in 2 cells: …``."""
+        head = f"{self.axis} {self.version} (new): "
+        failed = ""
+        if self.not_installed:
+            reason = self.not_installed[0].reason
+            failed = f"does not install in {len(self.not_installed)} cell{'s' if len(self.not_installed) != 1 else ''}: {reason}"
+            if not self.total:
+                return head + failed
+        previous = ", ".join(self.previous)
+        head += f"{self.same} of {self.total} results as in {previous or 'the previous release'}"
+        if self.notable:
+            head += f"; {len(self.notable)} differ"
+        if self.first:
+            head += f"; {self.first} with no earlier {self.axis} release in this run to compare"
+        return head + (f"; {failed}" if failed else "")
+
+
+def release_groups(notes: Iterable[ReleaseNote]) -> list[ReleaseGroup]:
+    """The notes per new release: a release that does not install first, then those with a regression candidate, else first-seen order."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for note in notes:
-        key = (note["axis"], note["version"])
         group = groups.setdefault(
-            key, {"axis": key[0], "version": key[1], "total": 0, "same": 0, "first": 0, "previous": [], "notable": []}
+            (note.axis, note.version), {"total": 0, "same": 0, "first": 0, "previous": [], "notable": [], "not_installed": []}
         )
+        if note.kind is NoteKind.DOES_NOT_INSTALL:
+            group["not_installed"].append(note)
+            continue
         group["total"] += 1
-        if note["kind"] == "first":
+        if note.kind is NoteKind.FIRST:
             group["first"] += 1
-        elif note["kind"] == "same":
+        elif note.kind is NoteKind.SAME:
             group["same"] += 1
-            if note["previous_version"] not in group["previous"]:
-                group["previous"].append(note["previous_version"])
+            if note.previous_version not in group["previous"]:
+                group["previous"].append(note.previous_version)
         else:
             group["notable"].append(note)
-    for group in groups.values():
-        group["notable"].sort(key=lambda n: n["kind"] != "regression-candidate")
-        group["previous"].sort(key=lambda v: _version(str(v)) or Version("0"))
-    return sorted(groups.values(), key=lambda g: not any(n["kind"] == "regression-candidate" for n in g["notable"]))
+    built = [
+        ReleaseGroup(
+            axis, version, g["total"], g["same"], g["first"],
+            tuple(sorted(g["previous"], key=lambda v: parse_version(v) or Version("0"))),
+            tuple(sorted(g["notable"], key=lambda n: n.kind is not NoteKind.REGRESSION_CANDIDATE)), tuple(g["not_installed"]),
+        )
+        for (axis, version), g in groups.items()
+    ]  # fmt: skip
+    return sorted(built, key=lambda g: (g.installs, not g.has_regression_candidate))
 
 
-def group_headline(group: Mapping[str, Any]) -> str:
-    """``torch 2.16.0 (new): 44 of 46 results as in 2.15.0; 2 differ; 3 with no earlier release to compare``."""
-    previous = ", ".join(group["previous"])
-    head = (
-        f"{group['axis']} {group['version']} (new): {group['same']} of {group['total']} results as in {previous or 'the previous release'}"
-    )
-    if group["notable"]:
-        head += f"; {len(group['notable'])} differ"
-    if group["first"]:
-        head += f"; {group['first']} with no earlier {group['axis']} release in this run to compare"
-    return head
+def install_changes(groups: Iterable[ReleaseGroup]) -> list[Change]:
+    """One failing change per cell of a new release that did not install: the report's exit code must see it."""
+    return [
+        Change(ChangeKind.RELEASE_DOES_NOT_INSTALL, "", note.cell, None, Outcome.INSTALL_FAILED, note.text)
+        for group in groups
+        for note in group.not_installed
+    ]

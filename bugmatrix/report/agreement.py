@@ -8,84 +8,84 @@ suite's reading of its citations holds: in every cell where both ran, the two
 outcomes should be the same. A cell where they differ is either a finding
 (written into the case docstring) or a wrong citation (fixed there).
 
-Pure: reads the compat document (``bugmatrix.compat/2``, see ``merge.py``),
-returns plain data for the renderers; :func:`per_case` words it once for
-both (``agrees in 19/19 cells``), so the page and compat.md say the same.
+Pure: reads the compat document (:class:`~bugmatrix.report.model.Compat`)
+and returns :class:`AgreementRow` values; :func:`per_case` words them once
+for every view (``agrees in 19/19 cells``), so the page and compat.md say the same.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
-from bugmatrix.cell.ids import VariantId
-from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.cell.outcomes import Kind, Outcome
+from bugmatrix.report.model import Compat, Entry
 
-__all__ = ["DIFFER_SHOWN", "NOT_RUN", "AgreementLine", "agreement", "per_case", "sentence"]
+__all__ = ["DIFFER_SHOWN", "AgreementLine", "AgreementRow", "agreement", "per_case", "sentence"]
 
-#: Outcomes that say the variant did not run in that cell (skipped, install-failed, missing): nothing to compare.
-NOT_RUN = frozenset(o.value for o in Outcome if not o.ran)
 #: Differing cells named in a sentence; the rest are counted (the per-cell table has them all).
 DIFFER_SHOWN = 10
 
 
-def _ran(entry: dict[str, Any] | None) -> str | None:
-    """The outcome of an entry that actually ran, else None."""
-    if not entry:
-        return None
-    outcome = entry.get("outcome")
-    return None if outcome is None or str(outcome) in NOT_RUN else str(outcome)
+@dataclass(frozen=True)
+class AgreementRow:
+    """An upstream variant against its counterpart: shared cells where both ran, how many agree, which differ.
 
-
-def agreement(compat: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per upstream variant with a counterpart: how many shared cells agree, and which differ.
-
-    A row is ``{"upstream": id, "counterpart": id, "agree": n, "total": m,
-    "differ": [cell ids]}``; ``counterpart`` is None (and the counts 0) when
-    the named variant never appeared on the same device, which is itself
-    worth showing. Rows keep the document's variant order; ``differ`` keeps
-    the document's cell order (torch 2.2.2 before 2.13.0), sorted for cells it does not list.
+    ``counterpart`` is None (and the counts 0) when the named variant never
+    appeared on the same device, which is itself worth showing.
     """
-    variants = compat.get("variants", [])
-    results = compat.get("results", {})
-    by_name = {(v["case"], v["variant"], v["device"]): v["id"] for v in variants}
-    order = [c["id"] for c in compat.get("cells", [])]  # differing cells in plan (release) order, not string order
-    rows: list[dict[str, Any]] = []
-    for variant in variants:
-        if variant.get("kind") != "upstream" or not variant.get("counterpart"):
+
+    upstream: str
+    counterpart: str | None
+    agree: int = 0
+    total: int = 0
+    differ: tuple[str, ...] = field(default=())
+
+
+def _ran(entry: Entry) -> Outcome | None:
+    """The outcome of an entry that actually ran, else None (skipped, install-failed, missing: nothing to compare)."""
+    return entry.outcome if entry.outcome.ran else None
+
+
+def agreement(compat: Compat) -> list[AgreementRow]:
+    """One row per upstream variant with a counterpart, in the document's variant order.
+
+    ``differ`` keeps the document's cell order (torch 2.2.2 before 2.13.0), sorted for cells it does not list.
+    """
+    by_name = {(v.case, v.name, v.device): v.id for v in compat.variants}
+    order = [c.id for c in compat.cells]  # differing cells in plan (release) order, not string order
+    rows: list[AgreementRow] = []
+    for variant in compat.variants:
+        if variant.kind is not Kind.UPSTREAM or not variant.counterpart:
             continue
-        other = by_name.get((variant["case"], variant["counterpart"], variant["device"]))
-        row: dict[str, Any] = {"upstream": variant["id"], "counterpart": other, "agree": 0, "total": 0, "differ": []}
-        if other is not None:
-            mine, theirs = results.get(variant["id"], {}), results.get(other, {})
-            shared = set(mine) & set(theirs)
-            for cell in [c for c in order if c in shared] + sorted(shared.difference(order)):
-                a, b = _ran(mine[cell]), _ran(theirs[cell])
-                if a is None or b is None:
-                    continue
-                row["total"] += 1
-                if a == b:
-                    row["agree"] += 1
-                else:
-                    row["differ"].append(cell)
-        rows.append(row)
+        other = by_name.get((variant.case, variant.counterpart, variant.device))
+        if other is None:
+            rows.append(AgreementRow(variant.id, None))
+            continue
+        mine, theirs = compat.entries(variant.id), compat.entries(other)
+        shared = set(mine) & set(theirs)
+        agree, total, differ = 0, 0, []
+        for cell in [c for c in order if c in shared] + sorted(shared.difference(order)):
+            a, b = _ran(mine[cell]), _ran(theirs[cell])
+            if a is None or b is None:
+                continue
+            total += 1
+            if a is b:
+                agree += 1
+            else:
+                differ.append(cell)
+        rows.append(AgreementRow(variant.id, other, agree, total, tuple(differ)))
     return rows
 
 
-def _name(variant_id: str) -> str:
-    """``upstream_pr165068_test[cpu]``: the id without its case, which the heading already says."""
-    return VariantId.parse(variant_id).short
-
-
-def sentence(row: dict[str, Any]) -> str:
+def sentence(row: AgreementRow) -> str:
     """``agrees in 17/19 cells; differs in: a, b`` for one :func:`agreement` row."""
-    if row["counterpart"] is None:
+    if row.counterpart is None:
         return "its counterpart is not in this report on the same device: nothing to compare"
-    if row["agree"] == row["total"]:
-        return f"agrees in {row['agree']}/{row['total']} cells"
-    shown = ", ".join(row["differ"][:DIFFER_SHOWN])
-    more = f" +{len(row['differ']) - DIFFER_SHOWN} more" if len(row["differ"]) > DIFFER_SHOWN else ""
-    return f"agrees in {row['agree']}/{row['total']} cells; differs in: {shown}{more}"
+    if row.agree == row.total:
+        return f"agrees in {row.agree}/{row.total} cells"
+    shown = ", ".join(row.differ[:DIFFER_SHOWN])
+    more = f" +{len(row.differ) - DIFFER_SHOWN} more" if len(row.differ) > DIFFER_SHOWN else ""
+    return f"agrees in {row.agree}/{row.total} cells; differs in: {shown}{more}"
 
 
 @dataclass(frozen=True)
@@ -108,19 +108,24 @@ class AgreementLine:
         return self.text.partition("; ")[2]
 
 
-def per_case(compat: dict[str, Any]) -> dict[str, tuple[list[AgreementLine], list[str]]]:
+def per_case(compat: Compat) -> dict[str, tuple[list[AgreementLine], list[str]]]:
     """Per case: its agreement lines, and the upstream variants never compared (no cell where both ran).
 
     The second list keeps a CPU-only night from printing one "0/0 cells" line
     per CUDA upstream variant; they are named once instead.
     """
     cases: dict[str, tuple[list[AgreementLine], list[str]]] = {}
+
+    def _name(variant_id: str) -> str:
+        """``upstream_pr165068_test[cpu]``: the id without its case, which the heading already says."""
+        return compat.variant_by_id[variant_id].short
+
     for row in agreement(compat):
-        lines, idle = cases.setdefault(VariantId.parse(row["upstream"]).case, ([], []))
-        if row["counterpart"] is not None and row["total"] == 0:
-            idle.append(_name(row["upstream"]))
+        lines, idle = cases.setdefault(compat.variant_by_id[row.upstream].case, ([], []))
+        if row.counterpart is not None and row.total == 0:
+            idle.append(_name(row.upstream))
             continue
-        counterpart = _name(row["counterpart"]) if row["counterpart"] else "—"
-        agrees = row["total"] > 0 and row["agree"] == row["total"]
-        lines.append(AgreementLine(_name(row["upstream"]), counterpart, sentence(row), agrees))
+        counterpart = _name(row.counterpart) if row.counterpart else "—"
+        agrees = row.total > 0 and row.agree == row.total
+        lines.append(AgreementLine(_name(row.upstream), counterpart, sentence(row), agrees))
     return cases

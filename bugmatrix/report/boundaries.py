@@ -29,18 +29,21 @@ is one look; an ``upstream`` variant likewise joins the picture of its
 counterpart (or of the variant that counterpart works around), so upstream's
 own reproduction sits right under the case's.
 
+A flip into outcomes that are what their expectation declares (the T5 bug
+that transformers 4.30 introduced, on record) is labelled "reproduced from",
+not "regressed in": the regression wording is kept for outcomes that differ
+from their expectation, or that no expectation covers.
+
 Axis names, order and short names come from the compat document
-(:func:`~bugmatrix.report.axes_of`, :func:`~bugmatrix.report.short`); outcome
-symbols from :class:`~bugmatrix.cell.outcomes.Outcome`. Nothing here names an axis.
+(:attr:`~bugmatrix.report.model.Compat.axis_names`, :meth:`~bugmatrix.report.model.Compat.short`);
+outcome symbols from :class:`~bugmatrix.cell.outcomes.Outcome`. Nothing here names an axis.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.report import axes_of, short
 from bugmatrix.report.marks import (
     JOINS,
     MAX_COLUMNS,
@@ -54,26 +57,29 @@ from bugmatrix.report.marks import (
     boundary_text,
     symbol,
     version_key,
-    word,
 )
+from bugmatrix.report.model import Compat, Entry, Variant
 
 # The value types are re-exported: callers import what a picture is and how to get one from here.
 __all__ = ["Boundary", "Flip", "Mark", "Picture", "Track", "axis_values", "boundary_text", "pictures", "symbol", "version_key"]
 
-_RANK = {o.value: i for i, o in enumerate(Outcome)}
+_RANK = {o: i for i, o in enumerate(Outcome)}
 
 
-def _ran(per_cell: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+_INSTALL_FAILED, _MISSING = Outcome.INSTALL_FAILED, Outcome.MISSING  # NOT_RUN, compared by identity (20,000 entries a picture set)
+
+
+def _ran(per_cell: Mapping[str, Entry]) -> dict[str, Outcome]:
     """cell id -> outcome, for the cells where the variant's environment installed."""
-    return {cell: word(e["outcome"]) for cell, e in per_cell.items() if word(e["outcome"]) not in NOT_RUN}
+    return {cell: o for cell, e in per_cell.items() if (o := e.outcome) is not _INSTALL_FAILED and o is not _MISSING}
 
 
-def _drawn_axes(outcomes: dict[str, str], pins: Mapping[str, Mapping[str, str]], candidates: list[str]) -> list[str]:
+def _drawn_axes(outcomes: dict[str, Outcome], pins: Mapping[str, Mapping[str, str]], candidates: list[str]) -> list[str]:
     """Candidate axes along which the outcome changes with every other candidate pin held."""
     drawn = []
     for axis in candidates:
         others = [a for a in candidates if a != axis]
-        seen: dict[tuple[str, ...], str] = {}
+        seen: dict[tuple[str, ...], Outcome] = {}
         for cell, outcome in outcomes.items():
             key = tuple(pins[cell].get(a, "") for a in others)
             if seen.setdefault(key, outcome) != outcome:
@@ -82,30 +88,31 @@ def _drawn_axes(outcomes: dict[str, str], pins: Mapping[str, Mapping[str, str]],
     return drawn
 
 
-def _marks(
-    per_cell: Mapping[str, Mapping[str, Any]], pins: Mapping[str, Mapping[str, str]], axes: tuple[str, ...]
-) -> dict[tuple[str, ...], Mark]:
+def _marks(per_cell: Mapping[str, Entry], pins: Mapping[str, Mapping[str, str]], axes: tuple[str, ...]) -> dict[tuple[str, ...], Mark]:
     """Position -> Mark; an install failure only shows where nothing else ran."""
-    grouped: dict[tuple[str, ...], dict[str, list[str]]] = {}
+    grouped: dict[tuple[str, ...], dict[Outcome, list[str]]] = {}
+    undeclared: set[tuple[str, ...]] = set()
     for cell, entry in per_cell.items():
         cell_pins = pins.get(cell)
         if cell_pins is None:
             continue
         key = tuple([cell_pins.get(a, "") for a in axes])
-        outcome = entry["outcome"]
         by_outcome = grouped.get(key)
         if by_outcome is None:
             grouped[key] = by_outcome = {}
-        by_outcome.setdefault(outcome if type(outcome) is str else word(outcome), []).append(cell)
+        by_outcome.setdefault(entry.outcome, []).append(cell)
+        if not entry.as_declared and entry.outcome.ran:
+            undeclared.add(key)
     marks = {}
     for key, by_outcome in grouped.items():
+        declared = key not in undeclared
         if len(by_outcome) == 1:  # the common case: every cell folded here agrees
             ((outcome, cells),) = by_outcome.items()
-            marks[key] = Mark((outcome,), tuple(cells))
+            marks[key] = Mark((outcome,), tuple(cells), declared)
             continue
         usable = {o: c for o, c in by_outcome.items() if o not in NOT_RUN} or by_outcome
-        order = sorted(usable, key=lambda o: _RANK.get(o, len(_RANK)))
-        marks[key] = Mark(tuple(order), tuple(c for o in order for c in usable[o]))
+        order = sorted(usable, key=_RANK.__getitem__)
+        marks[key] = Mark(tuple(order), tuple(c for o in order for c in usable[o]), declared)
     return marks
 
 
@@ -113,11 +120,14 @@ def _line_flips(line: list[tuple[str, Mark]], axis: str, shorts: Mapping[str, st
     """Flips along one line of positions (every value of the axis, in release order)."""
     flips, last, last_index = [], None, -1
     for index, (value, mark) in enumerate(line):
-        outcome = mark.outcome
-        if outcome in ("", "mixed") or outcome in NOT_RUN:
+        outcome = mark.single
+        if outcome is None or outcome in NOT_RUN:
             continue  # a gap (not planned here, not installed, mixed): the boundary lies somewhere across it
-        if last is not None and outcome != last[1]:
-            flips.append(Flip(axis, last[0], value, last[1], outcome, adjacent=index == last_index + 1, axis_short=shorts.get(axis, axis)))
+        if last is not None and outcome is not last[1]:
+            flips.append(Flip(
+                axis, last[0], value, last[1], outcome, adjacent=index == last_index + 1, axis_short=shorts.get(axis, axis),
+                declared=mark.declared,
+            ))  # fmt: skip
         last, last_index = (value, outcome), index
     return flips
 
@@ -127,7 +137,8 @@ def _flips(
 ) -> list[Flip]:
     if len(axes) == 1:
         return _line_flips([(v, marks.get((v,), Mark())) for v in values[0]], axes[0], shorts)
-    found: dict[tuple[str, str, str, str, str, bool], list[str]] = {}
+    found: dict[tuple[str, str, str, Outcome, Outcome, bool], list[str]] = {}
+    declared: dict[tuple[str, str, str, Outcome, Outcome, bool], bool] = {}
     for along in (0, 1):
         other = 1 - along
         for fixed in values[other]:
@@ -136,7 +147,9 @@ def _flips(
                 key = (v, fixed) if along == 0 else (fixed, v)
                 line.append((v, marks.get(key, Mark())))
             for f in _line_flips(line, axes[along], shorts):
-                found.setdefault((f.axis, f.before, f.after, f.was, f.now, f.adjacent), []).append(fixed)
+                same = (f.axis, f.before, f.after, f.was, f.now, f.adjacent)
+                found.setdefault(same, []).append(fixed)
+                declared[same] = declared.get(same, True) and f.declared
     flips = []
     for (axis, before, after, was, now, adjacent), at in found.items():
         other_axis = axes[1] if axis == axes[0] else axes[0]
@@ -144,6 +157,7 @@ def _flips(
         flips.append(Flip(
             axis, before, after, was, now, () if everywhere else tuple(at), other_axis, adjacent,
             axis_short=shorts.get(axis, axis), other_short=shorts.get(other_axis, other_axis),
+            declared=declared[(axis, before, after, was, now, adjacent)],
         ))  # fmt: skip
     return sorted(flips, key=lambda f: (axes.index(f.axis), version_key(f.after), f.was, f.now))
 
@@ -157,12 +171,12 @@ def _edges(
         position = {v: i for i, v in enumerate(values[along])}
         for key, mark in marks.items():
             index = position[key[along]]
-            if index == 0 or mark.outcome in ("", "mixed"):
+            if index == 0 or mark.single is None:
                 continue
             neighbour = list(key)
             neighbour[along] = values[along][index - 1]
             other = marks.get(tuple(neighbour))
-            if other and other.outcome not in ("", "mixed") and other.outcome != mark.outcome:
+            if other and other.single is not None and other.single is not mark.single:
                 edges.setdefault(key, set()).add(side)
     return edges
 
@@ -170,12 +184,12 @@ def _edges(
 class _Cells:
     """The cells' pins, the document's axes and each axis's release order, computed once per document (1,000 cells x 20 variants)."""
 
-    def __init__(self, compat: Mapping[str, Any]) -> None:
-        cells = compat["cells"]
+    def __init__(self, compat: Compat) -> None:
+        cells = compat.cells
         self.list = cells
-        self.pins = {c["id"]: {a: str(v) for a, v in (c.get("pins") or {}).items()} for c in cells}
-        self.axes = axes_of(compat)
-        self.shorts = {a: short(compat, a) for a in self.axes}
+        self.pins = {c.id: c.pins for c in cells}
+        self.axes = list(compat.axis_names)
+        self.shorts = {a: compat.short(a) for a in self.axes}
         # Ranks instead of Version objects: sorting a subset is then integer comparisons.
         self.rank = {a: {v: i for i, v in enumerate(axis_values(cells, a))} for a in self.axes}
 
@@ -183,13 +197,13 @@ class _Cells:
         return sorted({self.pins[c].get(axis, "") for c in ids}, key=self.rank[axis].__getitem__)
 
 
-def _picture(group: list[Mapping[str, Any]], results: Mapping[str, Any], cells: _Cells) -> Picture:
+def _picture(group: list[Variant], results: Mapping[str, Mapping[str, Entry]], cells: _Cells) -> Picture:
     pins = cells.pins
-    ran = {v["id"]: _ran(results.get(v["id"], {})) for v in group}
+    ran = {v.id: _ran(results.get(v.id, {})) for v in group}
     ran_ids = [c for c in pins if any(c in r for r in ran.values())]
     counts = {a: len(cells.values(ran_ids, a)) for a in cells.axes}
     candidates = [a for a in cells.axes if counts[a] > 1]
-    drawn = list(dict.fromkeys(a for v in group for a in _drawn_axes(ran[v["id"]], pins, candidates)))
+    drawn = list(dict.fromkeys(a for v in group for a in _drawn_axes(ran[v.id], pins, candidates)))
     drawn = [a for a in candidates if a in drawn]
     note = ""
     if not drawn:
@@ -206,12 +220,12 @@ def _picture(group: list[Mapping[str, Any]], results: Mapping[str, Any], cells: 
     # Columns run along the axis with more values: the page is wider than it is tall per picture.
     axes = tuple(sorted(drawn, key=lambda a: -counts[a]))
     # Drawn over every cell with an entry: an install failure shows as ⚠ and leaves a visible gap.
-    listed = [c for c in pins if any(c in results.get(v["id"], {}) for v in group)]
+    listed = [c for c in pins if any(c in results.get(v.id, {}) for v in group)]
     values = tuple(tuple(cells.values(listed, a)) for a in axes)
     tracks = []
     listed_pins = {c: pins[c] for c in listed}
     for v in group:
-        marks = _marks(results.get(v["id"], {}), listed_pins, axes)
+        marks = _marks(results.get(v.id, {}), listed_pins, axes)
         tracks.append(Track(v, marks, _flips(marks, axes, values, cells.shorts)))
     folded = tuple(a for a in candidates if a not in axes)
     kind = "strip" if len(axes) == 1 else "grid"
@@ -228,54 +242,50 @@ def _picture(group: list[Mapping[str, Any]], results: Mapping[str, Any], cells: 
     )  # fmt: skip
 
 
-#: What :func:`pictures` returns; the report command computes it once for HTML, Markdown and terminal.
-Boundary = tuple[list[Picture], list[Mapping[str, Any]]]
+#: What :func:`pictures` returns: the drawn pictures, and the variants that ran nowhere (listed, not drawn).
+Boundary = tuple[list[Picture], list[Variant]]
 
 
-def _root(variant: Mapping[str, Any], by_name: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> tuple[str, str, str] | None:
+def _root(variant: Variant, by_name: Mapping[tuple[str, str, str], Variant]) -> tuple[str, str, str] | None:
     """The (case, device, variant) whose picture ``variant`` joins, or None when it has a picture of its own.
 
     A workaround joins the variant it works around; an upstream variant joins
     its counterpart, or, when that counterpart is itself a workaround, the
     variant the workaround is for (one picture per bug, everything about it on it).
     """
-    target_field = JOINS.get(str(variant.get("kind") or ""))
-    name = variant.get(target_field) if target_field else None
-    seen = {variant["variant"]}
+    target_field = JOINS.get(variant.kind) if variant.kind else None
+    name = getattr(variant, target_field) if target_field else None
+    seen = {variant.name}
     while name and name not in seen:
         seen.add(name)
-        target = by_name.get((variant["case"], variant["device"], name))
+        target = by_name.get((variant.case, variant.device, name))
         if target is None:
             return None
-        name_field = JOINS.get(str(target.get("kind") or ""))
-        if not name_field or not target.get(name_field):
-            return (variant["case"], variant["device"], name)
-        name = target.get(name_field)
+        name_field = JOINS.get(target.kind) if target.kind else None
+        if not name_field or not getattr(target, name_field):
+            return (variant.case, variant.device, name)
+        name = getattr(target, name_field)
     return None
 
 
-def pictures(compat: Mapping[str, Any]) -> Boundary:
+def pictures(compat: Compat) -> Boundary:
     """One picture per variant that ran (with its workarounds and upstream variants), and the variants that ran nowhere.
 
     "Ran" means some entry other than skipped, install-failed or missing: a CUDA
     variant on CPU-only runners has nothing to draw and is listed instead.
     """
-    results, context = compat["results"], _Cells(compat)
-
-    def ran(v: Mapping[str, Any]) -> bool:
-        return any(Outcome(word(e["outcome"])).ran for e in results.get(v["id"], {}).values())
-
-    active = [v for v in compat["variants"] if ran(v)]
-    idle = [v for v in compat["variants"] if not ran(v)]
-    by_name = {(v["case"], v["device"], v["variant"]): v for v in active}
-    roots = {v["id"]: _root(v, by_name) for v in active}
-    helpers: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    results, context = compat.results, _Cells(compat)
+    active = [v for v in compat.variants if compat.ran_anywhere(v.id)]
+    idle = [v for v in compat.variants if not compat.ran_anywhere(v.id)]
+    by_name = {(v.case, v.device, v.name): v for v in active}
+    roots = {v.id: _root(v, by_name) for v in active}
+    helpers: dict[tuple[str, str, str], list[Variant]] = {}
     for v in active:
-        if roots[v["id"]] is not None:
-            helpers.setdefault(roots[v["id"]], []).append(v)
+        if roots[v.id] is not None:
+            helpers.setdefault(roots[v.id], []).append(v)
     drawn = []
     for v in active:
-        if roots[v["id"]] is not None:
+        if roots[v.id] is not None:
             continue  # drawn with the variant it works around or reproduces
-        drawn.append(_picture([v, *helpers.get((v["case"], v["device"], v["variant"]), [])], results, context))
+        drawn.append(_picture([v, *helpers.get((v.case, v.device, v.name), [])], results, context))
     return drawn, idle

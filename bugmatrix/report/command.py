@@ -1,14 +1,30 @@
-"""``python -m bugmatrix report``: run files (+ the plan) -> compat.json, compat.md, index.html.
+"""``python -m bugmatrix report``: run files (+ the plan) -> compat.json, compat.md, index.html, the history, and more on request.
 
 Reads only what earlier stages wrote: the cells' run files
-(``<reports>/runs/*.json``) and, when given, the plan document that says what
-should be there. It never re-plans from matrix.toml or the cases, so the
-report of a nightly is the report of what that nightly planned and ran. Every
-output is written atomically, so an interrupted report leaves the previous one
-intact. The committed reference (``reports/``) changes only with
-``--publish`` / ``--update-baseline``; the history (``--history``, default
-``<reports>/history.jsonl``) is appended to on every run, so it belongs
-beside the report, never in ``reports/``.
+(``<reports>/runs/*.json``), the plan document when given, the baseline and
+the history. It never re-plans from matrix.toml or the cases, so the report
+of a nightly is the report of what that nightly planned and ran.
+
+Nothing is silent and nothing is half-written:
+
+1. every input and every output path is checked before anything is written
+   (a bad one is one line, exit 2);
+2. the report holds an exclusive lock on each directory it reads outputs from
+   and writes them to (the reports directory, the history's, ``reports/``
+   with ``--publish``/``--update-baseline``): a second report into the same
+   place says it waits, and then works from the first one's history;
+3. every output -- compat.json, compat.md, index.html, the history, and
+   ``--step-summary``, ``--publish``, ``--update-baseline``, ``--readme`` --
+   is written to a temporary beside it and all are renamed only when all are
+   written; a full disk or a permission error is one line naming the path,
+   exit 3, with every previous output byte for byte as it was.
+
+Exit codes: 0 ok; 1 with ``--fail-on-regression`` when a result is missing,
+regressed, or a cell (of the baseline, or of a new release) does not install;
+2 bad input; 3 could not write. The committed reference (``reports/``)
+changes only with ``--publish`` / ``--update-baseline``; the history
+(``--history``, default ``<reports>/history.jsonl``) grows on every run, so
+it belongs beside the report, never in ``reports/``.
 """
 
 from __future__ import annotations
@@ -16,28 +32,26 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from bugmatrix.cell.runfile import load_run_dir
-from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_json_atomic, write_text_atomic
+from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
+from bugmatrix.files import check_output_file, locked_directories, write_files
 from bugmatrix.paths import REFERENCE
-from bugmatrix.plan.cells import PLAN_SCHEMA
-from bugmatrix.report.boundaries import pictures
-from bugmatrix.report.diff import diff_against_baseline, flaky_lines, summary_lines
-from bugmatrix.report.explain import explain
-from bugmatrix.report.history import append_night, flaky_pairs, load_history, night_from_compat, nights_of, summarise, write_history
-from bugmatrix.report.merge import load_compat, merge_runs, version_order
-from bugmatrix.report.readme import check_readme, update_readme
+from bugmatrix.report.compat_file import load_compat
+from bugmatrix.report.expectation import choose_profile, expect, load_plan
+from bugmatrix.report.history import Night, append_night, history_text, load_history, night_from_compat
+from bugmatrix.report.merge import merge_runs, version_order
+from bugmatrix.report.model import Compat
+from bugmatrix.report.night import NightReport, analyse
+from bugmatrix.report.readme import check_readme, readme_text
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import render_markdown, render_step_summary
 from bugmatrix.report.terminal import render_terminal, use_colour
 
-__all__ = ["git_commit", "load_plan", "night_date", "run_report"]
+__all__ = ["OUTPUTS", "git_commit", "night_date", "run_report"]
 
 OUTPUTS = ("compat.json", "compat.md", "index.html")
 
@@ -59,42 +73,6 @@ def git_commit(root: object) -> str:
     return sha + ("-dirty" if dirty else "")
 
 
-def load_plan(path: Path) -> dict[str, Any]:
-    """A plan document written by ``plan --out`` (or the nox report sessions); a defect is one line."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        msg = f"--plan {path}: cannot read the plan ({exc}); write it with: python -m bugmatrix plan --profile P --out {path}"
-        raise BugmatrixError(msg) from None
-    if not isinstance(data, dict) or data.get("schema") != PLAN_SCHEMA or not isinstance(data.get("cells"), list):
-        msg = f"--plan {path}: not a {PLAN_SCHEMA} document; write it with: python -m bugmatrix plan --profile P --out {path}"
-        raise BugmatrixError(msg)
-    return data
-
-
-def _baseline(args: argparse.Namespace) -> tuple[Path, dict[str, Any] | None]:
-    if args.baseline is not None:
-        if not args.baseline.exists():
-            msg = f"--baseline {args.baseline}: no such file; pass an existing compat.json or leave --baseline out"
-            raise BugmatrixError(msg)
-        return args.baseline, load_compat(args.baseline)
-    path = REFERENCE / "baseline.json"
-    return path, load_compat(path) if path.exists() else None
-
-
-def _publish(reports: Path, runs: list[str]) -> None:
-    """Copy this report and its run files over the committed reference (an explicit step, never the default)."""
-    if reports.resolve() == REFERENCE.resolve():
-        return
-    (REFERENCE / "runs").mkdir(parents=True, exist_ok=True)
-    for stale in (REFERENCE / "runs").glob("*.json"):
-        stale.unlink()
-    for cell in runs:
-        shutil.copy2(reports / "runs" / f"{cell}.json", REFERENCE / "runs" / f"{cell}.json")
-    for name in OUTPUTS:
-        shutil.copy2(reports / name, REFERENCE / name)
-
-
 def night_date(value: str | None, now: dt.datetime) -> str:
     """``--date`` checked (history lines sort by it), or today in UTC."""
     if value is None:
@@ -106,15 +84,118 @@ def night_date(value: str | None, now: dt.datetime) -> str:
         raise BugmatrixError(msg) from None
 
 
-def run_report(args: argparse.Namespace) -> int:
-    """Merge, render, diff; exit 1 on a regression or a missing result when ``--fail-on-regression``."""
+def _baseline(args: argparse.Namespace) -> tuple[Path, Compat | None]:
+    if args.baseline is not None:
+        if not args.baseline.exists():
+            msg = f"--baseline {args.baseline}: no such file; pass an existing compat.json or leave --baseline out"
+            raise BugmatrixError(msg)
+        return args.baseline, load_compat(args.baseline)
+    path = REFERENCE / "baseline.json"
+    return path, load_compat(path) if path.exists() else None
+
+
+def _history_path(args: argparse.Namespace) -> Path:
+    return getattr(args, "history", None) or args.reports / "history.jsonl"
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every path this report will write, checked before anything is read or written (one line, exit 2)."""
+    if not (args.reports / "runs").is_dir():
+        msg = f"--reports {args.reports}: no run directory {args.reports / 'runs'}; run a cell first (nox -s system, or nox -t smoke)"
+        raise BugmatrixError(msg)
+    for name in OUTPUTS:
+        check_output_file(args.reports / name, f"--reports {args.reports}:")
+    check_output_file(_history_path(args), "--history")
+    if args.step_summary is not None:
+        check_output_file(args.step_summary, "--step-summary", create_parent=False)
+    if args.update_baseline:
+        check_output_file(args.baseline or REFERENCE / "baseline.json", "--update-baseline")
+    if args.publish:
+        for name in OUTPUTS:
+            check_output_file(REFERENCE / name, "--publish")
+        if (REFERENCE / "runs").exists() and not (REFERENCE / "runs").is_dir():
+            msg = f"--publish: {REFERENCE / 'runs'} is a file, not a directory; move it aside"
+            raise BugmatrixError(msg)
     readme = getattr(args, "readme", None)
     if readme is not None:
         if not args.publish:
             msg = f"--readme {readme}: only with --publish (the README's table is generated from the committed reference)"
             raise BugmatrixError(msg)
         check_readme(readme)
+        check_output_file(readme, "--readme")
+
+
+def _outputs(args: argparse.Namespace, report: NightReport, history: str, runs: list[str]) -> tuple[dict[Path, str | bytes], list[Path]]:
+    """Every file this report writes, with its new content, and the stale files ``--publish`` removes."""
+    compat_json = json.dumps(report.to_json(), indent=1, sort_keys=True) + "\n"
+    files: dict[Path, str | bytes] = {
+        args.reports / "compat.json": compat_json,
+        args.reports / "compat.md": render_markdown(report),
+        args.reports / "index.html": render_html(report),
+        _history_path(args): history,
+    }
+    if args.step_summary is not None:  # appended to, as $GITHUB_STEP_SUMMARY is meant to be
+        before = args.step_summary.read_text(encoding="utf-8") if args.step_summary.exists() else ""
+        files[args.step_summary] = before + render_step_summary(report)
+    remove: list[Path] = []
+    if args.publish and args.reports.resolve() != REFERENCE.resolve():
+        for cell in runs:
+            files[REFERENCE / "runs" / f"{cell}.json"] = (args.reports / "runs" / f"{cell}.json").read_bytes()
+        for name in OUTPUTS:
+            files[REFERENCE / name] = files[args.reports / name]
+        remove = [p for p in (REFERENCE / "runs").glob("*.json") if p.stem not in runs]
+    if args.publish and getattr(args, "readme", None) is not None:
+        files[args.readme] = readme_text(args.readme, report)
+    if args.update_baseline:
+        files[args.baseline or REFERENCE / "baseline.json"] = compat_json
+    return files, remove
+
+
+def _locked(args: argparse.Namespace) -> list[Path]:
+    """The directories whose outputs this report reads and replaces: one report at a time in each."""
+    directories = [args.reports, _history_path(args).parent]
+    if args.publish or (args.update_baseline and args.baseline is None):
+        directories.append(REFERENCE)
+    return directories
+
+
+def _waiting(directory: Path) -> None:
+    print(f"report: waiting for another report writing into {directory} (one at a time; no night is lost)", file=sys.stderr, flush=True)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Merge, analyse, render, write all or nothing; exit 1 on a missing, regressed or uninstallable result with ``--fail-on-regression``."""
+    _check_outputs(args)
     plan = load_plan(args.plan) if args.plan else None
+    baseline = _baseline(args)
+    now = dt.datetime.now(dt.UTC)
+    date = night_date(getattr(args, "date", None), now)
+    with locked_directories(_locked(args), on_wait=_waiting):
+        report, nights, runs, history_path = _build(args, plan, baseline, now, date)
+        files, remove = _outputs(args, report, history_text(nights), runs)
+        write_files(files, remove=remove)
+    compat = report.compat
+    failing, flaky = report.summary_lines(), report.flaky_lines()
+    print(render_terminal(report, colour=use_colour(sys.stdout)))
+    print(
+        f"report: {len(runs)} cells ({compat.profile}, from {compat.profile_source}), {len(compat.variants)} variants -> {args.reports / 'index.html'}"
+    )
+    print(f"expected: {compat.expectation.text}")
+    print(
+        f"baseline: {report.baseline_path if report.baseline else 'none'}; {len(report.changes)} change(s), {len(failing)} missing,"
+        f" regressed or not installing, {len(flaky)} flaky; history: {history_path} ({report.nights} {compat.profile} night(s))"
+    )
+    if compat.stale:
+        print(f"note: {len(compat.stale)} recorded variant(s) are not in the plan (renamed or removed?): {', '.join(compat.stale[:5])}")
+    for line in [*failing, *flaky][:50]:
+        print(f"  {line}", file=sys.stderr)
+    return FINDINGS_EXIT_CODE if (args.fail_on_regression and failing) else 0
+
+
+def _build(
+    args: argparse.Namespace, plan: dict | None, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str
+) -> tuple[NightReport, list[Night], list[str], Path]:
+    """Inside the lock: read the runs, the baseline and the history; merge and analyse (the history with tonight's night)."""
     found = load_run_dir(args.reports / "runs")
     if plan is not None:
         planned = {c["id"] for c in plan["cells"]} | {"system"}
@@ -124,44 +205,17 @@ def run_report(args: argparse.Namespace) -> int:
             print(f"report: left out {len(ignored)} run file(s) of cells not in this plan: {', '.join(ignored)}", file=sys.stderr)
     else:
         runs = sorted(found, key=version_order)
-    now = dt.datetime.now(dt.UTC)
-    compat = merge_runs(runs, profile=args.profile, commit=git_commit(args.root), generated=now.isoformat(timespec="seconds"), plan=plan)
-    baseline_path, baseline = _baseline(args)
+    baseline_path, baseline = baseline_of
+    profile, source = choose_profile(args.profile, runs, plan=plan, baseline=baseline)
+    expectation = expect(
+        runs, profile, plan=plan, plan_path=str(args.plan or ""), baseline=baseline, baseline_path=str(baseline_path)
+    )  # fmt: skip
+    compat = merge_runs(
+        runs, profile=profile, commit=git_commit(args.root), generated=now.isoformat(timespec="seconds"), expectation=expectation,
+        profile_source=source,
+    )  # fmt: skip
+    history_path = _history_path(args)
     # Tonight joins the history before the diff, so a flap that came back tonight is already called flaky.
-    history_path = getattr(args, "history", None) or args.reports / "history.jsonl"
-    tonight = night_from_compat(compat, night_date(getattr(args, "date", None), now))
-    nights = append_night(load_history(history_path), tonight)
-    own = nights_of(nights, tonight.profile)  # profiles share the file, not their story
-    history = summarise(own)
-    changes = diff_against_baseline(compat, baseline, flaky_pairs(history))
-    explain(compat, baseline)  # new releases vs their predecessors; what moved under changed outcomes
-
-    boundary = pictures(compat)  # computed once for the page, compat.md and the terminal
-    write_json_atomic(args.reports / "compat.json", compat)
-    write_text_atomic(args.reports / "compat.md", render_markdown(compat, changes, boundary))
-    write_text_atomic(args.reports / "index.html", render_html(compat, changes, history, boundary))
-    write_history(history_path, nights)
-    if args.step_summary:
-        with args.step_summary.open("a", encoding="utf-8") as handle:
-            handle.write(render_step_summary(compat, changes, history))
-    if args.publish:
-        _publish(args.reports, [r.cell for r in runs])
-        if readme is not None:
-            update_readme(readme, compat, boundary)
-    if args.update_baseline:
-        write_json_atomic(REFERENCE / "baseline.json" if args.baseline is None else args.baseline, compat)
-
-    failing, flaky = summary_lines(changes), flaky_lines(changes)
-    print(render_terminal(compat, history, colour=use_colour(sys.stdout), boundary=boundary))
-    print(f"report: {len(runs)} cells ({args.profile}), {len(compat['variants'])} variants -> {args.reports / 'index.html'}")
-    print(
-        f"baseline: {baseline_path if baseline else 'none'}; {len(changes)} change(s), {len(failing)} missing or regressed,"
-        f" {len(flaky)} flaky; history: {history_path} ({len(own)} {args.profile} night(s))"
-    )
-    if compat["stale"]:
-        print(
-            f"note: {len(compat['stale'])} recorded variant(s) are not in the plan (renamed or removed?): {', '.join(compat['stale'][:5])}"
-        )
-    for line in [*failing, *flaky][:50]:
-        print(f"  {line}", file=sys.stderr)
-    return 1 if (args.fail_on_regression and failing) else 0
+    nights = append_night(load_history(history_path), night_from_compat(compat, date))
+    report = analyse(compat, baseline, nights, baseline_path=str(baseline_path))
+    return report, nights, [r.cell for r in runs], history_path

@@ -15,6 +15,12 @@ is listed as :attr:`ChangeKind.FLAKY` instead: still listed, right after the
 regressions, in the page, compat.md and the step summary, but it does not fail
 ``--fail-on-regression`` every other night. A *missing* result is never
 downgraded: a flaky cell that stops reporting is still a hole.
+
+What fails ``--fail-on-regression`` (:data:`FAILING`): a missing result, a
+regression, a baseline cell that no longer installs, and a new release that
+does not install (:func:`bugmatrix.releases.notes.install_changes`): for a
+nightly whose question is "did last night's releases change anything?", "the
+new torch does not install with our pins" is the headline, not a footnote.
 """
 
 from __future__ import annotations
@@ -22,21 +28,33 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
+from bugmatrix.report.model import Compat
 
-__all__ = ["DOWNGRADED", "FAILING", "INFORMATIONAL", "Change", "ChangeKind", "diff_against_baseline", "flaky_lines", "summary_lines"]
+__all__ = [
+    "DOWNGRADED",
+    "FAILING",
+    "INFORMATIONAL",
+    "PER_CELL",
+    "Change",
+    "ChangeKind",
+    "diff_against_baseline",
+    "flaky_lines",
+    "sort_changes",
+    "summary_lines",
+]
 
 
 class ChangeKind(enum.StrEnum):
     """Kinds of change, in display order: what needs a maintainer first."""
 
-    MISSING = "missing"  # planned, but not recorded: a lost cell or a run that stopped early
+    MISSING = "missing"  # expected, but not recorded: a lost cell or a run that stopped early
     REGRESSION = "regression"
+    RELEASE_DOES_NOT_INSTALL = "release-does-not-install"  # a cell of a new release whose environment cannot be built
+    NO_LONGER_INSTALLS = "no-longer-installs"  # a baseline cell whose environment cannot be built any more
     FLAKY = "flaky"  # a regression / new failure mode / unexpected fix of a pair the history calls flaky
     NEW_FAILURE_MODE = "new-failure-mode"
-    NO_LONGER_INSTALLS = "no-longer-installs"
     UNEXPECTED_FIX = "unexpected-fix"
     NEW_CELL = "new-cell"
     NEW_VARIANT = "new-variant"
@@ -49,7 +67,9 @@ class ChangeKind(enum.StrEnum):
 #: Kinds that only say the matrix grew; renderers count them instead of listing them.
 INFORMATIONAL = frozenset({ChangeKind.NEW_CELL, ChangeKind.NEW_VARIANT})
 #: Kinds that fail ``report --fail-on-regression``.
-FAILING = frozenset({ChangeKind.MISSING, ChangeKind.REGRESSION})
+FAILING = frozenset({ChangeKind.MISSING, ChangeKind.REGRESSION, ChangeKind.RELEASE_DOES_NOT_INSTALL, ChangeKind.NO_LONGER_INSTALLS})
+#: Kinds that usually hit a whole cell at once: views say them once per cell, not once per variant.
+PER_CELL = frozenset({ChangeKind.MISSING, ChangeKind.NO_LONGER_INSTALLS, ChangeKind.RELEASE_DOES_NOT_INSTALL})
 #: Kinds a flaky (variant, cell) is listed as FLAKY instead of; MISSING is deliberately not one of them.
 DOWNGRADED = frozenset({ChangeKind.REGRESSION, ChangeKind.NEW_FAILURE_MODE, ChangeKind.UNEXPECTED_FIX})
 #: Outcomes that mean "it failed some other way than the documented bug".
@@ -61,38 +81,41 @@ class Change:
     """One difference between the baseline and this run.
 
     ``before`` is None where the baseline has no entry (a new cell or variant,
-    or no baseline at all); ``message`` is the current entry's message, the
+    or no baseline at all), ``after`` where the change is about a whole cell
+    or variant being new; ``message`` is the current entry's message, the
     first thing a maintainer reads to decide whether the change is real.
     """
 
     kind: ChangeKind
     variant_id: str
     cell_id: str
-    before: str | None
-    after: str
+    before: Outcome | None
+    after: Outcome | None
     message: str
 
+    @property
+    def failing(self) -> bool:
+        return self.kind in FAILING
 
-def _classify(before: str | None, after: str) -> ChangeKind | None:
+
+def _classify(before: Outcome | None, after: Outcome) -> ChangeKind | None:
     """The change kind for one entry, or None when nothing worth saying changed."""
-    if before == after:
+    if before is after:
         return None
-    if before == Outcome.FIXED and after == Outcome.REPRODUCED:
+    if before is Outcome.FIXED and after is Outcome.REPRODUCED:
         return ChangeKind.REGRESSION
     if after in FAILURES:
         # Also from "no entry": a new cell that crashes is news, not noise.
         return ChangeKind.NEW_FAILURE_MODE
-    if after == Outcome.INSTALL_FAILED:
-        # Only what did install before; a new cell that never installed is a new-cell.
+    if after is Outcome.INSTALL_FAILED:
+        # Only what did install before; a new release's cell that never installed is the release notes' (install_changes).
         return ChangeKind.NO_LONGER_INSTALLS if before is not None else None
-    if before == Outcome.REPRODUCED and after == Outcome.FIXED:
+    if before is Outcome.REPRODUCED and after is Outcome.FIXED:
         return ChangeKind.UNEXPECTED_FIX
     return None
 
 
-def diff_against_baseline(
-    current: dict[str, Any], baseline: dict[str, Any] | None, flaky: Collection[tuple[str, str]] = frozenset()
-) -> list[Change]:
+def diff_against_baseline(current: Compat, baseline: Compat | None, flaky: Collection[tuple[str, str]] = frozenset()) -> list[Change]:
     """Changes from ``baseline`` to ``current``, most severe first.
 
     Without a baseline only the run's own regression verdicts and missing
@@ -100,50 +123,57 @@ def diff_against_baseline(
     that matter. ``flaky`` holds the (variant id, cell id) pairs the history
     calls flaky (:func:`bugmatrix.report.history.flaky_pairs`).
     """
-    changes: dict[tuple[str, str], Change] = {}
-    old = (baseline or {}).get("results", {})
-    for variant_id, per_cell in current.get("results", {}).items():
+    changes: list[Change] = []
+    old = baseline.results if baseline is not None else {}
+    for variant_id, per_cell in current.results.items():
+        was = old.get(variant_id, {})
         for cell_id, entry in per_cell.items():
-            before = old.get(variant_id, {}).get(cell_id, {}).get("outcome")
-            after = entry["outcome"]
+            before_entry = was.get(cell_id)
+            before = before_entry.outcome if before_entry is not None else None
+            after = entry.outcome
             kind = _classify(before, after) if baseline is not None else None
-            if entry.get("verdict") == Verdict.REGRESSION:
+            if entry.verdict is Verdict.REGRESSION:
                 kind = ChangeKind.REGRESSION  # the expectation outranks the baseline: it is the documented truth
             if kind in DOWNGRADED and (variant_id, cell_id) in flaky:
                 kind = ChangeKind.FLAKY
-            if after == Outcome.MISSING:  # last: a hole is never downgraded, flaky or not
+            if after is Outcome.MISSING:  # last: a hole is never downgraded, flaky or not
                 kind = ChangeKind.MISSING
             if kind:
-                changes[(variant_id, cell_id)] = Change(kind, variant_id, cell_id, before, str(after), entry.get("message", ""))
-    listed = list(changes.values())
+                changes.append(Change(kind, variant_id, cell_id, before, after, entry.message))
     if baseline is not None:
-        old_cells = {c["id"] for c in baseline.get("cells", [])}
-        listed += [
-            Change(ChangeKind.NEW_CELL, "", c["id"], None, "", "not in the baseline")
-            for c in current.get("cells", [])
-            if c["id"] not in old_cells
+        old_cells = baseline.cell_by_id
+        changes += [
+            Change(ChangeKind.NEW_CELL, "", c.id, None, None, "not in the baseline") for c in current.cells if c.id not in old_cells
         ]
-        listed += [
-            Change(ChangeKind.NEW_VARIANT, v["id"], "", None, "", "not in the baseline")
-            for v in current.get("variants", [])
-            if v["id"] not in old
+        changes += [
+            Change(ChangeKind.NEW_VARIANT, v.id, "", None, None, "not in the baseline") for v in current.variants if v.id not in old
         ]
-    return sorted(listed, key=lambda c: (c.kind.severity, c.variant_id, c.cell_id))
+    return sort_changes(changes)
+
+
+def sort_changes(changes: list[Change]) -> list[Change]:
+    """Most severe first, then by variant and cell: the order every view lists them in."""
+    return sorted(changes, key=lambda c: (c.kind.severity, c.variant_id, c.cell_id))
 
 
 def summary_lines(changes: list[Change]) -> list[str]:
-    """One line per failing change (missing result, regression), for the CLI and CI logs."""
+    """One line per failing change, for the CLI and CI logs; a cell that does not install is one line, not one per variant."""
     lines = []
+    per_cell: dict[tuple[ChangeKind, str], int] = {}
     for c in changes:
         if c.kind not in FAILING:
             continue
         first = c.message.strip().splitlines()[0] if c.message.strip() else ""
         if c.kind is ChangeKind.MISSING:
             lines.append(f"MISSING {c.variant_id} in {c.cell_id}: {first}")
-            continue
-        # A regression already in the baseline still fails the run; say what was expected, not "reproduced -> reproduced".
-        was = c.before if c.before not in (None, c.after) else "expected fixed"
-        lines.append(f"REGRESSION {c.variant_id} in {c.cell_id}: {was} -> {c.after}: {first}")
+        elif c.kind in PER_CELL:
+            if (c.kind, c.cell_id) not in per_cell:
+                per_cell[(c.kind, c.cell_id)] = len(lines)
+                lines.append(f"{c.kind.upper()} {c.cell_id}: {first}")
+        else:
+            # A regression already in the baseline still fails the run; say what was expected, not "reproduced -> reproduced".
+            was = c.before if c.before not in (None, c.after) else "expected fixed"
+            lines.append(f"REGRESSION {c.variant_id} in {c.cell_id}: {was} -> {c.after}: {first}")
     return lines
 
 

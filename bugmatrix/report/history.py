@@ -48,6 +48,7 @@ from typing import Any
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_text_atomic
+from bugmatrix.report.model import Compat
 
 __all__ = [
     "FLIPS",
@@ -59,6 +60,7 @@ __all__ = [
     "VariantHistory",
     "append_night",
     "flaky_pairs",
+    "history_text",
     "load_history",
     "night_from_compat",
     "nights_of",
@@ -135,22 +137,14 @@ class VariantHistory:
         return f"changed back and forth within the last {WINDOW} nights in: " + ", ".join(self.flaky)
 
 
-def _code(outcome: object) -> str:
-    """The outcome's letter; ``?`` for a word no Outcome has (compared like any other letter)."""
-    try:
-        return CODES[Outcome(str(getattr(outcome, "value", outcome)))]
-    except ValueError:
-        return "?"
-
-
-def night_from_compat(compat: Mapping[str, Any], date: str) -> Night:
+def night_from_compat(compat: Compat, date: str) -> Night:
     """Tonight's line from a compat document."""
-    cells = tuple(c["id"] for c in compat["cells"])
+    cells = tuple(c.id for c in compat.cells)
     outcomes = {}
-    for variant in compat["variants"]:
-        per_cell = compat["results"].get(variant["id"], {})
-        outcomes[variant["id"]] = "".join(_code(per_cell[c]["outcome"]) if c in per_cell else ABSENT for c in cells)
-    return Night(date, str(compat.get("commit", "")), str(compat.get("profile", "")), cells, outcomes)
+    for variant in compat.variants:
+        per_cell = compat.entries(variant.id)
+        outcomes[variant.id] = "".join(CODES[per_cell[c].outcome] if c in per_cell else ABSENT for c in cells)
+    return Night(date, compat.commit, compat.profile, cells, outcomes)
 
 
 def load_history(path: Path) -> list[Night]:
@@ -197,9 +191,14 @@ def nights_of(nights: list[Night], profile: str) -> list[Night]:
     return [n for n in nights if n.profile == profile]
 
 
+def history_text(nights: Iterable[Night]) -> str:
+    """The history file's text (one JSON line per night); the report writes it with its other outputs, all or nothing."""
+    return "".join(json.dumps(n.to_json(), separators=(",", ":")) + "\n" for n in nights)
+
+
 def write_history(path: Path, nights: Iterable[Night]) -> None:
-    """Atomically: an interrupted report leaves yesterday's history whole."""
-    write_text_atomic(path, "".join(json.dumps(n.to_json(), separators=(",", ":")) + "\n" for n in nights))
+    """Only the history, atomically (the benchmark, tools); the report writes it together with its other outputs."""
+    write_text_atomic(path, history_text(nights))
 
 
 class _Cells:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.cell.outcomes import Kind, Outcome
+from bugmatrix.report.model import Cell, Variant
 from bugmatrix.versions import version_key
 
 __all__ = [
@@ -28,61 +28,63 @@ __all__ = [
     "boundary_text",
     "symbol",
     "version_key",
-    "word",
 ]
 
 #: Outcomes that say nothing about the bug: they never make an axis drawn nor a flip (a gap on the picture).
-NOT_RUN = frozenset({Outcome.INSTALL_FAILED.value, Outcome.MISSING.value})
+NOT_RUN = frozenset({Outcome.INSTALL_FAILED, Outcome.MISSING})
 #: Roles a variant can play on another variant's picture: the kind, and the field naming its target.
-JOINS = {"workaround": "workaround_for", "upstream": "counterpart"}
+JOINS = {Kind.WORKAROUND: "workaround_for", Kind.UPSTREAM: "counterpart"}
 #: The most releases a strip or grid draws along its columns / rows and still fits 1280 px.
 MAX_COLUMNS = 20
 MAX_ROWS = 40
-#: Verbs for a flip from ``was`` to ``now``; the default is keyed by ``now`` alone.
-_PAIR_VERBS = {("reproduced", "fixed"): "fixed in", ("fixed", "reproduced"): "regressed in"}
+#: Verbs for a flip from ``was`` to ``now``; the default is keyed by ``now`` alone. "regressed in" only
+#: where the new outcome is not what its expectation declares (see :attr:`Flip.declared`).
+_PAIR_VERBS = {(Outcome.REPRODUCED, Outcome.FIXED): "fixed in", (Outcome.FIXED, Outcome.REPRODUCED): "regressed in"}
 _VERBS = {
-    "reproduced": "reproduced from",
-    "fixed": "fixed in",
-    "different": "fails differently from",
-    "skipped": "skipped from",
-    "crashed": "crashes from",
-    "timeout": "hangs from",
+    Outcome.REPRODUCED: "reproduced from",
+    Outcome.FIXED: "fixed in",
+    Outcome.DIFFERENT: "fails differently from",
+    Outcome.SKIPPED: "skipped from",
+    Outcome.CRASHED: "crashes from",
+    Outcome.TIMEOUT: "hangs from",
 }
 
 
-def word(outcome: object) -> str:
-    """The outcome's string value, whether it arrives as ``str`` or as a ``str`` enum."""
-    return str(getattr(outcome, "value", outcome))
+def symbol(outcome: Outcome | None) -> str:
+    """The outcome's symbol; ``·`` where there is none."""
+    return outcome.symbol if outcome is not None else "·"
 
 
-def symbol(outcome: object) -> str:
-    """The outcome's symbol; ``?`` for a word no :class:`Outcome` has (a hand-edited document)."""
-    try:
-        return Outcome(word(outcome)).symbol
-    except ValueError:
-        return "?"
-
-
-def axis_values(cells: Iterable[Mapping[str, Any]], axis: str) -> list[str]:
+def axis_values(cells: Iterable[Cell], axis: str) -> list[str]:
     """Every value an axis takes across ``cells``, in release order."""
-    return sorted({str((c.get("pins") or {}).get(axis, "")) for c in cells}, key=version_key)
+    return sorted({c.pins.get(axis, "") for c in cells}, key=version_key)
 
 
 @dataclass(frozen=True, slots=True)
 class Mark:
-    """What one variant did at one position: one outcome, several (mixed), or nothing ("")."""
+    """What one variant did at one position: one outcome, several (mixed), or nothing.
 
-    outcomes: tuple[str, ...] = ()
+    ``declared`` is True when every entry folded here is what its expectation
+    declares: a flip into such a position is no regression.
+    """
+
+    outcomes: tuple[Outcome, ...] = ()
     cells: tuple[str, ...] = ()
+    declared: bool = field(default=False, compare=False)
+
+    @property
+    def single(self) -> Outcome | None:
+        """The one outcome of this position, or None (nothing here, or several: mixed)."""
+        return self.outcomes[0] if len(self.outcomes) == 1 else None
 
     @property
     def outcome(self) -> str:
-        """The single outcome, "mixed", or "" where the variant has no entry here."""
-        return self.outcomes[0] if len(self.outcomes) == 1 else ("mixed" if self.outcomes else "")
+        """The single outcome's word, "mixed", or "" where the variant has no entry here (the page's CSS class)."""
+        return self.outcomes[0].value if len(self.outcomes) == 1 else ("mixed" if self.outcomes else "")
 
     @property
     def symbol(self) -> str:
-        return "".join(symbol(o) for o in self.outcomes) or "·"
+        return "".join(o.symbol for o in self.outcomes) or "·"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,19 +99,23 @@ class Flip:
     axis: str
     before: str
     after: str
-    was: str
-    now: str
+    was: Outcome
+    now: Outcome
     at: tuple[str, ...] = ()
     other_axis: str = ""
     adjacent: bool = True
     #: The axes' short names as the document spells them (``pl``); only for labels, not identity.
     axis_short: str = field(default="", compare=False)
     other_short: str = field(default="", compare=False)
+    #: The outcome after the flip is what its expectation declares there (the bug was introduced on record, not regressed).
+    declared: bool = field(default=False, compare=False)
 
     @property
     def verb(self) -> str:
-        if self.was == "skipped":
+        if self.was is Outcome.SKIPPED:
             return f"{self.now} from"  # it starts running here; "fixed in" would claim a fix
+        if self.declared:
+            return _VERBS.get(self.now, f"{self.now} from")
         return _PAIR_VERBS.get((self.was, self.now), _VERBS.get(self.now, f"{self.now} from"))
 
     @property
@@ -128,19 +134,18 @@ class Flip:
 class Track:
     """One variant on a picture: its marks per position and its flips."""
 
-    variant: Mapping[str, Any]
+    variant: Variant
     marks: dict[tuple[str, ...], Mark]
     flips: list[Flip]
 
     @property
     def name(self) -> str:
-        return f"{self.variant['variant']}[{self.variant['device']}]"
+        return self.variant.label
 
     @property
     def role(self) -> str:
         """How the track relates to the picture's variant: "" for the variant itself, else its kind (workaround, upstream)."""
-        kind = str(self.variant.get("kind") or "")
-        return kind if kind in JOINS else ""
+        return self.variant.role
 
 
 @dataclass(frozen=True)
@@ -166,7 +171,7 @@ class Picture:
         return self.shorts.get(axis, axis)
 
     @property
-    def variant(self) -> Mapping[str, Any]:
+    def variant(self) -> Variant:
         return self.tracks[0].variant
 
 
@@ -174,9 +179,9 @@ def boundary_text(picture: Picture, track: Track | None = None) -> str:
     """``torch 2.10.0 ✗ → 2.11.0 ✓; …`` for a track's flips, or a plain "✓ fixed everywhere"."""
     track = track or picture.tracks[0]
     if not track.flips:
-        outcomes = sorted({o for m in track.marks.values() for o in m.outcomes if o not in NOT_RUN})
+        outcomes = {o for m in track.marks.values() for o in m.outcomes if o not in NOT_RUN}
         if len(outcomes) == 1:
-            return f"{symbol(outcomes[0])} {outcomes[0]} everywhere"
+            return f"{outcomes.pop().label} everywhere"
         return "no boundary along " + " × ".join(picture.short(a) for a in picture.axes)
     parts = []
     for f in track.flips:

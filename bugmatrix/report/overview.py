@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from bugmatrix.report.boundaries import Boundary, Mark, Picture, pictures, symbol
+from bugmatrix.report.boundaries import Boundary, Mark, Picture, symbol
+from bugmatrix.report.history import VariantHistory
+from bugmatrix.report.model import Compat
 
 __all__ = ["CaseOverview", "Figure", "overview"]
 
@@ -38,7 +39,7 @@ class Line:
     variant_id: str
     role: str  # "" (the variant itself), "workaround" or "upstream"
     spots: list[Spot]
-    history: Any = None  # history.VariantHistory of the row's variant (strips), if any
+    history: VariantHistory | None = None  # the row's variant (strips), if the history has it
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class Figure:
     flips: list[tuple[str, str, str, str]]  # (variant id, axis, release, label)
     note: str
     companions: list[str]  # the workaround and upstream variants drawn on this picture too
-    history: Any = None
+    history: VariantHistory | None = None
 
 
 @dataclass
@@ -71,13 +72,13 @@ def _title(prefix: str, mark: Mark) -> str:
     if not mark.outcomes:
         return f"{prefix}: not in any cell's run"
     cells = ", ".join(mark.cells[:TITLE_CELLS]) + (f" +{len(mark.cells) - TITLE_CELLS} more" if len(mark.cells) > TITLE_CELLS else "")
-    words = " and ".join(mark.outcomes) if len(mark.outcomes) > 1 else mark.outcomes[0]
+    words = " and ".join(o.value for o in mark.outcomes)
     return f"{prefix}: {words} ({cells})"
 
 
 def _spot(mark: Mark, prefix: str, edges: set[str] = frozenset(), subs: list[Mark] = ()) -> Spot:
     cls = f"m o-{mark.outcome or 'none'}" + "".join(f" e{e}" for e in sorted(edges))
-    sub = "".join(symbol(m.outcome) if m.outcome not in ("", "mixed") else ("*" if m.outcome else "·") for m in subs)
+    sub = "".join(symbol(m.single) if m.single is not None else ("*" if m.outcomes else "·") for m in subs)
     if not any(m.outcomes for m in subs):
         sub = ""  # nothing ran here at all: an empty position stays empty
     return Spot(mark.symbol if mark.outcomes else "", cls, _title(prefix, mark), sub)
@@ -86,15 +87,15 @@ def _spot(mark: Mark, prefix: str, edges: set[str] = frozenset(), subs: list[Mar
 def _strip_edges(marks: dict[tuple[str, ...], Mark], values: tuple[str, ...], index: int) -> set[str]:
     """A thick left edge where this position's single outcome differs from its left neighbour's."""
     here, left = marks.get((values[index],)), marks.get((values[index - 1],)) if index else None
-    if not here or not left or here.outcome in ("", "mixed") or left.outcome in ("", "mixed"):
+    if not here or not left or here.single is None or left.single is None:
         return set()
-    return {"l"} if here.outcome != left.outcome else set()
+    return {"l"} if here.single is not left.single else set()
 
 
-def _figure(picture: Picture, history: Mapping[str, Any]) -> Figure:
+def _figure(picture: Picture, history: Mapping[str, VariantHistory]) -> Figure:
     target = picture.tracks[0]
     short = [picture.short(a) for a in picture.axes]
-    flips = [(t.variant["id"], f.axis, f.after, f"{t.name}: {f.label}") for t in picture.tracks for f in t.flips]
+    flips = [(t.variant.id, f.axis, f.after, f"{t.name}: {f.label}") for t in picture.tracks for f in t.flips]
     folded = f"; folded (no change along them): {', '.join(picture.folded)}" if picture.folded else ""
     if picture.kind == "list":
         lines, heads, corner = [], [], ""
@@ -103,7 +104,7 @@ def _figure(picture: Picture, history: Mapping[str, Any]) -> Figure:
         axis, values = picture.axes[0], picture.values[0]
         lines = [
             Line(
-                head=t.name, variant_id=t.variant["id"], role=t.role, history=history.get(t.variant["id"]),
+                head=t.name, variant_id=t.variant.id, role=t.role, history=history.get(t.variant.id),
                 spots=[_spot(t.marks.get((v,), Mark()), f"{t.name} at {short[0]} {v}", _strip_edges(t.marks, values, k)) for k, v in enumerate(values)],
             )
             for t in picture.tracks
@@ -129,25 +130,25 @@ def _figure(picture: Picture, history: Mapping[str, Any]) -> Figure:
                     names = ", ".join(f"{w.name} {w.marks.get(key, Mark()).outcome or 'not run'}" for w in workarounds)
                     spot = Spot(spot.text, spot.cls, f"{spot.title}; also on this picture: {names}", spot.sub)
                 spots.append(spot)
-            lines.append(Line(head=r or "unpinned", variant_id=target.variant["id"], role="", spots=spots))
+            lines.append(Line(head=r or "unpinned", variant_id=target.variant.id, role="", spots=spots))
         heads = [(c or "unpinned", "") for c in cols]
         caption = f"grid: {picture.axes[0]} across, {picture.axes[1]} down{folded}"
         corner = f"{short[1]} ╲ {short[0]}"
     return Figure(
-        variant_id=target.variant["id"], kind=picture.kind, axes=" ".join(picture.axes), caption=caption, corner=corner,
+        variant_id=target.variant.id, kind=picture.kind, axes=" ".join(picture.axes), caption=caption, corner=corner,
         heads=heads, lines=lines, flips=flips, note=picture.note,
-        companions=[t.name for t in picture.tracks[1:]], history=history.get(target.variant["id"]),
+        companions=[t.name for t in picture.tracks[1:]], history=history.get(target.variant.id),
     )  # fmt: skip
 
 
-def overview(compat: Mapping[str, Any], history: Mapping[str, Any] | None = None, boundary: Boundary | None = None) -> list[CaseOverview]:
-    """Per case, in document order: its figures, then what ran nowhere (``boundary``: pictures() already computed)."""
-    drawn, idle = boundary or pictures(compat)
+def overview(compat: Compat, boundary: Boundary, history: Mapping[str, VariantHistory] | None = None) -> list[CaseOverview]:
+    """Per case, in document order: its figures, then what ran nowhere."""
+    drawn, idle = boundary
     cases: dict[str, CaseOverview] = {}
-    for v in compat["variants"]:
-        cases.setdefault(v["case"], CaseOverview(v["case"]))
+    for v in compat.variants:
+        cases.setdefault(v.case, CaseOverview(v.case))
     for picture in drawn:
-        cases[picture.variant["case"]].figures.append(_figure(picture, history or {}))
+        cases[picture.variant.case].figures.append(_figure(picture, history or {}))
     for v in idle:
-        cases[v["case"]].idle.append(f"{v['variant']}[{v['device']}]")
+        cases[v.case].idle.append(v.label)
     return list(cases.values())

@@ -14,19 +14,15 @@ x 20 variants render in about a third of a second on a 2-core machine
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
-from bugmatrix.releases.notes import group_headline, release_groups
-from bugmatrix.report import OUTCOMES, axes_of, is_flagged, label, short, split_axes
-from bugmatrix.report.agreement import per_case
-from bugmatrix.report.boundaries import Boundary
-from bugmatrix.report.diff import INFORMATIONAL, Change
-from bugmatrix.report.merge import tracking_text
+from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.report.diff import FAILING, Change, ChangeKind
+from bugmatrix.report.model import Cell, Compat, Entry
+from bugmatrix.report.night import NightReport
 from bugmatrix.report.overview import overview
 
 __all__ = ["render_html"]
@@ -43,6 +39,10 @@ _URL = re.compile(r"https?://[^\s<>\"']+[^\s<>\"'.,;:)\]]")
 CHANGE_LIMIT = 200
 #: Above this many cells the per-cell table starts collapsed: the boundary pictures are the overview.
 OPEN_TABLE_CELLS = 24
+#: Environment keys the cell records beside its axes' versions: the device runtime and the GPU it saw.
+CUDA, GPU = "cuda", "gpu"
+#: Change kinds set in the severe colour: what fails the run, and a new way of failing.
+SEVERE = FAILING | {ChangeKind.NEW_FAILURE_MODE}
 
 
 def _attr_name(axis: str) -> str:
@@ -65,21 +65,43 @@ def _linkify(text: str) -> Markup:
     return Markup("").join(out)
 
 
-def _cells(compat: dict[str, Any]) -> list[dict[str, Any]]:
-    varying, _ = split_axes(compat)
+def _cells(compat: Compat) -> list[dict[str, object]]:
+    varying, _ = compat.varying_and_shared
+    observed_keys = (*compat.axis_names, CUDA)
     cells = []
-    for cell in compat["cells"]:
-        pins = cell.get("pins") or {}
-        env = cell.get("environment") or {}
-        observed = ", ".join(f"{k} {env[k]}" for k in ("python", "torch", "cuda", "lightning", "transformers") if env.get(k))
+    for cell in compat.cells:
+        observed = ", ".join(f"{k} {cell.observed(k)}" for k in observed_keys if cell.observed(k))
         cells.append({
-            "id": cell["id"],
-            "label": " · ".join(f"{short(compat, a)} {pins[a]}" for a in varying if a in pins) or cell["id"],
-            "pins": [(_attr_name(a), str(v)) for a, v in pins.items()],
-            "title": f"{cell['id']} — observed: {observed or 'nothing (not installed)'}",
-            "failed": (cell.get("install") or {}).get("status") == "failed",
+            "id": cell.id,
+            "label": " · ".join(f"{compat.short(a)} {cell.pins[a]}" for a in varying if a in cell.pins) or cell.id,
+            "pins": [(_attr_name(a), v) for a, v in cell.pins.items()],
+            "title": f"{cell.id} — observed: {observed or 'nothing (not installed)'}",
+            "failed": cell.failed,
         })  # fmt: skip
     return cells
+
+
+@dataclass(frozen=True, slots=True)
+class _EnvironmentRow:
+    """One row of the Environments table: what the cell observed, one column per axis of the document."""
+
+    cell: Cell
+    versions: list[str]
+    runtime: str
+    run_time: str
+
+
+def _environment_rows(compat: Compat) -> list[_EnvironmentRow]:
+    rows = []
+    for cell in compat.cells:
+        versions = []
+        for axis in compat.axis_names:
+            package = cell.package(axis)
+            versions.append(cell.observed(axis) + (f" ({package})" if package and package != axis else ""))
+        runtime = f"{cell.observed(CUDA)}, {cell.observed(GPU) or 'no GPU'}" if cell.observed(CUDA) else ""
+        run_time = f"{cell.duration_s:.0f} s" if cell.duration_s is not None else ""
+        rows.append(_EnvironmentRow(cell, versions, runtime, run_time))
+    return rows
 
 
 class _Escaped(dict[str, str]):
@@ -100,7 +122,7 @@ class _Row:
     entries: Markup  # the row's <td>s, escaped and joined (see _entry)
 
 
-def _short_list(names: list[str]) -> str:
+def _short_list(names: tuple[str, ...]) -> str:
     return f"{names[0]} +{len(names) - 1}" if len(names) > 1 else "".join(names)
 
 
@@ -112,7 +134,7 @@ def _td_attrs(esc: _Escaped, cls: str, outcome: str, case: str, cell_id: str, an
     return Markup(text)  # noqa: S704 -- every value went through markupsafe.escape above
 
 
-def _entry(esc: _Escaped, case: str, cell_id: str, entry: dict[str, Any] | None, anchor: str) -> str:
+def _entry(esc: _Escaped, case: str, cell_id: str, entry: Entry | None, anchor: str) -> str:
     """One ``<td>``, already HTML: every text through (memoised) markupsafe.escape.
 
     Built here rather than in the template: at 1,000 cells x 20 variants the
@@ -120,18 +142,17 @@ def _entry(esc: _Escaped, case: str, cell_id: str, entry: dict[str, Any] | None,
     """
     if entry is None:
         return f'<td {_td_attrs(esc, "na", "", case, cell_id)} title="not in this cell\'s run">·</td>'
-    outcome, verdict = entry["outcome"], entry.get("verdict") or ""
+    outcome, verdict = entry.outcome.value, entry.verdict.value if entry.verdict else ""
     # Outlined: differs from its expectation, or is listed under "Changes since baseline".
-    flagged = is_flagged(verdict)
+    flagged = entry.flagged
     cls = f"o-{outcome}" + (" flag" if flagged or anchor else "")
-    duration = entry.get("duration_s")
-    message, log = entry.get("message") or "(no message recorded)", entry.get("log") or ""
-    summary = label(outcome) + (f" ({verdict})" if flagged or verdict == "new" else "")
-    workarounds = entry.get("workarounds") or []
+    duration = entry.duration_s
+    message, log = entry.message or "(no message recorded)", entry.log
+    summary = entry.outcome.label + (f" ({verdict})" if flagged or entry.verdict is Verdict.NEW else "")
+    workarounds = entry.workarounds
     works = _short_list(workarounds)  # the first working workaround (+N): keeps columns narrow enough for 1280 px
-    note = f"expected: {entry.get('expected') or '— (no expectation covers this version)'} · verdict {verdict or '—'}" + (
-        f" · {duration:.2f} s" if isinstance(duration, int | float) else ""
-    )
+    expected = entry.expected.value if entry.expected else "— (no expectation covers this version)"
+    note = f"expected: {expected} · verdict {verdict or '—'}" + (f" · {duration:.2f} s" if isinstance(duration, int | float) else "")
     detail = f"{message}\n\n{log}" if log else message
     return "".join((
         f"<td {_td_attrs(esc, cls, outcome, case, cell_id, anchor)}><details><summary>{esc[summary]}",
@@ -142,62 +163,77 @@ def _entry(esc: _Escaped, case: str, cell_id: str, entry: dict[str, Any] | None,
     ))  # fmt: skip
 
 
-def _rows(compat: dict[str, Any], cells: list[dict[str, Any]], anchors: dict[tuple[str, str], str]) -> list[_Row]:
+def _rows(compat: Compat, cells: list[dict[str, object]], anchors: dict[tuple[str, str], str]) -> list[_Row]:
     """Everything the table shows, flattened so the template only loops and prints."""
     rows, previous_case, esc = [], None, _Escaped()
-    for variant in compat["variants"]:
-        per_cell = compat["results"].get(variant["id"], {})
-        entries = [_entry(esc, variant["case"], c["id"], per_cell.get(c["id"]), anchors.get((variant["id"], c["id"]), "")) for c in cells]
+    ids = [str(c["id"]) for c in cells]
+    for variant in compat.variants:
+        per_cell = compat.entries(variant.id)
+        entries = [_entry(esc, variant.case, c, per_cell.get(c), anchors.get((variant.id, c), "")) for c in ids]
         rows.append(_Row(
-            id=variant["id"], case=variant["case"], name=f"{variant['variant']}[{variant['device']}]",
-            workaround_for=(variant["workaround_for"] or "") if variant["kind"] == "workaround" else "",
-            case_start=variant["case"] != previous_case,
+            id=variant.id, case=variant.case, name=variant.label,
+            workaround_for=(variant.workaround_for or "") if variant.kind is Kind.WORKAROUND else "",
+            case_start=variant.case != previous_case,
             entries=Markup("\n    ".join(entries)),  # noqa: S704 -- _entry escaped every text
         ))  # fmt: skip
-        previous_case = variant["case"]
+        previous_case = variant.case
     return rows
 
 
-def _evidence(compat: dict[str, Any]) -> list[tuple[str, Markup]]:
+def _evidence(compat: Compat) -> list[tuple[str, Markup]]:
     """One line per case variant (its CPU and CUDA rows share the evidence)."""
     seen: dict[str, Markup] = {}
-    for v in compat["variants"]:
-        key = f"{v['case']}::{v['variant']}"
-        if v.get("evidence") and key not in seen:
-            seen[key] = _linkify(v["evidence"])
+    for v in compat.variants:
+        key = f"{v.case}::{v.name}"
+        if v.evidence and key not in seen:
+            seen[key] = _linkify(v.evidence)
     return list(seen.items())
 
 
-def render_html(
-    compat: dict[str, Any], changes: list[Change], history: Mapping[str, Any] | None = None, boundary: Boundary | None = None
-) -> str:
-    """The whole report as one HTML string.
+def _missing_by_cell(changes: list[tuple[Change, str]]) -> list[tuple[str, int, str, str]]:
+    """(cell id, how many results, why, anchor of the first) per cell with missing results, in change order."""
+    grouped: dict[str, list[tuple[Change, str]]] = {}
+    for change, anchor in changes:
+        if change.kind is ChangeKind.MISSING:
+            grouped.setdefault(change.cell_id, []).append((change, anchor))
+    return [(cell, len(items), items[0][0].message, next((a for _, a in items if a), "")) for cell, items in grouped.items()]
 
-    ``history`` maps variant ids to their :class:`~bugmatrix.report.history.VariantHistory`
-    (since when, timeline, flaky cells); ``boundary`` is :func:`~bugmatrix.report.boundaries.pictures`
-    when the caller already computed it for compat.md and the terminal.
-    """
-    shown = [c for c in changes if c.kind not in INFORMATIONAL]
+
+def render_html(report: NightReport) -> str:
+    """The whole report as one HTML string, a view of one :class:`~bugmatrix.report.night.NightReport`."""
+    compat = report.compat
+    shown = report.listed
     # Listed changes link to their table entry; ids only where needed keeps the page small.
-    anchors = {(c.variant_id, c.cell_id): f"e{i}" for i, c in enumerate(shown[:CHANGE_LIMIT])}
+    anchors = {(c.variant_id, c.cell_id): f"e{i}" for i, c in enumerate(shown[:CHANGE_LIMIT]) if c.variant_id}
+    listed = [(c, anchors.get((c.variant_id, c.cell_id), "")) for c in shown[:CHANGE_LIMIT]]
     cells = _cells(compat)
-    _, shared = split_axes(compat)
+    _, shared = compat.varying_and_shared
+    host_interpreter = (compat.interpreter or "interpreter").capitalize()
     return _ENV.get_template("index.html.j2").render(
         compat=compat,
+        report=report,
         cells=cells,
         rows=_rows(compat, cells, anchors),
-        changes=[(c, anchors.get((c.variant_id, c.cell_id), "")) for c in shown[:CHANGE_LIMIT]],
+        missing=_missing_by_cell(listed),
+        missing_total=len(report.missing),
+        changes=[(c, a) for c, a in listed if c.kind is not ChangeKind.MISSING],
+        severe=frozenset(k.value for k in SEVERE),
         hidden_changes=max(0, len(shown) - CHANGE_LIMIT),
-        informational=len(changes) - len(shown),
-        legend=[(o, label(o)) for o in OUTCOMES],
-        axes=[(_attr_name(a), a) for a in axes_of(compat)],
-        shared=", ".join(f"{short(compat, a)} {v}" for a, v in shared.items()),
-        environments=compat.get("environments", []),
+        informational=report.informational,
+        legend=[(o.value, o.label) for o in Outcome],
+        axes=[(_attr_name(a), a) for a in compat.axis_names],
+        shared=", ".join(f"{compat.short(a)} {v}" for a, v in shared.items()),
+        environments=compat.environments,
+        host_interpreter=host_interpreter,
+        environment_axes=compat.axis_names,
+        environment_rows=_environment_rows(compat),
         evidence=_evidence(compat),
-        overview=overview(compat, history, boundary),
-        agreement=per_case(compat),
-        tracking=tracking_text(compat),
-        release_groups=[(g, group_headline(g)) for g in release_groups(compat.get("releases") or [])],
+        overview=overview(compat, report.boundary, report.history),
+        agreement=report.agreement,
+        tracking=compat.tracking_text(),
+        expectation=report.expectation_text,
+        release_groups=report.releases,
+        moved=report.moved,
         table_open=len(cells) <= OPEN_TABLE_CELLS,
-        has_history=bool(history),
+        has_history=bool(report.history),
     )

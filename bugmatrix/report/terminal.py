@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import TextIO
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.report.boundaries import Boundary, Picture, Track, boundary_text, pictures
+from bugmatrix.report.boundaries import Picture, Track, boundary_text
+from bugmatrix.report.history import VariantHistory
+from bugmatrix.report.model import Compat
+from bugmatrix.report.night import NightReport
 
-__all__ = ["render_terminal", "summary_rows", "use_colour"]
+__all__ = ["headline_lines", "render_terminal", "summary_rows", "use_colour"]
+
+#: Missing results and release notes named one by one before "… and N more": the page has them all.
+HEADLINE_LIMIT = 10
 
 _ANSI = {"✗": "31", "✓": "32", "≠": "33", "‼": "33", "∞": "33", "⚠": "90", "≈": "35"}
 _RESET = "\033[0m"
@@ -49,7 +55,7 @@ def _ranges(values: list[str], hits: set[str]) -> str:
     return ", ".join(r[0] if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
 
 
-def _where(picture: Picture, track: Track, outcome: str) -> str:
+def _where(picture: Picture, track: Track, outcome: Outcome) -> str:
     """Where a track had ``outcome``: release ranges on a strip, a cell count on a grid."""
     if picture.kind == "strip":
         hits = {key[0] for key, mark in track.marks.items() if outcome in mark.outcomes}
@@ -59,48 +65,64 @@ def _where(picture: Picture, track: Track, outcome: str) -> str:
     return f"{count} of {len(track.marks)} positions" if count else "—"
 
 
-def _held(track: Track, workarounds: list[Track], results: Mapping[str, Any], history: Mapping[str, Any]) -> str:
+def _held(track: Track, workarounds: list[Track], compat: Compat, history: Mapping[str, VariantHistory]) -> str:
     """``cache_disabled ✓ 11/11, fresh_autocast 3/11``: in how many of the cells where the variant reproduced each was fixed.
 
     ✓ marks the ones that held in every such cell; the others get no symbol,
     since "not fixed" may be skipped or not run rather than reproduced.
     """
-    reproduced = [
-        e for e in results.get(track.variant["id"], {}).values() if str(getattr(e["outcome"], "value", e["outcome"])) == Outcome.REPRODUCED
-    ]
+    reproduced = [e for e in compat.entries(track.variant.id).values() if e.outcome is Outcome.REPRODUCED]
     if not reproduced or not workarounds:
         return ""
     parts = []
     for w in (w for w in workarounds if w.role == "workaround"):
-        held = sum(1 for e in reproduced if w.variant["variant"] in (e.get("workarounds") or []))
-        flaky = " ≈ flaky" if getattr(history.get(w.variant["id"]), "flaky", None) else ""
-        parts.append(f"{w.variant['variant']} {'✓ ' if held == len(reproduced) else ''}{held}/{len(reproduced)}{flaky}")
+        held = sum(1 for e in reproduced if w.variant.name in e.workarounds)
+        flaky = " ≈ flaky" if (h := history.get(w.variant.id)) is not None and h.flaky else ""
+        parts.append(f"{w.variant.name} {'✓ ' if held == len(reproduced) else ''}{held}/{len(reproduced)}{flaky}")
     return ", ".join(parts)
 
 
-def summary_rows(
-    compat: Mapping[str, Any], history: Mapping[str, Any] | None = None, boundary: Boundary | None = None
-) -> tuple[list[tuple[str, str, str, str, str]], int]:
+def summary_rows(report: NightReport, *, with_history: bool = True) -> tuple[list[tuple[str, str, str, str, str]], int]:
     """Per drawn variant: (name, reproduced in, fixed in, boundary, workarounds held); and how many variants ran nowhere.
 
-    The terminal summary and the README's table are both this, so they cannot disagree.
+    The terminal summary and the README's table are both this, so they cannot
+    disagree (the README leaves the history's flaky marks out: it describes the committed run).
     """
-    drawn, idle = boundary or pictures(compat)
+    drawn, idle = report.boundary
+    history = report.history if with_history else {}
     rows = []
     for picture in drawn:
         track = picture.tracks[0]
-        flaky = (history or {}).get(track.variant["id"])
-        name = track.variant["id"] + (" ≈ flaky" if flaky is not None and flaky.flaky else "")
-        held = _held(track, picture.tracks[1:], compat["results"], history or {})
-        rows.append((name, _where(picture, track, "reproduced"), _where(picture, track, "fixed"), boundary_text(picture), held))
+        flaky = history.get(track.variant.id)
+        name = track.variant.id + (" ≈ flaky" if flaky is not None and flaky.flaky else "")
+        held = _held(track, picture.tracks[1:], report.compat, history)
+        rows.append((name, _where(picture, track, Outcome.REPRODUCED), _where(picture, track, Outcome.FIXED), boundary_text(picture), held))
     return rows, len(idle)
 
 
-def render_terminal(
-    compat: Mapping[str, Any], history: Mapping[str, Any] | None = None, *, colour: bool = False, boundary: Boundary | None = None
-) -> str:
-    """The summary table (no trailing newline); ``history`` adds a ≈ flaky mark per variant."""
-    body, idle = summary_rows(compat, history, boundary)
+def headline_lines(report: NightReport) -> list[str]:
+    """What leads the terminal, before the table: missing results, then new releases (installed or not)."""
+    lines = []
+    missing = report.missing
+    if missing:
+        cells: dict[str, list[str]] = {}
+        for change in missing:
+            cells.setdefault(change.cell_id, []).append(change.message)
+        lines.append(f"? MISSING: {len(missing)} expected result(s) not recorded, in {len(cells)} cell(s):")
+        for cell, messages in list(cells.items())[:HEADLINE_LIMIT]:
+            lines.append(f"    {cell}: {len(messages)} — {messages[0].splitlines()[0] if messages[0] else ''}")
+        if len(cells) > HEADLINE_LIMIT:
+            lines.append(f"    … and {len(cells) - HEADLINE_LIMIT} more cell(s) (see compat.md or index.html)")
+    for group in report.releases:
+        lines.append(f"{'⚠' if not group.installs else '•'} NEW RELEASE {group.headline}")
+        for note in (*group.not_installed, *group.notable)[:HEADLINE_LIMIT]:
+            lines.append(f"    {note.text}")
+    return lines
+
+
+def render_terminal(report: NightReport, *, colour: bool = False) -> str:
+    """Missing results and new releases first, then the summary table (no trailing newline); the history adds ≈ flaky marks."""
+    body, idle = summary_rows(report)
     rows = [("variant", "reproduced in", "fixed in", "boundary", ""), *body]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = []
@@ -111,4 +133,4 @@ def render_terminal(
             lines.append("    " + _paint(HELD + row[4], colour))
     if idle:
         lines.append(f"ran nowhere (skipped or not installed in every cell): {idle} variant(s)")
-    return "\n".join(lines)
+    return "\n".join([*(_paint(line, colour) for line in headline_lines(report)), *lines])

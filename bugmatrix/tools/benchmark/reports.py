@@ -51,12 +51,13 @@ def measure_report() -> Measurement:
     name = "report: merge + render 1,000 cells x 20 variants vs 1 s"
     try:
         from bugmatrix.report.merge import merge_runs
+        from bugmatrix.report.night import analyse
         from bugmatrix.report.render_html import render_html
     except ImportError as exc:
-        return skipped(name, f"report renderer not importable ({exc}); needs bugmatrix/report/merge.py and render_html.py")
+        return skipped(name, f"report renderer not importable ({exc}); needs bugmatrix/report/merge.py, night.py and render_html.py")
     runs = synthetic_runs()
     start = time.perf_counter()
-    render_html(merge_runs(runs, profile="full", commit="benchmark", generated="2026-01-01T00:00:00+00:00"), [])
+    render_html(analyse(merge_runs(runs, profile="full", commit="benchmark", generated="2026-01-01T00:00:00+00:00")))
     return Measurement(name, time.perf_counter() - start, 1.0, "s", "<", 1)
 
 
@@ -67,10 +68,9 @@ def measure_report_with_history(nights: int = 90) -> Measurement:
     of every night's cost, building it is not.
     """
     name = f"report: 1,000 cells x 20 variants with {nights} nights of history (merge, releases, history, pictures, html, md) vs 1 s"
-    from bugmatrix.report.boundaries import pictures
-    from bugmatrix.report.explain import explain
-    from bugmatrix.report.history import Night, append_night, load_history, night_from_compat, summarise, write_history
+    from bugmatrix.report.history import Night, append_night, load_history, night_from_compat, write_history
     from bugmatrix.report.merge import merge_runs
+    from bugmatrix.report.night import analyse
     from bugmatrix.report.render_html import render_html
     from bugmatrix.report.render_md import render_markdown
 
@@ -83,11 +83,10 @@ def measure_report_with_history(nights: int = 90) -> Measurement:
         write_history(path, past)
         start = time.perf_counter()
         compat = merge_runs(runs, profile="full", commit="benchmark", generated="2026-04-01T00:00:00+00:00")
-        explain(compat, None)
         kept = append_night(load_history(path), night_from_compat(compat, (first + dt.timedelta(days=nights - 1)).isoformat()))
-        history, boundary = summarise(kept), pictures(compat)
-        render_html(compat, [], history, boundary)
-        render_markdown(compat, [], boundary)
+        report = analyse(compat, None, kept)  # releases, moved, agreement, pictures, history: once, for every view
+        render_html(report)
+        render_markdown(report)
         write_history(path, kept)
         elapsed = time.perf_counter() - start
     return Measurement(name, elapsed, 1.0, "s", "<", 1)

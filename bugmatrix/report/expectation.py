@@ -1,0 +1,184 @@
+"""What a report expected to find, and under which profile: a result that is not there is *missing*, never silent.
+
+The runs alone cannot say what is absent, so a report always holds them
+against an expectation, and says which one it used:
+
+1. ``--plan``: the plan document -- every planned (variant, cell). A baseline
+   cell the plan no longer has is *dropped on purpose*, not missing.
+2. Without a plan: the baseline's (variant, cell) set, when the baseline is a
+   report of the same profile -- a cell it held that has no run file now is
+   missing -- plus each run file's own ``selected`` list (a run that stopped
+   after 12 of 47 variants is missing 35). A run file that records its
+   selection is the judge of its own cell: a baseline variant it did not
+   collect was renamed or removed (counted as dropped), unless the run was
+   narrowed with ``-k``/``-m``, which is the user's choice.
+3. Neither: each run file's own selection.
+
+The profile is never a default that mislabels: the plan's; else ``--profile``;
+else the baseline's, when every cell that ran is one of the baseline's; else
+the run is an *ad-hoc* set of cells with a label of its own
+(``ad-hoc-<digest of its cell ids>``), so it gets its own history line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bugmatrix.cell.runfile import RunRecord
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.cells import PLAN_SCHEMA
+from bugmatrix.report.model import Axis, Compat, ExpectationSource, ExpectationSummary, TrackedPin, Tracking
+
+__all__ = ["SYSTEM_CELL", "Expectation", "ExpectedCell", "choose_profile", "expect", "from_plan", "load_plan"]
+
+#: The cell that runs the cases in the current interpreter (``nox -s system``): never planned, never expected.
+SYSTEM_CELL = "system"
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedCell:
+    """A cell the report expects, with or without a run file: its pins and the variants it should record."""
+
+    id: str
+    pins: Mapping[str, str]
+    variants: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """The expected cells (display order) and how to say where they came from."""
+
+    source: ExpectationSource
+    text: str  # "the plan build/reports/plan-full.json (70 cells)", said on the page, the terminal and the step summary
+    cells: tuple[ExpectedCell, ...] = ()
+    axes: tuple[Axis, ...] = ()  # the plan's axis list, when the plan has one
+    tracking: Tracking | None = None  # the plan's resolution of latest
+    dropped: tuple[str, ...] = ()
+    dropped_results: int = 0
+    _by_id: dict[str, ExpectedCell] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_id.update({c.id: c for c in self.cells})
+
+    @property
+    def noun(self) -> str:
+        """How a missing result's message names what was expected: planned, or selected."""
+        return "planned" if self.source is ExpectationSource.PLAN else "expected"
+
+    def cell(self, cell_id: str) -> ExpectedCell | None:
+        return self._by_id.get(cell_id)
+
+    def variants_for(self, cell_id: str, run: RunRecord | None) -> tuple[str, ...]:
+        """The variants ``cell_id`` should have recorded: the plan's; else its run file's own selection; else the baseline's."""
+        expected = self._by_id.get(cell_id)
+        if self.source is ExpectationSource.PLAN:
+            return expected.variants if expected else ()
+        if run is not None and run.selected:
+            return tuple(run.selected)
+        return expected.variants if expected else ()
+
+    def summary(self) -> ExpectationSummary:
+        return ExpectationSummary(self.source, self.text, self.dropped, self.dropped_results)
+
+
+def load_plan(path: Path) -> dict[str, Any]:
+    """A plan document written by ``plan --out`` (or the nox report sessions); a defect is one line."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        msg = f"--plan {path}: cannot read the plan ({exc}); write it with: python -m bugmatrix plan --profile P --out {path}"
+        raise BugmatrixError(msg) from None
+    if not isinstance(data, dict) or data.get("schema") != PLAN_SCHEMA or not isinstance(data.get("cells"), list):
+        msg = f"--plan {path}: not a {PLAN_SCHEMA} document; write it with: python -m bugmatrix plan --profile P --out {path}"
+        raise BugmatrixError(msg)
+    return data
+
+
+def _plan_axes(plan: Mapping[str, Any]) -> tuple[Axis, ...]:
+    return tuple(Axis(str(a["name"]), str(a.get("prefix") or a["name"]), bool(a.get("interpreter"))) for a in plan.get("axes") or ())
+
+
+def _plan_tracking(plan: Mapping[str, Any]) -> Tracking | None:
+    resolution = plan.get("resolution") or {}
+    if not resolution.get("axes"):
+        return None
+    axes = {str(a): TrackedPin(str(t["requested"]), str(t["resolved"])) for a, t in resolution["axes"].items()}
+    return Tracking(axes, resolution.get("resolved_at"), bool(resolution.get("stale")))
+
+
+def from_plan(plan: Mapping[str, Any], where: str = "", baseline: Compat | None = None) -> Expectation:
+    """Every planned (variant, cell); baseline cells and results the plan no longer has are counted as dropped on purpose."""
+    cells = tuple(
+        ExpectedCell(str(c["id"]), {str(a): str(v) for a, v in c["pins"].items()}, tuple(c.get("variants") or ())) for c in plan["cells"]
+    )
+    dropped: tuple[str, ...] = ()
+    dropped_results = 0
+    if baseline is not None:
+        planned = {c.id: set(c.variants) for c in cells}
+        dropped = tuple(c.id for c in baseline.cells if c.id not in planned and c.id != SYSTEM_CELL)
+        dropped_results = sum(
+            1 for vid, per_cell in baseline.results.items() for cid in per_cell if cid != SYSTEM_CELL and vid not in planned.get(cid, ())
+        )
+    text = f"the plan{' ' + where if where else ''} ({len(cells)} cells)"
+    return Expectation(ExpectationSource.PLAN, text, cells, _plan_axes(plan), _plan_tracking(plan), dropped, dropped_results)
+
+
+def _from_baseline(baseline: Compat, where: str, runs: Sequence[RunRecord]) -> Expectation:
+    """The baseline's (variant, cell) set; a run file that records its selection judges its own cell."""
+    by_cell: dict[str, list[str]] = {}
+    for vid, per_cell in baseline.results.items():
+        for cid in per_cell:
+            by_cell.setdefault(cid, []).append(vid)
+    cells = tuple(ExpectedCell(c.id, dict(c.pins), tuple(by_cell.get(c.id, ()))) for c in baseline.cells if c.id != SYSTEM_CELL)
+    dropped_results = 0
+    for run in runs:
+        if run.selected and not run.deselected_by and run.cell in by_cell:
+            dropped_results += len(set(by_cell[run.cell]).difference(run.selected))
+    text = f"the baseline {where} ({len(cells)} cells) and each run file's own selection"
+    return Expectation(ExpectationSource.BASELINE, text, cells, dropped_results=dropped_results)
+
+
+def expect(
+    runs: Sequence[RunRecord],
+    profile: str,
+    *,
+    plan: Mapping[str, Any] | None = None,
+    plan_path: str = "",
+    baseline: Compat | None = None,
+    baseline_path: str = "",
+) -> Expectation:
+    """The expectation this report holds ``runs`` against (the rules are in the module docstring)."""
+    if plan is not None:
+        return from_plan(plan, plan_path, baseline)
+    if baseline is not None and baseline.profile == profile:
+        return _from_baseline(baseline, baseline_path, runs)
+    if baseline is not None:
+        why = f"the baseline {baseline_path} is a {baseline.profile!r} report, this is {profile!r}: its cells are not expected here"
+    else:
+        why = "no plan and no baseline"
+    return Expectation(ExpectationSource.RUNS, f"each run file's own selection ({why})")
+
+
+def choose_profile(
+    requested: str | None, runs: Sequence[RunRecord], *, plan: Mapping[str, Any] | None = None, baseline: Compat | None = None
+) -> tuple[str, str]:
+    """(profile, where it came from): the plan's, ``--profile``, the baseline's, or an ad-hoc label of its own."""
+    if plan is not None:
+        planned = str(plan.get("profile") or "")
+        if requested and planned and requested != planned:
+            msg = f"--profile {requested} contradicts the plan's profile {planned!r}; leave --profile out (the plan says it)"
+            raise BugmatrixError(msg)
+        if planned:
+            return planned, "the plan"
+    if requested:
+        return requested, "--profile"
+    ran = sorted(r.cell for r in runs if r.cell != SYSTEM_CELL)
+    if baseline is not None and baseline.profile and set(ran) <= set(baseline.cell_by_id):
+        return baseline.profile, "the baseline (every cell that ran is one of its cells)"
+    digest = hashlib.sha256("\n".join(ran).encode()).hexdigest()[:8]
+    return f"ad-hoc-{digest}", f"an ad-hoc set of {len(ran)} cell(s): no plan, no --profile, and not all of them are the baseline's"

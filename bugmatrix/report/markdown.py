@@ -1,0 +1,37 @@
+"""Markdown text from run data, escaped in one place: compat.md, the step summary and the README table all write through here.
+
+Everything that comes from a run (messages, versions, install reasons, ids)
+goes through :func:`escape_md`: a ``|`` would add a table column, ``<script>``
+must stay text, and a backtick or ``*`` would restyle the rest of the line.
+No Markdown library escapes for GitHub's dialect, so this is the one
+hand-written helper (and its test in tests/test_report.py the one place its
+rules are pinned).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["code", "escape_md"]
+
+#: Characters that change Markdown structure or style; backslash-escaped (GFM honours these in tables too).
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+#: Identifiers that may go verbatim in a code span: no backtick (ends the span), no pipe (ends the cell).
+_PLAIN_ID = re.compile(r"[\w.:+\-\[\]/=, ]+")
+
+
+def escape_md(text: object) -> str:
+    """Make arbitrary text safe inside a Markdown table cell (one line, no markup, no HTML)."""
+    out = _MD_SPECIAL.sub(r"\\\1", str(text))
+    out = out.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return " ".join(out.split())
+
+
+def code(text: object) -> str:
+    """An id as a code span when that is safe, else escaped text.
+
+    Inside a code span backslash escapes are shown literally, so only text
+    that needs none may go there; anything else is escaped plain text.
+    """
+    text = str(text)
+    return f"`{text}`" if _PLAIN_ID.fullmatch(text) else escape_md(text)

@@ -1,0 +1,465 @@
+"""The compat document as typed values: what every analysis and every view reads.
+
+The document's JSON form is written down once, in ``compat.schema.json``
+beside this module (version :data:`COMPAT_SCHEMA`); this module is its only
+reader and writer. ``bugmatrix.compat/1`` and ``/2`` documents (older
+baselines) still load: keys they lack take their defaults.
+
+Values are frozen: an analysis (:mod:`~bugmatrix.report.diff`,
+:mod:`~bugmatrix.releases.notes`, ...) returns new values and never adds to
+the document, so every view sees the same night. What a document says about
+itself (which axes, which of them is the interpreter, each axis's short name,
+which pins tell cells apart) is computed here once and cached; nothing in the
+report names an axis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from bugmatrix.cell.ids import VariantId
+from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+
+__all__ = [
+    "COMPAT_SCHEMA",
+    "OLD_COMPAT_SCHEMAS",
+    "Axis",
+    "Cell",
+    "Compat",
+    "Entry",
+    "ExpectationSource",
+    "ExpectationSummary",
+    "Host",
+    "Install",
+    "InstallStatus",
+    "TrackedPin",
+    "Tracking",
+    "Variant",
+]
+
+#: The one place the compat document's version is named (compat.schema.json accepts it and the older ones).
+COMPAT_SCHEMA = "bugmatrix.compat/3"
+OLD_COMPAT_SCHEMAS = ("bugmatrix.compat/1", "bugmatrix.compat/2")
+
+
+class InstallStatus(enum.StrEnum):
+    """Whether a cell's environment was built: ``missing`` is a planned cell without a run file."""
+
+    OK = "ok"
+    FAILED = "failed"
+    MISSING = "missing"
+
+
+class ExpectationSource(enum.StrEnum):
+    """What the report held the runs against, so a hole in the table is never silent."""
+
+    PLAN = "plan"  # the plan document: every planned (variant, cell)
+    BASELINE = "baseline"  # the baseline's (variant, cell) set, and each run file's own selection
+    RUNS = "runs"  # only each run file's own selection (no plan, no baseline of this profile)
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    """One axis of the document, in display order: its name, its short name in cell ids, and whether it is the interpreter."""
+
+    name: str
+    prefix: str
+    interpreter: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "prefix": self.prefix, "interpreter": self.interpreter}
+
+
+@dataclass(frozen=True, slots=True)
+class TrackedPin:
+    """A pin a profile asked for symbolically: ``latest`` resolved to ``2.15.0``."""
+
+    requested: str
+    resolved: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"requested": self.requested, "resolved": self.resolved}
+
+
+@dataclass(frozen=True, slots=True)
+class Tracking:
+    """What ``latest`` meant for this report: the plan's resolution, else what the run files recorded."""
+
+    axes: Mapping[str, TrackedPin] = field(default_factory=dict)
+    resolved_at: str | None = None
+    stale: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"axes": {a: t.to_json() for a, t in self.axes.items()}, "resolved_at": self.resolved_at, "stale": self.stale}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Tracking:
+        data = data or {}
+        axes = {str(a): TrackedPin(str(t["requested"]), str(t["resolved"])) for a, t in (data.get("axes") or {}).items()}
+        return cls(axes, data.get("resolved_at"), bool(data.get("stale")))
+
+
+@dataclass(frozen=True, slots=True)
+class Install:
+    """How a cell's environment build ended, and the resolver's reason when it failed."""
+
+    status: InstallStatus = InstallStatus.OK
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One pinned environment: pins as requested, environment as observed, and how its run went."""
+
+    id: str
+    pins: Mapping[str, str]
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    install: Install = Install()
+    started: str = ""
+    finished: str = ""
+    duration_s: float | None = None
+    complete: bool = False
+    deselected_by: str = ""
+    tracked: Mapping[str, TrackedPin] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.install.status is InstallStatus.FAILED
+
+    def observed(self, key: str) -> str:
+        """What the cell saw for ``key`` (an axis's installed version, ``cuda``, ``gpu``), or ""."""
+        value = self.environment.get(key)
+        return "" if value is None or value is False else str(value)
+
+    def package(self, axis: str) -> str:
+        """The distribution that provided ``axis`` in this cell (``pytorch-lightning``), or ""."""
+        return self.observed(f"{axis}_package")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "pins": dict(self.pins), "environment": dict(self.environment),
+            "install": {"status": self.install.status.value, "reason": self.install.reason},
+            "started": self.started, "finished": self.finished, "duration_s": self.duration_s, "complete": self.complete,
+            "deselected_by": self.deselected_by, "tracked": {a: t.to_json() for a, t in self.tracked.items()},
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Cell:
+        install = data.get("install") or {}
+        return cls(
+            id=str(data["id"]), pins={str(a): str(v) for a, v in (data.get("pins") or {}).items()},
+            environment=dict(data.get("environment") or {}),
+            install=Install(InstallStatus(install.get("status", "ok")), str(install.get("reason", ""))),
+            started=str(data.get("started", "")), finished=str(data.get("finished", "")), duration_s=data.get("duration_s"),
+            complete=bool(data.get("complete", False)), deselected_by=str(data.get("deselected_by", "")),
+            tracked={str(a): TrackedPin(str(t["requested"]), str(t["resolved"])) for a, t in (data.get("tracked") or {}).items()},
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One row of the table: a case variant on one device, and what it is to its case."""
+
+    id: str
+    case: str
+    name: str
+    device: str
+    kind: Kind | None = None  # None only for a variant no run could describe (a crash record, a planned id)
+    workaround_for: str | None = None
+    counterpart: str | None = None
+    evidence: str = ""
+
+    @property
+    def tag(self) -> str:
+        """The id's tag: the device, or ``device-dtype`` where one variant declares two dtypes on one device."""
+        try:
+            return VariantId.parse(self.id).tag
+        except ValueError:
+            return self.device
+
+    @property
+    def label(self) -> str:
+        """``core[cpu]``: name and device, where a heading already names the case (tables, pictures)."""
+        return f"{self.name}[{self.device}]"
+
+    @property
+    def short(self) -> str:
+        """``core[cpu-float16]``: the id without its case (name and tag, as :attr:`VariantId.short`)."""
+        try:
+            return VariantId.parse(self.id).short
+        except ValueError:
+            return self.label
+
+    @property
+    def role(self) -> str:
+        """``workaround`` or ``upstream`` when the variant is drawn on another variant's picture, else ""."""
+        return self.kind.value if self.kind in (Kind.WORKAROUND, Kind.UPSTREAM) else ""
+
+    @classmethod
+    def from_id(cls, variant_id: str) -> Variant:
+        """What a variant id alone says (``case::name[tag]``), for a variant no run described."""
+        parsed = VariantId.parse(variant_id)
+        return cls(variant_id, parsed.case, parsed.name, parsed.device)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "case": self.case, "variant": self.name, "device": self.device,
+            "kind": self.kind.value if self.kind else None, "workaround_for": self.workaround_for,
+            "counterpart": self.counterpart, "evidence": self.evidence,
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Variant:
+        return cls(
+            id=str(data["id"]), case=str(data["case"]), name=str(data["variant"]), device=str(data["device"]),
+            kind=Kind(data["kind"]) if data.get("kind") else None, workaround_for=data.get("workaround_for"),
+            counterpart=data.get("counterpart"), evidence=str(data.get("evidence") or ""),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One result: a variant in a cell, against its expectation, with its message, log and the workarounds that held there."""
+
+    outcome: Outcome
+    verdict: Verdict | None = None
+    expected: Outcome | None = None
+    message: str = ""
+    log: str = ""
+    leaked: tuple[str, ...] = ()
+    duration_s: float | None = 0.0
+    workarounds: tuple[str, ...] = ()  # for a reproduced entry: the workarounds of its case and device fixed in this cell
+
+    @property
+    def flagged(self) -> bool:
+        """The outcome differs from its expectation (regression, unexpected fix, new failure mode)."""
+        return self.verdict is not None and self.verdict.flagged
+
+    @property
+    def as_declared(self) -> bool:
+        """The outcome is what its expectation declares here: a change into it is no regression (candidate)."""
+        return self.expected is not None and self.outcome is self.expected
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome.value, "verdict": self.verdict.value if self.verdict else None,
+            "expected": self.expected.value if self.expected else None, "message": self.message, "log": self.log,
+            "leaked": list(self.leaked), "duration_s": self.duration_s, "workarounds": list(self.workarounds),
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Entry:
+        return cls(
+            outcome=Outcome(data["outcome"]), verdict=Verdict(data["verdict"]) if data.get("verdict") else None,
+            expected=Outcome(data["expected"]) if data.get("expected") else None, message=str(data.get("message") or ""),
+            log=str(data.get("log") or ""), leaked=tuple(data.get("leaked") or ()), duration_s=data.get("duration_s", 0.0),
+            workarounds=tuple(data.get("workarounds") or ()),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A machine the cells ran on, for the report header: platform and GPU, with the CUDA builds and interpreters seen there."""
+
+    platform: str
+    gpu: str | None = None
+    cuda: tuple[str, ...] = ()
+    interpreters: tuple[str, ...] = ()
+    cells: tuple[str, ...] = ()
+
+    def to_json(self, interpreter: str) -> dict[str, Any]:
+        """The interpreters' versions under the interpreter axis's own name (as earlier documents have them)."""
+        return {
+            "platform": self.platform,
+            "gpu": self.gpu,
+            "cuda": list(self.cuda),
+            interpreter: list(self.interpreters),
+            "cells": list(self.cells),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Host:
+        interpreters = next((v for k, v in data.items() if k not in ("platform", "gpu", "cuda", "cells") and isinstance(v, list)), [])
+        return cls(
+            str(data.get("platform") or ""),
+            data.get("gpu"),
+            tuple(data.get("cuda") or ()),
+            tuple(interpreters),
+            tuple(data.get("cells") or ()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectationSummary:
+    """Which expectation the report used, said on the page, and what it left out on purpose."""
+
+    source: ExpectationSource = ExpectationSource.RUNS
+    text: str = ""
+    dropped: tuple[str, ...] = ()  # baseline cells the plan no longer has (dropped on purpose, not missing)
+    dropped_results: int = 0  # baseline (variant, cell) results no longer planned or collected
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source.value, "text": self.text, "dropped": list(self.dropped), "dropped_results": self.dropped_results}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> ExpectationSummary:
+        data = data or {}
+        return cls(
+            ExpectationSource(data.get("source", "runs")), str(data.get("text", "")), tuple(data.get("dropped") or ()),
+            int(data.get("dropped_results", 0)),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Compat:
+    """The merged night: cells (columns), variants (rows) and one entry per (variant, cell) that has one.
+
+    ``results`` maps a variant id to its entries by cell id, in the order the
+    merge recorded them (renderers keep that order). Derived facts are cached
+    on first use: a full report asks them ~10^5 times.
+    """
+
+    generated: str
+    commit: str
+    profile: str
+    axes: tuple[Axis, ...]
+    cells: tuple[Cell, ...]
+    variants: tuple[Variant, ...]
+    results: Mapping[str, Mapping[str, Entry]]
+    environments: tuple[Host, ...] = ()
+    tracking: Tracking = Tracking()
+    stale: tuple[str, ...] = ()  # variant ids recorded by a run but not planned (renamed or removed)
+    expectation: ExpectationSummary = ExpectationSummary()
+    profile_source: str = ""  # where the profile came from: the plan, --profile, the baseline, or an ad-hoc set
+    schema: str = COMPAT_SCHEMA
+
+    # -- what the document says about itself ------------------------------------------------------
+
+    @cached_property
+    def cell_by_id(self) -> dict[str, Cell]:
+        return {c.id: c for c in self.cells}
+
+    @cached_property
+    def variant_by_id(self) -> dict[str, Variant]:
+        return {v.id: v for v in self.variants}
+
+    @cached_property
+    def axis_names(self) -> tuple[str, ...]:
+        """Every axis pinned by at least one cell, in the document's display order (unknown ones after, sorted)."""
+        order = [a.name for a in self.axes]
+        seen = {axis for cell in self.cells for axis in cell.pins}
+        return tuple([a for a in order if a in seen] + sorted(seen.difference(order)))
+
+    @cached_property
+    def interpreter(self) -> str | None:
+        """The axis that is the interpreter (its pins are Pythons, not distributions), if the document knows one."""
+        return next((a.name for a in self.axes if a.interpreter), None)
+
+    @cached_property
+    def _shorts(self) -> dict[str, str]:
+        return {a.name: a.prefix for a in self.axes}
+
+    def short(self, axis: str) -> str:
+        """An axis's short name in headings, as in cell ids (the prefix the plan gives it)."""
+        return self._shorts.get(axis, axis)
+
+    def entry(self, variant_id: str, cell_id: str) -> Entry | None:
+        return self.results.get(variant_id, {}).get(cell_id)
+
+    def entries(self, variant_id: str) -> Mapping[str, Entry]:
+        return self.results.get(variant_id, {})
+
+    @cached_property
+    def _ran_variants(self) -> frozenset[str]:
+        ran = frozenset(o for o in Outcome if o.ran)
+        return frozenset(vid for vid, per_cell in self.results.items() if any(e.outcome in ran for e in per_cell.values()))
+
+    def ran_anywhere(self, variant_id: str) -> bool:
+        """Some entry of the variant is an outcome of running it (not skipped, install-failed or missing)."""
+        return variant_id in self._ran_variants
+
+    def split_axes(self, cells: Iterable[Cell] | None = None) -> tuple[list[str], dict[str, str]]:
+        """Axes whose pin differs between ``cells`` (default: all), and the pins they all share.
+
+        A column header only needs what tells cells apart: ``torch 2.5.1 · pl 2.0.3``
+        instead of repeating the interpreter in every column; the shared pins are
+        said once above the table.
+        """
+        cells = list(self.cells if cells is None else cells)
+        varying: list[str] = []
+        shared: dict[str, str] = {}
+        for axis in self.axis_names:
+            values = {c.pins.get(axis, "") for c in cells}
+            if len(values) == 1 and "" not in values:
+                shared[axis] = values.pop()
+            else:
+                varying.append(axis)
+        return varying, shared
+
+    @cached_property
+    def varying_and_shared(self) -> tuple[list[str], dict[str, str]]:
+        """:meth:`split_axes` over every cell, computed once (the page, compat.md and the title of every column)."""
+        return self.split_axes()
+
+    def tracking_text(self) -> str:
+        """``torch latest = 2.15.0 · lightning latest = 2.6.6`` (+ when, and a warning if it was a saved answer); "" if none."""
+        order = [a.name for a in self.axes]
+        axes = sorted(self.tracking.axes, key=lambda a: order.index(a) if a in order else len(order))
+        parts = [f"{axis} {self.tracking.axes[axis].requested} = {self.tracking.axes[axis].resolved}" for axis in axes]
+        if not parts:
+            return ""
+        when = f" (resolved {self.tracking.resolved_at})" if self.tracking.resolved_at else ""
+        stale = "; registry unreachable: the last saved resolution" if self.tracking.stale else ""
+        return " · ".join(parts) + when + stale
+
+    # -- new documents from this one (tests, what-ifs) ------------------------------------------
+
+    def with_entry(self, variant_id: str, cell_id: str, **changes: Any) -> Compat:
+        """This document with one entry changed (``outcome=Outcome.REPRODUCED, message=...``); the original is untouched."""
+        entry = self.results[variant_id][cell_id]
+        changes = {
+            k: (Outcome(v) if k in ("outcome", "expected") and v else Verdict(v) if k == "verdict" and v else v) for k, v in changes.items()
+        }
+        per_cell = {**self.results[variant_id], cell_id: dataclasses.replace(entry, **changes)}
+        return dataclasses.replace(self, results={**self.results, variant_id: per_cell})
+
+    # -- JSON ---------------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for compat.json (every key the schema file names)."""
+        interpreter = self.interpreter or "interpreter"
+        return {
+            "schema": self.schema, "generated": self.generated, "commit": self.commit, "profile": self.profile,
+            "profile_source": self.profile_source, "axes": [a.to_json() for a in self.axes],
+            "environments": [h.to_json(interpreter) for h in self.environments], "tracking": self.tracking.to_json(),
+            "cells": [c.to_json() for c in self.cells], "variants": [v.to_json() for v in self.variants],
+            "results": {vid: {cid: e.to_json() for cid, e in per_cell.items()} for vid, per_cell in self.results.items()},
+            "stale": list(self.stale), "expectation": self.expectation.to_json(),
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Compat:
+        """A compat document of any known version; raises KeyError/TypeError/ValueError on a malformed one.
+
+        Lenient on purpose about what older versions lack (``tracking``,
+        ``environments``, a cell's ``install``): they take their defaults.
+        :func:`bugmatrix.report.compat_file.load_compat` turns a malformed file into one line.
+        """
+        axes = tuple(Axis(str(a["name"]), str(a.get("prefix") or a["name"]), bool(a.get("interpreter"))) for a in data.get("axes") or ())
+        return cls(
+            generated=str(data.get("generated", "")), commit=str(data.get("commit", "")), profile=str(data.get("profile", "")),
+            axes=axes, cells=tuple(Cell.from_json(c) for c in data.get("cells") or ()),
+            variants=tuple(Variant.from_json(v) for v in data.get("variants") or ()),
+            results={
+                str(vid): {str(cid): Entry.from_json(e) for cid, e in per_cell.items()} for vid, per_cell in (data.get("results") or {}).items()
+            },
+            environments=tuple(Host.from_json(h) for h in data.get("environments") or ()),
+            tracking=Tracking.from_json(data.get("tracking")), stale=tuple(data.get("stale") or ()),
+            expectation=ExpectationSummary.from_json(data.get("expectation")), profile_source=str(data.get("profile_source", "")),
+            schema=str(data.get("schema", COMPAT_SCHEMA)),
+        )  # fmt: skip

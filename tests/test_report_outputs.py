@@ -1,0 +1,165 @@
+"""All-or-nothing outputs, documented exit codes, one report at a time per directory (issue 22 items 3 and 4).
+
+A report that cannot write says one line naming the path, exits 3, and
+leaves every previous output -- compat.json, compat.md, index.html, the
+history, the step summary, the published copies, the baseline, the README --
+byte for byte as it was: tried with an ``OSError`` injected at a chosen
+write, and with a real full tmpfs where this machine lets root mount one.
+Two real report processes into one directory take turns: the second says it
+waits, and both nights end up in the history.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import bugmatrix.files
+from bugmatrix.cli import main
+from bugmatrix.errors import WRITE_EXIT_CODE
+from bugmatrix.files import write_json_atomic
+from bugmatrix.report import command
+from bugmatrix.report.night import analyse
+from bugmatrix.report.readme import END, START
+from tests.test_report import fixture_compat
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "runs"
+
+
+def snapshot(*roots: Path) -> dict[Path, bytes]:
+    """Every file under ``roots``, byte for byte."""
+    return {p: p.read_bytes() for root in roots for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, list[str]]:
+    """A reports dir with one night already reported into every output, and the argv of the next night (every output asked for)."""
+    reports, reference = tmp_path / "reports", tmp_path / "reference"
+    shutil.copytree(FIXTURES, reports / "runs")
+    (reference / "runs").mkdir(parents=True)
+    (reference / "runs" / "stale-cell.json").write_text("{}")  # --publish removes it, but only once everything is written
+    monkeypatch.setattr(command, "REFERENCE", reference)
+    write_json_atomic(tmp_path / "baseline.json", analyse(fixture_compat()).to_json())
+    (tmp_path / "README.md").write_text(f"# x\n{START}\nold\n{END}\n", encoding="utf-8")
+    (tmp_path / "summary.md").write_text("# earlier steps\n", encoding="utf-8")
+    argv = ["report", "--reports", str(reports), "--profile", "smoke", "--baseline", str(tmp_path / "baseline.json"),
+            "--step-summary", str(tmp_path / "summary.md"), "--publish", "--readme", str(tmp_path / "README.md"), "--update-baseline"]  # fmt: skip
+    assert main([*argv, "--date", "2026-11-23"]) == 0
+    return tmp_path, reports, argv
+
+
+def outputs_of(argv: list[str]) -> list[Path]:
+    """The files one report writes with ``argv``, in the order it writes them (a dry pass: write_files records, writes nothing)."""
+    seen: list[Path] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(command, "write_files", lambda contents, remove=(): seen.extend(contents))
+        assert main(argv) == 0
+    return seen
+
+
+@pytest.mark.parametrize("failing", ["first", "fourth", "last"])
+def test_an_oserror_at_any_write_replaces_nothing_and_exits_3(
+    setup: tuple[Path, Path, list[str]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], failing: str
+) -> None:
+    tmp_path, _, argv = setup
+    argv = [*argv, "--date", "2026-11-24"]
+    before = snapshot(tmp_path)
+    planned = outputs_of(argv)
+    assert len(planned) == 14, "compat.json/md, index.html, history, step summary, 4 runs + 3 outputs published, README, baseline"
+    target = planned[{"first": 0, "fourth": 3, "last": -1}[failing]]
+    real = bugmatrix.files._write_temporary
+
+    def no_space_for_target(path: Path, content: str | bytes) -> str:
+        if path == target:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, content)
+
+    monkeypatch.setattr(bugmatrix.files, "_write_temporary", no_space_for_target)
+    capsys.readouterr()
+    assert main(argv) == WRITE_EXIT_CODE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device" in err and "nothing was replaced" in err, err
+    assert f"cannot write {target} " in err, "names the path it could not write"
+    assert snapshot(tmp_path) == before, "every previous output byte for byte as it was, no temporary left"
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs, mounted for the test (root only); skips, saying why, where it cannot be mounted."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root; the injected-OSError test covers the same path")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); the injected-OSError test covers the same path")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_full_disk_replaces_nothing_and_exits_3(full_tmpfs: Path, tmp_path: Path) -> None:
+    """The issue's reproduction: build/reports on a small tmpfs; the next night's report runs out of space."""
+    reports = full_tmpfs / "reports"
+    shutil.copytree(FIXTURES, reports / "runs")
+    write_json_atomic(tmp_path / "baseline.json", analyse(fixture_compat()).to_json())
+    argv = [sys.executable, "-m", "bugmatrix", "report", "--reports", str(reports), "--profile", "smoke",
+            "--baseline", str(tmp_path / "baseline.json")]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    first = subprocess.run([*argv, "--date", "2026-11-23"], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert first.returncode == 0, first.stderr
+    free = shutil.disk_usage(full_tmpfs).free
+    (full_tmpfs / "filler").write_bytes(b"\0" * max(0, free - 16 * 1024))  # room for a few small files, not for the report
+    before = snapshot(reports)
+    second = subprocess.run([*argv, "--date", "2026-11-24"], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert second.returncode == WRITE_EXIT_CODE, second.stdout[-1000:] + second.stderr[-1000:]
+    assert second.stderr.count("\n") == 1 and "No space left on device" in second.stderr and "nothing was replaced" in second.stderr
+    assert "Traceback" not in second.stderr
+    assert snapshot(reports) == before, "every previous output byte for byte as it was, no temporary left"
+
+
+def test_two_reports_into_one_directory_take_turns_and_keep_both_nights(tmp_path: Path) -> None:
+    """Two real processes, different profiles and dates: the second waits (saying so), both nights are in the history,
+    and compat.json, compat.md and index.html all come from the same report."""
+    reports = tmp_path / "reports"
+    shutil.copytree(FIXTURES, reports / "runs")
+    write_json_atomic(tmp_path / "baseline.json", analyse(fixture_compat()).to_json())
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def start(profile: str, date: str) -> subprocess.Popen[str]:
+        argv = [sys.executable, "-m", "bugmatrix", "report", "--reports", str(reports), "--profile", profile, "--date", date,
+                "--baseline", str(tmp_path / "baseline.json")]  # fmt: skip
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    # The test holds the directory's lock first, so both reports are certainly inside the race window, not by a timer.
+    held = os.open(reports, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    processes = [start("nightly", "2026-11-23"), start("smoke", "2026-11-24")]
+    try:
+        for process in processes:
+            line = process.stderr.readline()  # blocks until the report says it waits
+            assert line.startswith("report: waiting for another report writing into"), line
+    finally:
+        os.close(held)  # releases the lock: the two go one after the other
+    for process in processes:
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+    nights = [json.loads(line) for line in (reports / "history.jsonl").read_text().splitlines()]
+    assert sorted((n["date"], n["profile"]) for n in nights) == [("2026-11-23", "nightly"), ("2026-11-24", "smoke")], "no night lost"
+    compat = json.loads((reports / "compat.json").read_text())
+    markdown = (reports / "compat.md").read_text()
+    html = (reports / "index.html").read_text()
+    assert f"Profile `{compat['profile']}`" in markdown and f"generated {compat['generated']}" in markdown
+    assert re.search(rf"<title>bugmatrix — {compat['profile']} — {re.escape(compat['generated'])}</title>", html)
