@@ -15,11 +15,12 @@ import pytest
 
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.files import write_json_atomic
+from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.run.command import pytest_command
 from bugmatrix.run.envbuild import cell_venv
-from bugmatrix.tools.benchmark.cells import cached_wheel_sets, heavy_wheels, smoke_floor, smoke_from_runs
+from bugmatrix.tools.benchmark.cells import cached_wheel_sets, compare_outcomes, heavy_wheels, smoke_floor, smoke_from_runs, stack_imports
 from bugmatrix.tools.benchmark.disk import disk_kib
 from bugmatrix.tools.benchmark.table import Measurement, format_table, skipped
 from bugmatrix.tools.stability import ABSENT, outcomes_by_variant, stability_table, unstable
@@ -132,8 +133,28 @@ def test_floor_is_import_plus_the_variants_own_time(tmp_path: Path) -> None:
 def test_smoke_without_run_files_says_which_cells_are_missing(tmp_path: Path) -> None:
     matrix = load_resolved_matrix(ROOT / "matrix.toml")
     cells = [Cell("py311-torch2.5.1-pl2.0.3", {"python": "3.11", "torch": "2.5.1", "lightning": "2.0.3"})]
-    row = smoke_from_runs(tmp_path, matrix, cells, tmp_path / "runs", None, "from the last run")
+    row = smoke_from_runs(tmp_path, matrix, load_catalog(ROOT / "cases", matrix), cells, tmp_path / "runs", None, "from the last run")
     assert row.value is None and "py311-torch2.5.1-pl2.0.3" in row.note and "--smoke" in row.note
+
+
+def test_the_floor_imports_what_the_cell_process_imports_once() -> None:
+    """The axis modules, plus the lazy imports of the cases the cell runs (the T5 classes only where transformers is pinned)."""
+    matrix = load_resolved_matrix(ROOT / "matrix.toml")
+    catalog = load_catalog(ROOT / "cases", matrix)
+    with_t5 = Cell("c", {"python": "3.11", "torch": "2.15.0", "lightning": "2.6.6", "transformers": "4.30.2"})
+    modules, declared = stack_imports(matrix, catalog, with_t5)
+    assert modules == matrix.import_modules(with_t5.pins) and "transformers.T5ForConditionalGeneration" in declared
+    assert stack_imports(matrix, catalog, Cell("t", {"python": "3.11", "torch": "2.5.1"}))[1] == ["torch._dynamo"], "each name once"
+
+
+def test_runners_are_compared_on_every_variant_either_recorded(tmp_path: Path) -> None:
+    old = run_file(tmp_path / "old.json", record("a", "fixed", 1.0), record("b", "reproduced", 1.0))
+    new = run_file(tmp_path / "new.json", record("a", "fixed", 1.0), record("c", "fixed", 1.0))
+    assert compare_outcomes(old, new) == {
+        "case::a[cpu]": "",
+        "case::b[cpu]": "case::b[cpu]: reproduced -> None",
+        "case::c[cpu]": "case::c[cpu]: None -> fixed",
+    }
 
 
 @pytest.mark.parametrize("command", ["stability", "benchmark"])

@@ -85,6 +85,7 @@ PRELOADED_KEY = pytest.StashKey[bool]()  # on the config: this process imported 
 LEFT_THREADS_KEY = pytest.StashKey[dict[threading.Thread, str]]()  # non-daemon threads variants left -> who left them
 UNCOVERED_KEY = pytest.StashKey[dict[str, set[str]]]()  # package -> variants that imported it in their child
 EXIT_KEY = pytest.StashKey[int]()
+FORKED_KEY = pytest.StashKey[bool]()  # on the config: the fork runner ran this session's variants
 
 
 class VariantMismatch(Exception):
@@ -351,6 +352,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         state.add(item.record(executed))  # the run file has it now, whatever happens to this process next
 
     run_forked(session, variants, runner.children, ended)
+    config.stash[FORKED_KEY] = True
     return True
 
 
@@ -363,11 +365,10 @@ def note_uncovered(config: pytest.Config, variant_id: str, imported: tuple[str, 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     uncovered = config.stash.get(UNCOVERED_KEY, {})
-    for package, variants in sorted(uncovered.items()):
-        first = sorted(variants)[0]
+    for module, variants in sorted(uncovered.items()):
         terminalreporter.write_line(
-            f"bugmatrix: {len(variants)} variant(s) imported parts of {package} in their own process (e.g. {first}): "
-            f"list them in the case's Case(imports=...) to import them once for all"
+            f"bugmatrix: {len(variants)} variant(s) imported {module} in their own process, each paying for it (e.g. "
+            f"{sorted(variants)[0]}): add {module!r} to the case's Case(imports=...) to import it once for all"
         )
 
 
@@ -375,14 +376,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.config.stash[EXIT_KEY] = int(exitstatus)
 
 
+def is_the_program(config: pytest.Config) -> bool:
+    """pytest is this process's program (``python -m pytest ...``), not a ``pytest.main()`` call inside another one."""
+    return list(config.invocation_params.args) == sys.argv[1:]
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The run file is final: exit now if a variant left non-daemon threads here (Python would wait for them forever)."""
+    """The run file is final and pytest has reported: end the process now when waiting serves nobody.
+
+    A non-daemon thread a variant left in this process would keep it alive forever (Python waits for
+    them): name it and exit. The fork runner's cell process ran no variant itself; tearing down the
+    stack it imported (torch, Lightning, transformers: seconds of module finalization) changes nothing
+    that was recorded, so it exits at once too (unless pytest was called inside another program).
+    """
     left = {t: v for t, v in config.stash.get(LEFT_THREADS_KEY, {}).items() if t.is_alive()}
-    if not left:
+    if not left and not (config.stash.get(FORKED_KEY, False) and is_the_program(config)):
         return
-    names = ", ".join(f"{t.name!r} (left by {v})" for t, v in left.items())
     sys.stdout.flush()
-    sys.stderr.write(f"bugmatrix: exiting without waiting for {len(left)} non-daemon thread(s) still running: {names}\n")
+    if left:
+        names = ", ".join(f"{t.name!r} (left by {v})" for t, v in left.items())
+        sys.stderr.write(f"bugmatrix: exiting without waiting for {len(left)} non-daemon thread(s) still running: {names}\n")
     sys.stderr.flush()
     os._exit(config.stash.get(EXIT_KEY, 1))

@@ -23,6 +23,7 @@ importing a library does none of those (the tests check the first two).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -66,7 +67,7 @@ def preload(variants: Iterable[Variant], cases: Iterable[Case]) -> Preloaded:
                 failed.append(f"{dotted}: {type(exc).__name__}: {exc}")
                 continue
             (names if found is not None else failed).append(dotted if found is not None else f"{dotted}: not importable here")
-    return Preloaded(tuple(names), time.perf_counter() - started, tuple(failed))
+    return Preloaded(tuple(dict.fromkeys(names)), time.perf_counter() - started, tuple(failed))
 
 
 #: A variant that imports this many modules of one package in its child pays for an import worth declaring
@@ -75,11 +76,12 @@ MANY_MODULES = 50
 
 
 def uncovered_imports(imported: Iterable[str], roots: Iterable[str]) -> list[str]:
-    """The packages in ``roots`` of which a variant imported :data:`MANY_MODULES` or more itself (paid per variant)."""
+    """The subpackages a variant imported itself, one per package in ``roots`` of which it imported :data:`MANY_MODULES`
+    or more (paid per variant): the subpackage (two levels, ``torch._dynamo``) that pulled in the most of them."""
     roots = set(roots)
-    counts: dict[str, int] = {}
+    counts: dict[str, Counter[str]] = {}
     for name in imported:
-        root = name.split(".")[0]
-        if root in roots:
-            counts[root] = counts.get(root, 0) + 1
-    return sorted(root for root, count in counts.items() if count >= MANY_MODULES)
+        parts = name.split(".")
+        if parts[0] in roots:
+            counts.setdefault(parts[0], Counter())[".".join(parts[:2])] += 1
+    return sorted(c.most_common(1)[0][0] for c in counts.values() if sum(c.values()) >= MANY_MODULES)
