@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any, Protocol
 
 import pytest
@@ -23,8 +24,19 @@ from bugmatrix.cell.case import Case, Variant
 from bugmatrix.cell.execution import Executed, execute_variant, installed_versions
 from bugmatrix.cell.forkrun import ChildEnd, ForkPool
 from bugmatrix.cell.outcomes import Classified, Outcome, excerpt, tail
+from bugmatrix.cell.requirements import GpuFacts, gpu_facts, unmet_requirements
 
-__all__ = ["Ended", "ForkedItem", "cuda_initialized_here", "executed_from", "grace", "last_words", "observe_in_child", "run_forked"]
+__all__ = [
+    "Ended",
+    "ForkedItem",
+    "cuda_initialized_here",
+    "executed_from",
+    "grace",
+    "last_words",
+    "probe_in_child",
+    "run_forked",
+    "skipped_here",
+]
 
 
 class ForkedItem(Protocol):
@@ -41,20 +53,32 @@ class ForkedItem(Protocol):
 Ended = Callable[[Any, Executed, ChildEnd], None]
 
 
-def run_forked(session: pytest.Session, variants: Sequence[ForkedItem], children: int, ended: Ended) -> None:
+def run_forked(session: pytest.Session, variants: Sequence[ForkedItem], children: int, gpu: GpuFacts | None, ended: Ended) -> None:
     """Fork up to ``children`` of ``variants`` at once, in collection order; ``ended`` is told as each child ends
     (the run file is written there); pytest's own protocol then runs every item of the session in order, a forked
-    one reporting what its child left. ``-x`` / ``--maxfail`` stop it and kill what still runs."""
+    one reporting what its child left. ``-x`` / ``--maxfail`` stop it and kill what still runs.
+
+    A variant whose requirements are unmet is skipped here without a fork, with the reason a child would give:
+    ``gpu`` (asked in a child by :func:`probe_in_child`) answers for CUDA variants; without it they are forked.
+    """
     items, by_node = session.items, {i.nodeid: i for i in variants}
     queue = deque(variants)
     done: set[str] = set()
+    no_output = ChildEnd(key="", result=None, status="", timed_out=False, stdout="", stderr="", seconds=0.0)
     with ForkPool(children) as pool:
         for index, item in enumerate(items):
             while item.nodeid in by_node and item.nodeid not in done:
                 while pool.free and queue:
                     waiting = queue.popleft()
+                    skipped = skipped_here(waiting, gpu)
+                    if skipped is not None:
+                        ended(waiting, skipped, no_output)
+                        done.add(waiting.nodeid)
+                        continue
                     timeout = waiting.timeout()
                     pool.start(waiting.nodeid, _child_job(waiting), deadline_s=timeout + grace(timeout))
+                if item.nodeid in done:
+                    break
                 end = pool.next_end()
                 finished = by_node[str(end.key)]
                 ended(finished, executed_from(finished, end), end)
@@ -65,6 +89,15 @@ def run_forked(session: pytest.Session, variants: Sequence[ForkedItem], children
                 raise session.Failed(session.shouldfail)
             if session.shouldstop:
                 raise session.Interrupted(session.shouldstop)
+
+
+def skipped_here(item: ForkedItem, gpu: GpuFacts | None) -> Executed | None:
+    """The variant's ``skipped`` result when its requirements are unmet (decided without CUDA here), else None: fork it."""
+    if item.variant.device == "cuda" and gpu is None:
+        return None
+    versions = installed_versions()
+    reasons = unmet_requirements(item.variant, versions, gpu)
+    return Executed(Classified(Outcome.SKIPPED, "; ".join(reasons)), versions, 0.0) if reasons else None
 
 
 def _child_job(item: ForkedItem) -> Callable[[], dict[str, Any]]:
@@ -98,13 +131,25 @@ def last_words(stderr: str) -> str:
     return next((line for line in lines if line.startswith("Fatal Python error")), lines[-1] if lines else "")
 
 
-def observe_in_child(observe: Callable[[], dict[str, Any]], deadline_s: float) -> dict[str, Any]:
-    """``observe()`` run in a forked child (it may initialize CUDA there); a child that fails says so in the result."""
+def _probe() -> dict[str, Any]:
+    from bugmatrix.cell.environment import observe_environment
+
+    try:
+        gpu: dict[str, Any] | None = asdict(gpu_facts())
+    except ImportError:  # no torch here: CUDA variants are forked and say why themselves
+        gpu = None
+    return {"environment": observe_environment(), "gpu": gpu}
+
+
+def probe_in_child(deadline_s: float) -> tuple[dict[str, Any], GpuFacts | None]:
+    """The environment as observed and what torch sees of the GPU, asked in a forked child (CUDA is initialized there only)."""
     with ForkPool(1) as pool:
-        end = pool.call(observe, deadline_s=deadline_s)
-    if end.result is not None:
-        return dict(end.result)
-    return {"python": sys.version.split()[0], "observation_failed": f"the observing process {end.status}: {end.stderr.strip()[-300:]}"}
+        end = pool.call(_probe, deadline_s=deadline_s)
+    if end.result is None:
+        failed = f"the observing process {end.status}: {end.stderr.strip()[-300:]}"
+        return {"python": sys.version.split()[0], "observation_failed": failed}, None
+    gpu = end.result["gpu"]
+    return dict(end.result["environment"]), GpuFacts(**gpu) if gpu is not None else None
 
 
 def cuda_initialized_here() -> str:

@@ -50,7 +50,7 @@ import pytest
 from bugmatrix.cell.axes import active_spec, parse_spec, set_active_spec, spec_from_matrix_file
 from bugmatrix.cell.case import Case, Variant, case_of_module
 from bugmatrix.cell.execution import Executed, execute_variant, installed_versions
-from bugmatrix.cell.forkloop import cuda_initialized_here, grace, observe_in_child, run_forked
+from bugmatrix.cell.forkloop import cuda_initialized_here, grace, probe_in_child, run_forked
 from bugmatrix.cell.forkrun import ChildEnd, can_fork, default_children
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Classified, Outcome, judge, tail
@@ -164,7 +164,7 @@ def _observer(config: pytest.Config) -> Callable[[], dict[str, Any]]:
 
     if runner_of(config).name != "fork":
         return observe_environment
-    return lambda: observe_in_child(observe_environment, deadline_s=timeout_of(config) + grace(timeout_of(config)))
+    return lambda: probe_in_child(deadline_s=timeout_of(config) + grace(timeout_of(config)))[0]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -334,8 +334,8 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         raise session.Interrupted(msg)
     preload_once(config, variants)
     state = config.stash[STATE_KEY]
-    if state.environment is None:
-        state.environment = state.observe()
+    environment, gpu = probe_in_child(deadline_s=timeout_of(config) + grace(timeout_of(config)))
+    state.environment = state.environment or environment
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     if terminal is not None:
         from bugmatrix.cell.environment import describe_environment
@@ -351,7 +351,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         note_uncovered(config, item.variant.id, executed.imported)
         state.add(item.record(executed))  # the run file has it now, whatever happens to this process next
 
-    run_forked(session, variants, runner.children, ended)
+    run_forked(session, variants, runner.children, gpu, ended)
     config.stash[FORKED_KEY] = True
     return True
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from bugmatrix.cell.case import Variant
 from bugmatrix.versions import base_version
 
-__all__ = ["resolve_attribute", "unmet_requirements"]
+__all__ = ["GpuFacts", "gpu_facts", "resolve_attribute", "unmet_requirements"]
 
 
 def resolve_attribute(dotted: str) -> object | None:
@@ -33,19 +34,36 @@ def resolve_attribute(dotted: str) -> object | None:
     return obj
 
 
-def unmet_requirements(variant: Variant, versions: Mapping[str, str]) -> list[str]:
-    """All reasons this variant cannot run with these installed axis versions."""
+@dataclass(frozen=True)
+class GpuFacts:
+    """What torch sees of the GPU. Asking initializes CUDA, so the fork runner asks once, in a child, and passes this on."""
+
+    available: bool
+    bf16: bool = False
+    name: str = ""
+
+
+def gpu_facts() -> GpuFacts:
+    """Ask torch now (this process's CUDA gets initialized where a GPU is present)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return GpuFacts(False)
+    return GpuFacts(True, bool(torch.cuda.is_bf16_supported()), torch.cuda.get_device_name(0))
+
+
+def unmet_requirements(variant: Variant, versions: Mapping[str, str], gpu: GpuFacts | None = None) -> list[str]:
+    """All reasons this variant cannot run with these installed axis versions (``gpu``: facts already known, else asked)."""
     reasons = [f"needs {axis} (not installed here)" for axis in variant.axes if axis not in versions]
     if reasons:
         return reasons
     torch_version = versions.get("torch", "(not installed)")
     if variant.device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
+        facts = gpu if gpu is not None else gpu_facts()
+        if not facts.available:
             reasons.append(f"needs a CUDA GPU (torch {torch_version} sees none)")
-        elif variant.dtype == "bfloat16" and not torch.cuda.is_bf16_supported():
-            reasons.append(f"needs bf16 on {torch.cuda.get_device_name(0)}")
+        elif variant.dtype == "bfloat16" and not facts.bf16:
+            reasons.append(f"needs bf16 on {facts.name}")
     need = variant.requires
     for axis, minimum in (("torch", need.min_torch), ("lightning", need.min_lightning)):
         if minimum and axis in versions and base_version(versions[axis]) < base_version(minimum):

@@ -60,6 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--skip-builds", action="store_true", help="skip the uv vs virtualenv+pip builds altogether")
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run each smoke cell N times per runner, alternating, and keep the fastest (a shared machine)",
+    )
+    parser.add_argument(
         "--out", type=Path, help="where the JSON goes (default: <output>/benchmark.json; the committed one is reports/benchmark.json)"
     )
 
@@ -84,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
     steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
         ("env builds", build_rows),
-        ("smoke cells: fork runner and xdist vs floor", lambda: measure_runners(root, matrix, catalog, smoke)),
+        ("smoke cells: fork runner and xdist vs floor", lambda: measure_runners(root, matrix, catalog, smoke, args.repeat)),
         ("smoke profile", smoke_row),
         ("report", lambda: [measure_report(), measure_report_with_history()]),
         ("disk", lambda: measure_disk(root)),

@@ -100,22 +100,33 @@ def compare_outcomes(old: RunRecord, new: RunRecord) -> dict[str, str]:
     }
 
 
-def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell]) -> list[Measurement]:
-    """Each cell (env reused) on xdist -n WORKERS and on the fork runner, against its floor; and whether their outcomes agree."""
+def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], repeat: int = 1) -> list[Measurement]:
+    """Each cell (env reused) on xdist -n WORKERS and on the fork runner, against its floor; and whether their outcomes agree.
+
+    ``repeat`` > 1 runs both runners that many times, alternating, and keeps each one's fastest run (and that
+    fork run's compute for the floor): on a machine others share, the fastest run is the one least disturbed.
+    """
     rows: list[Measurement] = []
     pairs, differ = 0, []
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-") as tmp:
         for cell in cells:
-            old_wall, old, python = _run_timed(root, matrix, cell, "xdist", Path(tmp) / f"{cell.id}-xdist.json")
-            new_wall, new, _ = _run_timed(root, matrix, cell, "fork", Path(tmp) / f"{cell.id}-fork.json")
+            runs: dict[str, list[tuple[float, RunRecord]]] = {"xdist": [], "fork": []}
+            python = None
+            for attempt in range(max(1, repeat)):
+                for runner in ("xdist", "fork") if attempt % 2 == 0 else ("fork", "xdist"):
+                    wall, run, python = _run_timed(root, matrix, cell, runner, Path(tmp) / f"{cell.id}-{runner}-{attempt}.json")
+                    runs[runner].append((wall, run))
+            old_wall, (new_wall, new) = min(w for w, _ in runs["xdist"]), min(runs["fork"], key=lambda r: r[0])
+            assert python is not None
             imports = import_seconds(python, *stack_imports(matrix, catalog, cell), root=root)
             compute = sum(r.duration_s for r in new.results)
-            note = f"floor: import {imports:.1f}s + compute {compute:.1f}s"
+            note = f"floor: import {imports:.1f}s + compute {compute:.1f}s" + (f"; fastest of {repeat}" if repeat > 1 else "")
             rows.append(Measurement(f"cell {cell.id}: fork runner vs floor", new_wall, imports + compute, "s", "<=", 1.15, note=note))
             rows.append(Measurement(f"cell {cell.id}: xdist -n {WORKERS} vs floor", old_wall, imports + compute, "s", note=note))
-            compared = compare_outcomes(old, new)
-            pairs += len(compared)
-            differ += [f"{cell.id} {line}" for line in compared.values() if line]
+            for (_, before), (_, after) in zip(runs["xdist"], runs["fork"], strict=True):
+                compared = compare_outcomes(before, after)
+                pairs += len(compared)
+                differ += [f"{cell.id} {line}" for line in compared.values() if line]
     note = "every (variant, cell) outcome equal" if not differ else "DIFFER: " + "; ".join(differ[:5])
     rows.append(
         Measurement(f"outcomes: fork runner = xdist, {len(cells)} cells", pairs - len(differ), pairs, "pairs", ">=", 1.0, note=note)
