@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from bugmatrix.cell.axes import installed_axis_versions
+from bugmatrix.cell.axes import active_spec, installed_axis_versions
 from bugmatrix.cell.case import Case, SkipVariant, Variant
 from bugmatrix.cell.isolation import capture
 from bugmatrix.cell.outcomes import Classified, Outcome, classify_outcome, excerpt, tail
@@ -112,9 +112,19 @@ def _dtype(name: str) -> object:
     return getattr(torch, name)
 
 
+_VERSIONS: dict[tuple[tuple[str, tuple[tuple[str, str], ...]], ...], dict[str, str]] = {}
+
+
 def installed_versions() -> dict[str, str]:
-    """axis -> installed version, for the expectations and requirements."""
-    return {axis: version for axis, (_, version) in installed_axis_versions().items()}
+    """axis -> installed version, for the expectations and requirements.
+
+    Read once per axis spec: what is installed does not change while a cell runs, and each read scans
+    every distribution's metadata (~50 ms); forked children inherit the answer.
+    """
+    key = tuple(sorted(active_spec().items()))
+    if key not in _VERSIONS:
+        _VERSIONS[key] = {axis: version for axis, (_, version) in installed_axis_versions().items()}
+    return dict(_VERSIONS[key])
 
 
 def _formatted(exc: BaseException) -> str:

@@ -51,34 +51,33 @@ class ForkedItem(Protocol):
 
 #: Told about each child as it ends: the item, what it gave, and how its process ended.
 Ended = Callable[[Any, Executed, ChildEnd], None]
+#: Told once, before any fork, about the variants skipped without one (unmet requirements).
+Decided = Callable[[list[tuple[Any, Executed]]], None]
 
 
-def run_forked(session: pytest.Session, variants: Sequence[ForkedItem], children: int, gpu: GpuFacts | None, ended: Ended) -> None:
+def run_forked(
+    session: pytest.Session, variants: Sequence[ForkedItem], children: int, gpu: GpuFacts | None, decided: Decided, ended: Ended
+) -> None:
     """Fork up to ``children`` of ``variants`` at once, in collection order; ``ended`` is told as each child ends
     (the run file is written there); pytest's own protocol then runs every item of the session in order, a forked
     one reporting what its child left. ``-x`` / ``--maxfail`` stop it and kill what still runs.
 
-    A variant whose requirements are unmet is skipped here without a fork, with the reason a child would give:
-    ``gpu`` (asked in a child by :func:`probe_in_child`) answers for CUDA variants; without it they are forked.
+    First, every variant whose requirements are unmet is skipped here without a fork, with the reason a child
+    would give, and ``decided`` is told about all of them at once (one run-file write): ``gpu`` (asked in a child
+    by :func:`probe_in_child`) answers for CUDA variants; without it they are forked and decide themselves.
     """
     items, by_node = session.items, {i.nodeid: i for i in variants}
-    queue = deque(variants)
-    done: set[str] = set()
-    no_output = ChildEnd(key="", result=None, status="", timed_out=False, stdout="", stderr="", seconds=0.0)
+    skips = [(v, skipped) for v in variants if (skipped := skipped_here(v, gpu)) is not None]
+    decided(skips)
+    done = {v.nodeid for v, _ in skips}
+    queue = deque(v for v in variants if v.nodeid not in done)
     with ForkPool(children) as pool:
         for index, item in enumerate(items):
             while item.nodeid in by_node and item.nodeid not in done:
                 while pool.free and queue:
                     waiting = queue.popleft()
-                    skipped = skipped_here(waiting, gpu)
-                    if skipped is not None:
-                        ended(waiting, skipped, no_output)
-                        done.add(waiting.nodeid)
-                        continue
                     timeout = waiting.timeout()
                     pool.start(waiting.nodeid, _child_job(waiting), deadline_s=timeout + grace(timeout))
-                if item.nodeid in done:
-                    break
                 end = pool.next_end()
                 finished = by_node[str(end.key)]
                 ended(finished, executed_from(finished, end), end)

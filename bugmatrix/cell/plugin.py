@@ -345,13 +345,17 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         if warning:
             terminal.write_line(f"bugmatrix: warning: {warning}", yellow=True)
 
-    def ended(item: pytest.Item, executed: Executed, end: ChildEnd) -> None:
-        assert isinstance(item, VariantItem)
+    def decided(skips: list[tuple[VariantItem, Executed]]) -> None:
+        for item, executed in skips:
+            item.stash[EXECUTED_KEY] = executed
+        state.add(*(item.record(executed) for item, executed in skips))
+
+    def ended(item: VariantItem, executed: Executed, end: ChildEnd) -> None:
         item.stash[EXECUTED_KEY], item.stash[OUTPUT_KEY] = executed, (end.stdout, end.stderr)
         note_uncovered(config, item.variant.id, executed.imported)
         state.add(item.record(executed))  # the run file has it now, whatever happens to this process next
 
-    run_forked(session, variants, runner.children, gpu, ended)
+    run_forked(session, variants, runner.children, gpu, decided, ended)
     config.stash[FORKED_KEY] = True
     return True
 

@@ -106,10 +106,13 @@ class RunState:
         self.running.add(variant_id)
         self.write(finished="")
 
-    def add(self, record: VariantRecord) -> None:
-        self.results[record.id] = record
-        self.running.discard(record.id)
-        self.write(finished="")
+    def add(self, *records: VariantRecord) -> None:
+        """Record results and rewrite the run file (once for all of them)."""
+        for record in records:
+            self.results[record.id] = record
+            self.running.discard(record.id)
+        if records:
+            self.write(finished="")
 
     def write(self, finished: str) -> None:
         if self.environment is None:

@@ -3,8 +3,9 @@
 A cell's *floor* is what it cannot go below: importing its stack once (the axis
 modules and the cases' declared lazy imports, exactly what the fork runner's
 cell process imports before forking), plus the variants' own compute measured
-after that import (the fork runner's ``duration_s``: each child starts with the
-stack imported). xdist's ``duration_s`` are not a floor: each worker's first
+after that import, one at a time (the ``duration_s`` of a fork-runner run with
+one child: each child starts with the stack imported, and none shares the cores
+with another). xdist's ``duration_s`` are not a floor: each worker's first
 variant of a library pays that library's import. Every cell here runs through
 the one runner (:func:`bugmatrix.run.runner.run_cell`), so what is timed is what
 a cell session does.
@@ -74,8 +75,10 @@ def smoke_floor(run: RunRecord, imports: float) -> float:
     return imports + sum(r.duration_s for r in run.results)
 
 
-def _run_timed(root: Path, matrix: Matrix, cell: Cell, runner: str, run_file: Path) -> tuple[float, RunRecord, Path]:
-    """One run of the cell with ``runner``: wall seconds, its run file, its interpreter."""
+def _run_timed(
+    root: Path, matrix: Matrix, cell: Cell, runner: str, run_file: Path, workers: str | None = None
+) -> tuple[float, RunRecord, Path]:
+    """One run of the cell with ``runner`` (and ``workers``, default WORKERS): wall seconds, its run file, its interpreter."""
     wall = 0.0
 
     def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
@@ -83,7 +86,7 @@ def _run_timed(root: Path, matrix: Matrix, cell: Cell, runner: str, run_file: Pa
         wall = timed(command, env, ok=(0, 1), cwd=root)  # 1: an outcome differs; still a full run
         return 0
 
-    done = run_cell(matrix, CellSpec(cell.id, cell.pins), run_file, execute=execute, root=root, runner=runner)
+    done = run_cell(matrix, CellSpec(cell.id, cell.pins), run_file, execute=execute, root=root, runner=runner, workers=workers)
     if done.environment is None:
         raise CommandFailed(f"cell {cell.id} cannot be built: {(done.install_failed or '').splitlines()[-1:]}")
     return wall, load_run_file(run_file), done.environment.python
@@ -103,28 +106,30 @@ def compare_outcomes(old: RunRecord, new: RunRecord) -> dict[str, str]:
 def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], repeat: int = 1) -> list[Measurement]:
     """Each cell (env reused) on xdist -n WORKERS and on the fork runner, against its floor; and whether their outcomes agree.
 
-    ``repeat`` > 1 runs both runners that many times, alternating, and keeps each one's fastest run (and that
-    fork run's compute for the floor): on a machine others share, the fastest run is the one least disturbed.
+    ``repeat`` > 1 runs both runners that many times, alternating, and keeps each one's fastest run: on a
+    machine others share, the fastest run is the one least disturbed. One more fork run with one child at a
+    time gives the floor's compute. Every fork run's outcomes are compared with an xdist run's.
     """
     rows: list[Measurement] = []
     pairs, differ = 0, []
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-") as tmp:
         for cell in cells:
             runs: dict[str, list[tuple[float, RunRecord]]] = {"xdist": [], "fork": []}
-            python = None
             for attempt in range(max(1, repeat)):
                 for runner in ("xdist", "fork") if attempt % 2 == 0 else ("fork", "xdist"):
-                    wall, run, python = _run_timed(root, matrix, cell, runner, Path(tmp) / f"{cell.id}-{runner}-{attempt}.json")
+                    wall, run, _ = _run_timed(root, matrix, cell, runner, Path(tmp) / f"{cell.id}-{runner}-{attempt}.json")
                     runs[runner].append((wall, run))
-            old_wall, (new_wall, new) = min(w for w, _ in runs["xdist"]), min(runs["fork"], key=lambda r: r[0])
-            assert python is not None
+            old_wall, new_wall = (min(w for w, _ in runs[r]) for r in ("xdist", "fork"))
+            _, alone, python = _run_timed(root, matrix, cell, "fork", Path(tmp) / f"{cell.id}-alone.json", workers="1")
+            runs["fork"].append((0.0, alone))  # its outcomes are compared too
             imports = import_seconds(python, *stack_imports(matrix, catalog, cell), root=root)
-            compute = sum(r.duration_s for r in new.results)
+            compute = sum(r.duration_s for r in alone.results)
             note = f"floor: import {imports:.1f}s + compute {compute:.1f}s" + (f"; fastest of {repeat}" if repeat > 1 else "")
             rows.append(Measurement(f"cell {cell.id}: fork runner vs floor", new_wall, imports + compute, "s", "<=", 1.15, note=note))
             rows.append(Measurement(f"cell {cell.id}: xdist -n {WORKERS} vs floor", old_wall, imports + compute, "s", note=note))
-            for (_, before), (_, after) in zip(runs["xdist"], runs["fork"], strict=True):
-                compared = compare_outcomes(before, after)
+            xdist_runs = [run for _, run in runs["xdist"]]
+            for index, (_, after) in enumerate(runs["fork"]):  # each fork run (the one-child run too) against an xdist run
+                compared = compare_outcomes(xdist_runs[index % len(xdist_runs)], after)
                 pairs += len(compared)
                 differ += [f"{cell.id} {line}" for line in compared.values() if line]
     note = "every (variant, cell) outcome equal" if not differ else "DIFFER: " + "; ".join(differ[:5])
