@@ -289,6 +289,6 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=BASE_PYTHON)
 def benchmark(session: nox.Session) -> None:
-    """Measure env builds (uv vs virtualenv+pip), reuse vs floor, smoke wall time, report speed, disk; print ratios."""
+    """Measure env builds (uv vs virtualenv+pip), each smoke cell on both runners vs its floor, report speed, disk; print ratios."""
     session.install(*TOOLS, "virtualenv>=20", "uv>=0.4", "nox>=2024.10.9")
-    session.run("python", "-m", "bugmatrix", "benchmark", "--root", str(ROOT), *session.posargs, env={"PYTHONPATH": str(ROOT)})
+    session.run("python", "-m", "bugmatrix", "benchmark", *session.posargs, env={"PYTHONPATH": str(ROOT)})

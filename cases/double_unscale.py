@@ -67,6 +67,9 @@ case = Case(
         "https://github.com/huggingface/transformers/issues/24449",
         "https://github.com/huggingface/transformers/pull/24415",
     ),
+    # torch imports torch._dynamo lazily at a variant's first optimizer step (seconds, and it sets TORCHINDUCTOR_CACHE_DIR):
+    # the cell process imports it once, before its variants are forked, instead of every variant paying for it.
+    imports=("torch._dynamo",),
 )
 
 # The scaler is an fp16 tool; on CPU the analog scales fp32 grads of an fp16-autocast model.

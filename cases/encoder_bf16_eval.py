@@ -79,6 +79,9 @@ case = Case(
         "https://github.com/pytorch/pytorch/pull/84722",
         "https://github.com/Lightning-AI/pytorch-lightning/issues/19980",
     ),
+    # torch imports torch._dynamo lazily at a variant's first optimizer step (seconds, and it sets TORCHINDUCTOR_CACHE_DIR):
+    # the cell process imports it once, before its variants are forked, instead of every variant paying for it.
+    imports=("torch._dynamo",),
 )
 
 BOUNDARY = (

@@ -63,6 +63,9 @@ case = Case(
         "https://github.com/Lightning-AI/pytorch-lightning/issues/19767",
         "https://github.com/Lightning-AI/pytorch-lightning/pull/18268",
     ),
+    # transformers imports these lazily, and torch imports torch._dynamo at a variant's first optimizer step: the cell
+    # process imports them once, before its variants are forked, instead of every variant paying for them.
+    imports=("transformers.T5Config", "transformers.T5ForConditionalGeneration", "transformers.optimization.Adafactor", "torch._dynamo"),
 )
 
 # The variants run in fp32 (CPU_FP32, CUDA_FP32): the source post trained in full precision; the bug is about grad mode, not dtype.

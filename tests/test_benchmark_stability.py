@@ -15,11 +15,12 @@ import pytest
 
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.files import write_json_atomic
+from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.run.command import pytest_command
 from bugmatrix.run.envbuild import cell_venv
-from bugmatrix.tools.benchmark.cells import cached_wheel_sets, heavy_wheels, smoke_floor, smoke_from_runs
+from bugmatrix.tools.benchmark.cells import cached_wheel_sets, compare_outcomes, heavy_wheels, smoke_floor, smoke_from_runs, stack_imports
 from bugmatrix.tools.benchmark.disk import disk_kib
 from bugmatrix.tools.benchmark.table import Measurement, format_table, skipped
 from bugmatrix.tools.stability import ABSENT, outcomes_by_variant, stability_table, unstable
@@ -133,8 +134,28 @@ def test_floor_is_import_plus_the_variants_own_time(tmp_path: Path) -> None:
 def test_smoke_without_run_files_says_which_cells_are_missing(tmp_path: Path) -> None:
     matrix = load_resolved_matrix(ROOT / "matrix.toml")
     cells = [Cell("py311-torch2.5.1-pl2.0.3", {"python": "3.11", "torch": "2.5.1", "lightning": "2.0.3"})]
-    row = smoke_from_runs(tmp_path, matrix, cells, tmp_path / "runs", None, "from the last run")
+    row = smoke_from_runs(tmp_path, matrix, load_catalog(ROOT / "cases", matrix), cells, tmp_path / "runs", None, "from the last run")
     assert row.value is None and "py311-torch2.5.1-pl2.0.3" in row.note and "--smoke" in row.note
+
+
+def test_the_floor_imports_what_the_cell_process_imports_once() -> None:
+    """The axis modules, plus the lazy imports of the cases the cell runs (the T5 classes only where transformers is pinned)."""
+    matrix = load_resolved_matrix(ROOT / "matrix.toml")
+    catalog = load_catalog(ROOT / "cases", matrix)
+    with_t5 = Cell("c", {"python": "3.11", "torch": "2.15.0", "lightning": "2.6.6", "transformers": "4.30.2"})
+    modules, declared = stack_imports(matrix, catalog, with_t5)
+    assert modules == matrix.import_modules(with_t5.pins) and "transformers.T5ForConditionalGeneration" in declared
+    assert stack_imports(matrix, catalog, Cell("t", {"python": "3.11", "torch": "2.5.1"}))[1] == ["torch._dynamo"], "each name once"
+
+
+def test_runners_are_compared_on_every_variant_either_recorded(tmp_path: Path) -> None:
+    old = run_file(tmp_path / "old.json", record("a", "fixed", 1.0), record("b", "reproduced", 1.0))
+    new = run_file(tmp_path / "new.json", record("a", "fixed", 1.0), record("c", "fixed", 1.0))
+    assert compare_outcomes(old, new) == {
+        "case::a[cpu]": "",
+        "case::b[cpu]": "case::b[cpu]: reproduced -> None",
+        "case::c[cpu]": "case::c[cpu]: None -> fixed",
+    }
 
 
 @pytest.mark.parametrize("command", ["stability", "benchmark"])
@@ -215,18 +236,23 @@ def test_disk_needs_two_envs(tmp_path: Path) -> None:
 
 
 def test_disk_peak_keeps_the_highest_sample_not_the_last(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A full-profile run frees its torch stacks as it goes: the row must report the most it held at once."""
-    import time as clock
+    """A full-profile run frees its torch stacks as it goes: the row must report the most it held at once.
+
+    The samples are taken at points the test chooses (the sampling thread's interval is an hour, so it takes none):
+    at the start, four during the run, one at the end.
+    """
     from collections import namedtuple
 
     from bugmatrix.tools.benchmark import cells as benchmark
 
     usage = namedtuple("usage", "total used free")
-    samples = iter([10, 14, 19, 12, 11] + [11] * 1000)
+    samples = iter([10, 14, 19, 12, 11, 11])
     monkeypatch.setattr(benchmark.shutil, "disk_usage", lambda _: usage(100 * 2**30, next(samples) * 2**30, 0))
-    with benchmark.DiskPeak(tmp_path, every=0.01) as disk:
-        clock.sleep(0.2)
+    with benchmark.DiskPeak(tmp_path, every=3600) as disk:
+        for _ in range(4):
+            disk.sample()
     assert disk.start == 10 * 2**30 and round(disk.added_gib) == 9
+    assert next(samples, None) is None, "one sample at the start, four chosen, one at the end: none by the thread"
 
 
 def test_warm_says_how_many_of_the_profiles_heavy_wheels_the_cache_held(tmp_path: Path) -> None:

@@ -2,9 +2,14 @@
 
 Each fault must end in its documented outcome with every other result kept.
 The planted case modules in fixtures/planted/cases are copied into a temporary
-``cases/`` directory and run by a real pytest (with real xdist workers where
-it matters) in a subprocess. Running variants needs torch (the plugin seeds it
-before every variant); the collection and install-failure tests do not.
+``cases/`` directory and run by a real pytest in a subprocess: with the fork
+runner (the default: a process per variant), in the pytest process itself
+(``--bugmatrix-forks 0``) and with real xdist workers. Faults are injected at
+chosen points (a planted variant, a wrapped build step), never by racing a
+timer; a cell's time is bounded by the harness's own timeouts, and the
+subprocess limits here only stop a broken harness from hanging the suite.
+Running variants needs torch (the harness seeds it before every variant); the
+collection and install-failure tests do not.
 """
 
 from __future__ import annotations
@@ -13,9 +18,9 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -36,7 +41,7 @@ EARLIER = "recorded by an earlier, interrupted run"
 def plant(tmp_path: Path, *modules: str) -> Path:
     """Copy the named planted modules into ``tmp_path/cases`` (the plugin collects files whose parent is ``cases``)."""
     cases = tmp_path / "cases"
-    cases.mkdir(exist_ok=True)
+    cases.mkdir(parents=True, exist_ok=True)
     for name in modules:
         shutil.copy(PLANTED / f"{name}.py", cases)
     return cases
@@ -78,34 +83,43 @@ def test_crash_and_hang_under_xdist_lose_nothing(tmp_path: Path) -> None:
 
 
 @NEEDS_TORCH
-def test_timeout_without_xdist(tmp_path: Path) -> None:
-    """The SIGALRM timeout also cuts a hang in a plain pytest process (60 s sleep, 2 s limit), and the run goes on."""
+@pytest.mark.parametrize("forks", ["0", "2"])
+def test_timeout_without_xdist(tmp_path: Path, forks: str) -> None:
+    """The SIGALRM timeout cuts a hang (60 s sleep, 2 s limit) in the pytest process and in a forked child; the run goes on."""
     plant(tmp_path, "planted")
-    start = time.monotonic()
-    proc = run_cases(tmp_path, "-p", "no:xdist", limit=45)
-    assert time.monotonic() - start < 45
+    proc = run_cases(tmp_path, "-p", "no:xdist", "--bugmatrix-forks", forks, limit=45)
     assert {k: r.outcome for k, r in recorded(tmp_path).items()} == {
         "planted::reproduces[cpu]": "reproduced",
         "planted::fixed[cpu]": "fixed",
         "planted::hangs[cpu]": "timeout",
         "planted::checks_nothing[cpu]": "different",
     }, proc.stdout[-3000:]
+    assert recorded(tmp_path)["planted::hangs[cpu]"].message == f"variant still running after {TIMEOUT}s"
     assert "timeout swallowed" not in (tmp_path / "run.json").read_text(), "the variant's except Exception caught the timeout"
 
 
 @NEEDS_TORCH
 def test_a_run_killed_midway_keeps_what_it_recorded(tmp_path: Path) -> None:
-    """Without xdist an abort kills pytest itself: every variant recorded before it survives (one atomic write per result)."""
+    """In the pytest process itself an abort kills pytest: every variant recorded before it survives, and the run file names the one it ran."""
     plant(tmp_path, "planted", "planted_abort")  # planted.py is collected (and run) before planted_abort.py
-    proc = run_cases(tmp_path, "-p", "no:xdist", "-k", "not hangs", limit=60)
-    assert proc.returncode not in (0, 1), "the pytest process itself died"
+    proc = run_cases(tmp_path, "-p", "no:xdist", "--bugmatrix-forks", "0", "-k", "not hangs", limit=60)
+    assert proc.returncode == -signal.SIGABRT, "the pytest process itself died"
     assert {k: r.outcome for k, r in recorded(tmp_path).items()} == {
         "planted::reproduces[cpu]": "reproduced",
         "planted::fixed[cpu]": "fixed",
         "planted::checks_nothing[cpu]": "different",
     }
-    assert load_run_file(tmp_path / "run.json").finished == "", "never closed: a resume can tell it was interrupted"
+    run = load_run_file(tmp_path / "run.json")
+    assert run.finished == "" and not run.complete, "never closed: a resume can tell it was interrupted"
+    assert run.running == ["planted_abort::aborts[cpu]"], "the variant that was running when the process died is named"
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
+    resumed = run_cases(tmp_path, "-p", "no:xdist", "--bugmatrix-forks", "0", "-k", "not hangs", "--bugmatrix-resume", limit=60)
+    assert resumed.returncode in (1, 5), resumed.stdout[-2000:]  # nothing left to run: 5 (no tests ran), as pytest says
+    run = load_run_file(tmp_path / "run.json")
+    aborted = {r.id: r for r in run.results}["planted_abort::aborts[cpu]"]
+    assert (aborted.outcome, aborted.kind, aborted.expected) == ("crashed", "core", "fixed"), aborted
+    assert "died while running this variant" in aborted.message
+    assert run.complete and run.running == []
 
 
 def _interrupted_run_file(tmp_path: Path) -> None:
@@ -167,7 +181,7 @@ def test_plugin_registers_once_with_both_conftest_and_dash_p() -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "PLUGIN registered: <module 'conftest' from '" + str(ROOT / "conftest.py") in proc.stdout, "the root conftest was loaded"
     assert proc.stdout.count("PLUGIN registered: <module 'bugmatrix.cell.plugin'") == 1
-    assert proc.stdout.count("PLUGIN registered: <bugmatrix.cell.plugin._Recorder") == 1
+    assert proc.stdout.count("PLUGIN registered: <bugmatrix.cell.recording.Recorder") == 1
     assert "4 tests collected" in proc.stdout, "each variant collected once"
 
 
@@ -221,88 +235,207 @@ def test_failed_download_is_install_failed(tmp_path: Path, monkeypatch: pytest.M
 
 
 REAL_CASES = ("autocast_cache", "encoder_bf16_eval")
+REAL_SELECTION = ("-k", "not lightning and not bf16_true")
 
 
-def _outcomes_with(tmp_path: Path, *planted: str) -> tuple[dict[str, VariantRecord], subprocess.CompletedProcess[str]]:
-    """The real cases (plus planted modules) in ONE worker, planted ones first (files collect in name order)."""
+def _outcomes_with(
+    tmp_path: Path, *planted: str, runner: tuple[str, ...] = ("-n", "1")
+) -> tuple[dict[str, VariantRecord], subprocess.CompletedProcess[str]]:
+    """The real cases (plus planted modules), planted ones first (files collect in name order); default: ONE xdist worker."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     cases = plant(tmp_path, *planted)
     for name in REAL_CASES:
         shutil.copy(ROOT / "cases" / f"{name}.py", cases)
-    proc = run_cases(tmp_path, "-n", "1", "-k", "not lightning and not bf16_true", limit=600)
+    proc = run_cases(tmp_path, *runner, *REAL_SELECTION, limit=600)
     return recorded(tmp_path), proc
 
 
-@NEEDS_TORCH
-@NEEDS_XDIST
-def test_a_leaking_variant_changes_no_other_outcome_and_is_named(tmp_path: Path) -> None:
-    """float64 + no_grad + fast path off + cwd/env, left behind by one variant: every real outcome is as in a clean run."""
-    clean, _ = _outcomes_with(tmp_path / "clean")
-    dirty, proc = _outcomes_with(tmp_path / "dirty", "a_leaks_first")
-    real = {k: r.outcome for k, r in clean.items()}
-    assert real and {k: dirty[k].outcome for k in real} == real, proc.stdout[-3000:]
+@pytest.fixture(scope="module")
+def clean_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The real cases' outcomes in a clean run (one xdist worker, nothing planted): what every faulty run must equal."""
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("xdist") is None:
+        pytest.skip("needs torch and pytest-xdist")
+    clean, proc = _outcomes_with(tmp_path_factory.mktemp("clean"))
+    assert clean, proc.stdout[-3000:]
+    return {k: r.outcome.value for k, r in clean.items()}
+
+
+@pytest.fixture(scope="module")
+def xdist_leaks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, VariantRecord], subprocess.CompletedProcess[str]]:
+    """The real cases run after a_leaks_first's variants in ONE xdist worker (variants in the worker's own process)."""
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("xdist") is None:
+        pytest.skip("needs torch and pytest-xdist")
+    where = tmp_path_factory.mktemp("dirty")
+    results, proc = _outcomes_with(where, "a_leaks_first")
+    return where, results, proc
+
+
+LEAKS = ("grad mode True -> False", "default dtype torch.float32 -> torch.float64", "MHA fast path True -> False", "cwd", "PLANTED_LEAK")
+
+
+def test_a_leaking_variant_changes_no_other_outcome_and_is_named(
+    clean_outcomes: dict[str, str], xdist_leaks: tuple[Path, dict[str, VariantRecord], subprocess.CompletedProcess[str]]
+) -> None:
+    """float64 + no_grad + fast path off + cwd/env, left behind by one variant in a shared process: every real outcome is as in a clean run."""
+    _, dirty, proc = xdist_leaks
+    assert {k: dirty[k].outcome.value for k in clean_outcomes} == clean_outcomes, proc.stdout[-3000:]
     leaked = dirty["a_leaks_first::a_leaks[cpu]"].leaked
-    for what in (
-        "grad mode True -> False",
-        "default dtype torch.float32 -> torch.float64",
-        "MHA fast path True -> False",
-        "cwd",
-        "PLANTED_LEAK",
-    ):
+    for what in LEAKS:
         assert any(what in line for line in leaked), (what, leaked)
     assert all(not r.leaked for k, r in dirty.items() if not k.startswith("a_leaks_first")), "only the leaker is marked"
 
 
-@NEEDS_TORCH
-@NEEDS_XDIST
-def test_keyboard_interrupt_and_system_exit_are_results_not_the_end_of_the_cell(tmp_path: Path) -> None:
+def test_keyboard_interrupt_and_system_exit_are_results_not_the_end_of_the_cell(
+    xdist_leaks: tuple[Path, dict[str, VariantRecord], subprocess.CompletedProcess[str]],
+) -> None:
     """Each gets its own recorded outcome, and every other variant of the cell is recorded too."""
-    results, proc = _outcomes_with(tmp_path, "a_leaks_first")
+    where, results, proc = xdist_leaks
     assert results["a_leaks_first::b_interrupts[cpu]"].outcome == "different"
     assert "KeyboardInterrupt" in results["a_leaks_first::b_interrupts[cpu]"].message
     assert results["a_leaks_first::c_exits[cpu]"].outcome == "different"
     assert "SystemExit: 3" in results["a_leaks_first::c_exits[cpu]"].message
-    run = load_run_file(tmp_path / "run.json")
+    run = load_run_file(where / "run.json")
     assert run.complete and set(run.selected) == set(results), proc.stdout[-3000:]
 
 
-def _build_script(venv: Path, requirements: list[str], modules: tuple[str, ...] = ("numpy", "packaging")) -> str:
+#: What each planted process fault must be recorded as under the fork runner: (outcome, words in its message or leaked).
+PROCESS_FAULTS = {
+    "a_process_faults::exits[cpu]": ("crashed", "the variant's process exited with code 3 before reporting a result"),
+    "a_process_faults::is_killed[cpu]": ("crashed", "the variant's process was killed by signal 9 (SIGKILL) before reporting a result"),
+    "a_process_faults::hangs_in_c[cpu]": ("timeout", f"variant still running after {TIMEOUT}s and it did not stop itself"),
+    "a_process_faults::leaves_a_thread[cpu]": ("fixed", "non-daemon thread 'planted-leak' still running"),
+    "a_process_faults::sets_float64[cpu]": ("fixed", "default dtype torch.float32 -> torch.float64"),
+    "a_process_faults::lowers_rlimit_as[cpu]": ("fixed", "RLIMIT_AS unlimited"),
+}
+
+
+def test_every_process_fault_stays_on_its_variant(tmp_path: Path, clean_outcomes: dict[str, str]) -> None:
+    """The fork runner (the default): os._exit, SIGKILL, a hang SIGALRM cannot stop, a leaked thread, float64, a lowered
+    RLIMIT_AS and the in-process leaks — each recorded on its own variant, every real outcome as in a clean run, the cell complete."""
+    dirty, proc = _outcomes_with(tmp_path, "a_process_faults", "a_leaks_first", runner=("-n", "0"))
+    assert {k: dirty[k].outcome.value for k in clean_outcomes} == clean_outcomes, proc.stdout[-3000:]
+    for variant_id, (outcome, words) in PROCESS_FAULTS.items():
+        record = dirty[variant_id]
+        assert record.outcome == outcome and any(words in text for text in (record.message, *record.leaked)), record
+    leaked = dirty["a_leaks_first::a_leaks[cpu]"].leaked
+    assert all(any(what in line for line in leaked) for what in LEAKS), leaked
+    innocent = [k for k, r in dirty.items() if r.leaked and not k.startswith(("a_leaks_first::a_leaks", "a_process_faults"))]
+    assert innocent == [], "only the leakers are marked"
+    run = load_run_file(tmp_path / "run.json")
+    assert run.complete and set(run.selected) == set(dirty) and run.running == [], proc.stdout[-3000:]
+    assert proc.returncode == 1, "outcomes that contradict their expectation fail the pytest run; nothing else ended it"
+
+
+#: A variant that exits, one that leaves a thread, and planted.py's four: what issue 22's "-n 0" acceptance runs.
+EXIT_AND_THREAD = ("-k", "not hangs and not is_killed and not sets_float64 and not lowers_rlimit_as")
+
+
+@NEEDS_TORCH
+@NEEDS_XDIST
+def test_dash_n_0_with_an_exit_and_a_thread_leak_completes(tmp_path: Path) -> None:
+    """``-n 0``: the fork runner completes in one run; in the pytest process itself (``--bugmatrix-forks 0``) the exit ends
+    the process, a resume records it as crashed and goes past it, and the process exits despite the leaked thread."""
+    plant(tmp_path / "fork", "a_process_faults", "planted")
+    forked = run_cases(tmp_path / "fork", "-n", "0", *EXIT_AND_THREAD)
+    results = recorded(tmp_path / "fork")
+    assert load_run_file(tmp_path / "fork" / "run.json").complete and len(results) == 5, forked.stdout[-3000:]
+    assert "exited with code 3" in results["a_process_faults::exits[cpu]"].message
+
+    plant(tmp_path / "inline", "a_process_faults", "planted")
+    died = run_cases(tmp_path / "inline", "-n", "0", "--bugmatrix-forks", "0", *EXIT_AND_THREAD)
+    assert died.returncode == 3, "os._exit(3) ended the pytest process"
+    assert load_run_file(tmp_path / "inline" / "run.json").running == ["a_process_faults::exits[cpu]"]
+    resumed = run_cases(tmp_path / "inline", "-n", "0", "--bugmatrix-forks", "0", "--bugmatrix-resume", *EXIT_AND_THREAD)
+    run = load_run_file(tmp_path / "inline" / "run.json")
+    assert run.complete and run.running == [], resumed.stdout[-3000:]
+    inline = {r.id: r for r in run.results}
+    assert inline["a_process_faults::exits[cpu]"].outcome == "crashed"
+    assert {k: r.outcome for k, r in inline.items() if "exits" not in k} == {k: r.outcome for k, r in results.items() if "exits" not in k}
+    assert inline["a_process_faults::leaves_a_thread[cpu]"].leaked == ("non-daemon thread 'planted-leak' still running",)
+    assert (
+        "exiting without waiting for 1 non-daemon thread(s) still running: 'planted-leak' (left by a_process_faults::leaves_a_thread[cpu])"
+        in resumed.stderr
+    )
+    assert resumed.returncode == 1, "pytest's own exit status (an outcome differs from its expectation), not a hang"
+
+
+#: Where a build is killed: a half-installed new venv, before its import check, between the two renames, inside the
+#: final removal of the replaced venv. The build script wraps that step and SIGKILLs its own process group there.
+KILL_POINTS = ("install", "import-check", "swap", "cleanup")
+
+_KILLER = """
+import os, pathlib, shutil, signal, subprocess
+point, real_run, real_rename, real_rmtree, swapped = {point!r}, subprocess.run, pathlib.Path.rename, shutil.rmtree, []
+
+def die():
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+def run(command, *args, **kwargs):
+    if point == "install" and "pip" in command:
+        site = next(pathlib.Path(command[command.index("--python") + 1]).parent.parent.glob("lib/python*/site-packages"))
+        (site / "numpy").mkdir(exist_ok=True)
+        (site / "numpy" / "__init__.py").write_text("raise ImportError('half installed')")
+        die()
+    if point == "import-check" and "-c" in command:
+        die()
+    return real_run(command, *args, **kwargs)
+
+def rename(self, target):
+    moved = real_rename(self, target)
+    if point == "swap" and str(target).endswith(".old"):
+        die()
+    swapped.append(target)
+    return moved
+
+def rmtree(path, *args, **kwargs):
+    if point == "cleanup" and len(swapped) == 2 and str(path).endswith(".old"):
+        real_rmtree(pathlib.Path(path) / "lib")
+        die()
+    return real_rmtree(path, *args, **kwargs)
+
+subprocess.run, pathlib.Path.rename, shutil.rmtree = run, rename, rmtree
+"""
+
+
+def _build_script(
+    venv: Path, requirements: list[str], modules: tuple[str, ...] = ("numpy", "packaging"), kill_at: str | None = None
+) -> str:
     return (
         "import sys; sys.path.insert(0, {!r})\n"
         "from pathlib import Path\n"
+        "{}"
         "from bugmatrix.run.envbuild import ensure_environment\n"
         "ensure_environment(Path({!r}), {!r}, {!r}, {!r})\n"
-    ).format(str(ROOT), str(venv), f"{sys.version_info.major}.{sys.version_info.minor}", requirements, list(modules))
+    ).format(
+        str(ROOT), _KILLER.format(point=kill_at) if kill_at else "", str(venv),
+        f"{sys.version_info.major}.{sys.version_info.minor}", requirements, list(modules),
+    )  # fmt: skip
 
 
-@pytest.mark.parametrize("kill_after", [0.3, 0.8, 1.5, 3.0])
-def test_a_build_killed_at_any_moment_heals_on_the_next_run(tmp_path: Path, kill_after: float) -> None:
-    """SIGKILL the whole process group of a real uv build mid-way; the next run ends with a complete, importable venv.
-
-    A fresh uv cache makes the build slow enough to be caught mid-install (numpy is ~40 MB of files).
-    """
-    import signal
-
-    venv = tmp_path / "venv"
-    env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
-    old = ["packaging==24.1", "numpy==2.1.3"]
-    subprocess.run([sys.executable, "-c", _build_script(venv, old)], env=env, check=True, timeout=300)
-    new = ["packaging==24.2", "numpy==2.2.6"]
-    env["UV_CACHE_DIR"] = str(tmp_path / "uv-cache-cold")
-    proc = subprocess.Popen([sys.executable, "-c", _build_script(venv, new)], env=env, start_new_session=True)
-    time.sleep(kill_after)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    python = venv / "bin" / "python"
-    if python.exists():  # the old venv, whole: it must still import what it had
-        subprocess.run([str(python), "-c", "import numpy, packaging"], check=True, timeout=60)
-    subprocess.run([sys.executable, "-c", _build_script(venv, new)], env=env, check=True, timeout=300)
-    versions = subprocess.run(
+def _versions(python: Path) -> list[str]:
+    return subprocess.run(
         [str(python), "-c", "import numpy, packaging; print(numpy.__version__, packaging.__version__)"],
         capture_output=True, text=True, check=True, timeout=60,
     ).stdout.split()  # fmt: skip
-    assert versions == ["2.2.6", "24.2"]
-    assert not venv.with_name("venv.new").exists() and not venv.with_name("venv.old").exists()
+
+
+@pytest.mark.parametrize("kill_at", KILL_POINTS)
+def test_a_build_killed_at_any_moment_heals_on_the_next_run(tmp_path: Path, kill_at: str) -> None:
+    """SIGKILL the whole process group of a real build at a chosen step; the old venv is whole until the swap, and the
+    next run ends with a complete, importable venv and no leftovers."""
+    venv = tmp_path / "venv"
+    old, new = ["packaging==24.1", "numpy==2.1.3"], ["packaging==24.2", "numpy==2.2.6"]
+    subprocess.run([sys.executable, "-c", _build_script(venv, old)], check=True, timeout=300)
+    killed = subprocess.run(
+        [sys.executable, "-c", _build_script(venv, new, kill_at=kill_at)], start_new_session=True, timeout=300, check=False
+    )
+    assert killed.returncode == -signal.SIGKILL, f"the build was not killed at {kill_at}"
+    python = venv / "bin" / "python"
+    if kill_at in ("install", "import-check"):
+        assert _versions(python) == ["2.1.3", "24.1"], "the old venv is untouched until the new one is whole"
+    subprocess.run([sys.executable, "-c", _build_script(venv, new)], check=True, timeout=300)
+    assert _versions(python) == ["2.2.6", "24.2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["venv"], "no half build and no half-deleted old venv"
 
 
 def test_a_kill_while_the_replaced_venv_was_being_deleted_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -318,17 +451,16 @@ def test_a_kill_while_the_replaced_venv_was_being_deleted_leaves_nothing_behind(
 
 
 @NEEDS_TORCH
-@NEEDS_XDIST
 @pytest.mark.parametrize(
     ("variant", "workers", "expected", "hangs"),
-    [("leaves_a_thread", "0", "fixed", True), ("leaves_a_thread", "1", "fixed", None), ("hangs", "1", None, True)],
+    [("leaves_a_thread", "0", "fixed", False), ("leaves_a_thread", "1", "fixed", False), ("hangs", "1", None, True)],
 )
 def test_a_bisect_probe_that_outlives_its_limit_keeps_its_result_and_leaves_nothing_running(
-    tmp_path: Path, variant: str, workers: str, expected: str | None, hangs: bool | None
+    tmp_path: Path, variant: str, workers: str, expected: str | None, hangs: bool
 ) -> None:
-    """A leaked non-daemon thread keeps a probe's process alive (without xdist always; with it, depending on shutdown timing).
-
-    The result it recorded counts, and the whole process group is killed.
+    """A leaked non-daemon thread no longer keeps a probe alive: in the pytest process (0) it exits once the run file is
+    final, in a forked child (1) the child ends. A hang past the probe's limit (the plugin's own timeout is set longer)
+    has its whole process group killed. Either way the recorded result counts and nothing is left running.
     """
     from bugmatrix.plan.matrix import load_matrix
     from bugmatrix.run.command import cell_env, pytest_command
@@ -340,11 +472,10 @@ def test_a_bisect_probe_that_outlives_its_limit_keeps_its_result_and_leaves_noth
         sys.executable, load_matrix(ROOT / "matrix.toml"), cell_id="bisect", pins=None, run_file=run_file, workers=workers,
         select=[f"{cases / 'planted_thread.py'}::{variant}[cpu]"], extra=["-p", "bugmatrix.cell.plugin", "--bugmatrix-timeout", "300"],
     )  # fmt: skip
-    started = time.monotonic()
-    _, timed_out = run_probe(command, ROOT, cell_env(ROOT), timeout=20)
+    _, timed_out = run_probe(command, ROOT, cell_env(ROOT), timeout=15)
     results = load_run_file(run_file).results if run_file.exists() else []
     record = results[0] if results else None
-    assert (hangs is None or timed_out is hangs) and time.monotonic() - started < 60
+    assert timed_out is hangs
     assert (record.outcome.value if record else None) == expected
     left = subprocess.run(["pgrep", "-f", str(cases / "planted_thread.py")], capture_output=True, text=True, check=False).stdout
     assert not left.strip(), f"probe processes left running: {left}"

@@ -236,6 +236,10 @@ class Case:
     evidence: tuple[str, ...] = ()
     axes: tuple[str, ...] = ()
     variants: list[Variant] = field(default_factory=list)
+    #: What the variants import lazily, as dotted names (``"transformers.T5ForConditionalGeneration"``): imported once
+    #: in the cell process before any variant runs, so each forked child finds it imported (an axis's own module,
+    #: ``import torch`` and the like, needs no entry). One that is absent here is left to the variant to report.
+    imports: tuple[str, ...] = ()
     seed: InitVar[object] = None
 
     def __post_init__(self, seed: object) -> None:
@@ -355,6 +359,9 @@ def case_of_module(namespace: Mapping[str, Any], stem: str, path: object) -> Cas
         raise CaseError(msg)
     if found[0].id != stem:
         msg = f"{path}: Case(id={found[0].id!r}) must equal the file name {stem!r}; rename one of them"
+        raise CaseError(msg)
+    if not isinstance(found[0].imports, tuple) or not all(isinstance(i, str) and i for i in found[0].imports):
+        msg = f'{path}: imports={found[0].imports!r} is not a tuple of dotted names; write e.g. imports=("transformers.T5Config",)'
         raise CaseError(msg)
     for variant in found[0].variants:
         for target in (variant.workaround_for, variant.counterpart):

@@ -1,15 +1,26 @@
 """Every variant starts from the same global state, and one that changes it is named.
 
-Variants share an xdist worker, and torch keeps process-wide switches: grad
-mode, the default dtype and device, autocast, the MHA fast path, deterministic
-algorithms, matmul precision, anomaly mode. A variant that flips one and
-returns would silently change every later variant in its worker (a probe that
-set float64 and disabled grad once made three workarounds read as false
-regressions). So the state is captured before each variant and put back after
+torch keeps process-wide switches: grad mode, the default dtype and device,
+autocast, the MHA fast path, deterministic algorithms, matmul precision,
+anomaly mode; the process has its working directory, environment variables,
+resource limits and threads. A variant that flips one and returns would
+silently change every later variant sharing its process (a probe that set
+float64 and disabled grad once made three workarounds read as false
+regressions). So the state is captured before each variant and compared after
 it; whatever differed is recorded on the variant that changed it, as
-``leaked``, while the next variant runs clean. The working directory and the
-environment variables are restored the same way; a non-daemon thread left
-running cannot be stopped, so it is named (it would keep the process alive).
+``leaked``.
+
+Where the variant ran in a forked child (the fork runner, the default) the
+child ends with it, so :meth:`Snapshot.changes` only names what changed.
+Where it ran in the cell process itself (``--bugmatrix-forks 0``, xdist
+workers) :meth:`Snapshot.restore` also puts back what can be put back (a
+lowered hard ``RLIMIT_*`` cannot be raised again; a non-daemon thread cannot be
+stopped, so it is named: it would keep the process alive).
+
+The baseline is taken after the cell's stack is imported
+(:mod:`~bugmatrix.cell.preload`), so what a library sets at import (Lightning
+sets ``PYTORCH_NVML_BASED_CUDA_CHECK``) is never blamed on whichever variant
+happened to import it first.
 """
 
 from __future__ import annotations
@@ -38,6 +49,36 @@ def _first(*calls: Callable[[], Any]) -> Any:
         except (AttributeError, TypeError, RuntimeError) as exc:
             last = exc
     raise AttributeError(str(last))
+
+
+def _rlimits() -> dict[str, tuple[int, int]]:
+    """name -> (soft, hard) of every resource limit this platform has (none without the resource module)."""
+    try:
+        import resource
+    except ImportError:  # not Unix
+        return {}
+    found, seen = {}, set()
+    for name in sorted(n for n in dir(resource) if n.startswith("RLIMIT_")):
+        number = getattr(resource, name)
+        if number in seen:  # an alias (RLIMIT_OFILE is RLIMIT_NOFILE)
+            continue
+        seen.add(number)
+        with contextlib.suppress(OSError, ValueError):
+            found[name] = resource.getrlimit(number)
+    return found
+
+
+def _set_rlimit(name: str, limits: tuple[int, int]) -> None:
+    import resource
+
+    with contextlib.suppress(OSError, ValueError):  # a lowered hard limit cannot be raised again by an unprivileged process
+        resource.setrlimit(getattr(resource, name), limits)
+
+
+def _limit(value: int) -> str:
+    import resource
+
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
 
 
 def _torch_knobs() -> dict[str, tuple[Getter, Setter]]:
@@ -94,32 +135,51 @@ class Snapshot:
     cwd: str
     environ: dict[str, str]
     threads: set[int]
+    rlimits: dict[str, tuple[int, int]]
 
-    def restore(self) -> list[str]:
-        """Put everything back; one line per thing the variant had changed."""
+    def changes(self) -> list[str]:
+        """One line per thing that differs from the snapshot now (nothing is put back)."""
         leaked = []
-        for name, (get, put) in self.knobs.items():
+        for name, (get, _) in self.knobs.items():
             now = get()
             if now != self.values[name]:
                 leaked.append(f"{name} {self.values[name]} -> {now}")
-                with contextlib.suppress(AttributeError, TypeError, RuntimeError):
-                    put(self.values[name])
         if os.getcwd() != self.cwd:
             leaked.append(f"cwd {self.cwd} -> {os.getcwd()}")
-            os.chdir(self.cwd)
         if dict(os.environ) != self.environ:
             changed = sorted(set(os.environ.items()) ^ set(self.environ.items()))
             leaked.append("environment variables " + ", ".join(sorted({k for k, _ in changed})))
+        for name, now in _rlimits().items():
+            before = self.rlimits.get(name)
+            if before is not None and now != before:
+                leaked.append(f"{name} {'/'.join(map(_limit, before))} -> {'/'.join(map(_limit, now))} (soft/hard)")
+        leaked += [f"non-daemon thread {t.name!r} still running" for t in self.new_threads()]
+        return leaked
+
+    def new_threads(self) -> list[threading.Thread]:
+        """Non-daemon threads started since the snapshot and still running (they keep a process from exiting)."""
+        return [t for t in threading.enumerate() if t.ident not in self.threads and t.is_alive() and not t.daemon]
+
+    def restore(self) -> list[str]:
+        """Put back what can be put back; one line per thing the variant had changed."""
+        leaked = self.changes()
+        for name, (get, put) in self.knobs.items():
+            if get() != self.values[name]:
+                with contextlib.suppress(AttributeError, TypeError, RuntimeError):
+                    put(self.values[name])
+        if os.getcwd() != self.cwd:
+            os.chdir(self.cwd)
+        if dict(os.environ) != self.environ:
             os.environ.clear()
             os.environ.update(self.environ)
-        for thread in threading.enumerate():
-            if thread.ident not in self.threads and thread.is_alive() and not thread.daemon:
-                leaked.append(f"non-daemon thread {thread.name!r} still running")
+        for name, now in _rlimits().items():
+            if name in self.rlimits and now != self.rlimits[name]:
+                _set_rlimit(name, self.rlimits[name])
         return leaked
 
 
 def capture() -> Snapshot:
-    """The state now, to restore after the variant."""
+    """The state now, to compare with (and in the cell process restore) after the variant."""
     knobs = _torch_knobs()
     return Snapshot(
         knobs=knobs,
@@ -127,4 +187,5 @@ def capture() -> Snapshot:
         cwd=os.getcwd(),
         environ=dict(os.environ),
         threads={t.ident for t in threading.enumerate() if t.ident is not None},
+        rlimits=_rlimits(),
     )

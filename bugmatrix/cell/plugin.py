@@ -5,51 +5,61 @@ Design notes (why it is built this way):
 * Case modules hold no test boilerplate: :class:`CaseFile` finds the module's
   ``Case`` (validated by :func:`~bugmatrix.cell.case.case_of_module`, the same
   check the planner's loader applies) and yields one item per declaration.
-* A variant's outcome is computed in the process that ran it and attached to
-  the report as a user property. The run file is written by the *controlling*
-  process only (the xdist controller, or pytest itself without xdist), from
-  ``pytest_runtest_logreport``. That gives one writer, and it also sees the
-  report xdist synthesises when a worker dies: a segfault or ``os.abort()``
-  becomes ``crashed`` while xdist restarts the worker and the rest goes on.
-* A per-variant timeout (SIGALRM, main thread, as pytest-timeout's signal
-  method) turns a hang into ``timeout``; the exception derives from
-  BaseException so a variant's own ``except Exception`` cannot swallow it.
-  Any other BaseException a variant raises (KeyboardInterrupt, SystemExit) is
-  that variant's result, never the end of the cell.
-* Global state is captured before and restored after every variant
-  (:mod:`~bugmatrix.cell.isolation`); what a variant leaked is recorded on it.
-* The run file is rewritten atomically after every result, so an interrupted
-  run keeps everything recorded so far, says ``complete: false``, and
-  ``--bugmatrix-resume`` skips what it already recorded.
+* Where a variant runs is the runner's choice, made once (:func:`runner_of`):
+  by default each variant runs in a process of its own, forked from the cell
+  process after one import of the stack (:mod:`~bugmatrix.cell.forkrun`,
+  ``--bugmatrix-forks N`` at once), so a variant that exits, is killed, hangs
+  or poisons process state ends only its own process and is recorded as
+  ``crashed`` / ``timeout`` / ``leaked`` with the exit code or signal. The
+  children run from :func:`pytest_runtestloop`; each item's ``runtest`` then
+  reports the result its child left, so pytest's reporting, JUnit XML, ``-k``
+  and ``-x`` work as for any test. ``--bugmatrix-forks 0`` runs variants in
+  the pytest process itself, and so do xdist workers (``-n N``).
+* A variant's outcome is computed by :func:`~bugmatrix.cell.execution.execute_variant`
+  wherever it ran, and attached to the report as a user property. The run file is
+  written by the *controlling* process only (the xdist controller, or pytest itself
+  without xdist), after every result, so an interrupted run keeps everything recorded
+  so far, says ``complete: false``, and ``--bugmatrix-resume`` skips what it already
+  recorded. Under xdist, the report xdist synthesises when a worker dies becomes
+  ``crashed`` while the rest goes on.
+* In the pytest process itself nothing contains a variant, so the run file names
+  the variant about to run (``running``): a resume after the process died records
+  it as ``crashed`` and goes on past it. A non-daemon thread a variant leaves
+  there is named on the variant, and once the run file is final the process exits
+  without waiting for it.
+* What the selected variants import is imported once before the first one runs
+  (:mod:`~bugmatrix.cell.preload`): the fork runner's speed, and a leak baseline
+  that already holds what libraries set at import.
+* The cell process never initializes CUDA: the environment (CUDA, GPU) is observed
+  in a child, and CUDA variants check and initialize it in theirs.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
-import importlib.util
 import json
 import os
-import random
-import signal
-import time
-import traceback
-from collections.abc import Iterator
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bugmatrix.cell.axes import device_runtime, installed_axis_versions, parse_spec, set_active_spec, spec_from_matrix_file
-from bugmatrix.cell.case import Case, SkipVariant, Variant, case_of_module
+from bugmatrix.cell.axes import active_spec, parse_spec, set_active_spec, spec_from_matrix_file
+from bugmatrix.cell.case import Case, Variant, case_of_module
+from bugmatrix.cell.execution import Executed, execute_variant, installed_versions
+from bugmatrix.cell.forkloop import cuda_initialized_here, grace, probe_in_child, run_forked
+from bugmatrix.cell.forkrun import ChildEnd, can_fork, default_children
 from bugmatrix.cell.ids import VariantId
-from bugmatrix.cell.isolation import capture
-from bugmatrix.cell.outcomes import Classified, Outcome, Verdict, classify_outcome, excerpt, judge, tail
-from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
+from bugmatrix.cell.outcomes import Classified, Outcome, judge, tail
+from bugmatrix.cell.preload import preload, uncovered_imports
+from bugmatrix.cell.recording import DIED_INLINE, PROPERTY, Recorder, RunState
+from bugmatrix.cell.runfile import VariantRecord
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_json_atomic
 
-__all__ = ["CaseFile", "VariantItem", "variant_id_of_node"]
+__all__ = ["CaseFile", "Runner", "VariantItem", "runner_of"]
 
 RUN_FILE_DESC = "write the run file here (default: $BUGMATRIX_REPORTS or build/reports, /runs/<cell>.json)"
 CELL_DESC = "cell id recorded in the run file (default: system, the current environment as it is)"
@@ -60,17 +70,23 @@ INSTALLED_DESC = "JSON list: the install workaround's requirements this cell was
 AXIS_SPEC_DESC = "JSON: axis -> [[distribution, module], ...] (written by bugmatrix.run.command; default: read matrix.toml)"
 TIMEOUT_DESC = "per-variant timeout in seconds; a variant still running then is recorded as timeout"
 RESUME_DESC = "keep the results already in the run file and skip those variants (resume an interrupted run)"
+FORKS_DESC = (
+    "run each variant in a process forked from this one, up to N at once (default: $BUGMATRIX_WORKERS or 2); "
+    "0: run them in this process (xdist workers always do)"
+)
 
-PROPERTY = "bugmatrix"
 DEFAULT_TIMEOUT = 300.0
 HARNESS_ROOT = Path(__file__).resolve().parents[2]
 
 STATE_KEY = pytest.StashKey["RunState"]()
 VARIANT_KEY = pytest.StashKey[Variant]()
-
-
-class VariantTimeout(BaseException):
-    """Raised by the alarm when a variant overruns its timeout."""
+EXECUTED_KEY = pytest.StashKey[Executed]()  # on an item: what its forked child reported
+OUTPUT_KEY = pytest.StashKey[tuple[str, str]]()  # on an item: its child's stdout and stderr
+PRELOADED_KEY = pytest.StashKey[bool]()  # on the config: this process imported what its variants need
+LEFT_THREADS_KEY = pytest.StashKey[dict[threading.Thread, str]]()  # non-daemon threads variants left -> who left them
+UNCOVERED_KEY = pytest.StashKey[dict[str, set[str]]]()  # package -> variants that imported it in their child
+EXIT_KEY = pytest.StashKey[int]()
+FORKED_KEY = pytest.StashKey[bool]()  # on the config: the fork runner ran this session's variants
 
 
 class VariantMismatch(Exception):
@@ -88,84 +104,44 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bugmatrix-installed", default="[]", help=INSTALLED_DESC)
     group.addoption("--bugmatrix-timeout", type=float, default=None, help=TIMEOUT_DESC)
     group.addoption("--bugmatrix-resume", action="store_true", help=RESUME_DESC)
+    group.addoption("--bugmatrix-forks", type=int, default=None, metavar="N", help=FORKS_DESC)
     parser.addini("bugmatrix_timeout", TIMEOUT_DESC, default=str(DEFAULT_TIMEOUT))
 
 
-def variant_id_of_node(nodeid: str) -> str | None:
-    """``cases/autocast_cache.py::core[cpu]`` -> ``autocast_cache::core[cpu]`` (the file name is the case id)."""
-    found = VariantId.from_node(nodeid)
-    return str(found) if found else None
+@dataclass(frozen=True)
+class Runner:
+    """Where this process runs variants: ``fork`` (children, ``children`` at once), ``inline`` (here), or ``none`` (xdist's controller)."""
 
+    name: str
+    children: int = 0
 
-class RunState:
-    """Per-session recording state, kept on ``config.stash`` (controller side)."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.cell = config.getoption("--bugmatrix-cell") or "system"
-        run_file = config.getoption("--bugmatrix-run-file")
-        # Default: the local output directory (git ignores it), never the committed reference in reports/.
-        output = os.environ.get("BUGMATRIX_REPORTS") or Path(config.rootpath, "build", "reports")
-        self.path = Path(run_file) if run_file else Path(output, "runs", f"{self.cell}.json")
-        self.pins = parse_pins(config.getoption("--bugmatrix-pins"))
-        requested = parse_pins(config.getoption("--bugmatrix-requested"), option="--bugmatrix-requested")
-        self.tracked = {axis: {"requested": r, "resolved": self.pins.get(axis, "")} for axis, r in requested.items()}
-        keyword, marks = config.getoption("keyword", ""), config.getoption("markexpr", "")
-        self.deselected_by = " ".join(p for p in (f"-k {keyword}" if keyword else "", f"-m {marks}" if marks else "") if p)
-        self.started = now()
-        self.results: dict[str, VariantRecord] = {}
-        self.previous: dict[str, VariantRecord] = {}
-        self.selected: set[str] = set()
-        self.environment: dict[str, Any] | None = None
-        if config.getoption("--bugmatrix-resume") and self.path.exists():
-            try:
-                self.previous = {r.id: r for r in load_run_file(self.path).results}
-            except BugmatrixError as exc:
-                raise pytest.UsageError(str(exc)) from None
-
-    def add(self, record: VariantRecord) -> None:
-        self.results[record.id] = record
-        self.write(finished="")
-
-    def write(self, finished: str) -> None:
-        if self.environment is None:
-            from bugmatrix.cell.environment import observe_environment
-
-            self.environment = observe_environment()
-        merged = {**self.previous, **self.results}
-        run = RunRecord(
-            cell=self.cell,
-            pins=self.pins,
-            axes=list(self.pins),
-            tracked=self.tracked,
-            environment=self.environment,
-            started=self.started,
-            finished=finished,
-            results=[merged[k] for k in sorted(merged)],
-            selected=sorted(self.selected | set(self.previous)),
-            deselected_by=self.deselected_by,
-            complete=bool(finished) and self.selected <= set(merged),
-        )
-        write_json_atomic(self.path, run.to_json())
-
-
-def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")  # datetime.UTC is 3.11+; cells run 3.10
-
-
-def parse_pins(text: str, option: str = "--bugmatrix-pins") -> dict[str, str]:
-    """``python=3.11,torch=2.4.1`` -> dict (order kept: it is the display order); a malformed pair is a usage error."""
-    pins: dict[str, str] = {}
-    for pair in filter(None, (p.strip() for p in text.split(","))):
-        axis, sep, version = pair.partition("=")
-        if not sep or not axis or not version:
-            msg = f"{option}: {pair!r} is not axis=version"
-            raise pytest.UsageError(msg)
-        pins[axis] = version
-    return pins
+    def describe(self) -> str:
+        return {
+            "fork": f"each variant runs in its own process, forked from this one after one import (up to {self.children} at once)",
+            "inline": "variants run in this process, one after another (--bugmatrix-forks 0, or an xdist worker)",
+            "none": "variants run in xdist workers, in each worker's own process",
+        }[self.name]
 
 
 def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
+
+
+def runner_of(config: pytest.Config) -> Runner:
+    """The runner for this process: xdist's workers run inline and its controller runs nothing; else ``--bugmatrix-forks``."""
+    if is_worker(config):
+        return Runner("inline")
+    if getattr(config.option, "dist", "no") != "no":
+        return Runner("none")
+    chosen = config.getoption("--bugmatrix-forks")
+    try:
+        children = default_children() if chosen is None else chosen
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if children < 0:
+        msg = f"--bugmatrix-forks {children}: give a number of processes (0: run variants in this process)"
+        raise pytest.UsageError(msg)
+    return Runner("fork", children) if children and can_fork() else Runner("inline")
 
 
 def _configure_axes(config: pytest.Config) -> None:
@@ -184,17 +160,33 @@ def _configure_axes(config: pytest.Config) -> None:
     raise pytest.UsageError(msg)
 
 
+def _observer(config: pytest.Config) -> Callable[[], dict[str, Any]]:
+    """How this process observes the environment: in a child under the fork runner (CUDA stays untouched here)."""
+    from bugmatrix.cell.environment import observe_environment
+
+    if runner_of(config).name != "fork":
+        return observe_environment
+    return lambda: probe_in_child(deadline_s=timeout_of(config) + grace(timeout_of(config)))[0]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "bugmatrix_variant: a case variant collected from cases/")
     _configure_axes(config)
+    runner_of(config)  # a bad --bugmatrix-forks or BUGMATRIX_WORKERS is a usage error now, not mid-run
+    config.stash[LEFT_THREADS_KEY] = {}
+    config.stash[UNCOVERED_KEY] = {}
     if not is_worker(config):
-        config.stash[STATE_KEY] = RunState(config)
+        config.stash[STATE_KEY] = RunState(config, _observer(config))
+        config.pluginmanager.register(Recorder(config, STATE_KEY), "bugmatrix-recorder")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
+    runner = runner_of(config)
+    if runner.name == "fork":  # the environment line comes when the variants start, observed in a child
+        return f"bugmatrix: {runner.describe()}"
     from bugmatrix.cell.environment import describe_environment, observe_environment
 
-    return "bugmatrix: " + describe_environment(observe_environment())
+    return f"bugmatrix: {describe_environment(observe_environment())}; {runner.describe()}"
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -238,48 +230,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # An install workaround runs only in the environment built with its requirements, and nothing else runs there.
         elsewhere = variant is not None and tuple(variant.install) != installed
         (drop if outside or elsewhere or (variant is not None and variant.id in done) else keep).append(item)
+        if state is not None and isinstance(item, VariantItem) and item.variant.id in state.recovered:
+            # Found running in a process that died: the full record (kind, expectation) now that the variant is known.
+            state.previous[item.variant.id] = item.record(Executed(Classified(Outcome.CRASHED, DIED_INLINE), installed_versions(), 0.0))
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 
-@contextlib.contextmanager
-def alarm(seconds: float) -> Iterator[None]:
-    """Raise VariantTimeout in the main thread after ``seconds``."""
-
-    def fire(signum: int, frame: object) -> None:
-        msg = f"variant still running after {seconds:g}s"
-        raise VariantTimeout(msg)
-
-    previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def seed_everything(seed: int = 0) -> None:
-    """Same environment, same outcome: every variant starts from the same seeds."""
-    random.seed(seed)
-    runtime = device_runtime()  # the matrix's device runtime axis (torch), where the cell installs it
-    if runtime is not None:
-        runtime.manual_seed(seed)
-    if importlib.util.find_spec("numpy") is not None:
-        import numpy
-
-        numpy.random.seed(seed)
-
-
-def _dtype(name: str) -> object:
-    """``<runtime>.<name>`` (``torch.bfloat16``) where the device runtime axis is installed; the name itself elsewhere."""
-    runtime = device_runtime()
-    return name if runtime is None else getattr(runtime, name)
+def timeout_of(config: pytest.Config) -> float:
+    value = config.getoption("--bugmatrix-timeout")
+    return float(value if value is not None else config.getini("bugmatrix_timeout"))
 
 
 class VariantItem(pytest.Item):
-    """Runs one variant, classifies it, and compares with the expectation."""
+    """Runs one variant (or reports what its forked child ran), classifies it, and compares with the expectation."""
 
     case: Case
 
@@ -288,64 +253,56 @@ class VariantItem(pytest.Item):
         return self.stash[VARIANT_KEY]
 
     def timeout(self) -> float:
-        value = self.config.getoption("--bugmatrix-timeout")
-        return float(value if value is not None else self.config.getini("bugmatrix_timeout"))
+        return timeout_of(self.config)
 
     def runtest(self) -> None:
-        from bugmatrix.cell.requirements import unmet_requirements
+        executed = self.stash.get(EXECUTED_KEY, None)
+        if executed is None:
+            executed = self._run_here()
+        else:
+            stdout, stderr = self.stash.get(OUTPUT_KEY, ("", ""))
+            for name, text in (("stdout", stdout), ("stderr", stderr)):
+                if text:
+                    self.add_report_section("call", name, text)
+        self.finish(executed)
 
-        variant = self.variant
-        versions = {axis: version for axis, (_, version) in installed_axis_versions().items()}
-        reasons = unmet_requirements(variant, versions)
-        if reasons:
-            self.finish(Classified(Outcome.SKIPPED, "; ".join(reasons)), versions, 0.0, "", [])
-            pytest.skip("; ".join(reasons))
-        seed_everything()
-        snapshot = capture()
-        error: BaseException | None = None
-        checks = None
-        result: Classified | None = None
-        log = ""
-        start = time.perf_counter()
-        try:
-            with alarm(self.timeout()):
-                checks = variant.fn(variant.device, _dtype(variant.dtype))
-        except SkipVariant as exc:
-            result = Classified(Outcome.SKIPPED, str(exc))
-        except VariantTimeout as exc:
-            result = Classified(Outcome.TIMEOUT, str(exc))
-            log = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        except pytest.skip.Exception as exc:
-            result = Classified(Outcome.SKIPPED, str(exc.msg))
-        except Exception as exc:  # noqa: BLE001 - every failure is data here
-            error = exc
-            log = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt/SystemExit from a variant end that variant only
-            result = Classified(Outcome.DIFFERENT, excerpt(f"the variant raised {type(exc).__name__}: {exc}"))
-            log = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        duration = time.perf_counter() - start
-        leaked = snapshot.restore()
-        self.finish(result or classify_outcome(self.case.signature, error, checks), versions, duration, log, leaked)
+    def _run_here(self) -> Executed:
+        """In this process (inline, or an xdist worker): named in the run file first; leftover threads remembered."""
+        preload_once(self.config, [self])
+        state = self.config.stash.get(STATE_KEY, None)
+        if state is not None:
+            state.start(self.variant.id)
+        before = set(threading.enumerate())
+        executed = execute_variant(self.variant, self.case, self.timeout(), restore=True)
+        left = self.config.stash[LEFT_THREADS_KEY]
+        for thread in set(threading.enumerate()) - before:
+            if thread.is_alive() and not thread.daemon:
+                left[thread] = self.variant.id
+        return executed
 
-    def finish(self, result: Classified, versions: dict[str, str], duration: float, log: str, leaked: list[str]) -> None:
-        """Attach the record to the report; raise if it contradicts the expectation (skip if it did not run)."""
-        variant = self.variant
-        expectation = variant.expectation(versions)
+    def record(self, executed: Executed) -> VariantRecord:
+        """The run file's record: what ran, judged against the expectation for the installed versions."""
+        variant, result = self.variant, executed.result
+        expectation = variant.expectation(executed.versions)
         expected = expectation.outcome if expectation else None
-        verdict = judge(result.outcome, expected)
-        record = VariantRecord(
+        return VariantRecord(
             id=variant.id, case=variant.case_id, variant=variant.name, device=variant.device, dtype=variant.dtype,
             kind=variant.kind, workaround_for=variant.workaround_for, counterpart=variant.counterpart,
-            outcome=result.outcome, expected=expected, verdict=verdict, signature_matched=result.signature_matched,
-            message=result.message, duration_s=round(duration, 3), evidence=expectation.evidence if expectation else "",
-            log=tail(log), leaked=tuple(leaked),
+            outcome=result.outcome, expected=expected, verdict=judge(result.outcome, expected), signature_matched=result.signature_matched,
+            message=result.message, duration_s=round(executed.duration, 3), evidence=expectation.evidence if expectation else "",
+            log=tail(executed.log), leaked=executed.leaked,
         )  # fmt: skip
+
+    def finish(self, executed: Executed) -> None:
+        """Attach the record to the report; raise if it contradicts the expectation (skip if it did not run)."""
+        record = self.record(executed)
         # JSON-safe: xdist ships user properties from worker to controller.
         self.user_properties.append((PROPERTY, json.loads(json.dumps(record.to_json()))))
-        if result.outcome is Outcome.SKIPPED:
-            pytest.skip(result.message)
-        if verdict.flagged:
-            msg = f"{verdict.value}: expected {expected.value if expected else '?'}, observed {result.outcome.value}: {result.message}"
+        if record.outcome is Outcome.SKIPPED:
+            pytest.skip(record.message)
+        if record.verdict.flagged:
+            expected = record.expected.value if record.expected else "?"
+            msg = f"{record.verdict.value}: expected {expected}, observed {record.outcome.value}: {record.message}"
             raise VariantMismatch(msg)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
@@ -357,60 +314,97 @@ class VariantItem(pytest.Item):
         return self.path, 0, self.variant.id
 
 
-def record_from_report(report: pytest.TestReport) -> VariantRecord | None:
-    """The variant record carried by a report, or a ``crashed`` one for a dead worker."""
-    for name, value in report.user_properties:
-        if name == PROPERTY:
-            return VariantRecord.from_dict(value)
-    found = VariantId.from_node(report.nodeid)
-    if found is None or not report.failed:
-        return None
-    # No record but a failure: the process running it died (xdist reports
-    # "worker 'gw0' crashed while running ...") or the harness itself broke.
-    text = str(report.longrepr) if report.longrepr else "no report"
-    return VariantRecord(
-        id=str(found), case=found.case, variant=found.name, device=found.device, kind=None, workaround_for=None, outcome=Outcome.CRASHED, expected=None,
-        verdict=Verdict.NEW_FAILURE_MODE, signature_matched=False,
-        message=excerpt(text.splitlines()[-1] if text.strip() else text), duration_s=round(report.duration, 3), log=tail(text),
-    )  # fmt: skip
+def preload_once(config: pytest.Config, items: list[VariantItem]) -> None:
+    """Import what ``items`` will import, once per process, before the first of them runs (and say what, in the terminal)."""
+    if config.stash.get(PRELOADED_KEY, False):
+        return
+    config.stash[PRELOADED_KEY] = True
+    done = preload([i.variant for i in items], {i.case.id: i.case for i in items}.values())
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None and not is_worker(config) and (done.names or done.failed):
+        failed = f"; not importable (the variants will say why): {'; '.join(done.failed)}" if done.failed else ""
+        terminal.write_line(f"bugmatrix: imported once before the variants ran: {', '.join(done.names)} ({done.seconds:.1f}s){failed}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """The fork runner: run the variants in forked children, then let pytest report each item from its child's result."""
+    config = session.config
+    runner = runner_of(config)
+    variants = [i for i in session.items if isinstance(i, VariantItem)]
+    if runner.name != "fork" or config.option.collectonly or not variants:
+        return None  # pytest's own loop: inline, xdist, or nothing of ours to run
+    if session.testsfailed and not config.option.continue_on_collection_errors:
+        msg = f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} during collection"
+        raise session.Interrupted(msg)
+    preload_once(config, variants)
+    state = config.stash[STATE_KEY]
+    environment, gpu = probe_in_child(deadline_s=timeout_of(config) + grace(timeout_of(config)))
+    state.environment = state.environment or environment
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None:
+        from bugmatrix.cell.environment import describe_environment
+
+        terminal.write_line(f"bugmatrix: {describe_environment(state.environment)}")
+        warning = cuda_initialized_here()
+        if warning:
+            terminal.write_line(f"bugmatrix: warning: {warning}", yellow=True)
+
+    def decided(skips: list[tuple[VariantItem, Executed]]) -> None:
+        for item, executed in skips:
+            item.stash[EXECUTED_KEY] = executed
+        state.add(*(item.record(executed) for item, executed in skips))
+
+    def ended(item: VariantItem, executed: Executed, end: ChildEnd) -> None:
+        item.stash[EXECUTED_KEY], item.stash[OUTPUT_KEY] = executed, (end.stdout, end.stderr)
+        note_uncovered(config, item.variant.id, executed.imported)
+        state.add(item.record(executed))  # the run file has it now, whatever happens to this process next
+
+    run_forked(session, variants, runner.children, gpu, decided, ended)
+    config.stash[FORKED_KEY] = True
+    return True
+
+
+def note_uncovered(config: pytest.Config, variant_id: str, imported: tuple[str, ...]) -> None:
+    """Remember which variants imported a package of the stack themselves (each child paid for it)."""
+    roots = {module.split(".")[0] for providers in active_spec().values() for _, module in providers}
+    for package in uncovered_imports(imported, roots):
+        config.stash[UNCOVERED_KEY].setdefault(package, set()).add(variant_id)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    uncovered = config.stash.get(UNCOVERED_KEY, {})
+    for module, variants in sorted(uncovered.items()):
+        terminalreporter.write_line(
+            f"bugmatrix: {len(variants)} variant(s) imported {module} in their own process, each paying for it (e.g. "
+            f"{sorted(variants)[0]}): add {module!r} to the case's Case(imports=...) to import it once for all"
+        )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[EXIT_KEY] = int(exitstatus)
+
+
+def is_the_program(config: pytest.Config) -> bool:
+    """pytest is this process's program (``python -m pytest ...``), not a ``pytest.main()`` call inside another one."""
+    return list(config.invocation_params.args) == sys.argv[1:]
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    session.config.pluginmanager.register(_Recorder(session.config), "bugmatrix-recorder")
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run file is final and pytest has reported: end the process now when waiting serves nobody.
 
-
-class _Recorder:
-    """Controller-side hooks bound to one config (so they can reach the state)."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-
-    def _select(self, nodeids: list[str]) -> None:
-        state = self.config.stash.get(STATE_KEY, None)
-        if state is not None:
-            state.selected |= {v for v in map(variant_id_of_node, nodeids) if v}
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self._select([item.nodeid for item in session.items])
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        self._select(ids)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        state = self.config.stash.get(STATE_KEY, None)
-        # "call" carries the variant's record; a failed setup/teardown or the
-        # report xdist makes for a dead worker ("???") carries none -> crashed.
-        if state is None or not (report.when == "call" or report.failed):
-            return
-        record = record_from_report(report)
-        if record is not None and record.id not in state.results:
-            state.add(record)
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        state = self.config.stash.get(STATE_KEY, None)
-        if state is None or self.config.option.collectonly:
-            return  # listing variants (--collect-only) runs nothing and records nothing
-        if state.results or state.previous or state.selected:
-            state.write(finished=now())
+    A non-daemon thread a variant left in this process would keep it alive forever (Python waits for
+    them): name it and exit. The fork runner's cell process ran no variant itself; tearing down the
+    stack it imported (torch, Lightning, transformers: seconds of module finalization) changes nothing
+    that was recorded, so it exits at once too (unless pytest was called inside another program).
+    """
+    left = {t: v for t, v in config.stash.get(LEFT_THREADS_KEY, {}).items() if t.is_alive()}
+    if not left and not (config.stash.get(FORKED_KEY, False) and is_the_program(config)):
+        return
+    sys.stdout.flush()
+    if left:
+        names = ", ".join(f"{t.name!r} (left by {v})" for t, v in left.items())
+        sys.stderr.write(f"bugmatrix: exiting without waiting for {len(left)} non-daemon thread(s) still running: {names}\n")
+    sys.stderr.flush()
+    os._exit(config.stash.get(EXIT_KEY, 1))

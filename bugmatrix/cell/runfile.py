@@ -16,6 +16,9 @@ Schema ``bugmatrix.run/2`` (the only place it is written down)::
       "selected": [variant ids],            # what this run was asked to run (after -k / axes)
       "deselected_by": "-k expr" or "",     # a user's own narrowing, so the report can tell it from a loss
       "complete": true | false,             # finished, and every selected variant recorded
+      "running": [variant ids],             # optional: started in the cell process itself and not yet recorded
+                                            #   (--bugmatrix-forks 0); names what was running if that process died,
+                                            #   so --bugmatrix-resume records it as crashed. [] once finished
       "results": [VariantRecord, ...]
     }
 
@@ -99,6 +102,7 @@ class RunRecord:
     deselected_by: str = ""
     complete: bool = False
     tracked: dict[str, dict[str, str]] = field(default_factory=dict)
+    running: list[str] = field(default_factory=list)
     schema: str = SCHEMA
 
     def to_json(self) -> dict[str, Any]:
@@ -149,6 +153,7 @@ def load_run_file(path: Path) -> RunRecord:
             tracked={str(a): {str(k): str(v) for k, v in dict(t).items()} for a, t in dict(data.get("tracked") or {}).items()},
             # A v1 file cannot say what it was asked to run; "finished" was its only completeness mark.
             complete=bool(data["complete"]) if "complete" in data else bool(data["finished"]),
+            running=[str(r) for r in data.get("running") or []],
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         msg = f"{path}: malformed run file ({type(exc).__name__}: {exc}); re-run its cell"

@@ -14,13 +14,33 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.matrix import Matrix
 
-__all__ = ["WORKERS", "cell_env", "pytest_command", "run_file_path"]
+__all__ = ["RUNNERS", "WORKERS", "cell_env", "pytest_command", "run_file_path", "runner_flags"]
 
-#: xdist workers per cell: 2 matches this project's 2-core machines.
+#: Processes per cell (variants at once): 2 matches this project's 2-core machines.
 WORKERS = os.environ.get("BUGMATRIX_WORKERS", "2")
+
+#: How a cell runs its variants. ``fork`` (the default): the cell imports its stack once and forks a process per
+#: variant, ``WORKERS`` at once (measured on 2 cores: 1.0x its floor where xdist's 2 workers import the stack twice,
+#: see the README's Performance section); ``xdist``: ``WORKERS`` pytest-xdist workers, variants in-process in each;
+#: ``inline``: one process, no isolation (the variant being run is named in the run file, for --bugmatrix-resume).
+RUNNERS = ("fork", "xdist", "inline")
+RUNNER = os.environ.get("BUGMATRIX_RUNNER", "fork")
+
+
+def runner_flags(runner: str, workers: str) -> list[str]:
+    """The pytest flags of a runner: the one place a cell's default parallelism is decided."""
+    if runner not in RUNNERS:
+        msg = f"BUGMATRIX_RUNNER={runner!r} is not a runner; use one of {', '.join(RUNNERS)}"
+        raise BugmatrixError(msg)
+    return {
+        "fork": ["-n", "0", "--bugmatrix-forks", workers],
+        "xdist": ["-n", workers, "--bugmatrix-forks", "0"],
+        "inline": ["-n", "0", "--bugmatrix-forks", "0"],
+    }[runner]
 
 
 def run_file_path(reports: Path, cell_id: str) -> Path:
@@ -37,6 +57,7 @@ def pytest_command(
     run_file: Path,
     junit: Path | None = None,
     workers: str = WORKERS,
+    runner: str = RUNNER,
     select: Sequence[str] = (),
     extra: Sequence[str] = (),
     root: Path = ROOT,
@@ -45,7 +66,7 @@ def pytest_command(
 ) -> list[str]:
     """The cell's pytest invocation. ``pins=None``: the current environment as it is (the ``system`` cell).
 
-    ``select`` narrows to node ids (``cases/x.py::v[cpu]``); ``extra`` is passed
+    ``runner`` and ``workers``: how the variants run (:func:`runner_flags`); ``select`` narrows to node ids (``cases/x.py::v[cpu]``); ``extra`` is passed
     through (``-k``, ``--bugmatrix-resume``, a session's posargs); ``tracked``
     (``bugmatrix.releases.tracking.tracked_for``) names the pins a ``latest`` chose; ``installed``
     is an install workaround's requirements the cell was built with (its sibling environment).
@@ -55,7 +76,7 @@ def pytest_command(
         str(python), "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rs",
         "--bugmatrix-cell", cell_id, "--bugmatrix-run-file", str(run_file),
         "--bugmatrix-axis-spec", json.dumps(matrix.axis_spec(pins)),
-        "-n", workers,
+        *runner_flags(runner, workers),
     ]  # fmt: skip
     if pins is not None:
         ordered = matrix.ordered(pins)

@@ -117,10 +117,12 @@ def run_cell(
     select: Sequence[str] = (),
     extra: Sequence[str] = (),
     workers: str | None = None,
+    runner: str | None = None,
     prepared: Callable[[Environment], None] | None = None,
 ) -> CellRun:
     """Prepare the cell, run its cases into ``run_file``; an environment that cannot be built is recorded as install-failed.
 
+    ``runner``/``workers`` override how the variants run (:func:`~bugmatrix.run.command.runner_flags`),
     ``select`` narrows to node ids (bisect: one variant), ``extra`` is passed to pytest
     (``-k``, ``--bugmatrix-resume``, a session's posargs), ``prepared`` is told about the
     environment before pytest starts (the nox session logs whether it was built and from
@@ -136,7 +138,8 @@ def run_cell(
         prepared(environment)
     command = pytest_command(
         environment.python, matrix, cell_id=spec.id, pins=spec.pins, run_file=run_file, junit=junit,
-        select=select, extra=extra, root=root, tracked=spec.tracked, installed=spec.extra, **({"workers": workers} if workers else {}),
+        select=select, extra=extra, root=root, tracked=spec.tracked, installed=spec.extra,
+        **({"workers": workers} if workers else {}), **({"runner": runner} if runner else {}),
     )  # fmt: skip
     return CellRun(run_file, environment, returncode=execute(command, cell_env(root)))
 

@@ -180,10 +180,11 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
 def run_probe(command: Sequence[str], root: Path, env: Mapping[str, str], timeout: float) -> tuple[int, bool]:
     """Run one probe's pytest; (its exit code, whether it outlived ``timeout``).
 
-    A probe runs without xdist, so a variant that leaves a non-daemon thread
-    running keeps the process alive after its result is written: the whole
-    process group (pytest and any worker it started) is killed at ``timeout``,
-    so nothing is left running, and the result it recorded still counts.
+    A probe's variant runs in a forked child (the cell's default runner), so a
+    crash or a leaked thread ends only that child; a probe that still outlives
+    ``timeout`` (a hang, or a runner the caller chose) has its whole process
+    group (pytest and any child or worker it started) killed, so nothing is
+    left running, and a result it recorded still counts.
     """
     with subprocess.Popen(
         list(command), cwd=root, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True

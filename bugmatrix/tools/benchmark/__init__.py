@@ -8,9 +8,11 @@ measured in one run on the same machine:
   run, or a new torch release) and warm (populated cache, new venv: every new
   cell after the first). pip runs with ``PIP_CONFIG_FILE=/dev/null`` and no
   ``PIP_*`` index settings, so both tools install the same wheels from PyPI;
-* **a cell re-run with its env reused vs its floor** (importing the stack once
-  plus the variants' own ``duration_s``): the harness's own overhead, which a
-  bisect or a stability run pays on every step;
+* **each smoke cell re-run with its env reused, on the fork runner and on
+  xdist, vs its floor** (importing the stack once plus the variants' compute
+  after that import): the harness's own overhead, which every cell, bisect
+  step and stability run pays; and whether both runners record the same
+  outcome for every (variant, cell);
 * **the smoke profile's wall time vs the sum of its cells' floors**: measured
   with ``--smoke``, else read from the last run's run files (pytest only);
 * **the report for 1,000 cells x 20 variants**: the full profile must stay
@@ -40,7 +42,7 @@ from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import find_cell, plan_cells
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.tools.benchmark.builds import measure_builds
-from bugmatrix.tools.benchmark.cells import measure_full, measure_reuse, measure_smoke, smoke_from_runs
+from bugmatrix.tools.benchmark.cells import measure_full, measure_runners, measure_smoke, smoke_from_runs
 from bugmatrix.tools.benchmark.disk import measure_ci_cache, measure_disk
 from bugmatrix.tools.benchmark.reports import measure_report, measure_report_with_history
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, format_table, skipped
@@ -58,6 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--skip-builds", action="store_true", help="skip the uv vs virtualenv+pip builds altogether")
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run each smoke cell N times per runner, alternating, and keep the fastest (a shared machine)",
+    )
+    parser.add_argument(
         "--out", type=Path, help="where the JSON goes (default: <output>/benchmark.json; the committed one is reports/benchmark.json)"
     )
 
@@ -72,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
 
     def smoke_row() -> list[Measurement]:
         if args.smoke:
-            return [measure_smoke(root, matrix, smoke)]
-        return [smoke_from_runs(root, matrix, smoke, output_dir() / "runs", None, "from the last run (run files: pytest only)")]
+            return [measure_smoke(root, matrix, catalog, smoke)]
+        return [smoke_from_runs(root, matrix, catalog, smoke, output_dir() / "runs", None, "from the last run (run files: pytest only)")]
 
     def build_rows() -> list[Measurement]:
         if args.skip_builds:
@@ -82,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
     steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
         ("env builds", build_rows),
-        ("cell re-run", lambda: [measure_reuse(root, matrix, cell)]),
+        ("smoke cells: fork runner and xdist vs floor", lambda: measure_runners(root, matrix, catalog, smoke, args.repeat)),
         ("smoke profile", smoke_row),
         ("report", lambda: [measure_report(), measure_report_with_history()]),
         ("disk", lambda: measure_disk(root)),

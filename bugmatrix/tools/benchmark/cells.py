@@ -1,9 +1,14 @@
-"""Cells: a re-run against its floor, the smoke profile against the sum of its floors, the full profile's wall time and disk.
+"""Cells: each smoke cell on the fork runner and on xdist against its floor, the smoke profile, the full profile's wall time and disk.
 
-A cell's *floor* is what it cannot go below: importing its stack once, plus the
-variants' own ``duration_s``. Every cell here runs through the one runner
-(:func:`bugmatrix.run.runner.run_cell`), so what is timed is what a cell
-session does.
+A cell's *floor* is what it cannot go below: importing its stack once (the axis
+modules and the cases' declared lazy imports, exactly what the fork runner's
+cell process imports before forking), plus the variants' own compute measured
+after that import, one at a time (the ``duration_s`` of a fork-runner run with
+one child: each child starts with the stack imported, and none shares the cores
+with another). xdist's ``duration_s`` are not a floor: each worker's first
+variant of a library pays that library's import. Every cell here runs through
+the one runner (:func:`bugmatrix.run.runner.run_cell`), so what is timed is what
+a cell session does.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from bugmatrix.cell.runfile import RunRecord, load_run_file
+from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
+from bugmatrix.run.command import WORKERS
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.runner import CellSpec, built_python, run_cell
@@ -30,19 +37,37 @@ from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, skipped,
 __all__ = [
     "DiskPeak",
     "cached_wheel_sets",
+    "compare_outcomes",
     "heavy_wheels",
     "import_seconds",
     "measure_full",
-    "measure_reuse",
+    "measure_runners",
     "measure_smoke",
     "smoke_floor",
     "smoke_from_runs",
+    "stack_imports",
 ]
 
 
-def import_seconds(python: Path, modules: Sequence[str]) -> float:
-    """Wall time of importing the cell's stack once, in a fresh interpreter."""
-    return timed([str(python), "-c", "import " + ", ".join(modules)])
+def stack_imports(matrix: Matrix, catalog: Catalog, cell: Cell) -> tuple[list[str], list[str]]:
+    """What a cell's process imports once: its axis modules, and the ``Case(imports=...)`` of the cases it runs."""
+    runs = set(catalog.runs_in(tuple(a for a in cell.pins if a in matrix.package_axes)))
+    declared = [name for case in catalog.cases if any(v.id in runs for v in case.variants) for name in case.imports]
+    return matrix.import_modules(cell.pins), list(dict.fromkeys(declared))
+
+
+def import_seconds(python: Path, modules: Sequence[str], declared: Sequence[str] = (), root: Path | None = None) -> float:
+    """Wall time of a fresh interpreter importing the cell's stack once (the best of two: the first may read a cold disk).
+
+    ``declared`` names are resolved by the function the fork runner's preload uses (``root`` puts it on the path).
+    It ends with ``os._exit`` as the fork runner's cell process does: neither pays for tearing the stack down.
+    """
+    code = "import os, " + ", ".join(modules)
+    if declared:
+        code += f"; from bugmatrix.cell.requirements import resolve_attribute; [resolve_attribute(n) for n in {list(declared)!r}]"
+    code += "; os._exit(0)"
+    env = {**os.environ, "PYTHONPATH": str(root)} if root else None
+    return min(timed([str(python), "-c", code], env) for _ in range(2))
 
 
 def smoke_floor(run: RunRecord, imports: float) -> float:
@@ -50,8 +75,10 @@ def smoke_floor(run: RunRecord, imports: float) -> float:
     return imports + sum(r.duration_s for r in run.results)
 
 
-def measure_reuse(root: Path, matrix: Matrix, cell: Cell) -> Measurement:
-    """A cell re-run with its env reused vs the floor (import + the variants' ``duration_s``)."""
+def _run_timed(
+    root: Path, matrix: Matrix, cell: Cell, runner: str, run_file: Path, workers: str | None = None
+) -> tuple[float, RunRecord, Path]:
+    """One run of the cell with ``runner`` (and ``workers``, default WORKERS): wall seconds, its run file, its interpreter."""
     wall = 0.0
 
     def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
@@ -59,16 +86,57 @@ def measure_reuse(root: Path, matrix: Matrix, cell: Cell) -> Measurement:
         wall = timed(command, env, ok=(0, 1), cwd=root)  # 1: an outcome differs; still a full run
         return 0
 
+    done = run_cell(matrix, CellSpec.of(cell), run_file, execute=execute, root=root, runner=runner, workers=workers)
+    if done.environment is None:
+        raise CommandFailed(f"cell {cell.id} cannot be built: {(done.install_failed or '').splitlines()[-1:]}")
+    return wall, load_run_file(run_file), done.environment.python
+
+
+def compare_outcomes(old: RunRecord, new: RunRecord) -> dict[str, str]:
+    """variant id -> "" where both runs recorded the same outcome, else what each recorded (a variant one of them lacks differs too)."""
+    before, after = ({r.id: r.outcome.value for r in run.results} for run in (old, new))
+    return {
+        variant_id: ""
+        if before.get(variant_id) == after.get(variant_id)
+        else f"{variant_id}: {before.get(variant_id)} -> {after.get(variant_id)}"
+        for variant_id in sorted(set(before) | set(after))
+    }
+
+
+def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], repeat: int = 1) -> list[Measurement]:
+    """Each cell (env reused) on xdist -n WORKERS and on the fork runner, against its floor; and whether their outcomes agree.
+
+    ``repeat`` > 1 runs both runners that many times, alternating, and keeps each one's fastest run: on a
+    machine others share, the fastest run is the one least disturbed. One more fork run with one child at a
+    time gives the floor's compute. Every fork run's outcomes are compared with an xdist run's.
+    """
+    rows: list[Measurement] = []
+    pairs, differ = 0, []
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-") as tmp:
-        run_file = Path(tmp) / "run.json"
-        done = run_cell(matrix, CellSpec.of(cell), run_file, execute=execute, root=root)
-        if done.environment is None:
-            raise CommandFailed(f"cell {cell.id} cannot be built: {(done.install_failed or '').splitlines()[-1:]}")
-        imports = import_seconds(done.environment.python, matrix.import_modules(cell.pins))
-        floor = smoke_floor(load_run_file(run_file), imports)
-    return Measurement(
-        f"cell re-run, env reused ({cell.id}) vs floor", wall, floor, "s", "<=", 1.5, note=f"floor: import {imports:.1f}s + variants"
+        for cell in cells:
+            runs: dict[str, list[tuple[float, RunRecord]]] = {"xdist": [], "fork": []}
+            for attempt in range(max(1, repeat)):
+                for runner in ("xdist", "fork") if attempt % 2 == 0 else ("fork", "xdist"):
+                    wall, run, _ = _run_timed(root, matrix, cell, runner, Path(tmp) / f"{cell.id}-{runner}-{attempt}.json")
+                    runs[runner].append((wall, run))
+            old_wall, new_wall = (min(w for w, _ in runs[r]) for r in ("xdist", "fork"))
+            _, alone, python = _run_timed(root, matrix, cell, "fork", Path(tmp) / f"{cell.id}-alone.json", workers="1")
+            runs["fork"].append((0.0, alone))  # its outcomes are compared too
+            imports = import_seconds(python, *stack_imports(matrix, catalog, cell), root=root)
+            compute = sum(r.duration_s for r in alone.results)
+            note = f"floor: import {imports:.1f}s + compute {compute:.1f}s" + (f"; fastest of {repeat}" if repeat > 1 else "")
+            rows.append(Measurement(f"cell {cell.id}: fork runner vs floor", new_wall, imports + compute, "s", "<=", 1.15, note=note))
+            rows.append(Measurement(f"cell {cell.id}: xdist -n {WORKERS} vs floor", old_wall, imports + compute, "s", note=note))
+            xdist_runs = [run for _, run in runs["xdist"]]
+            for index, (_, after) in enumerate(runs["fork"]):  # each fork run (the one-child run too) against an xdist run
+                compared = compare_outcomes(xdist_runs[index % len(xdist_runs)], after)
+                pairs += len(compared)
+                differ += [f"{cell.id} {line}" for line in compared.values() if line]
+    note = "every (variant, cell) outcome equal" if not differ else "DIFFER: " + "; ".join(differ[:5])
+    rows.append(
+        Measurement(f"outcomes: fork runner = xdist, {len(cells)} cells", pairs - len(differ), pairs, "pairs", ">=", 1.0, note=note)
     )
+    return rows
 
 
 def _wall(run: RunRecord) -> float | None:
@@ -78,7 +146,9 @@ def _wall(run: RunRecord) -> float | None:
         return None
 
 
-def smoke_from_runs(root: Path, matrix: Matrix, cells: Sequence[Cell], runs_dir: Path, wall: float | None, how: str) -> Measurement:
+def smoke_from_runs(
+    root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], runs_dir: Path, wall: float | None, how: str
+) -> Measurement:
     """Smoke wall time (given, or the run files' started..finished) vs the sum of the cells' floors."""
     name = f"smoke profile ({len(cells)} cells) vs sum of floors"
     walls, floors, missing = 0.0, 0.0, []
@@ -90,18 +160,18 @@ def smoke_from_runs(root: Path, matrix: Matrix, cells: Sequence[Cell], runs_dir:
             missing.append(cell.id)
             continue
         walls += seconds
-        floors += smoke_floor(run, import_seconds(python, matrix.import_modules(cell.pins)))
+        floors += smoke_floor(run, import_seconds(python, *stack_imports(matrix, catalog, cell), root=root))
     if missing:
         return skipped(name, f"no finished run file or env for {', '.join(missing)}: run nox -t smoke, or pass --smoke")
     return Measurement(name, wall if wall is not None else walls, floors, "s", "<=", 2, note=how)
 
 
-def measure_smoke(root: Path, matrix: Matrix, cells: Sequence[Cell]) -> Measurement:
+def measure_smoke(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell]) -> Measurement:
     """``nox -t smoke`` end to end (envs reused, report included) into a temporary reports dir."""
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-") as tmp:
         env = {**os.environ, "BUGMATRIX_REPORTS": tmp}
         wall = timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-t", "smoke"], env, cwd=root)
-        return smoke_from_runs(root, matrix, cells, Path(tmp) / "runs", wall, "nox -t smoke measured now (--smoke)")
+        return smoke_from_runs(root, matrix, catalog, cells, Path(tmp) / "runs", wall, "nox -t smoke measured now (--smoke)")
 
 
 class DiskPeak:
@@ -113,9 +183,13 @@ class DiskPeak:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="disk-peak", daemon=True)
 
+    def sample(self) -> None:
+        """Take one sample now (the thread calls it every ``every`` seconds; a test calls it at the points it chooses)."""
+        self.peak = max(self.peak, shutil.disk_usage(self.path).used)
+
     def _sample(self) -> None:
         while not self._stop.wait(self.every):
-            self.peak = max(self.peak, shutil.disk_usage(self.path).used)
+            self.sample()
 
     def __enter__(self) -> DiskPeak:
         self._thread.start()
@@ -124,7 +198,7 @@ class DiskPeak:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, shutil.disk_usage(self.path).used)
+        self.sample()
 
     @property
     def added_gib(self) -> float:

@@ -1,0 +1,289 @@
+"""Run functions in forked children of the cell process, a few at once: one process per variant.
+
+Why fork: a cell's time is almost all imports (torch, Lightning, transformers:
+~13 s on a 2-core machine) and its variants' own compute is about a second.
+The cell process imports the stack once; each variant then runs in a child
+forked from it, which starts with everything imported (copy-on-write) and
+leaves nothing behind: a variant that calls ``os._exit``, is killed, hangs,
+leaves a non-daemon thread, or changes process-wide state (the default dtype,
+an ``RLIMIT_*``, a C-level setting no snapshot sees) ends *its* process only.
+
+What the parent must not have done before forking (and the harness does not):
+initialize CUDA (a forked child cannot use it then: the driver is not
+fork-safe), run a parallel torch op (GNU OpenMP's thread pool does not survive
+a fork: the child's first parallel region waits forever), or have other Python
+threads running (one could hold a lock the child then never gets back).
+
+A child writes its result (JSON) to a file and ends with ``os._exit``; its
+stdout and stderr go to files of their own (faulthandler writes a segfault's
+traceback there). The parent waits on a pidfd per child (Linux; polling
+elsewhere), kills a child's whole process group at its deadline and after it
+exits (grandchildren such as DataLoader workers go with it), and turns an exit
+code or a signal into words. A child dies with the cell process (Linux's
+parent-death signal): a cell killed from outside leaves no child behind in its
+own process group. Nothing here knows about pytest or variants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import io
+import json
+import os
+import selectors
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Child", "ChildEnd", "ForkPool", "can_fork", "default_children", "describe_status"]
+
+#: prctl(2): the signal a process gets when its parent dies.
+PR_SET_PDEATHSIG = 1
+
+#: How often the parent looks at its children where no pidfd exists (not Linux): a result waits at most this long.
+POLL_S = 0.01
+
+
+def default_children() -> int:
+    """How many variants run at once: ``$BUGMATRIX_WORKERS`` (default 2, this project's 2-core machines)."""
+    text = os.environ.get("BUGMATRIX_WORKERS", "2")
+    try:
+        return max(0, int(text))
+    except ValueError:
+        msg = f"BUGMATRIX_WORKERS={text!r} is not a number of processes; set it to e.g. 2 (0: run variants in the cell process)"
+        raise ValueError(msg) from None
+
+
+def can_fork() -> bool:
+    """Fork exists here (not on Windows)."""
+    return hasattr(os, "fork")
+
+
+def describe_status(status: int) -> str:
+    """``waitpid`` status -> "exited with code 1" / "was killed by signal 9 (SIGKILL)"."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "unknown signal"
+        return f"was killed by signal {number} ({name})"
+    if os.WIFEXITED(status):
+        return f"exited with code {os.WEXITSTATUS(status)}"
+    return f"ended with wait status {status}"
+
+
+@dataclass(frozen=True)
+class ChildEnd:
+    """How one child ended: its result (None unless it wrote one and exited cleanly) and what it printed."""
+
+    key: Hashable
+    result: Any
+    status: str  # describe_status's words, or "" when it reported a result
+    timed_out: bool  # killed by the parent at its deadline
+    stdout: str
+    stderr: str
+    seconds: float  # from fork to reaped
+
+
+@dataclass
+class Child:
+    """A running child (parent side)."""
+
+    key: Hashable
+    pid: int
+    deadline: float
+    started: float
+    files: Path  # <dir>/<n>: .json (result), .out, .err
+    pidfd: int | None = None
+    timed_out: bool = field(default=False)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _redirect_output(files: Path) -> None:
+    """In the child: fds 1 and 2 to files of its own, sys.stdout/err on them, faulthandler writing there too.
+
+    The inherited sys.stdout is pytest's capture object (shared with the
+    parent); without this a child's prints would land in the parent's buffers.
+    """
+    for fd, suffix in ((1, ".out"), (2, ".err")):
+        target = os.open(f"{files}{suffix}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+    faulthandler.enable(file=sys.stderr)
+
+
+def _die_with(parent: int) -> None:
+    """Linux: SIGKILL this child when the cell process dies (its own process group would outlive a kill of the cell's)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the cell process died before the line above took effect
+        os._exit(70)
+
+
+def _child_main(fn: Callable[[], Any], files: Path, parent: int) -> None:
+    """The child's whole life: run ``fn``, write its JSON result, ``os._exit`` (no atexit, no pytest teardown)."""
+    pid = os.getpid()
+    code = 0
+    try:
+        os.setpgid(0, 0)  # its own group: the parent kills it with everything it started
+        _die_with(parent)
+        _redirect_output(files)
+        result = fn()
+        if os.getpid() != pid:  # fn forked and this is its child returning here: not ours to report
+            os._exit(0)
+        tmp = Path(f"{files}.json.tmp")
+        tmp.write_text(json.dumps(result), encoding="utf-8")
+        tmp.replace(f"{files}.json")
+    except BaseException:  # noqa: BLE001 - the harness's own failure in the child: its exit code and stderr say it
+        import traceback
+
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+        code = 70  # EX_SOFTWARE
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)  # type: ignore[attr-defined]  # Linux 5.3+, Python 3.9+
+    except (AttributeError, OSError):
+        return None
+
+
+class ForkPool:
+    """Up to ``size`` forked children at once; :meth:`start` one, :meth:`next_end` waits for whichever ends first.
+
+    Use as a context manager: leaving it kills every child still running (an
+    interrupted cell leaves no process behind) and removes its files.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self.running: dict[Hashable, Child] = {}
+        self._dir = Path(tempfile.mkdtemp(prefix="bugmatrix-fork-"))
+        self._selector = selectors.DefaultSelector()
+        self._count = 0
+
+    def __enter__(self) -> ForkPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def free(self) -> bool:
+        """Room for one more child."""
+        return len(self.running) < self.size
+
+    def start(self, key: Hashable, fn: Callable[[], Any], *, deadline_s: float) -> Child:
+        """Fork a child that runs ``fn`` (its return value must be JSON-able); killed with its group after ``deadline_s``."""
+        self._count += 1
+        files = self._dir / str(self._count)
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered twice
+            with contextlib.suppress(Exception):
+                stream.flush()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child never returns (coverage cannot see it)
+            _child_main(fn, files, parent)
+        with contextlib.suppress(OSError):  # both sides set the group, whichever runs first (the usual race)
+            os.setpgid(pid, pid)
+        now = time.monotonic()
+        child = Child(key, pid, now + deadline_s, now, files, _pidfd(pid))
+        if child.pidfd is not None:
+            self._selector.register(child.pidfd, selectors.EVENT_READ, child)
+        self.running[key] = child
+        return child
+
+    def call(self, fn: Callable[[], Any], *, deadline_s: float) -> ChildEnd:
+        """Run one function in a child and wait for it (the pool must be free)."""
+        key = ("call", self._count)
+        self.start(key, fn, deadline_s=deadline_s)
+        while True:
+            end = self.next_end()
+            if end.key == key:
+                return end
+
+    def next_end(self) -> ChildEnd:
+        """Wait until a child ends (or passes its deadline and is killed); reap it and say how it ended."""
+        if not self.running:
+            msg = "no child is running"
+            raise RuntimeError(msg)
+        while True:
+            for child in list(self.running.values()):
+                if time.monotonic() >= child.deadline and not child.timed_out:
+                    self._kill(child)
+                    child.timed_out = True
+                done = self._poll(child)
+                if done is not None:
+                    return done
+            deadlines = [c.deadline for c in self.running.values() if not c.timed_out]
+            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else POLL_S
+            if any(c.pidfd is None for c in self.running.values()):
+                timeout = min(timeout, POLL_S)
+            self._selector.select(timeout)
+
+    def _poll(self, child: Child) -> ChildEnd | None:
+        pid, status = os.waitpid(child.pid, os.WNOHANG)
+        if pid == 0:
+            return None
+        self._kill(child)  # grandchildren it left behind (its group outlives it)
+        del self.running[child.key]
+        if child.pidfd is not None:
+            self._selector.unregister(child.pidfd)
+            os.close(child.pidfd)
+        result_file = Path(f"{child.files}.json")
+        result = None
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and result_file.exists():
+            with contextlib.suppress(ValueError, OSError):
+                result = json.loads(result_file.read_text(encoding="utf-8"))
+        end = ChildEnd(
+            key=child.key, result=result, status="" if result is not None else describe_status(status), timed_out=child.timed_out,
+            stdout=_read(Path(f"{child.files}.out")), stderr=_read(Path(f"{child.files}.err")),
+            seconds=time.monotonic() - child.started,
+        )  # fmt: skip
+        for suffix in (".json", ".out", ".err", ".json.tmp"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{child.files}{suffix}")
+        return end
+
+    @staticmethod
+    def _kill(child: Child) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        """Kill and reap every child still running; remove the pool's files."""
+        for child in list(self.running.values()):
+            self._kill(child)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(child.pid, 0)
+            if child.pidfd is not None:
+                self._selector.unregister(child.pidfd)
+                os.close(child.pidfd)
+        self.running.clear()
+        self._selector.close()
+        shutil.rmtree(self._dir, ignore_errors=True)

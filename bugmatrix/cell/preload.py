@@ -1,0 +1,92 @@
+"""Import, once and before any variant runs, what the selected variants will import.
+
+Two reasons, one list. Speed: the fork runner forks every variant from the
+cell process, so whatever that process has imported each child gets for free
+(transformers' T5 classes alone take seconds; imported in every child they
+would be paid per variant). Honest leaks: state a library sets at import
+(Lightning's ``lightning_fabric`` sets ``PYTORCH_NVML_BASED_CUDA_CHECK``) then
+belongs to the baseline every variant's snapshot is taken from, so it is
+never blamed on whichever variant imported the library first, and the same
+run twice names the same leakers.
+
+What is imported is data, nothing here names a library: the module of every
+axis the selected variants span (``matrix.toml``'s ``[axes.<name>]``), the
+device runtime axis's module wherever the cell installs it (every child seeds
+it and takes its dtypes from it, whatever axes its variant spans: imported in
+the child, it would be paid per variant, inside the variant's timeout), and the
+dotted names a case lists in ``Case(imports=...)`` for what it imports lazily.
+A variant whose own imports are not covered still runs (it pays for them in
+its child); the plugin names those modules at the end of the run so the case
+can declare them.
+
+Importing must not initialize CUDA, start a parallel torch op or a thread:
+importing a library does none of those (the tests check the first two).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from bugmatrix.cell.axes import device_runtime_axis, import_axis, installed_axis_versions
+from bugmatrix.cell.case import Case, Variant
+
+__all__ = ["MANY_MODULES", "Preloaded", "preload", "uncovered_imports"]
+
+
+@dataclass(frozen=True)
+class Preloaded:
+    """What was imported, how long it took, and what failed to import (each variant will say so itself)."""
+
+    names: tuple[str, ...]
+    seconds: float
+    failed: tuple[str, ...] = ()
+
+
+def preload(variants: Iterable[Variant], cases: Iterable[Case]) -> Preloaded:
+    """Import the axis modules of ``variants`` and the ``imports`` of their ``cases`` (each once; failures noted, not raised)."""
+    from bugmatrix.cell.requirements import resolve_attribute
+
+    variants = list(variants)
+    wanted = {v.case_id for v in variants}
+    installed = installed_axis_versions()
+    runtime = device_runtime_axis()  # every child seeds it (execution.seed_everything)
+    spanned = {axis for v in variants for axis in v.axes} | ({runtime} if runtime and variants else set())
+    axes = sorted(axis for axis in spanned if axis in installed)
+    started = time.perf_counter()
+    names, failed = [], []
+    for axis in axes:
+        try:
+            names.append(import_axis(axis).__name__)
+        except Exception as exc:  # noqa: BLE001 - the variants that need it record the failure themselves
+            failed.append(f"{axis}: {type(exc).__name__}: {exc}")
+    for case in cases:
+        if case.id not in wanted:
+            continue
+        for dotted in case.imports:
+            try:
+                found = resolve_attribute(dotted)
+            except Exception as exc:  # noqa: BLE001 - same: a broken import is the variant's outcome to record
+                failed.append(f"{dotted}: {type(exc).__name__}: {exc}")
+                continue
+            (names if found is not None else failed).append(dotted if found is not None else f"{dotted}: not importable here")
+    return Preloaded(tuple(dict.fromkeys(names)), time.perf_counter() - started, tuple(failed))
+
+
+#: A variant that imports this many modules of one package in its child pays for an import worth declaring
+#: (Lightning or transformers' T5: hundreds); a few lazily loaded internals (torch.nested at a first backward) are not.
+MANY_MODULES = 50
+
+
+def uncovered_imports(imported: Iterable[str], roots: Iterable[str]) -> list[str]:
+    """The subpackages a variant imported itself, one per package in ``roots`` of which it imported :data:`MANY_MODULES`
+    or more (paid per variant): the subpackage (two levels, ``torch._dynamo``) that pulled in the most of them."""
+    roots = set(roots)
+    counts: dict[str, Counter[str]] = {}
+    for name in imported:
+        parts = name.split(".")
+        if parts[0] in roots:
+            counts.setdefault(parts[0], Counter())[".".join(parts[:2])] += 1
+    return sorted(c.most_common(1)[0][0] for c in counts.values() if sum(c.values()) >= MANY_MODULES)

@@ -1,0 +1,194 @@
+"""The controlling process's side of a cell run: what was selected, what is running, what was recorded.
+
+One writer: the process that controls the run (pytest itself, or the xdist
+controller) keeps a :class:`RunState` on ``config.stash`` and rewrites the run
+file atomically after every result, so whatever ends the run, what was
+recorded stays recorded and ``complete: false`` says the rest is missing.
+
+A variant run in the controlling process itself (``--bugmatrix-forks 0``) is
+named in ``running`` before it starts; if the process dies there, the run file
+still names it, and ``--bugmatrix-resume`` records it as ``crashed`` and goes on
+past it instead of running into it again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bugmatrix.cell.ids import VariantId
+from bugmatrix.cell.outcomes import Outcome, Verdict, excerpt, tail
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
+
+__all__ = ["PROPERTY", "Recorder", "RunState", "crash_record", "now", "parse_pins", "record_from_report", "variant_id_of_node"]
+
+PROPERTY = "bugmatrix"
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")  # datetime.UTC is 3.11+; cells run 3.10
+
+
+def parse_pins(text: str, option: str = "--bugmatrix-pins") -> dict[str, str]:
+    """``python=3.11,torch=2.4.1`` -> dict (order kept: it is the display order); a malformed pair is a usage error."""
+    pins: dict[str, str] = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        axis, sep, version = pair.partition("=")
+        if not sep or not axis or not version:
+            msg = f"{option}: {pair!r} is not axis=version"
+            raise pytest.UsageError(msg)
+        pins[axis] = version
+    return pins
+
+
+def variant_id_of_node(nodeid: str) -> str | None:
+    """``cases/autocast_cache.py::core[cpu]`` -> ``autocast_cache::core[cpu]`` (the file name is the case id)."""
+    found = VariantId.from_node(nodeid)
+    return str(found) if found else None
+
+
+def crash_record(variant_id: str, message: str, log: str = "", duration: float = 0.0) -> VariantRecord:
+    """A ``crashed`` record for a variant known only by its id (its process died; nothing else was reported)."""
+    found = VariantId.parse(variant_id)
+    return VariantRecord(
+        id=variant_id, case=found.case, variant=found.name, device=found.device, kind=None, workaround_for=None, outcome=Outcome.CRASHED,
+        expected=None, verdict=Verdict.NEW_FAILURE_MODE, signature_matched=False, message=excerpt(message),
+        duration_s=round(duration, 3), log=tail(log),
+    )  # fmt: skip
+
+
+class RunState:
+    """Per-session recording state, kept on ``config.stash`` (controller side).
+
+    ``observe`` gives the environment as observed (called once, at the first write):
+    the fork runner observes it in a child, so this process never touches CUDA.
+    """
+
+    def __init__(self, config: pytest.Config, observe: Callable[[], dict[str, Any]]) -> None:
+        self.cell = config.getoption("--bugmatrix-cell") or "system"
+        run_file = config.getoption("--bugmatrix-run-file")
+        # Default: the local output directory (git ignores it), never the committed reference in reports/.
+        output = os.environ.get("BUGMATRIX_REPORTS") or Path(config.rootpath, "build", "reports")
+        self.path = Path(run_file) if run_file else Path(output, "runs", f"{self.cell}.json")
+        self.pins = parse_pins(config.getoption("--bugmatrix-pins"))
+        requested = parse_pins(config.getoption("--bugmatrix-requested"), option="--bugmatrix-requested")
+        self.tracked = {axis: {"requested": r, "resolved": self.pins.get(axis, "")} for axis, r in requested.items()}
+        keyword, marks = config.getoption("keyword", ""), config.getoption("markexpr", "")
+        self.deselected_by = " ".join(p for p in (f"-k {keyword}" if keyword else "", f"-m {marks}" if marks else "") if p)
+        self.started = now()
+        self.results: dict[str, VariantRecord] = {}
+        self.previous: dict[str, VariantRecord] = {}
+        self.recovered: set[str] = set()  # ids found running in a dead process: recorded crashed by this resume
+        self.selected: set[str] = set()
+        self.running: set[str] = set()
+        self.environment: dict[str, Any] | None = None
+        self.observe = observe
+        if config.getoption("--bugmatrix-resume") and self.path.exists():
+            try:
+                earlier = load_run_file(self.path)
+            except BugmatrixError as exc:
+                raise pytest.UsageError(str(exc)) from None
+            self.previous = {r.id: r for r in earlier.results}
+            for variant_id in earlier.running:
+                if variant_id not in self.previous:
+                    self.previous[variant_id] = crash_record(variant_id, DIED_INLINE)
+                    self.recovered.add(variant_id)
+
+    def start(self, variant_id: str) -> None:
+        """The variant is about to run in this process: say so in the run file first."""
+        self.running.add(variant_id)
+        self.write(finished="")
+
+    def add(self, *records: VariantRecord) -> None:
+        """Record results and rewrite the run file (once for all of them)."""
+        for record in records:
+            self.results[record.id] = record
+            self.running.discard(record.id)
+        if records:
+            self.write(finished="")
+
+    def write(self, finished: str) -> None:
+        if self.environment is None:
+            self.environment = self.observe()
+        merged = {**self.previous, **self.results}
+        run = RunRecord(
+            cell=self.cell,
+            pins=self.pins,
+            axes=list(self.pins),
+            tracked=self.tracked,
+            environment=self.environment,
+            started=self.started,
+            finished=finished,
+            results=[merged[k] for k in sorted(merged)],
+            selected=sorted(self.selected | set(self.previous)),
+            deselected_by=self.deselected_by,
+            complete=bool(finished) and self.selected <= set(merged),
+            running=sorted(self.running),
+        )
+        write_json_atomic(self.path, run.to_json())
+
+
+#: Said on a variant that was running in the cell process when that process died (found by --bugmatrix-resume).
+DIED_INLINE = (
+    "the cell process died while running this variant in-process (--bugmatrix-forks 0); --bugmatrix-resume recorded it as "
+    "crashed and went on past it. Its exit code or signal was not seen (the fork runner, the default, records it)"
+)
+
+
+def record_from_report(report: pytest.TestReport) -> VariantRecord | None:
+    """The variant record carried by a report, or a ``crashed`` one for a dead xdist worker."""
+    for name, value in report.user_properties:
+        if name == PROPERTY:
+            return VariantRecord.from_dict(value)
+    found = variant_id_of_node(report.nodeid)
+    if found is None or not report.failed:
+        return None
+    # No record but a failure: the process running it died (xdist reports
+    # "worker 'gw0' crashed while running ...") or the harness itself broke.
+    text = str(report.longrepr) if report.longrepr else "no report"
+    return crash_record(found, text.splitlines()[-1] if text.strip() else text, text, report.duration)
+
+
+class Recorder:
+    """Controller-side hooks bound to one config (so they can reach the state)."""
+
+    def __init__(self, config: pytest.Config, state_key: pytest.StashKey[RunState]) -> None:
+        self.config = config
+        self.key = state_key
+
+    def _select(self, nodeids: list[str]) -> None:
+        state = self.config.stash.get(self.key, None)
+        if state is not None:
+            state.selected |= {v for v in map(variant_id_of_node, nodeids) if v}
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._select([item.nodeid for item in session.items])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self._select(ids)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        state = self.config.stash.get(self.key, None)
+        # "call" carries the variant's record; a failed setup/teardown or the
+        # report xdist makes for a dead worker ("???") carries none -> crashed.
+        if state is None or not (report.when == "call" or report.failed):
+            return
+        record = record_from_report(report)
+        if record is not None and record.id not in state.results:
+            state.add(record)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        state = self.config.stash.get(self.key, None)
+        if state is None or self.config.option.collectonly:
+            return  # listing variants (--collect-only) runs nothing and records nothing
+        if state.results or state.previous or state.selected:
+            state.running.clear()  # a variant still named here was interrupted with the session, not crashed
+            state.write(finished=now())

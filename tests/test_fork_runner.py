@@ -1,0 +1,233 @@
+"""The fork runner: children that report, die or hang; CUDA left alone in the cell process; torch's thread pool after a fork;
+what is imported once; leaks that are the variant's own.
+
+Process faults through a whole cell are in test_faults.py; here are the pieces: :class:`ForkPool` on plain
+functions (no torch), and planted cases in a real pytest that check what the cell process did or did not do
+before forking. Every check has a run that shows it can fail (a parallel op in the parent hangs the child; the
+cell process running variants itself does call CUDA).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from bugmatrix.cell.forkrun import ForkPool, default_children, describe_status
+from bugmatrix.cell.preload import MANY_MODULES, uncovered_imports
+from bugmatrix.cell.runfile import VariantRecord, load_run_file
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.run.command import runner_flags
+
+NEEDS_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+NEEDS_LIGHTNING = pytest.mark.skipif(importlib.util.find_spec("lightning") is None, reason="needs lightning (an axis module)")
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANTED = Path(__file__).resolve().parent / "fixtures" / "planted"
+
+
+def _returns() -> dict[str, int]:
+    return {"pid": os.getpid()}
+
+
+def _exits() -> None:
+    os._exit(4)
+
+
+def _is_killed() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _raises() -> None:
+    msg = "harness bug"
+    raise RuntimeError(msg)
+
+
+def _prints_and_returns() -> int:
+    print("to stdout")
+    print("to stderr", file=sys.stderr)
+    return 1
+
+
+def _blocks() -> None:
+    """Hangs for good: every signal but SIGKILL blocked, then waits for one (the pool's deadline ends it)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP})
+    signal.pause()
+
+
+def test_a_child_reports_its_result_and_what_it_printed() -> None:
+    with ForkPool(2) as pool:
+        end = pool.call(_returns, deadline_s=60)
+        printed = pool.call(_prints_and_returns, deadline_s=60)
+    assert end.result["pid"] != os.getpid() and end.status == "" and not end.timed_out
+    assert (printed.result, printed.stdout, printed.stderr) == (1, "to stdout\n", "to stderr\n")
+
+
+@pytest.mark.parametrize(
+    ("fn", "status"),
+    [(_exits, "exited with code 4"), (_is_killed, "was killed by signal 9 (SIGKILL)"), (_raises, "exited with code 70")],
+)
+def test_a_child_that_dies_is_said_with_its_exit_code_or_signal(fn: object, status: str) -> None:
+    with ForkPool(1) as pool:
+        end = pool.call(fn, deadline_s=60)  # type: ignore[arg-type]
+    assert (end.result, end.status, end.timed_out) == (None, status, False)
+    if fn is _raises:
+        assert "RuntimeError: harness bug" in end.stderr, "the harness's own failure in a child is on its stderr"
+
+
+def test_a_child_past_its_deadline_is_killed_with_its_group_and_the_others_go_on() -> None:
+    with ForkPool(2) as pool:
+        pool.start("hangs", _blocks, deadline_s=1)
+        pool.start("returns", _returns, deadline_s=60)
+        ends = {end.key: end for end in (pool.next_end(), pool.next_end())}
+    assert ends["hangs"].timed_out and ends["hangs"].status == "was killed by signal 9 (SIGKILL)"
+    assert ends["returns"].result is not None and not ends["returns"].timed_out
+
+
+def test_leaving_the_pool_kills_what_still_runs() -> None:
+    with ForkPool(1) as pool:
+        child = pool.start("hangs", _blocks, deadline_s=600)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child.pid, os.WNOHANG)  # reaped: not running, not a zombie
+
+
+def test_describe_status_names_the_signal() -> None:
+    assert describe_status(signal.SIGABRT) == "was killed by signal 6 (SIGABRT)"
+    assert describe_status(3 << 8) == "exited with code 3"
+
+
+def test_workers_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BUGMATRIX_WORKERS", "3")
+    assert default_children() == 3
+    monkeypatch.setenv("BUGMATRIX_WORKERS", "two")
+    with pytest.raises(ValueError, match="BUGMATRIX_WORKERS='two' is not a number of processes"):
+        default_children()
+
+
+def test_the_runner_flags_have_one_home() -> None:
+    """fork: one process imports, N children; xdist: N workers, each in-process; inline: one process."""
+    assert runner_flags("fork", "2") == ["-n", "0", "--bugmatrix-forks", "2"]
+    assert runner_flags("xdist", "2") == ["-n", "2", "--bugmatrix-forks", "0"]
+    assert runner_flags("inline", "2") == ["-n", "0", "--bugmatrix-forks", "0"]
+    with pytest.raises(BugmatrixError, match="BUGMATRIX_RUNNER='forks' is not a runner"):
+        runner_flags("forks", "2")
+
+
+def test_uncovered_imports_name_only_heavy_imports_of_the_stack() -> None:
+    heavy = [f"transformers.models.t5.m{i}" for i in range(MANY_MODULES)]
+    imported = [*heavy, "transformers.utils", "torch.nested._internal", "json.decoder"]
+    assert uncovered_imports(imported, {"torch", "transformers"}) == ["transformers.models"]
+
+
+class Ran(NamedTuple):
+    """A finished pytest run: its pid (the cell process), exit code and output."""
+
+    pid: int
+    returncode: int
+    output: str
+
+
+def run_planted(tmp_path: Path, *modules: str, args: tuple[str, ...] = (), env: dict[str, str] | None = None) -> Ran:
+    """pytest over planted case modules copied to ``tmp_path/cases``, run to its end."""
+    cases = tmp_path / "cases"
+    cases.mkdir(parents=True, exist_ok=True)
+    for name in modules:
+        (cases / f"{name}.py").write_text((PLANTED / "cases" / f"{name}.py").read_text())
+    command = [
+        sys.executable, "-m", "pytest", str(cases), "-p", "bugmatrix.cell.plugin", "-p", "no:cacheprovider", "-p", "no:xdist",
+        "--bugmatrix-timeout", "2", "--bugmatrix-run-file", str(tmp_path / "run.json"), *args,
+    ]  # fmt: skip
+    process_env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{PLANTED}", **(env or {})}
+    with subprocess.Popen(command, cwd=tmp_path, env=process_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        output, _ = proc.communicate(timeout=300)
+    return Ran(proc.pid, proc.returncode, output)
+
+
+def results(tmp_path: Path) -> dict[str, VariantRecord]:
+    return {r.id: r for r in load_run_file(tmp_path / "run.json").results}
+
+
+def _fresh_interpreter_threads() -> str:
+    return subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.strip()
+
+
+@NEEDS_TORCH
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs: with one, torch has no intra-op pool to break")
+def test_a_child_runs_parallel_torch_ops_and_a_parallel_op_in_the_parent_would_hang_it(tmp_path: Path) -> None:
+    """The child gets a fresh interpreter's thread count and its pool works; the control plants a parallel op in the
+    cell process (at import) and the same child then never returns from its matmul (GNU OpenMP after fork): timeout."""
+    env = {"PLANTED_EXPECTED_THREADS": _fresh_interpreter_threads()}
+    run_planted(tmp_path / "clean", "parallel", env=env)
+    record = results(tmp_path / "clean")["parallel::parallel_after_fork[cpu]"]
+    assert record.outcome == "fixed", record.message
+    run_planted(tmp_path / "control", "parallel", "parallel_in_parent", env=env)
+    control = results(tmp_path / "control")["parallel::parallel_after_fork[cpu]"]
+    assert control.outcome == "timeout" and "did not stop itself" in control.message, control
+
+
+def _spied_calls(spy: Path, pid: int) -> tuple[list[str], list[str]]:
+    lines = [line.split() for line in spy.read_text().splitlines()] if spy.exists() else []
+    return [name for who, name in lines if int(who) == pid], [name for who, name in lines if int(who) != pid]
+
+
+@NEEDS_TORCH
+def test_the_cell_process_never_touches_cuda(tmp_path: Path) -> None:
+    """The fork runner asks CUDA (availability, device) only in children; the control runs the variants in the cell
+    process (--bugmatrix-forks 0), where the same spy sees the calls — so it would see them in the fork runner too.
+
+    Without a GPU this checks the calls, not a CUDA context: a CUDA variant on a real GPU is untested here.
+    """
+    spy = tmp_path / "spy.txt"
+    forked = run_planted(tmp_path / "fork", "needs_cuda", args=("-p", "cuda_spy", "-k", "cuda"), env={"PLANTED_CUDA_SPY": str(spy)})
+    parent, children = _spied_calls(spy, forked.pid)
+    assert parent == [] and "_cuda_getDeviceCount" in children, (parent, children)
+    run = load_run_file(tmp_path / "fork" / "run.json")
+    assert run.environment["cuda_available"] is False and "cuda" in run.environment, "observed (in a child) all the same"
+    assert results(tmp_path / "fork")["needs_cuda::on_the_gpu[cuda]"].outcome in ("skipped", "fixed")
+    spy.unlink()
+    inline = run_planted(
+        tmp_path / "inline", "needs_cuda", args=("-p", "cuda_spy", "--bugmatrix-forks", "0"), env={"PLANTED_CUDA_SPY": str(spy)}
+    )
+    parent, _ = _spied_calls(spy, inline.pid)
+    assert "_cuda_getDeviceCount" in parent, "control: in-process, the spy sees the cell process ask CUDA"
+
+
+@NEEDS_TORCH
+def test_a_lazy_import_a_case_declares_is_imported_once_before_forking(tmp_path: Path) -> None:
+    """``Case(imports=(...))``: the child finds the module imported (the cell process imported it) and the terminal says so."""
+    proc = run_planted(tmp_path, "lazy_import")
+    assert results(tmp_path)["lazy_import::finds_it_imported[cpu]"].outcome == "fixed"
+    assert "imported once before the variants ran: torch, xml.dom.minidom.parseString" in proc.output, proc.output[-2000:]
+
+
+@NEEDS_TORCH
+@NEEDS_LIGHTNING
+@pytest.mark.parametrize("runner", [(), ("--bugmatrix-forks", "0")], ids=["fork", "in-process"])
+def test_what_a_library_sets_at_import_is_no_variants_leak(tmp_path: Path, runner: tuple[str, ...]) -> None:
+    """Lightning sets PYTORCH_NVML_BASED_CUDA_CHECK when imported: the axis modules are imported before the first
+    snapshot, so neither variant that imports it is named, and two runs name the same (no) leakers."""
+    leakers = []
+    for attempt in ("first", "second"):
+        run_planted(
+            tmp_path / attempt, "imports_lightning", args=(*runner, "--bugmatrix-timeout", "300"), env={"PYTORCH_NVML_BASED_CUDA_CHECK": ""}
+        )
+        found = results(tmp_path / attempt)
+        assert {r.outcome.value for r in found.values()} == {"fixed"}, found
+        leakers.append({k: r.leaked for k, r in found.items() if r.leaked})
+    assert leakers == [{}, {}]
+
+
+def test_pytest_exit_code_5_and_a_bad_forks_value_are_not_hidden(tmp_path: Path) -> None:
+    """No variant selected: pytest's own 5. A negative --bugmatrix-forks: a usage error naming the option."""
+    none = run_planted(tmp_path / "none", "lazy_import", args=("-k", "no_such_variant"))
+    assert none.returncode == pytest.ExitCode.NO_TESTS_COLLECTED
+    bad = run_planted(tmp_path / "bad", "lazy_import", args=("--bugmatrix-forks", "-1"))
+    assert bad.returncode == pytest.ExitCode.USAGE_ERROR
