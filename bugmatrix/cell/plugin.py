@@ -59,6 +59,8 @@ AXES_DESC = "run only variants whose axes are all among these (comma-separated);
 AXIS_SPEC_DESC = "JSON: axis -> [[distribution, module], ...] (written by bugmatrix.run.command; default: read matrix.toml)"
 TIMEOUT_DESC = "per-variant timeout in seconds; a variant still running then is recorded as timeout"
 RESUME_DESC = "keep the results already in the run file and skip those variants (resume an interrupted run)"
+INPUT_KEY_DESC = "JSON: the cell's input key (written by bugmatrix.run.inputkey), recorded so a later night can reuse these results"
+ORIGIN_DESC = "JSON: date, commit and run of this run (written by bugmatrix.run.runner), recorded as the results' origin"
 
 PROPERTY = "bugmatrix"
 DEFAULT_TIMEOUT = 300.0
@@ -86,6 +88,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bugmatrix-axis-spec", default=None, help=AXIS_SPEC_DESC)
     group.addoption("--bugmatrix-timeout", type=float, default=None, help=TIMEOUT_DESC)
     group.addoption("--bugmatrix-resume", action="store_true", help=RESUME_DESC)
+    group.addoption("--bugmatrix-input-key", default=None, help=INPUT_KEY_DESC)
+    group.addoption("--bugmatrix-origin", default=None, help=ORIGIN_DESC)
     parser.addini("bugmatrix_timeout", TIMEOUT_DESC, default=str(DEFAULT_TIMEOUT))
 
 
@@ -114,6 +118,8 @@ class RunState:
         self.previous: dict[str, VariantRecord] = {}
         self.selected: set[str] = set()
         self.environment: dict[str, Any] | None = None
+        self.input_key = parse_json_option(config.getoption("--bugmatrix-input-key"), "--bugmatrix-input-key")
+        self.origin = parse_json_option(config.getoption("--bugmatrix-origin"), "--bugmatrix-origin")
         if config.getoption("--bugmatrix-resume") and self.path.exists():
             try:
                 self.previous = {r.id: r for r in load_run_file(self.path).results}
@@ -142,6 +148,8 @@ class RunState:
             selected=sorted(self.selected | set(self.previous)),
             deselected_by=self.deselected_by,
             complete=bool(finished) and self.selected <= set(merged),
+            input_key=self.input_key,
+            origin=self.origin,
         )
         write_json_atomic(self.path, run.to_json())
 
@@ -160,6 +168,21 @@ def parse_pins(text: str, option: str = "--bugmatrix-pins") -> dict[str, str]:
             raise pytest.UsageError(msg)
         pins[axis] = version
     return pins
+
+
+def parse_json_option(text: str | None, option: str) -> dict[str, Any] | None:
+    """A JSON object given on the command line (the runner's input key and origin), or None; anything else is a usage error."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = f"{option}: not JSON ({exc.msg})"
+        raise pytest.UsageError(msg) from None
+    if not isinstance(value, dict):
+        msg = f"{option}: expected a JSON object"
+        raise pytest.UsageError(msg)
+    return value
 
 
 def is_worker(config: pytest.Config) -> bool:

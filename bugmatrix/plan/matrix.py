@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 from bugmatrix.errors import BugmatrixError
 
 __all__ = [
+    "DEFAULT_REUSE_MAX_AGE_DAYS",
     "INTERPRETER",
     "PROFILES",
     "SCHEMA",
@@ -42,7 +43,9 @@ INTERPRETER = "python"  # the one axis that is an interpreter, not a distributio
 PROFILES = ("smoke", "nightly", "full")  # each a subset of the next
 #: Profile values resolved by the registry when a plan is made (``bugmatrix.releases.tracking``); the value says if pre-releases count.
 SYMBOLIC = {"latest": False, "latest-pre": True}
-TOP_KEYS = {"schema", "base", "base_when", "axes", "profiles", "exclude", "include", "constraints", "harness", "gpu"}
+TOP_KEYS = {"schema", "base", "base_when", "axes", "profiles", "exclude", "include", "constraints", "harness", "gpu", "reuse"}
+#: ``[reuse] max_age_days`` when the file does not say: every cell really runs at least once a week.
+DEFAULT_REUSE_MAX_AGE_DAYS = 7
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ class Matrix:
     gpu_select: Mapping[str, tuple[str, ...]]
     gpu_runner: tuple[str, ...]
     base_when: tuple[BaseWhen, ...] = ()
+    reuse_max_age_days: int = DEFAULT_REUSE_MAX_AGE_DAYS  # results older than this are re-observed (bugmatrix/run/reuse.py)
 
     @property
     def package_axes(self) -> tuple[str, ...]:
@@ -412,10 +416,14 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
             raise check.fail(
                 f"gpu.{axis}", f"{unknown[0]!r} is not in axes.{axis}.versions", "list versions the matrix has, or no GPU cell matches"
             )
+    reuse = check.table(data.get("reuse", {}), "reuse", {"max_age_days"})
+    max_age = reuse.get("max_age_days", DEFAULT_REUSE_MAX_AGE_DAYS)
+    if not isinstance(max_age, int) or isinstance(max_age, bool) or max_age < 0:
+        raise check.fail("reuse.max_age_days", f"{max_age!r} is not a whole number of days", "write e.g. max_age_days = 7 (0: never reuse)")
     runner = gpu.get("runner", ["self-hosted", "gpu"])
     if not isinstance(runner, list) or not runner or not all(isinstance(r, str) for r in runner):
         raise check.fail("gpu.runner", f"{runner!r} is not a list of runner labels", 'write e.g. ["self-hosted", "gpu"]')
     return Matrix(
         path, axes, base, profiles, tuple(exclude), tuple(include), tuple(constraints), harness, gpu_select, tuple(runner),
-        tuple(base_when),
+        tuple(base_when), max_age,
     )  # fmt: skip

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.matrix import Matrix
+from bugmatrix.run.inputkey import InputKey
 
 __all__ = ["WORKERS", "cell_env", "pytest_command", "run_file_path"]
 
@@ -41,12 +42,15 @@ def pytest_command(
     extra: Sequence[str] = (),
     root: Path = ROOT,
     tracked: Mapping[str, Mapping[str, str]] | None = None,
+    input_key: InputKey | None = None,
+    origin: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The cell's pytest invocation. ``pins=None``: the current environment as it is (the ``system`` cell).
 
     ``select`` narrows to node ids (``cases/x.py::v[cpu]``); ``extra`` is passed
     through (``-k``, ``--bugmatrix-resume``, a session's posargs); ``tracked``
-    (``bugmatrix.releases.tracking.tracked_for``) names the pins a ``latest`` chose.
+    (``bugmatrix.releases.tracking.tracked_for``) names the pins a ``latest`` chose;
+    ``input_key`` and ``origin`` are recorded in the run file as given.
     """
     targets = [str(root / node) for node in select] or [str(root / "cases")]
     command = [
@@ -61,6 +65,10 @@ def pytest_command(
         command += ["--bugmatrix-axes", ",".join(a for a in ordered if a in matrix.package_axes)]
     if tracked:
         command += ["--bugmatrix-requested", ",".join(f"{axis}={t['requested']}" for axis, t in tracked.items())]
+    if input_key is not None:
+        command += ["--bugmatrix-input-key", json.dumps(input_key.to_json(), sort_keys=True)]
+    if origin is not None:
+        command += ["--bugmatrix-origin", json.dumps(dict(origin), sort_keys=True)]
     if junit is not None:
         command += ["--junitxml", str(junit)]
     return [*command, *extra]
