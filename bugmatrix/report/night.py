@@ -30,6 +30,7 @@ from bugmatrix.report.diff import (
     summary_lines,
 )
 from bugmatrix.report.envdiff import Moved, explain_changes
+from bugmatrix.report.fresh import FreshLane
 from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise
 from bugmatrix.report.model import Compat
 
@@ -41,6 +42,8 @@ FINDING_KINDS = (
     ChangeKind.REGRESSION,
     ChangeKind.RELEASE_DOES_NOT_INSTALL,
     ChangeKind.NO_LONGER_INSTALLS,
+    ChangeKind.FRESH_BREAKS,
+    ChangeKind.FRESH_DIFFERS,
     ChangeKind.NEW_FAILURE_MODE,
 )
 
@@ -80,6 +83,7 @@ class NightReport:
     history: Mapping[str, VariantHistory] = field(default_factory=dict)
     nights: int = 0  # nights of this profile in the history, tonight included
     baseline_path: str = ""
+    fresh: FreshLane | None = None  # the re-resolve lane, when it ran tonight
 
     @property
     def failing(self) -> list[Change]:
@@ -123,8 +127,33 @@ class NightReport:
         return {t.variant.id: p for p in self.boundary[0] for t in p.tracks}
 
     def to_json(self) -> dict[str, Any]:
-        """compat.json: the document, the release notes and what moved (the baseline of a later night is this)."""
-        return {**self.compat.to_json(), "releases": [n.to_json() for n in self.notes], "moved": [m.to_json() for m in self.moved]}
+        """compat.json: the document, the release notes, what moved, the re-resolve lane (the baseline of a later night is this)."""
+        return {
+            **self.compat.to_json(), "releases": [n.to_json() for n in self.notes], "moved": [m.to_json() for m in self.moved],
+            "reresolved": self.fresh.to_json() if self.fresh else None,
+        }  # fmt: skip
+
+    def _lane_findings(self) -> list[Finding]:
+        """The lane's: cells the refreshed lock would break, and variants whose outcome differs in the fresh environment (with what moved)."""
+        if self.fresh is None:
+            return []
+        found = [
+            Finding(ChangeKind.FRESH_BREAKS, "", (c.cell,), c.breaks, moved={c.cell: c.moved} if c.moved else {})
+            for c in self.fresh.cells
+            if c.breaks
+        ]
+        by_variant: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {}
+        for cell in self.fresh.cells:
+            for d in cell.differences:
+                by_variant.setdefault(d.variant, []).append((cell.cell, f"locked {d.locked} → fresh {d.fresh}: {d.message}", cell.moved))
+        for variant, items in by_variant.items():
+            picture = self.pictures_by_variant.get(variant)
+            track = next((t for t in picture.tracks if t.variant.id == variant), None) if picture else None
+            found.append(Finding(
+                ChangeKind.FRESH_DIFFERS, variant, tuple(c for c, _, _ in items), items[0][1],
+                moved={c: m for c, _, m in items}, boundary=boundary_text(picture, track) if picture else "",
+            ))  # fmt: skip
+        return found
 
     def findings(self) -> list[Finding]:
         """What needs a maintainer, one finding per (kind, variant), most severe first, with its cells and context."""
@@ -144,7 +173,8 @@ class NightReport:
                 moved={c: moved[(variant_id, c)] for c in cells if moved.get((variant_id, c))},
                 boundary=boundary_text(picture, track) if picture else "",
             ))  # fmt: skip
-        return found
+        found += self._lane_findings()
+        return sorted(found, key=lambda f: FINDING_KINDS.index(f.kind))
 
 
 def analyse(
@@ -153,8 +183,9 @@ def analyse(
     nights: Sequence[Night] = (),
     *,
     baseline_path: str = "",
+    fresh: FreshLane | None = None,
 ) -> NightReport:
-    """Every analysis of one night, once: the diff (flaky pairs from this profile's history), releases, moved, agreement, pictures."""
+    """Every analysis of one night, once: the diff (flaky pairs from this profile's history), releases, moved, agreement, pictures; the lane as given."""
     own = nights_of(list(nights), compat.profile)  # profiles share the history file, not their story
     history = summarise(own)
     notes = release_notes(compat, baseline)
@@ -163,5 +194,5 @@ def analyse(
     return NightReport(
         compat=compat, baseline=baseline, changes=tuple(changes), notes=tuple(notes), releases=tuple(groups),
         moved=tuple(explain_changes(baseline, compat)), agreement=per_case(compat), boundary=pictures(compat), history=history,
-        nights=len(own), baseline_path=baseline_path,
+        nights=len(own), baseline_path=baseline_path, fresh=fresh,
     )  # fmt: skip
