@@ -181,9 +181,7 @@ def cell_key(matrix: Matrix, spec: CellSpec, root: Path = ROOT) -> tuple[InputKe
     return input_key(root, lock, spec.variants, interpreter, providers=matrix.axis_spec(spec.pins)), ""
 
 
-def release(
-    matrix: Matrix, spec: CellSpec, order: Sequence[CellSpec], *, root: Path = ROOT, venv: Path | None = None
-) -> list[str]:
+def release(matrix: Matrix, spec: CellSpec, order: Sequence[CellSpec], *, root: Path = ROOT, venv: Path | None = None) -> list[str]:
     """``BUGMATRIX_DISK=lean``: remove the cell's venv (``venv``, default its nox venv), and its heavy wheels from uv's cache when no later cell in ``order`` needs them.
 
     Returns what was cleaned from the cache; does nothing (and returns []) unless lean.
