@@ -149,7 +149,10 @@ def _relative(root: Path, path: Path) -> str:
 @functools.cache
 def interpreter_build(interpreter: str) -> str:
     """``CPython 3.11.7 (main, Dec  4 2023 18:10:11) GCC 12.2.0`` for an interpreter (cached per path: a probe costs a process)."""
-    done = subprocess.run([interpreter, "-c", PROBE], capture_output=True, text=True, check=False, timeout=60)
+    try:
+        done = subprocess.run([interpreter, "-c", PROBE], capture_output=True, text=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({interpreter}: {type(exc).__name__})"
     if done.returncode != 0:
         return f"unknown ({interpreter} exited {done.returncode})"
     return done.stdout.strip()

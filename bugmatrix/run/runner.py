@@ -28,6 +28,7 @@ command is executed and timed), never a copy of a step:
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -166,6 +167,12 @@ def run_cell(
     return CellRun(run_file, environment, returncode=execute(command, cell_env(root)), decision=decision)
 
 
+@functools.cache
+def _interpreter(version: str) -> str:
+    """The interpreter a cell of ``version`` is built on (asked once per process: one process plans and runs many cells)."""
+    return find_interpreter(version)
+
+
 def cell_key(matrix: Matrix, spec: CellSpec, root: Path = ROOT) -> tuple[InputKey | None, str]:
     """The cell's input key before anything is built, or None and why it has none (no current lock; no interpreter)."""
     if spec.pins is None:
@@ -175,7 +182,7 @@ def cell_key(matrix: Matrix, spec: CellSpec, root: Path = ROOT) -> tuple[InputKe
     if lock is None:
         return None, f"no current lock ({unlocked}): its resolution is not fixed until it is installed"
     try:
-        interpreter = find_interpreter(python)
+        interpreter = _interpreter(python)
     except InstallFailed as exc:
         return None, str(exc)
     return input_key(root, lock, spec.variants, interpreter, providers=matrix.axis_spec(spec.pins)), ""
