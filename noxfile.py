@@ -148,11 +148,12 @@ def cell(session: nox.Session, cell_id: str) -> None:
     """Build (or reuse) one pinned environment with uv and run the cases in it, or reuse a previous run of the same inputs."""
     plan = planned(session)
     spec = spec_of(plan, CELLS[cell_id])
+    done = None
     try:
-        run_planned_cell(session, spec, run_file_path(output_dir(), cell_id))
+        done = run_planned_cell(session, spec, run_file_path(output_dir(), cell_id))
     finally:
-        # BUGMATRIX_DISK=lean: a whole profile within the disk (bugmatrix/run/diskbudget.py)
-        cleaned = release(plan.matrix, spec, [spec_of(plan, c) for c in plan.cells])
+        # BUGMATRIX_DISK=lean: a whole profile within the disk (bugmatrix/run/diskbudget.py); a reused cell added nothing to give back.
+        cleaned = [] if done is not None and done.reused else release(plan.matrix, spec, [spec_of(plan, c) for c in plan.cells])
         if cleaned:
             session.log("lean: removed the venv; cleaned from the uv cache: " + ", ".join(cleaned))
 
@@ -198,10 +199,12 @@ def fresh(session: nox.Session, cell_id: str) -> None:
     session.log(f"{cell_id}: moved below its lock: {', '.join(found.moved)}")
     spec = dataclasses.replace(spec_of(plan, CELLS[cell_id]), locks=lane / "locks")
     venv = fresh_venv(ROOT, cell_id)
+    done = None
     try:
-        run_planned_cell(session, spec, lane / "runs" / f"{cell_id}.json", venv=venv)
+        done = run_planned_cell(session, spec, lane / "runs" / f"{cell_id}.json", venv=venv)
     finally:
-        cleaned = release(plan.matrix, spec, [spec_of(plan, c) for c in plan.cells], venv=venv)
+        reused = done is not None and done.reused
+        cleaned = [] if reused else release(plan.matrix, spec, [spec_of(plan, c) for c in plan.cells], venv=venv)
         if cleaned:
             session.log("lean: removed the venv; cleaned from the uv cache: " + ", ".join(cleaned))
 

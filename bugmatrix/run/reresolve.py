@@ -152,12 +152,9 @@ def patch_text(changes: Sequence[tuple[str, str, str]]) -> str:
     return "".join(out)
 
 
-def _committed_name(root: Path, lock: Path) -> str:
-    """The lock's path as the repository knows it (``locks/<cell>.txt``), also when ``$BUGMATRIX_LOCKS`` points elsewhere."""
-    try:
-        return lock.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return f"locks/{lock.name}"
+def _committed_name(lock: Path) -> str:
+    """The lock's path as the repository knows it, ``locks/<cell>.txt``: the patch refreshes the committed locks, wherever ``$BUGMATRIX_LOCKS`` pointed."""
+    return f"locks/{lock.name}"
 
 
 def _one(
@@ -168,7 +165,7 @@ def _one(
     lock, unlocked = lock_for(root, cell.id, requirements, cell.python)
     if lock is None:
         return Reresolved(cell.id, "unlocked", reason=unlocked or "no lock"), "", "", ""
-    name = _committed_name(root, lock)
+    name = _committed_name(lock)
     header = read_header(lock)
     # An era lock (nox -s lock -- --era) is resolved as of its own cutoff on purpose: it stays there, its exempt tools float.
     era = str(header.get("exclude-newer", "none"))
