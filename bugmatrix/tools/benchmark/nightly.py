@@ -10,8 +10,8 @@ one full night:
   registry resolves them (the committed locks with the lane's patch applied,
   in a directory of their own, ``$BUGMATRIX_LOCKS``; the checkout is not
   touched), every cell run (``BUGMATRIX_NO_REUSE=1``). Kept in
-  ``.nox/benchmark-nightly/`` and used again by a later ``--nightly-reuse``
-  unless ``--fresh-setup``;
+  ``.nox/benchmark-nightly/`` (its wall time in ``setup.json``) and used again
+  by a later ``--nightly-reuse`` of the same profile unless ``--fresh-setup``;
 * **(a) nothing moved**: every key unchanged, so every cell is reused and
   the lane finds every resolution the same; target <= 5 % of the full
   run's wall time and no wheel downloaded;
@@ -148,14 +148,16 @@ def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path)
     return locks
 
 
-def _full_figure(root: Path, measured: float | None) -> tuple[float | None, str]:
-    """The full run to compare with: measured now, else the committed warm figure (reports/benchmark-full.json)."""
+def _full_figure(work: Path, profile: str, measured: float | None) -> tuple[float | None, str]:
+    """The full run to compare with: the setup night (measured now, or when the kept setup was made)."""
+    record = work / "setup.json"
     if measured is not None:
-        return measured, "the setup night measured now"
-    path = root / "reports" / "benchmark-full.json"
-    rows = json.loads(path.read_text())["rows"] if path.exists() else []
-    warm = next((r["value"] for r in rows if r["name"].startswith("full profile, warm") and r["unit"] == "min"), None)
-    return warm, f"{path.name}: the warm full run"
+        write_json_atomic(record, {"profile": profile, "wall_min": measured, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+        return measured, "the setup night, measured now"
+    data = json.loads(record.read_text()) if record.exists() else {}
+    if data.get("profile") != profile:
+        return None, f"no setup night of the {profile} profile recorded; pass --fresh-setup"
+    return float(data["wall_min"]), f"the setup night of {data['date']}"
 
 
 def new_release(declared: Matrix, resolution: Resolution, catalog: Catalog, profile: str) -> tuple[str, str]:
@@ -265,17 +267,18 @@ def measure_nightly_reuse(
     out = output_dir() / "benchmark-nightly"
     previous, locks = work / "previous", work / "locks"
     measured = None
-    if fresh_setup or not (previous / "runs").is_dir() or not locks.is_dir():
+    recorded = json.loads((work / "setup.json").read_text()).get("profile") if (work / "setup.json").exists() else None
+    if fresh_setup or recorded != profile or not (previous / "runs").is_dir() or not locks.is_dir():
         shutil.rmtree(work, ignore_errors=True)
         _todays_locks(root, matrix, cells, work)
         setup = _night(root, profile, previous, {LOCKS_ENV: str(locks), "BUGMATRIX_NO_REUSE": "1"}, lane=False)
         measured = setup.wall_min
-    full, source = _full_figure(root, measured)
+    full, source = _full_figure(work, profile, measured)
     rows = []
     if measured is not None:
         rows.append(
             Measurement(
-                f"nightly setup: full profile, every cell run ({len(cells)} cells)", measured, None, "min", note="the previous night"
+                f"nightly setup: {profile} profile, every cell run ({len(cells)} cells)", measured, None, "min", note="the previous night"
             )
         )
 
@@ -290,6 +293,7 @@ def measure_nightly_reuse(
             "nightly (a) every key unchanged vs full run",
             a,
             f"target: 0 run, 0 moved, 0 MiB (met: {not a.ran and not a.moved and a.downloaded_mib == 0})",
+            bounded=True,
         )
     )
 
