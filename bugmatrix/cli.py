@@ -1,4 +1,4 @@
-"""Command line: ``python -m bugmatrix plan|lock|reresolve|report|bisect|repro|stability|benchmark|cachesize``.
+"""Command line: ``python -m bugmatrix plan|lock|reresolve|report|bisect|repro|stability|benchmark|cachesize|site|issues``.
 
 Every subcommand is a thin layer over a library function; a BugmatrixError
 anywhere is printed as one line and exits with its code (2: bad input, 3: an
@@ -35,6 +35,8 @@ TOOLS = (
     ("stability", "bugmatrix.tools.stability", "run one cell's cases N times and report any outcome that varies"),
     ("benchmark", "bugmatrix.tools.benchmark", "measure env builds, reuse vs floor, report speed, disk; print ratios"),
     ("cachesize", "bugmatrix.tools.cachesize", "what a nightly downloads cold and what its uv caches hold (nothing downloaded)"),
+    ("site", "bugmatrix.publish.site", "the GitHub Pages site: tonight's report at the root and under its date, past nights kept"),
+    ("issues", "bugmatrix.publish.filing", "file the report's issue bodies on GitHub: one issue per finding, never a duplicate"),
 )
 
 
@@ -289,6 +291,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--readme", type=Path, help="with --publish: regenerate the table between the markers in this README")
     report.add_argument("--history", type=Path, help="history of past nights, appended to (default: <reports>/history.jsonl)")
     report.add_argument("--date", help="this night's date in the history, YYYY-MM-DD (default: today, UTC); for re-runs and tests")
+    report.add_argument(
+        "--issue-bodies", type=Path, metavar="DIR", help="also write one GitHub issue body per finding here (a dry run: nothing is sent)"
+    )
+    report.add_argument("--site-url", help="where the Pages site is published (the issue bodies link the night's page and files there)")
+    report.add_argument("--run-url", help="the workflow run, linked by the issue bodies where there is no site")
     report.set_defaults(func=_report, root=ROOT)
     return parser
 

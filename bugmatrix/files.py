@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -73,7 +74,7 @@ def _write_temporary(path: Path, content: str | bytes) -> str:
 
 
 def write_files(contents: Mapping[Path, str | bytes], *, remove: Iterable[Path] = ()) -> None:
-    """Write every file, or none: all temporaries first, then every rename, then ``remove``.
+    """Write every file, or none: all temporaries first, then every rename, then ``remove`` (files, or directories whole).
 
     A rename within a directory needs no space, so once every temporary is
     written the outputs change together; an ``OSError`` before that (disk
@@ -97,7 +98,10 @@ def write_files(contents: Mapping[Path, str | bytes], *, remove: Iterable[Path] 
     for tmp, path in written:
         os.replace(tmp, path)
     for path in remove:
-        path.unlink(missing_ok=True)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _inside(path: Path, directory: Path) -> bool:

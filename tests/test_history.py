@@ -26,6 +26,7 @@ from bugmatrix.report.history import (
     night_from_compat,
     nights_of,
     summarise,
+    unchanged_since,
     write_history,
 )
 from bugmatrix.report.model import Compat
@@ -239,15 +240,29 @@ def test_report_command_appends_a_night_per_run(tmp_path: Path, capsys: pytest.C
 
 
 def test_findings_bundle_what_a_maintainer_acts_on_with_since_moved_and_boundary() -> None:
-    """The model the issue-body view will read: one finding per (kind, variant), its cells, since when, the boundary."""
+    """The model the issue bodies read: one finding per (kind, subject), its cells, since when, the boundary."""
     nights = three_nights()
     tonight = nights[2].with_entry(WORKS, FIXED, outcome=Outcome.MISSING, message="no run file for this cell")
     report = analyse(tonight, nights[0], history_of([*nights[:2], tonight]))
-    by_kind = {(f.kind, f.variant_id): f for f in report.findings()}
+    by_kind = {(f.kind, f.subject): f for f in report.findings()}
     regression = by_kind[(ChangeKind.REGRESSION, CORE)]
     assert regression.cells == (FIXED,) and regression.since == DATES[1], "the night it came back"
+    assert regression.since_by_cell == {FIXED: DATES[1]} and regression.key == f"regression:{CORE}"
     assert regression.boundary == "torch 2.11.0 ✗ → 2.12.0 ‼", "reproduced through 2.11.0 tonight, then the crash"
     assert regression.moved == {}, "the fixture cells record no distributions: nothing to say moved"
-    missing = by_kind[(ChangeKind.MISSING, WORKS)]
-    assert missing.cells == (FIXED,) and missing.message == "no run file for this cell"
+    missing = by_kind[(ChangeKind.MISSING, FIXED)]
+    assert missing.cells == (FIXED,) and missing.variants == (WORKS,) and missing.message == "no run file for this cell"
+    assert missing.variant_id == "" and missing.since_by_cell == {FIXED: DATES[2]}, "a cell's finding: lost tonight"
+    flaky = by_kind[(ChangeKind.FLAKY, WORKS)]
+    assert flaky.cells == (REPRODUCED,) and flaky.changes == (), "flaky by its history, though it matches the baseline tonight"
     assert [f.kind for f in report.findings()][:2] == [ChangeKind.MISSING, ChangeKind.REGRESSION], "most severe first"
+
+
+def test_unchanged_since_is_per_cell_and_ends_at_a_night_without_the_cell() -> None:
+    compat = fixture_compat()
+    nights = [night_from_compat(compat, date) for date in DATES]
+    assert unchanged_since(nights, FIXED, [CORE]) == DATES[0]
+    changed = [*nights[:2], night_from_compat(compat.with_entry(CORE, FIXED, outcome=Outcome.REPRODUCED), DATES[2])]
+    assert unchanged_since(changed, FIXED, [CORE]) == DATES[2]
+    assert unchanged_since(changed, REPRODUCED, [CORE, WORKS]) == DATES[0], "another cell's change is not this cell's"
+    assert unchanged_since(changed, "no-such-cell", [CORE]) is None and unchanged_since([], FIXED, [CORE]) is None

@@ -16,7 +16,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = sorted([*(ROOT / "bugmatrix").rglob("*.py"), ROOT / "noxfile.py"])
-HOST_PACKAGES = ("bugmatrix.plan", "bugmatrix.run", "bugmatrix.report", "bugmatrix.releases", "bugmatrix.tools", "bugmatrix.cli")
+HOST_PACKAGES = (
+    "bugmatrix.plan",
+    "bugmatrix.run",
+    "bugmatrix.report",
+    "bugmatrix.releases",
+    "bugmatrix.tools",
+    "bugmatrix.publish",
+    "bugmatrix.cli",
+)
 
 
 def rel(path: Path) -> str:

@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Sessions that need no plan: they must be listed whatever state matrix.toml and the cases are in.
-PLANLESS = {"lint", "plan", "lock", "bisect", "repro", "stability", "report"}
+PLANLESS = {"lint", "plan", "lock", "bisect", "repro", "stability", "report", "site", "issues"}
 
 
 def nox_list(root: Path, env: dict[str, str] | None = None) -> tuple[set[str], list[str]]:

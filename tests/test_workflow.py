@@ -1,4 +1,4 @@
-"""The nightly workflow: actionlint accepts it (and rejects a broken one), and it consumes exactly what `plan` emits."""
+"""The nightly workflow: actionlint and zizmor accept it (and reject broken ones), and it consumes exactly what `plan` emits."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
 BROKEN = ROOT / "tests" / "fixtures" / "workflows" / "broken.yml"
+UNSAFE = ROOT / "tests" / "fixtures" / "workflows" / "unsafe.yml"
+#: zizmor severities that fail the audit (issue 27: no medium or high finding).
+BLOCKING = {"Medium", "High"}
 PIN = re.compile(r"uses:\s*(?P<action>[\w.-]+/[\w./-]+)@(?P<ref>\S+)(?:\s+#\s*(?P<tag>\S+))?")
 
 
@@ -38,6 +41,29 @@ def actionlint(path: Path) -> list[dict[str, Any]]:
     findings = json.loads(result.stdout or "[]")
     assert (result.returncode == 1) == bool(findings), result.stdout + result.stderr
     return findings
+
+
+def zizmor(path: Path) -> list[dict[str, Any]]:
+    """zizmor's findings for ``path``, offline (no audit that needs the network or a token), no config file."""
+    exe = find_tool("zizmor")
+    if exe is None:
+        pytest.skip("zizmor is not installed (the tests session installs it from PyPI)")
+    result = subprocess.run(
+        [exe, "--offline", "--no-config", "--no-progress", "--format", "json", str(path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    findings = json.loads(result.stdout or "null")
+    assert isinstance(findings, list), f"zizmor exited {result.returncode}: {result.stderr}"
+    # 0: clean; 10 + the highest severity otherwise (zizmor's exit codes); anything else is zizmor itself failing.
+    assert result.returncode == 0 or 10 <= result.returncode <= 14, f"zizmor exited {result.returncode}: {result.stderr}"
+    return findings
+
+
+def severities(findings: list[dict[str, Any]]) -> dict[str, str]:
+    return {
+        f"{f['ident']} @ {f['locations'][0]['concrete']['location']['start_point']['row'] + 1}": f["determinations"]["severity"]
+        for f in findings
+    }
 
 
 def load_workflow() -> dict[str, Any]:
@@ -79,6 +105,29 @@ def test_actionlint_rejects_the_broken_fixture() -> None:
     assert {"job-needs", "expression"} <= kinds, kinds
 
 
+def test_zizmor_finds_nothing_in_the_workflow() -> None:
+    """Not even low or informational findings at the regular persona; medium or high would fail the issue's acceptance."""
+    found = severities(zizmor(WORKFLOW))
+    assert not {k: v for k, v in found.items() if v in BLOCKING}, found
+    assert found == {}, found
+
+
+def test_zizmor_flags_the_unsafe_fixture() -> None:
+    """The audit is live: the workflow as it was before issue 27 (a checkout keeping its token, a matrix value in a script)."""
+    found = zizmor(UNSAFE)
+    idents = {f["ident"] for f in found if f["determinations"]["severity"] in BLOCKING}
+    assert {"artipacked", "template-injection"} <= idents, severities(found)
+
+
+def test_every_checkout_drops_its_token_and_no_script_expands_an_expression() -> None:
+    """What zizmor checks, said directly: a run: script gets values through env:, never ${{ }} (template injection)."""
+    for name, job in load_workflow()["jobs"].items():
+        for step in job["steps"]:
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False, f"{name}: checkout without persist-credentials: false"
+            assert "${{" not in step.get("run", ""), f"{name}: {step.get('name', step['run'][:40])!r} expands an expression in its script"
+
+
 def test_every_action_is_pinned_to_a_commit_with_its_version() -> None:
     pins = [PIN.search(line) for line in WORKFLOW.read_text(encoding="utf-8").splitlines() if "uses:" in line]
     assert pins and all(pins)
@@ -115,7 +164,8 @@ def test_the_cells_job_consumes_the_plan_as_is() -> None:
     assert job["strategy"] == {"fail-fast": False, "matrix": "${{ fromJSON(needs.plan.outputs.matrix) }}"}
     # The planned label, unless a manual run overrides the CUDA cells' runner.
     assert job["runs-on"] == "${{ (matrix.device == 'cuda' && inputs.gpu-runner) || matrix.runs-on }}"
-    step_running(job, r'^nox -s "\$\{\{ matrix\.session \}\}"$')
+    run = step_running(job, r'^nox -s "\$SESSION"$')
+    assert run["env"]["SESSION"] == "${{ matrix.session }}"
     assert [s["with"]["python-version"] for s in step_using(job, "actions/setup-python")] == ["${{ matrix.python }}"]
 
 
@@ -180,10 +230,10 @@ def test_the_report_job_gathers_every_run_file_and_publishes_the_report() -> Non
 def test_the_report_job_carries_the_history_from_night_to_night() -> None:
     """Restore the last night's `history` artifact, pass it to `report`, upload it again for the next night."""
     report = load_workflow()["jobs"]["report"]
-    # Job-level permissions replace the workflow's: read the code, and read other runs' artifacts, nothing more.
-    assert report["permissions"] == {"contents": "read", "actions": "read"}
+    # Reading other runs' artifacts is a job-level grant (tests/test_workflow_publish.py checks every job's permissions).
+    assert report["permissions"]["actions"] == "read"
     names = [s.get("name", s.get("uses", "")) for s in report["steps"]]
-    restore = step_running(report, r"\bgh run download\b")
+    restore = step_running(report, r"\bgh run download\b.* -n history\b")
     assert restore["env"]["GH_TOKEN"] == "${{ github.token }}"
     script = restore["run"]
     assert re.search(r"gh run list [^\n]*--workflow nightly\.yml", script) and "--json databaseId" in script
@@ -206,7 +256,7 @@ def test_the_report_job_carries_the_history_from_night_to_night() -> None:
 
 def test_the_restore_script_starts_a_new_history_when_there_is_none(tmp_path: Path) -> None:
     """Run the step's shell with a fake `gh`: a listing failure or no artifact must not fail the night."""
-    script = step_running(load_workflow()["jobs"]["report"], r"\bgh run download\b")["run"]
+    script = step_running(load_workflow()["jobs"]["report"], r"\bgh run download\b.* -n history\b")["run"]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "gh"

@@ -21,7 +21,9 @@ Nothing is silent and nothing is half-written:
 
 Exit codes: 0 ok; 1 with ``--fail-on-regression`` when a result is missing,
 regressed, or a cell (of the baseline, or of a new release) does not install;
-2 bad input; 3 could not write. The committed reference (``reports/``)
+2 bad input; 3 could not write. ``--issue-bodies DIR`` also writes one
+issue body per finding (:mod:`bugmatrix.publish`), in the same all-or-nothing
+write; nothing is sent anywhere. The committed reference (``reports/``)
 changes only with ``--publish`` / ``--update-baseline``; the history
 (``--history``, default ``<reports>/history.jsonl``) grows on every run, so
 it belongs beside the report, never in ``reports/``.
@@ -100,6 +102,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
         if (REFERENCE / "runs").exists() and not (REFERENCE / "runs").is_dir():
             msg = f"--publish: {REFERENCE / 'runs'} is a file, not a directory; move it aside"
             raise BugmatrixError(msg)
+    if getattr(args, "issue_bodies", None) is not None:
+        from bugmatrix.publish.bodies import check_bodies_dir
+
+        check_bodies_dir(args.issue_bodies)
     readme = getattr(args, "readme", None)
     if readme is not None:
         if not args.publish:
@@ -140,7 +146,20 @@ def _locked(args: argparse.Namespace) -> list[Path]:
     directories = [args.reports, _history_path(args).parent]
     if args.publish or (args.update_baseline and args.baseline is None):
         directories.append(REFERENCE)
+    if getattr(args, "issue_bodies", None) is not None:
+        directories.append(args.issue_bodies)
     return directories
+
+
+def _issue_bodies(args: argparse.Namespace, report: NightReport, date: str) -> tuple[dict[Path, str | bytes], list[Path]]:
+    """``--issue-bodies DIR``: one issue body per finding (+ its repro files), written with the other outputs; nothing is sent."""
+    from bugmatrix.publish.attachments import ReproExporter
+    from bugmatrix.publish.bodies import body_files
+    from bugmatrix.publish.issue_body import Links
+
+    links = Links.for_site(args.site_url or "", report.compat.profile, date, args.run_url or "")
+    exporter = ReproExporter(args.matrix, args.cases, args.reports / "runs")
+    return body_files(report, date, links, args.issue_bodies, exporter)
 
 
 def _waiting(directory: Path) -> None:
@@ -157,6 +176,10 @@ def run_report(args: argparse.Namespace) -> int:
     with locked_directories(_locked(args), on_wait=_waiting):
         report, nights, runs, history_path = _build(args, plan, baseline, now, date)
         files, remove = _outputs(args, report, history_text(nights), runs)
+        if getattr(args, "issue_bodies", None) is not None:
+            bodies, gone = _issue_bodies(args, report, date)
+            files.update(bodies)
+            remove += gone
         write_files(files, remove=remove)
     compat = report.compat
     failing, flaky = report.summary_lines(), report.flaky_lines()
@@ -169,6 +192,8 @@ def run_report(args: argparse.Namespace) -> int:
         f"baseline: {report.baseline_path if report.baseline else 'none'}; {len(report.changes)} change(s), {len(failing)} missing,"
         f" regressed or not installing, {len(flaky)} flaky; history: {history_path} ({report.nights} {compat.profile} night(s))"
     )
+    if getattr(args, "issue_bodies", None) is not None:
+        print(f"issues: {len(report.findings())} finding(s), one body each -> {args.issue_bodies} (filed by: nox -s issues)")
     if compat.stale:
         print(f"note: {len(compat.stale)} recorded variant(s) are not in the plan (renamed or removed?): {', '.join(compat.stale[:5])}")
     for line in [*failing, *flaky][:50]:

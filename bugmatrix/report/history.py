@@ -40,7 +40,7 @@ downgraded.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,7 +64,9 @@ __all__ = [
     "load_history",
     "night_from_compat",
     "nights_of",
+    "outcome_runs",
     "summarise",
+    "unchanged_since",
     "write_history",
 ]
 
@@ -273,6 +275,49 @@ def summarise(nights: list[Night], window: int = WINDOW) -> dict[str, VariantHis
             ticks.append(_tick(night, "flap" if flapped else state, changes))
         summary[variant] = VariantHistory(since or nights[-1].date, ticks, list(flaky))
     return summary
+
+
+def unchanged_since(nights: Sequence[Night], cell: str, variants: Iterable[str]) -> str | None:
+    """The first night from which each variant has had, in ``cell``, the outcome it has on the last night; None without one.
+
+    Per cell, where :class:`VariantHistory`'s ``since`` is per variant: an issue
+    about one cell says since when *that* cell is so. A night without the cell
+    or the variant ends the run (nothing says what it was then); a ``missing``
+    result counts as an outcome here, so a cell lost for three nights says so.
+    """
+    if not nights or cell not in nights[-1].cells:
+        return None
+    last = nights[-1]
+    index = last.cells.index(cell)
+    wanted = {v: last.outcomes[v][index] for v in variants if v in last.outcomes}
+    if not wanted:
+        return None
+    since = last.date
+    for night in reversed(nights[:-1]):
+        if cell not in night.cells:
+            break
+        at = night.cells.index(cell)
+        if any(night.outcomes.get(v, "")[at : at + 1] != letter for v, letter in wanted.items()):
+            break
+        since = night.date
+    return since
+
+
+def outcome_runs(nights: Sequence[Night], variant: str, cell: str) -> list[tuple[str, str]]:
+    """(first night, outcome) of each run of one outcome of a variant in a cell, oldest first; gaps (missing, absent) skipped.
+
+    ``[("2026-11-21", "fixed"), ("2026-11-22", "timeout"), ("2026-11-23", "fixed")]``: a flaky pair's story in one line.
+    """
+    runs: list[tuple[str, str]] = []
+    for night in nights:
+        letters = night.outcomes.get(variant)
+        if letters is None or cell not in night.cells:
+            continue
+        letter = letters[night.cells.index(cell)]
+        if letter in GAPS or (runs and runs[-1][1] == WORDS.get(letter, letter)):
+            continue
+        runs.append((night.date, WORDS.get(letter, letter)))
+    return runs
 
 
 def flaky_pairs(summary: Mapping[str, VariantHistory]) -> frozenset[tuple[str, str]]:

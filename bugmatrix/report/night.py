@@ -4,9 +4,10 @@
 returns a :class:`NightReport`; every view (compat.md, index.html, the
 terminal, the step summary, the README table) reads that one value and
 computes nothing of its own, so they cannot disagree. :meth:`NightReport.findings`
-groups what needs a maintainer (a regression, a new failure mode, a missing
-cell, a release that does not install) with everything known about it: its
-cells, since which night, what moved below the pins, the boundary.
+groups what needs a maintainer (a regression, a new failure mode, a flaky
+variant, a missing cell, a cell or new release that does not install) with
+everything known about it: its cells, since which night, what moved below
+the pins, the boundary; the issue bodies (:mod:`bugmatrix.publish`) read it.
 """
 
 from __future__ import annotations
@@ -31,32 +32,41 @@ from bugmatrix.report.diff import (
 )
 from bugmatrix.report.envdiff import Moved, explain_changes
 from bugmatrix.report.fresh import FreshLane
-from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise
+from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise, unchanged_since
 from bugmatrix.report.model import Compat
 
-__all__ = ["FINDING_KINDS", "Finding", "NightReport", "analyse"]
+__all__ = ["CELL_FINDINGS", "FINDING_KINDS", "Finding", "NightReport", "analyse"]
 
-#: What a maintainer is asked to look at, one finding per (kind, variant): the future issue bodies' subjects.
+#: What a maintainer is asked to look at: one issue each (bugmatrix.publish), most severe first.
 FINDING_KINDS = (
     ChangeKind.MISSING,
     ChangeKind.REGRESSION,
     ChangeKind.RELEASE_DOES_NOT_INSTALL,
     ChangeKind.NO_LONGER_INSTALLS,
-    ChangeKind.FRESH_BREAKS,
-    ChangeKind.FRESH_DIFFERS,
+    ChangeKind.FLAKY,
     ChangeKind.NEW_FAILURE_MODE,
 )
+#: Kinds a finding is about whole cells of (one per cell, whatever the number of variants there); a release's is about the release.
+CELL_FINDINGS = frozenset({ChangeKind.MISSING, ChangeKind.NO_LONGER_INSTALLS})
 
 
 @dataclass(frozen=True)
 class Finding:
     """One thing to act on, and everything the night knows about it.
 
-    ``variant_id`` is "" for a finding about whole cells (a release that does
-    not install); ``since`` is the first night of the variant's current
-    outcomes (None without history); ``moved`` names, per cell, what moved
-    below the pins since the baseline; ``boundary`` is the variant's picture
-    in one line ("" when it ran nowhere).
+    ``subject`` is what it is about, and with ``kind`` what makes it the same
+    finding on another night: the variant id (a regression, a new failure
+    mode, a flaky variant), the cell id (a missing cell, a cell that no
+    longer installs: one finding for all its variants) or ``axis version``
+    (a new release that does not install; ``release`` holds the two).
+    ``variant_id`` is the subject where that is a variant, else "".
+    ``changes`` are tonight's changes it groups (a flaky variant matching
+    the baseline tonight has none: the history calls it flaky all the same).
+    ``since`` is the first night of the variant's current outcomes;
+    ``since_by_cell`` the first night each cell has been as it is tonight
+    (None without history). ``moved`` names, per cell, what moved below the
+    pins since the baseline; ``boundary`` is the variant's picture in one
+    line ("" when it ran nowhere or the finding is about cells).
     """
 
     kind: ChangeKind
@@ -66,6 +76,16 @@ class Finding:
     since: str | None = None
     moved: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     boundary: str = ""
+    subject: str = ""
+    variants: tuple[str, ...] = ()
+    changes: tuple[Change, ...] = ()
+    since_by_cell: Mapping[str, str | None] = field(default_factory=dict)
+    release: tuple[str, str] | None = None
+
+    @property
+    def key(self) -> str:
+        """``regression:autocast_cache::core[cpu]``: the same on every night the finding is there."""
+        return f"{self.kind}:{self.subject}"
 
 
 @dataclass(frozen=True)
@@ -82,6 +102,7 @@ class NightReport:
     boundary: Boundary
     history: Mapping[str, VariantHistory] = field(default_factory=dict)
     nights: int = 0  # nights of this profile in the history, tonight included
+    own_nights: tuple[Night, ...] = ()  # those nights, oldest first (since when a cell is as it is tonight)
     baseline_path: str = ""
     fresh: FreshLane | None = None  # the re-resolve lane, when it ran tonight
 
@@ -133,12 +154,16 @@ class NightReport:
             "reresolved": self.fresh.to_json() if self.fresh else None,
         }  # fmt: skip
 
-    def _lane_findings(self) -> list[Finding]:
-        """The lane's: cells the refreshed lock would break, and variants whose outcome differs in the fresh environment (with what moved)."""
+    def lane_findings(self) -> list[Finding]:
+        """The re-resolve lane's findings: cells a refreshed lock would break, and variants whose outcome differs fresh (with what moved).
+
+        News about the next lock, kept apart from :meth:`findings` (one issue each, judged night by night against the
+        locked run): every view shows them from :attr:`fresh`, and they fail nothing.
+        """
         if self.fresh is None:
             return []
         found = [
-            Finding(ChangeKind.FRESH_BREAKS, "", (c.cell,), c.breaks, moved={c.cell: c.moved} if c.moved else {})
+            Finding(ChangeKind.FRESH_BREAKS, "", (c.cell,), c.breaks, moved={c.cell: c.moved} if c.moved else {}, subject=c.cell)
             for c in self.fresh.cells
             if c.breaks
         ]
@@ -150,31 +175,58 @@ class NightReport:
             picture = self.pictures_by_variant.get(variant)
             track = next((t for t in picture.tracks if t.variant.id == variant), None) if picture else None
             found.append(Finding(
-                ChangeKind.FRESH_DIFFERS, variant, tuple(c for c, _, _ in items), items[0][1],
-                moved={c: m for c, _, m in items}, boundary=boundary_text(picture, track) if picture else "",
+                ChangeKind.FRESH_DIFFERS, variant, tuple(c for c, _, _ in items), items[0][1], moved={c: m for c, _, m in items},
+                boundary=boundary_text(picture, track) if picture else "", subject=variant, variants=(variant,),
             ))  # fmt: skip
-        return found
+        return sorted(found, key=lambda f: (f.kind.severity, f.subject))
 
     def findings(self) -> list[Finding]:
-        """What needs a maintainer, one finding per (kind, variant), most severe first, with its cells and context."""
+        """What needs a maintainer, most severe first: per variant, per cell (:data:`CELL_FINDINGS`) or per new release that does not install.
+
+        A flaky variant is a finding while the history calls any of its cells
+        flaky, whatever tonight's outcome: one issue for the flapping, not a
+        regression every other night.
+        """
         grouped: dict[tuple[ChangeKind, str], list[Change]] = {}
         for change in self.changes:
-            if change.kind in FINDING_KINDS:
-                grouped.setdefault((change.kind, change.variant_id), []).append(change)
+            if change.kind in FINDING_KINDS and change.kind is not ChangeKind.RELEASE_DOES_NOT_INSTALL:
+                subject = change.cell_id if change.kind in CELL_FINDINGS else change.variant_id
+                grouped.setdefault((change.kind, subject), []).append(change)
+        for variant_id, history in self.history.items():
+            if history.flaky:
+                grouped.setdefault((ChangeKind.FLAKY, variant_id), [])
+        found = [self._finding(kind, subject, changes) for (kind, subject), changes in grouped.items()]
+        found += [self._release_finding(group) for group in self.releases if group.not_installed]
+        return sorted(found, key=lambda f: (f.kind.severity, f.subject))
+
+    def _finding(self, kind: ChangeKind, subject: str, changes: list[Change]) -> Finding:
+        per_cell = kind in CELL_FINDINGS
+        if kind is ChangeKind.FLAKY:
+            cells = tuple(self.history[subject].flaky)
+            message = f"{subject} {self.history[subject].flaky_title}"
+        else:
+            cells = tuple(dict.fromkeys(c.cell_id for c in changes))
+            message = changes[0].message
+        variants = tuple(dict.fromkeys(c.variant_id for c in changes)) if per_cell else (subject,)
         moved = {(m.variant, m.cell): m.moved for m in self.moved}
-        found = []
-        for (kind, variant_id), changes in grouped.items():
-            cells = tuple(c.cell_id for c in changes)
-            picture = self.pictures_by_variant.get(variant_id)
-            track = next((t for t in picture.tracks if t.variant.id == variant_id), None) if picture else None
-            history = self.history.get(variant_id)
-            found.append(Finding(
-                kind, variant_id, cells, changes[0].message, since=history.since if history else None,
-                moved={c: moved[(variant_id, c)] for c in cells if moved.get((variant_id, c))},
-                boundary=boundary_text(picture, track) if picture else "",
-            ))  # fmt: skip
-        found += self._lane_findings()
-        return sorted(found, key=lambda f: FINDING_KINDS.index(f.kind))
+        picture = None if per_cell else self.pictures_by_variant.get(subject)
+        track = next((t for t in picture.tracks if t.variant.id == subject), None) if picture else None
+        history = None if per_cell else self.history.get(subject)
+        return Finding(
+            kind, "" if per_cell else subject, cells, message, since=history.since if history else None,
+            moved={c: m for c in cells for v in variants if (m := moved.get((v, c)))},
+            boundary=boundary_text(picture, track) if picture else "", subject=subject, variants=variants, changes=tuple(changes),
+            since_by_cell={c: unchanged_since(self.own_nights, c, variants) for c in cells},
+        )  # fmt: skip
+
+    def _release_finding(self, group: ReleaseGroup) -> Finding:
+        cells = tuple(n.cell for n in group.not_installed)
+        changes = tuple(c for c in self.changes if c.kind is ChangeKind.RELEASE_DOES_NOT_INSTALL and c.cell_id in cells)
+        variants = tuple(self.compat.results)
+        return Finding(
+            ChangeKind.RELEASE_DOES_NOT_INSTALL, "", cells, group.headline, subject=f"{group.axis} {group.version}", changes=changes,
+            since_by_cell={c: unchanged_since(self.own_nights, c, variants) for c in cells}, release=(group.axis, group.version),
+        )  # fmt: skip
 
 
 def analyse(
@@ -185,7 +237,7 @@ def analyse(
     baseline_path: str = "",
     fresh: FreshLane | None = None,
 ) -> NightReport:
-    """Every analysis of one night, once: the diff (flaky pairs from this profile's history), releases, moved, agreement, pictures; the lane as given."""
+    """Every analysis of one night, once: the diff (flaky pairs from this profile's history), releases, moved, agreement, pictures."""
     own = nights_of(list(nights), compat.profile)  # profiles share the history file, not their story
     history = summarise(own)
     notes = release_notes(compat, baseline)
@@ -194,5 +246,5 @@ def analyse(
     return NightReport(
         compat=compat, baseline=baseline, changes=tuple(changes), notes=tuple(notes), releases=tuple(groups),
         moved=tuple(explain_changes(baseline, compat)), agreement=per_case(compat), boundary=pictures(compat), history=history,
-        nights=len(own), baseline_path=baseline_path, fresh=fresh,
+        nights=len(own), own_nights=tuple(own), baseline_path=baseline_path, fresh=fresh,
     )  # fmt: skip

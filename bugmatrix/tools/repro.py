@@ -179,8 +179,14 @@ def _fresh_traceback(matrix: Matrix, pins: Mapping[str, str], script: Path) -> s
     return (done.stderr.strip() + "\n" + done.stdout.strip()).strip()
 
 
-def export_repro(matrix: Matrix, variant: Variant, pins: Mapping[str, str], out: Path, run_dir: Path, *, force: bool = False) -> Path:
-    """Write repro.py, requirements.txt and ISSUE.md for one variant and the given pins."""
+def export_repro(
+    matrix: Matrix, variant: Variant, pins: Mapping[str, str], out: Path, run_dir: Path, *, force: bool = False, fresh: bool = True
+) -> Path:
+    """Write repro.py, requirements.txt and ISSUE.md for one variant and the given pins.
+
+    ``fresh=False`` quotes the run file's log instead of running repro.py in the
+    cell's environment (the nightly's issue bodies: the night already ran it).
+    """
     _guard(out, force)
     out.mkdir(parents=True, exist_ok=True)
     needed = {a: v for a, v in pins.items() if a == INTERPRETER or a == "torch" or a in variant.axes}
@@ -194,10 +200,12 @@ def export_repro(matrix: Matrix, variant: Variant, pins: Mapping[str, str], out:
         shutil.copyfile(lock, out / LOCKED)
     else:
         (out / LOCKED).unlink(missing_ok=True)  # an earlier export's lock would pin another environment
-    fresh = _fresh_traceback(matrix, pins, out / "repro.py")
+    fresh_log = _fresh_traceback(matrix, pins, out / "repro.py") if fresh else None
     run_file = run_dir / f"{cell}.json"
     record = next((r for r in load_run_file(run_file).results if r.id == variant.id), None) if run_file.exists() else None
-    (out / "ISSUE.md").write_text(_issue_text(variant, needed, requirements, cell, fresh, record, locked=lock is not None, why_not=why_not))
+    (out / "ISSUE.md").write_text(
+        _issue_text(variant, needed, requirements, cell, fresh_log, record, locked=lock is not None, why_not=why_not)
+    )
     return out
 
 

@@ -1,0 +1,216 @@
+"""``python -m bugmatrix issues`` (``nox -s issues``): the night's issue bodies filed, one issue per finding, never a duplicate.
+
+For each body the report wrote (``report --issue-bodies DIR``), the issue
+with the same key (:mod:`~bugmatrix.publish.markers`) decides what happens:
+
+* an open one: a comment when the finding changed since what the issue was
+  last told (another digest), or came back after a back-to-baseline note;
+  nothing when it says the same (the same night filed twice adds nothing);
+* none open, and a closed one that was last told exactly this: nothing --
+  people closed it knowingly, and reopening it every night would be noise;
+* otherwise a new issue (naming the closed one before it, if any).
+
+An open issue whose finding is not in tonight's bodies gets one comment that
+the night is back to the baseline, but only where tonight judged it: every
+cell its last note names ran tonight and recorded the subject (a cell
+missing, or a smaller profile's night, says nothing about it), and its
+subject has no other finding tonight (a regression that turned into a crash
+is not back; the crash gets its own issue). Closing is
+left to people. ``--dry-run`` lists the issues and prints what it would do,
+writing nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.publish.bodies import Body, read_bodies
+from bugmatrix.publish.issue_body import Links
+from bugmatrix.publish.markers import SEARCH, Marker, State, parse_markers
+from bugmatrix.publish.tracker import GhIssues, Issue, IssueTracker
+from bugmatrix.report.compat_file import load_compat
+from bugmatrix.report.diff import ChangeKind
+from bugmatrix.report.model import Compat
+from bugmatrix.report.night import CELL_FINDINGS
+
+__all__ = ["Act", "Action", "add_arguments", "file_issues", "judged", "plan_filing", "run"]
+
+#: Outcomes that say nothing about a variant: a result that is one of them judges nothing.
+_UNJUDGED = frozenset({Outcome.MISSING, Outcome.INSTALL_FAILED})
+
+
+class Act(enum.StrEnum):
+    """What filing does about one key."""
+
+    OPEN = "open"
+    COMMENT = "comment"
+    BACK = "back-to-baseline"
+    NOTHING = "nothing"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing to do (or deliberately not do) about one key, and why."""
+
+    act: Act
+    key: str
+    why: str
+    number: int | None = None
+    title: str = ""
+    text: str = ""
+
+    @property
+    def line(self) -> str:
+        where = f" #{self.number}" if self.number is not None else ""
+        return f"{self.act}{where} {self.key}: {self.why}"
+
+
+def judged(compat: Compat, marker: Marker) -> bool:
+    """Did tonight's report judge what ``marker`` is about? Every cell it names ran and recorded the subject."""
+    kind, _, subject = marker.key.partition(":")
+    if not marker.cells or any(c not in compat.cell_by_id for c in marker.cells):
+        return False
+    if kind in {str(k) for k in CELL_FINDINGS} or kind == ChangeKind.RELEASE_DOES_NOT_INSTALL:
+        return all(
+            not compat.cell_by_id[c].failed and all(e.outcome is not Outcome.MISSING for v in compat.results if (e := compat.entry(v, c)))
+            for c in marker.cells
+        )  # fmt: skip
+    entries = compat.entries(subject)
+    return all(c in entries and entries[c].outcome not in _UNJUDGED for c in marker.cells)
+
+
+def _subject(key: str) -> str:
+    return key.partition(":")[2]
+
+
+def _last(issue: Issue, key: str) -> Marker | None:
+    """What the issue was last told about ``key`` (its body's marker, then its comments')."""
+    told = [m for text in (issue.body, *issue.comments) for m in parse_markers(text) if m.key == key]
+    return told[-1] if told else None
+
+
+def _without_marker(body: Body) -> str:
+    return body.text.split("\n", 1)[1] if "\n" in body.text else ""
+
+
+def _said(last: Marker | None, marker: Marker) -> bool:
+    """The issue's last note is this very finding (not a back-to-baseline note, the same digest)."""
+    return last is not None and last.state is not State.BACK and last.digest == marker.digest
+
+
+def _for_finding(body: Body, known: list[Issue], night: str) -> Action:
+    """Tonight's finding against the issues with its key (oldest first)."""
+    key, marker = body.marker.key, body.marker
+    open_issues = [i for i in known if i.open]
+    if open_issues:
+        issue = open_issues[-1]
+        last = _last(issue, key)
+        if _said(last, marker):
+            assert last is not None
+            return Action(Act.NOTHING, key, f"already says this (as of {last.night})", issue.number)
+        if last is not None and last.state is State.BACK:
+            head, why = f"this is back (the issue was told on {last.night} that it was back to the baseline).", "back again"
+        else:
+            head, why = "this finding changed since the last note; tonight it is:", "changed"
+        text = f"{marker.but(State.UPDATED, night).render()}\n**Night {night}**: {head}\n\n{_without_marker(body)}"
+        return Action(Act.COMMENT, key, why, issue.number, text=text)
+    closed = known[-1] if known else None
+    if closed is None:
+        return Action(Act.OPEN, key, "new finding", title=marker.title, text=body.text)
+    if _said(_last(closed, key), marker):
+        return Action(Act.NOTHING, key, "closed by people while it was unchanged; not reopened", closed.number)
+    text = f"{body.text}\nEarlier: #{closed.number} (closed).\n"
+    return Action(Act.OPEN, key, f"new since #{closed.number} was closed", title=marker.title, text=text)
+
+
+def _for_gone(key: str, issue: Issue, compat: Compat, night: str, report_url: str, troubled: set[str]) -> Action | None:
+    """An open issue whose finding is not tonight's: a back-to-baseline note where tonight judged it, once."""
+    last = _last(issue, key)
+    if last is None or last.state is State.BACK:
+        return None  # already told, or nothing the nightly wrote to compare with
+    if _subject(key) in troubled:
+        return Action(Act.NOTHING, key, "its subject has another finding tonight", issue.number)
+    if not judged(compat, last):
+        return Action(Act.NOTHING, key, "not judged tonight (a cell it names did not run or record it)", issue.number)
+    report = f" ([report]({report_url}))" if report_url else ""
+    text = (
+        f"{last.but(State.BACK, night).render()}\n**Night {night}**: back to the baseline. Tonight's run judged"
+        f" {', '.join(f'`{c}`' for c in last.cells)} and found no {key.partition(':')[0]} of this subject{report}."
+        " Closing is left to people; a later night comments again if it returns.\n"
+    )
+    return Action(Act.BACK, key, "back to the baseline", issue.number, text=text)
+
+
+def plan_filing(bodies: list[Body], issues: list[Issue], compat: Compat, night: str, report_url: str = "") -> list[Action]:
+    """What to do tonight, per key: tonight's findings first, then the open issues whose finding is gone."""
+    by_key: dict[str, list[Issue]] = {}
+    for issue in sorted(issues, key=lambda i: i.number):
+        opening = next((m for m in parse_markers(issue.body) if m.state is State.OPENED), None)
+        if opening is not None:
+            by_key.setdefault(opening.key, []).append(issue)
+    actions = [_for_finding(body, by_key.get(body.marker.key, []), night) for body in bodies]
+    tonight = {b.marker.key for b in bodies}
+    troubled = {_subject(k) for k in tonight}  # a subject with any finding tonight is not back to its baseline
+    for key, known in sorted(by_key.items()):
+        open_issues = [i for i in known if i.open]
+        if key not in tonight and open_issues and (action := _for_gone(key, open_issues[-1], compat, night, report_url, troubled)):
+            actions.append(action)
+    return actions
+
+
+def file_issues(tracker: IssueTracker, actions: list[Action]) -> list[str]:
+    """Carry the actions out; one line each (a new issue's URL included)."""
+    lines = []
+    for action in actions:
+        if action.act is Act.OPEN:
+            lines.append(f"{action.line} -> {tracker.open_issue(action.title, action.text)}")
+            continue
+        if action.act in (Act.COMMENT, Act.BACK):
+            assert action.number is not None  # planned against an existing issue
+            tracker.comment(action.number, action.text)
+        lines.append(action.line)
+    return lines
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``python -m bugmatrix issues`` (``nox -s issues``)."""
+    parser.add_argument("--bodies", type=Path, required=True, help="the report's --issue-bodies directory")
+    parser.add_argument("--compat", type=Path, required=True, help="tonight's compat.json (what the night judged)")
+    parser.add_argument("--repo", required=True, help="owner/name of the GitHub repository (GH_TOKEN with issues: write)")
+    parser.add_argument("--night", required=True, help="tonight's date, YYYY-MM-DD (the report's --date)")
+    parser.add_argument("--site-url", default="", help="the Pages site (back-to-baseline comments link tonight's page there)")
+    parser.add_argument("--run-url", default="", help="the workflow run, linked where there is no site")
+    parser.add_argument("--dry-run", action="store_true", help="list the issues and print what would be done; write nothing")
+
+
+def _checked_night(value: str) -> str:
+    try:
+        return dt.date.fromisoformat(value).isoformat()
+    except ValueError:
+        msg = f"--night {value!r} is not a date; pass the report's --date (YYYY-MM-DD)"
+        raise BugmatrixError(msg) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read the bodies and tonight's report, look the issues up, act; print one line per key."""
+    night = _checked_night(args.night)
+    bodies, compat = read_bodies(args.bodies), load_compat(args.compat)
+    tracker = GhIssues(args.repo)
+    links = Links.for_site(args.site_url, compat.profile, night, args.run_url)
+    actions = plan_filing(bodies, tracker.search(SEARCH), compat, night, links.night or links.run)
+    lines = [a.line for a in actions] if args.dry_run else file_issues(tracker, actions)
+    for line in lines:
+        print(("would " if args.dry_run else "") + line)
+    counts = {act: sum(1 for a in actions if a.act is act) for act in Act}
+    print(
+        f"issues: {len(bodies)} finding(s); "
+        + ", ".join(f"{n} {act}" for act, n in counts.items())
+        + (" (dry run)" if args.dry_run else "")
+    )
+    return 0

@@ -1,0 +1,253 @@
+"""An issue body per finding: one more view over the night's typed report (:class:`~bugmatrix.report.night.NightReport`).
+
+What changed, in which cells (with their pins), since which night, what moved
+below the pins, the boundary and the expectation's evidence, then the
+``repro`` export, all rendered from the :class:`~bugmatrix.report.night.Finding`
+the report built; the hidden marker (:mod:`~bugmatrix.publish.markers`) comes
+first. Anything a run or a case wrote (messages, logs, evidence, versions)
+goes into a code span or a fenced block sized past its longest backtick run:
+there ``@user`` notifies nobody, ``owner/repo#123`` back-links nothing
+upstream, and no HTML or Markdown in a message reaches the page. A body stays
+under GitHub's 65,536 characters: ``repro.py`` is inlined only where it fits,
+else linked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from bugmatrix.publish.attachments import INLINE, Attachment
+from bugmatrix.publish.markers import MARKER, finding_marker
+from bugmatrix.publish.site import night_path
+from bugmatrix.releases.notes import one_line_reason
+from bugmatrix.report.diff import ChangeKind
+from bugmatrix.report.envdiff import distributions_of
+from bugmatrix.report.history import WINDOW, outcome_runs
+from bugmatrix.report.night import CELL_FINDINGS, Finding, NightReport
+from bugmatrix.tools.repro import LOCKED
+
+__all__ = ["BODY_LIMIT", "Links", "fenced", "issue_title", "literal", "render_issue"]
+
+#: GitHub refuses bodies over 65,536 characters; a comment repeating a body adds a line or two.
+BODY_LIMIT = 60_000
+MESSAGE_CHARS = 300
+_TITLES = {
+    ChangeKind.MISSING: "results missing in cell {subject}",
+    ChangeKind.REGRESSION: "regression: {subject} reproduces where it was fixed",
+    ChangeKind.RELEASE_DOES_NOT_INSTALL: "new release {subject} does not install",
+    ChangeKind.NO_LONGER_INSTALLS: "cell {subject} no longer installs",
+    ChangeKind.FLAKY: "flaky: {subject} changes back and forth",
+    ChangeKind.NEW_FAILURE_MODE: "new failure mode: {subject} fails another way",
+}
+_LEADS = {
+    ChangeKind.MISSING: "The nightly planned these results and recorded none: the cell's job died, or its run stopped early.",
+    ChangeKind.REGRESSION: "A bug the suite had seen fixed reproduces again (or its expectation says fixed and it is not).",
+    ChangeKind.RELEASE_DOES_NOT_INSTALL: "A release new to the matrix tonight could not be installed: nothing ran on it.",
+    ChangeKind.NO_LONGER_INSTALLS: "A cell that installed in the baseline's run could not be built tonight.",
+    ChangeKind.FLAKY: f"The outcome changed back and forth within the last {WINDOW} nights, so none of its changes is called a regression.",
+    ChangeKind.NEW_FAILURE_MODE: "The variant failed another way than the documented bug (another error, a failed check, a crash or a hang).",
+}
+
+
+@dataclass(frozen=True)
+class Links:
+    """Where the night is published: the night's page, the latest page, its attachments, and the workflow run."""
+
+    night: str = ""
+    latest: str = ""
+    files: str = ""  # the base every attachment directory is served under ("" when nowhere)
+    run: str = ""
+
+    @classmethod
+    def for_site(cls, site_url: str, profile: str, date: str, run_url: str = "") -> Links:
+        """The links of a night on the Pages site (:mod:`~bugmatrix.publish.site`'s layout); none without a site."""
+        if not site_url:
+            return cls(run=run_url)
+        base = site_url.rstrip("/") + "/"
+        path = night_path(profile, date)
+        latest = base + (path.rsplit("/", 1)[0] + "/" if "/" in path else "")
+        return cls(f"{base}{path}/index.html", latest, f"{base}{path}/issues/", run_url)
+
+
+def literal(text: object, limit: int = MESSAGE_CHARS, *, table: bool = False) -> str:
+    """One line of run text as a code span (mentions, references and markup stay text); "—" when empty."""
+    line = " ".join(str(text).split())
+    if len(line) > limit:
+        line = line[: limit - 1] + "…"
+    if not line:
+        return "—"
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", line)), default=0) + 1)
+    pad = " " if line.startswith("`") or line.endswith("`") else ""
+    span = f"{ticks}{pad}{line}{pad}{ticks}"
+    return span.replace("|", "\\|") if table else span
+
+
+def fenced(text: str, language: str = "") -> list[str]:
+    """A fenced block longer than any backtick run in ``text``, so nothing inside can end it."""
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return [f"{fence}{language}", text.rstrip("\n"), fence]
+
+
+def issue_title(finding: Finding) -> str:
+    """``bugmatrix: regression: autocast_cache::core[cpu] reproduces where it was fixed`` (the same on every night)."""
+    return "bugmatrix: " + _TITLES[finding.kind].format(subject=finding.subject)
+
+
+def _pins(report: NightReport, cell_id: str) -> str:
+    compat = report.compat
+    cell = compat.cell_by_id.get(cell_id)
+    if cell is None:
+        return "—"
+    return literal(" · ".join(f"{compat.short(a)} {cell.pins[a]}" for a in compat.axis_names if a in cell.pins), table=True)
+
+
+def _cells_table(finding: Finding, report: NightReport) -> list[str]:
+    compat = report.compat
+    by_cell = {c.cell_id: c for c in finding.changes}
+    if finding.kind is ChangeKind.FLAKY:
+        lines = ["| cell | pins | outcomes, night by night (first night of each) |", "|---|---|---|"]
+        for cell in finding.cells:
+            runs = outcome_runs(report.own_nights[-WINDOW:], finding.subject, cell)
+            lines.append(f"| {literal(cell, table=True)} | {_pins(report, cell)} | {' → '.join(f'{d} {o}' for d, o in runs) or '—'} |")
+        return lines
+    if finding.kind in CELL_FINDINGS or finding.release is not None:
+        lines = ["| cell | pins | since | what tonight says |", "|---|---|---|---|"]
+        for cell_id in finding.cells:
+            cell = compat.cell_by_id.get(cell_id)
+            said = (
+                one_line_reason(cell.install.reason)
+                if cell is not None and cell.failed
+                else by_cell[cell_id].message
+                if cell_id in by_cell
+                else ""
+            )
+            lines.append(
+                f"| {literal(cell_id, table=True)} | {_pins(report, cell_id)} | {finding.since_by_cell.get(cell_id) or '—'}"
+                f" | {literal(said, table=True)} |"
+            )
+        return lines
+    lines = ["| cell | pins | baseline → tonight | expected | since | message |", "|---|---|---|---|---|---|"]
+    for cell_id in finding.cells:
+        change, entry = by_cell.get(cell_id), compat.entry(finding.subject, cell_id)
+        before = change.before.label if change is not None and change.before is not None else "—"
+        now = entry.outcome.label if entry is not None else "—"
+        expected = entry.expected.value if entry is not None and entry.expected is not None else "—"
+        lines.append(
+            f"| {literal(cell_id, table=True)} | {_pins(report, cell_id)} | {before} → {now} | {expected}"
+            f" | {finding.since_by_cell.get(cell_id) or '—'} | {literal(entry.message if entry else '', table=True)} |"
+        )
+    return lines
+
+
+def _moved(finding: Finding, report: NightReport) -> list[str]:
+    """Per cell: what moved below the pins since the baseline's run, that nothing did, or that it cannot be said."""
+    lines = []
+    old = report.baseline.cell_by_id if report.baseline is not None else {}
+    for cell_id in finding.cells:
+        if finding.moved.get(cell_id):
+            lines.append(f"- {literal(cell_id)}: {literal('; '.join(finding.moved[cell_id]), 1000)}")
+        elif (
+            cell_id in old
+            and distributions_of(old[cell_id]) is not None
+            and distributions_of(report.compat.cell_by_id[cell_id]) is not None
+        ):
+            lines.append(f"- {literal(cell_id)}: nothing; the same distributions as the baseline's run of this cell")
+        else:
+            lines.append(f"- {literal(cell_id)}: cannot say (the baseline's run of this cell, or tonight's, recorded no distributions)")
+    return lines
+
+
+def _reproduce(attachment: Attachment, links: Links, budget: int) -> list[str]:
+    """The commands, the files (linked where the night is published), and the short ones inline."""
+    if not attachment.directory:
+        return [f"Nothing to export: {literal(attachment.note or 'no cell', 1000)}.", ""]
+    lines = []
+    if attachment.command:
+        lines += [f"Exported by {literal(attachment.command)}; the files are attached beside this issue's body:", ""]
+    if links.files:
+        names = [*attachment.files, *([LOCKED] if attachment.locked else [])]
+        lines += [" · ".join(f"[{n}]({links.files}{attachment.directory}/{n})" for n in names), ""]
+    elif links.run:
+        lines += [f"The files are in the `issues` artifact of [the workflow run]({links.run}), under `{attachment.directory}/`.", ""]
+    else:
+        lines += [f"The files are in `{attachment.directory}/` beside this body.", ""]
+    venv = f"uv venv -p {attachment.python} venv"
+    commands = [f"{venv} && uv pip install --python venv/bin/python -r requirements.txt"]
+    if attachment.locked:
+        commands.append(f"# or exactly the cell's environment (every distribution, exact versions and hashes; x86_64 Linux):\n"
+                        f"{venv} && uv pip sync --require-hashes --python venv/bin/python {LOCKED}")  # fmt: skip
+    if attachment.run:
+        commands.append(attachment.run)
+    lines += [*fenced("\n".join(commands), "bash"), ""]
+    if attachment.note:
+        lines += [f"Note: {literal(attachment.note, 1000)}.", ""]
+    for name in INLINE:
+        text = attachment.files.get(name)
+        if text is None:
+            continue
+        block = [f"<details><summary>{name} ({len(text):,} characters)</summary>", "", *fenced(text, "python" if name.endswith(".py") else ""), "", "</details>", ""]  # fmt: skip
+        size = sum(len(line) + 1 for line in block)
+        if size > budget:
+            lines += [f"{name} ({len(text):,} characters) is too long to show here; open it from the links above.", ""]
+            continue
+        budget -= size
+        lines += block
+    return lines
+
+
+def render_issue(finding: Finding, report: NightReport, night: str, links: Links, attachment: Attachment) -> tuple[str, str]:
+    """(title, body) of a finding's issue; the body starts with its marker."""
+    compat, title = report.compat, issue_title(finding)
+    where = (
+        f"[the night's report]({links.night})" if links.night else f"[the workflow run]({links.run})" if links.run else "the night's report"
+    )
+    lines = [
+        finding_marker(finding, night, title).render(),
+        f"**{str(finding.kind).replace('-', ' ').capitalize()}**: {literal(finding.subject)} in {len(finding.cells)} cell(s),"
+        f" night {night} ({compat.profile} profile, commit {literal(compat.commit)}); {where}"
+        + (f", [latest]({links.latest})" if links.latest else "") + ".",
+        "",
+        _LEADS[finding.kind],
+        "",
+        "### In which cells",
+        "",
+        *_cells_table(finding, report),
+        "",
+    ]  # fmt: skip
+    if finding.kind in CELL_FINDINGS:
+        shown = ", ".join(literal(v) for v in finding.variants[:12]) + (
+            f", … ({len(finding.variants) - 12} more)" if len(finding.variants) > 12 else ""
+        )
+        lines += [f"The {len(finding.variants)} variant(s) it is about: {shown}.", ""]
+    if finding.kind not in CELL_FINDINGS and finding.release is None:
+        variant = compat.variant_by_id.get(finding.subject)
+        lines += ["### Since, boundary, expectation", ""]
+        lines.append(f"- Since: the variant's outcomes are as tonight since {finding.since or 'tonight (no history before)'}.")
+        lines.append(
+            f"- Boundary in tonight's run: {literal(finding.boundary, 1000) if finding.boundary else 'not known (it ran in no cell)'}."
+        )
+        if variant is not None and variant.evidence:
+            lines.append(f"- The expectation's evidence: {literal(variant.evidence, 1000)}.")
+        lines += ["", "### Below the pins (since the baseline)", "", *_moved(finding, report), ""]
+        logged = next(((c, e) for c in finding.cells if (e := compat.entry(finding.subject, c)) is not None and e.log.strip()), None)
+        if logged is not None:
+            lines += [
+                f"<details><summary>Log recorded in {logged[0]} (its tail)</summary>",
+                "",
+                *fenced(logged[1].log),
+                "",
+                "</details>",
+                "",
+            ]
+    footer = [
+        "",  # a "---" right under a paragraph would make it a heading: one blank line before it
+        "---",
+        f"<sub>Filed by bugmatrix's nightly ({MARKER} {literal(finding.key)}). One issue per finding: later nights comment here when it"
+        " changes or is back to the baseline; closing it is left to people.</sub>",
+    ]
+    used = sum(len(line) + 1 for line in [*lines, *footer])
+    lines += ["### Reproduce", "", *_reproduce(attachment, links, BODY_LIMIT - used - 200)]
+    while lines[-1] == "":
+        lines.pop()
+    return title, "\n".join([*lines, *footer]) + "\n"

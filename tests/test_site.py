@@ -1,0 +1,119 @@
+"""The Pages site: latest night at the root, each night under its date, bounded, other profiles apart, a bad previous site refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bugmatrix.cli import main
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.publish.site import PAGES, build_site, load_site_nights
+
+
+def report(tmp_path: Path, night: str, commit: str = "abc1234") -> Path:
+    """A report directory whose pages say which night they are."""
+    reports = tmp_path / f"reports-{night}"
+    reports.mkdir()
+    (reports / "index.html").write_text(f"<p>{night}</p>")
+    (reports / "compat.md").write_text(f"# {night}\n")
+    (reports / "compat.json").write_text(json.dumps({"commit": commit}))
+    return reports
+
+
+def nights(tmp_path: Path, dates: list[str], *, keep: int = 90, profile: str = "nightly", start: Path | None = None) -> Path:
+    """Build one site per date, each from the previous one, as the nightly does; the last site's path."""
+    previous = start
+    for index, date in enumerate(dates):
+        out = tmp_path / f"site-{profile}-{index}-{date}"
+        build_site(report(tmp_path, f"{profile}-{index}-{date}"), out, date=date, profile=profile, previous=previous, keep=keep)
+        previous = out
+    assert previous is not None
+    return previous
+
+
+def test_the_first_night_is_at_the_root_and_under_its_date(tmp_path: Path) -> None:
+    site = nights(tmp_path, ["2026-11-23"])
+    assert (site / "index.html").read_text() == (site / "2026-11-23" / "index.html").read_text() == "<p>nightly-0-2026-11-23</p>"
+    assert all((site / name).is_file() and (site / "2026-11-23" / name).is_file() for name in PAGES)
+    index = json.loads((site / "nights.json").read_text())
+    assert index["nights"] == [{"date": "2026-11-23", "profile": "nightly", "commit": "abc1234", "path": "2026-11-23"}]
+    assert 'href="2026-11-23/index.html"' in (site / "nights.html").read_text()
+
+
+def test_past_nights_are_kept_up_to_the_bound_and_the_root_is_the_newest(tmp_path: Path) -> None:
+    site = nights(tmp_path, ["2026-11-20", "2026-11-21", "2026-11-22", "2026-11-23"], keep=3)
+    assert sorted(p.name for p in site.iterdir() if p.is_dir()) == ["2026-11-21", "2026-11-22", "2026-11-23"]
+    assert (site / "index.html").read_text() == "<p>nightly-3-2026-11-23</p>"
+    assert (site / "2026-11-21" / "index.html").read_text() == "<p>nightly-1-2026-11-21</p>", "a kept night is the page of that night"
+    assert [n.date for n in load_site_nights(site)] == ["2026-11-23", "2026-11-22", "2026-11-21"]
+
+
+def test_a_rerun_replaces_its_date_and_an_older_date_does_not_take_the_root(tmp_path: Path) -> None:
+    site = nights(tmp_path, ["2026-11-22", "2026-11-23", "2026-11-23", "2026-11-21"])
+    assert (site / "2026-11-23" / "index.html").read_text() == "<p>nightly-2-2026-11-23</p>", "the re-run replaced the first run"
+    assert (site / "index.html").read_text() == "<p>nightly-2-2026-11-23</p>", "the root stays the newest night"
+    assert [n.date for n in load_site_nights(site)] == ["2026-11-23", "2026-11-22", "2026-11-21"]
+
+
+def test_another_profile_lives_under_its_name_and_leaves_the_root_alone(tmp_path: Path) -> None:
+    nightly = nights(tmp_path, ["2026-11-22"])
+    site = nights(tmp_path, ["2026-11-23"], profile="full", start=nightly)
+    assert (site / "index.html").read_text() == "<p>nightly-0-2026-11-22</p>"
+    assert (site / "full" / "index.html").read_text() == (site / "full" / "2026-11-23" / "index.html").read_text()
+    assert {(n.profile, n.path) for n in load_site_nights(site)} == {("nightly", "2026-11-22"), ("full", "full/2026-11-23")}
+
+
+def test_without_a_nightly_yet_the_root_lists_the_nights(tmp_path: Path) -> None:
+    site = nights(tmp_path, ["2026-11-23"], profile="smoke")
+    assert 'href="smoke/2026-11-23/index.html"' in (site / "index.html").read_text()
+
+
+def test_the_issue_bodies_are_published_under_their_night(tmp_path: Path) -> None:
+    bodies = tmp_path / "issues"
+    (bodies / "regression-abc").mkdir(parents=True)
+    (bodies / "regression-abc.md").write_text("body")
+    (bodies / "regression-abc" / "requirements.lock.txt").write_text("torch==2.5.1 --hash=sha256:00")
+    site = tmp_path / "site"
+    build_site(report(tmp_path, "n"), site, date="2026-11-23", profile="nightly", attachments=bodies)
+    assert (site / "2026-11-23" / "issues" / "regression-abc" / "requirements.lock.txt").is_file()
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [("{", "not a readable bugmatrix site"), ('{"schema": "other/1", "nights": []}', "schema"),
+     ('{"schema": "bugmatrix.site/1", "nights": [{"date": "2026-11-22", "profile": "nightly"}]}', "2026-11-22/ it lists is not in the site"),
+     ('{"schema": "bugmatrix.site/1", "nights": [{"date": "yesterday", "profile": "nightly"}]}', "is not a date")],
+    ids=["truncated", "schema", "lost-night", "bad-date"],
+)  # fmt: skip
+def test_a_previous_site_that_cannot_be_read_is_one_line_and_nothing_is_written(tmp_path: Path, content: str, needle: str) -> None:
+    previous = tmp_path / "previous"
+    previous.mkdir()
+    (previous / "nights.json").write_text(content)
+    out = tmp_path / "site"
+    with pytest.raises(BugmatrixError, match=needle) as error:
+        build_site(report(tmp_path, "n"), out, date="2026-11-23", profile="nightly", previous=previous)
+    assert "nights.json" in str(error.value) and "\n" not in str(error.value)
+    assert not out.exists()
+
+
+def test_the_cli_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    reports = report(tmp_path, "n")
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "keep.txt").write_text("a user's file")
+    cases = [
+        (["--reports", str(reports), "--out", str(occupied), "--date", "2026-11-23"], "is not an empty directory"),
+        (["--reports", str(tmp_path), "--out", str(tmp_path / "s"), "--date", "2026-11-23"], "no index.html; run the report first"),
+        (["--reports", str(reports), "--out", str(tmp_path / "s"), "--date", "23.11.2026"], "is not a date"),
+        (["--reports", str(reports), "--out", str(tmp_path / "s"), "--date", "2026-11-23", "--issues", str(tmp_path / "no")], "--issues"),
+    ]
+    for argv, needle in cases:
+        assert main(["site", *argv]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err
+    assert (occupied / "keep.txt").read_text() == "a user's file"
+    assert not (tmp_path / "s").exists()
+    assert main(["site", "--reports", str(reports), "--out", str(tmp_path / "s"), "--date", "2026-11-23"]) == 0
+    assert "1 night(s)" in capsys.readouterr().out
