@@ -347,7 +347,7 @@ def test_the_uv_cache_is_restored_everywhere_and_saved_once_under_the_same_key()
     trim = step_running(job, r"uv cache clean")
     assert trim["if"] == save["if"], "trim exactly when saving: the cell's own install has already run"
     steps = job["steps"]
-    assert steps.index(restore) < steps.index(step_running(job, r'^nox -s "\$\{\{ matrix\.session')) < steps.index(trim) < steps.index(save)
+    assert steps.index(restore) < steps.index(step_running(job, r'^nox -s "\$SESSION"$')) < steps.index(trim) < steps.index(save)
 
 
 def test_the_previous_nights_results_travel_to_every_cell_job(tmp_path: Path) -> None:
@@ -382,7 +382,7 @@ def test_the_previous_nights_results_travel_to_every_cell_job(tmp_path: Path) ->
     steps = jobs["cells"]["steps"]
     (download,) = [s for s in step_using(jobs["cells"], "actions/download-artifact") if s["with"].get("name") == "previous"]
     assert download["with"]["path"] == "${{ env.BUGMATRIX_PREVIOUS }}" and download["continue-on-error"] is True
-    assert steps.index(download) < steps.index(step_running(jobs["cells"], r'^nox -s "\$\{\{ matrix\.session'))
+    assert steps.index(download) < steps.index(step_running(jobs["cells"], r'^nox -s "\$SESSION"$'))
 
 
 def test_the_lane_runs_once_in_the_plan_job_and_its_patch_is_uploaded() -> None:
@@ -402,8 +402,9 @@ def test_the_lane_runs_once_in_the_plan_job_and_its_patch_is_uploaded() -> None:
     steps = cells["steps"]
     (fresh_in,) = [s for s in step_using(cells, "actions/download-artifact") if s["with"].get("name") == "fresh"]
     assert fresh_in["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/fresh", "where nox -s fresh(<id>) reads the lane"
-    sibling = step_running(cells, r'^nox -s "fresh\(\$\{\{ matrix\.cell \}\}\)"$')
-    assert steps.index(fresh_in) < steps.index(step_running(cells, r'^nox -s "\$\{\{ matrix\.session')) < steps.index(sibling)
+    sibling = step_running(cells, r'^nox -s "fresh\(\$CELL\)"$')
+    assert sibling["env"]["CELL"] == "${{ matrix.cell }}", "through env, never expanded into the script"
+    assert steps.index(fresh_in) < steps.index(step_running(cells, r'^nox -s "\$SESSION"$')) < steps.index(sibling)
     (upload,) = [s for s in step_using(cells, "actions/upload-artifact") if s["with"]["name"] == "fresh-run-${{ matrix.cell }}"]
     assert upload["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/fresh/runs/${{ matrix.cell }}.json" and upload["if"] == "always()"
     report = jobs["report"]
