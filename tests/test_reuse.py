@@ -255,3 +255,15 @@ def test_a_reused_result_is_never_shown_without_its_origin(root: Path, tmp_path:
     assert not re.search(rf'data-cell="{re.escape(fresh.id)}"[^>]*data-reused', html), "a cell that ran is not marked"
     assert re.search(rf'<th [^>]*data-cell="{re.escape(CELL.id)}"[^>]*data-reused="♻ reused from {re.escape(origin)}"', html)
     assert f'data-origin-run="{ORIGIN["run"]}"' in html
+
+
+def test_a_new_release_has_no_key_so_its_cells_run_the_same_night(root: Path, tmp_path: Path, no_builds: list[str]) -> None:
+    """``latest`` moved to a release no lock knows: even a previous run file under that cell's name cannot stand in for it."""
+    pins = {**CELL.pins, next(a for a in CELL.pins if a != "python"): "99.0.0"}
+    new = CellSpec(MATRIX.cell_id(pins), pins, variants=CELL.variants)
+    key, why = cell_key(MATRIX, new, root)
+    assert key is None and "no lock for this cell" in why
+    save(tmp_path, previous_run(root, cell=new.id, pins=dict(pins)))
+    said: list[str] = []
+    done = run_cell(MATRIX, new, tmp_path / "out.json", execute=never, root=root, reuse=ReusePolicy(tmp_path, 7, now=NOW), log=said.append)
+    assert not done.reused and no_builds and said[0].startswith("runs: not reusable, no current lock")
