@@ -11,7 +11,9 @@ one full night:
   in a directory of their own, ``$BUGMATRIX_LOCKS``; the checkout is not
   touched), every cell run (``BUGMATRIX_NO_REUSE=1``). Kept in
   ``.nox/benchmark-nightly/`` (its wall time in ``setup.json``) and used again
-  by a later ``--nightly-reuse`` of the same profile unless ``--fresh-setup``;
+  by a later ``--nightly-reuse`` of the same profile unless ``--fresh-setup``,
+  or unless it can no longer stand for last night (a harness module changed
+  since: every cell would run, so the setup is run again, and says why);
 * **(a) nothing moved**: every key unchanged, so every cell is reused and
   the lane finds every resolution the same; target <= 5 % of the full
   run's wall time and no wheel downloaded;
@@ -57,10 +59,12 @@ from bugmatrix.releases.tracking import apply_resolution, requests, resolve_matr
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.lock import LOCKS_ENV, create_lock, lock_path
 from bugmatrix.run.reresolve import lock_entries, reresolve_cells
+from bugmatrix.run.reuse import ReusePolicy, decide
+from bugmatrix.run.runner import CellSpec, cell_key
 from bugmatrix.tools.benchmark.cells import _uv_cache_dir
 from bugmatrix.tools.benchmark.table import Measurement, timed
 
-__all__ = ["DownloadWatch", "measure_nightly_reuse", "moved_candidates", "new_release"]
+__all__ = ["DownloadWatch", "measure_nightly_reuse", "moved_candidates", "new_release", "stale_setup"]
 
 #: At most this share of the full run's wall time for a night whose inputs are all unchanged (issue 25, target (a)).
 TARGET = 0.05
@@ -146,6 +150,17 @@ def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path)
     for fresh in (work / "lane" / "locks").glob("*.txt"):
         shutil.copy(fresh, locks / fresh.name)
     return locks
+
+
+def stale_setup(root: Path, matrix: Matrix, cells: Sequence[Cell], previous: Path, locks: Path) -> str:
+    """Why a kept setup night cannot stand for last night ("" when every cell would be reused): the harness moved since, say."""
+    policy = ReusePolicy(previous, matrix.reuse_max_age_days)
+    for cell in cells:
+        key, why = cell_key(matrix, CellSpec(cell.id, cell.pins, variants=cell.variants, locks=locks), root)
+        decision = decide(policy, cell.id, cell.pins, key, cell.variants, unkeyed=why)
+        if decision.reused is None:
+            return f"{cell.id} {decision.why}"
+    return ""
 
 
 def _full_figure(work: Path, profile: str, measured: float | None) -> tuple[float | None, str]:
@@ -268,7 +283,11 @@ def measure_nightly_reuse(
     previous, locks = work / "previous", work / "locks"
     measured = None
     recorded = json.loads((work / "setup.json").read_text()).get("profile") if (work / "setup.json").exists() else None
-    if fresh_setup or recorded != profile or not (previous / "runs").is_dir() or not locks.is_dir():
+    kept = not fresh_setup and recorded == profile and (previous / "runs").is_dir() and locks.is_dir()
+    stale = stale_setup(root, matrix, cells, previous, locks) if kept else ""
+    if stale:
+        print(f"benchmark: the kept setup night cannot stand for last night ({stale}): running it again", flush=True)
+    if not kept or stale:
         shutil.rmtree(work, ignore_errors=True)
         _todays_locks(root, matrix, cells, work)
         setup = _night(root, profile, previous, {LOCKS_ENV: str(locks), "BUGMATRIX_NO_REUSE": "1"}, lane=False)
