@@ -1,4 +1,4 @@
-"""bugmatrix sessions: one per matrix cell, plus system, report, site, issues, plan, lock, bisect, repro, stability, benchmark, tests, lint.
+"""bugmatrix sessions: one per matrix cell (and its re-resolved sibling), plus system, report, site, issues, plan, lock, reresolve, bisect, repro, stability, benchmark, tests, lint.
 
 ``nox`` alone runs the smoke profile and writes the report under build/reports
 (git ignores it); ``nox -l`` lists every cell. Cells come from matrix.toml and
@@ -11,6 +11,7 @@ runs, so ``nox -s lint`` can point at the broken file.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -30,7 +31,10 @@ from bugmatrix.plan.matrix import Matrix, load_matrix  # noqa: E402
 from bugmatrix.plan.planned import Planned, load_plan  # noqa: E402
 from bugmatrix.releases.tracking import tracked_for  # noqa: E402
 from bugmatrix.run.command import WORKERS, run_file_path  # noqa: E402
-from bugmatrix.run.runner import CellSpec, Environment, release, run_cell  # noqa: E402
+from bugmatrix.run.envbuild import fresh_venv  # noqa: E402
+from bugmatrix.run.reresolve import load_reresolved  # noqa: E402
+from bugmatrix.run.reuse import ReusePolicy, reuse_policy, split_reuse_options  # noqa: E402
+from bugmatrix.run.runner import CellRun, CellSpec, Environment, release, run_cell  # noqa: E402
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
@@ -86,38 +90,104 @@ def cell_tags(cell: Cell) -> list[str]:
 
 
 def spec_of(plan: Planned, cell: Cell) -> CellSpec:
-    """What the runner needs of a planned cell, with what tonight's ``latest`` chose for it."""
+    """What the runner needs of a planned cell: its pins and variants, with what tonight's ``latest`` chose for it."""
     return CellSpec.of(cell, tracked_for(plan.declared, plan.resolution, cell.pins, cell.profiles))
 
 
-@nox.session(python=False)
-@nox.parametrize("cell_id", [nox.param(c.id, id=c.id, tags=cell_tags(c)) for c in CELLS.values()])
-def cell(session: nox.Session, cell_id: str) -> None:
-    """Build (or reuse) one pinned environment with uv and run the cases in it."""
+def session_reuse(session: nox.Session, plan: Planned) -> tuple[ReusePolicy | None, list[str]]:
+    """The reuse policy of a cell session (``$BUGMATRIX_PREVIOUS`` / ``-- --reuse-from DIR``, ``--no-reuse``) and the arguments left for pytest."""
+    options, extra = split_reuse_options(session.posargs)
+    return reuse_policy(plan.matrix.reuse_max_age_days, options, warn=session.warn), extra
+
+
+def run_planned_cell(session: nox.Session, spec: CellSpec, run_file: Path, *, venv: Path | None = None) -> CellRun:
+    """The cell and fresh sessions: reuse or run through the one runner, saying which and why; install failures recorded."""
     plan = planned(session)
-    spec, reports = spec_of(plan, CELLS[cell_id]), output_dir()
+    policy, extra = session_reuse(session, plan)
 
     def prepared(environment: Environment) -> None:
         if environment.unlocked:
             session.warn(f"installing unlocked (the registry's versions of today): {environment.unlocked}")
         how = "built the cell's environment" if environment.built else "reused the environment (pins unchanged)"
-        session.log(how + (f" from {environment.lock.name}" if environment.lock else ""))
+        session.log(how + (f" from {environment.lock}" if environment.lock else ""))
 
     def execute(command: list[str], env: dict[str, str]) -> int:
         # 1 = an outcome differs from its expectation: recorded, and judged by `report`.
         session.run(*command, env=env, external=True, success_codes=[0, 1])
         return 0
 
+    done = run_cell(
+        plan.matrix, spec, run_file, execute=execute, junit=run_file.parent.parent / "junit" / f"{spec.id}.xml", venv=venv,
+        extra=extra, prepared=prepared, reuse=policy, log=session.log,
+    )  # fmt: skip
+    if done.install_failed:
+        session.warn(f"install-failed, recorded: {done.install_failed.splitlines()[-1]}")
+    return done
+
+
+@nox.session(python=False)
+@nox.parametrize("cell_id", [nox.param(c.id, id=c.id, tags=cell_tags(c)) for c in CELLS.values()])
+def cell(session: nox.Session, cell_id: str) -> None:
+    """Build (or reuse) one pinned environment with uv and run the cases in it, or reuse a previous run of the same inputs."""
+    plan = planned(session)
+    spec = spec_of(plan, CELLS[cell_id])
+    done = None
     try:
-        done = run_cell(
-            plan.matrix, spec, run_file_path(reports, cell_id), execute=execute, junit=reports / "junit" / f"{cell_id}.xml",
-            extra=session.posargs, prepared=prepared,
-        )  # fmt: skip
-        if done.install_failed:
-            session.warn(f"install-failed, recorded: {done.install_failed.splitlines()[-1]}")
+        done = run_planned_cell(session, spec, run_file_path(output_dir(), cell_id))
     finally:
-        # BUGMATRIX_DISK=lean: a whole profile within the disk (bugmatrix/run/diskbudget.py)
-        cleaned = release(plan.matrix, spec, [spec_of(plan, c) for c in plan.cells])
+        # BUGMATRIX_DISK=lean: a whole profile within the disk (bugmatrix/run/diskbudget.py); a reused cell added nothing to give back.
+        cleaned = [] if done is not None and done.reused else release(plan.matrix, spec, [spec_of(plan, c) for c in plan.cells])
+        if cleaned:
+            session.log("lean: removed the venv; cleaned from the uv cache: " + ", ".join(cleaned))
+
+
+def _reresolve_session(profile: str) -> None:
+    @nox.session(name=f"reresolve-{profile}", python=False, tags=[f"fresh-{profile}"])
+    def reresolve_profile(session: nox.Session) -> None:
+        from bugmatrix.cli import main
+
+        code = main(["reresolve", "--profile", profile])
+        if code:
+            sys.exit(code)
+
+    reresolve_profile.__doc__ = (
+        f"The re-resolve lane of the {profile} profile: each cell resolved against today's registry (metadata only)."
+    )
+
+
+for _profile in DECLARED.profiles if DECLARED else ():
+    _reresolve_session(_profile)
+
+
+def fresh_tags(cell: Cell) -> list[str]:
+    """``fresh-<profile>`` (CUDA twins: ``gpu-fresh-<profile>``): ``nox -t nightly fresh-nightly`` is the nightly with its lane."""
+    return [f"fresh-{p}" if cell.device == "cpu" else f"gpu-fresh-{p}" for p in cell.profiles]
+
+
+@nox.session(python=False)
+@nox.parametrize("cell_id", [nox.param(c.id, id=c.id, tags=fresh_tags(c)) for c in CELLS.values()])
+def fresh(session: nox.Session, cell_id: str) -> None:
+    """Run a cell in tonight's fresh resolution (the re-resolve lane's lock), beside its locked run: only when its resolution moved."""
+    plan = planned(session)
+    lane = output_dir() / "fresh"
+    try:
+        record = load_reresolved(lane)
+        found = record.cells.get(cell_id.removesuffix("-cuda")) if record else None  # a CUDA twin installs its CPU cell's lock
+    except BugmatrixError as exc:
+        session.error(str(exc))
+    if found is None or found.status != "moved":
+        said = "not re-resolved (run nox -s reresolve-<profile> first)" if found is None else f"its fresh resolution is {found.status}"
+        session.log(f"{cell_id}: {said}; no sibling run")
+        return
+    session.log(f"{cell_id}: moved below its lock: {', '.join(found.moved)}")
+    spec = dataclasses.replace(spec_of(plan, CELLS[cell_id]), locks=lane / "locks")
+    venv = fresh_venv(ROOT, cell_id)
+    done = None
+    try:
+        done = run_planned_cell(session, spec, lane / "runs" / f"{cell_id}.json", venv=venv)
+    finally:
+        reused = done is not None and done.reused
+        cleaned = [] if reused else release(plan.matrix, spec, [spec_of(plan, c) for c in plan.cells], venv=venv)
         if cleaned:
             session.log("lean: removed the venv; cleaned from the uv cache: " + ", ".join(cleaned))
 
@@ -191,6 +261,12 @@ for _profile in DECLARED.profiles if DECLARED else ():
 def lock(session: nox.Session) -> None:
     """(Re)create the missing or stale locks of every planned cell under locks/: -- [--profile P] [--check] [--era]."""
     run_cli("lock", session)
+
+
+@nox.session(python=False)
+def reresolve(session: nox.Session) -> None:
+    """Resolve a profile's cells again against today's registry: what moved below the locks, and locks.patch (-- --profile P)."""
+    run_cli("reresolve", session)
 
 
 @nox.session(python=False)

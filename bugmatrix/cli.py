@@ -1,4 +1,4 @@
-"""Command line: ``python -m bugmatrix plan|lock|report|bisect|repro|check|stability|benchmark|cachesize|site|issues``.
+"""Command line: ``python -m bugmatrix plan|lock|reresolve|report|bisect|repro|check|stability|benchmark|cachesize|site|issues``.
 
 Every subcommand is a thin layer over a library function; a BugmatrixError
 anywhere is printed as one line and exits with its code (2: bad input, 3: an
@@ -10,6 +10,7 @@ written, so a typo is never a traceback nor a half-written output.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import importlib
 import json
 import sys
@@ -51,6 +52,25 @@ def _version(text: str) -> str:
     except InvalidVersion:
         msg = f"{text!r} is not a version; write a release such as 2.4.1"
         raise argparse.ArgumentTypeError(msg) from None
+
+
+def _moment(text: str) -> str:
+    """argparse type: an RFC 3339 timestamp or a date (``2026-11-23T11:35:00Z``), as uv's ``--exclude-newer`` takes it."""
+    try:
+        dt.datetime.fromisoformat(text)
+    except ValueError:
+        msg = f"{text!r} is not a timestamp; write e.g. 2026-11-23T11:35:00Z or 2026-11-23"
+        raise argparse.ArgumentTypeError(msg) from None
+    return text
+
+
+def _held(text: str) -> tuple[str, str]:
+    """argparse type: ``DIST=TIMESTAMP`` (resolve that distribution as the registry stood then)."""
+    name, sep, moment = text.partition("=")
+    if not sep or not name:
+        msg = f"{text!r} is not DIST=TIMESTAMP, e.g. tokenizers=2026-11-01T00:00:00Z"
+        raise argparse.ArgumentTypeError(msg)
+    return name, _moment(moment)
 
 
 def _versions(text: str) -> list[str]:
@@ -165,6 +185,22 @@ def _lock(args: argparse.Namespace) -> int:
     return run_lock(matrix, cells, args.root, check=args.check, era=args.era)
 
 
+def _reresolve(args: argparse.Namespace) -> int:
+    out = args.out or output_dir() / "fresh"
+    check_output_file(out / "resolve.json", "--out", forbidden=(args.cases,))
+    from bugmatrix.plan.catalog import load_catalog
+    from bugmatrix.plan.cells import plan_cells
+    from bugmatrix.releases.tracking import load_resolved_matrix
+    from bugmatrix.run.reresolve import run_reresolve
+
+    if args.jobs < 1:
+        msg = f"--jobs {args.jobs}: resolve at least one cell at a time"
+        raise BugmatrixError(msg)
+    matrix = load_resolved_matrix(args.matrix)
+    cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
+    return run_reresolve(matrix, cells, args.root, out, as_of=args.as_of, held=dict(args.hold), jobs=args.jobs)
+
+
 def _report(args: argparse.Namespace) -> int:
     from bugmatrix.report.command import run_report
 
@@ -223,6 +259,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--era", action="store_true", help="resolve each cell as the registry stood a day after its newest pin (uv --exclude-newer)"
     )
     lock.set_defaults(func=_lock, root=ROOT)
+
+    reresolve = sub.add_parser(
+        "reresolve", help="resolve a profile's cells again against today's registry (metadata only): what moved below the locks"
+    )
+    reresolve.add_argument("--profile", default="nightly")
+    reresolve.add_argument("--out", type=Path, help="where resolve.json, the fresh locks and locks.patch go (default: <reports>/fresh)")
+    reresolve.add_argument("--as-of", type=_moment, help="resolve as the registry stood then (uv --exclude-newer), not as it is now")
+    reresolve.add_argument(
+        "--hold", type=_held, action="append", default=[], metavar="DIST=TIMESTAMP",
+        help="resolve this distribution as the registry stood then (repeatable; uv --exclude-newer-package)",
+    )  # fmt: skip
+    reresolve.add_argument("--jobs", type=int, default=4, help="cells resolved at once (default 4: the resolver waits on the registry)")
+    reresolve.set_defaults(func=_reresolve, root=ROOT)
 
     for name, module, help_text in TOOLS:
         tool = sub.add_parser(name, help=help_text)

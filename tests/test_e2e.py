@@ -38,11 +38,11 @@ def _cell(lightning: str) -> str:
 REPRODUCED, FIXED = _cell("2.0.3"), _cell("2.6.6")
 
 
-def _nox(*args: str, reports: Path) -> subprocess.CompletedProcess[str]:
+def _nox(*args: str, reports: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     nox = shutil.which("nox") or str(Path(sys.executable).with_name("nox"))
     if not Path(nox).exists():
         pytest.skip("nox is not installed in this environment (the tests session installs it)")
-    env = {**os.environ, "BUGMATRIX_REPORTS": str(reports)}
+    env = {**os.environ, "BUGMATRIX_REPORTS": str(reports), **(env or {})}
     return subprocess.run([nox, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800, check=False)
 
 
@@ -145,3 +145,47 @@ def test_the_main_job_leaves_a_clean_checkout_clean(tmp_path: Path) -> None:
     assert (clone / "build" / "reports" / "index.html").exists()
     status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True).stdout
     assert status == "", status
+
+
+def test_an_unchanged_cell_is_reused_and_a_moved_one_also_runs_fresh(tmp_path: Path) -> None:
+    """Through nox, as the nightly does it: a whole cell run, the same cell reused the next night (nothing built or run),
+    --no-reuse honoured, and the re-resolve lane running a cell whose resolution moved in its fresh environment, on the page."""
+    from bugmatrix.run.lock import create_lock
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    done = _nox("-s", f"cell({FIXED})", reports=first)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran = json.loads((first / "runs" / f"{FIXED}.json").read_text())
+    assert ran["input_key"]["parts"]["lock"].startswith("sha256:") and ran["complete"] and ran["reused_from"] is None
+    previous = {"BUGMATRIX_PREVIOUS": str(first)}
+    done = _nox("-s", f"cell({FIXED})", reports=second, env=previous)
+    assert done.returncode == 0 and "reused: inputs unchanged since" in done.stderr, done.stderr[-3000:]
+    assert "bringing up nodes" not in done.stderr + done.stdout, "a reused cell runs no pytest"
+    reused = json.loads((second / "runs" / f"{FIXED}.json").read_text())
+    assert reused["reused_from"] == ran["origin"] and reused["results"] == ran["results"]
+    narrowed = ["--", "--no-reuse", "-k", "encoder_bf16_eval and core"]
+    done = _nox("-s", f"cell({FIXED})", *narrowed, reports=tmp_path / "third", env=previous)
+    assert done.returncode == 0 and "runs: reuse is off" in done.stderr, done.stderr[-3000:]
+
+    # The lane, against locks made before filelock's 4.2.12 (2026-11-18): whatever the registry holds today, that moved.
+    locks = tmp_path / "locks"
+    shutil.copytree(ROOT / "locks", locks)
+    held = create_lock(
+        MATRIX.requirements_for(dict(next(c for c in plan_all(MATRIX, load_catalog(ROOT / "cases", MATRIX)) if c.id == FIXED).pins)),
+        MATRIX.base["python"], locks / f"{FIXED}.txt", exclude_newer_packages={"filelock": "2026-11-18T00:00:00Z"},
+    )  # fmt: skip
+    assert "filelock==4.2.11" in held.read_text()
+    lane = {"BUGMATRIX_LOCKS": str(locks)}
+    done = _nox("-s", "reresolve-smoke", reports=second, env=lane)
+    assert done.returncode == 0 and f"{FIXED}: moved: filelock 4.2.11 → " in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    done = _nox("-s", f"fresh({FIXED})", "--", "-k", "encoder_bf16_eval and core", reports=second, env=lane)
+    assert done.returncode == 0 and "moved below its lock: filelock 4.2.11 → " in done.stderr, done.stderr[-3000:]
+    sibling = json.loads((second / "fresh" / "runs" / f"{FIXED}.json").read_text())
+    assert {r["id"]: r["outcome"] for r in sibling["results"] if r["device"] == "cpu"} == {"encoder_bf16_eval::core[cpu]": "fixed"}
+    done = _nox("-s", "report", "--", "--profile", "smoke", reports=second)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lane_cells = {c["cell"]: c for c in json.loads((second / "compat.json").read_text())["reresolved"]["cells"]}
+    assert lane_cells[FIXED]["sibling"] == "ran" and lane_cells[FIXED]["moved"][0].startswith("filelock 4.2.11 → ")
+    html = (second / "index.html").read_text()
+    assert "filelock 4.2.11 → " in html and f'data-reused="♻ reused from {ran["origin"]["date"]}' in html
+    assert f"diff --git a/locks/{FIXED}.txt b/locks/{FIXED}.txt\n" in (second / "fresh" / "locks.patch").read_text()

@@ -213,7 +213,7 @@ def test_unresolvable_cell_is_install_failed_with_the_resolver_reason(tmp_path: 
     run = load_run_file(run_file)
     assert run.install == {"status": "failed", "reason": reason}
     assert (run.cell, run.pins, run.results) == ("py311-torch0.0.1", {"python": "3.11", "torch": "0.0.1"}, [])
-    assert json.loads(run_file.read_text())["schema"] == "bugmatrix.run/2"
+    assert json.loads(run_file.read_text())["schema"] == "bugmatrix.run/3"
 
 
 def test_importable_but_broken_package_is_install_failed(tmp_path: Path) -> None:

@@ -73,3 +73,14 @@ def test_cell_code_imports_no_host_module(path: Path) -> None:
 def test_only_the_cli_turns_an_error_into_an_exit_code() -> None:
     exits = {rel(p) for p in HARNESS if "USAGE_EXIT_CODE" in p.read_text(encoding="utf-8")} - {"bugmatrix/errors.py"}
     assert exits == {"bugmatrix/cli.py"}, f"raise BugmatrixError and let bugmatrix.cli report it: {sorted(exits)}"
+
+
+def test_only_the_cell_sessions_reuse_results() -> None:
+    """Reuse belongs to the nightly's cells: stability, bisect and the benchmark's floors compare or time real runs, so they pass no policy."""
+    reusing = set()
+    for path in HARNESS:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "run_cell":
+                if any(k.arg == "reuse" for k in node.keywords):
+                    reusing.add(rel(path))
+    assert reusing == {"noxfile.py"}, f"only the cell and fresh sessions may reuse: {sorted(reusing)}"

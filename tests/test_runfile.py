@@ -86,14 +86,14 @@ def test_truncated_json_is_one_line_naming_the_file(tmp_path: Path) -> None:
     assert_one_line(info, path, "not valid JSON")
 
 
-@pytest.mark.parametrize("schema", ["bugmatrix.run/3", "bugmatrix.run/0", None])
+@pytest.mark.parametrize("schema", ["bugmatrix.run/4", "bugmatrix.run/0", None])
 def test_unknown_schema_version(tmp_path: Path, schema: str | None) -> None:
     """A file from another version of bugmatrix is refused by name."""
     data = run().to_json() | {"schema": schema}
     path = written(tmp_path, data)
     with pytest.raises(BugmatrixError) as info:
         load_run_file(path)
-    assert_one_line(info, path, f"schema {schema!r} is not 'bugmatrix.run/2'")
+    assert_one_line(info, path, f"schema {schema!r} is not 'bugmatrix.run/3'")
 
 
 @pytest.mark.parametrize("content", ["[]", '"text"', "42", "null"])

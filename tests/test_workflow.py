@@ -209,7 +209,7 @@ def test_the_report_job_gathers_every_run_file_and_publishes_the_report() -> Non
     assert report["needs"] == "cells" and report["if"] == "always()"
     uploads = {s["with"]["name"]: s for s in step_using(cells, "actions/upload-artifact")}
     assert all(s["if"] == "always()" for s in uploads.values())
-    (download,) = [s for s in step_using(report, "actions/download-artifact") if "pattern" in s["with"]]
+    (download,) = [s for s in step_using(report, "actions/download-artifact") if s["with"].get("pattern") == "run-*"]
     assert download["with"]["merge-multiple"] is True
     assert download["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/runs"
     # Every cell's run file, and nothing else, lands in runs/ where `report` reads it.
@@ -347,4 +347,96 @@ def test_the_uv_cache_is_restored_everywhere_and_saved_once_under_the_same_key()
     trim = step_running(job, r"uv cache clean")
     assert trim["if"] == save["if"], "trim exactly when saving: the cell's own install has already run"
     steps = job["steps"]
-    assert steps.index(restore) < steps.index(step_running(job, r'^nox -s "')) < steps.index(trim) < steps.index(save)
+    assert steps.index(restore) < steps.index(step_running(job, r'^nox -s "\$SESSION"$')) < steps.index(trim) < steps.index(save)
+
+
+def test_the_previous_nights_results_travel_to_every_cell_job(tmp_path: Path) -> None:
+    """The report uploads tonight's results; the next night's plan job restores them and hands them to every cell as $BUGMATRIX_PREVIOUS."""
+    from bugmatrix.run.reuse import NO_REUSE_ENV, PREVIOUS_ENV, previous_run_files
+
+    workflow = load_workflow()
+    jobs = workflow["jobs"]
+    assert workflow["env"][PREVIOUS_ENV] == "${{ github.workspace }}/previous"
+    # A dispatch can switch reuse off; a scheduled run (no inputs) reuses.
+    assert workflow["env"][NO_REUSE_ENV] == "${{ inputs.reuse == false && '1' || '' }}"
+    reuse = triggers(workflow)["workflow_dispatch"]["inputs"]["reuse"]
+    assert (reuse["type"], reuse["default"]) == ("boolean", True)
+    (upload,) = [s for s in step_using(jobs["report"], "actions/upload-artifact") if s["with"]["name"] == "night-results"]
+    assert upload["if"] == "always()", "a night with a regression still hands its results on"
+    reports = "${{ env.BUGMATRIX_REPORTS }}/"
+    paths = [p.removeprefix(reports) for p in upload["with"]["path"].splitlines()]
+    assert paths == ["runs/*.json", "fresh/runs/*.json", "history.jsonl"]
+    # An artifact keeps paths below their common root (BUGMATRIX_REPORTS): downloaded into previous/, they are what the runner reads.
+    previous = tmp_path / "previous"
+    for path in paths:
+        (previous / path.replace("*", "py311-c")).parent.mkdir(parents=True, exist_ok=True)
+        (previous / path.replace("*", "py311-c")).write_text("{}")
+    found = [p.relative_to(previous).as_posix() for p in previous_run_files(previous, "py311-c")]
+    assert found == ["runs/py311-c.json", "fresh/runs/py311-c.json"] and (previous / "history.jsonl").exists()
+    plan_job = jobs["plan"]
+    assert plan_job["permissions"] == {"contents": "read", "actions": "read"}
+    restore = step_running(plan_job, r"-n night-results")
+    assert restore["env"]["GH_TOKEN"] == "${{ github.token }}" and "--status completed" in restore["run"]
+    (handed,) = [s for s in step_using(plan_job, "actions/upload-artifact") if s["with"]["name"] == "previous"]
+    assert handed["with"]["path"] == "${{ env.BUGMATRIX_PREVIOUS }}"
+    steps = jobs["cells"]["steps"]
+    (download,) = [s for s in step_using(jobs["cells"], "actions/download-artifact") if s["with"].get("name") == "previous"]
+    assert download["with"]["path"] == "${{ env.BUGMATRIX_PREVIOUS }}" and download["continue-on-error"] is True
+    assert steps.index(download) < steps.index(step_running(jobs["cells"], r'^nox -s "\$SESSION"$'))
+
+
+def test_the_lane_runs_once_in_the_plan_job_and_its_patch_is_uploaded() -> None:
+    """Re-resolve in the plan job, hand the fresh locks to the cells, run moved cells fresh, upload locks.patch and the fresh runs."""
+    jobs = load_workflow()["jobs"]
+    plan_steps = jobs["plan"]["steps"]
+    lane = step_running(jobs["plan"], r"^nox -s reresolve -- --profile \"\$PROFILE\"$")
+    uploads = {s["with"]["name"]: s for s in step_using(jobs["plan"], "actions/upload-artifact")}
+    assert uploads["locks-patch"]["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/fresh/locks.patch"
+    assert uploads["locks-patch"]["with"]["if-no-files-found"] == "ignore", "nothing moved: no patch, no failure"
+    assert uploads["fresh"]["with"]["path"].splitlines() == [
+        "${{ env.BUGMATRIX_REPORTS }}/fresh/resolve.json",
+        "${{ env.BUGMATRIX_REPORTS }}/fresh/locks/",
+    ]
+    assert plan_steps.index(lane) < plan_steps.index(uploads["fresh"]) and plan_steps.index(lane) < plan_steps.index(uploads["locks-patch"])
+    cells = jobs["cells"]
+    steps = cells["steps"]
+    (fresh_in,) = [s for s in step_using(cells, "actions/download-artifact") if s["with"].get("name") == "fresh"]
+    assert fresh_in["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/fresh", "where nox -s fresh(<id>) reads the lane"
+    sibling = step_running(cells, r'^nox -s "fresh\(\$CELL\)"$')
+    assert sibling["env"]["CELL"] == "${{ matrix.cell }}", "through env, never expanded into the script"
+    assert steps.index(fresh_in) < steps.index(step_running(cells, r'^nox -s "\$SESSION"$')) < steps.index(sibling)
+    (upload,) = [s for s in step_using(cells, "actions/upload-artifact") if s["with"]["name"] == "fresh-run-${{ matrix.cell }}"]
+    assert upload["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/fresh/runs/${{ matrix.cell }}.json" and upload["if"] == "always()"
+    report = jobs["report"]
+    (gather,) = [s for s in step_using(report, "actions/download-artifact") if s["with"].get("pattern") == "fresh-run-*"]
+    assert gather["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/fresh/runs" and gather["with"]["merge-multiple"] is True
+    assert any(s["with"].get("name") == "fresh" for s in step_using(report, "actions/download-artifact"))
+    # run-* (the locked run files) must not pick up the fresh ones: they would overwrite the locked results.
+    assert not fnmatch.fnmatchcase("fresh-run-x", "run-*")
+
+
+def test_the_previous_results_restore_script_falls_back_to_every_cell_running(tmp_path: Path) -> None:
+    """Run the plan job's restore step with a fake `gh`: the newest run with results is used; none found is not an error."""
+    script = step_running(load_workflow()["jobs"]["plan"], r"-n night-results")["run"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "gh"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$2" = list ]; then printf "42\\n41\\n"; exit 0; fi\n'
+        'if [ "$3" = 41 ]; then shift 3; while [ "$1" != -D ]; do shift; done; mkdir -p "$2/runs"; echo {} > "$2/runs/c.json"; exit 0; fi\n'
+        "exit 1\n"
+    )
+    fake.chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "BUGMATRIX_PREVIOUS": str(tmp_path / "prev"),
+        "GITHUB_REPOSITORY": "o/r",
+    }
+    done = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0 and "restored from run 41 (1 run files)" in done.stdout, done.stdout + done.stderr
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    env["BUGMATRIX_PREVIOUS"] = str(tmp_path / "none")
+    done = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0 and "every cell runs" in done.stdout, done.stdout + done.stderr

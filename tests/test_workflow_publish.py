@@ -20,7 +20,7 @@ from tests.test_workflow import load_workflow, step_running, step_using
 
 #: Every job's own permissions (None: the workflow's read-only default). Write access lives in one job per kind.
 PERMISSIONS: dict[str, dict[str, str] | None] = {
-    "plan": None,
+    "plan": {"contents": "read", "actions": "read"},  # gh run download: the previous night's results (bugmatrix/run/reuse.py)
     "cells": None,
     "report": {"contents": "read", "actions": "read", "pages": "read"},
     "pages": {"pages": "write", "id-token": "write"},

@@ -74,6 +74,8 @@ FORKS_DESC = (
     "run each variant in a process forked from this one, up to N at once (default: $BUGMATRIX_WORKERS or 2); "
     "0: run them in this process (xdist workers always do)"
 )
+INPUT_KEY_DESC = "JSON: the cell's input key (written by bugmatrix.run.inputkey), recorded so a later night can reuse these results"
+ORIGIN_DESC = "JSON: date, commit and run of this run (written by bugmatrix.run.runner), recorded as the results' origin"
 
 DEFAULT_TIMEOUT = 300.0
 HARNESS_ROOT = Path(__file__).resolve().parents[2]
@@ -105,6 +107,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bugmatrix-timeout", type=float, default=None, help=TIMEOUT_DESC)
     group.addoption("--bugmatrix-resume", action="store_true", help=RESUME_DESC)
     group.addoption("--bugmatrix-forks", type=int, default=None, metavar="N", help=FORKS_DESC)
+    group.addoption("--bugmatrix-input-key", default=None, help=INPUT_KEY_DESC)
+    group.addoption("--bugmatrix-origin", default=None, help=ORIGIN_DESC)
     parser.addini("bugmatrix_timeout", TIMEOUT_DESC, default=str(DEFAULT_TIMEOUT))
 
 

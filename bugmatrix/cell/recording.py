@@ -14,6 +14,7 @@ past it instead of running into it again.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +47,21 @@ def parse_pins(text: str, option: str = "--bugmatrix-pins") -> dict[str, str]:
             raise pytest.UsageError(msg)
         pins[axis] = version
     return pins
+
+
+def parse_json_option(text: str | None, option: str) -> dict[str, Any] | None:
+    """A JSON object given on the command line (the runner's input key and origin), or None; anything else is a usage error."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = f"{option}: not JSON ({exc.msg})"
+        raise pytest.UsageError(msg) from None
+    if not isinstance(value, dict):
+        msg = f"{option}: expected a JSON object"
+        raise pytest.UsageError(msg)
+    return value
 
 
 def variant_id_of_node(nodeid: str) -> str | None:
@@ -90,6 +106,8 @@ class RunState:
         self.running: set[str] = set()
         self.environment: dict[str, Any] | None = None
         self.observe = observe
+        self.input_key = parse_json_option(config.getoption("--bugmatrix-input-key"), "--bugmatrix-input-key")
+        self.origin = parse_json_option(config.getoption("--bugmatrix-origin"), "--bugmatrix-origin")
         if config.getoption("--bugmatrix-resume") and self.path.exists():
             try:
                 earlier = load_run_file(self.path)
@@ -131,6 +149,8 @@ class RunState:
             deselected_by=self.deselected_by,
             complete=bool(finished) and self.selected <= set(merged),
             running=sorted(self.running),
+            input_key=self.input_key,
+            origin=self.origin,
         )
         write_json_atomic(self.path, run.to_json())
 

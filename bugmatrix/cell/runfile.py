@@ -1,9 +1,9 @@
 """The run file: one JSON document per cell run, rewritten atomically after every result.
 
-Schema ``bugmatrix.run/2`` (the only place it is written down)::
+Schema ``bugmatrix.run/3`` (the only place it is written down)::
 
     {
-      "schema": "bugmatrix.run/2",
+      "schema": "bugmatrix.run/3",
       "cell": "py311-torch2.4.1",           # cell id, or "system"; the file is <cell>.json
       "pins": {"python": "3.11", "torch": "2.4.1"},   # as requested by the plan
       "axes": ["python", "torch"],          # display order of the pinned axes
@@ -19,12 +19,22 @@ Schema ``bugmatrix.run/2`` (the only place it is written down)::
       "running": [variant ids],             # optional: started in the cell process itself and not yet recorded
                                             #   (--bugmatrix-forks 0); names what was running if that process died,
                                             #   so --bugmatrix-resume records it as crashed. [] once finished
-      "results": [VariantRecord, ...]
+      "results": [VariantRecord, ...],
+      "input_key": {"digest": "sha256:...", "parts": {...}} or null,
+                                            # what the results depend on (bugmatrix/run/inputkey.py): the
+                                            #   lock's hash, the case files and harness code, platform,
+                                            #   Python build, GPU; null: not reusable (no current lock)
+      "origin": {"date": ISO-8601, "commit": "abc1234", "run": "<CI run URL> | local <host>"} or null,
+                                            # who wrote this file (the runner)
+      "reused_from": {"date", "commit", "run"} or null
+                                            # set when the cell did not run: whose results these are
+                                            #   (bugmatrix/run/reuse.py); the report never shows them as fresh
     }
 
-Version 1 files (no ``axes``/``selected``/``complete``, no ``dtype``/``tag``)
-still load: they are upgraded in memory, ``complete`` taken from
-``finished``. Writes go to a temporary file in the same directory and are
+Version 2 files (no ``input_key``/``origin``/``reused_from``: never reused)
+and version 1 files (no ``axes``/``selected``/``complete``, no
+``dtype``/``tag``) still load: they are upgraded in memory, a v1 file's
+``complete`` taken from ``finished``. Writes go to a temporary file in the same directory and are
 moved into place with ``os.replace``, so an interrupted run leaves the
 previous file intact. Loading validates: a defect is one line naming the file.
 """
@@ -40,10 +50,12 @@ from typing import Any
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.errors import BugmatrixError
 
-__all__ = ["SCHEMA", "RunRecord", "VariantRecord", "load_run_dir", "load_run_file"]
+__all__ = ["ORIGIN_KEYS", "SCHEMA", "RunRecord", "VariantRecord", "load_run_dir", "load_run_file"]
 
-SCHEMA = "bugmatrix.run/2"
-OLD_SCHEMAS = ("bugmatrix.run/1",)
+SCHEMA = "bugmatrix.run/3"
+OLD_SCHEMAS = ("bugmatrix.run/1", "bugmatrix.run/2")
+#: The keys of an origin (``origin``, ``reused_from``): when, by which commit, in which run.
+ORIGIN_KEYS = ("date", "commit", "run")
 
 
 @dataclass(frozen=True)
@@ -103,7 +115,15 @@ class RunRecord:
     complete: bool = False
     tracked: dict[str, dict[str, str]] = field(default_factory=dict)
     running: list[str] = field(default_factory=list)
+    input_key: dict[str, Any] | None = None
+    origin: dict[str, str] | None = None
+    reused_from: dict[str, str] | None = None
     schema: str = SCHEMA
+
+    @property
+    def observed(self) -> dict[str, str] | None:
+        """Whose results these are: the run this file was reused from, else its own origin."""
+        return self.reused_from or self.origin
 
     def to_json(self) -> dict[str, Any]:
         """Plain data, ready for json.dumps."""
@@ -131,6 +151,24 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
+def _origin(value: Any, key: str) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or any(not isinstance(value.get(k), str) for k in ORIGIN_KEYS):
+        msg = f"{key} must be an object with string {', '.join(ORIGIN_KEYS)}"
+        raise ValueError(msg)
+    return {k: value[k] for k in ORIGIN_KEYS}
+
+
+def _input_key(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("digest"), str) or not isinstance(value.get("parts"), dict):
+        msg = "input_key must be an object with a string digest and an object of parts"
+        raise ValueError(msg)
+    return {"digest": value["digest"], "parts": dict(value["parts"])}
+
+
 def load_run_file(path: Path) -> RunRecord:
     """Read and validate one run file; any defect is a one-line BugmatrixError."""
     data = _read(path)
@@ -154,6 +192,9 @@ def load_run_file(path: Path) -> RunRecord:
             # A v1 file cannot say what it was asked to run; "finished" was its only completeness mark.
             complete=bool(data["complete"]) if "complete" in data else bool(data["finished"]),
             running=[str(r) for r in data.get("running") or []],
+            input_key=_input_key(data.get("input_key")),
+            origin=_origin(data.get("origin"), "origin"),
+            reused_from=_origin(data.get("reused_from"), "reused_from"),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         msg = f"{path}: malformed run file ({type(exc).__name__}: {exc}); re-run its cell"

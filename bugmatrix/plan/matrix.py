@@ -30,6 +30,7 @@ from packaging.version import InvalidVersion, Version
 from bugmatrix.errors import BugmatrixError
 
 __all__ = [
+    "DEFAULT_REUSE_MAX_AGE_DAYS",
     "SCHEMA",
     "SYMBOLIC",
     "Axis",
@@ -44,12 +45,14 @@ __all__ = [
 SCHEMA = 2
 #: Profile values resolved by the registry when a plan is made (``bugmatrix.releases.tracking``); the value says if pre-releases count.
 SYMBOLIC = {"latest": False, "latest-pre": True}
-TOP_KEYS = {"schema", "base", "base_when", "axes", "profiles", "exclude", "include", "constraints", "harness", "gpu"}
+TOP_KEYS = {"schema", "base", "base_when", "axes", "profiles", "exclude", "include", "constraints", "harness", "gpu", "reuse"}
 AXIS_KEYS = {"versions", "prefix", "distributions", "every_cell", "device_runtime"}
 #: Keys of a ``[profiles.<name>]`` table that are not axes (so no axis may be named so).
 PROFILE_KEYS = {"within"}
 #: A profile's name becomes a nox tag, a session name (``report-<name>``) and a file name (``plan-<name>.json``).
 PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+#: ``[reuse] max_age_days`` when the file does not say: every cell really runs at least once a week.
+DEFAULT_REUSE_MAX_AGE_DAYS = 7
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,7 @@ class Matrix:
     gpu_runner: tuple[str, ...]
     base_when: tuple[BaseWhen, ...] = ()
     within: Mapping[str, str] = field(default_factory=dict)  # profile -> the profile whose cells it must be a subset of
+    reuse_max_age_days: int = DEFAULT_REUSE_MAX_AGE_DAYS  # results older than this are re-observed (bugmatrix/run/reuse.py)
 
     @property
     def interpreter(self) -> str:
@@ -549,8 +553,12 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
         exclude.append(Rule(when, check.profile_names(table.get("profiles", list(profiles)), f"{key}.profiles", profiles)))
     harness = check.requirements(check.table(data.get("harness", {}), "harness", {"requires"}).get("requires", []), "harness.requires")
     gpu_select, runner = _gpu(check, data.get("gpu", {}), axes)
+    reuse = check.table(data.get("reuse", {}), "reuse", {"max_age_days"})
+    max_age = reuse.get("max_age_days", DEFAULT_REUSE_MAX_AGE_DAYS)
+    if not isinstance(max_age, int) or isinstance(max_age, bool) or max_age < 0:
+        raise check.fail("reuse.max_age_days", f"{max_age!r} is not a whole number of days", "write e.g. max_age_days = 7 (0: never reuse)")
     return Matrix(
         path, axes, base, profiles, tuple(exclude), tuple(_include(check, data.get("include", []), axes, base, profiles)),
         tuple(_constraints(check, data.get("constraints", []), axes)), harness, gpu_select, runner,
-        tuple(_base_when(check, data.get("base_when", []), axes)), within,
+        tuple(_base_when(check, data.get("base_when", []), axes)), within, max_age,
     )  # fmt: skip

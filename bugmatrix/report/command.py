@@ -2,7 +2,7 @@
 
 Reads only what earlier stages wrote: the cells' run files
 (``<reports>/runs/*.json``), the plan document when given, the baseline and
-the history. It never re-plans from matrix.toml or the cases, so the report
+the history, and the re-resolve lane's ``<reports>/fresh/`` when it ran. It never re-plans from matrix.toml or the cases, so the report
 of a nightly is the report of what that nightly planned and ran.
 
 Nothing is silent and nothing is half-written:
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -42,8 +41,10 @@ from bugmatrix.cell.runfile import load_run_dir
 from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
 from bugmatrix.files import check_output_file, locked_directories, write_files
 from bugmatrix.paths import REFERENCE
+from bugmatrix.provenance import git_commit
 from bugmatrix.report.compat_file import load_compat
 from bugmatrix.report.expectation import choose_profile, expect, load_plan
+from bugmatrix.report.fresh import load_fresh_lane
 from bugmatrix.report.history import Night, append_night, history_text, load_history, night_from_compat
 from bugmatrix.report.merge import merge_runs, version_order
 from bugmatrix.report.model import Compat
@@ -56,23 +57,6 @@ from bugmatrix.report.terminal import render_terminal, use_colour
 __all__ = ["OUTPUTS", "git_commit", "night_date", "run_report"]
 
 OUTPUTS = ("compat.json", "compat.md", "index.html")
-
-
-def git_commit(root: object) -> str:
-    """The checkout's short commit (-dirty if code changed; reports/ are outputs), or "unknown" outside git."""
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)reports"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return sha + ("-dirty" if dirty else "")
 
 
 def night_date(value: str | None, now: dt.datetime) -> str:
@@ -242,5 +226,7 @@ def _build(
     history_path = _history_path(args)
     # Tonight joins the history before the diff, so a flap that came back tonight is already called flaky.
     nights = append_night(load_history(history_path), night_from_compat(compat, date))
-    report = analyse(compat, baseline, nights, baseline_path=str(baseline_path))
+    # The re-resolve lane (<reports>/fresh, when it ran): tonight's fresh resolutions and their sibling runs, against this night.
+    fresh = load_fresh_lane(args.reports / "fresh", compat)
+    report = analyse(compat, baseline, nights, baseline_path=str(baseline_path), fresh=fresh)
     return report, nights, [r.cell for r in runs], history_path

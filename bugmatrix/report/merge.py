@@ -27,7 +27,20 @@ from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.report.expectation import SYSTEM_CELL, Expectation, from_plan
-from bugmatrix.report.model import Axis, Cell, Compat, Entry, ExpectationSource, Host, Install, InstallStatus, TrackedPin, Tracking, Variant
+from bugmatrix.report.model import (
+    Axis,
+    Cell,
+    Compat,
+    Entry,
+    ExpectationSource,
+    Host,
+    Install,
+    InstallStatus,
+    Origin,
+    TrackedPin,
+    Tracking,
+    Variant,
+)
 from bugmatrix.versions import parse_version
 
 __all__ = ["LOG_LIMIT", "merge_runs", "version_order"]
@@ -59,6 +72,8 @@ def _cell(run: RunRecord) -> Cell:
         install=Install(InstallStatus(run.install.get("status", InstallStatus.OK)), run.install.get("reason", "")),
         started=run.started, finished=run.finished, duration_s=_duration(run), complete=run.complete, deselected_by=run.deselected_by,
         tracked={axis: TrackedPin(t.get("requested", ""), t.get("resolved", "")) for axis, t in run.tracked.items()},
+        input_key=str((run.input_key or {}).get("digest", "")), origin=Origin.from_json(run.origin),
+        reused_from=Origin.from_json(run.reused_from),
     )  # fmt: skip
 
 

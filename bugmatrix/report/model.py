@@ -2,7 +2,7 @@
 
 The document's JSON form is written down once, in ``compat.schema.json``
 beside this module (version :data:`COMPAT_SCHEMA`); this module is its only
-reader and writer. ``bugmatrix.compat/1`` and ``/2`` documents (older
+reader and writer. ``bugmatrix.compat/1``, ``/2`` and ``/3`` documents (older
 baselines) still load: keys they lack take their defaults.
 
 Values are frozen: an analysis (:mod:`~bugmatrix.report.diff`,
@@ -37,14 +37,15 @@ __all__ = [
     "Host",
     "Install",
     "InstallStatus",
+    "Origin",
     "TrackedPin",
     "Tracking",
     "Variant",
 ]
 
 #: The one place the compat document's version is named (compat.schema.json accepts it and the older ones).
-COMPAT_SCHEMA = "bugmatrix.compat/3"
-OLD_COMPAT_SCHEMAS = ("bugmatrix.compat/1", "bugmatrix.compat/2")
+COMPAT_SCHEMA = "bugmatrix.compat/4"
+OLD_COMPAT_SCHEMAS = ("bugmatrix.compat/1", "bugmatrix.compat/2", "bugmatrix.compat/3")
 
 
 class InstallStatus(enum.StrEnum):
@@ -105,6 +106,33 @@ class Tracking:
 
 
 @dataclass(frozen=True, slots=True)
+class Origin:
+    """Where results were observed: when, by which commit, in which run (a CI run's URL, or ``local <host>``)."""
+
+    date: str
+    commit: str = ""
+    run: str = ""
+
+    @property
+    def text(self) -> str:
+        """``2026-11-22T03:17:40+00:00, commit abc1234, https://github.com/…/runs/1/attempts/1``: what every view says of a reused result."""
+        return f"{self.date}, commit {self.commit or '?'}, {self.run or 'run unknown'}"
+
+    @property
+    def day(self) -> str:
+        return self.date[:10]
+
+    def to_json(self) -> dict[str, str]:
+        return {"date": self.date, "commit": self.commit, "run": self.run}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Origin | None:
+        if not data:
+            return None
+        return cls(str(data.get("date", "")), str(data.get("commit", "")), str(data.get("run", "")))
+
+
+@dataclass(frozen=True, slots=True)
 class Install:
     """How a cell's environment build ended, and the resolver's reason when it failed."""
 
@@ -126,10 +154,18 @@ class Cell:
     complete: bool = False
     deselected_by: str = ""
     tracked: Mapping[str, TrackedPin] = field(default_factory=dict)
+    input_key: str = ""  # the digest of what its results depend on (bugmatrix/run/inputkey.py); "" where none was recorded
+    origin: Origin | None = None  # the run that wrote this cell's run file
+    reused_from: Origin | None = None  # set when that run reused an earlier run's results: whose they are
 
     @property
     def failed(self) -> bool:
         return self.install.status is InstallStatus.FAILED
+
+    @property
+    def reused(self) -> bool:
+        """Its results were taken over from an earlier run with the same inputs (never shown as fresh)."""
+        return self.reused_from is not None
 
     def observed(self, key: str) -> str:
         """What the cell saw for ``key`` (an axis's installed version, ``cuda``, ``gpu``), or ""."""
@@ -146,6 +182,8 @@ class Cell:
             "install": {"status": self.install.status.value, "reason": self.install.reason},
             "started": self.started, "finished": self.finished, "duration_s": self.duration_s, "complete": self.complete,
             "deselected_by": self.deselected_by, "tracked": {a: t.to_json() for a, t in self.tracked.items()},
+            "input_key": self.input_key, "origin": self.origin.to_json() if self.origin else None,
+            "reused_from": self.reused_from.to_json() if self.reused_from else None,
         }  # fmt: skip
 
     @classmethod
@@ -158,6 +196,8 @@ class Cell:
             started=str(data.get("started", "")), finished=str(data.get("finished", "")), duration_s=data.get("duration_s"),
             complete=bool(data.get("complete", False)), deselected_by=str(data.get("deselected_by", "")),
             tracked={str(a): TrackedPin(str(t["requested"]), str(t["resolved"])) for a, t in (data.get("tracked") or {}).items()},
+            input_key=str(data.get("input_key") or ""), origin=Origin.from_json(data.get("origin")),
+            reused_from=Origin.from_json(data.get("reused_from")),
         )  # fmt: skip
 
 
@@ -347,6 +387,11 @@ class Compat:
     @cached_property
     def variant_by_id(self) -> dict[str, Variant]:
         return {v.id: v for v in self.variants}
+
+    @cached_property
+    def reused_cells(self) -> tuple[Cell, ...]:
+        """The cells whose results were taken over from an earlier run (each view names them with their origin)."""
+        return tuple(c for c in self.cells if c.reused)
 
     @cached_property
     def axis_names(self) -> tuple[str, ...]:

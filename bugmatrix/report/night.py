@@ -31,6 +31,7 @@ from bugmatrix.report.diff import (
     summary_lines,
 )
 from bugmatrix.report.envdiff import Moved, explain_changes
+from bugmatrix.report.fresh import FreshLane
 from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise, unchanged_since
 from bugmatrix.report.model import Compat
 
@@ -103,6 +104,7 @@ class NightReport:
     nights: int = 0  # nights of this profile in the history, tonight included
     own_nights: tuple[Night, ...] = ()  # those nights, oldest first (since when a cell is as it is tonight)
     baseline_path: str = ""
+    fresh: FreshLane | None = None  # the re-resolve lane, when it ran tonight
 
     @property
     def failing(self) -> list[Change]:
@@ -146,8 +148,37 @@ class NightReport:
         return {t.variant.id: p for p in self.boundary[0] for t in p.tracks}
 
     def to_json(self) -> dict[str, Any]:
-        """compat.json: the document, the release notes and what moved (the baseline of a later night is this)."""
-        return {**self.compat.to_json(), "releases": [n.to_json() for n in self.notes], "moved": [m.to_json() for m in self.moved]}
+        """compat.json: the document, the release notes, what moved, the re-resolve lane (the baseline of a later night is this)."""
+        return {
+            **self.compat.to_json(), "releases": [n.to_json() for n in self.notes], "moved": [m.to_json() for m in self.moved],
+            "reresolved": self.fresh.to_json() if self.fresh else None,
+        }  # fmt: skip
+
+    def lane_findings(self) -> list[Finding]:
+        """The re-resolve lane's findings: cells a refreshed lock would break, and variants whose outcome differs fresh (with what moved).
+
+        News about the next lock, kept apart from :meth:`findings` (one issue each, judged night by night against the
+        locked run): every view shows them from :attr:`fresh`, and they fail nothing.
+        """
+        if self.fresh is None:
+            return []
+        found = [
+            Finding(ChangeKind.FRESH_BREAKS, "", (c.cell,), c.breaks, moved={c.cell: c.moved} if c.moved else {}, subject=c.cell)
+            for c in self.fresh.cells
+            if c.breaks
+        ]
+        by_variant: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {}
+        for cell in self.fresh.cells:
+            for d in cell.differences:
+                by_variant.setdefault(d.variant, []).append((cell.cell, f"locked {d.locked} → fresh {d.fresh}: {d.message}", cell.moved))
+        for variant, items in by_variant.items():
+            picture = self.pictures_by_variant.get(variant)
+            track = next((t for t in picture.tracks if t.variant.id == variant), None) if picture else None
+            found.append(Finding(
+                ChangeKind.FRESH_DIFFERS, variant, tuple(c for c, _, _ in items), items[0][1], moved={c: m for c, _, m in items},
+                boundary=boundary_text(picture, track) if picture else "", subject=variant, variants=(variant,),
+            ))  # fmt: skip
+        return sorted(found, key=lambda f: (f.kind.severity, f.subject))
 
     def findings(self) -> list[Finding]:
         """What needs a maintainer, most severe first: per variant, per cell (:data:`CELL_FINDINGS`) or per new release that does not install.
@@ -204,6 +235,7 @@ def analyse(
     nights: Sequence[Night] = (),
     *,
     baseline_path: str = "",
+    fresh: FreshLane | None = None,
 ) -> NightReport:
     """Every analysis of one night, once: the diff (flaky pairs from this profile's history), releases, moved, agreement, pictures."""
     own = nights_of(list(nights), compat.profile)  # profiles share the history file, not their story
@@ -214,5 +246,5 @@ def analyse(
     return NightReport(
         compat=compat, baseline=baseline, changes=tuple(changes), notes=tuple(notes), releases=tuple(groups),
         moved=tuple(explain_changes(baseline, compat)), agreement=per_case(compat), boundary=pictures(compat), history=history,
-        nights=len(own), own_nights=tuple(own), baseline_path=baseline_path,
+        nights=len(own), own_nights=tuple(own), baseline_path=baseline_path, fresh=fresh,
     )  # fmt: skip

@@ -24,6 +24,7 @@ from bugmatrix.report.diff import FAILING, Change, ChangeKind
 from bugmatrix.report.model import Cell, Compat, Entry
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.overview import overview
+from bugmatrix.report.render_lane import REUSED, lane_groups, reuse_groups
 
 __all__ = ["render_html"]
 
@@ -71,12 +72,15 @@ def _cells(compat: Compat) -> list[dict[str, object]]:
     cells = []
     for cell in compat.cells:
         observed = ", ".join(f"{k} {cell.observed(k)}" for k in observed_keys if cell.observed(k))
+        reused = f"{REUSED} reused from {cell.reused_from.text}" if cell.reused_from else ""
         cells.append({
             "id": cell.id,
             "label": " · ".join(f"{compat.short(a)} {cell.pins[a]}" for a in varying if a in cell.pins) or cell.id,
             "pins": [(_attr_name(a), v) for a, v in cell.pins.items()],
-            "title": f"{cell.id} — observed: {observed or 'nothing (not installed)'}",
+            "title": f"{cell.id} — observed: {observed or 'nothing (not installed)'}" + (f" — {reused}" if reused else ""),
             "failed": cell.failed,
+            "reused": reused,
+            "reused_day": cell.reused_from.day if cell.reused_from else "",
         })  # fmt: skip
     return cells
 
@@ -100,6 +104,8 @@ def _environment_rows(compat: Compat) -> list[_EnvironmentRow]:
             versions.append(cell.observed(axis) + (f" ({package})" if package and package != axis else ""))
         runtime = f"{cell.observed(CUDA)}, {cell.observed(GPU) or 'no GPU'}" if cell.observed(CUDA) else ""
         run_time = f"{cell.duration_s:.0f} s" if cell.duration_s is not None else ""
+        if cell.reused_from is not None:
+            run_time = f"{REUSED} not run: reused from {cell.reused_from.text}" + (f" (took {run_time})" if run_time else "")
         rows.append(_EnvironmentRow(cell, versions, runtime, run_time))
     return rows
 
@@ -126,36 +132,41 @@ def _short_list(names: tuple[str, ...]) -> str:
     return f"{names[0]} +{len(names) - 1}" if len(names) > 1 else "".join(names)
 
 
-def _td_attrs(esc: _Escaped, cls: str, outcome: str, case: str, cell_id: str, anchor: str = "") -> Markup:
+def _td_attrs(esc: _Escaped, cls: str, outcome: str, case: str, cell_id: str, anchor: str = "", reused: str = "") -> Markup:
     """The ``<td>``'s attributes, each value through (memoised) markupsafe.escape."""
     text = f'class="{esc[cls]}" data-outcome="{esc[outcome]}" data-case="{esc[case]}" data-cell="{esc[cell_id]}"'
     if anchor:
         text += f' id="{esc[anchor]}"'
+    if reused:
+        text += f' data-reused="{esc[reused]}"'
     return Markup(text)  # noqa: S704 -- every value went through markupsafe.escape above
 
 
-def _entry(esc: _Escaped, case: str, cell_id: str, entry: Entry | None, anchor: str) -> str:
+def _entry(esc: _Escaped, case: str, cell_id: str, entry: Entry | None, anchor: str, reused: str = "") -> str:
     """One ``<td>``, already HTML: every text through (memoised) markupsafe.escape.
 
     Built here rather than in the template: at 1,000 cells x 20 variants the
     template's per-entry prints (a Markup object each) were most of a render.
+    ``reused`` ("♻ reused from <date, commit, run>") marks an entry of a reused
+    cell: its summary, its attribute and its details all say so.
     """
     if entry is None:
         return f'<td {_td_attrs(esc, "na", "", case, cell_id)} title="not in this cell\'s run">·</td>'
     outcome, verdict = entry.outcome.value, entry.verdict.value if entry.verdict else ""
     # Outlined: differs from its expectation, or is listed under "Changes since baseline".
     flagged = entry.flagged
-    cls = f"o-{outcome}" + (" flag" if flagged or anchor else "")
+    cls = f"o-{outcome}" + (" flag" if flagged or anchor else "") + (" reused" if reused else "")
     duration = entry.duration_s
     message, log = entry.message or "(no message recorded)", entry.log
-    summary = entry.outcome.label + (f" ({verdict})" if flagged or entry.verdict is Verdict.NEW else "")
+    summary = entry.outcome.label + (f" ({verdict})" if flagged or entry.verdict is Verdict.NEW else "") + (f" {REUSED}" if reused else "")
     workarounds = entry.workarounds
     works = _short_list(workarounds)  # the first working workaround (+N): keeps columns narrow enough for 1280 px
     expected = entry.expected.value if entry.expected else "— (no expectation covers this version)"
     note = f"expected: {expected} · verdict {verdict or '—'}" + (f" · {duration:.2f} s" if isinstance(duration, int | float) else "")
+    note += f" · {reused}" if reused else ""
     detail = f"{message}\n\n{log}" if log else message
     return "".join((
-        f"<td {_td_attrs(esc, cls, outcome, case, cell_id, anchor)}><details><summary>{esc[summary]}",
+        f"<td {_td_attrs(esc, cls, outcome, case, cell_id, anchor, reused)}><details><summary>{esc[summary]}",
         f' <span class="wk">→ {esc[works]}</span>' if works else "",
         "</summary>",
         f'<div class="x wk">works here: {esc[", ".join(workarounds)]}</div>' if workarounds else "",
@@ -166,10 +177,10 @@ def _entry(esc: _Escaped, case: str, cell_id: str, entry: Entry | None, anchor: 
 def _rows(compat: Compat, cells: list[dict[str, object]], anchors: dict[tuple[str, str], str]) -> list[_Row]:
     """Everything the table shows, flattened so the template only loops and prints."""
     rows, previous_case, esc = [], None, _Escaped()
-    ids = [str(c["id"]) for c in cells]
+    ids = [(str(c["id"]), str(c["reused"])) for c in cells]
     for variant in compat.variants:
         per_cell = compat.entries(variant.id)
-        entries = [_entry(esc, variant.case, c, per_cell.get(c), anchors.get((variant.id, c), "")) for c in ids]
+        entries = [_entry(esc, variant.case, c, per_cell.get(c), anchors.get((variant.id, c), ""), reused) for c, reused in ids]
         rows.append(_Row(
             id=variant.id, case=variant.case, name=variant.label,
             workaround_for=(variant.workaround_for or "") if variant.kind is Kind.WORKAROUND else "",
@@ -235,5 +246,10 @@ def render_html(report: NightReport) -> str:
         release_groups=report.releases,
         moved=report.moved,
         table_open=len(cells) <= OPEN_TABLE_CELLS,
+        reused_mark=REUSED,
+        reused_groups=reuse_groups(report),
+        reused_count=len(compat.reused_cells),
+        lane=report.fresh,
+        lane_groups=lane_groups(report.fresh.shown) if report.fresh else ([], []),
         has_history=bool(report.history),
     )

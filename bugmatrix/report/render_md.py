@@ -1,8 +1,10 @@
 """GitHub-flavoured Markdown: compat.md and the CI step summary, both views of one :class:`~bugmatrix.report.night.NightReport`.
 
 Both lead with what needs a maintainer, in this order: results that were
-expected and are missing, new releases (installed or not), what moved below
-the pins, then the changes since the baseline. compat.md then has, per case,
+expected and are missing, the re-resolve lane (what a refreshed lock would
+change), new releases (installed or not), what moved below the pins, then the
+changes since the baseline and the cells whose results were reused (with
+their origin; :mod:`~bugmatrix.report.render_lane`). compat.md then has, per case,
 its boundaries, upstream agreement and table: rows are case variants,
 columns the cells where that case ran, headed by the axes that tell cells
 apart, with neighbouring cells that differ in one axis and agree on every
@@ -22,6 +24,7 @@ from bugmatrix.report.history import WINDOW
 from bugmatrix.report.markdown import code, escape_md
 from bugmatrix.report.model import Cell, Compat, Entry, Variant
 from bugmatrix.report.night import NightReport
+from bugmatrix.report.render_lane import REUSED, lane_lines, reuse_lines
 
 __all__ = ["LINE_LIMIT", "SUMMARY_CHANGE_LIMIT", "change_lines", "explained_lines", "render_markdown", "render_step_summary"]
 
@@ -89,7 +92,8 @@ def _column_groups(compat: Compat, columns: list[Cell], ran: list[Variant], vary
     groups: list[tuple[list[Cell], str | None, list[str]]] = []
     rows = [compat.entries(v.id) for v in ran]
     for cell in columns:
-        entries = [_entry(per_cell.get(cell.id)) for per_cell in rows]
+        mark = f" {REUSED}" if cell.reused else ""  # never shown as fresh: the Reused section names its origin
+        entries = [_entry(per_cell.get(cell.id)) + (mark if cell.id in per_cell else "") for per_cell in rows]
         if groups:
             cells, axis, previous = groups[-1]
             first, pins = cells[0].pins, cell.pins
@@ -107,7 +111,8 @@ def _column_groups(compat: Compat, columns: list[Cell], ran: list[Variant], vary
             values = [c.pins[a] for c in cells] if a == axis else [pins[a]] if a in pins else []
             if values:
                 parts.append(f"{compat.short(a)} {', '.join(values)}")
-        headings.append((escape_md(" · ".join(parts) or ", ".join(c.id for c in cells)), entries))
+        reused = f" {REUSED}" if any(c.reused for c in cells) else ""
+        headings.append((escape_md(" · ".join(parts) or ", ".join(c.id for c in cells)) + reused, entries))
     return headings
 
 
@@ -188,11 +193,16 @@ def render_markdown(report: NightReport) -> str:
         *_tracking_lines(compat),
         escape_md(report.expectation_text),
         "",
-        "Legend: " + _legend() + ", · not in this cell's run. *works:* the workaround variants that are fixed in that same cell.",
+        "Legend: "
+        + _legend()
+        + ", · not in this cell's run. *works:* the workaround variants that are fixed in that same cell."
+        + (f" {REUSED}: reused from an earlier run with the same inputs (see Reused)." if compat.reused_cells else ""),
         "",
         *_missing_section(report),
+        *lane_lines(report),
         *explained_lines(report, limit=None),
         *_changes_section(report),
+        *reuse_lines(report),
     ]
     if shared:
         lines += ["Every cell pins " + escape_md(", ".join(f"{compat.short(a)} {v}" for a, v in shared.items())) + ".", ""]
@@ -249,9 +259,11 @@ def render_step_summary(report: NightReport) -> str:
         escape_md(report.expectation_text),
         "",
         *_missing_section(report, SUMMARY_CHANGE_LIMIT),
+        *lane_lines(report, SUMMARY_CHANGE_LIMIT),
         *explained_lines(report),
         *_changes_section(report, SUMMARY_CHANGE_LIMIT),
         *_flaky_section(report),
+        *reuse_lines(report, SUMMARY_CHANGE_LIMIT),
         "## Outcomes per case",
         "",
     ]

@@ -18,6 +18,7 @@ from bugmatrix.report.boundaries import Picture, Track, boundary_text
 from bugmatrix.report.history import VariantHistory
 from bugmatrix.report.model import Compat
 from bugmatrix.report.night import NightReport
+from bugmatrix.report.render_lane import REUSED, lane_groups, reuse_groups
 
 __all__ = ["headline_lines", "render_terminal", "summary_rows", "use_colour"]
 
@@ -100,8 +101,40 @@ def summary_rows(report: NightReport, *, with_history: bool = True) -> tuple[lis
     return rows, len(idle)
 
 
+def _lane_lines(report: NightReport) -> list[str]:
+    """The re-resolve lane: its totals, what a refreshed lock breaks, the outcomes that differ in the fresh environment and why."""
+    if report.fresh is None:
+        return []
+    lines = [f"↻ {report.fresh.headline}"]
+    single, quiet = lane_groups(report.fresh.shown)
+    for cell in single[:HEADLINE_LIMIT]:
+        if cell.breaks:
+            lines.append(f"    ⚠ {cell.cell}: {cell.breaks}")
+            continue
+        sibling = {"ran": "ran fresh", "reused": f"fresh run {REUSED} reused", "not-run": "NOT run fresh"}.get(cell.sibling, cell.sibling)
+        lines.append(f"    {cell.cell}: moved {'; '.join(cell.moved)} ({sibling})")
+        lines += [f"      {d.variant}: locked {d.locked} → fresh {d.fresh}" for d in cell.differences]
+    lines += [f"    {len(cells)} cell(s) moved {'; '.join(moved)}: no outcome differs" for moved, cells in quiet[:HEADLINE_LIMIT]]
+    return lines
+
+
+def _reuse_lines(report: NightReport) -> list[str]:
+    """One line per origin: which cells took over whose results (never a reused result without its origin)."""
+    groups = reuse_groups(report)
+    if not groups:
+        return []
+    count = sum(len(cells) for _, cells in groups)
+    lines = [f"{REUSED} REUSED {count} of {len(report.compat.cells)} cells (inputs unchanged, not run again):"]
+    for origin, cells in groups[:HEADLINE_LIMIT]:
+        lines.append(
+            f"    from {origin.text}: {', '.join(cells[:HEADLINE_LIMIT])}"
+            + (f" … +{len(cells) - HEADLINE_LIMIT}" if len(cells) > HEADLINE_LIMIT else "")
+        )
+    return lines
+
+
 def headline_lines(report: NightReport) -> list[str]:
-    """What leads the terminal, before the table: missing results, then new releases (installed or not)."""
+    """What leads the terminal, before the table: missing results, the re-resolve lane, new releases (installed or not), reused cells."""
     lines = []
     missing = report.missing
     if missing:
@@ -113,11 +146,12 @@ def headline_lines(report: NightReport) -> list[str]:
             lines.append(f"    {cell}: {len(messages)} — {messages[0].splitlines()[0] if messages[0] else ''}")
         if len(cells) > HEADLINE_LIMIT:
             lines.append(f"    … and {len(cells) - HEADLINE_LIMIT} more cell(s) (see compat.md or index.html)")
+    lines += _lane_lines(report)
     for group in report.releases:
         lines.append(f"{'⚠' if not group.installs else '•'} NEW RELEASE {group.headline}")
         for note in (*group.not_installed, *group.notable)[:HEADLINE_LIMIT]:
             lines.append(f"    {note.text}")
-    return lines
+    return lines + _reuse_lines(report)
 
 
 def render_terminal(report: NightReport, *, colour: bool = False) -> str:

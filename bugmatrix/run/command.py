@@ -17,6 +17,7 @@ from pathlib import Path
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.matrix import Matrix
+from bugmatrix.run.inputkey import InputKey
 
 __all__ = ["RUNNERS", "WORKERS", "cell_env", "pytest_command", "run_file_path", "runner_flags"]
 
@@ -63,6 +64,8 @@ def pytest_command(
     root: Path = ROOT,
     tracked: Mapping[str, Mapping[str, str]] | None = None,
     installed: Sequence[str] = (),
+    input_key: InputKey | None = None,
+    origin: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The cell's pytest invocation. ``pins=None``: the current environment as it is (the ``system`` cell).
 
@@ -70,6 +73,7 @@ def pytest_command(
     through (``-k``, ``--bugmatrix-resume``, a session's posargs); ``tracked``
     (``bugmatrix.releases.tracking.tracked_for``) names the pins a ``latest`` chose; ``installed``
     is an install workaround's requirements the cell was built with (its sibling environment).
+    ``input_key`` and ``origin`` are recorded in the run file as given.
     """
     targets = [str(root / node) for node in select] or [str(root / "cases")]
     command = [
@@ -86,6 +90,10 @@ def pytest_command(
         command += ["--bugmatrix-installed", json.dumps(list(installed))]
     if tracked:
         command += ["--bugmatrix-requested", ",".join(f"{axis}={t['requested']}" for axis, t in tracked.items())]
+    if input_key is not None:
+        command += ["--bugmatrix-input-key", json.dumps(input_key.to_json(), sort_keys=True)]
+    if origin is not None:
+        command += ["--bugmatrix-origin", json.dumps(dict(origin), sort_keys=True)]
     if junit is not None:
         command += ["--junitxml", str(junit)]
     return [*command, *extra]

@@ -25,12 +25,22 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.files import write_json_atomic
 from bugmatrix.versions import version_key
 
-__all__ = ["STAMP", "InstallFailed", "cell_venv", "ensure_environment", "find_interpreter", "record_install_failure", "uv_command"]
+__all__ = [
+    "STAMP",
+    "InstallFailed",
+    "cell_venv",
+    "ensure_environment",
+    "find_interpreter",
+    "fresh_venv",
+    "record_install_failure",
+    "uv_command",
+]
 
 STAMP = ".bugmatrix-requirements"
 REASON_LINES = 12  # the resolver's explanation is at the end of its output
@@ -52,6 +62,12 @@ class InstallFailed(Exception):
 def cell_venv(root: Path, cell_id: str) -> Path:
     """The venv of ``cell(<id>)``: ``.nox/cell-<id, non-alphanumerics as '-'>`` (nox's own naming, kept)."""
     return root / ".nox" / ("cell-" + re.sub(r"[^A-Za-z0-9]+", "-", cell_id).strip("-").lower())
+
+
+def fresh_venv(root: Path, cell_id: str) -> Path:
+    """The venv of ``fresh(<id>)``: the cell in tonight's fresh resolution, beside (never instead of) its locked venv."""
+    locked = cell_venv(root, cell_id)
+    return locked.with_name("fresh-" + locked.name.removeprefix("cell-"))
 
 
 def uv_command() -> list[str]:
@@ -152,17 +168,27 @@ def ensure_environment(venv: Path, python: str, requirements: Sequence[str], mod
 
 
 def record_install_failure(
-    path: Path, cell: str, pins: Mapping[str, str], reason: str, *, tracked: Mapping[str, Mapping[str, str]] | None = None
+    path: Path,
+    cell: str,
+    pins: Mapping[str, str],
+    reason: str,
+    *,
+    tracked: Mapping[str, Mapping[str, str]] | None = None,
+    input_key: Any = None,
+    origin: Mapping[str, str] | None = None,
 ) -> None:
     """Write the run file of a cell that could not be built (no results, the reason kept).
 
     ``tracked`` keeps the link to a profile's ``latest``: a new release that does not
-    install is exactly what the report must lead with.
+    install is exactly what the report must lead with. ``input_key`` (an
+    :class:`~bugmatrix.run.inputkey.InputKey`) and ``origin`` are recorded as
+    given; a failed install is never reused.
     """
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     run = RunRecord(
         cell=cell, pins=dict(pins), axes=list(pins), environment={}, started=stamp, finished=stamp,
         install={"status": "failed", "reason": reason}, complete=True,
         tracked={axis: dict(t) for axis, t in (tracked or {}).items()},
+        input_key=input_key.to_json() if input_key is not None else None, origin=dict(origin) if origin else None,
     )  # fmt: skip
     write_json_atomic(path, run.to_json())

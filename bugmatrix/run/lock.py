@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -44,12 +45,14 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_PLATFORM",
     "HARNESS_EXEMPT",
+    "LOCKS_ENV",
     "create_lock",
     "exclude_newer_for",
     "lock_for",
     "lock_is_current",
     "lock_path",
     "lock_status",
+    "locks_dir",
     "pinned_distributions",
     "read_header",
     "requirements_digest",
@@ -61,11 +64,18 @@ __all__ = [
 DEFAULT_PLATFORM = "x86_64-unknown-linux-gnu"
 HEADER_KEY = re.compile(r"^# (?P<key>[a-z0-9-]+): (?P<value>.*)$")
 REASON_LINES = 3
+#: Another directory of locks in place of the committed ``locks/`` (try a lock patch before applying it; the benchmark).
+LOCKS_ENV = "BUGMATRIX_LOCKS"
 
 
-def lock_path(root: Path, cell_id: str) -> Path:
-    """Where a cell's lock lives: ``<root>/locks/<cell-id>.txt`` (committed with the matrix); a CUDA twin uses its CPU cell's."""
-    return root / "locks" / f"{cell_id.removesuffix('-cuda')}.txt"
+def locks_dir(root: Path) -> Path:
+    """The directory of the locks cells install from: ``$BUGMATRIX_LOCKS``, else ``<root>/locks`` (committed with the matrix)."""
+    return Path(os.environ.get(LOCKS_ENV) or root / "locks")
+
+
+def lock_path(root: Path, cell_id: str, directory: Path | None = None) -> Path:
+    """Where a cell's lock lives: ``<locks>/<cell-id>.txt`` (``directory``, else :func:`locks_dir`); a CUDA twin uses its CPU cell's."""
+    return (directory or locks_dir(root)) / f"{cell_id.removesuffix('-cuda')}.txt"
 
 
 def requirements_digest(requirements: Sequence[str]) -> str:
@@ -97,6 +107,7 @@ def create_lock(
     exclude_newer: str | None = None,
     exempt: Sequence[str] = (),
     platform: str = DEFAULT_PLATFORM,
+    exclude_newer_packages: Mapping[str, str] | None = None,
 ) -> Path:
     """Resolve ``requirements`` for ``python`` on ``platform`` and write the lock to ``out``.
 
@@ -104,6 +115,9 @@ def create_lock(
     stood then: the way to lock an old cell with the releases of its own era.
     ``exempt`` distributions ignore that cutoff (the harness's pytest>=8 did not
     exist in 2023; exempt it *and* its dependencies, e.g. pluggy, iniconfig, execnet).
+    ``exclude_newer_packages`` (distribution -> timestamp) resolves those
+    distributions as the registry stood then (uv ``--exclude-newer-package``):
+    the registry of a night before one release (the benchmark's simulated release).
     Raises BugmatrixError (one line, the resolver's reason) when there is no solution.
     """
     command = [
@@ -114,6 +128,8 @@ def create_lock(
         command += ["--exclude-newer", exclude_newer]
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         command += [arg for name in exempt for arg in ("--exclude-newer-package", f"{name}={now}")]
+    held = dict(exclude_newer_packages or {})
+    command += [arg for name, cutoff in sorted(held.items()) for arg in ("--exclude-newer-package", f"{name}={cutoff}")]
     result = subprocess.run(command, input="\n".join(requirements) + "\n", capture_output=True, text=True, check=False)
     if result.returncode != 0:
         msg = f"cannot lock {out.name} for python {python}: {_reason(result.stderr)}; fix the pins or constraints in matrix.toml"
@@ -125,6 +141,7 @@ def create_lock(
         f"# platform: {platform}",
         f"# exclude-newer: {exclude_newer or 'none'}",
         f"# exempt: {' '.join(exempt) if exclude_newer and exempt else 'none'}",
+        *([f"# exclude-newer-package: {', '.join(f'{n}={c}' for n, c in sorted(held.items()))}"] if held else []),
         *(f"# requirement: {r}" for r in requirements),
     ]
     write_text_atomic(out, "\n".join(header) + "\n" + result.stdout)
@@ -170,9 +187,11 @@ def lock_is_current(lock: Path, requirements: Sequence[str], *, python: str | No
     return lock_status(lock, requirements, python=python) is None
 
 
-def lock_for(root: Path, cell_id: str, requirements: Sequence[str], python: str) -> tuple[Path | None, str | None]:
-    """The lock a cell installs from, or None with the reason (no lock, or a stale one: never installed silently)."""
-    path = lock_path(root, cell_id)
+def lock_for(
+    root: Path, cell_id: str, requirements: Sequence[str], python: str, *, directory: Path | None = None
+) -> tuple[Path | None, str | None]:
+    """The lock a cell installs from (in ``directory``, default :func:`locks_dir`), or None with the reason (no lock, or a stale one: never installed silently)."""
+    path = lock_path(root, cell_id, directory)
     reason = lock_status(path, requirements, python=python)
     return (path, None) if reason is None else (None, reason)
 

@@ -13,16 +13,22 @@ command is executed and timed), never a copy of a step:
    ``matrix.toml``, and the reason the lock was not used), the venv built or
    reused by :func:`~bugmatrix.run.envbuild.ensure_environment` (whole or not at
    all, import-checked);
-2. :func:`run_cell`: that, then the pytest command
-   (:func:`~bugmatrix.run.command.pytest_command`), executed by the caller's
-   ``execute``; a cell that cannot be built gets a run file saying
-   ``install-failed`` with the resolver's reason instead;
+2. :func:`run_cell`: the cell's input key (:mod:`~bugmatrix.run.inputkey`,
+   locked cells only); under a caller's :class:`~bugmatrix.run.reuse.ReusePolicy`,
+   a previous run with the same key stands for tonight (its run file is
+   written as reused, nothing is built or run); else :func:`prepare`, then
+   the pytest command (:func:`~bugmatrix.run.command.pytest_command`, with the
+   key and the run's origin to record), executed by the caller's ``execute``;
+   a cell that cannot be built gets a run file saying ``install-failed`` with
+   the resolver's reason instead. Callers that measure or compare runs
+   (stability, bisect, the benchmark's floors) pass no policy: they never reuse;
 3. :func:`release`: ``BUGMATRIX_DISK=lean`` gives the cell's disk back
    (:mod:`~bugmatrix.run.diskbudget`).
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,12 +37,15 @@ from pathlib import Path
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
+from bugmatrix.provenance import origin_now
 from bugmatrix.run.command import cell_env, pytest_command
 from bugmatrix.run.diskbudget import is_lean, needed_later, release_cell
-from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment, record_install_failure
+from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment, find_interpreter, record_install_failure
+from bugmatrix.run.inputkey import InputKey, input_key
 from bugmatrix.run.lock import lock_for
+from bugmatrix.run.reuse import Decision, ReusePolicy, decide, write_reused
 
-__all__ = ["CellRun", "CellSpec", "Environment", "Execute", "built_python", "prepare", "release", "run_cell"]
+__all__ = ["CellRun", "CellSpec", "Environment", "Execute", "built_python", "cell_key", "prepare", "release", "run_cell"]
 
 #: Runs a command with an environment and returns its exit code (nox's session.run, a subprocess with a timeout, ...).
 Execute = Callable[[Sequence[str], Mapping[str, str]], int]
@@ -47,7 +56,10 @@ class CellSpec:
     """Which cell: its id and pins as planned (``pins=None``: the current interpreter as it is, the system cell).
 
     ``tracked`` names the pins a profile's ``latest`` chose (``bugmatrix.releases.tracking.tracked_for``),
-    recorded in the run file even when the cell cannot be installed.
+    recorded in the run file even when the cell cannot be installed. ``variants``
+    are the planned variant ids (their case files are part of the input key;
+    empty: every case file). ``locks`` is a directory of locks to install from
+    instead of the committed ones (a re-resolved sibling's fresh lock).
     """
 
     id: str
@@ -55,11 +67,13 @@ class CellSpec:
     tracked: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     interpreter: Path | None = None  # pins=None only: an interpreter as it is (default: this one)
     extra: tuple[str, ...] = ()  # an install workaround's requirements (a sibling cell: bugmatrix.plan.cells.Cell.extra)
+    variants: tuple[str, ...] = ()
+    locks: Path | None = None
 
     @classmethod
     def of(cls, cell: Cell, tracked: Mapping[str, Mapping[str, str]] | None = None) -> CellSpec:
-        """The spec of a planned cell: its id, pins and (for an install workaround's sibling) extra requirements."""
-        return cls(cell.id, cell.pins, dict(tracked or {}), extra=cell.extra)
+        """The spec of a planned cell: its id, pins, planned variants and (for an install workaround's sibling) extra requirements."""
+        return cls(cell.id, cell.pins, dict(tracked or {}), extra=cell.extra, variants=tuple(cell.variants))
 
 
 @dataclass(frozen=True)
@@ -75,12 +89,17 @@ class Environment:
 
 @dataclass(frozen=True)
 class CellRun:
-    """What running a cell gave: its run file, and either the environment and pytest's exit code, or why it could not be built."""
+    """What running a cell gave: its run file, and the environment and pytest's exit code, why it could not be built, or the run it reused."""
 
     run_file: Path
     environment: Environment | None
     install_failed: str | None = None
     returncode: int | None = None
+    decision: Decision | None = None
+
+    @property
+    def reused(self) -> bool:
+        return self.decision is not None and self.decision.reused is not None
 
 
 def prepare(matrix: Matrix, spec: CellSpec, *, root: Path = ROOT, venv: Path | None = None) -> Environment:
@@ -93,7 +112,7 @@ def prepare(matrix: Matrix, spec: CellSpec, *, root: Path = ROOT, venv: Path | N
     if spec.pins is None:
         return Environment(spec.interpreter or Path(sys.executable))
     python, requirements = spec.pins[matrix.interpreter], matrix.requirements_for(spec.pins, extra=spec.extra)
-    lock, unlocked = lock_for(root, spec.id, requirements, python)
+    lock, unlocked = lock_for(root, spec.id, requirements, python, directory=spec.locks)
     target = venv or cell_venv(root, spec.id)
     built = ensure_environment(target, python, requirements, matrix.import_modules(spec.pins), lock=lock)
     return Environment(target / "bin" / "python", target, lock, unlocked, built)
@@ -119,37 +138,72 @@ def run_cell(
     workers: str | None = None,
     runner: str | None = None,
     prepared: Callable[[Environment], None] | None = None,
+    reuse: ReusePolicy | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> CellRun:
-    """Prepare the cell, run its cases into ``run_file``; an environment that cannot be built is recorded as install-failed.
+    """Reuse a previous run of the same inputs, or prepare the cell and run its cases into ``run_file``; an environment that cannot be built is recorded as install-failed.
 
     ``runner``/``workers`` override how the variants run (:func:`~bugmatrix.run.command.runner_flags`),
     ``select`` narrows to node ids (bisect: one variant), ``extra`` is passed to pytest
-    (``-k``, ``--bugmatrix-resume``, a session's posargs), ``prepared`` is told about the
-    environment before pytest starts (the nox session logs whether it was built and from
-    which lock). ``execute`` runs the command and returns its exit code.
+    (``-k``, ``--bugmatrix-resume``, a session's posargs; either one means no reuse),
+    ``prepared`` is told about the environment before pytest starts (the nox session logs
+    whether it was built and from which lock), ``log`` is told the reuse decision.
+    ``execute`` runs the command and returns its exit code. ``reuse`` None: always run.
     """
+    origin = origin_now(root)
+    key, unkeyed = cell_key(matrix, spec, root)
+    decision = decide(reuse, spec.id, spec.pins, key, spec.variants, unkeyed=unkeyed, narrowed=[*select, *extra])
+    if log is not None:
+        log(decision.why)
+    if decision.reused is not None and key is not None:
+        write_reused(run_file, decision.reused, key, origin, spec.tracked)
+        return CellRun(run_file, None, decision=decision)
     try:
         environment = prepare(matrix, spec, root=root, venv=venv)
     except InstallFailed as exc:
         assert spec.pins is not None  # the current interpreter needs no install
-        record_install_failure(run_file, spec.id, spec.pins, str(exc), tracked=spec.tracked)
-        return CellRun(run_file, None, install_failed=str(exc))
+        record_install_failure(run_file, spec.id, spec.pins, str(exc), tracked=spec.tracked, input_key=key, origin=origin)
+        return CellRun(run_file, None, install_failed=str(exc), decision=decision)
     if prepared is not None:
         prepared(environment)
+    if environment.lock is not None:  # the key of what is really there: the venv's own interpreter
+        key = input_key(root, environment.lock, spec.variants, str(environment.python), providers=matrix.axis_spec(spec.pins))
     command = pytest_command(
         environment.python, matrix, cell_id=spec.id, pins=spec.pins, run_file=run_file, junit=junit,
         select=select, extra=extra, root=root, tracked=spec.tracked, installed=spec.extra,
+        input_key=key if environment.lock else None, origin=origin,
         **({"workers": workers} if workers else {}), **({"runner": runner} if runner else {}),
     )  # fmt: skip
-    return CellRun(run_file, environment, returncode=execute(command, cell_env(root)))
+    return CellRun(run_file, environment, returncode=execute(command, cell_env(root)), decision=decision)
 
 
-def release(matrix: Matrix, spec: CellSpec, order: Sequence[CellSpec], *, root: Path = ROOT) -> list[str]:
-    """``BUGMATRIX_DISK=lean``: remove the cell's venv, and its heavy wheels from uv's cache when no later cell in ``order`` needs them.
+@functools.cache
+def _interpreter(version: str) -> str:
+    """The interpreter a cell of ``version`` is built on (asked once per process: one process plans and runs many cells)."""
+    return find_interpreter(version)
+
+
+def cell_key(matrix: Matrix, spec: CellSpec, root: Path = ROOT) -> tuple[InputKey | None, str]:
+    """The cell's input key before anything is built, or None and why it has none (no current lock; no interpreter)."""
+    if spec.pins is None:
+        return None, "the current interpreter as it is (no lock)"
+    python = spec.pins[matrix.interpreter]
+    lock, unlocked = lock_for(root, spec.id, matrix.requirements_for(spec.pins, extra=spec.extra), python, directory=spec.locks)
+    if lock is None:
+        return None, f"no current lock ({unlocked}): its resolution is not fixed until it is installed"
+    try:
+        interpreter = _interpreter(python)
+    except InstallFailed as exc:
+        return None, str(exc)
+    return input_key(root, lock, spec.variants, interpreter, providers=matrix.axis_spec(spec.pins)), ""
+
+
+def release(matrix: Matrix, spec: CellSpec, order: Sequence[CellSpec], *, root: Path = ROOT, venv: Path | None = None) -> list[str]:
+    """``BUGMATRIX_DISK=lean``: remove the cell's venv (``venv``, default its nox venv), and its heavy wheels from uv's cache when no later cell in ``order`` needs them.
 
     Returns what was cleaned from the cache; does nothing (and returns []) unless lean.
     """
     if not is_lean() or spec.pins is None:
         return []
     later = needed_later([(c.id, matrix.requirements_for(c.pins, extra=c.extra)) for c in order if c.pins is not None], spec.id)
-    return release_cell(cell_venv(root, spec.id), drop_cache=not later)
+    return release_cell(venv or cell_venv(root, spec.id), drop_cache=not later)

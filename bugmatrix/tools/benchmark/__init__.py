@@ -21,8 +21,12 @@ measured in one run on the same machine:
   hard-links from its cache, so cells that share wheels share inodes (``du``
   counts each inode once per invocation); 20 envs must not cost 20 copies.
 
+* **a nightly whose cost follows what changed** (``--nightly-reuse``, opt-in:
+  its setup is one full run): nothing moved, a new release of one axis, a new
+  release of one transitive dependency, each against the full run (:mod:`.nightly`).
+
 One module per thing measured: :mod:`.builds`, :mod:`.cells`, :mod:`.reports`,
-:mod:`.disk`; :mod:`.table` holds the row type and the printed table. Rows are
+:mod:`.disk`, :mod:`.nightly`; :mod:`.table` holds the row type and the printed table. Rows are
 saved to the JSON after every step, so a late failure loses nothing.
 """
 
@@ -44,6 +48,7 @@ from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.tools.benchmark.builds import measure_builds
 from bugmatrix.tools.benchmark.cells import measure_full, measure_runners, measure_smoke, smoke_from_runs
 from bugmatrix.tools.benchmark.disk import measure_ci_cache, measure_disk
+from bugmatrix.tools.benchmark.nightly import measure_nightly_reuse
 from bugmatrix.tools.benchmark.reports import measure_report, measure_report_with_history
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, format_table, skipped
 
@@ -66,6 +71,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="run each smoke cell N times per runner, alternating, and keep the fastest (a shared machine)",
     )
+    parser.add_argument(
+        "--nightly-reuse", action="store_true",
+        help="also time nights with reuse and the re-resolve lane: (a) nothing moved, (b) a new axis release, (c) a new transitive release",
+    )  # fmt: skip
+    parser.add_argument("--nightly-profile", default="full", help="the profile of those nights (default: full)")
+    parser.add_argument(
+        "--fresh-setup", action="store_true", help="redo the nights' setup (a full run) even when .nox/benchmark-nightly has one"
+    )
+    parser.add_argument("--new-release", metavar="AXIS=VERSION", help="(b)'s new release (default: the newest real release no axis lists)")
+    parser.add_argument("--moved", metavar="DIST", help="(c)'s transitive distribution (default: the one the fewest cells' locks hold)")
     parser.add_argument(
         "--out", type=Path, help="where the JSON goes (default: <output>/benchmark.json; the committed one is reports/benchmark.json)"
     )
@@ -101,6 +116,17 @@ def run(args: argparse.Namespace) -> int:
         kinds = {"cold": (True,), "warm": (False,), "both": (True, False)}[args.full]
         full = [c for c in plan_cells(matrix, "full", catalog) if c.device == "cpu"]
         steps += [(f"full profile ({'cold' if c else 'warm'})", lambda c=c: measure_full(root, matrix, c, full)) for c in kinds]
+    if args.nightly_reuse:
+        if args.new_release is not None and "=" not in args.new_release:
+            msg = f"--new-release {args.new_release!r}: write AXIS=VERSION"
+            raise BugmatrixError(msg)
+        steps.append((
+            f"nightly reuse ({args.nightly_profile})",
+            lambda: measure_nightly_reuse(
+                root, args.matrix, catalog, profile=args.nightly_profile, fresh_setup=args.fresh_setup, release=args.new_release,
+                moved=args.moved,
+            ),
+        ))  # fmt: skip
     rows: list[Measurement] = []
     for label, measure in steps:
         print(f"benchmark: {label} ...", flush=True)

@@ -1,0 +1,181 @@
+"""The re-resolve lane in the report: per cell, what moved below its lock tonight, and what that changed.
+
+The lane (:mod:`bugmatrix.run.reresolve`) leaves ``<reports>/fresh/``:
+``resolve.json`` (every cell's fresh resolution against its committed lock)
+and, for each cell whose resolution moved, a *sibling* run in that fresh
+environment (``fresh/runs/<cell>.json``, by the ``fresh(<id>)`` session).
+Here the two are read once and set against the locked night:
+
+* each moved cell with its moved distributions, and every variant whose
+  outcome differs between the locked and the fresh run, attributed to those
+  distributions (nothing else differs between the two runs);
+* each cell whose fresh resolution fails, or whose fresh environment does not
+  install: a new dependency release breaks the cell once its lock is refreshed;
+* a sibling whose input key names another lock than tonight's fresh lock is
+  stale (an earlier night's) and is left out, said so.
+
+:func:`lane_findings` turns the findings into
+:class:`~bugmatrix.report.night.Finding`-ready tuples; they are news about the
+next lock, so they are listed prominently but fail no run (the committed locks
+behaved as recorded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.cell.runfile import RunRecord, load_run_dir
+from bugmatrix.report.model import Compat, Origin
+from bugmatrix.run.inputkey import file_digest
+from bugmatrix.run.reresolve import load_reresolved
+
+__all__ = ["FreshCell", "FreshDifference", "FreshLane", "load_fresh_lane"]
+
+
+@dataclass(frozen=True, slots=True)
+class FreshDifference:
+    """A variant whose outcome in the fresh environment differs from the locked run's."""
+
+    variant: str
+    locked: Outcome
+    fresh: Outcome
+    message: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"variant": self.variant, "locked": self.locked.value, "fresh": self.fresh.value, "message": self.message}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FreshDifference:
+        return cls(str(data["variant"]), Outcome(data["locked"]), Outcome(data["fresh"]), str(data.get("message", "")))
+
+
+@dataclass(frozen=True)
+class FreshCell:
+    """One cell (or CUDA twin) of the lane: its fresh resolution, and its sibling run when it moved.
+
+    ``sibling``: ``ran`` / ``reused`` (an earlier sibling of the same fresh lock) /
+    ``install-failed`` / ``not-run`` (moved, but no current sibling run file) / "" (nothing moved).
+    """
+
+    cell: str
+    status: str
+    moved: tuple[str, ...] = ()
+    reason: str = ""
+    sibling: str = ""
+    origin: Origin | None = None  # whose results the sibling holds
+    differences: tuple[FreshDifference, ...] = ()
+
+    @property
+    def breaks(self) -> str:
+        """Why the refreshed lock would break this cell ("" when it would not): it does not resolve, or does not install."""
+        if self.status == "failed":
+            return f"its requirements no longer resolve: {self.reason}"
+        if self.sibling == "install-failed":
+            return f"the fresh environment does not install: {self.reason}"
+        return ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cell": self.cell, "status": self.status, "moved": list(self.moved), "reason": self.reason, "sibling": self.sibling,
+            "origin": self.origin.to_json() if self.origin else None, "differences": [d.to_json() for d in self.differences],
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FreshCell:
+        return cls(
+            str(data["cell"]), str(data["status"]), tuple(data.get("moved") or ()), str(data.get("reason", "")),
+            str(data.get("sibling", "")), Origin.from_json(data.get("origin")),
+            tuple(FreshDifference.from_json(d) for d in data.get("differences") or ()),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FreshLane:
+    """Tonight's lane: when it resolved (and as of when), each cell of the report, and sibling files left out as stale."""
+
+    resolved_at: str
+    as_of: str | None = None
+    held: Mapping[str, str] = field(default_factory=dict)
+    cells: tuple[FreshCell, ...] = ()
+    stale: tuple[str, ...] = ()
+
+    def count(self, status: str) -> int:
+        return sum(1 for c in self.cells if c.status == status and not c.cell.endswith("-cuda"))
+
+    @property
+    def shown(self) -> tuple[FreshCell, ...]:
+        """The cells a view lists one by one: moved or failed (the unchanged ones are counted)."""
+        return tuple(c for c in self.cells if c.status in ("moved", "failed"))
+
+    @property
+    def headline(self) -> str:
+        """``re-resolved 70 cells against today's registry (…): 42 same, 28 moved, 0 failed, 0 unlocked``."""
+        when = f"as of {self.as_of}" if self.as_of else "against the registry"
+        held = f", {', '.join(f'{d} as of {t}' for d, t in self.held.items())}" if self.held else ""
+        counts = ", ".join(f"{self.count(s)} {s}" for s in ("same", "moved", "failed", "unlocked"))
+        return f"re-resolved {sum(self.count(s) for s in ('same', 'moved', 'failed', 'unlocked'))} cells {when}{held} ({self.resolved_at}): {counts}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "resolved_at": self.resolved_at, "as_of": self.as_of, "held": dict(self.held), "cells": [c.to_json() for c in self.cells],
+            "stale": list(self.stale),
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> FreshLane | None:
+        if not data:
+            return None
+        return cls(
+            str(data["resolved_at"]), data.get("as_of"), dict(data.get("held") or {}),
+            tuple(FreshCell.from_json(c) for c in data.get("cells") or ()), tuple(data.get("stale") or ()),
+        )  # fmt: skip
+
+
+def _differences(compat: Compat, sibling: RunRecord) -> tuple[FreshDifference, ...]:
+    """Variants whose fresh outcome differs from the locked one in the same cell (a hole on either side is no difference)."""
+    found = []
+    for record in sibling.results:
+        locked = compat.entry(record.id, sibling.cell)
+        if locked is None or locked.outcome in (Outcome.MISSING, Outcome.INSTALL_FAILED) or locked.outcome is record.outcome:
+            continue
+        found.append(FreshDifference(record.id, locked.outcome, record.outcome, record.message))
+    return tuple(sorted(found, key=lambda d: d.variant))
+
+
+def _is_tonights(sibling: RunRecord, lane_dir: Path) -> bool:
+    """The sibling ran from tonight's fresh lock (its input key names that lock's hash)."""
+    lock = lane_dir / "locks" / f"{sibling.cell.removesuffix('-cuda')}.txt"
+    recorded = ((sibling.input_key or {}).get("parts") or {}).get("lock")
+    return lock.is_file() and recorded == file_digest(lock)
+
+
+def load_fresh_lane(lane_dir: Path, compat: Compat) -> FreshLane | None:
+    """The lane of ``lane_dir`` (``<reports>/fresh``) against the locked night, for the report's cells; None when no lane ran."""
+    record = load_reresolved(lane_dir)
+    if record is None:
+        return None
+    runs_dir = lane_dir / "runs"
+    siblings = {r.cell: r for r in load_run_dir(runs_dir)} if runs_dir.is_dir() else {}
+    stale = sorted(cid for cid, run in siblings.items() if not _is_tonights(run, lane_dir))
+    cells = []
+    for cell in compat.cells:
+        resolved = record.cells.get(cell.id.removesuffix("-cuda"))
+        if resolved is None:
+            continue
+        if resolved.status != "moved":
+            cells.append(FreshCell(cell.id, resolved.status, resolved.moved, resolved.reason))
+            continue
+        sibling = siblings.get(cell.id) if cell.id not in stale else None
+        if sibling is None:
+            cells.append(FreshCell(cell.id, "moved", resolved.moved, "no sibling run of tonight's fresh lock", "not-run"))
+            continue
+        failed = sibling.install.get("status") == "failed"
+        kind = "install-failed" if failed else "reused" if sibling.reused_from else "ran"
+        origin = Origin.from_json(sibling.observed)
+        reason = sibling.install.get("reason", "") if failed else ""
+        cells.append(FreshCell(cell.id, "moved", resolved.moved, reason, kind, origin, () if failed else _differences(compat, sibling)))
+    return FreshLane(record.resolved_at, record.as_of, dict(record.held), tuple(cells), tuple(stale))

@@ -1,0 +1,236 @@
+"""A cell's input key: everything its results depend on, hashed, so a later night can tell whether anything moved.
+
+A cell installed from its committed, hashed lock runs the same distributions
+every night; what else decides its outcomes is the code that runs in it and
+the machine. The key is made of those parts, each recorded on its own in the
+run file so that a miss can say *what* changed ("case file
+cases/autocast_cache.py changed", "lock changed"):
+
+* ``lock``: the hash of the lock's text (every distribution, exact version
+  and hashes). A cell without a current lock has no key and is never reused:
+  its resolution is not fixed until it is installed;
+* ``cases``: the case files whose variants the cell runs (and shared
+  ``cases/_*.py`` helpers);
+* ``harness``: the harness code that runs inside the cell --
+  ``bugmatrix/cell/**``, every ``bugmatrix`` module those import (found by
+  reading their imports, so a new import is covered without an edit here),
+  ``conftest.py`` and pytest's settings in ``pyproject.toml``;
+* ``platform``: operating system, machine and C library;
+* ``python``: the build of the cell's interpreter (implementation, version,
+  build date, compiler);
+* ``providers``: which distribution provides each pinned axis and which
+  module the cell imports for it (``matrix.toml``'s axis registry, as the
+  cell's pytest is told);
+* ``gpu``: the GPUs and driver as ``nvidia-smi`` reports them, or ``none``.
+
+The key is computed on the host before anything is built
+(:func:`input_key`); :func:`differences` explains a mismatch in words.
+Nothing here names an axis: versions reach the key only through the lock.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import json
+import platform
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bugmatrix.cell.ids import VariantId
+
+__all__ = [
+    "KEY_SCHEMA",
+    "InputKey",
+    "case_files",
+    "differences",
+    "gpu_description",
+    "harness_files",
+    "host_platform",
+    "input_key",
+    "interpreter_build",
+]
+
+KEY_SCHEMA = "bugmatrix.key/1"
+PACKAGE = "bugmatrix"
+#: Where pytest's settings live; only that table is part of the key (a ruff setting changes no outcome).
+PYTEST_SETTINGS = "pyproject.toml [tool.pytest.ini_options]"
+PROBE = (
+    "import platform; print(platform.python_implementation(), platform.python_version(),"
+    " '(' + ', '.join(platform.python_build()) + ')', platform.python_compiler())"
+)
+
+
+@dataclass(frozen=True)
+class InputKey:
+    """The key's digest and the parts it was computed from (what a miss is explained with)."""
+
+    digest: str
+    parts: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"digest": self.digest, "parts": dict(self.parts)}
+
+    @classmethod
+    def from_parts(cls, parts: Mapping[str, Any]) -> InputKey:
+        text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+        return cls("sha256:" + hashlib.sha256(text.encode()).hexdigest(), dict(parts))
+
+
+def file_digest(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _module_file(root: Path, module: str) -> Path | None:
+    base = root.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """The ``bugmatrix`` modules a file imports anywhere in it (module level or inside a function)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}  # a submodule imported by name
+    return {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".")}
+
+
+def harness_files(root: Path) -> list[Path]:
+    """The harness code that runs inside a cell: ``bugmatrix/cell/**``, the ``bugmatrix`` modules they import (and their packages), ``conftest.py``."""
+    todo = [*sorted((root / PACKAGE / "cell").rglob("*.py")), root / "conftest.py", root / PACKAGE / "__init__.py"]
+    seen: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        for module in _imported_modules(path):
+            parts = module.split(".")
+            # Importing a.b.c runs a/__init__.py and a/b/__init__.py first.
+            for depth in range(1, len(parts) + 1):
+                found = _module_file(root, ".".join(parts[:depth]))
+                if found is not None and found not in seen:
+                    todo.append(found)
+    return sorted(seen)
+
+
+def _pytest_settings(root: Path) -> str:
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file():
+        return "none"
+    settings = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("pytest", {}).get("ini_options", {})
+    return "sha256:" + hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+
+
+def case_files(root: Path, variants: Iterable[str]) -> list[Path]:
+    """The case files the variants come from, plus shared ``cases/_*.py`` helpers; no variants named: every case file."""
+    cases = root / "cases"
+    named = sorted({VariantId.parse(v).case for v in variants})
+    files = [cases / f"{case}.py" for case in named] if named else sorted(cases.glob("[!_]*.py"))
+    return [*files, *sorted(cases.glob("_*.py"))]
+
+
+def _relative(root: Path, path: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+@functools.cache
+def interpreter_build(interpreter: str) -> str:
+    """``CPython 3.11.7 (main, Dec  4 2023 18:10:11) GCC 12.2.0`` for an interpreter (cached per path: a probe costs a process)."""
+    try:
+        done = subprocess.run([interpreter, "-c", PROBE], capture_output=True, text=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({interpreter}: {type(exc).__name__})"
+    if done.returncode != 0:
+        return f"unknown ({interpreter} exited {done.returncode})"
+    return done.stdout.strip()
+
+
+def gpu_description() -> str:
+    """The GPUs and driver (``nvidia-smi``), ``none`` where there is no ``nvidia-smi``; a failing one says so (and never matches)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return "none"
+    try:
+        done = subprocess.run(
+            [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True, check=False, timeout=60
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown (nvidia-smi: {type(exc).__name__})"
+    if done.returncode != 0:
+        return f"unknown (nvidia-smi exited {done.returncode})"
+    return "; ".join(line.strip() for line in done.stdout.splitlines() if line.strip()) or "none"
+
+
+def host_platform() -> str:
+    """``Linux-x86_64 glibc 2.39``: the operating system, machine and C library (not the kernel: CI images update it weekly)."""
+    libc = " ".join(part for part in platform.libc_ver() if part)
+    return f"{platform.system()}-{platform.machine()}" + (f" {libc}" if libc else "")
+
+
+def input_key(
+    root: Path,
+    lock: Path,
+    variants: Sequence[str],
+    interpreter: str,
+    *,
+    providers: Mapping[str, Any] | None = None,
+    gpu: str | None = None,
+) -> InputKey:
+    """The key of a cell installed from ``lock``, running ``variants``, on ``interpreter`` (a path), on this machine.
+
+    ``providers`` is the cell's axis spec (``Matrix.axis_spec(pins)``); ``gpu`` defaults to what ``nvidia-smi`` says.
+    """
+    parts = {
+        "schema": KEY_SCHEMA,
+        "lock": file_digest(lock),
+        "cases": {_relative(root, p): file_digest(p) for p in case_files(root, variants) if p.is_file()},
+        "harness": {
+            **{_relative(root, p): file_digest(p) for p in harness_files(root)},
+            PYTEST_SETTINGS: _pytest_settings(root),
+        },
+        "platform": host_platform(),
+        "python": interpreter_build(interpreter),
+        "gpu": gpu if gpu is not None else gpu_description(),
+        "providers": json.loads(json.dumps(providers or {})),  # tuples as lists: the form it has once read back
+    }
+    return InputKey.from_parts(parts)
+
+
+def _file_changes(kind: str, before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    lines = []
+    for name in sorted(before.keys() | after.keys()):
+        if name not in after:
+            lines.append(f"{kind} {name} removed")
+        elif name not in before:
+            lines.append(f"{kind} {name} added")
+        elif before[name] != after[name]:
+            lines.append(f"{kind} {name} changed")
+    return lines
+
+
+def differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """What changed between two keys' parts, in words: ``case file cases/x.py changed``, ``lock changed``, ``python CPython 3.11.7 → 3.11.9``."""
+    if before.get("schema") != after.get("schema"):
+        return [f"the key's schema changed ({before.get('schema')} → {after.get('schema')})"]
+    lines = ["lock changed"] if before.get("lock") != after.get("lock") else []
+    lines += _file_changes("case file", before.get("cases") or {}, after.get("cases") or {})
+    lines += _file_changes("harness", before.get("harness") or {}, after.get("harness") or {})
+    if before.get("providers") != after.get("providers"):
+        lines.append("the distributions or modules providing the axes changed (matrix.toml)")
+    for part in ("platform", "python", "gpu"):
+        if before.get(part) != after.get(part):
+            lines.append(f"{part} {before.get(part)} → {after.get(part)}")
+    return lines

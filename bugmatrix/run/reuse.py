@@ -1,0 +1,233 @@
+"""Reuse a previous night's results for a cell whose inputs cannot have moved.
+
+A cell installed from its committed lock, running the same case files and
+harness on the same platform, Python build and GPU as a run file of an earlier
+night, would repeat that night (the cases are seeded and deterministic), so the
+runner (:mod:`bugmatrix.run.runner`) may take those results over instead of
+building and running it: the :class:`~bugmatrix.run.inputkey.InputKey` says
+when. A reused run file says so (``reused_from``: date, commit and run of the
+results) and the report shows it as reused, never as fresh.
+
+Where previous results come from: a reports directory of an earlier run
+(``runs/<cell>.json``, ``fresh/runs/<cell>.json`` and ``history.jsonl``),
+named by ``$BUGMATRIX_PREVIOUS`` or a cell session's ``--reuse-from DIR``;
+the nightly carries it from night to night as an artifact, locally it can be
+the last run's ``build/reports``. Without one nothing is reused.
+
+What bounds it:
+
+* ``--no-reuse`` or ``BUGMATRIX_NO_REUSE=1``: run everything;
+* ``[reuse] max_age_days`` in ``matrix.toml`` (default 7): results observed
+  longer ago are re-observed, so every cell really runs at least weekly
+  (0: never reuse);
+* a (variant, cell) the history calls flaky is re-observed (its whole cell
+  runs), and so is a run that crashed, timed out, did not complete or did not
+  install; a history that cannot be read turns reuse off (flaky pairs unknown);
+* callers that measure or compare runs never pass a policy: stability,
+  bisect, the benchmark's floors (they refuse reuse explicitly).
+
+A previous run file that cannot be read is a warning, not an error: it is an
+optimisation's input, and the cell then simply runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.cell.runfile import RunRecord, load_run_file
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
+from bugmatrix.run.inputkey import InputKey, differences
+
+__all__ = [
+    "NO_REUSE_ENV",
+    "PREVIOUS_ENV",
+    "Decision",
+    "ReuseOptions",
+    "ReusePolicy",
+    "decide",
+    "flaky_in_history",
+    "previous_run_files",
+    "reuse_policy",
+    "split_reuse_options",
+    "write_reused",
+]
+
+PREVIOUS_ENV = "BUGMATRIX_PREVIOUS"
+NO_REUSE_ENV = "BUGMATRIX_NO_REUSE"
+#: Outcomes that are no observation of the bug: a cell that recorded one runs again rather than carry it forward.
+REOBSERVE = frozenset({Outcome.CRASHED, Outcome.TIMEOUT})
+
+
+@dataclass(frozen=True)
+class ReuseOptions:
+    """A cell session's own options, taken from its arguments before the rest goes to pytest."""
+
+    no_reuse: bool = False
+    previous: Path | None = None
+
+
+def split_reuse_options(args: Sequence[str]) -> tuple[ReuseOptions, list[str]]:
+    """``--no-reuse`` and ``--reuse-from DIR`` out of a session's arguments; the rest is pytest's."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--no-reuse", action="store_true")
+    parser.add_argument("--reuse-from", type=Path)
+    known, rest = parser.parse_known_args(list(args))
+    return ReuseOptions(known.no_reuse, known.reuse_from), rest
+
+
+@dataclass(frozen=True)
+class ReusePolicy:
+    """Reuse is on: where the previous results are, how old they may be, and which (variant, cell) pairs must be re-observed."""
+
+    previous: Path
+    max_age_days: int
+    flaky: frozenset[tuple[str, str]] = frozenset()
+    now: dt.datetime | None = None  # None: the moment of the decision
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The previous run whose results stand for tonight (None: the cell runs), and why, in one line."""
+
+    reused: RunRecord | None
+    why: str
+    source: Path | None = None
+
+
+def flaky_in_history(path: Path) -> frozenset[tuple[str, str]]:
+    """(variant, cell) pairs the history calls flaky, in any profile's nights (a missing file: none)."""
+    from bugmatrix.report.history import flaky_pairs, load_history, nights_of, summarise
+
+    nights = load_history(path)
+    pairs: set[tuple[str, str]] = set()
+    for profile in dict.fromkeys(n.profile for n in nights):
+        pairs |= flaky_pairs(summarise(nights_of(nights, profile)))
+    return frozenset(pairs)
+
+
+def reuse_policy(
+    max_age_days: int,
+    options: ReuseOptions = ReuseOptions(),
+    *,
+    environ: Mapping[str, str] | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> ReusePolicy | None:
+    """The policy a cell session runs under: None (run everything) without previous results, with ``--no-reuse``, or at ``max_age_days`` 0."""
+    env = os.environ if environ is None else environ
+    previous = options.previous or (Path(env[PREVIOUS_ENV]) if env.get(PREVIOUS_ENV) else None)
+    if options.no_reuse or env.get(NO_REUSE_ENV, "") not in ("", "0") or previous is None or max_age_days <= 0:
+        return None
+    if not previous.is_dir():
+        (warn or print)(f"reuse: {previous} is not a directory of previous results; every cell runs")
+        return None
+    try:
+        flaky = flaky_in_history(previous / "history.jsonl")
+    except BugmatrixError as exc:
+        (warn or print)(f"reuse: off, the history that names flaky results cannot be read ({exc})")
+        return None
+    return ReusePolicy(previous, max_age_days, flaky)
+
+
+def previous_run_files(previous: Path, cell_id: str) -> list[Path]:
+    """Where a cell's previous results may be: its locked run, then a re-resolved sibling's (the same lock, once a patch is applied)."""
+    return [p for p in (previous / "runs" / f"{cell_id}.json", previous / "fresh" / "runs" / f"{cell_id}.json") if p.exists()]
+
+
+def _age_days(observed: Mapping[str, str], now: dt.datetime) -> float | None:
+    try:
+        when = dt.datetime.fromisoformat(observed["date"])
+    except (KeyError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return (now - when).total_seconds() / 86400
+
+
+def _why_not(
+    run: RunRecord, cell_id: str, pins: Mapping[str, str], key: InputKey, variants: Sequence[str], policy: ReusePolicy
+) -> str | None:
+    """None when ``run`` may stand for tonight; else why not, in a few words."""
+    if run.cell != cell_id or run.pins != dict(pins):
+        return f"it records cell {run.cell} with other pins"
+    if run.input_key is None:
+        return "it recorded no input key (a run without a current lock, or from before keys)"
+    if run.input_key["digest"] != key.digest:
+        changed = differences(run.input_key.get("parts") or {}, key.parts) or ["the key's digest"]
+        return "inputs changed: " + "; ".join(changed)
+    if run.install.get("status") != "ok":
+        return "its environment did not install then: tried again"
+    if not run.complete:
+        return "it did not complete"
+    if variants and set(run.selected) != set(variants):
+        return "it ran another selection of variants"
+    odd = sorted(r.id for r in run.results if r.outcome in REOBSERVE)
+    if odd:
+        return f"it recorded {len(odd)} crashed/timeout result(s) ({odd[0]}): re-observed"
+    flaky = sorted(r.id for r in run.results if (r.id, cell_id) in policy.flaky)
+    if flaky:
+        return f"the history calls {flaky[0]} flaky here: re-observed"
+    observed = run.observed
+    age = _age_days(observed, policy.now or dt.datetime.now(dt.UTC)) if observed else None
+    if age is None:
+        return "its results carry no date"
+    if age > policy.max_age_days:
+        return f"its results are from {observed['date'][:10]}, {age:.0f} days ago ([reuse] max_age_days = {policy.max_age_days})"  # type: ignore[index]
+    return None
+
+
+def decide(
+    policy: ReusePolicy | None,
+    cell_id: str,
+    pins: Mapping[str, str] | None,
+    key: InputKey | None,
+    variants: Sequence[str] = (),
+    *,
+    unkeyed: str = "",
+    narrowed: Sequence[str] = (),
+) -> Decision:
+    """Whether the cell runs tonight or a previous run's results stand, and why (one line for the session's log)."""
+    if policy is None:
+        return Decision(None, "runs: reuse is off (no previous results named, --no-reuse, or max_age_days = 0)")
+    if pins is None or key is None:
+        return Decision(None, f"runs: not reusable, {unkeyed or 'no input key'}")
+    if narrowed:
+        return Decision(None, f"runs: pytest arguments narrow or change the run ({' '.join(narrowed)})")
+    found = previous_run_files(policy.previous, cell_id)
+    if not found:
+        return Decision(None, f"runs: no previous run file for it in {policy.previous}")
+    reasons = []
+    for path in found:
+        try:
+            run = load_run_file(path)
+        except BugmatrixError as exc:
+            reasons.append(f"{path.name} cannot be read ({exc})")
+            continue
+        why = _why_not(run, cell_id, pins, key, variants, policy)
+        if why is None:
+            observed = run.observed or {}
+            origin = f"{observed.get('date', '?')}, commit {observed.get('commit', '?')}, {observed.get('run', '?')}"
+            return Decision(run, f"reused: inputs unchanged since {origin} ({path})", path)
+        reasons.append(why)
+    return Decision(None, "runs: the previous run " + reasons[0] + (f" (also: {'; '.join(reasons[1:])})" if reasons[1:] else ""))
+
+
+def write_reused(
+    run_file: Path, previous: RunRecord, key: InputKey, origin: Mapping[str, str], tracked: Mapping[str, Mapping[str, str]]
+) -> RunRecord:
+    """Write tonight's run file from a previous run's results: its observations, tonight's origin and tracking, ``reused_from`` its source."""
+    reused = replace(
+        previous,
+        input_key=key.to_json(),
+        origin=dict(origin),
+        reused_from=dict(previous.observed or {}),
+        tracked={axis: dict(t) for axis, t in tracked.items()},
+    )
+    write_json_atomic(run_file, reused.to_json())
+    return reused

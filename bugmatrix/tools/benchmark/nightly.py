@@ -1,0 +1,367 @@
+"""``--nightly-reuse``: what a nightly costs when its cost follows what changed (issue 25), against a full run.
+
+Every night here is the real thing run through nox, as the nightly runs it:
+``nox -t <profile> fresh-<profile>`` (the cells, the re-resolve lane, the
+moved cells' fresh siblings, the report) with ``$BUGMATRIX_PREVIOUS`` naming
+the previous night's results and ``BUGMATRIX_DISK=lean``. Three nights after
+one full night:
+
+* **setup, the previous night** (the full-run figure): the locks as today's
+  registry resolves them (the committed locks with the lane's patch applied,
+  in a directory of their own, ``$BUGMATRIX_LOCKS``; the checkout is not
+  touched), every cell run (``BUGMATRIX_NO_REUSE=1``). Kept in
+  ``.nox/benchmark-nightly/`` (its wall time in ``setup.json``) and used again
+  by a later ``--nightly-reuse`` of the same profile unless ``--fresh-setup``,
+  or unless it can no longer stand for last night (a harness module changed
+  since: every cell would run, so the setup is run again, and says why);
+* **(a) nothing moved**: every key unchanged, so every cell is reused and
+  the lane finds every resolution the same; target <= 5 % of the full
+  run's wall time and no wheel downloaded;
+* **(b) a new release of one axis**: ``latest`` of a package axis resolves
+  to a real release the profile does not list (a resolution fixture,
+  ``$BUGMATRIX_RESOLUTION``); its cells have no previous key and no lock, so
+  exactly the cells pinning it run;
+* **(c) a new release of one transitive dependency**: the previous night is
+  made to predate it (the cells whose locks hold that release are locked and
+  run again as the registry stood just before its upload, uv
+  ``--exclude-newer-package``); tonight every key is unchanged, so every
+  locked cell is reused, and the lane finds exactly those cells moved: their
+  fresh siblings run, and the page names the distribution.
+
+Bytes downloaded are what appeared in uv's wheel cache (``archive-v*``)
+during the night, sampled every 2 s (lean mode deletes what no later cell
+needs, so a final size would undercount). Each night's reports stay in
+``<output>/benchmark-nightly/<night>/`` to be read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bugmatrix.cell.runfile import load_run_dir
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
+from bugmatrix.paths import output_dir
+from bugmatrix.plan.catalog import Catalog
+from bugmatrix.plan.cells import Cell, plan_cells
+from bugmatrix.plan.matrix import Matrix, load_matrix
+from bugmatrix.releases.registry import Resolution, Resolved, fetch_project, load_resolution, release_versions, save_resolution
+from bugmatrix.releases.tracking import apply_resolution, requests, resolve_matrix
+from bugmatrix.run.diskbudget import heavy_distributions
+from bugmatrix.run.lock import LOCKS_ENV, create_lock, lock_path
+from bugmatrix.run.reresolve import lock_entries, reresolve_cells
+from bugmatrix.run.reuse import ReusePolicy, decide
+from bugmatrix.run.runner import CellSpec, cell_key
+from bugmatrix.tools.benchmark.cells import _uv_cache_dir
+from bugmatrix.tools.benchmark.table import Measurement, timed
+
+__all__ = ["DownloadWatch", "measure_nightly_reuse", "moved_candidates", "new_release", "stale_setup"]
+
+#: At most this share of the full run's wall time for a night whose inputs are all unchanged (issue 25, target (a)).
+TARGET = 0.05
+
+
+class DownloadWatch:
+    """Bytes of wheels that appear in uv's cache while it watches (new ``archive-v*`` entries, sized when first seen)."""
+
+    def __init__(self, cache: Path, every: float = 2.0) -> None:
+        self.cache, self.every = cache, every
+        self.seen = set(self._entries())
+        self.added: dict[Path, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="download-watch", daemon=True)
+
+    def _entries(self) -> list[Path]:
+        return [p for archive in self.cache.glob("archive-v*") for p in archive.iterdir()] if self.cache.is_dir() else []
+
+    def _sample(self) -> None:
+        for entry in self._entries():
+            if entry not in self.seen and entry not in self.added:
+                self.added[entry] = sum(f.stat().st_size for f in entry.rglob("*") if f.is_file() and not f.is_symlink())
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.every):
+            self._sample()
+
+    def __enter__(self) -> DownloadWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    @property
+    def mib(self) -> float:
+        return sum(self.added.values()) / 2**20
+
+
+@dataclass(frozen=True)
+class Night:
+    """One measured night: its wall time, what ran and what was reused, what its lane found, and what it downloaded."""
+
+    wall_min: float
+    ran: frozenset[str]
+    reused: frozenset[str]
+    siblings: frozenset[str]
+    moved: frozenset[str]
+    downloaded_mib: float
+    reports: Path
+
+    def counts(self) -> str:
+        return f"{len(self.ran)} run, {len(self.reused)} reused, {len(self.siblings)} fresh sibling(s) run; lane: {len(self.moved)} moved"
+
+
+def _night(root: Path, profile: str, reports: Path, env: Mapping[str, str], *, lane: bool = True) -> Night:
+    """``nox -t <profile> [fresh-<profile>]`` into ``reports``, timed, watching uv's cache."""
+    shutil.rmtree(reports, ignore_errors=True)
+    env = {**os.environ, "BUGMATRIX_REPORTS": str(reports), "BUGMATRIX_DISK": "lean", **env}
+    tags = [profile, f"fresh-{profile}"] if lane else [profile]
+    with DownloadWatch(_uv_cache_dir(env)) as watch:
+        started = time.perf_counter()
+        timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-t", *tags], env, cwd=root, ok=(0, 1))
+        wall = time.perf_counter() - started
+    runs = load_run_dir(reports / "runs") if (reports / "runs").is_dir() else []
+    siblings = load_run_dir(reports / "fresh" / "runs") if (reports / "fresh" / "runs").is_dir() else []
+    lane_file = reports / "fresh" / "resolve.json"
+    moved = [c["cell"] for c in json.loads(lane_file.read_text())["cells"] if c["status"] == "moved"] if lane_file.exists() else []
+    return Night(
+        wall / 60, frozenset(r.cell for r in runs if r.reused_from is None), frozenset(r.cell for r in runs if r.reused_from),
+        frozenset(r.cell for r in siblings if r.reused_from is None), frozenset(moved), watch.mib, reports,
+    )  # fmt: skip
+
+
+def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path) -> Path:
+    """The committed locks with the lane's patch applied (today's resolution), in ``work/locks``: a night on which nothing has moved yet."""
+    locks = work / "locks"
+    shutil.rmtree(locks, ignore_errors=True)
+    shutil.copytree(root / "locks", locks)
+    reresolve_cells(matrix, cells, root, work / "lane")
+    for fresh in (work / "lane" / "locks").glob("*.txt"):
+        shutil.copy(fresh, locks / fresh.name)
+    return locks
+
+
+def stale_setup(root: Path, matrix: Matrix, cells: Sequence[Cell], previous: Path, locks: Path) -> str:
+    """Why a kept setup night cannot stand for last night ("" when every cell would be reused): the harness moved since, say."""
+    policy = ReusePolicy(previous, matrix.reuse_max_age_days)
+    for cell in cells:
+        key, why = cell_key(matrix, CellSpec(cell.id, cell.pins, variants=cell.variants, locks=locks), root)
+        decision = decide(policy, cell.id, cell.pins, key, cell.variants, unkeyed=why)
+        if decision.reused is None:
+            return f"{cell.id} {decision.why}"
+    return ""
+
+
+def _full_figure(work: Path, profile: str, measured: float | None) -> tuple[float | None, str]:
+    """The full run to compare with: the setup night (measured now, or when the kept setup was made)."""
+    record = work / "setup.json"
+    if measured is not None:
+        write_json_atomic(record, {"profile": profile, "wall_min": measured, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+        return measured, "the setup night, measured now"
+    data = json.loads(record.read_text()) if record.exists() else {}
+    if data.get("profile") != profile:
+        return None, f"no setup night of the {profile} profile recorded; pass --fresh-setup"
+    return float(data["wall_min"]), f"the setup night of {data['date']}"
+
+
+def new_release(declared: Matrix, resolution: Resolution, catalog: Catalog, profile: str) -> tuple[str, str]:
+    """(axis, version): for each package axis tracking ``latest``, its newest real release the matrix does not list (one
+    registry request per axis); of those, the one that brings the fewest cells into ``profile`` (at least one where any does).
+    """
+    found = []
+    for axis in (a for a in requests(declared) if a in declared.package_axes):
+        listed = set(declared.axes[axis].versions)
+        released = release_versions(fetch_project(declared.axes[axis].distributions[0][0]))
+        unlisted = [str(v) for v in reversed(released) if str(v) not in listed]
+        if unlisted and any(e.axis == axis and e.requested == "latest" for e in resolution.entries):
+            planned = plan_cells(apply_resolution(declared, _with_release(resolution, axis, unlisted[0])), profile, catalog)
+            found.append((sum(1 for c in planned if c.device == "cpu" and c.pins.get(axis) == unlisted[0]), axis, unlisted[0]))
+    if not found:
+        msg = "no package axis tracks latest with an unlisted release to stand in for a new one; pass --new-release AXIS=VERSION"
+        raise BugmatrixError(msg)
+    _, axis, version = min(found, key=lambda item: (item[0] == 0, item[0]))
+    return axis, version
+
+
+def _with_release(resolution: Resolution, axis: str, version: str) -> Resolution:
+    entries = tuple(Resolved(e.axis, e.requested, version) if (e.axis, e.requested) == (axis, "latest") else e for e in resolution.entries)
+    return Resolution(entries, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+
+
+def moved_candidates(
+    root: Path, locks: Path, cells: Sequence[Cell], matrix: Matrix, wanted: str | None
+) -> list[tuple[str, str, list[str]]]:
+    """(distribution, version, cells) to hold back, best first: the version in the locks and the cells holding it.
+
+    Default order: the unpinned distributions held at one version by the fewest cells (at least two, to show
+    "exactly those"), leaving out the torch stack (holding one of its wheels back leaves the pinned torch unsatisfiable).
+    """
+    pinned = {d for axis in matrix.package_axes for d, _ in matrix.axes[axis].distributions}
+    holders: dict[tuple[str, str], list[str]] = {}
+    for cell in cells:
+        for name, (version, _) in lock_entries(lock_path(root, cell.id, locks).read_text(encoding="utf-8")).items():
+            holders.setdefault((name, version), []).append(cell.id)
+    candidates = sorted(
+        (
+            (n, v, c)
+            for (n, v), c in holders.items()
+            if (n == wanted if wanted else n not in pinned and len(c) >= 2 and not heavy_distributions([n]))
+        ),
+        key=lambda item: (len(item[2]), item[0]),
+    )
+    if not candidates:
+        msg = (
+            f"no cell's lock holds {wanted!r}; pass --moved with a distribution the locks list"
+            if wanted
+            else "no distribution to hold back; pass --moved"
+        )
+        raise BugmatrixError(msg)
+    return candidates
+
+
+def _first_upload(name: str, version: str) -> dt.datetime:
+    uploads = [f["upload_time_iso_8601"] for f in fetch_project(name).get("releases", {}).get(version, []) if "upload_time_iso_8601" in f]
+    if not uploads:
+        msg = f"the registry lists no files for {name} {version}; pass --moved with another distribution"
+        raise BugmatrixError(msg)
+    return min(dt.datetime.fromisoformat(u.replace("Z", "+00:00")) for u in uploads)
+
+
+def _yesterday(
+    matrix: Matrix, cells: Sequence[Cell], locks: Path, candidates: Sequence[tuple[str, str, list[str]]], work: Path
+) -> tuple[Path, str, str, list[str], str]:
+    """Locks as the registry stood just before one distribution's release, for the cells holding it (the others unchanged).
+
+    The first candidate whose held-back locks resolve; (locks, distribution, version, cells, cutoff).
+    """
+    before = work / "locks-before"
+    tried = []
+    for name, version, held in candidates[:5]:
+        cutoff = (_first_upload(name, version) - dt.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        shutil.rmtree(before, ignore_errors=True)
+        shutil.copytree(locks, before)
+        try:
+            for cell in (c for c in cells if c.id in held):
+                create_lock(
+                    matrix.requirements_for(cell.pins, extra=cell.extra),
+                    cell.python,
+                    before / f"{cell.id}.txt",
+                    exclude_newer_packages={name: cutoff},
+                )
+        except BugmatrixError as exc:
+            tried.append(f"{name} {version}: {exc}")
+            continue
+        return before, name, version, held, cutoff
+    msg = f"no candidate could be held back ({'; '.join(tried)}); pass --moved with another distribution"
+    raise BugmatrixError(msg)
+
+
+def measure_nightly_reuse(
+    root: Path,
+    matrix_path: Path,
+    catalog: Catalog,
+    *,
+    profile: str = "full",
+    fresh_setup: bool = False,
+    release: str | None = None,
+    moved: str | None = None,
+) -> list[Measurement]:
+    """The setup night (a full run), then nights (a), (b) and (c); one row each against the full run's wall time."""
+    declared = load_matrix(matrix_path)
+    matrix, resolution = resolve_matrix(declared)
+    cells = [c for c in plan_cells(matrix, profile, catalog) if c.device == "cpu"]
+    work = root / ".nox" / "benchmark-nightly"
+    out = output_dir() / "benchmark-nightly"
+    previous, locks = work / "previous", work / "locks"
+    measured = None
+    recorded = json.loads((work / "setup.json").read_text()).get("profile") if (work / "setup.json").exists() else None
+    kept = not fresh_setup and recorded == profile and (previous / "runs").is_dir() and locks.is_dir()
+    stale = stale_setup(root, matrix, cells, previous, locks) if kept else ""
+    if stale:
+        print(f"benchmark: the kept setup night cannot stand for last night ({stale}): running it again", flush=True)
+    if not kept or stale:
+        shutil.rmtree(work, ignore_errors=True)
+        _todays_locks(root, matrix, cells, work)
+        setup = _night(root, profile, previous, {LOCKS_ENV: str(locks), "BUGMATRIX_NO_REUSE": "1"}, lane=False)
+        measured = setup.wall_min
+    full, source = _full_figure(work, profile, measured)
+    rows = []
+    if measured is not None:
+        rows.append(
+            Measurement(
+                f"nightly setup: {profile} profile, every cell run ({len(cells)} cells)", measured, None, "min", note="the previous night"
+            )
+        )
+
+    def row(name: str, night: Night, note: str, *, bounded: bool = False) -> Measurement:
+        text = f"{night.counts()}; {night.downloaded_mib:.0f} MiB of wheels downloaded; {note}; baseline: {source}; {night.reports}"
+        return Measurement(name, night.wall_min, full, "min", "<=" if bounded else "", TARGET if bounded else 0.0, note=text)
+
+    base_env = {LOCKS_ENV: str(locks), "BUGMATRIX_PREVIOUS": str(previous)}
+    a = _night(root, profile, out / "a-nothing-moved", base_env)
+    rows.append(
+        row(
+            "nightly (a) every key unchanged vs full run",
+            a,
+            f"target: 0 run, 0 moved, 0 MiB (met: {not a.ran and not a.moved and a.downloaded_mib == 0})",
+            bounded=True,
+        )
+    )
+
+    axis, version = release.split("=", 1) if release else new_release(declared, resolution, catalog, profile)
+    if not any(e.axis == axis and e.requested == "latest" for e in resolution.entries):
+        msg = f"--new-release {axis}={version}: no profile tracks latest for {axis!r}; name an axis matrix.toml lists latest for"
+        raise BugmatrixError(msg)
+    fixture = work / "resolution-new-release.json"
+    save_resolution(fixture, _with_release(resolution, axis, version))
+    planned = plan_cells(apply_resolution(declared, load_resolution(fixture)), profile, catalog)
+    pinning = {c.id for c in planned if c.device == "cpu" and c.pins.get(axis) == version}
+    b = _night(root, profile, out / "b-new-release", {**base_env, "BUGMATRIX_RESOLUTION": str(fixture)})
+    rows.append(
+        row(
+            f"nightly (b) new release {axis} {version} vs full run",
+            b,
+            f"runs exactly the {len(pinning)} cell(s) pinning it: {set(b.ran) == pinning}",
+        )
+    )
+
+    before, name, held_version, holders, cutoff = _yesterday(
+        matrix, cells, locks, moved_candidates(root, locks, cells, matrix, moved), work
+    )
+    previous_c = work / "previous-before"
+    shutil.rmtree(previous_c, ignore_errors=True)
+    shutil.copytree(previous, previous_c)
+    selected = [f"cell({c})" for c in holders]
+    env_c = {
+        **os.environ,
+        "BUGMATRIX_REPORTS": str(previous_c),
+        LOCKS_ENV: str(before),
+        "BUGMATRIX_NO_REUSE": "1",
+        "BUGMATRIX_DISK": "lean",
+    }
+    timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-s", *selected], env_c, cwd=root, ok=(0, 1))
+    c = _night(root, profile, out / "c-transitive-release", {LOCKS_ENV: str(before), "BUGMATRIX_PREVIOUS": str(previous_c)})
+    page = (c.reports / "index.html").read_text(encoding="utf-8") if (c.reports / "index.html").exists() else ""
+    names = f"{name} " in page and f"→ {held_version}" in page
+    rows.append(row(
+        f"nightly (c) new release of {name} {held_version} (transitive) vs full run", c,
+        f"held back before {cutoff} in {len(holders)} cell(s); siblings run = cells whose resolution changed: {c.siblings == c.moved}"
+        f" (= the cells holding it: {c.moved == set(holders)}); the page names {name}: {names}",
+    ))  # fmt: skip
+    write_json_atomic(out / "nights.json", {
+        night: {"wall_min": n.wall_min, "ran": sorted(n.ran), "reused": sorted(n.reused), "siblings": sorted(n.siblings),
+                "moved": sorted(n.moved), "downloaded_mib": n.downloaded_mib}
+        for night, n in (("a", a), ("b", b), ("c", c))
+    })  # fmt: skip
+    return rows

@@ -1,0 +1,269 @@
+"""Reuse: a cell whose input key equals a previous run's takes that run's results over, says whose they are, and every view says so too.
+
+The runner is exercised for real (its key, its decision, the run file it
+writes); only the environment builder is replaced, by one that fails the test
+if it is ever called, because a reused cell builds and runs nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import bugmatrix.run.runner
+from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
+from bugmatrix.cli import main
+from bugmatrix.files import write_json_atomic, write_text_atomic
+from bugmatrix.plan.catalog import load_catalog
+from bugmatrix.plan.cells import plan_cells
+from bugmatrix.releases.tracking import load_resolved_matrix
+from bugmatrix.report.history import CODES, HISTORY_SCHEMA
+from bugmatrix.run.envbuild import InstallFailed
+from bugmatrix.run.reuse import NO_REUSE_ENV, PREVIOUS_ENV, ReuseOptions, ReusePolicy, decide, reuse_policy, split_reuse_options
+from bugmatrix.run.runner import CellSpec, cell_key, run_cell
+
+ROOT = Path(__file__).resolve().parent.parent
+MATRIX = load_resolved_matrix(ROOT / "matrix.toml")
+SMOKE = [c for c in plan_cells(MATRIX, "smoke", load_catalog(ROOT / "cases", MATRIX)) if c.device == "cpu"]
+CELL = SMOKE[0]
+NOW = dt.datetime(2026, 11, 23, 3, 17, tzinfo=dt.UTC)
+ORIGIN = {"date": "2026-11-22T03:20:00+00:00", "commit": "abc1234", "run": "https://github.com/o/r/actions/runs/41/attempts/1"}
+
+
+def record(variant_id: str, outcome: Outcome = Outcome.FIXED) -> VariantRecord:
+    case, rest = variant_id.split("::")
+    return VariantRecord(
+        id=variant_id, case=case, variant=rest.split("[")[0], device="cpu", kind=Kind.CORE, workaround_for=None, outcome=outcome,
+        expected=outcome, verdict=Verdict.AS_EXPECTED, signature_matched=outcome is Outcome.REPRODUCED, message="", duration_s=0.5,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A checkout holding the cell's committed lock (what makes it keyed)."""
+    checkout = tmp_path / "checkout"
+    (checkout / "locks").mkdir(parents=True)
+    (checkout / "locks" / f"{CELL.id}.txt").write_bytes((ROOT / "locks" / f"{CELL.id}.txt").read_bytes())
+    return checkout
+
+
+def spec(**changes: object) -> CellSpec:
+    return CellSpec(CELL.id, CELL.pins, variants=CELL.variants, **changes)  # type: ignore[arg-type]
+
+
+def previous_run(root: Path, **changes: object) -> RunRecord:
+    key, why = cell_key(MATRIX, spec(), root)
+    assert key is not None, why
+    fields: dict[str, object] = {
+        "cell": CELL.id, "pins": dict(CELL.pins), "axes": list(CELL.pins), "environment": {"python": "3.11.7"},
+        "started": ORIGIN["date"], "finished": "2026-11-22T03:21:00+00:00", "results": [record(v) for v in CELL.variants],
+        "selected": list(CELL.variants), "complete": True, "input_key": key.to_json(), "origin": dict(ORIGIN),
+    }  # fmt: skip
+    fields.update(changes)
+    return RunRecord(**fields)  # type: ignore[arg-type]
+
+
+def save(previous: Path, run: RunRecord, where: str = "runs") -> Path:
+    path = previous / where / f"{run.cell}.json"
+    write_json_atomic(path, run.to_json())
+    return path
+
+
+@pytest.fixture
+def no_builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every environment build the runner asks for, refused (and recorded): a reused cell must ask for none."""
+    asked: list[str] = []
+
+    def refuse(venv: Path, *args: object, **kwargs: object) -> bool:
+        asked.append(str(venv))
+        raise InstallFailed("no environment is built in this test")
+
+    monkeypatch.setattr(bugmatrix.run.runner, "ensure_environment", refuse)
+    return asked
+
+
+def never(command: object, env: object) -> int:
+    raise AssertionError("pytest must not run for a reused cell")
+
+
+def test_same_inputs_are_reused_with_their_origin_and_nothing_is_built(root: Path, tmp_path: Path, no_builds: list[str]) -> None:
+    previous = tmp_path / "previous"
+    save(previous, previous_run(root))
+    tonight = {"torch": {"requested": "latest", "resolved": CELL.pins["torch"]}}
+    out = tmp_path / "tonight" / f"{CELL.id}.json"
+    said: list[str] = []
+    done = run_cell(MATRIX, spec(tracked=tonight), out, execute=never, root=root, reuse=ReusePolicy(previous, 7, now=NOW), log=said.append)
+    assert (
+        done.reused and no_builds == [] and said[0].startswith("reused: inputs unchanged since 2026-11-22T03:20:00+00:00, commit abc1234")
+    )
+    reused = load_run_file(out)
+    assert reused.reused_from == ORIGIN, "whose results these are"
+    assert reused.origin is not None and reused.origin != ORIGIN and reused.origin["date"] > ORIGIN["date"], "tonight's run wrote the file"
+    assert reused.tracked == tonight, "what latest means tonight, not the night the results were observed"
+    assert [r.outcome for r in reused.results] == [Outcome.FIXED] * len(CELL.variants) and reused.complete
+    # Reusing a reused file carries the first origin on: the age is the observation's, never the copy's.
+    again = tmp_path / "again"
+    save(again, reused)
+    run_cell(MATRIX, spec(), again / "out.json", execute=never, root=root, reuse=ReusePolicy(again, 7, now=NOW))
+    assert load_run_file(again / "out.json").reused_from == ORIGIN
+
+
+def test_results_older_than_max_age_are_observed_again(root: Path, tmp_path: Path, no_builds: list[str]) -> None:
+    previous = tmp_path / "previous"
+    save(previous, previous_run(root))
+    said: list[str] = []
+    later = NOW + dt.timedelta(days=7)
+    done = run_cell(
+        MATRIX, spec(), tmp_path / "out.json", execute=never, root=root, reuse=ReusePolicy(previous, 7, now=later), log=said.append
+    )
+    assert not done.reused and done.install_failed and no_builds, "it ran (here: its stubbed build failed)"
+    assert "its results are from 2026-11-22, 8 days ago ([reuse] max_age_days = 7)" in said[0]
+    assert load_run_file(tmp_path / "out.json").reused_from is None
+
+
+def test_a_changed_key_runs_and_says_which_part_moved(root: Path, tmp_path: Path, no_builds: list[str]) -> None:
+    previous = tmp_path / "previous"
+    run = previous_run(root)
+    assert run.input_key is not None
+    stale = {**run.input_key, "digest": "sha256:0", "parts": {**run.input_key["parts"], "lock": "sha256:0"}}
+    save(previous, previous_run(root, input_key=stale))
+    key, _ = cell_key(MATRIX, spec(), root)
+    decision = decide(ReusePolicy(previous, 7, now=NOW), CELL.id, CELL.pins, key, CELL.variants)
+    assert decision.reused is None and decision.why == "runs: the previous run inputs changed: lock changed"
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"complete": False}, "it did not complete"),
+        ({"install": {"status": "failed", "reason": "x"}}, "its environment did not install then"),
+        ({"results": [record(CELL.variants[0], Outcome.CRASHED)]}, "crashed/timeout result(s)"),
+        ({"selected": list(CELL.variants[:-1])}, "another selection of variants"),
+        ({"input_key": None}, "recorded no input key"),
+        ({"origin": None}, "carry no date"),
+    ],
+)
+def test_runs_that_are_no_whole_observation_are_not_reused(root: Path, tmp_path: Path, changes: dict[str, object], why: str) -> None:
+    save(tmp_path, previous_run(root, **changes))
+    key, _ = cell_key(MATRIX, spec(), root)
+    decision = decide(ReusePolicy(tmp_path, 7, now=NOW), CELL.id, CELL.pins, key, CELL.variants)
+    assert decision.reused is None and why in decision.why
+
+
+def test_a_pair_the_history_calls_flaky_is_observed_again(root: Path, tmp_path: Path) -> None:
+    """Flip-flopping for three nights in the previous results' history: that cell runs, the others may be reused."""
+    save(tmp_path, previous_run(root))
+    variant, other = CELL.variants[0], SMOKE[1].id
+    letters = [CODES[Outcome.FIXED], CODES[Outcome.REPRODUCED], CODES[Outcome.FIXED]]
+    lines = [
+        {"schema": HISTORY_SCHEMA, "date": f"2026-11-2{i}", "commit": "c", "profile": "smoke", "cells": [CELL.id, other],
+         "outcomes": {variant: letter + "F"}}
+        for i, letter in enumerate(letters)
+    ]  # fmt: skip
+    write_text_atomic(tmp_path / "history.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
+    policy = reuse_policy(7, ReuseOptions(previous=tmp_path))
+    assert policy is not None and policy.flaky == {(variant, CELL.id)}
+    key, _ = cell_key(MATRIX, spec(), root)
+    decision = decide(policy, CELL.id, CELL.pins, key, CELL.variants)
+    assert decision.reused is None and f"the history calls {variant} flaky here: re-observed" in decision.why
+
+
+def test_a_sibling_run_of_the_same_lock_stands_in_once_the_patch_is_applied(root: Path, tmp_path: Path) -> None:
+    """Tonight's committed lock is last night's fresh lock: the fresh sibling's results are that lock's, so they are reused."""
+    other_lock = previous_run(root, input_key={"digest": "sha256:0", "parts": {"lock": "sha256:1"}})
+    save(tmp_path, other_lock)
+    sibling = save(tmp_path, previous_run(root), where="fresh/runs")
+    key, _ = cell_key(MATRIX, spec(), root)
+    decision = decide(ReusePolicy(tmp_path, 7, now=NOW), CELL.id, CELL.pins, key, CELL.variants)
+    assert decision.reused is not None and decision.source == sibling
+
+
+def test_when_reuse_is_off_or_impossible(root: Path, tmp_path: Path) -> None:
+    key, _ = cell_key(MATRIX, spec(), root)
+    policy = ReusePolicy(tmp_path, 7, now=NOW)
+    assert "reuse is off" in decide(None, CELL.id, CELL.pins, key).why
+    assert "no previous run file" in decide(policy, CELL.id, CELL.pins, key).why
+    assert "not reusable, no current lock" in decide(policy, CELL.id, CELL.pins, None, unkeyed="no current lock").why
+    assert "pytest arguments narrow" in decide(policy, CELL.id, CELL.pins, key, narrowed=["-k", "x"]).why
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / f"{CELL.id}.json").write_text('{"schema": "bugmatrix.run/3", "cel')
+    corrupt = decide(policy, CELL.id, CELL.pins, key)
+    assert corrupt.reused is None and "cannot be read" in corrupt.why and "\n" not in corrupt.why, (
+        "a corrupt previous file only runs the cell"
+    )
+
+
+def test_the_policy_comes_from_the_session_options_and_the_environment(tmp_path: Path) -> None:
+    options, rest = split_reuse_options(["--no-reuse", "-k", "t5", "--reuse-from", str(tmp_path), "--no-reuse-x"])
+    assert options == ReuseOptions(True, tmp_path) and rest == ["-k", "t5", "--no-reuse-x"]
+    assert reuse_policy(7, environ={}) is None, "no previous results named: nothing is reused"
+    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path)}) == ReusePolicy(tmp_path, 7)
+    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path), NO_REUSE_ENV: "1"}) is None
+    assert reuse_policy(0, environ={PREVIOUS_ENV: str(tmp_path)}) is None, "max_age_days = 0: never reuse"
+    assert reuse_policy(7, ReuseOptions(no_reuse=True), environ={PREVIOUS_ENV: str(tmp_path)}) is None
+    warned: list[str] = []
+    (tmp_path / "history.jsonl").write_text("not json\n")
+    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path)}, warn=warned.append) is None
+    assert "history that names flaky results cannot be read" in warned[0], "unknown flaky pairs: nothing is reused"
+
+
+def test_a_reused_result_is_never_shown_without_its_origin(root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """compat.json, compat.md, index.html, the terminal and the step summary: each reused entry or column comes with whose results they are."""
+    reports = tmp_path / "reports"
+    reused = previous_run(root, reused_from=dict(ORIGIN), origin={**ORIGIN, "date": "2026-11-23T03:20:00+00:00", "run": "tonight"})
+    save(reports, reused)
+    fresh = SMOKE[1]
+    save(reports, RunRecord(
+        cell=fresh.id, pins=dict(fresh.pins), axes=list(fresh.pins), environment={}, started="2026-11-23T03:20:00+00:00",
+        finished="2026-11-23T03:21:00+00:00", results=[record(v) for v in fresh.variants], selected=list(fresh.variants), complete=True,
+        origin={**ORIGIN, "date": "2026-11-23T03:20:00+00:00", "run": "tonight"},
+    ))  # fmt: skip
+    summary = tmp_path / "summary.md"
+    summary.write_text("")
+    argv = [
+        "report",
+        "--reports",
+        str(reports),
+        "--profile",
+        "smoke",
+        "--step-summary",
+        str(summary),
+        "--history",
+        str(tmp_path / "h.jsonl"),
+    ]
+    assert main(argv) == 0
+    origin = "2026-11-22T03:20:00+00:00, commit abc1234, https://github.com/o/r/actions/runs/41/attempts/1"
+    terminal = capsys.readouterr().out
+    assert "REUSED 1 of 2 cells" in terminal and f"from {origin}: {CELL.id}" in terminal
+    compat = json.loads((reports / "compat.json").read_text())
+    cells = {c["id"]: c for c in compat["cells"]}
+    assert cells[CELL.id]["reused_from"] == ORIGIN and cells[fresh.id]["reused_from"] is None
+    markdown = (reports / "compat.md").read_text()
+    assert f"- from {origin}: `{CELL.id}`" in markdown
+    assert "♻" in markdown and "♻ Reused: 1 of 2 cells" in markdown
+    assert f"- from {origin}: `{CELL.id}`" in summary.read_text()
+    html = (reports / "index.html").read_text()
+    tds = re.findall(r'<td [^>]*data-cell="([^"]+)"[^>]*>', html)
+    reused_tds = re.findall(rf'<td [^>]*data-cell="{re.escape(CELL.id)}"[^>]*data-reused="([^"]*)"', html)
+    assert reused_tds and len(reused_tds) == tds.count(CELL.id), "every entry of the reused cell carries its origin"
+    assert all(origin in r for r in reused_tds)
+    assert not re.search(rf'data-cell="{re.escape(fresh.id)}"[^>]*data-reused', html), "a cell that ran is not marked"
+    assert re.search(rf'<th [^>]*data-cell="{re.escape(CELL.id)}"[^>]*data-reused="♻ reused from {re.escape(origin)}"', html)
+    assert f'data-origin-run="{ORIGIN["run"]}"' in html
+
+
+def test_a_new_release_has_no_key_so_its_cells_run_the_same_night(root: Path, tmp_path: Path, no_builds: list[str]) -> None:
+    """``latest`` moved to a release no lock knows: even a previous run file under that cell's name cannot stand in for it."""
+    pins = {**CELL.pins, next(a for a in CELL.pins if a != "python"): "99.0.0"}
+    new = CellSpec(MATRIX.cell_id(pins), pins, variants=CELL.variants)
+    key, why = cell_key(MATRIX, new, root)
+    assert key is None and "no lock for this cell" in why
+    save(tmp_path, previous_run(root, cell=new.id, pins=dict(pins)))
+    said: list[str] = []
+    done = run_cell(MATRIX, new, tmp_path / "out.json", execute=never, root=root, reuse=ReusePolicy(tmp_path, 7, now=NOW), log=said.append)
+    assert not done.reused and no_builds and said[0].startswith("runs: not reusable, no current lock")
