@@ -105,7 +105,8 @@ def test_a_sixth_case_on_a_fifth_axis_is_one_file_and_one_entry(tmp_path: Path) 
     assert before <= after, f"sessions gone or renamed: {sorted(before - after)[:5]}"
     added = after - before
     smoke = {f"cell(py311-torch2.15.0-tab{v})" for v in ("0.8.10", "0.9.0")}
-    assert smoke <= added and all(s.startswith("cell(") and "-tab0." in s for s in added), sorted(added)
+    # Each new cell is a cell session and its re-resolve lane twin (fresh), both named for the new axis.
+    assert smoke <= added and all(s.startswith(("cell(", "fresh(")) and "-tab0." in s for s in added), sorted(added)
 
     harness = subprocess.run(
         [sys.executable, "-m", "pytest", "tests", "-m", "not e2e and not browser", "-p", "no:cacheprovider", "-q", "-n", "2", "-rf"],
