@@ -14,9 +14,10 @@ import pytest
 
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.plan.catalog import load_catalog
-from bugmatrix.plan.cells import Cell, plan_cells
+from bugmatrix.plan.cells import Cell, plan_cells, sibling_id
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.run.inputkey import KEY_SCHEMA, InputKey, differences, harness_files, input_key
+from bugmatrix.run.inputkey import KEY_SCHEMA, InputKey, differences, file_digest, harness_files, input_key
+from bugmatrix.run.lock import requirements_digest
 from bugmatrix.run.runner import CellSpec, cell_key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,6 +95,32 @@ def test_a_stale_lock_means_no_key_at_all(checkout: Path) -> None:
     lock.write_text(lock.read_text().replace("# requirements-sha256: ", "# requirements-sha256: 0"))
     key, why = cell_key(MATRIX, CellSpec(cell.id, cell.pins, variants=cell.variants), checkout)
     assert key is None and "no current lock" in why and "stale" in why
+
+
+def test_an_install_workarounds_sibling_is_keyed_by_its_own_lock_and_requirements(checkout: Path) -> None:
+    """A ``-with-`` sibling installs its pins plus the workaround's requirements from its own lock: its key is that lock's, and a
+    changed workaround requirement leaves it without a key (it runs) while its cell's key stays."""
+    base = CELLS[0]
+    extra = ("filelock<4",)
+    sibling = Cell(sibling_id(base.id, extra), base.pins, base.profiles, base.device, base.variants[:1], base.interpreter, extra, base.id)
+    text = (checkout / "locks" / f"{base.id}.txt").read_text(encoding="utf-8")
+    old = requirements_digest(MATRIX.requirements_for(base.pins))
+    new = requirements_digest(MATRIX.requirements_for(sibling.pins, extra=sibling.extra))
+    assert old != new and old in text, "the workaround's requirement is part of the lock's requirements"
+    lock = checkout / "locks" / f"{sibling.id}.txt"
+    header = text.replace(old, new).replace("# requirement: ", "# requirement: filelock<4\n# requirement: ", 1)
+    lock.write_text(header, encoding="utf-8")  # stands in for the one nox -s lock writes
+    before = keys(checkout)
+    key, why = cell_key(MATRIX, CellSpec.of(sibling), checkout)
+    assert key is not None, why
+    assert key.parts["lock"] == file_digest(lock) != before[base.id].parts["lock"]
+    assert next(iter(key.parts["cases"])) == f"cases/{VariantId.parse(sibling.variants[0]).case}.py"
+    other = Cell(
+        sibling.id, sibling.pins, sibling.profiles, sibling.device, sibling.variants, sibling.interpreter, ("filelock<3.20",), base.id
+    )
+    key, why = cell_key(MATRIX, CellSpec.of(other), checkout)
+    assert key is None and "stale" in why and "+filelock<3.20" in why and "-filelock<4" in why
+    assert changed(before, keys(checkout)) == set(), "the cell beside it keeps its key"
 
 
 def test_a_changed_harness_module_invalidates_every_cell_and_a_host_module_none(checkout: Path) -> None:

@@ -26,6 +26,8 @@ from bugmatrix.plan.catalog import Catalog, load_catalog
 from bugmatrix.plan.cells import plan_cells, plan_document, sibling_id
 from bugmatrix.plan.matrix import load_matrix
 from bugmatrix.run.command import cell_env, run_file_path
+from bugmatrix.run.envbuild import cell_venv, fresh_venv
+from bugmatrix.run.lock import lock_path
 from bugmatrix.run.runner import CellSpec, run_cell
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +87,23 @@ def test_a_sibling_cell_is_planned_beside_every_cell_that_runs_the_target() -> N
     assert entry["requires"] == ["numpy<2"] and entry["sibling_of"] == base.id
     assert "requires" not in next(c for c in plan_document(matrix, "smoke", cells)["cells"] if c["id"] == base.id)
     assert sibling_id("c", ("setuptools<81", "numpy>=1.20,<2")) == "c-with-setuptools-lt-81-and-numpy-lt-2-ge-1.20"
+
+
+def test_a_cuda_twins_sibling_installs_its_cpu_siblings_lock_and_no_name_is_taken_twice(tmp_path: Path) -> None:
+    """Every CUDA cell is its CPU cell's id + ``-cuda`` (siblings too), so it installs that cell's lock (the only one ``nox -s lock``
+    writes) and the re-resolve lane finds it; a workaround sibling (``-with-``) and a fresh-lane run of any cell never share a
+    venv or a run file."""
+    cells = plan_cells(load_matrix(TINY), "smoke", Catalog((_case(),)))
+    cuda = {c.id: c for c in cells if c.device == "cuda"}
+    assert set(cuda) == {"py311-torch2.3.1-cuda", "py311-torch2.3.1-with-numpy-lt-2-cuda"}
+    assert cuda["py311-torch2.3.1-with-numpy-lt-2-cuda"].sibling_of == "py311-torch2.3.1-cuda"
+    cpu = {c.id for c in cells if c.device == "cpu"}
+    for twin in cuda.values():
+        assert lock_path(tmp_path, twin.id) in {lock_path(tmp_path, c) for c in cpu}, f"{twin.id} has no CPU cell's lock to install"
+    reports = tmp_path / "reports"
+    locked = [p for c in cells for p in (cell_venv(tmp_path, c.id), run_file_path(reports, c.id))]
+    fresh = [p for c in cells for p in (fresh_venv(tmp_path, c.id), run_file_path(reports / "fresh", c.id))]
+    assert len(set(locked)) == len(locked) and len(set(fresh)) == len(fresh) and not set(locked) & set(fresh)
 
 
 def test_an_install_workaround_that_contradicts_a_pin_is_refused_at_plan_time(tmp_path: Path) -> None:

@@ -99,9 +99,23 @@ def sibling_id(cell_id: str, requires: tuple[str, ...]) -> str:
 
 
 def _siblings(cell: Cell, catalog: Projections) -> list[Cell]:
-    """One sibling per distinct install workaround set the cell's axes admit: same pins, the extra requirements, those variants only."""
+    """One sibling per distinct install workaround set the cell's axes admit: same pins, the extra requirements, those variants only.
+
+    A CUDA twin's sibling is its CPU cell's sibling + ``-cuda`` (``py311-torch2.3.1-with-numpy-lt-2-cuda``), like every
+    CUDA twin: it installs that CPU sibling's lock (``bugmatrix.run.lock.lock_path``) and the re-resolve lane finds it there.
+    """
+    cuda = "-cuda" if cell.device == "cuda" else ""
     return [
-        Cell(sibling_id(cell.id, extra), cell.pins, cell.profiles, cell.device, tuple(ids), cell.interpreter, extra, cell.id)
+        Cell(
+            sibling_id(cell.id.removesuffix(cuda), extra) + cuda,
+            cell.pins,
+            cell.profiles,
+            cell.device,
+            tuple(ids),
+            cell.interpreter,
+            extra,
+            cell.id,
+        )
         for extra, ids in catalog.installs_in(cell.axes).items()
     ]
 
