@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,12 +21,14 @@ from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.cli import main
 from bugmatrix.files import write_json_atomic, write_text_atomic
 from bugmatrix.plan.catalog import load_catalog
-from bugmatrix.plan.cells import plan_cells
+from bugmatrix.plan.cells import Cell, plan_cells, sibling_id
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.report.history import CODES, HISTORY_SCHEMA
 from bugmatrix.run.envbuild import InstallFailed
+from bugmatrix.run.lock import requirements_digest
 from bugmatrix.run.reuse import NO_REUSE_ENV, PREVIOUS_ENV, ReuseOptions, ReusePolicy, decide, reuse_policy, split_reuse_options
 from bugmatrix.run.runner import CellSpec, cell_key, run_cell
+from bugmatrix.tools.benchmark.nightly import stale_setup
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRIX = load_resolved_matrix(ROOT / "matrix.toml")
@@ -181,6 +184,24 @@ def test_a_sibling_run_of_the_same_lock_stands_in_once_the_patch_is_applied(root
     key, _ = cell_key(MATRIX, spec(), root)
     decision = decide(ReusePolicy(tmp_path, 7, now=NOW), CELL.id, CELL.pins, key, CELL.variants)
     assert decision.reused is not None and decision.source == sibling
+
+
+def test_a_workaround_sibling_is_keyed_with_its_extra_wherever_a_planned_cell_is_keyed(root: Path, tmp_path: Path) -> None:
+    """The benchmark's kept setup night keys its cells as the cell sessions do (``CellSpec.of``): a ``-with-`` sibling with
+    its workaround's requirements, so its own lock is current and last night's run of it stands (else: "no current lock")."""
+    extra = ("filelock<4",)
+    sibling = Cell(sibling_id(CELL.id, extra), CELL.pins, CELL.profiles, CELL.device, CELL.variants, CELL.interpreter, extra, CELL.id)
+    text = (root / "locks" / f"{CELL.id}.txt").read_text(encoding="utf-8")
+    digest = requirements_digest(MATRIX.requirements_for(CELL.pins, extra=extra))
+    lock = text.replace(requirements_digest(MATRIX.requirements_for(CELL.pins)), digest)
+    (root / "locks" / f"{sibling.id}.txt").write_text(lock.replace("# requirement: ", "# requirement: filelock<4\n# requirement: ", 1))
+    key, why = cell_key(MATRIX, replace(CellSpec.of(sibling), locks=root / "locks"), root)
+    assert key is not None, why
+    recent = {**ORIGIN, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+    save(tmp_path, previous_run(root, cell=sibling.id, input_key=key.to_json(), origin=recent, started=recent["date"]))
+    assert stale_setup(root, MATRIX, [sibling], tmp_path, root / "locks") == ""
+    without = stale_setup(root, MATRIX, [replace(sibling, extra=())], tmp_path, root / "locks")
+    assert "no current lock" in without and "(-filelock<4)" in without, "without its extra the sibling's lock is stale"
 
 
 def test_when_reuse_is_off_or_impossible(root: Path, tmp_path: Path) -> None:

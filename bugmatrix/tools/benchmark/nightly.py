@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bugmatrix.cell.runfile import load_run_dir
@@ -156,7 +156,7 @@ def stale_setup(root: Path, matrix: Matrix, cells: Sequence[Cell], previous: Pat
     """Why a kept setup night cannot stand for last night ("" when every cell would be reused): the harness moved since, say."""
     policy = ReusePolicy(previous, matrix.reuse_max_age_days)
     for cell in cells:
-        key, why = cell_key(matrix, CellSpec(cell.id, cell.pins, variants=cell.variants, locks=locks), root)
+        key, why = cell_key(matrix, replace(CellSpec.of(cell), locks=locks), root)  # a sibling: with its extra
         decision = decide(policy, cell.id, cell.pins, key, cell.variants, unkeyed=why)
         if decision.reused is None:
             return f"{cell.id} {decision.why}"
