@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.sourcescan import docstrings, rel
+
 ROOT = Path(__file__).resolve().parent.parent
 #: module -> why it may name an axis.
 EXEMPT = {
@@ -49,28 +51,13 @@ NAMES = _names()
 ROOTS = {name.partition(".")[0] for name in NAMES}
 
 
-def rel(path: Path) -> str:
-    return str(path.relative_to(ROOT))
-
-
-def _docstrings(tree: ast.AST) -> set[int]:
-    found = set()
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body:
-            first = body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-                found.add(id(first.value))
-    return found
-
-
 def named_axes(source: str) -> list[tuple[int, str]]:
     """(line, what) for each literal that is an axis name, distribution or module, and each import of such a module."""
     tree = ast.parse(source)
-    docstrings = _docstrings(tree)
+    prose = docstrings(tree)
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
             value = node.value.strip()
             head, _, rest = value.partition(".")
             if value in NAMES or (head in ROOTS and rest and all(part.isidentifier() for part in rest.split("."))):

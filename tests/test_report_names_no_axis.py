@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.sourcescan import docstrings, rel
+
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = sorted([*(ROOT / "bugmatrix" / "report").glob("*.py"), ROOT / "bugmatrix" / "releases" / "notes.py"])
 TEMPLATES = sorted((ROOT / "bugmatrix" / "report" / "templates").glob("*.j2"))
@@ -26,29 +28,14 @@ NAMED = re.compile(r"\b(" + "|".join(map(re.escape, AXES)) + r")\b")
 COMMAND = re.compile(r"python -m bugmatrix")
 
 
-def rel(path: Path) -> str:
-    return str(path.relative_to(ROOT))
-
-
-def _docstrings(tree: ast.AST) -> set[int]:
-    found = set()
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body:
-            first = body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-                found.add(id(first.value))
-    return found
-
-
 @pytest.mark.parametrize("path", MODULES, ids=rel)
 def test_no_string_in_the_report_code_names_an_axis(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = _docstrings(tree)
+    prose = docstrings(tree)
     named = [
         (node.lineno, node.value)
         for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose
         and NAMED.search(COMMAND.sub("", node.value))
     ]  # fmt: skip
     assert not named, f"{rel(path)} names an axis; take it from the document (Compat.axis_names, .interpreter, .short): {named}"
