@@ -11,24 +11,20 @@ environments of a fixture with uv, runs them through the runner and reports.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from bugmatrix.cell.case import CPU_BF16, CUDA_FP16, Case, CaseError, Expect
 from bugmatrix.cell.outcomes import Signature
-from bugmatrix.cli import main
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.plan.catalog import Catalog, load_catalog
+from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import plan_cells, plan_document, sibling_id
 from bugmatrix.plan.matrix import load_matrix
-from bugmatrix.run.command import cell_env, run_file_path
+from bugmatrix.run.command import run_file_path
 from bugmatrix.run.envbuild import cell_venv, fresh_venv
 from bugmatrix.run.lock import lock_path
-from bugmatrix.run.runner import CellSpec, run_cell
+from tests.fixtureproject import run_smoke_night
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "install_workaround"
@@ -117,31 +113,15 @@ def test_an_install_workaround_that_contradicts_a_pin_is_refused_at_plan_time(tm
 @pytest.mark.e2e
 def test_an_install_workaround_is_built_run_and_counted_as_held(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Both environments built with uv; the target reproduces where setuptools is absent, the workaround is fixed beside it."""
-    root = tmp_path / "project"
-    shutil.copytree(FIXTURE, root)
-    (root / "bugmatrix").symlink_to(ROOT / "bugmatrix")
-    shutil.copy(ROOT / "conftest.py", root)
-    matrix = load_matrix(root / "matrix.toml")
-    cells = plan_cells(matrix, "smoke", load_catalog(root / "cases", matrix))
-    assert [c.id for c in cells] == ["py311", "py311-with-setuptools-lt-81"]
-    reports = tmp_path / "reports"
-
-    def execute(command: list[str], env: dict[str, str]) -> int:
-        return subprocess.run(command, cwd=root, env=cell_env(root), capture_output=True, text=True, timeout=300, check=False).returncode
-
-    for cell in cells:
-        spec = CellSpec(cell.id, cell.pins, extra=cell.extra)
-        done = run_cell(matrix, spec, run_file_path(reports, cell.id), execute=execute, root=root, venv=tmp_path / "venvs" / cell.id)
-        assert done.install_failed is None and done.returncode in (0, 1), done
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps(plan_document(matrix, "smoke", cells)), encoding="utf-8")
-    assert main(["report", "--reports", str(reports), "--plan", str(plan), "--profile", "smoke", "--fail-on-regression"]) == 0
-    compat = json.loads((reports / "compat.json").read_text(encoding="utf-8"))
+    night = run_smoke_night(FIXTURE, tmp_path)
+    assert [c.id for c in night.cells] == ["py311", "py311-with-setuptools-lt-81"]
+    assert night.report_code == 0
+    compat = night.compat()
     target = compat["results"]["pkg_resources_gone::import_pkg_resources[cpu]"]
     assert list(target) == ["py311"] and target["py311"]["outcome"] == "reproduced"
     assert target["py311"]["workarounds"] == ["setuptools_below_81"], "held beside the cell, counted in it"
     workaround = compat["results"]["pkg_resources_gone::setuptools_below_81[cpu]"]
     assert {cell: entry["outcome"] for cell, entry in workaround.items()} == {"py311-with-setuptools-lt-81": "fixed"}
-    markdown = (reports / "compat.md").read_text(encoding="utf-8")
+    markdown = (night.reports / "compat.md").read_text(encoding="utf-8")
     assert "| ✗ reproduced — works: setuptools\\_below\\_81 |" in markdown, markdown[-1500:]
     assert "workarounds fixed where it reproduced: setuptools_below_81 ✓ 1/1" in capsys.readouterr().out
