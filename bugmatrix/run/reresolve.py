@@ -49,6 +49,7 @@ from packaging.utils import canonicalize_name
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_files
+from bugmatrix.report.envdiff import distribution_changes
 from bugmatrix.run.lock import create_lock, lock_for, read_header
 
 if TYPE_CHECKING:
@@ -121,22 +122,20 @@ def lock_entries(text: str) -> dict[str, tuple[str, frozenset[str]]]:
 
 
 def lock_changes(committed: str, fresh: str) -> list[str]:
-    """What moved from one lock's text to another's: ``name old → new``, ``+name v``, ``-name v``, ``name v: files changed``."""
+    """What moved from one lock's text to another's: ``name old → new``, ``+name v``, ``-name v``, ``name v: files changed``.
+
+    The version lines are the environment diff's own (:func:`bugmatrix.report.envdiff.distribution_changes`), so the
+    re-resolve lane and the report's environment changes say a move the same way; a lock adds what a version cannot
+    show, a release whose wheels' hashes changed.
+    """
     before, after = lock_entries(committed), lock_entries(fresh)
-    lines = []
-    for name in sorted(before.keys() | after.keys()):
-        old, new = before.get(name), after.get(name)
-        if old == new:
-            continue
-        if old is None:
-            lines.append(f"+{name} {new[0]}")  # type: ignore[index]
-        elif new is None:
-            lines.append(f"-{name} {old[0]}")
-        elif old[0] != new[0]:
-            lines.append(f"{name} {old[0]} → {new[0]}")
-        else:
-            lines.append(f"{name} {old[0]}: files changed (another set of wheel hashes)")
-    return lines
+    moved = distribution_changes({n: v for n, (v, _) in before.items()}, {n: v for n, (v, _) in after.items()})
+    rehashed = [
+        f"{name} {before[name][0]}: files changed (another set of wheel hashes)"
+        for name in before.keys() & after.keys()
+        if before[name][0] == after[name][0] and before[name][1] != after[name][1]
+    ]
+    return sorted(moved + rehashed, key=lambda line: line.lstrip("+-").split(" ", 1)[0])
 
 
 def patch_text(changes: Sequence[tuple[str, str, str]]) -> str:
