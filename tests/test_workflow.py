@@ -254,23 +254,30 @@ def test_the_report_job_carries_the_history_from_night_to_night() -> None:
     assert names.index(restore["name"]) < names.index(report_step["name"]) < names.index(appended["name"]) < names.index(upload["name"])
 
 
-def test_the_restore_script_starts_a_new_history_when_there_is_none(tmp_path: Path) -> None:
-    """Run the step's shell with a fake `gh`: a listing failure or no artifact must not fail the night."""
-    script = step_running(load_workflow()["jobs"]["report"], r"\bgh run download\b.* -n history\b")["run"]
+def fake_gh(tmp_path: Path, download: str) -> tuple[Path, str]:
+    """A fake ``gh`` and the PATH that puts it first: ``gh run list`` names runs 42 and 41, and only the older one
+    has the artifact: ``gh run download 41 ... -D DIR`` runs the shell ``download`` with ``$2`` = DIR; anything else
+    fails. Returns the script (a test rewrites it to fail) and the PATH."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "gh"
-    # `gh run list` names two runs; only the older one (41) has a history artifact.
     fake.write_text(
         "#!/bin/sh\n"
         'if [ "$2" = list ]; then printf "42\\n41\\n"; exit 0; fi\n'
-        'if [ "$3" = 41 ]; then shift 3; while [ "$1" != -D ]; do shift; done; echo night > "$2/history.jsonl"; exit 0; fi\n'
+        f'if [ "$3" = 41 ]; then shift 3; while [ "$1" != -D ]; do shift; done; {download}; exit 0; fi\n'
         "exit 1\n"
     )
     fake.chmod(0o755)
+    return fake, f"{bin_dir}:{os.environ['PATH']}"
+
+
+def test_the_restore_script_starts_a_new_history_when_there_is_none(tmp_path: Path) -> None:
+    """Run the step's shell with a fake `gh`: a listing failure or no artifact must not fail the night."""
+    script = step_running(load_workflow()["jobs"]["report"], r"\bgh run download\b.* -n history\b")["run"]
+    fake, path = fake_gh(tmp_path, 'echo night > "$2/history.jsonl"')
     github_env, github_output = tmp_path / "env", tmp_path / "output"
     env = {
-        **os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "BUGMATRIX_REPORTS": str(tmp_path / "r"),
+        **os.environ, "PATH": path, "BUGMATRIX_REPORTS": str(tmp_path / "r"),
         "GITHUB_REPOSITORY": "o/r", "GITHUB_ENV": str(github_env), "GITHUB_OUTPUT": str(github_output),
     }  # fmt: skip
     done = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
@@ -418,19 +425,10 @@ def test_the_lane_runs_once_in_the_plan_job_and_its_patch_is_uploaded() -> None:
 def test_the_previous_results_restore_script_falls_back_to_every_cell_running(tmp_path: Path) -> None:
     """Run the plan job's restore step with a fake `gh`: the newest run with results is used; none found is not an error."""
     script = step_running(load_workflow()["jobs"]["plan"], r"-n night-results")["run"]
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "gh"
-    fake.write_text(
-        "#!/bin/sh\n"
-        'if [ "$2" = list ]; then printf "42\\n41\\n"; exit 0; fi\n'
-        'if [ "$3" = 41 ]; then shift 3; while [ "$1" != -D ]; do shift; done; mkdir -p "$2/runs"; echo {} > "$2/runs/c.json"; exit 0; fi\n'
-        "exit 1\n"
-    )
-    fake.chmod(0o755)
+    fake, path = fake_gh(tmp_path, 'mkdir -p "$2/runs"; echo {} > "$2/runs/c.json"')
     env = {
         **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "PATH": path,
         "BUGMATRIX_PREVIOUS": str(tmp_path / "prev"),
         "GITHUB_REPOSITORY": "o/r",
     }
