@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from bugmatrix.run.command import WORKERS
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.runner import CellSpec, built_python, run_cell
+from bugmatrix.tools.benchmark.disk import Sampler
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, skipped, timed
 
 __all__ = [
@@ -174,31 +174,16 @@ def measure_smoke(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[
         return smoke_from_runs(root, matrix, catalog, cells, Path(tmp) / "runs", wall, "nox -t smoke measured now (--smoke)")
 
 
-class DiskPeak:
+class DiskPeak(Sampler):
     """Samples the disk in use (and the uv cache's filesystem) in a thread; ``peak`` - ``start`` is what a run added."""
 
     def __init__(self, path: Path, every: float = 5.0) -> None:
-        self.path, self.every = path, every
+        super().__init__(every, "disk-peak")
+        self.path = path
         self.start = self.peak = shutil.disk_usage(path).used
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, name="disk-peak", daemon=True)
 
     def sample(self) -> None:
-        """Take one sample now (the thread calls it every ``every`` seconds; a test calls it at the points it chooses)."""
         self.peak = max(self.peak, shutil.disk_usage(self.path).used)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(self.every):
-            self.sample()
-
-    def __enter__(self) -> DiskPeak:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sample()
 
     @property
     def added_gib(self) -> float:

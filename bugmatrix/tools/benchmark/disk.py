@@ -10,8 +10,10 @@ whole matrix's floor is one env per such release.
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Self
 
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import plan_cells
@@ -19,7 +21,37 @@ from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.tools.benchmark.table import Measurement, skipped
 
-__all__ = ["disk_kib", "heavy_release", "measure_ci_cache", "measure_disk"]
+__all__ = ["Sampler", "disk_kib", "heavy_release", "measure_ci_cache", "measure_disk"]
+
+
+class Sampler:
+    """Calls :meth:`sample` in a daemon thread every ``every`` seconds while entered, and once more on leaving.
+
+    Why a thread: what a run adds to the disk (its peak, the wheels it downloaded) is seen only while it runs;
+    the last sample on leaving counts what appeared after the thread's last wake-up.
+    """
+
+    def __init__(self, every: float, name: str) -> None:
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=name, daemon=True)
+
+    def sample(self) -> None:
+        """Take one sample now (the thread calls it every ``every`` seconds; a test calls it at the points it chooses)."""
+        raise NotImplementedError
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
 
 
 def disk_kib(paths: Sequence[Path]) -> int:

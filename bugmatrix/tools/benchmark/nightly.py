@@ -41,7 +41,6 @@ import json
 import os
 import shutil
 import sys
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -62,6 +61,7 @@ from bugmatrix.run.reresolve import lock_entries, reresolve_cells
 from bugmatrix.run.reuse import ReusePolicy, decide
 from bugmatrix.run.runner import CellSpec, cell_key
 from bugmatrix.tools.benchmark.cells import _uv_cache_dir
+from bugmatrix.tools.benchmark.disk import Sampler
 from bugmatrix.tools.benchmark.table import Measurement, timed
 
 __all__ = ["DownloadWatch", "measure_nightly_reuse", "moved_candidates", "new_release", "stale_setup"]
@@ -70,36 +70,22 @@ __all__ = ["DownloadWatch", "measure_nightly_reuse", "moved_candidates", "new_re
 TARGET = 0.05
 
 
-class DownloadWatch:
+class DownloadWatch(Sampler):
     """Bytes of wheels that appear in uv's cache while it watches (new ``archive-v*`` entries, sized when first seen)."""
 
     def __init__(self, cache: Path, every: float = 2.0) -> None:
-        self.cache, self.every = cache, every
+        super().__init__(every, "download-watch")
+        self.cache = cache
         self.seen = set(self._entries())
         self.added: dict[Path, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="download-watch", daemon=True)
 
     def _entries(self) -> list[Path]:
         return [p for archive in self.cache.glob("archive-v*") for p in archive.iterdir()] if self.cache.is_dir() else []
 
-    def _sample(self) -> None:
+    def sample(self) -> None:
         for entry in self._entries():
             if entry not in self.seen and entry not in self.added:
                 self.added[entry] = sum(f.stat().st_size for f in entry.rglob("*") if f.is_file() and not f.is_symlink())
-
-    def _watch(self) -> None:
-        while not self._stop.wait(self.every):
-            self._sample()
-
-    def __enter__(self) -> DownloadWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
 
     @property
     def mib(self) -> float:
