@@ -36,11 +36,23 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.computed import Choice, Reference, choose, committed_choices
 from bugmatrix.plan.conflicts import check_contradictions
 from bugmatrix.plan.matrix import SYMBOLIC, Matrix
 from bugmatrix.plan.slices import Slice
 
-__all__ = ["PLAN_SCHEMA", "Cell", "Slices", "find_cell", "plan_all", "plan_cells", "plan_document", "sibling_id"]
+__all__ = [
+    "PLAN_SCHEMA",
+    "Cell",
+    "Slices",
+    "computed_choice",
+    "find_cell",
+    "plan_all",
+    "plan_cells",
+    "plan_document",
+    "recompute",
+    "sibling_id",
+]
 
 PLAN_SCHEMA = "bugmatrix.plan.cells/1"
 
@@ -169,6 +181,8 @@ def plan_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
     if unresolved:  # a programming error more than a user's: every entry point resolves first
         msg = f"{matrix.path}: profiles.{profile}.{unresolved[0]} lists a symbolic version; plan bugmatrix.releases.tracking.resolve_matrix(...)'s matrix"
         raise BugmatrixError(msg)
+    if profile in matrix.computed:
+        return _computed_cells(matrix, profile, catalog)
     slices = catalog.slices(matrix)
     members = _Members(matrix, slices)
     rules = [r for r in matrix.exclude if profile in r.profiles]
@@ -186,6 +200,44 @@ def plan_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
     planned = [p for cell in cells for p in members.cells(cell)]
     check_contradictions(matrix, [(c.id, c.pins, c.extra, c.source) for c in planned if c.device == "cpu"])
     return sorted(planned, key=lambda c: _sort_key(matrix, c))  # stable: a sibling follows its cell
+
+
+def computed_choice(matrix: Matrix, profile: str, catalog: Slices) -> tuple[list[Cell], dict[str, tuple[str, ...]]]:
+    """A computed profile's candidates (its ``within`` profile's cells) and each case's cells: committed, else chosen from ``expect=``.
+
+    A committed entry whose cells are gone or no longer run the case is chosen again (``nox -s check`` says the file is stale).
+    """
+    candidates = plan_cells(matrix, matrix.within[profile], catalog)
+    by_id = {c.id: c for c in candidates}
+    committed = committed_choices(matrix.computed[profile])
+    chosen = {}
+    for case in catalog.slices(matrix):
+        ids = committed.get(case.case)
+        own = {m.id for m in case.members}
+        if ids is None or not all(i in by_id and own & set(by_id[i].variants) for i in ids):
+            ids = choose(matrix, case, candidates).cells
+        chosen[case.case] = ids
+    return candidates, chosen
+
+
+def recompute(matrix: Matrix, profile: str, catalog: Slices, reference: Reference) -> list[Choice]:
+    """Every case's choice for a computed profile, from the reference's outcomes (else ``expect=``): what ``--compute P --write`` commits.
+
+    Pass the matrix without ``latest`` (``tracking.without_symbolic``): a committed cell must not move with tonight's release.
+    """
+    candidates = plan_cells(matrix, matrix.within[profile], catalog)
+    return [choose(matrix, case, candidates, reference) for case in catalog.slices(matrix)]
+
+
+def _computed_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
+    """The chosen cells of a computed profile, with their install-workaround siblings and CUDA twins (``bugmatrix.plan.computed``)."""
+    candidates, chosen = computed_choice(matrix, profile, catalog)
+    ids = {i for cells in chosen.values() for i in cells}
+    cells = [replace(c, profiles=(profile,)) for c in candidates if (c.sibling_of or c.id).removesuffix("-cuda") in ids]
+    if not cells:
+        msg = f"{matrix.path}: profiles.{profile}: plans no cells (no case has a cell in profiles.{matrix.within[profile]}); list versions there"
+        raise BugmatrixError(msg)
+    return cells
 
 
 def _gpu_cells(matrix: Matrix, cells: list[Cell]) -> list[Cell]:

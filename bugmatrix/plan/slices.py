@@ -28,7 +28,8 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from bugmatrix.cell.case import Case
+from bugmatrix.cell.case import Case, Expect
+from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.matrix import Matrix
 
@@ -47,9 +48,15 @@ class Member:
     device: str
     when: Mapping[str, SpecifierSet] = field(default_factory=dict)
     extra: tuple[str, ...] = ()  # requirements beyond the cell's: run in a sibling environment
+    expect: tuple[Expect, ...] = ()  # its declared expectations (a computed profile reads them where no result is committed)
+    axes: tuple[str, ...] = ()  # the axes it declares: it is read along these
 
     def runs_at(self, pins: Mapping[str, str]) -> bool:
         return _holds(self.when, pins)
+
+    def expected(self, pins: Mapping[str, str]) -> Outcome | None:
+        """The outcome its first covering ``Expect`` declares at these pins, or None."""
+        return next((e.outcome for e in self.expect if e.covers(pins, self.device)), None)
 
 
 @dataclass(frozen=True)
@@ -106,7 +113,7 @@ def case_slice(matrix: Matrix, case: Case, source: str) -> Slice:
                 msg = f"{where}, but no release in axes.{axis}.versions of {matrix.path} satisfies it; list one there"
                 raise BugmatrixError(msg)
             when[axis] = when[axis] & requirement.specifier if axis in when else requirement.specifier
-        members.append(Member(variant.id, variant.device, when, tuple(extra)))
+        members.append(Member(variant.id, variant.device, when, tuple(extra), variant.expect, variant.axes))
     return Slice(case.id, spans, tuple(members), narrowing, source)
 
 
