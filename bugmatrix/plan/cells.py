@@ -130,22 +130,30 @@ def _slice_pins(matrix: Matrix, profile: str, case: Slice) -> list[dict[str, str
 
 
 class _Members:
-    """Which cases a cell's pins belong to: decided by the pins alone (any profile), so a cell id runs the same variants everywhere."""
+    """Which cases a cell's pins belong to: decided by the pins alone (any profile), so a cell id runs the same variants everywhere.
+
+    A case holds a cell that is a point of its cross: its spanned axes at any of their versions, every other axis the
+    cell pins held at its base (``[[base_when]]`` applied), nothing else pinned; and, for an ``[[include]]`` cell,
+    every case whose axes it pins. Which points a profile plans is the profile's business; what runs there is not.
+    """
 
     def __init__(self, matrix: Matrix, slices: list[Slice]) -> None:
         self.matrix = matrix
         self.slices = slices
         self.includes = [matrix.rebased(pins) for pins, _ in matrix.include]
-        self.held = set(matrix.held_axes) - {matrix.interpreter}
+        self.held = {a: matrix.base[a] for a in matrix.held_axes}
+
+    def _point(self, case: Slice, pins: Mapping[str, str]) -> bool:
+        if any(a not in pins for a in case.axes):
+            return False
+        spanned = {a: pins[a] for a in case.axes}
+        return self.matrix.rebased({**self.held, **spanned, self.matrix.interpreter: pins[self.matrix.interpreter]}) == dict(pins)
 
     def cases(self, pins: Mapping[str, str]) -> list[Slice]:
-        """The slices holding a cell: the cases whose axes and the held ones are exactly its axes; an include's, every case it installs."""
+        """The slices holding a cell (see the class docstring)."""
         installed = {a for a in pins if a != self.matrix.interpreter}
         included = dict(pins) in self.includes
-        return [
-            s for s in self.slices
-            if s.admits(pins) and (installed == self.held.union(s.axes) or (included and set(s.axes) <= installed))
-        ]  # fmt: skip
+        return [s for s in self.slices if s.admits(pins) and (self._point(s, pins) or (included and set(s.axes) <= installed))]
 
     def cells(self, cell: Cell) -> list[Cell]:
         """The cell with its variants, and one sibling per extra requirement set its cases' install workarounds need there.
