@@ -273,3 +273,16 @@ def test_an_install_workaround_case_is_its_own_slice() -> None:
     other.variant(devices=(CPU_BF16,))(_named("core"))
     cells = plan_cells(matrix, "nightly", Catalog((mine, other)))
     assert all(c.sibling_of.count("-pl") == 0 for c in cells if c.extra), "no sibling beside the other case's cells"
+
+
+def test_plan_compute_writes_the_choice_and_refuses_a_listed_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``plan --compute smoke --write`` rewrites the committed file byte for byte; ``--compute nightly`` is one line (exit 2)."""
+    shutil.copy(ROOT / "matrix.toml", tmp_path / "matrix.toml")
+    args = ["--matrix", str(tmp_path / "matrix.toml"), "--cases", str(ROOT / "cases"), "plan"]
+    assert main([*args, "--compute", "smoke", "--write"]) == 0
+    out = capsys.readouterr().out
+    assert "autocast_cache: py311-torch" in out and f"wrote {tmp_path / 'matrix.smoke.json'}" in out
+    assert (tmp_path / "matrix.smoke.json").read_text(encoding="utf-8") == (ROOT / "matrix.smoke.json").read_text(encoding="utf-8")
+    assert main([*args, "--compute", "nightly"]) == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("resolved: ")]
+    assert line.startswith("bugmatrix: error: --compute nightly: profiles.nightly of ") and "is not computed (computed: smoke)" in line
