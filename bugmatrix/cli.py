@@ -27,6 +27,7 @@ from bugmatrix.paths import ROOT, output_dir
 if TYPE_CHECKING:
     from bugmatrix.cell.case import Variant
     from bugmatrix.plan.matrix import Matrix
+    from bugmatrix.plan.planned import Planned
 
 __all__ = ["build_parser", "main"]
 
@@ -91,10 +92,13 @@ def _plan(args: argparse.Namespace) -> int:
 
     planned = load_plan(load_matrix(args.matrix), args.cases, refresh=args.resolve)
     matrix, resolution = planned.matrix, planned.resolution
+    args.profile_given = args.profile is not None
     args.profile = args.profile or matrix.default_profile
     for entry in resolution.entries:  # stderr: stdout of --json is the CI matrix alone
         stale = f" (saved {resolution.resolved_at}; registry unreachable)" if resolution.stale else ""
         print(f"resolved: {entry.axis} {entry.requested} = {entry.resolved}{stale}", file=sys.stderr)
+    if args.compute or args.cost:
+        return _plan_compute(args, planned) if args.compute else _plan_cost(args, planned)
     cells = planned.profile_cells(args.profile)
     if args.out:
         write_json_atomic(args.out, {**plan_document(matrix, args.profile, cells), "resolution": resolution.to_json()})
@@ -126,6 +130,39 @@ def _plan(args: argparse.Namespace) -> int:
         if args.variants:
             print("    runs " + ", ".join(c.variants))
     print(f"{len(cells)} cells in profile {args.profile}" + ("" if args.variants else " (--variants: which variants each runs)"))
+    return 0
+
+
+def _plan_compute(args: argparse.Namespace, planned: Planned) -> int:
+    """``plan --compute P [--write]``: each case's cells of a computed profile, from the committed reference (else ``expect=``)."""
+    from bugmatrix.plan.cells import recompute
+    from bugmatrix.plan.computed import reference_outcomes, write_choices
+    from bugmatrix.releases.tracking import without_symbolic
+
+    matrix = without_symbolic(planned.declared)
+    if args.compute not in matrix.computed:
+        computed = ", ".join(matrix.computed) or "none"
+        msg = f'--compute {args.compute}: profiles.{args.compute} of {args.matrix} is not computed (computed: {computed}); add computed = "{args.compute}.json"'
+        raise BugmatrixError(msg)
+    choices = recompute(matrix, args.compute, planned.catalog, reference_outcomes(args.reference))
+    for choice in choices:
+        print(f"{choice.case}: {', '.join(choice.cells) or 'no cell'} -- {choice.shows} (from {choice.source})")
+    cells = {c for choice in choices for c in choice.cells}
+    print(f"{len(cells)} CPU cells in profile {args.compute}, chosen among profiles.{matrix.within[args.compute]}'s")
+    if args.write:
+        write_choices(matrix.computed[args.compute], args.compute, matrix.within[args.compute], choices)
+        print(f"wrote {matrix.computed[args.compute]}")
+    return 0
+
+
+def _plan_cost(args: argparse.Namespace, planned: Planned) -> int:
+    """``plan --cost``: cells, environments, lock lines and time, per profile (or the one asked for) and per case."""
+    from bugmatrix.plan.cost import Costs, price, render_cost
+
+    costs = Costs(args.cases.resolve().parent / "locks", args.reference)
+    slices = planned.catalog.slices(planned.matrix)
+    profiles = [args.profile] if args.profile_given else list(planned.matrix.profiles)
+    print("\n".join(render_cost({p: price(planned.profile_cells(p), slices, costs) for p in profiles})))
     return 0
 
 
@@ -226,6 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--variants", action="store_true", help="also list the variants each cell runs")
     plan.add_argument("--out", type=Path, help="also write the plan document (the report's completeness check) here")
     plan.add_argument("--resolve", action="store_true", help="ask the registry what 'latest' is now (default: reuse the saved resolution)")
+    plan.add_argument(
+        "--cost", action="store_true", help="cells, environments, lock lines and time per profile (or --profile) and per case"
+    )
+    plan.add_argument("--compute", metavar="PROFILE", help="each case's cells of a computed profile (e.g. smoke), from the reference runs")
+    plan.add_argument("--write", action="store_true", help="with --compute: commit the choice to the profile's file (computed = ...)")
+    plan.add_argument(
+        "--reference", type=Path, default=ROOT / "reports" / "runs", help="the committed reference's run files (default: %(default)s)"
+    )
     plan.set_defaults(func=_plan)
 
     bisect = sub.add_parser("bisect", help="find the first release where a variant's outcome changes")

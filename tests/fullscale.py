@@ -3,7 +3,7 @@
 Cells come from the real planner over the reference catalogue and matrix
 (:mod:`tests.reference`: this project's four cases and its matrix as of issue
 23, frozen as fixtures, so a user's new case or axis changes nothing here; the
-``full`` profile's 70 CPU cells over 16 torch, 10 Lightning and 7 transformers
+``full`` profile's 83 CPU cells (the union of the cases' slices) over 16 torch, 10 Lightning and 7 transformers
 releases and Python 3.10-3.13), and so do the variants (kind,
 ``workaround_for``, ``counterpart``); only the outcomes are made up, by the small rules in :data:`RULES`, which play the
 upstream history (the autocast cache bug fixed in torch 2.11, the T5 closure
@@ -152,7 +152,7 @@ def full_runs(outcome_of: Callable[[str, str], str | None] | None = None) -> lis
 
 
 def full_compat(outcome_of: Callable[[str, str], str | None] | None = None, generated: str = "2026-11-23T03:00:00+00:00") -> Compat:
-    """The full profile's compat document (70 CPU cells), merged against the real plan like ``report-full``."""
+    """The full profile's compat document (83 CPU cells), merged against the real plan like ``report-full``."""
     _, plan, _ = _planned()
     return merge_runs(full_runs(outcome_of), profile="full", commit="f00d123", generated=generated, plan=plan)
 

@@ -511,3 +511,17 @@ def test_the_run_file_records_what_latest_resolved_to(tmp_path: Path) -> None:
     assert load_run_file(tmp_path / "run.json").tracked == {"torch": {"requested": "latest", "resolved": "2.15.0"}}
     bad = run_cases(tmp_path, "-p", "no:xdist", "--bugmatrix-requested", "torch")
     assert "--bugmatrix-requested: 'torch' is not axis=version" in bad.stderr, bad.stderr[-2000:]
+
+
+def test_a_planned_cell_runs_exactly_its_planned_variants(tmp_path: Path) -> None:
+    """``--bugmatrix-variants`` (issue 33): the plan's list chooses (an id the cell does not have is no error); a bad list is one line."""
+    plant(tmp_path, "planted")
+    listed = json.dumps(["planted::fixed[cpu]", "planted::nope[cpu]"])
+    proc = run_cases(
+        tmp_path, "-p", "no:xdist", "--collect-only", "-q", "--bugmatrix-axes", "torch", "--bugmatrix-variants", listed, limit=60
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    collected = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert collected == ["cases/planted.py::fixed[cpu]"], collected
+    bad = run_cases(tmp_path, "-p", "no:xdist", "--collect-only", "--bugmatrix-variants", "planted::fixed[cpu]", limit=60)
+    assert bad.returncode != 0 and "--bugmatrix-variants: 'planted::fixed[cpu]' is not a JSON list of variant ids" in bad.stderr

@@ -102,12 +102,17 @@ def test_a_cuda_twins_sibling_installs_its_cpu_siblings_lock_and_no_name_is_take
     assert len(set(locked)) == len(locked) and len(set(fresh)) == len(fresh) and not set(locked) & set(fresh)
 
 
-def test_an_install_workaround_that_contradicts_a_pin_is_refused_at_plan_time(tmp_path: Path) -> None:
+def test_an_install_workaround_on_an_axis_that_no_release_satisfies_names_the_case_file(tmp_path: Path) -> None:
+    """``torch<2`` where torch is an axis is read from torch's cells; where no listed torch satisfies it, the case file is named."""
     case = Case(id="demo", title="t", signature=Signature("x"), axes=("torch",))
     case.variant(devices=(CPU_BF16,))(core)
     case.install_workaround("other_torch", workaround_for="core", requires=["torch<2"])
-    with pytest.raises(BugmatrixError, match=r"an install workaround's requires: 'torch<2' contradicts axes\.torch pin: 'torch==2\.1\.2'"):
-        plan_cells(load_matrix(TINY), "smoke", Catalog((case,)))
+    with pytest.raises(BugmatrixError) as info:
+        plan_cells(load_matrix(TINY), "smoke", Catalog((case,), tmp_path / "cases"))
+    assert str(info.value) == (
+        f"{tmp_path / 'cases' / 'demo.py'}: install workaround 'other_torch' requires 'torch<2', a release of axis 'torch', "
+        f"but no release in axes.torch.versions of {TINY} satisfies it; list one there"
+    )
 
 
 @pytest.mark.e2e
@@ -125,3 +130,54 @@ def test_an_install_workaround_is_built_run_and_counted_as_held(tmp_path: Path, 
     markdown = (night.reports / "compat.md").read_text(encoding="utf-8")
     assert "| ✗ reproduced — works: setuptools\\_below\\_81 |" in markdown, markdown[-1500:]
     assert "workarounds fixed where it reproduced: setuptools_below_81 ✓ 1/1" in capsys.readouterr().out
+
+
+def _axis_case(requires: list[str], axes: tuple[str, ...] = ("torch", "lightning")) -> Case:
+    case = Case(id="demo", title="t", signature=Signature("x"), axes=axes)
+    case.variant(devices=(CPU_BF16,))(core)
+    case.install_workaround("old_lightning", workaround_for="core", requires=requires, expect=(Expect("fixed"),))
+    return case
+
+
+def test_an_install_workaround_on_an_axis_runs_in_that_axis_cells_that_satisfy_it() -> None:
+    """``lightning<2.1`` where lightning is an axis (issue 33 item 7): no sibling, no contradiction; it runs where pl < 2.1."""
+    cells = plan_cells(load_matrix(TINY), "nightly", Catalog((_axis_case(["lightning<2.1"]),)))
+    assert not [c for c in cells if c.extra], "no sibling environment"
+    runs = {c.id: c.variants for c in cells if c.device == "cpu"}
+    assert runs["py311-torch2.1.2-pl2.0.3"] == ("demo::core[cpu]", "demo::old_lightning[cpu]")
+    assert runs["py311-torch2.1.2-pl2.2.5"] == ("demo::core[cpu]",), "pl 2.2.5 does not satisfy lightning<2.1"
+
+
+def test_the_rest_of_such_a_workaround_is_a_sibling_beside_the_cells_that_satisfy_the_axis_part() -> None:
+    """``["pytorch-lightning<2.1", "setuptools<81"]``: setuptools in a sibling, only beside the pl 2.0.3 cells."""
+    cells = plan_cells(load_matrix(TINY), "nightly", Catalog((_axis_case(["pytorch-lightning<2.1", "setuptools<81"]),)))
+    siblings = {c.id: (c.extra, c.variants) for c in cells if c.extra and c.device == "cpu"}
+    assert siblings == {
+        f"py311-torch{t}-pl2.0.3-with-setuptools-lt-81": (("setuptools<81",), ("demo::old_lightning[cpu]",))
+        for t in ("2.0.1", "2.1.2", "2.3.1")
+    }
+
+
+def test_an_install_workaround_on_an_axis_the_case_does_not_span_names_the_case_file(tmp_path: Path) -> None:
+    with pytest.raises(BugmatrixError) as info:
+        plan_cells(load_matrix(TINY), "nightly", Catalog((_axis_case(["lightning<2.1"], axes=("torch",)),), tmp_path))
+    assert str(info.value).startswith(
+        f"{tmp_path / 'demo.py'}: install workaround 'old_lightning' requires 'lightning<2.1', a release of axis"
+    )
+    assert "which the case does not span; add 'lightning' to its variants' axes=" in str(info.value)
+
+
+def test_a_workaround_requirement_that_contradicts_a_constraint_names_the_case_file(tmp_path: Path) -> None:
+    """``setuptools>=81`` against the matrix's ``setuptools<81`` for old Lightning: the case file first, then the matrix entry."""
+    matrix_text = TINY.read_text().replace(
+        "[harness]", '[[constraints]]\nwhen = { lightning = "<2.1" }\nrequires = ["setuptools<81"]\nwhy = "t"\n\n[harness]'
+    )
+    path = tmp_path / "matrix.toml"
+    path.write_text(matrix_text)
+    with pytest.raises(BugmatrixError) as info:
+        plan_cells(load_matrix(path), "nightly", Catalog((_axis_case(["setuptools>=81"]),), tmp_path / "cases"))
+    message = str(info.value)
+    assert message.startswith(
+        f"{tmp_path / 'cases' / 'demo.py'}: install workaround requires 'setuptools>=81', which contradicts constraints[1]"
+    )
+    assert "narrow the workaround's requires" in message and "\n" not in message

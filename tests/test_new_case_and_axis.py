@@ -73,10 +73,11 @@ IGNORE = shutil.ignore_patterns(".git", ".nox", "build", "__pycache__", ".pytest
 
 
 def grow_matrix(text: str) -> str:
-    """README, How to add a case, step 4: an [axes.<name>] entry, a [base] pin, its versions in the profiles."""
+    """README, How to add a case, step 4: an [axes.<name>] entry, a [base] pin, its versions in the listed profiles."""
     text = text.replace("[base]\n", f'[base]\n{AXIS} = "0.9.0"\n', 1)
     for line in re.findall(r"^\[profiles\.[\w-]+\]$", text, flags=re.M):
-        text = text.replace(line + "\n", f'{line}\n{AXIS} = ["0.8.10", "0.9.0"]\n', 1)
+        if "\ncomputed = " not in text[text.index(line + "\n") :].split("\n\n", 1)[0]:  # a computed profile (smoke) lists none
+            text = text.replace(line + "\n", f'{line}\n{AXIS} = ["0.8.10", "0.9.0"]\n', 1)
     entry = f'\n[axes.{AXIS}]\nprefix = "tab"\ndistributions = {{ {AXIS} = "{AXIS}" }}\nversions = ["0.8.10", "0.9.0"]\n'
     return text + entry
 

@@ -1,4 +1,4 @@
-"""From matrix and declared axes to cells: projections, held axes, rules, profiles, GPU twins, install requirements.
+"""From matrix and declared axes to cells: slices, held axes, rules, profiles, GPU twins, install requirements.
 
 Planning rules are pinned down on a tiny fixture matrix (cells listed by
 hand) and on the reference catalogue and matrix (:mod:`tests.reference`, a
@@ -15,7 +15,8 @@ import pytest
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell, find_cell, plan_all, plan_cells
-from bugmatrix.plan.matrix import load_matrix
+from bugmatrix.plan.matrix import Matrix, load_matrix
+from bugmatrix.plan.slices import Member, Slice
 from bugmatrix.versions import base_version
 from tests.reference import reference_catalog, reference_matrix
 
@@ -27,19 +28,16 @@ TORCH, TORCH_PL, TORCH_TF, PL_TF = ("torch",), ("lightning", "torch"), ("torch",
 
 
 class declared:  # noqa: N801 - reads as the declarations it stands for
-    """The two questions the planner asks the catalog, answered for projections given by hand."""
+    """The question the planner asks the catalog, answered for cases given by hand: one case per axis set, a CPU and a CUDA variant."""
 
     def __init__(self, *projections: tuple[str, ...]) -> None:
         self._projections = list(projections)
 
-    def projections(self) -> list[tuple[str, ...]]:
-        return self._projections
-
-    def runs_in(self, axes: tuple[str, ...]) -> list[str]:
-        return [f"demo::{'_'.join(p)}[cpu]" for p in self._projections if set(p) <= set(axes)]
-
-    def installs_in(self, axes: tuple[str, ...]) -> dict[tuple[str, ...], list[str]]:
-        return {}
+    def slices(self, matrix: Matrix) -> list[Slice]:
+        return [
+            Slice(name, tuple(sorted(p)), (Member(f"{name}::v[cpu]", "cpu"), Member(f"{name}::v[cuda]", "cuda")))
+            for name, p in ((f"demo_{'_'.join(p)}", p) for p in self._projections)
+        ]
 
 
 def ids(cells: list[Cell], device: str | None = None) -> set[str]:
@@ -54,18 +52,16 @@ def tiny(tmp_path: Path, old: str, new: str) -> Path:
     return path
 
 
-def test_cells_are_the_union_of_projections() -> None:
-    """torch-only and torch x lightning variants give these cells, not torch x lightning x transformers."""
+def test_cells_are_the_union_of_the_slices() -> None:
+    """A torch-only case and a torch x lightning case give their own cells, not torch x lightning x transformers."""
     cells = plan_cells(TINY, "nightly", declared(TORCH, TORCH_PL))
     assert ids(cells) == {
-        "py311-torch2.0.1-pl2.0.3",
-        "py311-torch2.1.2-pl2.0.3",
-        "py311-torch2.1.2-pl2.2.5",
-        "py311-torch2.3.1-pl2.0.3",
-        "py311-torch2.3.1-pl2.2.5",
+        "py311-torch2.0.1", "py311-torch2.1.2", "py311-torch2.3.1",  # the torch case's slice
+        "py311-torch2.0.1-pl2.0.3", "py311-torch2.1.2-pl2.0.3", "py311-torch2.1.2-pl2.2.5",  # the torch x lightning case's
+        "py311-torch2.3.1-pl2.0.3", "py311-torch2.3.1-pl2.2.5",
         "py311-torch2.0.1-tf4.30.2",  # the include
-        "py311-torch2.3.1-pl2.2.5-cuda",  # the [gpu] twin
-    }
+        "py311-torch2.3.1-cuda", "py311-torch2.3.1-pl2.2.5-cuda",  # the [gpu] twins (no lightning pinned: not a lightning cell)
+    }  # fmt: skip
     assert not any("transformers" in c.pins and "lightning" in c.pins for c in cells), "no axis crossed that no variant spans"
 
 
@@ -98,13 +94,17 @@ def test_the_interpreter_is_the_axis_without_distributions(tmp_path: Path) -> No
     assert [(c.id, c.python) for c in plan_cells(matrix, "full", declared(TORCH, TORCH_PL))] == before
 
 
-def test_cells_contained_in_a_larger_cell_are_dropped() -> None:
-    """A torch-only cell is run by the torch x lightning cell with the same torch, so it is not planned twice."""
-    alone = ids(plan_cells(TINY, "nightly", declared(TORCH)))
-    assert {"py311-torch2.1.2", "py311-torch2.3.1"} <= alone
-    assert "py311-torch2.0.1" not in alone, "the include pins torch 2.0.1 (with transformers) and covers it"
-    together = ids(plan_cells(TINY, "nightly", declared(TORCH, TORCH_PL)))
-    assert not {"py311-torch2.0.1", "py311-torch2.1.2", "py311-torch2.3.1"} & together
+def test_a_cell_runs_only_the_variants_of_the_cases_it_was_planned_for() -> None:
+    """A torch x lightning cell installs what the torch-only case needs, but runs only the torch x lightning case (issue 33 item 3).
+
+    The old rule (a cell runs every variant whose axes it installs, and a cell contained in a larger one is dropped)
+    made a new case's cells run other cases' variants and change their summaries.
+    """
+    alone = {c.id: c.variants for c in plan_cells(TINY, "nightly", declared(TORCH))}
+    together = {c.id: c.variants for c in plan_cells(TINY, "nightly", declared(TORCH, TORCH_PL))}
+    assert {cid: variants for cid, variants in together.items() if cid in alone} == alone, "the torch case's cells did not change"
+    assert together["py311-torch2.1.2-pl2.0.3"] == ("demo_lightning_torch::v[cpu]", "demo_lightning_torch::v[cuda]")
+    assert together["py311-torch2.0.1-tf4.30.2"] == ("demo_torch::v[cpu]", "demo_torch::v[cuda]"), "an include joins the slices it installs"
 
 
 def test_excludes_apply_in_their_profiles_only() -> None:
@@ -132,11 +132,11 @@ def test_an_include_leaves_the_held_axes_at_base(tmp_path: Path) -> None:
 
 
 def test_python_sweep_runs_each_projection_at_base_on_other_interpreters() -> None:
-    """full lists python 3.10: each projection at its base pins on 3.10, covered as any cells are; nothing else is installed."""
+    """full lists python 3.10: each case's axes at their base pins on 3.10, a sweep cell per slice; nothing else is installed."""
     full = plan_cells(TINY, "full", declared(TORCH))
     assert [c.id for c in full if c.python != "3.11" and c.device == "cpu"] == ["py310-torch2.3.1"]
     both = plan_cells(TINY, "full", declared(TORCH, PL_TF))
-    assert [c.id for c in both if c.python != "3.11" and c.device == "cpu"] == ["py310-torch2.3.1-pl2.2.5-tf4.46.3"]
+    assert [c.id for c in both if c.python != "3.11" and c.device == "cpu"] == ["py310-torch2.3.1", "py310-torch2.3.1-pl2.2.5-tf4.46.3"]
     assert {c.python for c in plan_cells(TINY, "nightly", declared(TORCH))} == {"3.11"}
 
 
@@ -145,7 +145,7 @@ def test_base_when_swaps_base_held_pins_where_the_base_cannot_exist(tmp_path: Pa
     rule = '[[base_when]]\nwhen = { python = "<3.11" }\npins = { transformers = "4.30.2" }\nwhy = "no cp310 wheel"\n\n'
     matrix = load_matrix(tiny(tmp_path, "[profiles.smoke]", rule + "[profiles.smoke]"))
     full = plan_cells(matrix, "full", declared(TORCH, PL_TF))
-    assert [c.id for c in full if c.python == "3.10" and c.device == "cpu"] == ["py310-torch2.3.1-pl2.2.5-tf4.30.2"]
+    assert [c.id for c in full if c.python == "3.10" and c.device == "cpu"] == ["py310-torch2.3.1", "py310-torch2.3.1-pl2.2.5-tf4.30.2"]
     before = {c.id for c in plan_cells(TINY, "full", declared(TORCH, PL_TF)) if c.python != "3.10"}
     assert {c.id for c in full if c.python != "3.10"} == before
 
@@ -164,6 +164,10 @@ def test_gpu_twins_are_the_cells_gpu_selects(tmp_path: Path) -> None:
     cells = plan_cells(TINY, "nightly", declared(TORCH_PL))
     twins = [c for c in cells if c.device == "cuda"]
     assert [c.id for c in twins] == ["py311-torch2.3.1-pl2.2.5-cuda"]
+    cpu_only = [Slice("cpu_only", TORCH_PL, (Member("cpu_only::v[cpu]", "cpu"),))]
+    assert not ids(plan_cells(TINY, "nightly", type("cpu", (), {"slices": lambda self, m: cpu_only})()), "cuda"), (
+        "no twin without a CUDA variant"
+    )
     cpu = find_cell(cells, "py311-torch2.3.1-pl2.2.5")
     assert twins[0].pins == cpu.pins and cpu.device == "cpu"
     no_gpu = tmp_path / "no-gpu.toml"
@@ -242,9 +246,11 @@ def test_unknown_profile_and_cell_are_one_line_errors() -> None:
     with pytest.raises(BugmatrixError, match=r"unknown profile 'weekly'; use one of smoke, nightly, full \(declared in .*tiny\.toml\)"):
         plan_cells(TINY, "weekly", declared(TORCH))
     cells = plan_all(TINY, declared(TORCH, TORCH_PL))
-    with pytest.raises(BugmatrixError, match=r"unknown cell 'py311-torch2\.3\.1-pl2'; did you mean py311-torch2\.3\.1-pl2\.0\.3"):
+    with pytest.raises(
+        BugmatrixError, match=r"unknown cell 'py311-torch2\.3\.1-pl2'; did you mean py311-torch2\.3\.1, py311-torch2\.3\.1-pl2\.0\.3"
+    ):
         find_cell(cells, "py311-torch2.3.1-pl2")
-    with pytest.raises(BugmatrixError, match=r"list them with: nox -s plan -- --profile nightly$"):
+    with pytest.raises(BugmatrixError, match=r"list them with: nox -s plan -- --profile full$"):
         find_cell(cells, "nothing-like-it")
     assert find_cell(cells, "py311-torch2.1.2-pl2.0.3").pins["torch"] == "2.1.2"
 
@@ -337,10 +343,17 @@ def test_reference_plan_is_far_below_the_cross_product() -> None:
 
 
 def test_the_reference_plan_is_the_committed_one() -> None:
-    """The reference catalogue and matrix plan what this project committed for issue 23: smoke 4 CPU + 1 GPU, nightly 19, full 70."""
+    """The reference catalogue and matrix plan the union of the cases' slices: smoke 6 CPU + 2 GPU, nightly 23, full 83.
+
+    Before slices (issue 33) it was 4, 19 and 70: the torch x lightning cells at the base torch were dropped as
+    "covered" by the T5 case's torch x lightning x transformers cells, which then ran the other cases' variants too.
+    """
     catalog = reference_catalog()
-    assert [len(ids(plan_cells(REFERENCE, p, catalog), "cpu")) for p in REFERENCE.profiles] == [4, 19, 70]
-    assert ids(plan_cells(REFERENCE, "smoke", catalog), "cuda") == {"py311-torch2.15.0-pl2.6.6-tf4.30.2-cuda"}
+    assert [len(ids(plan_cells(REFERENCE, p, catalog), "cpu")) for p in REFERENCE.profiles] == [6, 23, 83]
+    assert ids(plan_cells(REFERENCE, "smoke", catalog), "cuda") == {
+        "py311-torch2.15.0-pl2.6.6-cuda",
+        "py311-torch2.15.0-pl2.6.6-tf4.30.2-cuda",
+    }
     assert "py310-torch2.14.1-pl2.6.6-tf4.57.6" in ids(plan_cells(REFERENCE, "full", catalog))
 
 
@@ -366,7 +379,7 @@ def test_axes_may_be_any_expression_pytest_accepts(tmp_path: Path) -> None:
     cases = _plant(tmp_path, "AXES = ('torch', 'lightning')\n@case.variant(devices=(CPU_BF16,), axes=AXES)\ndef v(d, t):\n    return {}\n")
     (variant,) = load_catalog(cases).variants
     assert variant.axes == ("torch", "lightning")
-    assert ("lightning", "torch") in load_catalog(cases).projections()
+    assert load_catalog(cases).cases[0].spans == ("lightning", "torch")
 
 
 def test_an_unknown_axis_in_a_case_is_a_one_line_error(tmp_path: Path) -> None:

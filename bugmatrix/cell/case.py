@@ -16,6 +16,8 @@ an id collision.
 
 Axes are names from ``matrix.toml``, never from here: ``Case(axes=...)`` says
 which axes the case's variants span unless a variant says otherwise,
+``Case(cross={"transformers": ">=4.46"})`` narrows the case's slice of cells
+(the cross of the axes its variants span) to the versions it is about,
 ``Requires(lightning=">=2.1")`` and ``Expect(..., torch="<2.11")`` take any
 axis in the same specifier grammar. A case cites the document it reproduces
 as a :class:`Source` (title, date, link where known), never as a path.
@@ -226,7 +228,11 @@ class Case:
     """A documented failure: its story, its signature and its variants.
 
     ``axes`` are the axes its variants span unless a variant declares its own;
-    a variant that spans none runs in every cell (planned alone, at the base pins).
+    the case's cells (its *slice*, :mod:`bugmatrix.plan.slices`) are the cross of
+    the axes any of its variants spans, as a profile lists them. ``cross`` narrows
+    that cross to the versions the case is about (``{"transformers": ">=4.46"}``:
+    axis -> specifier, on axes the case spans), so a case does not pay for cells
+    that cannot tell it anything.
     """
 
     id: str
@@ -240,6 +246,7 @@ class Case:
     #: in the cell process before any variant runs, so each forked child finds it imported (an axis's own module,
     #: ``import torch`` and the like, needs no entry). One that is absent here is left to the variant to report.
     imports: tuple[str, ...] = ()
+    cross: Mapping[str, str] = field(default_factory=dict)
     seed: InitVar[object] = None
 
     def __post_init__(self, seed: object) -> None:
@@ -252,6 +259,20 @@ class Case:
         if not _axis_names(self.axes):
             msg = f'case {self.id!r}: axes={self.axes!r} is not a tuple of axis names; write e.g. axes=("torch",)'
             raise CaseError(msg)
+        if not isinstance(self.cross, Mapping):
+            msg = f'case {self.id!r}: cross={self.cross!r} is not a mapping; write e.g. cross={{"transformers": ">=4.46"}}'
+            raise CaseError(msg)
+        _specifiers(f"case {self.id!r}: cross", self.cross)
+
+    @property
+    def narrowing(self) -> dict[str, SpecifierSet]:
+        """``cross`` as specifiers: axis -> the versions of it the case's cells may pin."""
+        return _specifiers(f"case {self.id!r}: cross", self.cross)
+
+    @property
+    def spans(self) -> tuple[str, ...]:
+        """Every axis any of its variants spans, sorted: the axes its slice crosses."""
+        return tuple(sorted({axis for variant in self.variants for axis in variant.axes}))
 
     def _fail(self, name: str, problem: str, fix: str) -> CaseError:
         return CaseError(f"case {self.id!r}, variant {name!r}: {problem}; {fix}")

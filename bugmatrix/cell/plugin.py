@@ -67,6 +67,10 @@ PINS_DESC = "the cell's requested pins as axis=version,... (recorded as requeste
 REQUESTED_DESC = "axis=latest,...: pins a profile's latest/latest-pre resolved to (recorded as tracked: requested and resolved)"
 AXES_DESC = "run only variants whose axes are all among these (comma-separated); a matrix cell passes its pinned axes"
 INSTALLED_DESC = "JSON list: the install workaround's requirements this cell was built with; only the variants declared for them run"
+VARIANTS_DESC = (
+    "JSON list of variant ids: run exactly these (a planned cell passes the variants its plan lists); "
+    "--bugmatrix-axes and --bugmatrix-installed then choose nothing"
+)
 AXIS_SPEC_DESC = "JSON: axis -> [[distribution, module], ...] (written by bugmatrix.run.command; default: read matrix.toml)"
 TIMEOUT_DESC = "per-variant timeout in seconds; a variant still running then is recorded as timeout"
 RESUME_DESC = "keep the results already in the run file and skip those variants (resume an interrupted run)"
@@ -104,6 +108,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bugmatrix-axes", default=None, help=AXES_DESC)
     group.addoption("--bugmatrix-axis-spec", default=None, help=AXIS_SPEC_DESC)
     group.addoption("--bugmatrix-installed", default="[]", help=INSTALLED_DESC)
+    group.addoption("--bugmatrix-variants", default=None, help=VARIANTS_DESC)
     group.addoption("--bugmatrix-timeout", type=float, default=None, help=TIMEOUT_DESC)
     group.addoption("--bugmatrix-resume", action="store_true", help=RESUME_DESC)
     group.addoption("--bugmatrix-forks", type=int, default=None, metavar="N", help=FORKS_DESC)
@@ -227,12 +232,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     state = config.stash.get(STATE_KEY, None)
     done = set(state.previous) if state else set(getattr(config, "workerinput", {}).get("bugmatrix_resumed", ()))
     installed = tuple(json.loads(config.getoption("--bugmatrix-installed") or "[]"))
+    planned = _planned_variants(config)
     keep, drop = [], []
     for item in items:
         variant = item.stash.get(VARIANT_KEY, None)
-        outside = allowed is not None and variant is not None and not set(variant.axes) <= set(allowed.split(","))
-        # An install workaround runs only in the environment built with its requirements, and nothing else runs there.
-        elsewhere = variant is not None and tuple(variant.install) != installed
+        if planned is not None:  # the plan decided: exactly its variants run here, so `selected` is the plan's list
+            outside, elsewhere = variant is not None and variant.id not in planned, False
+        else:
+            outside = allowed is not None and variant is not None and not set(variant.axes) <= set(allowed.split(","))
+            # An install workaround runs only in the environment built with its requirements, and nothing else runs there.
+            elsewhere = variant is not None and tuple(variant.install) != installed
         (drop if outside or elsewhere or (variant is not None and variant.id in done) else keep).append(item)
         if state is not None and isinstance(item, VariantItem) and item.variant.id in state.recovered:
             # Found running in a process that died: the full record (kind, expectation) now that the variant is known.
@@ -240,6 +249,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def _planned_variants(config: pytest.Config) -> set[str] | None:
+    """``--bugmatrix-variants``: the variant ids the plan lists for this cell, or None where no plan chose (a run by hand)."""
+    text = config.getoption("--bugmatrix-variants")
+    if text is None:
+        return None
+    try:
+        listed = json.loads(text)
+    except ValueError:
+        listed = None
+    if not isinstance(listed, list) or not all(isinstance(v, str) for v in listed):
+        msg = f"--bugmatrix-variants: {text[:80]!r} is not a JSON list of variant ids; it is written by bugmatrix.run.command"
+        raise pytest.UsageError(msg)
+    return set(listed)
 
 
 def timeout_of(config: pytest.Config) -> float:

@@ -16,6 +16,7 @@ from bugmatrix.cell.case import Case, Variant
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.loader import load_cases
 from bugmatrix.plan.matrix import Matrix
+from bugmatrix.plan.slices import Slice, case_slice, source_of
 
 __all__ = ["Catalog", "load_catalog"]
 
@@ -25,29 +26,15 @@ class Catalog:
     """Every case and variant of a case directory."""
 
     cases: tuple[Case, ...]
+    directory: Path | None = None  # where the case files are: errors name them
 
     @property
     def variants(self) -> tuple[Variant, ...]:
         return tuple(v for case in self.cases for v in case.variants)
 
-    def projections(self) -> list[tuple[str, ...]]:
-        """The distinct axis sets the variants span, in a stable order."""
-        return list(dict.fromkeys(tuple(sorted(v.axes)) for v in self.variants))
-
-    def runs_in(self, axes: tuple[str, ...]) -> list[str]:
-        """Ids of the variants a cell with these package axes runs (CUDA ones record why they skip on a CPU runner).
-
-        Install workarounds run in a sibling environment instead (:meth:`installs_in`).
-        """
-        return [v.id for v in self.variants if set(v.axes) <= set(axes) and not v.install]
-
-    def installs_in(self, axes: tuple[str, ...]) -> dict[tuple[str, ...], list[str]]:
-        """The install workarounds a cell with these axes has siblings for: extra requirements -> the variant ids run with them."""
-        found: dict[tuple[str, ...], list[str]] = {}
-        for variant in self.variants:
-            if variant.install and set(variant.axes) <= set(axes):
-                found.setdefault(variant.install, []).append(variant.id)
-        return found
+    def slices(self, matrix: Matrix) -> list[Slice]:
+        """Each case's slice (:mod:`bugmatrix.plan.slices`): the axes it crosses, its narrowing, its variants and where they run."""
+        return [case_slice(matrix, case, source_of(self.directory, case)) for case in self.cases]
 
     def find(self, variant_id: str) -> Variant:
         """A variant by id, with close matches named when there is none."""
@@ -62,7 +49,7 @@ class Catalog:
 
 def load_catalog(cases_dir: Path, matrix: Matrix | None = None) -> Catalog:
     """Import the cases once; with a matrix, every axis a variant spans or requires must be one of its axes."""
-    catalog = Catalog(tuple(load_cases(cases_dir)))
+    catalog = Catalog(tuple(load_cases(cases_dir)), cases_dir)
     if matrix is not None:
         for variant in catalog.variants:
             for verb, named in (("spans", variant.axes), ("requires", tuple(variant.requires.versions))):
@@ -73,4 +60,5 @@ def load_catalog(cases_dir: Path, matrix: Matrix | None = None) -> Catalog:
                         f"which {matrix.path} does not declare; add [axes.{unknown[0]}] there or use one of {', '.join(matrix.package_axes)}"
                     )
                     raise BugmatrixError(msg)
+        catalog.slices(matrix)  # a case's cross or install workaround that cannot hold: one line naming its file, now
     return catalog

@@ -1,22 +1,26 @@
-"""From the matrix and the cases' axes to the list of cells.
+"""From the matrix and the cases' slices to the list of cells.
 
-Cells are not the cross product of every axis: each variant spans only the
-axes it depends on (core torch cases: torch; the T5 case: lightning x
-transformers), and the plan is the union of those projections. The axes every
-cell installs (the interpreter, and each ``every_cell`` axis of the matrix)
-are held at their ``[base]`` pins where a projection does not span them; no
-other axis is installed in a cell whose variants do not span it, so adding an
-axis (and a case spanning it) adds cells without touching the others. A cell
-whose pins are all contained in a larger cell is dropped: the larger one runs
-its variants too (a cell runs every variant whose axes it installs).
+Cells are not the cross product of every axis, and not one plan for the
+whole catalogue: each case has its *slice* (:mod:`bugmatrix.plan.slices`),
+the cross of the axes its variants span at the versions the profile lists
+(narrowed by its ``Case(cross=...)``), and a profile's cells are the union of
+the slices. The axes every cell installs (the interpreter, and each
+``every_cell`` axis of the matrix) are held at their ``[base]`` pins where a
+case does not span them; no other axis is installed in a cell of a case that
+does not span it. A cell runs the variants of the cases whose slice holds it
+and nothing else, so adding a case (or an axis, and a case spanning it) adds
+that case's cells without touching another case's cells, pins or variants.
+A cell's variant list depends on its pins only, never on the profile that
+plans it, so one cell id means one run in every profile.
 
-A profile that lists several interpreters sweeps them: every projection at
-its base pins on each other interpreter (the same union, so the sweep cell of
-today's catalogue names the axes its variants span, and a new axis adds a
-sweep cell of its own instead of renaming this one). Where the base cannot
-exist for a cell (no wheel for its Python), the ``[[base_when]]`` stand-ins
-replace the base-held pins. Every cell carries the variant ids it runs, so the
-report can tell a result that is missing from one that was never planned.
+A profile that lists several interpreters sweeps them: every case's axes at
+their base pins on each other interpreter. Where the base cannot exist for a
+cell (no wheel for its Python), the ``[[base_when]]`` stand-ins replace the
+base-held pins. An ``[[include]]`` cell joins the slice of every case whose
+axes it pins. A CUDA twin is planned only for a cell that runs a CUDA
+variant. Every cell carries the variant ids it runs, so the report can tell
+a result that is missing from one that was never planned, and the cell runs
+exactly those (the pytest plugin's ``--bugmatrix-variants``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from packaging.requirements import Requirement
@@ -32,22 +36,31 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.computed import Choice, Reference, choose, committed_choices
 from bugmatrix.plan.conflicts import check_contradictions
 from bugmatrix.plan.matrix import SYMBOLIC, Matrix
+from bugmatrix.plan.slices import Slice
 
-__all__ = ["PLAN_SCHEMA", "Cell", "Projections", "find_cell", "plan_all", "plan_cells", "plan_document", "sibling_id"]
+__all__ = [
+    "PLAN_SCHEMA",
+    "Cell",
+    "Slices",
+    "computed_choice",
+    "find_cell",
+    "plan_all",
+    "plan_cells",
+    "plan_document",
+    "recompute",
+    "sibling_id",
+]
 
 PLAN_SCHEMA = "bugmatrix.plan.cells/1"
 
 
-class Projections(Protocol):
+class Slices(Protocol):
     """What the planner asks of the cases (:class:`bugmatrix.plan.catalog.Catalog` answers it)."""
 
-    def projections(self) -> list[tuple[str, ...]]: ...
-
-    def runs_in(self, axes: tuple[str, ...]) -> list[str]: ...
-
-    def installs_in(self, axes: tuple[str, ...]) -> dict[tuple[str, ...], list[str]]: ...
+    def slices(self, matrix: Matrix) -> list[Slice]: ...
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,7 @@ class Cell:
     interpreter: str = field(default="", compare=False)  # the matrix's interpreter axis (set by the planner)
     extra: tuple[str, ...] = field(default=(), compare=False)  # an install workaround's requirements, added to the pins'
     sibling_of: str = field(default="", compare=False)  # the cell whose pins it shares, where ``extra`` is set
+    source: str = field(default="", compare=False)  # the case file that declares ``extra`` (errors name it)
 
     @property
     def python(self) -> str:
@@ -98,78 +112,140 @@ def sibling_id(cell_id: str, requires: tuple[str, ...]) -> str:
     return f"{cell_id}-with-{'-and-'.join(parts)}"
 
 
-def _siblings(cell: Cell, catalog: Projections) -> list[Cell]:
-    """One sibling per distinct install workaround set the cell's axes admit: same pins, the extra requirements, those variants only.
-
-    A CUDA twin's sibling is its CPU cell's sibling + ``-cuda`` (``py311-torch2.3.1-with-numpy-lt-2-cuda``), like every
-    CUDA twin: it installs that CPU sibling's lock (``bugmatrix.run.lock.lock_path``) and the re-resolve lane finds it there.
-    """
-    cuda = "-cuda" if cell.device == "cuda" else ""
-    return [
-        Cell(
-            sibling_id(cell.id.removesuffix(cuda), extra) + cuda,
-            cell.pins,
-            cell.profiles,
-            cell.device,
-            tuple(ids),
-            cell.interpreter,
-            extra,
-            cell.id,
-        )
-        for extra, ids in catalog.installs_in(cell.axes).items()
-    ]
-
-
 def _sort_key(matrix: Matrix, cell: Cell) -> tuple:
     return (cell.device, *(Version(cell.pins.get(a, "0")) for a in matrix.axes))
 
 
-def _pin_sets(matrix: Matrix, profile: str, catalog: Projections) -> list[dict[str, str]]:
-    """Every combination the profile asks for, before rules and covering: projections, the interpreter sweep, includes."""
+def _slice_pins(matrix: Matrix, profile: str, case: Slice) -> list[dict[str, str]]:
+    """The combinations one case asks the profile for: its axes crossed at the profile's versions, and the interpreter sweep."""
     chosen = matrix.profile(profile)
     interpreter = matrix.interpreter
     held = {a: matrix.base[a] for a in matrix.held_axes}
-    pin_sets: list[dict[str, str]] = []
-    for axes in catalog.projections():
-        values = [chosen.get(axis, (matrix.base[axis],)) for axis in axes]
-        for combo in itertools.product(*values):
-            pin_sets.append(matrix.ordered({**held, **dict(zip(axes, combo, strict=True))}))
+    values = [chosen.get(axis, (matrix.base[axis],)) for axis in case.axes]
+    pin_sets = [matrix.ordered({**held, **dict(zip(case.axes, combo, strict=True))}) for combo in itertools.product(*values)]
     for python in chosen.get(interpreter, ()):
         if python != matrix.base[interpreter]:
-            for axes in catalog.projections():
-                pin_sets.append(matrix.ordered({**held, **{a: matrix.base[a] for a in axes}, interpreter: python}))
-    pin_sets += [matrix.ordered(pins) for pins, profiles in matrix.include if profile in profiles]
-    return [matrix.rebased(p) for p in pin_sets]
+            pin_sets.append(matrix.ordered({**held, **{a: matrix.base[a] for a in case.axes}, interpreter: python}))
+    return [p for p in map(matrix.rebased, pin_sets) if case.admits(p)]
 
 
-def plan_cells(matrix: Matrix, profile: str, catalog: Projections) -> list[Cell]:
+class _Members:
+    """Which cases a cell's pins belong to: decided by the pins alone (any profile), so a cell id runs the same variants everywhere.
+
+    A case holds a cell that is a point of its cross: its spanned axes at any of their versions, every other axis the
+    cell pins held at its base (``[[base_when]]`` applied), nothing else pinned; and, for an ``[[include]]`` cell,
+    every case whose axes it pins. Which points a profile plans is the profile's business; what runs there is not.
+    """
+
+    def __init__(self, matrix: Matrix, slices: list[Slice]) -> None:
+        self.matrix = matrix
+        self.slices = slices
+        self.includes = [matrix.rebased(pins) for pins, _ in matrix.include]
+        self.held = {a: matrix.base[a] for a in matrix.held_axes}
+
+    def _point(self, case: Slice, pins: Mapping[str, str]) -> bool:
+        if any(a not in pins for a in case.axes):
+            return False
+        spanned = {a: pins[a] for a in case.axes}
+        return self.matrix.rebased({**self.held, **spanned, self.matrix.interpreter: pins[self.matrix.interpreter]}) == dict(pins)
+
+    def cases(self, pins: Mapping[str, str]) -> list[Slice]:
+        """The slices holding a cell (see the class docstring)."""
+        installed = {a for a in pins if a != self.matrix.interpreter}
+        included = dict(pins) in self.includes
+        return [s for s in self.slices if s.admits(pins) and (self._point(s, pins) or (included and set(s.axes) <= installed))]
+
+    def cells(self, cell: Cell) -> list[Cell]:
+        """The cell with its variants, and one sibling per extra requirement set its cases' install workarounds need there.
+
+        A CUDA twin's sibling is its CPU cell's sibling + ``-cuda`` (``py311-torch2.3.1-with-numpy-lt-2-cuda``), like every
+        CUDA twin: it installs that CPU sibling's lock (``bugmatrix.run.lock.lock_path``) and the re-resolve lane finds it there.
+        """
+        cases = self.cases(cell.pins)
+        runs = [(m, s.source) for s in cases for m in s.members if m.runs_at(cell.pins)]
+        own = tuple(m.id for m, _ in runs if not m.extra)
+        planned = [replace(cell, variants=own)] if own else []
+        groups: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+        for member, source in runs:
+            if member.extra:
+                groups.setdefault(member.extra, []).append((member.id, source))
+        cuda = "-cuda" if cell.device == "cuda" else ""
+        for extra, found in groups.items():
+            planned.append(
+                replace(
+                    cell, id=sibling_id(cell.id.removesuffix(cuda), extra) + cuda, variants=tuple(i for i, _ in found),
+                    extra=extra, sibling_of=cell.id, source=found[0][1],
+                )
+            )  # fmt: skip
+        return planned
+
+    def has_cuda(self, pins: Mapping[str, str]) -> bool:
+        return any(m.device == "cuda" and m.runs_at(pins) for s in self.cases(pins) for m in s.members)
+
+
+def plan_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
     """The cells of one profile; a profile that plans none, or a cell whose requirements contradict, is a one-line error."""
     unresolved = [axis for axis, values in matrix.profile(profile).items() if any(v in SYMBOLIC for v in values)]
     if unresolved:  # a programming error more than a user's: every entry point resolves first
         msg = f"{matrix.path}: profiles.{profile}.{unresolved[0]} lists a symbolic version; plan bugmatrix.releases.tracking.resolve_matrix(...)'s matrix"
         raise BugmatrixError(msg)
+    if profile in matrix.computed:
+        return _computed_cells(matrix, profile, catalog)
+    slices = catalog.slices(matrix)
+    members = _Members(matrix, slices)
     rules = [r for r in matrix.exclude if profile in r.profiles]
-    pin_sets = _pin_sets(matrix, profile, catalog)
+    pin_sets = [p for case in slices for p in _slice_pins(matrix, profile, case)]
+    pin_sets += [matrix.rebased(pins) for pins, profiles in matrix.include if profile in profiles]
     kept = [p for p in pin_sets if not any(r.matches(p) for r in rules)]
     if not kept:
         why = "every combination it asks for is excluded by an [[exclude]]" if pin_sets else "no case declares a variant"
         msg = f"{matrix.path}: profiles.{profile}: plans no cells ({why}); narrow the [[exclude]] rules or list other versions"
         raise BugmatrixError(msg)
-    unique = {matrix.cell_id(p): p for p in kept}
-    covered = {
-        cid for cid, pins in unique.items()
-        if any(other != pins and pins.items() <= other.items() for other in unique.values())
-    }  # fmt: skip
     interpreter = matrix.interpreter
-    cells = [Cell(cid, pins, (profile,), interpreter=interpreter) for cid, pins in unique.items() if cid not in covered]
-    twins = _gpu_cells(matrix, cells)
+    cells = [Cell(cid, pins, (profile,), interpreter=interpreter) for cid, pins in {matrix.cell_id(p): p for p in kept}.items()]
+    twins = [c for c in _gpu_cells(matrix, cells) if members.has_cuda(c.pins)]
     cells += [Cell(matrix.cell_id(c.pins, "cuda"), c.pins, (profile,), "cuda", interpreter=interpreter) for c in twins]
-    planned = []
-    for cell in cells:
-        planned.append(Cell(cell.id, cell.pins, cell.profiles, cell.device, tuple(catalog.runs_in(cell.axes)), interpreter))
-        planned += _siblings(cell, catalog)
-    check_contradictions(matrix, [(c.id, c.pins, c.extra) for c in planned if c.device == "cpu"])
+    planned = [p for cell in cells for p in members.cells(cell)]
+    check_contradictions(matrix, [(c.id, c.pins, c.extra, c.source) for c in planned if c.device == "cpu"])
     return sorted(planned, key=lambda c: _sort_key(matrix, c))  # stable: a sibling follows its cell
+
+
+def computed_choice(matrix: Matrix, profile: str, catalog: Slices) -> tuple[list[Cell], dict[str, tuple[str, ...]]]:
+    """A computed profile's candidates (its ``within`` profile's cells) and each case's cells: committed, else chosen from ``expect=``.
+
+    A committed entry whose cells are gone or no longer run the case is chosen again (``nox -s check`` says the file is stale).
+    """
+    candidates = plan_cells(matrix, matrix.within[profile], catalog)
+    by_id = {c.id: c for c in candidates}
+    committed = committed_choices(matrix.computed[profile])
+    chosen = {}
+    for case in catalog.slices(matrix):
+        ids = committed.get(case.case)
+        own = {m.id for m in case.members}
+        if ids is None or not all(i in by_id and own & set(by_id[i].variants) for i in ids):
+            ids = choose(matrix, case, candidates).cells
+        chosen[case.case] = ids
+    return candidates, chosen
+
+
+def recompute(matrix: Matrix, profile: str, catalog: Slices, reference: Reference) -> list[Choice]:
+    """Every case's choice for a computed profile, from the reference's outcomes (else ``expect=``): what ``--compute P --write`` commits.
+
+    Pass the matrix without ``latest`` (``tracking.without_symbolic``): a committed cell must not move with tonight's release.
+    """
+    candidates = plan_cells(matrix, matrix.within[profile], catalog)
+    return [choose(matrix, case, candidates, reference) for case in catalog.slices(matrix)]
+
+
+def _computed_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
+    """The chosen cells of a computed profile, with their install-workaround siblings and CUDA twins (``bugmatrix.plan.computed``)."""
+    candidates, chosen = computed_choice(matrix, profile, catalog)
+    ids = {i for cells in chosen.values() for i in cells}
+    cells = [replace(c, profiles=(profile,)) for c in candidates if (c.sibling_of or c.id).removesuffix("-cuda") in ids]
+    if not cells:
+        msg = f"{matrix.path}: profiles.{profile}: plans no cells (no case has a cell in profiles.{matrix.within[profile]}); list versions there"
+        raise BugmatrixError(msg)
+    return cells
 
 
 def _gpu_cells(matrix: Matrix, cells: list[Cell]) -> list[Cell]:
@@ -192,7 +268,7 @@ def _check_within(matrix: Matrix, planned: Mapping[str, list[Cell]]) -> None:
             raise BugmatrixError(msg)
 
 
-def plan_all(matrix: Matrix, catalog: Projections) -> list[Cell]:
+def plan_all(matrix: Matrix, catalog: Slices) -> list[Cell]:
     """Every cell of every profile, each tagged with the profiles that include it; ``within`` relations checked."""
     planned = {profile: plan_cells(matrix, profile, catalog) for profile in matrix.profiles}
     _check_within(matrix, planned)
@@ -203,7 +279,7 @@ def plan_all(matrix: Matrix, catalog: Projections) -> list[Cell]:
             cells.setdefault(cell.id, cell)
             tags.setdefault(cell.id, []).append(profile)
     return sorted(
-        (Cell(c.id, c.pins, tuple(tags[c.id]), c.device, c.variants, c.interpreter, c.extra, c.sibling_of) for c in cells.values()),
+        (replace(c, profiles=tuple(tags[c.id])) for c in cells.values()),
         key=lambda c: _sort_key(matrix, c),
     )
 

@@ -7,7 +7,9 @@ distribution and no version satisfies both, uv would say "requirements are
 unsatisfiable" inside the cell, after the nightly has started, and the cell
 would be ``install-failed``. Neither side wins: the planner refuses the
 matrix, in one line naming both entries, the cell and the ways out (narrow a
-``when``, drop a requirement, or ``[[exclude]]`` the combination).
+``when``, drop a requirement, or ``[[exclude]]`` the combination). Where one of
+them is an install workaround's requirement, the line starts with the case
+file that declares it, since that is where it is fixed.
 
 Satisfiability is decided on the specifiers alone (no registry): a
 conjunction of PEP 440 specifiers holds somewhere iff it holds at one of the
@@ -75,6 +77,10 @@ def satisfiable(specifiers: Sequence[SpecifierSet]) -> bool:
     return any(all(specs.contains(str(v), prereleases=True) for specs in specifiers) for v in candidates)
 
 
+#: How a demand from an install workaround's requirements is named (``Demand.source``).
+WORKAROUND = "install workaround requires"
+
+
 def _demands(matrix: Matrix, pins: Mapping[str, str], extra: Sequence[str] = ()) -> list[Demand]:
     """The cell's requirements, each with the entry it comes from (markers evaluated for its interpreter); ``extra``: an install workaround's."""
     demands = []
@@ -84,7 +90,7 @@ def _demands(matrix: Matrix, pins: Mapping[str, str], extra: Sequence[str] = ())
         )
     python = pins.get(matrix.interpreter, matrix.base[matrix.interpreter])
     sources = [(text, constraint.describe()) for constraint in matrix.matching_constraints(pins) for text in constraint.requires]
-    sources += [(text, "an install workaround's requires") for text in extra]
+    sources += [(text, WORKAROUND) for text in extra]
     interpreter = {"python_version": python, "python_full_version": f"{python}.0"}
     for text, source in sources:
         requirement = Requirement(text)
@@ -108,13 +114,23 @@ def contradiction(matrix: Matrix, pins: Mapping[str, str], extra: Sequence[str] 
     return None
 
 
-def check_contradictions(matrix: Matrix, cells: Iterable[tuple[str, Mapping[str, str], Sequence[str]]]) -> None:
-    """Refuse the plan when any cell's requirements contradict each other (one line: both entries, the cell, the fixes)."""
-    found = [(cell_id, pair) for cell_id, pins, extra in cells if (pair := contradiction(matrix, pins, extra)) is not None]
+def check_contradictions(matrix: Matrix, cells: Iterable[tuple[str, Mapping[str, str], Sequence[str], str]]) -> None:
+    """Refuse the plan when any cell's requirements contradict each other (one line: both entries, the cell, the fixes).
+
+    Each cell is ``(id, pins, extra, source)``: ``extra`` an install workaround's requirements, declared in ``source`` (its case file).
+    """
+    found = [(cell_id, pair, source) for cell_id, pins, extra, source in cells if (pair := contradiction(matrix, pins, extra)) is not None]
     if not found:
         return
-    cell_id, (first, second) = found[0]
+    cell_id, (first, second), source = found[0]
     more = f" (and {len(found) - 1} more cells)" if len(found) > 1 else ""
+    if WORKAROUND in (first.source, second.source):
+        mine, theirs = (first, second) if first.source == WORKAROUND else (second, first)
+        msg = (
+            f"{source or 'a case'}: {mine.source} {mine.text!r}, which contradicts {theirs.source}: {theirs.text!r} of {matrix.path} "
+            f"in cell {cell_id}{more}; neither wins: narrow the workaround's requires, or [[exclude]] that combination in {matrix.path}"
+        )
+        raise BugmatrixError(msg)
     msg = (
         f"{matrix.path}: {second.source}: {second.text!r} contradicts {first.source}: {first.text!r} "
         f"in cell {cell_id}{more}; neither wins: narrow the constraint's when, drop the requirement, "

@@ -10,7 +10,10 @@ base pin where no variant spans it; ``device_runtime``: the axis whose module
 answers "is there a GPU, which CUDA"). The interpreter is the one axis without
 distributions. Profiles are any ``[profiles.<name>]`` tables, the first one
 the default; ``within = "<profile>"`` declares that one profile's cells are a
-subset of another's. Adding an axis (numpy, accelerate, ...) is an entry here
+subset of another's; ``computed = "<file>"`` makes a profile computed rather than
+listed: the fewest cells of its ``within`` profile in which every case shows a
+reproduced and a fixed outcome (:mod:`bugmatrix.plan.computed`; the file holds
+the committed choice). Adding an axis (numpy, accelerate, ...) is an entry here
 and nothing else.
 """
 
@@ -48,7 +51,7 @@ SYMBOLIC = {"latest": False, "latest-pre": True}
 TOP_KEYS = {"schema", "base", "base_when", "axes", "profiles", "exclude", "include", "constraints", "harness", "gpu", "reuse"}
 AXIS_KEYS = {"versions", "prefix", "distributions", "every_cell", "device_runtime"}
 #: Keys of a ``[profiles.<name>]`` table that are not axes (so no axis may be named so).
-PROFILE_KEYS = {"within"}
+PROFILE_KEYS = {"within", "computed"}
 #: A profile's name becomes a nox tag, a session name (``report-<name>``) and a file name (``plan-<name>.json``).
 PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 #: ``[reuse] max_age_days`` when the file does not say: every cell really runs at least once a week.
@@ -151,6 +154,7 @@ class Matrix:
     base_when: tuple[BaseWhen, ...] = ()
     within: Mapping[str, str] = field(default_factory=dict)  # profile -> the profile whose cells it must be a subset of
     reuse_max_age_days: int = DEFAULT_REUSE_MAX_AGE_DAYS  # results older than this are re-observed (bugmatrix/run/reuse.py)
+    computed: Mapping[str, Path] = field(default_factory=dict)  # profile -> the file of its committed choice (a computed profile)
 
     @property
     def interpreter(self) -> str:
@@ -406,7 +410,7 @@ def _base(check: _Checker, data: Any, axes: Mapping[str, Axis]) -> dict[str, str
 
 def _profiles(
     check: _Checker, data: Any, axes: Mapping[str, Axis], base: Mapping[str, str]
-) -> tuple[dict[str, dict[str, tuple[str, ...]]], dict[str, str]]:
+) -> tuple[dict[str, dict[str, tuple[str, ...]]], dict[str, str], dict[str, Path]]:
     """``[profiles.<name>]``: any names, the first the default; ``within`` checked axis-wise here (cell-wise by the planner)."""
     if not isinstance(data, dict) or not data:
         raise check.fail(
@@ -414,6 +418,7 @@ def _profiles(
         )
     profiles: dict[str, dict[str, tuple[str, ...]]] = {}
     within: dict[str, str] = {}
+    computed: dict[str, Path] = {}
     for name, entry in data.items():
         key = f"profiles.{name}"
         if not PROFILE_NAME.fullmatch(name) or name.startswith("gpu-"):
@@ -434,6 +439,19 @@ def _profiles(
             profiles[name][axis] = listed
         if "within" in table:
             within[name] = table["within"]
+        if "computed" in table:
+            value = table["computed"]
+            if not isinstance(value, str) or not value.endswith(".json") or "/" in value or value.startswith("."):
+                raise check.fail(
+                    f"{key}.computed", f"{value!r} is not a .json file name", f'write e.g. computed = "{name}.json" (beside the matrix)'
+                )
+            if profiles[name]:
+                raise check.fail(
+                    key, "is computed and lists versions too", "remove the version lists (the cells come from its within profile)"
+                )
+            if "within" not in table:
+                raise check.fail(f"{key}.computed", "without within", 'name the profile it picks its cells from: within = "nightly"')
+            computed[name] = check.path.parent / value
     for name, larger in within.items():
         key = f"profiles.{name}.within"
         if not isinstance(larger, str) or larger not in profiles or larger == name:
@@ -450,7 +468,7 @@ def _profiles(
                 raise check.fail(
                     f"profiles.{name}.{axis}", f"{missing[0]!r} is not in profiles.{larger}", f"{name} is declared within {larger}"
                 )
-    return profiles, within
+    return profiles, within, computed
 
 
 def _base_when(check: _Checker, data: Any, axes: Mapping[str, Axis]) -> list[BaseWhen]:
@@ -544,7 +562,7 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
         raise check.fail("schema", f"{data.get('schema')!r} is not a known matrix schema", f"set schema = {SCHEMA}")
     axes = _axes(check, data.get("axes", {}))
     base = _base(check, data.get("base", {}), axes)
-    profiles, within = _profiles(check, data.get("profiles", {}), axes, base)
+    profiles, within, computed = _profiles(check, data.get("profiles", {}), axes, base)
     exclude = []
     for i, rule in enumerate(check.array(data.get("exclude", []), "exclude")):
         key = f"exclude[{i}]"
@@ -560,5 +578,5 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
     return Matrix(
         path, axes, base, profiles, tuple(exclude), tuple(_include(check, data.get("include", []), axes, base, profiles)),
         tuple(_constraints(check, data.get("constraints", []), axes)), harness, gpu_select, runner,
-        tuple(_base_when(check, data.get("base_when", []), axes)), within, max_age,
+        tuple(_base_when(check, data.get("base_when", []), axes)), within, max_age, computed,
     )  # fmt: skip

@@ -64,6 +64,7 @@ def pytest_command(
     root: Path = ROOT,
     tracked: Mapping[str, Mapping[str, str]] | None = None,
     installed: Sequence[str] = (),
+    variants: Sequence[str] = (),
     input_key: InputKey | None = None,
     origin: Mapping[str, str] | None = None,
 ) -> list[str]:
@@ -72,7 +73,8 @@ def pytest_command(
     ``runner`` and ``workers``: how the variants run (:func:`runner_flags`); ``select`` narrows to node ids (``cases/x.py::v[cpu]``); ``extra`` is passed
     through (``-k``, ``--bugmatrix-resume``, a session's posargs); ``tracked``
     (``bugmatrix.releases.tracking.tracked_for``) names the pins a ``latest`` chose; ``installed``
-    is an install workaround's requirements the cell was built with (its sibling environment).
+    is an install workaround's requirements the cell was built with (its sibling environment); ``variants``
+    are the planned variant ids, the only ones the cell runs (empty: those its axes and ``installed`` admit).
     ``input_key`` and ``origin`` are recorded in the run file as given.
     """
     targets = [str(root / node) for node in select] or [str(root / "cases")]
@@ -88,6 +90,8 @@ def pytest_command(
         command += ["--bugmatrix-axes", ",".join(a for a in ordered if a in matrix.package_axes)]
     if installed:
         command += ["--bugmatrix-installed", json.dumps(list(installed))]
+    if variants:
+        command += ["--bugmatrix-variants", json.dumps(list(variants))]
     if tracked:
         command += ["--bugmatrix-requested", ",".join(f"{axis}={t['requested']}" for axis, t in tracked.items())]
     if input_key is not None:

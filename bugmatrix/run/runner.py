@@ -170,7 +170,7 @@ def run_cell(
         key = input_key(root, environment.lock, spec.variants, str(environment.python), providers=matrix.axis_spec(spec.pins))
     command = pytest_command(
         environment.python, matrix, cell_id=spec.id, pins=spec.pins, run_file=run_file, junit=junit,
-        select=select, extra=extra, root=root, tracked=spec.tracked, installed=spec.extra,
+        select=select, extra=extra, root=root, tracked=spec.tracked, installed=spec.extra, variants=spec.variants,
         input_key=key if environment.lock else None, origin=origin,
         **({"workers": workers} if workers else {}), **({"runner": runner} if runner else {}),
     )  # fmt: skip

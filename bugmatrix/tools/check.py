@@ -19,7 +19,11 @@ Policies, per case:
 * ``boundary``: the default profile (the first in matrix.toml) has a CPU cell
   where the case is expected to reproduce and one where it is expected fixed,
   and, where a variant declares a boundary, shows that variant on both sides;
-* ``tables``: README.md's and cases/README.md's case tables have a row for it.
+* ``tables``: README.md's and cases/README.md's case tables have a row for it;
+* ``computed``: each computed profile's committed choice (``matrix.smoke.json``)
+  holds the case's cells as ``plan --compute <profile>`` chooses them now from
+  the committed reference (``reports/runs/``), so a new case or a re-derived
+  reference is followed by that command.
 """
 
 from __future__ import annotations
@@ -33,13 +37,14 @@ from pathlib import Path
 from bugmatrix.cell.case import Case, Variant
 from bugmatrix.cell.outcomes import Kind, Outcome
 from bugmatrix.plan.catalog import Catalog, load_catalog
-from bugmatrix.plan.cells import Cell, plan_cells
-from bugmatrix.plan.matrix import Matrix
-from bugmatrix.releases.tracking import load_resolved_matrix
+from bugmatrix.plan.cells import Cell, plan_cells, recompute
+from bugmatrix.plan.computed import committed_choices, reference_outcomes
+from bugmatrix.plan.matrix import Matrix, load_matrix
+from bugmatrix.releases.tracking import load_resolved_matrix, without_symbolic
 
 __all__ = ["POLICIES", "Gap", "add_arguments", "catalogue_gaps", "run"]
 
-POLICIES = ("source", "evidence", "upstream", "expectation", "boundary", "tables")
+POLICIES = ("source", "evidence", "upstream", "expectation", "boundary", "tables", "computed")
 #: A bisect result a case cites as evidence: ``reports/bisect/<name>.json``.
 BISECT_FILE = re.compile(r"reports/bisect/[\w.\-]+\.json")
 README_TABLES = ("README.md", "cases/README.md")
@@ -111,11 +116,8 @@ def _expectations(case: Case, where: str, root: Path) -> Iterator[Gap]:
 
 
 def _runs(variant: Variant, cell: Cell) -> bool:
-    """What a CPU cell runs of this variant, as far as the host can tell (an ``api`` requirement is checked in the cell)."""
-    same_environment = tuple(variant.install) == cell.extra  # an install workaround runs in its sibling only
-    return (
-        variant.device == cell.device and set(variant.axes) <= set(cell.axes) and same_environment and not variant.requires.unmet(cell.pins)
-    )
+    """What a CPU cell runs of this variant, as far as the host can tell (the plan's list; an ``api`` requirement is checked in the cell)."""
+    return variant.device == cell.device and variant.id in cell.variants and not variant.requires.unmet(cell.pins)
 
 
 def _boundary(case: Case, where: str, profile: str, cells: list[Cell]) -> Iterator[Gap]:
@@ -151,10 +153,32 @@ def _tables(case: Case, where: str, root: Path) -> Iterator[Gap]:
             )
 
 
-def catalogue_gaps(matrix: Matrix, catalog: Catalog, cases_dir: Path, root: Path) -> list[Gap]:
-    """Every policy any case of the catalogue does not keep, in case order."""
+def _computed(declared: Matrix | None, catalog: Catalog, root: Path) -> dict[str, list[Gap]]:
+    """case -> a gap per computed profile whose committed choice for it differs from the recomputation (keyed by case id)."""
+    if declared is None or not declared.computed:
+        return {}
+    matrix = without_symbolic(declared)
+    reference = reference_outcomes(root / "reports" / "runs")
+    found: dict[str, list[Gap]] = {}
+    for profile, path in matrix.computed.items():
+        committed = committed_choices(path)
+        for choice in recompute(matrix, profile, catalog, reference):
+            if committed.get(choice.case) != choice.cells:
+                held = ", ".join(committed.get(choice.case, ())) or "none"
+                found.setdefault(choice.case, []).append(
+                    Gap(
+                        "", "computed", f"{path.name} holds {held} for it in profile {profile}, recomputed: {', '.join(choice.cells)}",
+                        f"run python -m bugmatrix plan --compute {profile} --write and commit {path.name}",
+                    )
+                )  # fmt: skip
+    return found
+
+
+def catalogue_gaps(matrix: Matrix, catalog: Catalog, cases_dir: Path, root: Path, declared: Matrix | None = None) -> list[Gap]:
+    """Every policy any case of the catalogue does not keep, in case order (``declared``: the matrix as written, for ``computed``)."""
     profile = matrix.default_profile
     cells = [c for c in plan_cells(matrix, profile, catalog) if c.device == "cpu"]
+    computed = _computed(declared, catalog, root)
     gaps = []
     for case in catalog.cases:
         path = cases_dir / f"{case.id}.py"
@@ -162,6 +186,7 @@ def catalogue_gaps(matrix: Matrix, catalog: Catalog, cases_dir: Path, root: Path
         gaps += [
             *_source_and_evidence(case, where), *_upstream(case, where), *_expectations(case, where, root),
             *_boundary(case, where, profile, cells), *_tables(case, where, root),
+            *(Gap(where, g.policy, g.problem, g.fix) for g in computed.get(case.id, ())),
         ]  # fmt: skip
     return gaps
 
@@ -176,7 +201,8 @@ def run(args: argparse.Namespace) -> int:
     matrix = load_resolved_matrix(args.matrix)
     catalog = load_catalog(args.cases, matrix)
     root = args.cases.resolve().parent  # the checkout the cases live in: its READMEs and reports/bisect/
-    gaps = [g for g in catalogue_gaps(matrix, catalog, args.cases.resolve(), root) if not args.policy or g.policy in args.policy]
+    gaps = catalogue_gaps(matrix, catalog, args.cases.resolve(), root, load_matrix(args.matrix))
+    gaps = [g for g in gaps if not args.policy or g.policy in args.policy]
     for gap in gaps:
         print(f"bugmatrix: check: {gap}")
     checked = ", ".join(args.policy or POLICIES)

@@ -51,7 +51,7 @@ __all__ = [
 
 def stack_imports(matrix: Matrix, catalog: Catalog, cell: Cell) -> tuple[list[str], list[str]]:
     """What a cell's process imports once: its axis modules, and the ``Case(imports=...)`` of the cases it runs."""
-    runs = set(catalog.runs_in(tuple(a for a in cell.pins if a in matrix.package_axes)))
+    runs = set(cell.variants)
     declared = [name for case in catalog.cases if any(v.id in runs for v in case.variants) for name in case.imports]
     return matrix.import_modules(cell.pins), list(dict.fromkeys(declared))
 

@@ -1,0 +1,184 @@
+"""A computed profile (``[profiles.smoke] computed = "smoke.json"``): the fewest cells that show every case both ways.
+
+smoke used to be listed by hand, and every case added had to fit the list
+(the torch x transformers case grew it from 4 to 8 cells). Now each case picks
+its own cells among the ``within`` profile's, from the outcomes the committed
+reference holds (``reports/runs/``) or, where it holds none (a new case, a new
+cell), from the case's declared ``expect=`` rules:
+
+* where a variant shows both a reproduced and a fixed outcome, a pair of cells
+  (reproduced, fixed) in which as many of the case's variants as possible flip
+  along exactly one of the axes they declare (so each reads as a boundary, not
+  as two axes changing at once), then differing on the fewest axes, the
+  reproduced one the oldest and the fixed one the nearest the base pins (then
+  the newest); old and base cells are the ones other cases pick too, so cases
+  with the same axes share them, and ``latest`` is never preferred;
+* where no variant flips but the case shows both outcomes somewhere, the single
+  cell showing both nearest the base pins (then the oldest); else the best pair;
+* where it shows one outcome only, the cell showing it nearest the base pins.
+
+Each case's choice depends on that case alone: adding a case adds at most its
+own two cells and changes no other case's. The choice is committed in the
+profile's file (``python -m bugmatrix plan --compute smoke --write``), so
+``nox -l`` reads one small file instead of the reference; a case the file does
+not hold (or whose cells no longer run it) is chosen at plan time from its
+``expect=`` rules, and ``nox -s check`` says the file is stale. The chosen
+cells bring their install-workaround siblings and their CUDA twins along.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from packaging.version import Version
+
+from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.cell.runfile import load_run_dir
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
+from bugmatrix.plan.matrix import Matrix
+from bugmatrix.plan.slices import Slice
+
+__all__ = ["COMPUTED_SCHEMA", "Choice", "choose", "committed_choices", "reference_outcomes", "write_choices"]
+
+COMPUTED_SCHEMA = "bugmatrix.computed/1"
+#: (variant id, cell id) -> the outcome the committed reference recorded.
+Reference = Mapping[tuple[str, str], Outcome]
+_BOTH = (Outcome.REPRODUCED, Outcome.FIXED)
+
+
+class CellLike(Protocol):
+    """What choosing needs of a planned cell (:class:`bugmatrix.plan.cells.Cell`)."""
+
+    id: str
+    pins: Mapping[str, str]
+    device: str
+    variants: tuple[str, ...]
+    extra: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One case's cells in a computed profile, what they show, and whether that comes from the reference or from ``expect=``."""
+
+    case: str
+    cells: tuple[str, ...]
+    shows: str
+    source: str  # "reference", "expect", or "reference and expect"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cells": list(self.cells), "shows": self.shows, "from": self.source}
+
+
+def _key(matrix: Matrix, cell: CellLike) -> tuple[Version, ...]:
+    return tuple(Version(cell.pins.get(a, "0")) for a in matrix.axes)
+
+
+def _at_base(matrix: Matrix, cell: CellLike) -> int:
+    return sum(1 for axis, version in cell.pins.items() if matrix.base.get(axis) == version)
+
+
+def choose(matrix: Matrix, case: Slice, candidates: Sequence[CellLike], reference: Reference = {}) -> Choice:  # noqa: B006 - read only
+    """The case's cells among ``candidates`` (CPU cells of the larger profile); see the module docstring for the rule."""
+    members = [m for m in case.members if m.device == "cpu" and not m.extra]
+    ids = {m.id for m in members}
+    cells = sorted((c for c in candidates if c.device == "cpu" and not c.extra and ids & set(c.variants)), key=lambda c: _key(matrix, c))
+    if not cells:
+        return Choice(case.case, (), "no cell of this profile runs it", "expect")
+    seen: dict[tuple[str, str], Outcome | None] = {}
+    origin: dict[str, set[str]] = {}  # cell id -> where its outcomes come from
+    for cell in cells:
+        for member in members:
+            if member.id in cell.variants:
+                found = reference.get((member.id, cell.id))
+                origin.setdefault(cell.id, set()).add("reference" if found is not None else "expect")
+                seen[member.id, cell.id] = found if found is not None else member.expected(cell.pins)
+
+    axes = {m.id: m.axes for m in members}
+
+    def shows(cell: CellLike, outcome: Outcome) -> list[str]:
+        return [m.id for m in members if seen.get((m.id, cell.id)) is outcome]
+
+    def source(*chosen: CellLike) -> str:
+        used = set().union(*(origin.get(c.id, set()) for c in chosen))
+        return " and ".join(s for s in ("reference", "expect") if s in used)
+
+    reproduced = [c for c in cells if shows(c, Outcome.REPRODUCED)]
+    fixed = [c for c in cells if shows(c, Outcome.FIXED)]
+
+    def near_base(listed: list[CellLike]) -> CellLike:
+        return min(listed, key=lambda c: (-_at_base(matrix, c), _key(matrix, c)))
+
+    if not reproduced or not fixed:
+        outcome = Outcome.REPRODUCED if reproduced else Outcome.FIXED
+        one = near_base(reproduced or fixed or cells)
+        what = f"{shows(one, outcome)[0]} {outcome.value}" if reproduced or fixed else "no reproduced or fixed outcome"
+        return Choice(case.case, (one.id,), f"{what} in {one.id} (its only outcome)", source(one))
+
+    def flips(r: CellLike, f: CellLike) -> set[str]:
+        """The variants reproduced in r and fixed in f that change along exactly one of their declared axes between them."""
+        both = set(shows(r, Outcome.REPRODUCED)) & set(shows(f, Outcome.FIXED))
+        return {v for v in both if sum(1 for a in axes[v] if r.pins.get(a) != f.pins.get(a)) == 1}
+
+    pairs = [(r, f, flips(r, f)) for r in reproduced for f in fixed if r is not f]
+    crossing = max((len(both) for _, _, both in pairs), default=0)
+    single = [c for c in reproduced if c in fixed]
+    if crossing == 0 and single:
+        one = near_base(single)
+        both = f"{shows(one, Outcome.REPRODUCED)[0]} reproduced and {shows(one, Outcome.FIXED)[0]} fixed in {one.id}"
+        return Choice(case.case, (one.id,), both, source(one))
+
+    def rank(pair: tuple[CellLike, CellLike, set[str]]) -> tuple:
+        r, f, both = pair
+        differ = sum(1 for a in matrix.axes if r.pins.get(a) != f.pins.get(a))
+        return (-len(both), differ, _key(matrix, r), -_at_base(matrix, f), _neg(_key(matrix, f)))
+
+    r, f, both = min(pairs, key=rank)
+    variant = sorted(both, key=[m.id for m in members].index)[0] if both else shows(r, Outcome.REPRODUCED)[0]
+    tail = f", fixed in {f.id}" if both else f"; {shows(f, Outcome.FIXED)[0]} fixed in {f.id}"
+    return Choice(case.case, (r.id, f.id), f"{variant} reproduced in {r.id}{tail}", source(r, f))
+
+
+def _neg(key: tuple[Version, ...]) -> tuple:
+    """A sort key that orders versions newest first."""
+    return tuple(tuple(-part for part in v.release) for v in key)
+
+
+def reference_outcomes(runs: Path) -> dict[tuple[str, str], Outcome]:
+    """Every (variant, cell) outcome of a directory of run files (the committed reference: ``reports/runs``); none where it is absent."""
+    if not runs.is_dir():
+        return {}
+    return {(result.id, run.cell): result.outcome for run in load_run_dir(runs) for result in run.results}
+
+
+def committed_choices(path: Path) -> dict[str, tuple[str, ...]]:
+    """case -> its committed cells; an absent file holds none (every case is chosen from its ``expect=`` rules)."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("schema") != COMPUTED_SCHEMA:
+            raise ValueError(f"schema {data.get('schema')!r}, not {COMPUTED_SCHEMA}")
+        return {str(case): tuple(str(c) for c in entry["cells"]) for case, entry in data["cases"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        msg = f"{path}: not a computed profile's cell list ({exc}); recompute it: python -m bugmatrix plan --compute <profile> --write"
+        raise BugmatrixError(msg) from None
+
+
+def write_choices(path: Path, profile: str, within: str, choices: Iterable[Choice]) -> None:
+    """The committed choice, all or nothing (what ``plan --compute P --write`` writes and the check compares)."""
+    write_json_atomic(path, choices_document(profile, within, choices))
+
+
+def choices_document(profile: str, within: str, choices: Iterable[Choice]) -> dict[str, Any]:
+    return {
+        "schema": COMPUTED_SCHEMA,
+        "profile": profile,
+        "within": within,
+        "written_by": f"python -m bugmatrix plan --compute {profile} --write (docs/matrix.md, Profiles); do not edit by hand",
+        "cases": {c.case: c.to_json() for c in choices},
+    }

@@ -1,0 +1,122 @@
+"""A case's slice: the cells it is planned in, and which of its variants run in each.
+
+Cost grows by the case, not by the catalogue: a case's cells are the cross
+of the axes its variants span (the union of their ``axes=``), at the versions
+a profile lists, narrowed by its ``Case(cross=...)``; the axes every cell
+installs (the interpreter, each ``every_cell`` axis) sit at their base pins
+where the case does not span them, and no other axis is installed. A cell runs
+the variants of the cases whose slice it is in, and nothing else: two cases
+with the same axes share their cells, and a case added beside them changes
+no other case's cells, pins or variant lists.
+
+An install workaround (``case.install_workaround(..., requires=[...])``) is
+split here. A requirement on an axis's own distribution (``numpy<2`` where
+numpy is an axis) is not installed on top of the cell's pin: it is read from
+the case's cells whose pin satisfies it, so the workaround runs in those cells
+themselves. Any other requirement (``setuptools<81``) is installed in a
+sibling environment beside the cells where the axis conditions hold. Every
+mistake names the case file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
+from bugmatrix.cell.case import Case, Expect
+from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.matrix import Matrix
+
+__all__ = ["Member", "Slice", "case_slice", "source_of"]
+
+
+def _holds(when: Mapping[str, SpecifierSet], pins: Mapping[str, str]) -> bool:
+    return all(axis in pins and spec.contains(pins[axis], prereleases=True) for axis, spec in when.items())
+
+
+@dataclass(frozen=True)
+class Member:
+    """One variant of a slice: where it runs (``when``: the cell's pins must satisfy it) and what its environment adds (``extra``)."""
+
+    id: str
+    device: str
+    when: Mapping[str, SpecifierSet] = field(default_factory=dict)
+    extra: tuple[str, ...] = ()  # requirements beyond the cell's: run in a sibling environment
+    expect: tuple[Expect, ...] = ()  # its declared expectations (a computed profile reads them where no result is committed)
+    axes: tuple[str, ...] = ()  # the axes it declares: it is read along these
+
+    def runs_at(self, pins: Mapping[str, str]) -> bool:
+        return _holds(self.when, pins)
+
+    def expected(self, pins: Mapping[str, str]) -> Outcome | None:
+        """The outcome its first covering ``Expect`` declares at these pins, or None."""
+        return next((e.outcome for e in self.expect if e.covers(pins, self.device)), None)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """What the planner needs of one case: the axes it crosses, its narrowing, its variants, and its file for errors."""
+
+    case: str
+    axes: tuple[str, ...]
+    members: tuple[Member, ...]
+    cross: Mapping[str, SpecifierSet] = field(default_factory=dict)
+    source: str = ""
+
+    def admits(self, pins: Mapping[str, str]) -> bool:
+        """The cell is one this case's ``cross`` allows (an axis it narrows is pinned, at a version the narrowing holds)."""
+        return _holds(self.cross, pins)
+
+    @property
+    def devices(self) -> set[str]:
+        return {m.device for m in self.members}
+
+
+def _axis_of(matrix: Matrix) -> dict[str, str]:
+    """canonical distribution name -> the axis it provides."""
+    return {canonicalize_name(dist): axis for axis in matrix.package_axes for dist, _ in matrix.axes[axis].distributions}
+
+
+def case_slice(matrix: Matrix, case: Case, source: str) -> Slice:
+    """The case's slice; an install workaround on an axis's distribution that can never hold is one line naming ``source``."""
+    spans = case.spans
+    narrowing = case.narrowing
+    outside = [axis for axis in narrowing if axis not in spans]
+    if outside:
+        msg = (
+            f"{source}: cross names axis {outside[0]!r}, which none of the case's variants spans; "
+            f"add it to their axes=, or narrow one of {', '.join(spans) or 'no axes'}"
+        )
+        raise BugmatrixError(msg)
+    providers = _axis_of(matrix)
+    members = []
+    for variant in case.variants:
+        when: dict[str, SpecifierSet] = {}
+        extra = []
+        for text in variant.install:
+            requirement = Requirement(text)
+            axis = providers.get(canonicalize_name(requirement.name))
+            if axis is None:
+                extra.append(text)
+                continue
+            where = f"{source}: install workaround {variant.name!r} requires {text!r}, a release of axis {axis!r}"
+            if axis not in spans:
+                msg = f"{where}, which the case does not span; add {axis!r} to its variants' axes= so its cells pin {axis}"
+                raise BugmatrixError(msg)
+            if not any(requirement.specifier.contains(v, prereleases=True) for v in matrix.axes[axis].versions):
+                msg = f"{where}, but no release in axes.{axis}.versions of {matrix.path} satisfies it; list one there"
+                raise BugmatrixError(msg)
+            when[axis] = when[axis] & requirement.specifier if axis in when else requirement.specifier
+        members.append(Member(variant.id, variant.device, when, tuple(extra), variant.expect, variant.axes))
+    return Slice(case.id, spans, tuple(members), narrowing, source)
+
+
+def source_of(directory: Path | None, case: Case) -> str:
+    """How errors name a case: its file where the catalogue knows its directory."""
+    return str(directory / f"{case.id}.py") if directory is not None else f"case {case.id!r}"
