@@ -55,13 +55,17 @@ def _load_matrix() -> Matrix | None:
         return None
 
 
+#: ``nox -l`` only lists: it asks no registry and writes nothing (the saved resolution, the registry cache as it is).
+LISTING = bool({"-l", "--list", "--list-sessions"} & set(sys.argv[1:]))
+
+
 def _plan(declared: Matrix | None) -> Planned | None:
     if declared is None:
         return None
     try:
         # Versions checked against the registry (cached), "latest" made concrete once (the saved resolution when there
         # is one: a nightly's plan job hands it on; none and no registry: the pinned versions, with a warning).
-        return load_plan(declared, ROOT / "cases", fallback=True)
+        return load_plan(declared, ROOT / "cases", fallback=True, offline=LISTING)
     except BugmatrixError as exc:
         _error(exc)
         return None
