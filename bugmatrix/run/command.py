@@ -28,7 +28,7 @@ WORKERS = os.environ.get("BUGMATRIX_WORKERS", "2")
 
 #: How a cell runs its variants. ``fork`` (the default): the cell imports its stack once and forks a process per
 #: variant, ``WORKERS`` at once (measured on 2 cores: 1.0x its floor where xdist's 2 workers import the stack twice,
-#: see the README's Performance section); ``xdist``: ``WORKERS`` pytest-xdist workers, variants in-process in each;
+#: see docs/performance.md); ``xdist``: ``WORKERS`` pytest-xdist workers, variants in-process in each;
 #: ``inline``: one process, no isolation (the variant being run is named in the run file, for --bugmatrix-resume).
 RUNNERS = ("fork", "xdist", "inline")
 RUNNER = os.environ.get("BUGMATRIX_RUNNER", "fork")
