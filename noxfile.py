@@ -12,7 +12,6 @@ runs, so ``nox -s lint`` can point at the broken file.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import sys
@@ -30,7 +29,7 @@ from bugmatrix.plan.cells import Cell, plan_cells, plan_document  # noqa: E402
 from bugmatrix.plan.matrix import Matrix, load_matrix  # noqa: E402
 from bugmatrix.plan.planned import Planned, load_plan  # noqa: E402
 from bugmatrix.releases.tracking import tracked_for  # noqa: E402
-from bugmatrix.run.command import WORKERS, run_file_path  # noqa: E402
+from bugmatrix.run.command import pytest_command, run_file_path  # noqa: E402
 from bugmatrix.run.envbuild import fresh_venv  # noqa: E402
 from bugmatrix.run.reresolve import load_reresolved  # noqa: E402
 from bugmatrix.run.reuse import ReusePolicy, reuse_policy, split_reuse_options  # noqa: E402
@@ -56,13 +55,17 @@ def _load_matrix() -> Matrix | None:
         return None
 
 
+#: ``nox -l`` only lists: it asks no registry and writes nothing (the saved resolution, the registry cache as it is).
+LISTING = bool({"-l", "--list", "--list-sessions"} & set(sys.argv[1:]))
+
+
 def _plan(declared: Matrix | None) -> Planned | None:
     if declared is None:
         return None
     try:
         # Versions checked against the registry (cached), "latest" made concrete once (the saved resolution when there
         # is one: a nightly's plan job hands it on; none and no registry: the pinned versions, with a warning).
-        return load_plan(declared, ROOT / "cases", fallback=True)
+        return load_plan(declared, ROOT / "cases", fallback=True, offline=LISTING)
     except BugmatrixError as exc:
         _error(exc)
         return None
@@ -348,12 +351,13 @@ def tests(session: nox.Session) -> None:
     """The harness's tests, the cases in this env, and an end-to-end mini-matrix through nox (-- PATHS/NODE IDS narrows it)."""
     session.install(*base_stack(session))
     ensure_chromium(session)
-    run_file = Path(session.create_tmp()) / "system.json"
-    session.run(
-        "python", "-m", "pytest", *test_targets(session.posargs), "-n", WORKERS, "--durations=10",
-        "--bugmatrix-run-file", str(run_file), "--bugmatrix-axis-spec", json.dumps(DECLARED.axis_spec()), *session.posargs,
-        env={"PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    # The runner's own command builder (xdist over the tests; the cases run as the system cell of this venv).
+    run_file = run_file_path(Path(session.create_tmp()), "system")
+    targets, extra = test_targets(session.posargs), ["--durations=10", *session.posargs]
+    command = pytest_command(
+        "python", DECLARED, cell_id="system", pins=None, run_file=run_file, runner="xdist", targets=targets, extra=extra
+    )
+    session.run(*command, env={"PYTHONPATH": str(ROOT)})
 
 
 @nox.session(python=BASE_PYTHON)

@@ -5,7 +5,6 @@ No timing is asserted anywhere: these run on loaded 2-core machines.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from bugmatrix.cell.cellspec import read_options
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.files import write_json_atomic
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.run.command import pytest_command
+from bugmatrix.run.command import pytest_command, spec_path
 from bugmatrix.run.envbuild import cell_venv
 from bugmatrix.tools.benchmark.cells import cached_wheel_sets, compare_outcomes, heavy_wheels, smoke_floor, smoke_from_runs, stack_imports
 from bugmatrix.tools.benchmark.disk import disk_kib
@@ -113,17 +113,23 @@ def test_cell_venv_is_the_one_nox_creates() -> None:
 def test_pytest_command_runs_only_the_cells_axes(tmp_path: Path) -> None:
     matrix = load_resolved_matrix(ROOT / "matrix.toml")
     pins = {"torch": "2.5.1", "python": "3.11", "lightning": "2.0.3"}
-    command = pytest_command("python", matrix, cell_id="c", pins=pins, run_file=tmp_path / "run.json", extra=["-k", "encoder"])
-    joined = " ".join(command)
-    assert "--bugmatrix-axes torch,lightning" in joined and f"--bugmatrix-run-file {tmp_path / 'run.json'}" in joined
-    assert "--bugmatrix-pins python=3.11,torch=2.5.1,lightning=2.0.3" in joined, "display order, whatever order pins came in"
-    spec = json.loads(command[command.index("--bugmatrix-axis-spec") + 1])
-    assert spec["axes"] == {"torch": [["torch", "torch"]], "lightning": [["pytorch-lightning", "pytorch_lightning"]]}, (
+    run_file = tmp_path / "runs" / "c.json"
+    command = pytest_command("python", matrix, cell_id="c", pins=pins, run_file=run_file, extra=["-k", "encoder"])
+    spec_file = Path(command[command.index("--bugmatrix-spec") + 1])
+    assert spec_file == spec_path(run_file) == tmp_path / "spec" / "c.json", "beside runs/, never in it (the report reads runs/*.json)"
+    spec = read_options(spec_file)
+    assert spec.axes == ("torch", "lightning") and spec.run_file == str(run_file) and spec.cell == "c"
+    assert list(spec.pins.items()) == [("python", "3.11"), ("torch", "2.5.1"), ("lightning", "2.0.3")], (
+        "display order, whatever order pins came in"
+    )
+    assert spec.axis_spec is not None
+    assert spec.axis_spec["axes"] == {"torch": [["torch", "torch"]], "lightning": [["pytorch-lightning", "pytorch_lightning"]]}, (
         "the pinned distribution only"
     )
-    assert spec["device_runtime"] == matrix.device_runtime, "the axis the cell asks about CUDA comes from the matrix"
+    assert spec.axis_spec["device_runtime"] == matrix.device_runtime, "the axis the cell asks about CUDA comes from the matrix"
     assert "-n" in command and command[-2:] == ["-k", "encoder"]
-    assert "--bugmatrix-axes" not in pytest_command("python", matrix, cell_id="system", pins=None, run_file=tmp_path / "run.json")
+    pytest_command("python", matrix, cell_id="system", pins=None, run_file=tmp_path / "run.json")
+    assert read_options(tmp_path / "run.spec.json").axes is None, "the system cell runs every variant"
 
 
 def test_floor_is_import_plus_the_variants_own_time(tmp_path: Path) -> None:

@@ -21,4 +21,4 @@ def test_the_catalogue_keeps_the_project_policies() -> None:
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     gaps = [line for line in run.stdout.splitlines() if line.startswith("bugmatrix: check: ")]
-    assert run.returncode == 0 and not gaps, "\n".join([*gaps, run.stderr.strip(), "(see README.md, How to add a case)"])
+    assert run.returncode == 0 and not gaps, "\n".join([*gaps, run.stderr.strip(), "(see docs/cases.md, How to add a case)"])

@@ -59,7 +59,7 @@ def upstream_test(device, dtype):
 
 
 def project(tmp_path: Path, *cases: tuple[str, str], rows: tuple[str, ...] = ("good",)) -> Path:
-    """A checkout: tiny.toml, the cases, both README tables (with ``rows``) and the one bisect file GOOD cites."""
+    """A checkout: tiny.toml, the cases, both case tables (with ``rows``) and the one bisect file GOOD cites."""
     root = tmp_path / "project"
     (root / "cases").mkdir(parents=True)
     (root / "reports" / "bisect").mkdir(parents=True)
@@ -67,7 +67,8 @@ def project(tmp_path: Path, *cases: tuple[str, str], rows: tuple[str, ...] = ("g
     shutil.copy(FIXTURES / "matrix" / "tiny.toml", root / "matrix.toml")
     for name, source in cases:
         (root / "cases" / f"{name}.py").write_text(source)
-    (root / "README.md").write_text("| case |\n|---|\n" + "".join(f"| `{r}` | x |\n" for r in rows))
+    (root / "docs").mkdir()
+    (root / "docs" / "cases.md").write_text("| case |\n|---|\n" + "".join(f"| `{r}` | x |\n" for r in rows))
     (root / "cases" / "README.md").write_text("| module |\n|---|\n" + "".join(f"| `{r}.py` | x |\n" for r in rows))
     return root
 
@@ -100,14 +101,14 @@ def test_each_missing_piece_is_one_line_naming_the_case_and_what_to_add(tmp_path
         "list versions where it is fixed in [profiles.smoke] of matrix.toml",
         "cases/bare.py: profile smoke shows none of bare::other[cpu] on both sides of its boundary; "
         "list versions either side of it in [profiles.smoke] of matrix.toml",
-        "cases/bare.py: README.md has no row for bare; add one to its table of cases (see README.md, How to add a case)",
-        "cases/bare.py: cases/README.md has no row for bare; add one to its table of cases (see README.md, How to add a case)",
+        "cases/bare.py: docs/cases.md has no row for bare; add one to its table of cases (see docs/cases.md, How to add a case)",
+        "cases/bare.py: cases/README.md has no row for bare; add one to its table of cases (see docs/cases.md, How to add a case)",
     ]
 
 
 def test_a_policy_can_be_checked_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, lines = check(project(tmp_path, ("bare", BARE), rows=()), capsys, "--policy", "tables")
-    assert code == 1 and [line.split(": ", 1)[1][:24] for line in lines] == ["README.md has no row for", "cases/README.md has no r"]
+    assert code == 1 and [line.split(": ", 1)[1][:24] for line in lines] == ["docs/cases.md has no row", "cases/README.md has no r"]
 
 
 def test_the_default_profile_is_the_first_declared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -36,6 +36,8 @@ def _cell(lightning: str) -> str:
 
 
 REPRODUCED, FIXED = _cell("2.0.3"), _cell("2.6.6")
+#: What nox printed while the mini-matrix's cells ran (set by the fixture).
+LOGGED: dict[str, str] = {}
 
 
 def _nox(*args: str, reports: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -52,6 +54,7 @@ def mini_matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reports = tmp_path_factory.mktemp("reports")
     cells = _nox("-s", f"cell({REPRODUCED})", f"cell({FIXED})", "--", "-k", "t5_loss_no_grad_fn", reports=reports)
     assert cells.returncode == 0, cells.stderr[-3000:]
+    LOGGED["cells"] = cells.stdout + cells.stderr
     report = _nox("-s", "report", "--", "--profile", "smoke", "--fail-on-regression", reports=reports)
     assert report.returncode == 0, report.stderr[-3000:]
     return reports
@@ -89,6 +92,15 @@ def html_cell(html: str, variant: str, cell: str) -> str:
     entry = re.search(rf'<td [^>]*data-outcome="([^"]*)"[^>]*data-cell="{re.escape(cell)}"', row.group(1))
     assert entry, f"no entry for {variant} in {cell}"
     return entry.group(1)
+
+
+def test_a_cell_sessions_log_lines_are_short(mini_matrix: Path) -> None:
+    """Issue 35: the input key and axis spec travel in the cell's spec file, so nox logs a short command (< 400 characters)."""
+    lines = LOGGED["cells"].splitlines()
+    commands = [line for line in lines if "-m pytest" in line]
+    assert len(commands) == 2 and all("--bugmatrix-spec" in line for line in commands), commands
+    longest = max(lines, key=len)
+    assert len(longest) < 400, f"{len(longest)} characters: {longest}"
 
 
 def test_report_shows_both_outcomes_and_the_workaround(mini_matrix: Path) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from bugmatrix.cell.cellspec import SCHEMA as SPEC_SCHEMA
 from bugmatrix.cell.runfile import VariantRecord, load_run_file
 from bugmatrix.files import write_json_atomic
 from bugmatrix.run.envbuild import STAMP, InstallFailed, ensure_environment, record_install_failure, uv_command
@@ -501,27 +502,28 @@ def test_an_interpreter_uv_cannot_see_is_found_in_pyenv_and_a_missing_one_is_one
 
 @NEEDS_TORCH
 def test_the_run_file_records_what_latest_resolved_to(tmp_path: Path) -> None:
-    """``--bugmatrix-requested`` (cellrun passes it for tracked axes) lands in the run file as requested + resolved."""
+    """The spec's ``requested`` (the runner writes it for tracked axes) lands in the run file as requested + resolved."""
     plant(tmp_path, "planted")
-    proc = run_cases(
-        tmp_path, "-p", "no:xdist", "-k", "reproduces", "--bugmatrix-pins", "python=3.11,torch=2.15.0",
-        "--bugmatrix-requested", "torch=latest",
-    )  # fmt: skip
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"schema": SPEC_SCHEMA, "pins": {"python": "3.11", "torch": "2.15.0"}, "requested": {"torch": "latest"}}))
+    proc = run_cases(tmp_path, "-p", "no:xdist", "-k", "reproduces", "--bugmatrix-spec", "spec.json")
     assert proc.returncode in (0, 1), proc.stdout[-2000:]
     assert load_run_file(tmp_path / "run.json").tracked == {"torch": {"requested": "latest", "resolved": "2.15.0"}}
-    bad = run_cases(tmp_path, "-p", "no:xdist", "--bugmatrix-requested", "torch")
-    assert "--bugmatrix-requested: 'torch' is not axis=version" in bad.stderr, bad.stderr[-2000:]
+    spec.write_text(json.dumps({"schema": SPEC_SCHEMA, "requested": ["torch"]}))
+    bad = run_cases(tmp_path, "-p", "no:xdist", "--bugmatrix-spec", str(spec))
+    assert f"--bugmatrix-spec {spec}: requested: ['torch'] is not an object of axis -> latest;" in bad.stderr, bad.stderr[-2000:]
 
 
 def test_a_planned_cell_runs_exactly_its_planned_variants(tmp_path: Path) -> None:
-    """``--bugmatrix-variants`` (issue 33): the plan's list chooses (an id the cell does not have is no error); a bad list is one line."""
+    """The spec's ``variants`` (issue 33): the plan's list chooses (an id the cell does not have is no error); a bad list is one line."""
     plant(tmp_path, "planted")
-    listed = json.dumps(["planted::fixed[cpu]", "planted::nope[cpu]"])
-    proc = run_cases(
-        tmp_path, "-p", "no:xdist", "--collect-only", "-q", "--bugmatrix-axes", "torch", "--bugmatrix-variants", listed, limit=60
-    )
+    spec = tmp_path / "spec.json"
+    listed = ["planted::fixed[cpu]", "planted::nope[cpu]"]
+    spec.write_text(json.dumps({"schema": SPEC_SCHEMA, "axes": ["torch"], "variants": listed}))
+    proc = run_cases(tmp_path, "-p", "no:xdist", "--collect-only", "-q", "--bugmatrix-spec", "spec.json", limit=60)
     assert proc.returncode == 0, proc.stdout[-2000:]
     collected = [line for line in proc.stdout.splitlines() if "::" in line]
     assert collected == ["cases/planted.py::fixed[cpu]"], collected
-    bad = run_cases(tmp_path, "-p", "no:xdist", "--collect-only", "--bugmatrix-variants", "planted::fixed[cpu]", limit=60)
-    assert bad.returncode != 0 and "--bugmatrix-variants: 'planted::fixed[cpu]' is not a JSON list of variant ids" in bad.stderr
+    spec.write_text(json.dumps({"schema": SPEC_SCHEMA, "variants": "planted::fixed[cpu]"}))
+    bad = run_cases(tmp_path, "-p", "no:xdist", "--collect-only", "--bugmatrix-spec", str(spec), limit=60)
+    assert bad.returncode != 0 and f"--bugmatrix-spec {spec}: variants: 'planted::fixed[cpu]' is not a list of variant ids" in bad.stderr

@@ -132,7 +132,7 @@ def test_missing_nights_are_gaps_not_changes_nor_flaps() -> None:
 
 def test_the_flaky_rule_window_and_number_of_flips() -> None:
     """Two changes, one back to an earlier outcome, within the last WINDOW nights; older flaps are forgotten."""
-    assert (WINDOW, FLIPS) == (30, 2), "the README and history.py's docstring state these numbers"
+    assert (WINDOW, FLIPS) == (30, 2), "docs/report.md and history.py's docstring state these numbers"
     base = night_from_compat(fixture_compat(), "2026-01-01")
     cell = base.cells.index(FIXED)
 

@@ -243,15 +243,15 @@ def test_every_body_fits_github_and_starts_with_its_marker(night: object) -> Non
         assert "bugmatrix-finding" in outside_code(body.split("\n", 1)[1]), "the visible footer carries the search word"
 
 
-# -- the README's example ---------------------------------------------------------------------------
+# -- the documented example (docs/site.md) ---------------------------------------------------------
 
-README = ROOT / "README.md"
+README = ROOT / "docs" / "site.md"
 EXAMPLE = re.compile(r"<!-- bugmatrix:issue-example[^>]*-->\n````markdown\n(.*?)````\n<!-- /bugmatrix:issue-example -->", re.S)
-CUT = "… (repro.py is cut here in the README; the issue shows it whole)"
+CUT = "… (repro.py is cut here in docs/site.md; the issue shows it whole)"
 
 
 def readme_example(tmp_path: Path) -> str:
-    """The README's issue body: a regression on the fixture night, rendered with the real repro export; repro.py's block cut."""
+    """docs/site.md's issue body: a regression on the fixture night, rendered with the real repro export; repro.py's block cut."""
     baseline = dataclasses.replace(fixture_compat(), profile="nightly")
     message = "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn"
     tonight = baseline.with_entry(CORE, FIXED, outcome=Outcome.REPRODUCED, message=message)
@@ -272,5 +272,5 @@ def readme_example(tmp_path: Path) -> str:
 def test_the_readme_shows_a_body_exactly_as_the_renderer_writes_it(tmp_path: Path) -> None:
     """Regenerate with: python -c 'import tests.test_issue_bodies as t, pathlib, tempfile; print(t.readme_example(pathlib.Path(tempfile.mkdtemp())))'."""
     shown = EXAMPLE.search(README.read_text(encoding="utf-8"))
-    assert shown, "README.md: the issue example block (<!-- bugmatrix:issue-example -->) is gone"
-    assert shown.group(1) == readme_example(tmp_path), "README.md's issue example is stale; regenerate it (this test's docstring)"
+    assert shown, "docs/site.md: the issue example block (<!-- bugmatrix:issue-example -->) is gone"
+    assert shown.group(1) == readme_example(tmp_path), "docs/site.md's issue example is stale; regenerate it (this test's docstring)"

@@ -139,17 +139,24 @@ def test_plan_refuses_it_in_one_line_exit_2(stand_in: tuple[Path, list[str]], tm
 
 
 def test_nox_list_says_it_in_one_line_and_lists_the_other_sessions(stand_in: tuple[Path, list[str]], tmp_path: Path) -> None:
-    """``nox -l`` plans, so the same line, once; the sessions that need no plan are still listed."""
+    """``nox -l`` asks no registry: against what a plan cached, the same line, once (where the cache has no answer, the
+    version is left to the plan); the sessions that need no plan are still listed."""
     nox = shutil.which("nox")
     if nox is None:
         pytest.skip("nox is not on PATH")
+    _, requests = stand_in
     path = tiny_with(tmp_path, 'versions = ["2.0.1", "2.1.2", "2.3.1"]', 'versions = ["2.0.1", "2.1.2", "2.2.9", "2.3.1"]')
+    with pytest.raises(BugmatrixError):
+        check_versions(load_matrix(path))  # what `nox -s plan` does first: the registry's answers are cached
+    asked = len(requests)
     run = subprocess.run(
         [nox, "-l"], cwd=ROOT, env={**os.environ, "BUGMATRIX_MATRIX": str(path)}, capture_output=True, text=True, timeout=300, check=False
     )
     assert run.returncode == 0, run.stderr
     errors = [line for line in run.stderr.splitlines() if line.strip()]
-    assert errors == [f"bugmatrix: error: {path}: axes.torch.versions[2]: '2.2.9' is not a release of torch on the registry; "
+    assert errors == [f"bugmatrix: error: {path}: axes.torch.versions[2]: '2.2.9' is not a release of torch on the registry "
+                      f"(as cached in {tmp_path / 'cache'}; `nox -s plan` asks the registry again); "
                       "correct the version or remove it (and its uses in profiles, [base], [[include]], [gpu])"]  # fmt: skip
     listed = {line[2:].split()[0] for line in run.stdout.splitlines() if line[:2] in ("* ", "- ")}
     assert {"lint", "plan", "tests"} <= listed and not any(s.startswith("cell(") for s in listed)
+    assert len(requests) == asked, "nox -l asked the registry"

@@ -1,7 +1,7 @@
 """Acceptance (issue 23): a sixth case on a fifth axis is one file and one entry, and nothing else moves.
 
 The repository is copied to a temporary directory and grown exactly as the
-README's "How to add a case" says: an ``[axes.tabulate]`` entry (a real, small
+docs/cases.md's "How to add a case" says: an ``[axes.tabulate]`` entry (a real, small
 PyPI distribution: tabulate 0.8.10 has no ``SEPARATING_LINE``, 0.9.0 has),
 its ``[base]`` pin and its versions in the profiles, and a generated case file
 spanning it. Then, in the copy:
@@ -73,7 +73,7 @@ IGNORE = shutil.ignore_patterns(".git", ".nox", "build", "__pycache__", ".pytest
 
 
 def grow_matrix(text: str) -> str:
-    """README, How to add a case, step 4: an [axes.<name>] entry, a [base] pin, its versions in the listed profiles."""
+    """docs/cases.md, How to add a case, step 4: an [axes.<name>] entry, a [base] pin, its versions in the listed profiles."""
     text = text.replace("[base]\n", f'[base]\n{AXIS} = "0.9.0"\n', 1)
     for line in re.findall(r"^\[profiles\.[\w-]+\]$", text, flags=re.M):
         if "\ncomputed = " not in text[text.index(line + "\n") :].split("\n\n", 1)[0]:  # a computed profile (smoke) lists none
@@ -116,7 +116,7 @@ def test_a_sixth_case_on_a_fifth_axis_is_one_file_and_one_entry(tmp_path: Path) 
     failed = sorted(set(re.findall(r"^FAILED (\S+?)(?: - |$)", harness.stdout, flags=re.M)))
     assert failed == ["tests/test_catalogue.py::test_the_catalogue_keeps_the_project_policies"], harness.stdout[-4000:]
     gaps = re.findall(r"cases/table_separator\.py: [^;\n]+;", harness.stdout)
-    assert any("has no upstream variant" in g for g in gaps) and any("README.md has no row" in g for g in gaps), harness.stdout[-3000:]
+    assert any("has no upstream variant" in g for g in gaps) and any("docs/cases.md has no row" in g for g in gaps), harness.stdout[-3000:]
     assert not re.search(r"cases/(autocast_cache|t5_loss_no_grad_fn|double_unscale|encoder_bf16_eval)\.py: ", harness.stdout)
 
     for cell in sorted(smoke):

@@ -6,9 +6,13 @@ file must not take ``nox -s lint`` (which would point at it) down with it.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import shutil
 import subprocess
+import threading
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -18,12 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 PLANLESS = {"lint", "plan", "lock", "bisect", "repro", "stability", "report", "site", "issues"}
 
 
-def nox_list(root: Path, env: dict[str, str] | None = None) -> tuple[set[str], list[str]]:
-    """(session names ``nox -l`` lists, selected or not, and the non-empty lines it wrote to stderr)."""
+def nox_list(root: Path, env: dict[str, str] | None = None, clear: tuple[str, ...] = ()) -> tuple[set[str], list[str]]:
+    """(session names ``nox -l`` lists, selected or not, and the non-empty lines it wrote to stderr); ``clear``: variables unset."""
     nox = shutil.which("nox")
     if nox is None:
         pytest.skip("nox is not on PATH")
-    run = subprocess.run([nox, "-l"], cwd=root, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=120, check=False)
+    environment = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in clear}
+    run = subprocess.run([nox, "-l"], cwd=root, env=environment, capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
     listed = {line[2:].split()[0] for line in run.stdout.splitlines() if line[:2] in ("* ", "- ")}
     return listed, [line for line in run.stderr.splitlines() if line.strip()]
@@ -64,3 +69,41 @@ def test_a_sound_checkout_lists_its_cells_and_one_report_session_per_profile() -
     assert not [line for line in errors if "error" in line]
     assert any(s.startswith("cell(") for s in sessions)
     assert {"report-smoke", "report-nightly", "report-full"} <= sessions
+
+
+def test_listing_asks_no_registry_and_writes_nothing(tmp_path: Path) -> None:
+    """``nox -l`` plans from what is saved (issue 35): no request to the registry, nothing under build/.
+
+    Without a saved resolution 'latest' is left out (one warning) and the pinned cells are listed; with one, its
+    cells are listed too; either way build/ is as it was. The registry is a counting stand-in on 127.0.0.1.
+    """
+    from tests.test_matrix_registry import Counting
+
+    requests: list[str] = []
+    handler = type("Handler", (Counting,), {"requests": requests})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(tmp_path)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    root = copy_checkout(tmp_path)
+    cleared = ("BUGMATRIX_REPORTS", "BUGMATRIX_RESOLUTION", "BUGMATRIX_REGISTRY_CACHE", "BUGMATRIX_MATRIX")
+    env = {k: v for k, v in os.environ.items() if k not in cleared}
+    env["BUGMATRIX_INDEX_URL"] = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        sessions, said = nox_list(root, env, clear=cleared)
+        assert not (root / "build").exists(), sorted(str(p) for p in (root / "build").rglob("*"))
+        assert any(s.startswith("cell(") for s in sessions) and len(said) == 1 and "'latest' left out of every profile" in said[0], said
+        saved = root / "build" / "reports" / "resolution.json"
+        saved.parent.mkdir(parents=True)
+        resolved = {
+            axis: {"requested": "latest", "resolved": "2.99.0" if axis == "torch" else "5.99.0"} for axis in ("torch", "transformers")
+        }
+        saved.write_text(json.dumps({"axes": {**resolved, "lightning": {"requested": "latest", "resolved": "2.6.6"}}}), encoding="utf-8")
+        before = {p: p.stat().st_mtime_ns for p in (root / "build").rglob("*")}
+        sessions, said = nox_list(root, env, clear=cleared)
+        assert not said and any("torch2.99.0" in s for s in sessions), (said, sorted(sessions))
+        assert {p: p.stat().st_mtime_ns for p in (root / "build").rglob("*")} == before, "nothing written under build/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert requests == [], f"nox -l asked the registry: {requests}"

@@ -195,11 +195,11 @@ def test_planned_sessions_are_the_nox_sessions_of_that_profile(profile: str) -> 
     nox = find_tool("nox")
     if nox is None:
         pytest.skip("nox is not installed here")
+    planned = {entry["session"] for entry in plan(profile)}  # first: it saves the resolution of 'latest' that listing reads
     listed = subprocess.run(
         [nox, "-l", "--json", "-t", profile, f"gpu-{profile}"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
     )  # fmt: skip
     sessions = {s["session"] for s in json.loads(listed.stdout) if s["name"] == "cell"}
-    planned = {entry["session"] for entry in plan(profile)}
     assert planned == sessions, f"plan only: {sorted(planned - sessions)}; nox only: {sorted(sessions - planned)}"
 
 

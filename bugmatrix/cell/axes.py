@@ -1,9 +1,9 @@
 """Which distribution provides each axis inside this cell, and which module to import for it.
 
 The registry itself lives in ``matrix.toml`` (``[axes.<name>]``, read on the
-host by :mod:`bugmatrix.plan.matrix`). A cell learns its part from the pytest
-option ``--bugmatrix-axis-spec`` (JSON, passed by the one command builder in
-:mod:`bugmatrix.run.command`); a run without it (``python -m pytest cases/`` on a
+host by :mod:`bugmatrix.plan.matrix`). A cell learns its part from the
+``axis_spec`` of its spec file (``--bugmatrix-spec``, written by the one
+command builder in :mod:`bugmatrix.run.command`); a run without it (``python -m pytest cases/`` on a
 GPU runner's baked image) reads ``matrix.toml`` itself where ``tomllib``
 exists. Nothing in the harness names an axis: adding one is a ``matrix.toml``
 entry. The spec also says which axis is the *device runtime* (``device_runtime
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from bugmatrix.errors import BugmatrixError
 
@@ -58,18 +59,18 @@ def _spec(providers: Providers, device_runtime: object = None) -> AxisSpec:
     return AxisSpec(table, str(device_runtime) if device_runtime else None)
 
 
-def parse_spec(text: str) -> AxisSpec:
-    """``{"axes": {"torch": [["torch", "torch"]], ...}, "device_runtime": "torch"}`` -> the spec; a malformed one is one line.
+def parse_spec(text: str | dict[str, Any]) -> AxisSpec:
+    """``{"axes": {"torch": [["torch", "torch"]], ...}, "device_runtime": "torch"}`` (JSON text, or parsed) -> the spec; a malformed one is one line.
 
     The bare ``{"torch": [...]}`` of earlier commands (no device runtime) is read too.
     """
     try:
-        data = json.loads(text)
+        data = json.loads(text) if isinstance(text, str) else text
         if isinstance(data.get("axes"), dict):
             return _spec(data["axes"], data.get("device_runtime"))
         return _spec(data)
     except (ValueError, TypeError, AttributeError) as exc:
-        msg = f"--bugmatrix-axis-spec: not an axis spec ({exc}); it is written by bugmatrix.run.command, do not hand-edit it"
+        msg = f"axis_spec: not an axis spec ({exc}); it is written by bugmatrix.run.command, do not hand-edit it"
         raise BugmatrixError(msg) from None
 
 
@@ -78,7 +79,7 @@ def spec_from_matrix_file(path: Path) -> AxisSpec:
     try:
         import tomllib
     except ImportError:  # Python 3.10: nox passes the spec on the command line instead
-        msg = f"cannot read {path} on Python < 3.11; pass --bugmatrix-axis-spec (the nox sessions do)"
+        msg = f"cannot read {path} on Python < 3.11; pass --bugmatrix-spec with an axis_spec (the runner does)"
         raise BugmatrixError(msg) from None
     try:
         axes = tomllib.loads(path.read_text(encoding="utf-8"))["axes"]

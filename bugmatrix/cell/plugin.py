@@ -36,6 +36,7 @@ Design notes (why it is built this way):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -49,6 +50,7 @@ import pytest
 
 from bugmatrix.cell.axes import active_spec, parse_spec, set_active_spec, spec_from_matrix_file
 from bugmatrix.cell.case import Case, Variant, case_of_module
+from bugmatrix.cell.cellspec import CellOptions, read_options
 from bugmatrix.cell.execution import Executed, execute_variant, installed_versions
 from bugmatrix.cell.forkloop import cuda_initialized_here, grace, probe_in_child, run_forked
 from bugmatrix.cell.forkrun import ChildEnd, can_fork, default_children
@@ -61,30 +63,24 @@ from bugmatrix.errors import BugmatrixError
 
 __all__ = ["CaseFile", "Runner", "VariantItem", "runner_of"]
 
-RUN_FILE_DESC = "write the run file here (default: $BUGMATRIX_REPORTS or build/reports, /runs/<cell>.json)"
-CELL_DESC = "cell id recorded in the run file (default: system, the current environment as it is)"
-PINS_DESC = "the cell's requested pins as axis=version,... (recorded as requested)"
-REQUESTED_DESC = "axis=latest,...: pins a profile's latest/latest-pre resolved to (recorded as tracked: requested and resolved)"
-AXES_DESC = "run only variants whose axes are all among these (comma-separated); a matrix cell passes its pinned axes"
-INSTALLED_DESC = "JSON list: the install workaround's requirements this cell was built with; only the variants declared for them run"
-VARIANTS_DESC = (
-    "JSON list of variant ids: run exactly these (a planned cell passes the variants its plan lists); "
-    "--bugmatrix-axes and --bugmatrix-installed then choose nothing"
+SPEC_DESC = (
+    "the cell's spec file (JSON, written by bugmatrix.run.command): cell, run file, JUnit file, pins, axes, "
+    "install workaround, planned variants, axis spec, input key, origin; relative paths are from where pytest starts"
 )
-AXIS_SPEC_DESC = "JSON: axis -> [[distribution, module], ...] (written by bugmatrix.run.command; default: read matrix.toml)"
+RUN_FILE_DESC = "write the run file here (default: the spec's, else $BUGMATRIX_REPORTS or build/reports, /runs/<cell>.json)"
+CELL_DESC = "cell id recorded in the run file (default: the spec's, else system, the current environment as it is)"
 TIMEOUT_DESC = "per-variant timeout in seconds; a variant still running then is recorded as timeout"
 RESUME_DESC = "keep the results already in the run file and skip those variants (resume an interrupted run)"
 FORKS_DESC = (
     "run each variant in a process forked from this one, up to N at once (default: $BUGMATRIX_WORKERS or 2); "
     "0: run them in this process (xdist workers always do)"
 )
-INPUT_KEY_DESC = "JSON: the cell's input key (written by bugmatrix.run.inputkey), recorded so a later night can reuse these results"
-ORIGIN_DESC = "JSON: date, commit and run of this run (written by bugmatrix.run.runner), recorded as the results' origin"
 
 DEFAULT_TIMEOUT = 300.0
 HARNESS_ROOT = Path(__file__).resolve().parents[2]
 
 STATE_KEY = pytest.StashKey["RunState"]()
+OPTIONS_KEY = pytest.StashKey[CellOptions]()
 VARIANT_KEY = pytest.StashKey[Variant]()
 EXECUTED_KEY = pytest.StashKey[Executed]()  # on an item: what its forked child reported
 OUTPUT_KEY = pytest.StashKey[tuple[str, str]]()  # on an item: its child's stdout and stderr
@@ -101,19 +97,12 @@ class VariantMismatch(Exception):
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("bugmatrix", "bug reproduction matrix")
+    group.addoption("--bugmatrix-spec", default=None, metavar="FILE", help=SPEC_DESC)
     group.addoption("--bugmatrix-run-file", default=None, help=RUN_FILE_DESC)
     group.addoption("--bugmatrix-cell", default=None, help=CELL_DESC)
-    group.addoption("--bugmatrix-pins", default="", help=PINS_DESC)
-    group.addoption("--bugmatrix-requested", default="", help=REQUESTED_DESC)
-    group.addoption("--bugmatrix-axes", default=None, help=AXES_DESC)
-    group.addoption("--bugmatrix-axis-spec", default=None, help=AXIS_SPEC_DESC)
-    group.addoption("--bugmatrix-installed", default="[]", help=INSTALLED_DESC)
-    group.addoption("--bugmatrix-variants", default=None, help=VARIANTS_DESC)
     group.addoption("--bugmatrix-timeout", type=float, default=None, help=TIMEOUT_DESC)
     group.addoption("--bugmatrix-resume", action="store_true", help=RESUME_DESC)
     group.addoption("--bugmatrix-forks", type=int, default=None, metavar="N", help=FORKS_DESC)
-    group.addoption("--bugmatrix-input-key", default=None, help=INPUT_KEY_DESC)
-    group.addoption("--bugmatrix-origin", default=None, help=ORIGIN_DESC)
     parser.addini("bugmatrix_timeout", TIMEOUT_DESC, default=str(DEFAULT_TIMEOUT))
 
 
@@ -153,11 +142,26 @@ def runner_of(config: pytest.Config) -> Runner:
     return Runner("fork", children) if children and can_fork() else Runner("inline")
 
 
+def options_of(config: pytest.Config) -> CellOptions:
+    """The cell's options: its spec file (``--bugmatrix-spec``), with ``--bugmatrix-cell`` / ``--bugmatrix-run-file`` given by hand on top."""
+    options = config.stash.get(OPTIONS_KEY, None)
+    if options is None:
+        path = config.getoption("--bugmatrix-spec")
+        try:
+            options = read_options(Path(config.invocation_params.dir, path)) if path else CellOptions()
+        except BugmatrixError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        cell, run_file = config.getoption("--bugmatrix-cell"), config.getoption("--bugmatrix-run-file")
+        options = dataclasses.replace(options, cell=cell or options.cell, run_file=run_file or options.run_file)
+        config.stash[OPTIONS_KEY] = options
+    return options
+
+
 def _configure_axes(config: pytest.Config) -> None:
-    text = config.getoption("--bugmatrix-axis-spec")
+    spec = options_of(config).axis_spec
     try:
-        if text:
-            set_active_spec(parse_spec(text))
+        if spec is not None:
+            set_active_spec(parse_spec(spec))
             return
         for root in (Path(config.rootpath), HARNESS_ROOT):
             if (root / "matrix.toml").exists():
@@ -165,7 +169,7 @@ def _configure_axes(config: pytest.Config) -> None:
                 return
     except BugmatrixError as exc:
         raise pytest.UsageError(str(exc)) from None
-    msg = "no axis spec: pass --bugmatrix-axis-spec or run from a checkout with matrix.toml"
+    msg = "no axis spec: pass --bugmatrix-spec (the runner writes one) or run from a checkout with matrix.toml"
     raise pytest.UsageError(msg)
 
 
@@ -178,14 +182,18 @@ def _observer(config: pytest.Config) -> Callable[[], dict[str, Any]]:
     return lambda: probe_in_child(deadline_s=timeout_of(config) + grace(timeout_of(config)))[0]
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's junitxml plugin reads --junitxml
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "bugmatrix_variant: a case variant collected from cases/")
+    options = options_of(config)
+    if options.junit and not config.option.xmlpath:
+        config.option.xmlpath = str(Path(config.invocation_params.dir, options.junit))
     _configure_axes(config)
     runner_of(config)  # a bad --bugmatrix-forks or BUGMATRIX_WORKERS is a usage error now, not mid-run
     config.stash[LEFT_THREADS_KEY] = {}
     config.stash[UNCOVERED_KEY] = {}
     if not is_worker(config):
-        config.stash[STATE_KEY] = RunState(config, _observer(config))
+        config.stash[STATE_KEY] = RunState(config, options, _observer(config))
         config.pluginmanager.register(Recorder(config, STATE_KEY), "bugmatrix-recorder")
 
 
@@ -228,18 +236,18 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    allowed = config.getoption("--bugmatrix-axes")
+    options = options_of(config)
+    allowed, installed = options.axes, options.installed
     state = config.stash.get(STATE_KEY, None)
     done = set(state.previous) if state else set(getattr(config, "workerinput", {}).get("bugmatrix_resumed", ()))
-    installed = tuple(json.loads(config.getoption("--bugmatrix-installed") or "[]"))
-    planned = _planned_variants(config)
+    planned = set(options.variants) if options.variants is not None else None
     keep, drop = [], []
     for item in items:
         variant = item.stash.get(VARIANT_KEY, None)
         if planned is not None:  # the plan decided: exactly its variants run here, so `selected` is the plan's list
             outside, elsewhere = variant is not None and variant.id not in planned, False
         else:
-            outside = allowed is not None and variant is not None and not set(variant.axes) <= set(allowed.split(","))
+            outside = allowed is not None and variant is not None and not set(variant.axes) <= set(allowed)
             # An install workaround runs only in the environment built with its requirements, and nothing else runs there.
             elsewhere = variant is not None and tuple(variant.install) != installed
         (drop if outside or elsewhere or (variant is not None and variant.id in done) else keep).append(item)
@@ -249,21 +257,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-
-
-def _planned_variants(config: pytest.Config) -> set[str] | None:
-    """``--bugmatrix-variants``: the variant ids the plan lists for this cell, or None where no plan chose (a run by hand)."""
-    text = config.getoption("--bugmatrix-variants")
-    if text is None:
-        return None
-    try:
-        listed = json.loads(text)
-    except ValueError:
-        listed = None
-    if not isinstance(listed, list) or not all(isinstance(v, str) for v in listed):
-        msg = f"--bugmatrix-variants: {text[:80]!r} is not a JSON list of variant ids; it is written by bugmatrix.run.command"
-        raise pytest.UsageError(msg)
-    return set(listed)
 
 
 def timeout_of(config: pytest.Config) -> float:

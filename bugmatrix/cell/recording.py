@@ -14,7 +14,6 @@ past it instead of running into it again.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -22,46 +21,20 @@ from typing import Any
 
 import pytest
 
+from bugmatrix.cell.cellspec import CellOptions
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome, Verdict, excerpt, tail
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 
-__all__ = ["PROPERTY", "Recorder", "RunState", "crash_record", "now", "parse_pins", "record_from_report", "variant_id_of_node"]
+__all__ = ["PROPERTY", "Recorder", "RunState", "crash_record", "now", "record_from_report", "variant_id_of_node"]
 
 PROPERTY = "bugmatrix"
 
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")  # datetime.UTC is 3.11+; cells run 3.10
-
-
-def parse_pins(text: str, option: str = "--bugmatrix-pins") -> dict[str, str]:
-    """``python=3.11,torch=2.4.1`` -> dict (order kept: it is the display order); a malformed pair is a usage error."""
-    pins: dict[str, str] = {}
-    for pair in filter(None, (p.strip() for p in text.split(","))):
-        axis, sep, version = pair.partition("=")
-        if not sep or not axis or not version:
-            msg = f"{option}: {pair!r} is not axis=version"
-            raise pytest.UsageError(msg)
-        pins[axis] = version
-    return pins
-
-
-def parse_json_option(text: str | None, option: str) -> dict[str, Any] | None:
-    """A JSON object given on the command line (the runner's input key and origin), or None; anything else is a usage error."""
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        msg = f"{option}: not JSON ({exc.msg})"
-        raise pytest.UsageError(msg) from None
-    if not isinstance(value, dict):
-        msg = f"{option}: expected a JSON object"
-        raise pytest.UsageError(msg)
-    return value
 
 
 def variant_id_of_node(nodeid: str) -> str | None:
@@ -87,15 +60,14 @@ class RunState:
     the fork runner observes it in a child, so this process never touches CUDA.
     """
 
-    def __init__(self, config: pytest.Config, observe: Callable[[], dict[str, Any]]) -> None:
-        self.cell = config.getoption("--bugmatrix-cell") or "system"
-        run_file = config.getoption("--bugmatrix-run-file")
+    def __init__(self, config: pytest.Config, options: CellOptions, observe: Callable[[], dict[str, Any]]) -> None:
+        self.cell = options.cell
         # Default: the local output directory (git ignores it), never the committed reference in reports/.
         output = os.environ.get("BUGMATRIX_REPORTS") or Path(config.rootpath, "build", "reports")
-        self.path = Path(run_file) if run_file else Path(output, "runs", f"{self.cell}.json")
-        self.pins = parse_pins(config.getoption("--bugmatrix-pins"))
-        requested = parse_pins(config.getoption("--bugmatrix-requested"), option="--bugmatrix-requested")
-        self.tracked = {axis: {"requested": r, "resolved": self.pins.get(axis, "")} for axis, r in requested.items()}
+        run_file = Path(config.invocation_params.dir, options.run_file) if options.run_file else None
+        self.path = run_file or Path(output, "runs", f"{self.cell}.json")
+        self.pins = dict(options.pins)
+        self.tracked = {axis: {"requested": r, "resolved": self.pins.get(axis, "")} for axis, r in options.requested.items()}
         keyword, marks = config.getoption("keyword", ""), config.getoption("markexpr", "")
         self.deselected_by = " ".join(p for p in (f"-k {keyword}" if keyword else "", f"-m {marks}" if marks else "") if p)
         self.started = now()
@@ -106,8 +78,7 @@ class RunState:
         self.running: set[str] = set()
         self.environment: dict[str, Any] | None = None
         self.observe = observe
-        self.input_key = parse_json_option(config.getoption("--bugmatrix-input-key"), "--bugmatrix-input-key")
-        self.origin = parse_json_option(config.getoption("--bugmatrix-origin"), "--bugmatrix-origin")
+        self.input_key, self.origin = options.input_key, options.origin
         if config.getoption("--bugmatrix-resume") and self.path.exists():
             try:
                 earlier = load_run_file(self.path)

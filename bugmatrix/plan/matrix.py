@@ -1,7 +1,8 @@
 """``matrix.toml``: the axis registry, profiles, rules and install constraints.
 
-Parsed with ``tomllib`` and validated strictly: any defect becomes a one-line
-:class:`BugmatrixError` naming the file, the key and the value, and what to do.
+Parsed with ``tomllib`` and validated strictly (:mod:`bugmatrix.plan.matrix_check`):
+any defect becomes a one-line :class:`BugmatrixError` naming the file, the key
+and the value, and what to do.
 Nothing about versions, axes or profiles lives in code: each ``[axes.<name>]``
 table says an axis's releases, the prefix of its part of a cell id, the
 distributions that provide it with the module a cell must import for each,
@@ -19,16 +20,13 @@ and nothing else.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.specifiers import SpecifierSet
 
 from bugmatrix.errors import BugmatrixError
 
@@ -48,12 +46,6 @@ __all__ = [
 SCHEMA = 2
 #: Profile values resolved by the registry when a plan is made (``bugmatrix.releases.tracking``); the value says if pre-releases count.
 SYMBOLIC = {"latest": False, "latest-pre": True}
-TOP_KEYS = {"schema", "base", "base_when", "axes", "profiles", "exclude", "include", "constraints", "harness", "gpu", "reuse"}
-AXIS_KEYS = {"versions", "prefix", "distributions", "every_cell", "device_runtime"}
-#: Keys of a ``[profiles.<name>]`` table that are not axes (so no axis may be named so).
-PROFILE_KEYS = {"within", "computed"}
-#: A profile's name becomes a nox tag, a session name (``report-<name>``) and a file name (``plan-<name>.json``).
-PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 #: ``[reuse] max_age_days`` when the file does not say: every cell really runs at least once a week.
 DEFAULT_REUSE_MAX_AGE_DAYS = 7
 
@@ -253,97 +245,6 @@ class Matrix:
         return {"axes": self.axis_providers(pins), "device_runtime": self.device_runtime}
 
 
-class _Checker:
-    """Validation helpers that know the file name, so every error can name it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def fail(self, key: str, problem: str, fix: str) -> BugmatrixError:
-        return BugmatrixError(f"{self.path}: {key}: {problem}; {fix}")
-
-    def table(self, data: Any, key: str, allowed: set[str] | None = None) -> dict[str, Any]:
-        if not isinstance(data, dict):
-            raise self.fail(key, f"expected a table, got {type(data).__name__}", "see the comments in matrix.toml")
-        if allowed is not None:
-            for name in data:
-                if name not in allowed:
-                    raise self.fail(f"{key}.{name}" if key else name, "unknown key", f"use one of {', '.join(sorted(allowed))}")
-        return data
-
-    def version(self, value: Any, key: str) -> str:
-        if not isinstance(value, str):
-            raise self.fail(key, f"{value!r} is not a version string", 'write it quoted, e.g. "2.4.1"')
-        try:
-            canonical = str(Version(value))
-        except InvalidVersion:
-            raise self.fail(key, f"{value!r} is not a valid version", 'use a released version such as "2.4.1"') from None
-        if canonical != value:
-            raise self.fail(key, f"{value!r} is not written canonically", f'write "{canonical}" (no spaces, prefixes or leading zeros)')
-        return value
-
-    def versions(self, value: Any, key: str, *, symbolic: bool = False) -> tuple[str, ...]:
-        """A list of canonical versions; with ``symbolic`` (a profile's package axis) also ``latest``/``latest-pre``."""
-        if not isinstance(value, list):
-            raise self.fail(key, f"expected a list of versions, got {value!r}", 'write e.g. ["2.4.1", "2.5.1"]')
-        if not value:
-            raise self.fail(key, "empty list", "list at least one version, or remove the key")
-        found = tuple(
-            v if symbolic and v in SYMBOLIC else self.version(v, f"{key}[{i}]") for i, v in enumerate(value)
-        )  # fmt: skip
-        duplicates = sorted({v for v in found if found.count(v) > 1})
-        if duplicates:
-            raise self.fail(key, f"duplicate version(s) {', '.join(duplicates)}", "list each version once")
-        return found
-
-    def specifiers(self, data: Any, key: str, axes: set[str]) -> dict[str, SpecifierSet]:
-        table = self.table(data, key, axes)
-        specs = {}
-        for axis, text in table.items():
-            try:
-                specs[axis] = SpecifierSet(str(text))
-            except InvalidSpecifier:
-                raise self.fail(f"{key}.{axis}", f"{text!r} is not a version specifier", 'write e.g. "<2.1" or ">=2.3,<2.6"') from None
-        if not specs:
-            raise self.fail(key, "empty condition", 'name at least one axis, e.g. { torch = "<2.3" }')
-        return specs
-
-    def requirement(self, value: Any, key: str, *, allow_direct: bool = False) -> str:
-        try:
-            requirement = Requirement(str(value))
-        except InvalidRequirement:
-            raise self.fail(key, f"{value!r} is not a requirement", 'write it as pip would take it, e.g. "numpy<2"') from None
-        if requirement.url and not allow_direct:
-            raise self.fail(
-                key,
-                f"{value!r} is a direct URL or path, which no lock or registry can reproduce",
-                "use a released version, or add allow_direct = true with a why to this entry",
-            )
-        return str(value)
-
-    def requirements(self, value: Any, key: str, *, allow_direct: bool = False) -> tuple[str, ...]:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail(key, f"{value!r} is not a list of requirements", 'write e.g. ["numpy<2"]')
-        return tuple(self.requirement(r, f"{key}[{i}]", allow_direct=allow_direct) for i, r in enumerate(value))
-
-    def profile_names(self, value: Any, key: str, declared: Mapping[str, Any]) -> tuple[str, ...]:
-        names = tuple(value) if isinstance(value, list) else ()
-        bad = [n for n in names if n not in declared] if names else [value]
-        if bad:
-            raise self.fail(key, f"{bad[0]!r} is not a profile", f"use a list of {', '.join(declared)} (the [profiles.*] tables)")
-        return names
-
-    def flag(self, value: Any, key: str) -> bool:
-        if not isinstance(value, bool):
-            raise self.fail(key, f"{value!r} is not true or false", f"write {key.rpartition('.')[2]} = true, or leave it out")
-        return value
-
-    def array(self, value: Any, key: str) -> list[Any]:
-        if not isinstance(value, list):
-            raise self.fail(key, f"expected an array of tables, got {type(value).__name__}", f"write [[{key}]] blocks")
-        return value
-
-
 def load_matrix(path: Path) -> Matrix:
     """Read and validate a matrix file."""
     try:
@@ -359,224 +260,9 @@ def load_matrix(path: Path) -> Matrix:
     return parse_matrix(data, path)
 
 
-def _axes(check: _Checker, data: Any) -> dict[str, Axis]:
-    table = check.table(data, "axes")
-    axes: dict[str, Axis] = {}
-    for name, entry in table.items():
-        key = f"axes.{name}"
-        if name in PROFILE_KEYS:
-            raise check.fail(key, f"{name!r} is a word [profiles.*] tables use", "name the axis otherwise")
-        entry = check.table(entry, key, AXIS_KEYS)
-        prefix = entry.get("prefix")
-        if not isinstance(prefix, str) or not prefix.isalnum():
-            raise check.fail(f"{key}.prefix", f"{prefix!r} is not a short alphanumeric prefix", 'write e.g. prefix = "np"')
-        if any(a.prefix == prefix for a in axes.values()):
-            raise check.fail(f"{key}.prefix", f"{prefix!r} is used by another axis", "cell ids must tell axes apart: pick another")
-        dists = check.table(entry.get("distributions", {}), f"{key}.distributions")
-        for dist, module in dists.items():
-            if not isinstance(module, str) or not module:
-                raise check.fail(
-                    f"{key}.distributions.{dist}", f"{module!r} is not a module name", 'write the module to import, e.g. "numpy"'
-                )
-        every_cell = check.flag(entry.get("every_cell", False), f"{key}.every_cell")
-        runtime = check.flag(entry.get("device_runtime", False), f"{key}.device_runtime")
-        if (every_cell or runtime) and not dists:
-            raise check.fail(f"{key}.{'every_cell' if every_cell else 'device_runtime'}", "set on the interpreter axis", "remove it")
-        if runtime and any(a.device_runtime for a in axes.values()):
-            other = next(a.name for a in axes.values() if a.device_runtime)
-            raise check.fail(f"{key}.device_runtime", f"axes.{other} is the device runtime already", "mark one axis only")
-        versions = check.versions(entry.get("versions"), f"{key}.versions")
-        axes[name] = Axis(name, prefix, versions, tuple(dists.items()), every_cell=every_cell, device_runtime=runtime)
-    interpreters = [f"axes.{a.name}" for a in axes.values() if a.is_interpreter]
-    if not interpreters:
-        raise check.fail("axes", "no interpreter axis", 'declare one without distributions: [axes.python] prefix = "py", versions = [...]')
-    if len(interpreters) > 1:
-        fix = 'only the interpreter axis has none: give the others theirs, e.g. distributions = { numpy = "numpy" }'
-        raise check.fail(" and ".join(f"{k}.distributions" for k in interpreters), "missing", fix)
-    return axes
-
-
-def _base(check: _Checker, data: Any, axes: Mapping[str, Axis]) -> dict[str, str]:
-    base_table = check.table(data, "base", set(axes))
-    base = {}
-    for axis in axes:
-        if axis not in base_table:
-            raise check.fail(f"base.{axis}", "missing", "pin the version used where a case does not span this axis")
-        base[axis] = check.version(base_table[axis], f"base.{axis}")
-        if base[axis] not in axes[axis].versions:
-            raise check.fail(f"base.{axis}", f"{base[axis]!r} is not in axes.{axis}.versions", "add it to the axis or pin a listed version")
-    return base
-
-
-def _profiles(
-    check: _Checker, data: Any, axes: Mapping[str, Axis], base: Mapping[str, str]
-) -> tuple[dict[str, dict[str, tuple[str, ...]]], dict[str, str], dict[str, Path]]:
-    """``[profiles.<name>]``: any names, the first the default; ``within`` checked axis-wise here (cell-wise by the planner)."""
-    if not isinstance(data, dict) or not data:
-        raise check.fail(
-            "profiles", f"{data!r} is not a table of profiles", 'declare at least one, e.g. [profiles.smoke] torch = ["2.5.1"]'
-        )
-    profiles: dict[str, dict[str, tuple[str, ...]]] = {}
-    within: dict[str, str] = {}
-    computed: dict[str, Path] = {}
-    for name, entry in data.items():
-        key = f"profiles.{name}"
-        if not PROFILE_NAME.fullmatch(name) or name.startswith("gpu-"):
-            raise check.fail(
-                key, f"{name!r} is not a usable profile name", "use lowercase letters, digits, - and _, not starting with gpu-"
-            )
-        table = check.table(entry, key, set(axes) | PROFILE_KEYS)
-        profiles[name] = {}
-        for axis, values in table.items():
-            if axis in PROFILE_KEYS:
-                continue
-            listed = check.versions(values, f"{key}.{axis}", symbolic=not axes[axis].is_interpreter)
-            unknown = [v for v in listed if v not in axes[axis].versions and v not in SYMBOLIC]
-            if unknown:
-                raise check.fail(
-                    f"{key}.{axis}", f"{unknown[0]!r} is not in axes.{axis}.versions", f"add it to axes.{axis}.versions or remove it"
-                )
-            profiles[name][axis] = listed
-        if "within" in table:
-            within[name] = table["within"]
-        if "computed" in table:
-            value = table["computed"]
-            if not isinstance(value, str) or not value.endswith(".json") or "/" in value or value.startswith("."):
-                raise check.fail(
-                    f"{key}.computed", f"{value!r} is not a .json file name", f'write e.g. computed = "{name}.json" (beside the matrix)'
-                )
-            if profiles[name]:
-                raise check.fail(
-                    key, "is computed and lists versions too", "remove the version lists (the cells come from its within profile)"
-                )
-            if "within" not in table:
-                raise check.fail(f"{key}.computed", "without within", 'name the profile it picks its cells from: within = "nightly"')
-            computed[name] = check.path.parent / value
-    for name, larger in within.items():
-        key = f"profiles.{name}.within"
-        if not isinstance(larger, str) or larger not in profiles or larger == name:
-            others = ", ".join(p for p in profiles if p != name) or "none"
-            raise check.fail(key, f"{larger!r} is not another profile", f"name one of {others}, or remove within")
-        seen = [name]
-        while seen[-1] in within:
-            seen.append(within[seen[-1]])
-            if seen[-1] in seen[:-1]:
-                raise check.fail(key, f"the relation loops ({' within '.join(seen)})", "remove within from one of them")
-        for axis, values in profiles[name].items():
-            missing = [v for v in values if v not in profiles[larger].get(axis, (base[axis],))]
-            if missing:
-                raise check.fail(
-                    f"profiles.{name}.{axis}", f"{missing[0]!r} is not in profiles.{larger}", f"{name} is declared within {larger}"
-                )
-    return profiles, within, computed
-
-
-def _base_when(check: _Checker, data: Any, axes: Mapping[str, Axis]) -> list[BaseWhen]:
-    base_when = []
-    names = set(axes)
-    for i, entry in enumerate(check.array(data, "base_when")):
-        key = f"base_when[{i}]"
-        table = check.table(entry, key, {"when", "pins", "why"})
-        when = check.specifiers(table.get("when", {}), f"{key}.when", names)
-        pins_table = check.table(table.get("pins", {}), f"{key}.pins", names - set(when))
-        if not pins_table:
-            raise check.fail(f"{key}.pins", "empty", 'name the base pins that stand in, e.g. pins = { torch = "2.14.1" }')
-        stand_in = {a: check.version(v, f"{key}.pins.{a}") for a, v in pins_table.items()}
-        for axis, version in stand_in.items():
-            if version not in axes[axis].versions:
-                raise check.fail(f"{key}.pins.{axis}", f"{version!r} is not in axes.{axis}.versions", "pin a listed version")
-        why = table.get("why")
-        if not isinstance(why, str) or not why.strip():
-            raise check.fail(f"{key}.why", "missing", "say why the base cannot be used there (e.g. no wheel for that Python)")
-        base_when.append(BaseWhen(when, stand_in, why))
-    return base_when
-
-
-def _include(
-    check: _Checker, data: Any, axes: Mapping[str, Axis], base: Mapping[str, str], profiles: Mapping[str, Any]
-) -> list[tuple[dict[str, str], tuple[str, ...]]]:
-    """``[[include]]`` cells: what they list, with the interpreter and every ``every_cell`` axis they leave out at base."""
-    include = []
-    held = [name for name, axis in axes.items() if axis.is_interpreter or axis.every_cell]
-    for i, cell in enumerate(check.array(data, "include")):
-        key = f"include[{i}]"
-        table = check.table(cell, key, {*axes, "profiles"})
-        pins = {a: check.version(v, f"{key}.{a}") for a, v in table.items() if a != "profiles"}
-        for axis, version in pins.items():
-            if version not in axes[axis].versions:
-                raise check.fail(
-                    f"{key}.{axis}", f"{version!r} is not in axes.{axis}.versions", "an include can only combine listed versions"
-                )
-        if not pins:
-            raise check.fail(key, "pins nothing", 'list the versions of the cell to add, e.g. torch = "2.5.1"')
-        full = {**{a: base[a] for a in held}, **pins}
-        ordered = {a: full[a] for a in axes if a in full}
-        include.append((ordered, check.profile_names(table.get("profiles", list(profiles)), f"{key}.profiles", profiles)))
-    return include
-
-
-def _constraints(check: _Checker, data: Any, axes: Mapping[str, Axis]) -> list[Constraint]:
-    constraints = []
-    names = set(axes)
-    packages = {name for name, axis in axes.items() if not axis.is_interpreter}
-    for i, entry in enumerate(check.array(data, "constraints")):
-        key = f"constraints[{i}]"
-        table = check.table(entry, key, {"when", "requires", "distribution", "why", "allow_direct"})
-        allow_direct = table.get("allow_direct", False) is True
-        if allow_direct and not str(table.get("why", "")).strip():
-            raise check.fail(f"{key}.allow_direct", "true without a why", "say why a direct URL is needed in why = ...")
-        dist = check.table(table.get("distribution", {}), f"{key}.distribution", packages)
-        for axis, name in dist.items():
-            known = [d for d, _ in axes[axis].distributions]
-            if name not in known:
-                raise check.fail(
-                    f"{key}.distribution.{axis}", f"{name!r} is not a distribution of {axis}", f"use one of {', '.join(known)}"
-                )
-        requires = check.requirements(table.get("requires", []), f"{key}.requires", allow_direct=allow_direct)
-        when = check.specifiers(table.get("when", {}), f"{key}.when", names)
-        constraints.append(Constraint(when, requires, dist, str(table.get("why", "")), key=key))
-    return constraints
-
-
-def _gpu(check: _Checker, data: Any, axes: Mapping[str, Axis]) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
-    packages = {name for name, axis in axes.items() if not axis.is_interpreter}
-    gpu = check.table(data, "gpu", packages | {"runner"})
-    gpu_select = {axis: check.versions(gpu[axis], f"gpu.{axis}") for axis in axes if axis in gpu}
-    for axis, values in gpu_select.items():
-        unknown = [v for v in values if v not in axes[axis].versions]
-        if unknown:
-            raise check.fail(
-                f"gpu.{axis}", f"{unknown[0]!r} is not in axes.{axis}.versions", "list versions the matrix has, or no GPU cell matches"
-            )
-    runner = gpu.get("runner", ["self-hosted", "gpu"])
-    if not isinstance(runner, list) or not runner or not all(isinstance(r, str) for r in runner):
-        raise check.fail("gpu.runner", f"{runner!r} is not a list of runner labels", 'write e.g. ["self-hosted", "gpu"]')
-    return gpu_select, tuple(runner)
-
-
 def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
-    """Validate parsed TOML; every rule of the file format is enforced here."""
-    check = _Checker(path)
-    check.table(data, "", TOP_KEYS)
-    if data.get("schema") != SCHEMA or isinstance(data.get("schema"), bool):
-        raise check.fail("schema", f"{data.get('schema')!r} is not a known matrix schema", f"set schema = {SCHEMA}")
-    axes = _axes(check, data.get("axes", {}))
-    base = _base(check, data.get("base", {}), axes)
-    profiles, within, computed = _profiles(check, data.get("profiles", {}), axes, base)
-    exclude = []
-    for i, rule in enumerate(check.array(data.get("exclude", []), "exclude")):
-        key = f"exclude[{i}]"
-        table = check.table(rule, key, {"when", "profiles", "why"})
-        when = check.specifiers(table.get("when", {}), f"{key}.when", set(axes))
-        exclude.append(Rule(when, check.profile_names(table.get("profiles", list(profiles)), f"{key}.profiles", profiles)))
-    harness = check.requirements(check.table(data.get("harness", {}), "harness", {"requires"}).get("requires", []), "harness.requires")
-    gpu_select, runner = _gpu(check, data.get("gpu", {}), axes)
-    reuse = check.table(data.get("reuse", {}), "reuse", {"max_age_days"})
-    max_age = reuse.get("max_age_days", DEFAULT_REUSE_MAX_AGE_DAYS)
-    if not isinstance(max_age, int) or isinstance(max_age, bool) or max_age < 0:
-        raise check.fail("reuse.max_age_days", f"{max_age!r} is not a whole number of days", "write e.g. max_age_days = 7 (0: never reuse)")
-    return Matrix(
-        path, axes, base, profiles, tuple(exclude), tuple(_include(check, data.get("include", []), axes, base, profiles)),
-        tuple(_constraints(check, data.get("constraints", []), axes)), harness, gpu_select, runner,
-        tuple(_base_when(check, data.get("base_when", []), axes)), within, max_age, computed,
-    )  # fmt: skip
+    """Validate parsed TOML (the rules of the file format: :mod:`bugmatrix.plan.matrix_check`)."""
+    # The checker builds this module's values, so it imports this module; importing it here keeps that one way.
+    from bugmatrix.plan.matrix_check import check_matrix
+
+    return check_matrix(data, path)

@@ -48,6 +48,7 @@ def load_plan(
     refresh: bool = False,
     fallback: bool = False,
     registry: bool = True,
+    offline: bool = False,
     warn: Callable[[str], None] = warn,
 ) -> Planned:
     """Check, resolve, import and plan.
@@ -56,12 +57,13 @@ def load_plan(
     ``fallback`` plans the pinned versions only, with a warning, when
     ``latest`` cannot be resolved (``nox -l`` on a machine without the
     registry or a saved resolution); ``registry=False`` skips the version
-    check (tests of the planner on fixture matrices).
+    check (tests of the planner on fixture matrices); ``offline`` (``nox -l``) asks the registry nothing and writes
+    nothing: versions are checked against its cached answers, ``latest`` is the saved resolution.
     """
     if registry:
-        check_versions(declared, warn=warn)
+        check_versions(declared, warn=warn, offline=offline)
     try:
-        matrix, resolution = resolve_matrix(declared, refresh=refresh, warn=warn)
+        matrix, resolution = resolve_matrix(declared, refresh=refresh, warn=warn, offline=offline)
     except BugmatrixError as exc:
         if not fallback:
             raise

@@ -8,11 +8,12 @@ lists it with a file that is not yanked (Lightning's 2.0.x are
 ``pytorch-lightning`` releases too).
 
 The answers are cached on disk (``build/registry/<distribution>.json``, or
-``$BUGMATRIX_REGISTRY_CACHE``), so ``nox -l`` asks nothing once every listed
+``$BUGMATRIX_REGISTRY_CACHE``), so a plan asks nothing once every listed
 version has been seen: releases never disappear, and a version missing from
 the cache makes one fresh request (it may have shipped since). An
 unreachable registry is a warning, not an error: the plan is still made,
-checked against the cache where it has an answer.
+checked against the cache where it has an answer. ``offline`` (``nox -l``,
+which must neither ask nor write) checks against the cache alone.
 """
 
 from __future__ import annotations
@@ -81,13 +82,23 @@ def listed_versions(distribution: str, *, cache: Path, fetch: Fetch | None = Non
     return _as_versions(versions)
 
 
-def check_versions(matrix: Matrix, *, cache: Path | None = None, fetch: Fetch | None = None, warn: Callable[[str], None] = warn) -> None:
-    """Refuse a package-axis version no distribution of the axis has released (one line naming the key); unreachable: warn."""
+def check_versions(
+    matrix: Matrix, *, cache: Path | None = None, fetch: Fetch | None = None, warn: Callable[[str], None] = warn, offline: bool = False
+) -> None:
+    """Refuse a package-axis version no distribution of the axis has released (one line naming the key); unreachable: warn.
+
+    ``offline``: the cache's answers only; a version is refused only when every distribution of its axis has a
+    cached answer without it (the fix then says that a plan asks the registry again), else it is left unchecked.
+    """
     folder = cache or cache_dir()
     for name in matrix.package_axes:
         axis = matrix.axes[name]
         remembered = set().union(*(cached_versions(d, cache=folder) for d, _ in axis.distributions))
         missing = [v for v in axis.versions if Version(v) not in remembered]
+        if offline:
+            if missing and all(_cache_file(folder, d).exists() for d, _ in axis.distributions):
+                raise _not_a_release(matrix, name, missing[0], f" (as cached in {folder}; `nox -s plan` asks the registry again)")
+            continue
         unreachable = []
         for distribution, _ in axis.distributions if missing else ():
             try:
@@ -104,10 +115,13 @@ def check_versions(matrix: Matrix, *, cache: Path | None = None, fetch: Fetch | 
         if missing and unreachable:
             warn(f"{matrix.path}: axes.{name}.versions not checked against the registry ({unreachable[0]})")
         elif missing:
-            index = axis.versions.index(missing[0])
-            where = " or ".join(d for d, _ in axis.distributions)
-            msg = (
-                f"{matrix.path}: axes.{name}.versions[{index}]: {missing[0]!r} is not a release of {where} on the registry; "
-                "correct the version or remove it (and its uses in profiles, [base], [[include]], [gpu])"
-            )
-            raise BugmatrixError(msg)
+            raise _not_a_release(matrix, name, missing[0])
+
+
+def _not_a_release(matrix: Matrix, name: str, version: str, source: str = "") -> BugmatrixError:
+    axis = matrix.axes[name]
+    where = " or ".join(d for d, _ in axis.distributions)
+    return BugmatrixError(
+        f"{matrix.path}: axes.{name}.versions[{axis.versions.index(version)}]: {version!r} is not a release of {where} "
+        f"on the registry{source}; correct the version or remove it (and its uses in profiles, [base], [[include]], [gpu])"
+    )

@@ -27,6 +27,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.matrix import SYMBOLIC, Axis, Matrix, load_matrix
 from bugmatrix.releases.registry import Resolution, dedupe_versions, load_resolution, resolve_axes, save_resolution
@@ -75,7 +76,7 @@ def apply_resolution(matrix: Matrix, resolution: Resolution) -> Matrix:
 
 
 def resolve_matrix(
-    matrix: Matrix, *, refresh: bool = False, saved: Path | None = None, warn: Callable[[str], None] | None = None
+    matrix: Matrix, *, refresh: bool = False, saved: Path | None = None, warn: Callable[[str], None] | None = None, offline: bool = False
 ) -> tuple[Matrix, Resolution]:
     """The concrete matrix and the resolution it used.
 
@@ -83,7 +84,8 @@ def resolve_matrix(
     (no network: ``nox -l`` and cell jobs must agree with their plan). With
     ``refresh``, or when none is saved, the registry is asked and the answer
     saved; an unreachable registry falls back to the saved one with a warning,
-    or is a one-line error when there is none (see ``bugmatrix.releases.registry``).
+    or is a one-line error when there is none (see ``bugmatrix.releases.registry``). ``offline`` (``nox -l``):
+    the saved resolution or that one-line error, never the registry and never a write.
     """
     wanted = requests(matrix)
     if not wanted:
@@ -93,6 +95,9 @@ def resolve_matrix(
         previous = load_resolution(path)
         if all(any(e.axis == a and e.requested == r for e in previous.entries) for a, rs in wanted.items() for r in rs):
             return apply_resolution(matrix, previous), previous
+    if offline:
+        msg = f"no saved resolution of {', '.join(sorted(wanted))} in {path} (listing asks no registry; `nox -s plan` saves one)"
+        raise BugmatrixError(msg)
     distributions = {axis: matrix.axes[axis].distributions[0][0] for axis in wanted if axis != matrix.interpreter}
     resolution = resolve_axes(wanted, distributions, saved=path, **({"warn": warn} if warn else {}))
     if not resolution.stale:

@@ -1,4 +1,4 @@
-"""A cell's pytest command, its environment variables and where its run file goes.
+"""A cell's pytest command, its spec file, its environment variables and where its run file goes.
 
 Built here only, and used by the one runner (:mod:`bugmatrix.run.runner`) that
 every path runs a cell through (the ``cell``/``system`` sessions, bisect,
@@ -14,19 +14,21 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from bugmatrix.cell.cellspec import CellOptions
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_text_atomic
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.inputkey import InputKey
 
-__all__ = ["RUNNERS", "WORKERS", "cell_env", "pytest_command", "run_file_path", "runner_flags"]
+__all__ = ["RUNNERS", "WORKERS", "cell_env", "pytest_command", "run_file_path", "runner_flags", "spec_path"]
 
 #: Processes per cell (variants at once): 2 matches this project's 2-core machines.
 WORKERS = os.environ.get("BUGMATRIX_WORKERS", "2")
 
 #: How a cell runs its variants. ``fork`` (the default): the cell imports its stack once and forks a process per
 #: variant, ``WORKERS`` at once (measured on 2 cores: 1.0x its floor where xdist's 2 workers import the stack twice,
-#: see the README's Performance section); ``xdist``: ``WORKERS`` pytest-xdist workers, variants in-process in each;
+#: see docs/performance.md); ``xdist``: ``WORKERS`` pytest-xdist workers, variants in-process in each;
 #: ``inline``: one process, no isolation (the variant being run is named in the run file, for --bugmatrix-resume).
 RUNNERS = ("fork", "xdist", "inline")
 RUNNER = os.environ.get("BUGMATRIX_RUNNER", "fork")
@@ -49,6 +51,21 @@ def run_file_path(reports: Path, cell_id: str) -> Path:
     return reports / "runs" / f"{cell_id}.json"
 
 
+def spec_path(run_file: Path) -> Path:
+    """Where a run's spec file goes: ``<reports>/spec/<cell>.json`` beside ``<reports>/runs/``, else beside the run file.
+
+    Never inside ``runs/``: every ``*.json`` there is read as a run file.
+    """
+    if run_file.parent.name == "runs":
+        return run_file.parent.parent / "spec" / run_file.name
+    return run_file.with_name(f"{run_file.stem}.spec.json")
+
+
+def _short(path: Path, root: Path) -> str:
+    """``path`` relative to the repository when it is inside it (pytest starts there), else as it is."""
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
 def pytest_command(
     python: str | Path,
     matrix: Matrix,
@@ -67,40 +84,35 @@ def pytest_command(
     variants: Sequence[str] = (),
     input_key: InputKey | None = None,
     origin: Mapping[str, str] | None = None,
+    targets: Sequence[str] = ("cases",),
 ) -> list[str]:
-    """The cell's pytest invocation. ``pins=None``: the current environment as it is (the ``system`` cell).
+    """The cell's pytest invocation, to be run from ``root``; writes the cell's spec file (:func:`spec_path`) it names.
 
-    ``runner`` and ``workers``: how the variants run (:func:`runner_flags`); ``select`` narrows to node ids (``cases/x.py::v[cpu]``); ``extra`` is passed
-    through (``-k``, ``--bugmatrix-resume``, a session's posargs); ``tracked``
-    (``bugmatrix.releases.tracking.tracked_for``) names the pins a ``latest`` chose; ``installed``
-    is an install workaround's requirements the cell was built with (its sibling environment); ``variants``
+    ``pins=None``: the current environment as it is (the ``system`` cell). ``runner`` and ``workers``: how the
+    variants run (:func:`runner_flags`); ``select`` narrows to node ids (``cases/x.py::v[cpu]``), else ``targets``
+    are collected (both relative to ``root``, or absolute); ``extra`` is passed through (``-k``, ``--bugmatrix-resume``, a session's
+    posargs); ``tracked`` (``bugmatrix.releases.tracking.tracked_for``) names the pins a ``latest`` chose;
+    ``installed`` is an install workaround's requirements the cell was built with (its sibling environment); ``variants``
     are the planned variant ids, the only ones the cell runs (empty: those its axes and ``installed`` admit).
-    ``input_key`` and ``origin`` are recorded in the run file as given.
+    ``input_key`` and ``origin`` are recorded in the run file as given. Everything about the cell goes into the spec
+    file, so the command nox logs stays one short line (``tests/test_command_line.py``).
     """
-    targets = [str(root / node) for node in select] or [str(root / "cases")]
-    command = [
-        str(python), "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rs",
-        "--bugmatrix-cell", cell_id, "--bugmatrix-run-file", str(run_file),
-        "--bugmatrix-axis-spec", json.dumps(matrix.axis_spec(pins)),
-        *runner_flags(runner, workers),
+    ordered = matrix.ordered(pins) if pins is not None else {}
+    options = CellOptions(
+        cell=cell_id, run_file=_short(run_file, root), junit=_short(junit, root) if junit else None, pins=ordered,
+        requested={axis: t["requested"] for axis, t in (tracked or {}).items()},
+        axes=tuple(a for a in ordered if a in matrix.package_axes) if pins is not None else None, installed=tuple(installed),
+        variants=tuple(variants) or None,
+        axis_spec=matrix.axis_spec(pins), input_key=input_key.to_json() if input_key is not None else None,
+        origin=dict(origin) if origin is not None else None,
+    )  # fmt: skip
+    spec = spec_path(run_file)
+    write_text_atomic(spec, json.dumps(options.to_json(), indent=1) + "\n")  # unsorted: the pins' order is the display order
+    found = [*select] or [*targets]  # relative to root, where pytest starts
+    return [
+        str(python), "-m", "pytest", *found, "-p", "no:cacheprovider", "-q", "-rs", "--bugmatrix-spec", _short(spec, root),
+        *runner_flags(runner, workers), *extra,
     ]  # fmt: skip
-    if pins is not None:
-        ordered = matrix.ordered(pins)
-        command += ["--bugmatrix-pins", ",".join(f"{k}={v}" for k, v in ordered.items())]
-        command += ["--bugmatrix-axes", ",".join(a for a in ordered if a in matrix.package_axes)]
-    if installed:
-        command += ["--bugmatrix-installed", json.dumps(list(installed))]
-    if variants:
-        command += ["--bugmatrix-variants", json.dumps(list(variants))]
-    if tracked:
-        command += ["--bugmatrix-requested", ",".join(f"{axis}={t['requested']}" for axis, t in tracked.items())]
-    if input_key is not None:
-        command += ["--bugmatrix-input-key", json.dumps(input_key.to_json(), sort_keys=True)]
-    if origin is not None:
-        command += ["--bugmatrix-origin", json.dumps(dict(origin), sort_keys=True)]
-    if junit is not None:
-        command += ["--junitxml", str(junit)]
-    return [*command, *extra]
 
 
 def cell_env(root: Path = ROOT) -> dict[str, str]:

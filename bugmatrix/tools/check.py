@@ -19,7 +19,7 @@ Policies, per case:
 * ``boundary``: the default profile (the first in matrix.toml) has a CPU cell
   where the case is expected to reproduce and one where it is expected fixed,
   and, where a variant declares a boundary, shows that variant on both sides;
-* ``tables``: README.md's and cases/README.md's case tables have a row for it;
+* ``tables``: docs/cases.md's and cases/README.md's case tables have a row for it;
 * ``computed``: each computed profile's committed choice (``matrix.smoke.json``)
   holds the case's cells as ``plan --compute <profile>`` chooses them now from
   the committed reference (``reports/runs/``), so a new case or a re-derived
@@ -47,7 +47,7 @@ __all__ = ["POLICIES", "Gap", "add_arguments", "catalogue_gaps", "run"]
 POLICIES = ("source", "evidence", "upstream", "expectation", "boundary", "tables", "computed")
 #: A bisect result a case cites as evidence: ``reports/bisect/<name>.json``.
 BISECT_FILE = re.compile(r"reports/bisect/[\w.\-]+\.json")
-README_TABLES = ("README.md", "cases/README.md")
+README_TABLES = ("docs/cases.md", "cases/README.md")
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ def _tables(case: Case, where: str, root: Path) -> Iterator[Gap]:
         text = path.read_text(encoding="utf-8") if path.is_file() else ""
         if f"| `{case.id}` |" not in text and f"| `{case.id}.py` |" not in text:
             yield Gap(
-                where, "tables", f"{table} has no row for {case.id}", "add one to its table of cases (see README.md, How to add a case)"
+                where, "tables", f"{table} has no row for {case.id}", "add one to its table of cases (see docs/cases.md, How to add a case)"
             )
 
 
