@@ -24,14 +24,15 @@ sys.path.insert(0, str(ROOT))
 
 from bugmatrix.errors import BugmatrixError  # noqa: E402
 from bugmatrix.files import write_json_atomic  # noqa: E402
+from bugmatrix.lane import load_reresolved  # noqa: E402
 from bugmatrix.paths import output_dir  # noqa: E402
 from bugmatrix.plan.cells import Cell, plan_cells, plan_document  # noqa: E402
 from bugmatrix.plan.matrix import Matrix, load_matrix  # noqa: E402
-from bugmatrix.plan.planned import Planned, load_plan  # noqa: E402
+from bugmatrix.releases.planned import Planned, load_plan  # noqa: E402
 from bugmatrix.releases.tracking import tracked_for  # noqa: E402
+from bugmatrix.report.history import flaky_in_history  # noqa: E402
 from bugmatrix.run.command import pytest_command, run_file_path  # noqa: E402
 from bugmatrix.run.envbuild import fresh_venv  # noqa: E402
-from bugmatrix.run.reresolve import load_reresolved  # noqa: E402
 from bugmatrix.run.reuse import ReusePolicy, reuse_policy, split_reuse_options  # noqa: E402
 from bugmatrix.run.runner import CellRun, CellSpec, Environment, release, run_cell  # noqa: E402
 
@@ -100,7 +101,7 @@ def spec_of(plan: Planned, cell: Cell) -> CellSpec:
 def session_reuse(session: nox.Session, plan: Planned) -> tuple[ReusePolicy | None, list[str]]:
     """The reuse policy of a cell session (``$BUGMATRIX_PREVIOUS`` / ``-- --reuse-from DIR``, ``--no-reuse``) and the arguments left for pytest."""
     options, extra = split_reuse_options(session.posargs)
-    return reuse_policy(plan.matrix.reuse_max_age_days, options, warn=session.warn), extra
+    return reuse_policy(plan.matrix.reuse_max_age_days, options, warn=session.warn, flaky_of=flaky_in_history), extra
 
 
 def run_planned_cell(session: nox.Session, spec: CellSpec, run_file: Path, *, venv: Path | None = None) -> CellRun:

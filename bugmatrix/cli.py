@@ -27,7 +27,7 @@ from bugmatrix.paths import ROOT, output_dir
 if TYPE_CHECKING:
     from bugmatrix.cell.case import Variant
     from bugmatrix.plan.matrix import Matrix
-    from bugmatrix.plan.planned import Planned
+    from bugmatrix.releases.planned import Planned
 
 __all__ = ["build_parser", "main"]
 
@@ -88,7 +88,7 @@ def _plan(args: argparse.Namespace) -> int:
     from bugmatrix.files import write_json_atomic
     from bugmatrix.plan.cells import plan_document
     from bugmatrix.plan.matrix import load_matrix
-    from bugmatrix.plan.planned import load_plan
+    from bugmatrix.releases.planned import load_plan
 
     planned = load_plan(load_matrix(args.matrix), args.cases, refresh=args.resolve)
     matrix, resolution = planned.matrix, planned.resolution

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -29,6 +30,7 @@ from bugmatrix.errors import BugmatrixError, OutputError
 __all__ = [
     "check_output_dir",
     "check_output_file",
+    "file_digest",
     "locked_directories",
     "write_files",
     "write_json_atomic",
@@ -196,3 +198,8 @@ def locked_directories(directories: Iterable[Path], on_wait: Callable[[Path], No
     finally:
         for fd in held:
             os.close(fd)  # closing the descriptor releases its lock
+
+
+def file_digest(path: Path) -> str:
+    """``sha256:<hex>`` of a file's bytes: how an input key and the re-resolve lane name a file's content."""
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()

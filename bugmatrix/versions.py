@@ -11,12 +11,13 @@ Imported inside cells too: the standard library and ``packaging`` only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["base_version", "installed_version", "parse_version", "version_key"]
+__all__ = ["base_version", "distribution_changes", "installed_version", "parse_version", "version_key"]
 
 
 def parse_version(text: object) -> Version | None:
@@ -51,3 +52,21 @@ def installed_version(distribution: str) -> str | None:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
+
+
+def distribution_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """What moved between two sets of installed distributions (the environment diff and the re-resolve lane say it alike).
+
+    ``name old → new``, ``+name version`` (added), ``-name version`` (removed), sorted by name."""
+    lines = []
+    for name in sorted(before.keys() | after.keys()):
+        old, new = before.get(name), after.get(name)
+        if old == new:
+            continue
+        if old is None:
+            lines.append(f"+{name} {new}")
+        elif new is None:
+            lines.append(f"-{name} {old}")
+        else:
+            lines.append(f"{name} {old} → {new}")
+    return lines

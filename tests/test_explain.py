@@ -15,12 +15,13 @@ from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.cli import main
 from bugmatrix.files import write_json_atomic
-from bugmatrix.releases.notes import NoteKind, new_releases, release_groups, release_notes
-from bugmatrix.report.envdiff import Moved, distribution_changes, explain_changes
+from bugmatrix.report.envdiff import Moved, explain_changes
 from bugmatrix.report.markdown import escape_md
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.model import Compat
+from bugmatrix.report.new_releases import NoteKind, new_releases, release_groups, release_notes
 from bugmatrix.report.night import analyse
+from bugmatrix.versions import distribution_changes
 from tests.test_report import CORE, FIXED, REPRODUCED, WORKS, fixture_runs
 
 GENERATED = "2026-11-20T02:00:00+00:00"

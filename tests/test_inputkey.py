@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from bugmatrix.cell.ids import VariantId
+from bugmatrix.files import file_digest
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell, plan_cells, sibling_id
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.run.inputkey import KEY_SCHEMA, InputKey, differences, file_digest, harness_files, input_key
+from bugmatrix.run.inputkey import KEY_SCHEMA, InputKey, differences, harness_files, input_key
 from bugmatrix.run.lock import requirements_digest
 from bugmatrix.run.runner import CellSpec, cell_key
 

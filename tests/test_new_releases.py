@@ -27,8 +27,8 @@ import pytest
 from bugmatrix.cell.runfile import load_run_dir, load_run_file
 from bugmatrix.cli import main
 from bugmatrix.files import write_json_atomic
-from bugmatrix.releases.notes import NoteKind, one_line_reason
 from bugmatrix.report.diff import ChangeKind
+from bugmatrix.report.new_releases import NoteKind, one_line_reason
 from bugmatrix.report.night import analyse
 from bugmatrix.run.envbuild import record_install_failure
 from tests.test_explain import compat_of, write_runs

@@ -18,14 +18,14 @@ import pytest
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.cli import main
-from bugmatrix.files import write_json_atomic
+from bugmatrix.files import file_digest, write_json_atomic
+from bugmatrix.lane import RERESOLVE_SCHEMA, load_reresolved
 from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.fresh import load_fresh_lane
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.night import analyse
-from bugmatrix.run.inputkey import file_digest
 from bugmatrix.run.lock import create_lock, lock_path
-from bugmatrix.run.reresolve import RERESOLVE_SCHEMA, load_reresolved, lock_changes, lock_entries, patch_text, reresolve_cells
+from bugmatrix.run.reresolve import lock_changes, lock_entries, patch_text, reresolve_cells
 from tests.test_lock import registry_reachable
 from tests.test_reuse import MATRIX, SMOKE, record
 

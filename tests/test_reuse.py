@@ -23,7 +23,7 @@ from bugmatrix.files import write_json_atomic, write_text_atomic
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell, plan_cells, sibling_id
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.report.history import CODES, HISTORY_SCHEMA
+from bugmatrix.report.history import CODES, HISTORY_SCHEMA, flaky_in_history
 from bugmatrix.run.envbuild import InstallFailed
 from bugmatrix.run.lock import requirements_digest
 from bugmatrix.run.reuse import NO_REUSE_ENV, PREVIOUS_ENV, ReuseOptions, ReusePolicy, decide, reuse_policy, split_reuse_options
@@ -169,7 +169,7 @@ def test_a_pair_the_history_calls_flaky_is_observed_again(root: Path, tmp_path: 
         for i, letter in enumerate(letters)
     ]  # fmt: skip
     write_text_atomic(tmp_path / "history.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
-    policy = reuse_policy(7, ReuseOptions(previous=tmp_path))
+    policy = reuse_policy(7, ReuseOptions(previous=tmp_path), flaky_of=flaky_in_history)
     assert policy is not None and policy.flaky == {(variant, CELL.id)}
     key, _ = cell_key(MATRIX, spec(), root)
     decision = decide(policy, CELL.id, CELL.pins, key, CELL.variants)
@@ -222,14 +222,14 @@ def test_when_reuse_is_off_or_impossible(root: Path, tmp_path: Path) -> None:
 def test_the_policy_comes_from_the_session_options_and_the_environment(tmp_path: Path) -> None:
     options, rest = split_reuse_options(["--no-reuse", "-k", "t5", "--reuse-from", str(tmp_path), "--no-reuse-x"])
     assert options == ReuseOptions(True, tmp_path) and rest == ["-k", "t5", "--no-reuse-x"]
-    assert reuse_policy(7, environ={}) is None, "no previous results named: nothing is reused"
-    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path)}) == ReusePolicy(tmp_path, 7)
-    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path), NO_REUSE_ENV: "1"}) is None
-    assert reuse_policy(0, environ={PREVIOUS_ENV: str(tmp_path)}) is None, "max_age_days = 0: never reuse"
-    assert reuse_policy(7, ReuseOptions(no_reuse=True), environ={PREVIOUS_ENV: str(tmp_path)}) is None
+    assert reuse_policy(7, environ={}, flaky_of=flaky_in_history) is None, "no previous results named: nothing is reused"
+    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path)}, flaky_of=flaky_in_history) == ReusePolicy(tmp_path, 7)
+    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path), NO_REUSE_ENV: "1"}, flaky_of=flaky_in_history) is None
+    assert reuse_policy(0, environ={PREVIOUS_ENV: str(tmp_path)}, flaky_of=flaky_in_history) is None, "max_age_days = 0: never reuse"
+    assert reuse_policy(7, ReuseOptions(no_reuse=True), environ={PREVIOUS_ENV: str(tmp_path)}, flaky_of=flaky_in_history) is None
     warned: list[str] = []
     (tmp_path / "history.jsonl").write_text("not json\n")
-    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path)}, warn=warned.append) is None
+    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path)}, warn=warned.append, flaky_of=flaky_in_history) is None
     assert "history that names flaky results cannot be read" in warned[0], "unknown flaky pairs: nothing is reused"
 
 

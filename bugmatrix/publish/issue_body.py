@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from bugmatrix.publish.attachments import INLINE, Attachment
 from bugmatrix.publish.markers import MARKER, finding_marker
 from bugmatrix.publish.site import night_path
-from bugmatrix.releases.notes import one_line_reason
 from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.envdiff import distributions_of
 from bugmatrix.report.history import WINDOW, outcome_runs
+from bugmatrix.report.new_releases import one_line_reason
 from bugmatrix.report.night import CELL_FINDINGS, Finding, NightReport
 from bugmatrix.tools.repro import LOCKED
 

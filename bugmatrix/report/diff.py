@@ -18,7 +18,7 @@ downgraded: a flaky cell that stops reporting is still a hole.
 
 What fails ``--fail-on-regression`` (:data:`FAILING`): a missing result, a
 regression, a baseline cell that no longer installs, and a new release that
-does not install (:func:`bugmatrix.releases.notes.install_changes`): for a
+does not install (:func:`bugmatrix.report.new_releases.install_changes`): for a
 nightly whose question is "did last night's releases change anything?", "the
 new torch does not install with our pins" is the headline, not a footnote.
 """

@@ -16,8 +16,9 @@ from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.model import Cell, Compat
+from bugmatrix.versions import distribution_changes
 
-__all__ = ["Moved", "cell_distribution_changes", "distribution_changes", "distributions_of", "environment_changes", "explain_changes"]
+__all__ = ["Moved", "cell_distribution_changes", "distributions_of", "environment_changes", "explain_changes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,22 +39,6 @@ class Moved:
             "after": self.after.value,
             "moved": list(self.moved),
         }
-
-
-def distribution_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    """``name old → new``, ``+name version`` (added), ``-name version`` (removed), sorted by name."""
-    lines = []
-    for name in sorted(before.keys() | after.keys()):
-        old, new = before.get(name), after.get(name)
-        if old == new:
-            continue
-        if old is None:
-            lines.append(f"+{name} {new}")
-        elif new is None:
-            lines.append(f"-{name} {old}")
-        else:
-            lines.append(f"{name} {old} → {new}")
-    return lines
 
 
 def distributions_of(cell: Cell) -> dict[str, str] | None:

@@ -29,9 +29,9 @@ from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord, load_run_dir
+from bugmatrix.files import file_digest
+from bugmatrix.lane import load_reresolved
 from bugmatrix.report.model import Compat, Origin
-from bugmatrix.run.inputkey import file_digest
-from bugmatrix.run.reresolve import load_reresolved
 
 __all__ = ["FreshCell", "FreshDifference", "FreshLane", "load_fresh_lane"]
 

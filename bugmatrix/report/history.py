@@ -59,6 +59,7 @@ __all__ = [
     "Tick",
     "VariantHistory",
     "append_night",
+    "flaky_in_history",
     "flaky_pairs",
     "history_text",
     "load_history",
@@ -323,3 +324,12 @@ def outcome_runs(nights: Sequence[Night], variant: str, cell: str) -> list[tuple
 def flaky_pairs(summary: Mapping[str, VariantHistory]) -> frozenset[tuple[str, str]]:
     """(variant id, cell id) pairs that flip-flopped: the baseline diff reports their changes as "flaky"."""
     return frozenset((variant, cell) for variant, h in summary.items() for cell in h.flaky)
+
+
+def flaky_in_history(path: Path) -> frozenset[tuple[str, str]]:
+    """(variant, cell) pairs the history calls flaky, in any profile's nights (a missing file: none)."""
+    nights = load_history(path)
+    pairs: set[tuple[str, str]] = set()
+    for profile in dict.fromkeys(n.profile for n in nights):
+        pairs |= flaky_pairs(summarise(nights_of(nights, profile)))
+    return frozenset(pairs)

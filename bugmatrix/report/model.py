@@ -6,7 +6,7 @@ reader and writer. ``bugmatrix.compat/1``, ``/2`` and ``/3`` documents (older
 baselines) still load: keys they lack take their defaults.
 
 Values are frozen: an analysis (:mod:`~bugmatrix.report.diff`,
-:mod:`~bugmatrix.releases.notes`, ...) returns new values and never adds to
+:mod:`~bugmatrix.report.new_releases`, ...) returns new values and never adds to
 the document, so every view sees the same night. What a document says about
 itself (which axes, which of them is the interpreter, each axis's short name,
 which pins tell cells apart) is computed here once and cached; nothing in the

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from bugmatrix.releases.notes import ReleaseGroup, ReleaseNote, install_changes, release_groups, release_notes
 from bugmatrix.report.agreement import AgreementLine, per_case
 from bugmatrix.report.boundaries import Boundary, Picture, boundary_text, pictures
 from bugmatrix.report.diff import (
@@ -34,6 +33,7 @@ from bugmatrix.report.envdiff import Moved, explain_changes
 from bugmatrix.report.fresh import FreshLane
 from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise, unchanged_since
 from bugmatrix.report.model import Compat
+from bugmatrix.report.new_releases import ReleaseGroup, ReleaseNote, install_changes, release_groups, release_notes
 
 __all__ = ["CELL_FINDINGS", "FINDING_KINDS", "Finding", "NightReport", "analyse"]
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bugmatrix.cell.ids import VariantId
+from bugmatrix.files import file_digest
 
 __all__ = [
     "KEY_SCHEMA",
@@ -81,10 +82,6 @@ class InputKey:
     def from_parts(cls, parts: Mapping[str, Any]) -> InputKey:
         text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
         return cls("sha256:" + hashlib.sha256(text.encode()).hexdigest(), dict(parts))
-
-
-def file_digest(path: Path) -> str:
-    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _module_file(root: Path, module: str) -> Path | None:

@@ -41,26 +41,22 @@ import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_files
-from bugmatrix.report.envdiff import distribution_changes
+from bugmatrix.lane import RERESOLVE_SCHEMA, STATUSES, Reresolved
 from bugmatrix.run.lock import create_lock, lock_for, read_header
+from bugmatrix.versions import distribution_changes
 
 if TYPE_CHECKING:
     from bugmatrix.plan.cells import Cell
     from bugmatrix.plan.matrix import Matrix
 
 __all__ = [
-    "RERESOLVE_SCHEMA",
-    "Lane",
-    "Reresolved",
-    "load_reresolved",
     "lock_changes",
     "lock_entries",
     "patch_text",
@@ -68,38 +64,8 @@ __all__ = [
     "run_reresolve",
 ]
 
-RERESOLVE_SCHEMA = "bugmatrix.reresolve/1"
-STATUSES = ("same", "moved", "failed", "unlocked")
 ENTRY = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;\\]+)")
 HASH = re.compile(r"--hash=(?P<hash>\S+)")
-
-
-@dataclass(frozen=True)
-class Reresolved:
-    """One cell's fresh resolution against its committed lock."""
-
-    cell: str
-    status: str  # one of STATUSES
-    moved: tuple[str, ...] = ()
-    reason: str = ""  # failed: the resolver's reason; unlocked: why there is no lock to compare with
-    committed: str = ""  # the committed lock, relative to the repository (locks/<cell>.txt)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"cell": self.cell, "status": self.status, "moved": list(self.moved), "reason": self.reason, "committed": self.committed}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Reresolved:
-        status = str(data["status"])
-        if status not in STATUSES:
-            msg = f"status {status!r} is not one of {', '.join(STATUSES)}"
-            raise ValueError(msg)
-        return cls(
-            str(data["cell"]),
-            status,
-            tuple(str(m) for m in data.get("moved") or ()),
-            str(data.get("reason", "")),
-            str(data.get("committed", "")),
-        )
 
 
 def lock_entries(text: str) -> dict[str, tuple[str, frozenset[str]]]:
@@ -124,7 +90,7 @@ def lock_entries(text: str) -> dict[str, tuple[str, frozenset[str]]]:
 def lock_changes(committed: str, fresh: str) -> list[str]:
     """What moved from one lock's text to another's: ``name old → new``, ``+name v``, ``-name v``, ``name v: files changed``.
 
-    The version lines are the environment diff's own (:func:`bugmatrix.report.envdiff.distribution_changes`), so the
+    The version lines are the environment diff's own (:func:`bugmatrix.versions.distribution_changes`), so the
     re-resolve lane and the report's environment changes say a move the same way; a lock adds what a version cannot
     show, a release whose wheels' hashes changed.
     """
@@ -220,34 +186,6 @@ def reresolve_cells(
     stale = [p for p in (out / "locks").glob("*.txt") if p not in files] + ([] if patch else [out / "locks.patch"])
     write_files(files, remove=stale)
     return results
-
-
-@dataclass(frozen=True)
-class Lane:
-    """One night's lane as ``resolve.json`` holds it: when, as of when, what was held back, and each cell."""
-
-    resolved_at: str
-    as_of: str | None
-    held: Mapping[str, str]
-    cells: Mapping[str, Reresolved]
-
-
-def load_reresolved(out: Path) -> Lane | None:
-    """``<out>/resolve.json`` (None when the lane did not run); a corrupt one is a one-line error naming the file."""
-    path = out / "resolve.json"
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("schema") != RERESOLVE_SCHEMA:
-            msg = f"schema {data.get('schema')!r} is not {RERESOLVE_SCHEMA!r}"
-            raise ValueError(msg)
-        cells = {r.cell: r for r in (Reresolved.from_json(c) for c in data["cells"])}
-        held = {str(k): str(v) for k, v in dict(data.get("held") or {}).items()}
-        return Lane(str(data["resolved_at"]), data.get("as_of"), held, cells)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        msg = f"{path}: not a re-resolve record ({exc}); run the lane again: nox -s reresolve -- --profile <profile>"
-        raise BugmatrixError(msg) from exc
 
 
 def run_reresolve(

@@ -52,7 +52,6 @@ __all__ = [
     "ReuseOptions",
     "ReusePolicy",
     "decide",
-    "flaky_in_history",
     "previous_run_files",
     "reuse_policy",
     "split_reuse_options",
@@ -101,23 +100,13 @@ class Decision:
     source: Path | None = None
 
 
-def flaky_in_history(path: Path) -> frozenset[tuple[str, str]]:
-    """(variant, cell) pairs the history calls flaky, in any profile's nights (a missing file: none)."""
-    from bugmatrix.report.history import flaky_pairs, load_history, nights_of, summarise
-
-    nights = load_history(path)
-    pairs: set[tuple[str, str]] = set()
-    for profile in dict.fromkeys(n.profile for n in nights):
-        pairs |= flaky_pairs(summarise(nights_of(nights, profile)))
-    return frozenset(pairs)
-
-
 def reuse_policy(
     max_age_days: int,
     options: ReuseOptions = ReuseOptions(),
     *,
     environ: Mapping[str, str] | None = None,
     warn: Callable[[str], None] | None = None,
+    flaky_of: Callable[[Path], frozenset[tuple[str, str]]],
 ) -> ReusePolicy | None:
     """The policy a cell session runs under: None (run everything) without previous results, with ``--no-reuse``, or at ``max_age_days`` 0."""
     env = os.environ if environ is None else environ
@@ -128,7 +117,7 @@ def reuse_policy(
         (warn or print)(f"reuse: {previous} is not a directory of previous results; every cell runs")
         return None
     try:
-        flaky = flaky_in_history(previous / "history.jsonl")
+        flaky = flaky_of(previous / "history.jsonl")
     except BugmatrixError as exc:
         (warn or print)(f"reuse: off, the history that names flaky results cannot be read ({exc})")
         return None

@@ -1,0 +1,96 @@
+"""Stages import one way: a package imports only the packages below it (docs/architecture.md draws the order).
+
+The order is data here and nowhere else: reading it top to bottom is reading the
+pipeline bottom to top. A neutral top-level module (errors, files, versions,
+paths, provenance, ...) is importable by every stage and imports no stage.
+Imports inside functions count too: a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "bugmatrix"
+
+#: Lowest first. ``cli`` (and the noxfile, outside the package) sit on top of everything.
+ORDER = ("cell", "plan", "releases", "run", "report", "tools", "publish", "cli")
+#: Importable from every stage; they import no stage themselves.
+NEUTRAL_OK = ("__init__",)  # the package's public case API re-exports cell/
+
+
+def _stage(path: Path, package: Path) -> str:
+    parts = path.relative_to(package).with_suffix("").parts
+    if len(parts) > 1:
+        return parts[0]
+    return "cli" if parts[0] in ("cli", "__main__") else f"neutral:{parts[0]}"
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+    return [(line, name) for line, name in found if name == "bugmatrix" or name.startswith("bugmatrix.")]
+
+
+def _target(module: str, package: Path) -> str:
+    parts = module.split(".")[1:]
+    if not parts:
+        return "neutral:__init__"
+    if (package / parts[0]).is_dir():
+        return parts[0]
+    return "cli" if parts[0] in ("cli", "__main__") else f"neutral:{parts[0]}"
+
+
+def violations(package: Path = PACKAGE) -> list[str]:
+    """Every import that points up the order (or from a neutral module into a stage), as ``file:line: a -> b``."""
+    wrong = []
+    for path in sorted(package.rglob("*.py")):
+        source = _stage(path, package)
+        for line, module in _imports(path):
+            target = _target(module, package)
+            if target == source or target.startswith("neutral:"):
+                continue
+            where = f"{path.relative_to(package.parent)}:{line}: {source} -> {target} ({module})"
+            if source.startswith("neutral:"):
+                if source.removeprefix("neutral:") not in NEUTRAL_OK:
+                    wrong.append(where + ": a neutral module imports no stage")
+                continue
+            if ORDER.index(target) > ORDER.index(source):
+                wrong.append(where + ": points up the order " + " < ".join(ORDER))
+    return wrong
+
+
+def test_stages_import_one_way() -> None:
+    assert violations() == []
+
+
+def test_every_stage_package_is_in_the_order() -> None:
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert packages <= set(ORDER), f"place {sorted(packages - set(ORDER))} in ORDER"
+
+
+@pytest.mark.parametrize(
+    ("planted", "line"),
+    [
+        ("report/planted.py", "from bugmatrix.publish.site import build_site"),
+        ("run/planted.py", "import bugmatrix.report.history"),
+        ("plan/planted.py", "    from bugmatrix.releases.registry import Resolution"),  # lazy, inside a function
+        ("files_planted.py", "from bugmatrix.cell.outcomes import Outcome"),  # a neutral module into a stage
+    ],
+)
+def test_the_check_sees_an_import_against_the_order(tmp_path: Path, planted: str, line: str) -> None:
+    """The test can fail: an import against the order, planted in a copy of the package, is named."""
+    copy = tmp_path / "bugmatrix"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    body = f"def f():\n{line}\n" if line.startswith(" ") else f"{line}\n"
+    (copy / planted).write_text(body, encoding="utf-8")
+    found = violations(copy)
+    assert len(found) == 1 and found[0].startswith(f"bugmatrix/{planted}:"), found
