@@ -125,7 +125,7 @@ class Flip:
         if not self.adjacent:
             text += f" (first after {self.before})"
         if self.at:
-            shown = ", ".join(v or "unpinned" for v in self.at[:3]) + (f" +{len(self.at) - 3}" if len(self.at) > 3 else "")
+            shown = ", ".join(self.at[:3]) + (f" +{len(self.at) - 3}" if len(self.at) > 3 else "")
             text += f" at {self.other_short or self.other_axis} {shown}"
         return text
 
@@ -137,6 +137,9 @@ class Track:
     variant: Variant
     marks: dict[tuple[str, ...], Mark]
     flips: list[Flip]
+    #: Where it has more than one outcome and no flip: why, in words (cells that differ on both axes read at once,
+    #: or outcomes that differ with pins it does not declare); "" otherwise.
+    unread: str = ""
 
     @property
     def name(self) -> str:
@@ -152,9 +155,12 @@ class Track:
 class Picture:
     """A strip (one axis) or grid (two) of a variant and the workarounds for it.
 
+    ``axes`` are the axes the variant declares (:mod:`~bugmatrix.report.boundaries`);
     ``values[i]`` are axis ``axes[i]``'s values in release order; on a grid
     ``axes[0]`` runs along the columns. ``tracks[0]`` is the variant itself,
-    the rest its workarounds.
+    the rest its workarounds. ``held`` are the other pins of its cells, each
+    with the set of values it was held at ("" where a cell does not install
+    it): context, folded into each position, never the reading.
     """
 
     kind: str  # strip | grid | list (too many releases to draw: flips only)
@@ -165,6 +171,13 @@ class Picture:
     note: str = ""
     flip_edges: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
     shorts: Mapping[str, str] = field(default_factory=dict)  # axis -> short name, from the document
+    held: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def held_text(self) -> str:
+        """``held at py 3.11 · pl 2.0.3, 2.6.6, not installed``: the context of every position, "" where there is none."""
+        parts = [f"{self.short(a)} {', '.join(v or 'not installed' for v in values)}" for a, values in self.held]
+        return "held at " + " · ".join(parts) if parts else ""
 
     def short(self, axis: str) -> str:
         """An axis's short name (``pl``), as in the document's cell ids."""
@@ -182,11 +195,11 @@ def boundary_text(picture: Picture, track: Track | None = None) -> str:
         outcomes = {o for m in track.marks.values() for o in m.outcomes if o not in NOT_RUN}
         if len(outcomes) == 1:
             return f"{outcomes.pop().label} everywhere"
-        return "no boundary along " + " × ".join(picture.short(a) for a in picture.axes)
+        return track.unread or "no outcome to read"
     parts = []
     for f in track.flips:
         text = f"{picture.short(f.axis)} {f.before} {symbol(f.was)} → {f.after} {symbol(f.now)}"
         if f.at:
-            text += f" (at {picture.short(f.other_axis)} {', '.join(v or 'unpinned' for v in f.at[:2])}{' …' if len(f.at) > 2 else ''})"
+            text += f" (at {picture.short(f.other_axis)} {', '.join(f.at[:2])}{' …' if len(f.at) > 2 else ''})"
         parts.append(text)
     return "; ".join(parts)

@@ -150,7 +150,11 @@ def _boundary_lines(drawn: list[Picture]) -> list[str]:
     lines = []
     for picture in drawn:
         for track in picture.tracks:
-            flips = "; ".join(f.label for f in track.flips) or "no flip along " + " × ".join(picture.short(a) for a in picture.axes)
+            flips = (
+                "; ".join(f.label for f in track.flips)
+                or track.unread
+                or "no flip along " + " × ".join(picture.short(a) for a in picture.axes)
+            )
             role = f" *({track.role})*" if track.role else ""
             lines.append(f"- {code(track.name)}{role}: {escape_md(flips)}")
     return ["**Boundaries**", "", *lines, ""] if lines else []
