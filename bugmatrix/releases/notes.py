@@ -37,7 +37,7 @@ from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.report.diff import Change, ChangeKind
-from bugmatrix.report.model import Cell, Compat, Entry
+from bugmatrix.report.model import Cell, Compat, Entry, InstallStatus
 from bugmatrix.versions import parse_version
 
 __all__ = [
@@ -147,8 +147,8 @@ def is_addition(compat: Compat, baseline: Compat | None, axis: str, version: str
     """True for a pin new to this run that upstream did not just ship: a new axis, or a release older than one already judged.
 
     What ``latest`` resolved to is always a release. With a baseline, a pin
-    is an addition when the baseline has no cell pinning its axis (a new
-    axis), or when it is older than the newest release of its axis there.
+    is an addition when the baseline has no installed cell pinning its axis
+    (a new axis), or when it is older than the newest such release there.
     Without one, when an earlier release of its axis is in this run.
     """
     tracked = {(a, t.resolved) for a, t in compat.tracking.axes.items()} | {
@@ -158,7 +158,8 @@ def is_addition(compat: Compat, baseline: Compat | None, axis: str, version: str
         return False
     mine = parse_version(version)
     reference = baseline if baseline is not None else compat
-    known = [v for c in reference.cells if (v := parse_version(c.pins.get(axis, ""))) is not None]
+    # Only cells that installed judged a release: a pin that never installed (torch 9.0.0) is no newer release than tonight's.
+    known = [v for c in reference.cells if c.install.status is InstallStatus.OK and (v := parse_version(c.pins.get(axis, ""))) is not None]
     if not known:
         return baseline is not None  # no earlier cell pins the axis: a new axis (without a baseline: nothing to tell)
     return mine is not None and mine < max(known)

@@ -122,6 +122,16 @@ def _line_flips(line: list[tuple[str, Mark]], axis: str, shorts: Mapping[str, st
     return flips
 
 
+def _usable_on_line(marks: dict[tuple[str, ...], Mark], along: int, fixed: str, values: tuple[str, ...]) -> int:
+    """How many positions of one grid line hold a single outcome of running."""
+    count = 0
+    for v in values:
+        mark = marks.get((v, fixed) if along == 0 else (fixed, v))
+        if mark is not None and mark.single is not None and mark.single not in NOT_RUN:
+            count += 1
+    return count
+
+
 def _flips(
     marks: dict[tuple[str, ...], Mark], axes: tuple[str, ...], values: tuple[tuple[str, ...], ...], shorts: Mapping[str, str]
 ) -> list[Flip]:
@@ -140,10 +150,13 @@ def _flips(
                 same = (f.axis, f.before, f.after, f.was, f.now, f.adjacent)
                 found.setdefault(same, []).append(fixed)
                 declared[same] = declared.get(same, True) and f.declared
+    # A flip is "everywhere" when it occurs on every line that has two outcomes to compare: a line where nothing
+    # (or one release) ran -- a missing cell, another case's column -- neither shows nor contradicts it.
+    readable = [{fixed for fixed in values[1 - along] if _usable_on_line(marks, along, fixed, values[along]) > 1} for along in (0, 1)]
     flips = []
     for (axis, before, after, was, now, adjacent), at in found.items():
         other_axis = axes[1] if axis == axes[0] else axes[0]
-        everywhere = len(at) == len(values[axes.index(other_axis)])
+        everywhere = set(at) >= readable[axes.index(axis)]
         flips.append(Flip(
             axis, before, after, was, now, () if everywhere else tuple(at), other_axis, adjacent,
             axis_short=shorts.get(axis, axis), other_short=shorts.get(other_axis, other_axis),
@@ -220,10 +233,11 @@ def _read_axes(group: list[Variant], ran_ids: list[str], cells: _Cells) -> tuple
     return axes, note
 
 
-def _held(listed: list[str], axes: tuple[str, ...], cells: _Cells) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """The pins the picture does not read along, as sets: context, never the reading ("" where a cell does not install it)."""
+def _held(ran: list[str], axes: tuple[str, ...], cells: _Cells) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The pins of the cells where it ran that the picture does not read along, as sets: context, never the reading
+    ("" where a cell does not install it)."""
     return tuple(
-        (a, tuple(values)) for a in cells.axes if a not in axes and (values := cells.values(listed, a)) and values != [""]
+        (a, tuple(values)) for a in cells.axes if a not in axes and (values := cells.values(ran, a)) and values != [""]
     )  # fmt: skip
 
 
@@ -261,7 +275,7 @@ def _picture(group: list[Variant], results: Mapping[str, Mapping[str, Entry]], c
     # Drawn over every cell with an entry that has a pin on each axis read: an install failure shows as ⚠ and leaves a visible gap.
     listed = [c for c in pins if any(c in results.get(v.id, {}) for v in group) and all(pins[c].get(a) for a in axes)]
     values = tuple(tuple(cells.values(listed, a)) for a in axes)
-    held = _held(listed, axes, cells)
+    held = _held([c for c in ran_ids if all(pins[c].get(a) for a in axes)], axes, cells)
     tracks = []
     listed_pins = {c: pins[c] for c in listed}
     for v in group:
