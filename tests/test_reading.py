@@ -7,6 +7,7 @@ not), fabricated from one of them as the issue describes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -18,8 +19,10 @@ from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.cli import main
 from bugmatrix.paths import REFERENCE, ROOT
 from bugmatrix.plan.catalog import load_catalog
+from bugmatrix.releases.notes import is_addition
 from bugmatrix.report.boundaries import boundary_text, pictures
 from bugmatrix.report.merge import merge_runs
+from bugmatrix.report.model import Compat, ExpectationSource, ExpectationSummary
 from bugmatrix.report.night import NightReport, analyse
 from bugmatrix.report.readme import readme_table
 from bugmatrix.report.render_md import render_markdown
@@ -157,3 +160,88 @@ def test_adding_a_case_leaves_every_other_variants_lines_byte_identical() -> Non
         old = pictured[picture.variant.id]
         assert (picture.axes, picture.values, picture.held, picture.note) == (old.axes, old.values, old.held, old.note)
         assert [(t.marks, t.flips, t.unread) for t in picture.tracks] == [(t.marks, t.flips, t.unread) for t in old.tracks]
+
+
+# -- what cannot be read is said in words; additions are quiet ----------------------------------------
+
+AXES = [
+    {"name": "python", "prefix": "py"}, {"name": "torch", "prefix": "torch"}, {"name": "lightning", "prefix": "pl"},
+    {"name": "transformers", "prefix": "tf"},
+]  # fmt: skip
+
+
+def one_variant(axes: list[str], cells: dict[str, tuple[dict[str, str], str]]) -> Compat:
+    """One variant declaring ``axes``; cells: id -> (pins, outcome)."""
+    variant = {"id": "c::v[cpu]", "case": "c", "variant": "v", "device": "cpu", "kind": "core", "workaround_for": None, "axes": axes}
+    return Compat.from_json({
+        "axes": AXES, "cells": [{"id": cid, "pins": {"python": "3.11", **pins}} for cid, (pins, _) in cells.items()],
+        "variants": [variant], "results": {"c::v[cpu]": {cid: {"outcome": o} for cid, (_, o) in cells.items()}},
+    })  # fmt: skip
+
+
+def test_a_two_axis_variant_whose_cells_differ_on_both_axes_says_it_cannot_be_read() -> None:
+    compat = one_variant(["lightning", "transformers"], {
+        "a": ({"lightning": "2.0.3", "transformers": "4.28.1"}, "reproduced"),
+        "b": ({"lightning": "2.6.6", "transformers": "4.30.2"}, "fixed"),
+    })  # fmt: skip
+    (picture,), _ = pictures(compat)
+    assert picture.kind == "grid" and set(picture.axes) == {"lightning", "transformers"}
+    text = boundary_text(picture)
+    assert text.startswith("cannot be read along ") and "pl 2.0.3" in text and "tf 4.30.2" in text and "no boundary" not in text
+
+
+def test_outcomes_that_differ_only_with_undeclared_pins_are_mixed_and_said_so() -> None:
+    compat = one_variant(["torch"], {
+        "a": ({"torch": "2.5.1", "lightning": "2.0.3"}, "reproduced"),
+        "b": ({"torch": "2.5.1", "lightning": "2.6.6"}, "fixed"),
+        "c": ({"torch": "2.15.0", "lightning": "2.6.6"}, "fixed"),
+    })  # fmt: skip
+    (picture,), _ = pictures(compat)
+    assert picture.axes == ("torch",) and picture.held_text == "held at py 3.11 · pl 2.0.3, 2.6.6"
+    assert picture.tracks[0].marks[("2.5.1",)].outcome == "mixed"
+    assert boundary_text(picture).startswith("mixed at torch 2.5.1: its cells there differ only in pins it does not declare (pl)")
+
+
+def test_a_variant_that_declares_no_axis_is_one_reading() -> None:
+    compat = one_variant([], {"a": ({"torch": "2.5.1"}, "fixed"), "b": ({"torch": "2.15.0"}, "fixed")})
+    (picture,), _ = pictures(compat)
+    assert picture.kind == "list" and picture.axes == () and boundary_text(picture) == "✓ fixed everywhere"
+    assert "declares no axis" in picture.note
+
+
+def cells_json(*pins: dict[str, str], failed: str = "") -> list[dict]:
+    return [
+        {"id": "-".join(pin.values()), "pins": pin, "install": {"status": "failed" if failed in pin.values() and failed else "ok"}}
+        for pin in pins
+    ]
+
+
+def test_a_new_axis_and_an_older_release_are_new_in_this_matrix_not_a_new_release() -> None:
+    baseline = Compat.from_json(
+        {"axes": AXES, "cells": cells_json({"torch": "2.5.1"}, {"torch": "2.15.0"}, {"torch": "9.0.0"}, failed="9.0.0")}
+    )
+    tonight = Compat.from_json({"axes": AXES, "cells": cells_json({"torch": "2.10.0", "numpy": "1.26.4"}), "tracking": {}})
+    assert is_addition(tonight, baseline, "torch", "2.10.0"), "older than a release the baseline judged"
+    assert is_addition(tonight, baseline, "numpy", "1.26.4"), "a new axis"
+    assert not is_addition(tonight, baseline, "torch", "2.16.0"), "newer than every installed release (9.0.0 never installed)"
+    tracked = Compat.from_json({**tonight.to_json(), "tracking": {"axes": {"torch": {"requested": "latest", "resolved": "2.10.0"}}}})
+    assert not is_addition(tracked, baseline, "torch", "2.10.0"), "what latest resolved to is a release"
+
+
+def test_additions_and_dropped_cells_come_after_the_findings(tmp_path: Path) -> None:
+    smoke = [load_run_file(REFERENCE / "runs" / f"{cell}.json") for cell in SMOKE]
+    compat = merge_runs(smoke, profile="smoke", commit="abc1234", generated="2026-11-24T00:00:00+00:00", declared=declared())
+    dropped = dataclasses.replace(
+        compat, expectation=ExpectationSummary(ExpectationSource.PLAN, "the plan (4 cells)", ("gone-1", "gone-2"))
+    )
+    baseline = dataclasses.replace(compat, cells=tuple(c for c in compat.cells if c.pins["torch"] != "2.5.1"))
+    report = analyse(dropped, baseline)
+    assert report.releases and all(g.addition for g in report.releases), "torch 2.5.1 is older than 2.15.0: added on purpose"
+    terminal = render_terminal(report)
+    assert "NEW RELEASE" not in terminal and "torch 2.5.1 (new in this matrix)" in terminal
+    assert terminal.splitlines()[-1].startswith("2 baseline cell(s) are not in this plan")
+    assert terminal.index("torch 2.5.1 (new in this matrix)") > terminal.index("variant "), "after the table"
+    assert "not in this plan" not in report.expectation_text
+    markdown = render_markdown(report)
+    assert markdown.rstrip().splitlines()[-1].startswith("2 baseline cell(s) are not in this plan")
+    assert markdown.index("## New in this matrix") > markdown.index("## autocast")
