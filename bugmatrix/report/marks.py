@@ -37,6 +37,8 @@ JOINS = {Kind.WORKAROUND: "workaround_for", Kind.UPSTREAM: "counterpart"}
 #: The most releases a strip or grid draws along its columns / rows and still fits 1280 px.
 MAX_COLUMNS = 20
 MAX_ROWS = 40
+#: The most values of one held axis a picture's caption names before it says "…".
+HELD_SHOWN = 4
 #: Verbs for a flip from ``was`` to ``now``; the default is keyed by ``now`` alone. "regressed in" only
 #: where the new outcome is not what its expectation declares (see :attr:`Flip.declared`).
 _PAIR_VERBS = {(Outcome.REPRODUCED, Outcome.FIXED): "fixed in", (Outcome.FIXED, Outcome.REPRODUCED): "regressed in"}
@@ -176,7 +178,12 @@ class Picture:
     @property
     def held_text(self) -> str:
         """``held at py 3.11 · pl 2.0.3, 2.6.6, not installed``: the context of every position, "" where there is none."""
-        parts = [f"{self.short(a)} {', '.join(v or 'not installed' for v in values)}" for a, values in self.held]
+        parts = []
+        for axis, values in self.held:
+            shown = [v or "not installed" for v in values]
+            if len(shown) > HELD_SHOWN:  # a caption, not a table: the first and last, and how many
+                shown = [shown[0], "…", f"{shown[-1]} ({len(shown)} values)"]
+            parts.append(f"{self.short(axis)} {', '.join(shown)}")
         return "held at " + " · ".join(parts) if parts else ""
 
     def short(self, axis: str) -> str:
