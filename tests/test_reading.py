@@ -245,3 +245,13 @@ def test_additions_and_dropped_cells_come_after_the_findings(tmp_path: Path) -> 
     markdown = render_markdown(report)
     assert markdown.rstrip().splitlines()[-1].startswith("2 baseline cell(s) are not in this plan")
     assert markdown.index("## New in this matrix") > markdown.index("## autocast")
+
+
+def test_the_system_cell_sits_where_its_observed_releases_are_never_in_an_unpinned_column() -> None:
+    compat = one_variant(["torch"], {"a": ({"torch": "2.5.1"}, "reproduced"), "b": ({"torch": "2.15.0"}, "fixed")})
+    data = compat.to_json()
+    data["cells"].append({"id": "system", "pins": {}, "environment": {"python": "3.11.7", "torch": "2.15.0+cpu"}})
+    data["results"]["c::v[cpu]"]["system"] = {"outcome": "fixed"}
+    (picture,), _ = pictures(Compat.from_json(data))
+    assert picture.values == (("2.5.1", "2.15.0"),) and picture.tracks[0].marks[("2.15.0",)].cells == ("b", "system")
+    assert boundary_text(picture) == "torch 2.5.1 ✗ → 2.15.0 ✓"

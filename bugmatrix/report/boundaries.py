@@ -45,6 +45,7 @@ outcome symbols from :class:`~bugmatrix.cell.outcomes.Outcome`. Nothing here nam
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 
 from bugmatrix.cell.outcomes import Outcome
@@ -62,7 +63,7 @@ from bugmatrix.report.marks import (
     symbol,
     version_key,
 )
-from bugmatrix.report.model import Compat, Entry, Variant
+from bugmatrix.report.model import Cell, Compat, Entry, Variant
 
 # The value types are re-exported: callers import what a picture is and how to get one from here.
 __all__ = ["Boundary", "Flip", "Mark", "Picture", "Track", "axis_values", "boundary_text", "pictures", "symbol", "version_key"]
@@ -184,14 +185,20 @@ def _edges(
     return edges
 
 
+def _observed_pins(cell: Cell, axes: Iterable[str]) -> dict[str, str]:
+    """What an unpinned cell observed for each axis, as a release (``2.5.1+cu124`` -> ``2.5.1``): its position on a picture."""
+    return {a: v.split("+")[0] for a in axes if (v := cell.observed(a))}
+
+
 class _Cells:
     """The cells' pins, the document's axes and each axis's release order, computed once per document (1,000 cells x 20 variants)."""
 
     def __init__(self, compat: Compat) -> None:
-        cells = compat.cells
+        self.axes = list(compat.axis_names)
+        # A cell that pins nothing (the system cell: the environment as it is) sits where its observed releases are.
+        cells = tuple(c if c.pins else dataclasses.replace(c, pins=_observed_pins(c, self.axes)) for c in compat.cells)
         self.list = cells
         self.pins = {c.id: c.pins for c in cells}
-        self.axes = list(compat.axis_names)
         self.shorts = {a: compat.short(a) for a in self.axes}
         # Ranks instead of Version objects: sorting a subset is then integer comparisons.
         self.rank = {a: {v: i for i, v in enumerate(axis_values(cells, a))} for a in self.axes}
