@@ -267,7 +267,7 @@ def _unread(
         )
     if len(set(singles.values())) > 1:
         shown = "; ".join(f"{symbol(o)} at {at(k)}" for k, o in list(singles.items())[:4])
-        return f"cannot be read along {name}: {shown} differ in {name} at once, no two on one line"
+        return f"cannot be read along {name}: the cells where it ran differ on all of them at once ({shown})"
     return ""
 
 
