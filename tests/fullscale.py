@@ -122,7 +122,7 @@ def _record(variant: Any, outcome: str) -> VariantRecord:
         id=variant.id, case=variant.case_id, variant=variant.name, device=variant.device, kind=Kind(variant.kind),
         workaround_for=variant.workaround_for, counterpart=variant.counterpart, outcome=observed, expected=None,
         verdict=Verdict.NEW if observed.ran else Verdict.NOT_RUN, signature_matched=observed is Outcome.REPRODUCED,
-        message="no CUDA device" if variant.device == "cuda" else outcome, duration_s=0.2,
+        message="no CUDA device" if variant.device == "cuda" else outcome, duration_s=0.2, axes=tuple(variant.axes),
     )  # fmt: skip
 
 

@@ -311,7 +311,7 @@ class VariantItem(pytest.Item):
             kind=variant.kind, workaround_for=variant.workaround_for, counterpart=variant.counterpart,
             outcome=result.outcome, expected=expected, verdict=judge(result.outcome, expected), signature_matched=result.signature_matched,
             message=result.message, duration_s=round(executed.duration, 3), evidence=expectation.evidence if expectation else "",
-            log=tail(executed.log), leaked=executed.leaked,
+            log=tail(executed.log), leaked=executed.leaked, axes=tuple(variant.axes),
         )  # fmt: skip
 
     def finish(self, executed: Executed) -> None:

@@ -19,7 +19,8 @@ Schema ``bugmatrix.run/3`` (the only place it is written down)::
       "running": [variant ids],             # optional: started in the cell process itself and not yet recorded
                                             #   (--bugmatrix-forks 0); names what was running if that process died,
                                             #   so --bugmatrix-resume records it as crashed. [] once finished
-      "results": [VariantRecord, ...],
+      "results": [VariantRecord, ...],     # each with "axes": the axes the variant declares (optional:
+                                            #   absent in older files; the report then reads the cases' declarations)
       "input_key": {"digest": "sha256:...", "parts": {...}} or null,
                                             # what the results depend on (bugmatrix/run/inputkey.py): the
                                             #   lock's hash, the case files and harness code, platform,
@@ -79,6 +80,9 @@ class VariantRecord:
     dtype: str = ""
     counterpart: str | None = None
     leaked: tuple[str, ...] = ()  # global state the variant changed and did not restore (restored by the harness)
+    #: The axes the variant declares it spans (``axes=`` on it, else its case's): the only axes the report reads it along.
+    #: None in files written before records carried them (the report takes them from the cases' declarations).
+    axes: tuple[str, ...] | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VariantRecord:
@@ -90,11 +94,17 @@ class VariantRecord:
         values["expected"] = Outcome(data["expected"]) if data.get("expected") else None
         values["kind"] = Kind(data["kind"]) if data.get("kind") else None
         values["leaked"] = tuple(data.get("leaked") or ())
+        axes = data.get("axes")
+        if axes is not None and (not isinstance(axes, list) or not all(isinstance(a, str) for a in axes)):
+            msg = f"variant {data.get('id')!r}: axes must be a list of axis names"
+            raise ValueError(msg)
+        values["axes"] = tuple(axes) if axes is not None else None
         return cls(**values)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["leaked"] = list(self.leaked)
+        data["axes"] = list(self.axes) if self.axes is not None else None
         return data
 
 

@@ -6,22 +6,26 @@ fixed from 2.11.0", and for the T5 case the Lightning x transformers corner
 where it bites. This module turns a compat document into that picture, as
 data the renderers (HTML, Markdown, terminal) print; nothing here writes markup.
 
-Which axes a picture spans is derived from the cells, never declared:
+A variant is read along the axes it declares (``axes=`` on the variant, else
+its case's; the run file records them, and for older run files the report
+takes them from the cases), never along an axis picked from the data:
 
-1. *candidate* axes are the pins that vary across the cells where the variant
-   ran (an outcome other than ``install-failed``);
-2. of those, an axis is *drawn* when the outcome changes along it with every
-   other pin held -- because the planner runs every variant in every cell that
-   installs its packages, a torch-only bug also runs in the Lightning x
-   transformers cells, and by pins alone every variant would span three or
-   four axes. Axes along which nothing changes are folded away: the cells
-   they separate agree, so nothing is lost;
-3. one drawn axis is a *strip*, two a *grid*; none (the variant behaves the
-   same everywhere) is a strip along the candidate axis with most values, so
-   "fixed on every torch" is still a picture; more than two keep the two with
-   most values, and positions whose folded cells disagree show every outcome
-   they hold (a *mixed* mark, titled with the cells); the picture's ``note``
-   says so and points at the per-cell table.
+1. its positions are the cells where it ran, projected on its declared axes;
+   every other pin of those cells is *context*: folded into the position and
+   shown as the sets it was "held at" (``held at py 3.11 · pl 2.0.3, 2.6.6``),
+   never a column and never the reading. Adding a case (and its cells) thus
+   changes no other variant's axes;
+2. one declared axis with more than one value is a *strip*, two a *grid*;
+   a declared axis with a single value is held (a strip of one position when
+   no declared axis has more), a variant that declares none is one reading
+   (a ``list``); more than two keep the two with most values, and the note says so;
+3. where cells held at different context pins disagree, the position is
+   *mixed* (every outcome, titled with its cells), and where it shows more than
+   one outcome but no flip (cells differ on both axes read at once, or only in
+   pins it does not declare) the track says why in words (:attr:`Track.unread`);
+4. only a variant whose declaration nothing recorded (an older compat document
+   or a hand-built run file, with no case to ask) is read along the pins that
+   vary where it ran, and its picture's note says so.
 
 A workaround is drawn with the variant it works around (same case and
 device), on the same axes, so "where the bug bites, does the workaround hold"
@@ -41,6 +45,7 @@ outcome symbols from :class:`~bugmatrix.cell.outcomes.Outcome`. Nothing here nam
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 
 from bugmatrix.cell.outcomes import Outcome
@@ -58,7 +63,7 @@ from bugmatrix.report.marks import (
     symbol,
     version_key,
 )
-from bugmatrix.report.model import Compat, Entry, Variant
+from bugmatrix.report.model import Cell, Compat, Entry, Variant
 
 # The value types are re-exported: callers import what a picture is and how to get one from here.
 __all__ = ["Boundary", "Flip", "Mark", "Picture", "Track", "axis_values", "boundary_text", "pictures", "symbol", "version_key"]
@@ -72,20 +77,6 @@ _INSTALL_FAILED, _MISSING = Outcome.INSTALL_FAILED, Outcome.MISSING  # NOT_RUN, 
 def _ran(per_cell: Mapping[str, Entry]) -> dict[str, Outcome]:
     """cell id -> outcome, for the cells where the variant's environment installed."""
     return {cell: o for cell, e in per_cell.items() if (o := e.outcome) is not _INSTALL_FAILED and o is not _MISSING}
-
-
-def _drawn_axes(outcomes: dict[str, Outcome], pins: Mapping[str, Mapping[str, str]], candidates: list[str]) -> list[str]:
-    """Candidate axes along which the outcome changes with every other candidate pin held."""
-    drawn = []
-    for axis in candidates:
-        others = [a for a in candidates if a != axis]
-        seen: dict[tuple[str, ...], Outcome] = {}
-        for cell, outcome in outcomes.items():
-            key = tuple(pins[cell].get(a, "") for a in others)
-            if seen.setdefault(key, outcome) != outcome:
-                drawn.append(axis)
-                break
-    return drawn
 
 
 def _marks(per_cell: Mapping[str, Entry], pins: Mapping[str, Mapping[str, str]], axes: tuple[str, ...]) -> dict[tuple[str, ...], Mark]:
@@ -132,6 +123,16 @@ def _line_flips(line: list[tuple[str, Mark]], axis: str, shorts: Mapping[str, st
     return flips
 
 
+def _usable_on_line(marks: dict[tuple[str, ...], Mark], along: int, fixed: str, values: tuple[str, ...]) -> int:
+    """How many positions of one grid line hold a single outcome of running."""
+    count = 0
+    for v in values:
+        mark = marks.get((v, fixed) if along == 0 else (fixed, v))
+        if mark is not None and mark.single is not None and mark.single not in NOT_RUN:
+            count += 1
+    return count
+
+
 def _flips(
     marks: dict[tuple[str, ...], Mark], axes: tuple[str, ...], values: tuple[tuple[str, ...], ...], shorts: Mapping[str, str]
 ) -> list[Flip]:
@@ -150,10 +151,13 @@ def _flips(
                 same = (f.axis, f.before, f.after, f.was, f.now, f.adjacent)
                 found.setdefault(same, []).append(fixed)
                 declared[same] = declared.get(same, True) and f.declared
+    # A flip is "everywhere" when it occurs on every line that has two outcomes to compare: a line where nothing
+    # (or one release) ran -- a missing cell, another case's column -- neither shows nor contradicts it.
+    readable = [{fixed for fixed in values[1 - along] if _usable_on_line(marks, along, fixed, values[along]) > 1} for along in (0, 1)]
     flips = []
     for (axis, before, after, was, now, adjacent), at in found.items():
         other_axis = axes[1] if axis == axes[0] else axes[0]
-        everywhere = len(at) == len(values[axes.index(other_axis)])
+        everywhere = set(at) >= readable[axes.index(axis)]
         flips.append(Flip(
             axis, before, after, was, now, () if everywhere else tuple(at), other_axis, adjacent,
             axis_short=shorts.get(axis, axis), other_short=shorts.get(other_axis, other_axis),
@@ -181,14 +185,20 @@ def _edges(
     return edges
 
 
+def _observed_pins(cell: Cell, axes: Iterable[str]) -> dict[str, str]:
+    """What an unpinned cell observed for each axis, as a release (``2.5.1+cu124`` -> ``2.5.1``): its position on a picture."""
+    return {a: v.split("+")[0] for a in axes if (v := cell.observed(a))}
+
+
 class _Cells:
     """The cells' pins, the document's axes and each axis's release order, computed once per document (1,000 cells x 20 variants)."""
 
     def __init__(self, compat: Compat) -> None:
-        cells = compat.cells
+        self.axes = list(compat.axis_names)
+        # A cell that pins nothing (the system cell: the environment as it is) sits where its observed releases are.
+        cells = tuple(c if c.pins else dataclasses.replace(c, pins=_observed_pins(c, self.axes)) for c in compat.cells)
         self.list = cells
         self.pins = {c.id: c.pins for c in cells}
-        self.axes = list(compat.axis_names)
         self.shorts = {a: compat.short(a) for a in self.axes}
         # Ranks instead of Version objects: sorting a subset is then integer comparisons.
         self.rank = {a: {v: i for i, v in enumerate(axis_values(cells, a))} for a in self.axes}
@@ -197,48 +207,101 @@ class _Cells:
         return sorted({self.pins[c].get(axis, "") for c in ids}, key=self.rank[axis].__getitem__)
 
 
+def _read_axes(group: list[Variant], ran_ids: list[str], cells: _Cells) -> tuple[list[str], str]:
+    """The axes a picture reads its variant along: the ones it declares (document order), and a note when some cannot be drawn.
+
+    A declared axis with one value where the variant ran is still its axis: it
+    is drawn (one position) when no declared axis has more, else it is held. A
+    variant that declares no axis is one reading for every cell it ran in.
+    Only a variant whose declaration nothing recorded (an older document, a
+    hand-built run file) is read along the pins that vary where it ran.
+    """
+    declared = group[0].axes
+    counts = {a: len(cells.values(ran_ids, a)) for a in cells.axes}
+    if declared is None:
+        axes = [a for a in cells.axes if counts[a] > 1]
+        note = "no run file or case says which axes it declares: read along every pin that varies where it ran" if axes else ""
+    else:
+        axes = [a for a in cells.axes if a in declared]
+        note = ""
+        unknown = [a for a in declared if a not in cells.axes]
+        if unknown:
+            note = f"declares {', '.join(unknown)}, which no cell here pins: not read along it"
+        spanning = [a for a in axes if counts[a] > 1]
+        axes = spanning or axes[:1]
+    if len(axes) > 2:
+        keep = sorted(axes, key=lambda a: -counts[a])[:2]
+        extra = [a for a in axes if a not in keep]
+        note = (
+            f"also spans {', '.join(extra)}: positions where those cells disagree show every outcome; "
+            "the per-cell table below has each cell"
+        )
+        axes = [a for a in axes if a in keep]
+    return axes, note
+
+
+def _held(ran: list[str], axes: tuple[str, ...], cells: _Cells) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The pins of the cells where it ran that the picture does not read along, as sets: context, never the reading
+    ("" where a cell does not install it)."""
+    return tuple(
+        (a, tuple(values)) for a in cells.axes if a not in axes and (values := cells.values(ran, a)) and values != [""]
+    )  # fmt: skip
+
+
+def _unread(
+    marks: dict[tuple[str, ...], Mark], axes: tuple[str, ...], held: Mapping[str, tuple[str, ...]], shorts: Mapping[str, str]
+) -> str:
+    """Why a track with more than one outcome shows no flip, in words (never a bare "no boundary")."""
+    singles = {k: m.single for k, m in marks.items() if m.single is not None and m.single not in NOT_RUN}
+    mixed = [k for k, m in marks.items() if m.single is None and len([o for o in m.outcomes if o not in NOT_RUN]) > 1]
+    name = " × ".join(shorts.get(a, a) for a in axes)
+
+    def at(key: tuple[str, ...]) -> str:
+        return " · ".join(f"{shorts.get(a, a)} {v}" for a, v in zip(axes, key, strict=True)) or "every cell"
+
+    if mixed:
+        context = ", ".join(shorts.get(a, a) for a, values in held.items() if len(values) > 1) or "nothing it does not declare"
+        return (
+            f"mixed at {at(mixed[0])}{f' +{len(mixed) - 1}' if len(mixed) > 1 else ''}: its cells there differ only in pins it does "
+            f"not declare ({context}); declare that axis or see the per-cell table"
+        )
+    if len(set(singles.values())) > 1:
+        shown = "; ".join(f"{symbol(o)} at {at(k)}" for k, o in list(singles.items())[:4])
+        return f"cannot be read along {name}: the cells where it ran differ on all of them at once ({shown})"
+    return ""
+
+
 def _picture(group: list[Variant], results: Mapping[str, Mapping[str, Entry]], cells: _Cells) -> Picture:
     pins = cells.pins
     ran = {v.id: _ran(results.get(v.id, {})) for v in group}
     ran_ids = [c for c in pins if any(c in r for r in ran.values())]
-    counts = {a: len(cells.values(ran_ids, a)) for a in cells.axes}
-    candidates = [a for a in cells.axes if counts[a] > 1]
-    drawn = list(dict.fromkeys(a for v in group for a in _drawn_axes(ran[v.id], pins, candidates)))
-    drawn = [a for a in candidates if a in drawn]
-    note = ""
-    if not drawn:
-        fallback = max(candidates or [a for a in cells.axes if counts[a]] or cells.axes[:1], key=lambda a: counts.get(a, 0))
-        drawn = [fallback]
-    if len(drawn) > 2:
-        keep = sorted(drawn, key=lambda a: -counts[a])[:2]
-        extra = [a for a in drawn if a not in keep]
-        note = (
-            f"also changes with {', '.join(extra)}: positions where those cells disagree show every outcome; "
-            "the per-cell table below has each cell"
-        )
-        drawn = [a for a in drawn if a in keep]
+    read, note = _read_axes(group, ran_ids, cells)
+    counts = {a: len(cells.values(ran_ids, a)) for a in read}
     # Columns run along the axis with more values: the page is wider than it is tall per picture.
-    axes = tuple(sorted(drawn, key=lambda a: -counts[a]))
-    # Drawn over every cell with an entry: an install failure shows as ⚠ and leaves a visible gap.
-    listed = [c for c in pins if any(c in results.get(v.id, {}) for v in group)]
+    axes = tuple(sorted(read, key=lambda a: -counts[a]))
+    # Drawn over every cell with an entry that has a pin on each axis read: an install failure shows as ⚠ and leaves a visible gap.
+    listed = [c for c in pins if any(c in results.get(v.id, {}) for v in group) and all(pins[c].get(a) for a in axes)]
     values = tuple(tuple(cells.values(listed, a)) for a in axes)
+    held = _held([c for c in ran_ids if all(pins[c].get(a) for a in axes)], axes, cells)
     tracks = []
     listed_pins = {c: pins[c] for c in listed}
     for v in group:
         marks = _marks(results.get(v.id, {}), listed_pins, axes)
-        tracks.append(Track(v, marks, _flips(marks, axes, values, cells.shorts)))
-    folded = tuple(a for a in candidates if a not in axes)
-    kind = "strip" if len(axes) == 1 else "grid"
-    if len(values[0]) > MAX_COLUMNS or (len(axes) > 1 and len(values[1]) > MAX_ROWS):
+        flips = _flips(marks, axes, values, cells.shorts) if axes else []
+        tracks.append(Track(v, marks, flips, "" if flips else _unread(marks, axes, dict(held), cells.shorts)))
+    kind = "list" if not axes else "strip" if len(axes) == 1 else "grid"
+    if axes and (len(values[0]) > MAX_COLUMNS or (len(axes) > 1 and len(values[1]) > MAX_ROWS)):
         # Wider than a 1280 px page can show: keep the flips, leave the drawing to the per-cell table.
         kind = "list"
         note = (
             f"{' × '.join(str(len(v)) for v in values)} releases are too many to draw in 1280 px; "
             "its flips are listed and the per-cell table below has every cell"
         )
+    elif not axes:
+        note = note or "declares no axis: one reading for every cell it ran in"
     return Picture(
-        kind=kind, axes=axes, values=values, tracks=tracks, folded=folded, note=note,
-        flip_edges=_edges(tracks[0].marks, axes, values) if kind != "list" else {}, shorts=cells.shorts,
+        kind=kind, axes=axes, values=values, tracks=tracks, folded=tuple(a for a, _ in held), note=note,
+        flip_edges=_edges(tracks[0].marks, axes, values) if kind != "list" else {}, shorts=cells.shorts, held=held,
     )  # fmt: skip
 
 

@@ -37,7 +37,7 @@ import json
 import sys
 from pathlib import Path
 
-from bugmatrix.cell.runfile import load_run_dir
+from bugmatrix.cell.runfile import RunRecord, load_run_dir
 from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
 from bugmatrix.files import check_output_file, locked_directories, write_files
 from bugmatrix.paths import REFERENCE
@@ -201,6 +201,23 @@ def run_report(args: argparse.Namespace) -> int:
     return FINDINGS_EXIT_CODE if (args.fail_on_regression and failing) else 0
 
 
+def _declared_axes(args: argparse.Namespace, runs: list[RunRecord]) -> dict[str, tuple[str, ...]]:
+    """Each variant's declared axes from the cases, for run files written before their records carried them.
+
+    The one place the report reads the cases: a variant is read along the axes
+    it declares, and an older run file cannot say which (the cases' own
+    declarations say it, as the cells that wrote those files ran them).
+    """
+    if all(record.axes is not None for run in runs for record in run.results):
+        return {}
+    cases = getattr(args, "cases", None)
+    if cases is None or not Path(cases).is_dir():
+        return {}
+    from bugmatrix.plan.catalog import load_catalog
+
+    return {v.id: tuple(v.axes) for v in load_catalog(Path(cases)).variants}
+
+
 def _build(
     args: argparse.Namespace, plan: dict | None, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str
 ) -> tuple[NightReport, list[Night], list[str], Path]:
@@ -221,7 +238,7 @@ def _build(
     )  # fmt: skip
     compat = merge_runs(
         runs, profile=profile, commit=git_commit(args.root), generated=now.isoformat(timespec="seconds"), expectation=expectation,
-        profile_source=source,
+        profile_source=source, declared=_declared_axes(args, runs),
     )  # fmt: skip
     history_path = _history_path(args)
     # Tonight joins the history before the diff, so a flap that came back tonight is already called flaky.

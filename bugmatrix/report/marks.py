@@ -37,6 +37,8 @@ JOINS = {Kind.WORKAROUND: "workaround_for", Kind.UPSTREAM: "counterpart"}
 #: The most releases a strip or grid draws along its columns / rows and still fits 1280 px.
 MAX_COLUMNS = 20
 MAX_ROWS = 40
+#: The most values of one held axis a picture's caption names before it says "…".
+HELD_SHOWN = 4
 #: Verbs for a flip from ``was`` to ``now``; the default is keyed by ``now`` alone. "regressed in" only
 #: where the new outcome is not what its expectation declares (see :attr:`Flip.declared`).
 _PAIR_VERBS = {(Outcome.REPRODUCED, Outcome.FIXED): "fixed in", (Outcome.FIXED, Outcome.REPRODUCED): "regressed in"}
@@ -125,7 +127,7 @@ class Flip:
         if not self.adjacent:
             text += f" (first after {self.before})"
         if self.at:
-            shown = ", ".join(v or "unpinned" for v in self.at[:3]) + (f" +{len(self.at) - 3}" if len(self.at) > 3 else "")
+            shown = ", ".join(self.at[:3]) + (f" +{len(self.at) - 3}" if len(self.at) > 3 else "")
             text += f" at {self.other_short or self.other_axis} {shown}"
         return text
 
@@ -137,6 +139,9 @@ class Track:
     variant: Variant
     marks: dict[tuple[str, ...], Mark]
     flips: list[Flip]
+    #: Where it has more than one outcome and no flip: why, in words (cells that differ on both axes read at once,
+    #: or outcomes that differ with pins it does not declare); "" otherwise.
+    unread: str = ""
 
     @property
     def name(self) -> str:
@@ -152,9 +157,12 @@ class Track:
 class Picture:
     """A strip (one axis) or grid (two) of a variant and the workarounds for it.
 
+    ``axes`` are the axes the variant declares (:mod:`~bugmatrix.report.boundaries`);
     ``values[i]`` are axis ``axes[i]``'s values in release order; on a grid
     ``axes[0]`` runs along the columns. ``tracks[0]`` is the variant itself,
-    the rest its workarounds.
+    the rest its workarounds. ``held`` are the other pins of its cells, each
+    with the set of values it was held at ("" where a cell does not install
+    it): context, folded into each position, never the reading.
     """
 
     kind: str  # strip | grid | list (too many releases to draw: flips only)
@@ -165,6 +173,18 @@ class Picture:
     note: str = ""
     flip_edges: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
     shorts: Mapping[str, str] = field(default_factory=dict)  # axis -> short name, from the document
+    held: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def held_text(self) -> str:
+        """``held at py 3.11 · pl 2.0.3, 2.6.6, not installed``: the context of every position, "" where there is none."""
+        parts = []
+        for axis, values in self.held:
+            shown = [v or "not installed" for v in values]
+            if len(shown) > HELD_SHOWN:  # a caption, not a table: the first and last, and how many
+                shown = [shown[0], "…", f"{shown[-1]} ({len(shown)} values)"]
+            parts.append(f"{self.short(axis)} {', '.join(shown)}")
+        return "held at " + " · ".join(parts) if parts else ""
 
     def short(self, axis: str) -> str:
         """An axis's short name (``pl``), as in the document's cell ids."""
@@ -182,11 +202,11 @@ def boundary_text(picture: Picture, track: Track | None = None) -> str:
         outcomes = {o for m in track.marks.values() for o in m.outcomes if o not in NOT_RUN}
         if len(outcomes) == 1:
             return f"{outcomes.pop().label} everywhere"
-        return "no boundary along " + " × ".join(picture.short(a) for a in picture.axes)
+        return track.unread or "no outcome to read"
     parts = []
     for f in track.flips:
         text = f"{picture.short(f.axis)} {f.before} {symbol(f.was)} → {f.after} {symbol(f.now)}"
         if f.at:
-            text += f" (at {picture.short(f.other_axis)} {', '.join(v or 'unpinned' for v in f.at[:2])}{' …' if len(f.at) > 2 else ''})"
+            text += f" (at {picture.short(f.other_axis)} {', '.join(f.at[:2])}{' …' if len(f.at) > 2 else ''})"
         parts.append(text)
     return "; ".join(parts)

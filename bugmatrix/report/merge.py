@@ -172,7 +172,7 @@ def _variant(record: VariantRecord) -> Variant:
     kind = record.kind
     return Variant(
         id=record.id, case=record.case, name=record.variant, device=record.device, kind=kind if type(kind) is Kind or not kind else Kind(kind),
-        workaround_for=record.workaround_for, counterpart=record.counterpart, evidence=record.evidence,
+        workaround_for=record.workaround_for, counterpart=record.counterpart, evidence=record.evidence, axes=record.axes,
     )  # fmt: skip
 
 
@@ -234,11 +234,14 @@ def merge_runs(
     plan: dict | None = None,
     expectation: Expectation | None = None,
     profile_source: str = "",
+    declared: Mapping[str, tuple[str, ...]] | None = None,
 ) -> Compat:
     """One compat document from many run files: cells in the plan's order, else in the order given, then the expected cells no run holds.
 
     ``expectation`` says what should be there (:func:`bugmatrix.report.expectation.expect`);
     a bare ``plan`` stands for ``from_plan(plan)``; neither: each run file's own selection.
+    ``declared`` (variant id -> the axes it declares) stands in where a run file does not record a variant's
+    axes (files written before records carried them): the report reads a variant along those axes only.
     """
     if expectation is None:
         expectation = from_plan(plan) if plan is not None else Expectation(ExpectationSource.RUNS, "each run file's own selection")
@@ -264,8 +267,10 @@ def merge_runs(
                 variants[record.id] = _variant(record)
             elif known.kind is None and record.kind:  # a crashed record knows no kind; another cell does
                 variants[record.id] = dataclasses.replace(
-                    known, kind=record.kind, workaround_for=record.workaround_for, evidence=record.evidence
+                    known, kind=record.kind, workaround_for=record.workaround_for, evidence=record.evidence, axes=record.axes
                 )
+            elif known.axes is None and record.axes is not None:
+                variants[record.id] = dataclasses.replace(known, axes=record.axes)
             results.setdefault(record.id, {})[run.cell] = _entry(record)
     for run in runs:
         if _failed(run):
@@ -283,6 +288,10 @@ def merge_runs(
     cells += [
         Cell(c.id, dict(c.pins), install=Install(InstallStatus.MISSING, "no run file")) for c in expectation.cells if c.id not in ran
     ]  # fmt: skip
+    if declared:
+        for vid, variant in variants.items():
+            if variant.axes is None and vid in declared:
+                variants[vid] = dataclasses.replace(variant, axes=tuple(declared[vid]))
     ordered = sorted(variants.values(), key=lambda v: (v.case, v.kind.order if v.kind else 9, v.name, v.device))
     siblings: dict[str, list[str]] = {}
     for expected in expectation.cells:

@@ -213,6 +213,9 @@ class Variant:
     workaround_for: str | None = None
     counterpart: str | None = None
     evidence: str = ""
+    #: The axes the variant declares it spans: the only axes it is read along (:mod:`~bugmatrix.report.boundaries`).
+    #: None where nothing said (an older document, a variant no run or case described).
+    axes: tuple[str, ...] | None = None
 
     @property
     def tag(self) -> str:
@@ -247,11 +250,14 @@ class Variant:
         return cls(variant_id, parsed.case, parsed.name, parsed.device)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "id": self.id, "case": self.case, "variant": self.name, "device": self.device,
             "kind": self.kind.value if self.kind else None, "workaround_for": self.workaround_for,
             "counterpart": self.counterpart, "evidence": self.evidence,
         }  # fmt: skip
+        if self.axes is not None:  # absent where nothing said (an older document reads back the same)
+            data["axes"] = list(self.axes)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Variant:
@@ -259,6 +265,7 @@ class Variant:
             id=str(data["id"]), case=str(data["case"]), name=str(data["variant"]), device=str(data["device"]),
             kind=Kind(data["kind"]) if data.get("kind") else None, workaround_for=data.get("workaround_for"),
             counterpart=data.get("counterpart"), evidence=str(data.get("evidence") or ""),
+            axes=tuple(str(a) for a in data["axes"]) if data.get("axes") is not None else None,
         )  # fmt: skip
 
 

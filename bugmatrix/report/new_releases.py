@@ -13,6 +13,12 @@ holds*: the cell with the same other pins and the nearest lower version::
     torch 2.16.0 (new): autocast_cache::core fixed, as in 2.15.0
     torch 2.16.0 (new): autocast_cache::core reproduced, but fixed in 2.15.0 — a regression candidate
 
+A pin that is new to this run but that upstream did not just ship -- the
+first pins of a new axis, or an older release a profile added on purpose --
+is said quietly: ``numpy 1.26.4 (new in this matrix)``, listed apart from the
+releases (:func:`is_addition`); only a release newer than every release of its
+axis the baseline holds, or what ``latest`` resolved to, is a *new release*.
+
 "Regression candidate" only where the new outcome is not what its expectation
 declares; a change the expectation declares is said as such. A cell of a new
 release whose environment could not be built is a note of its own, with
@@ -31,7 +37,7 @@ from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.report.diff import Change, ChangeKind
-from bugmatrix.report.model import Cell, Compat, Entry
+from bugmatrix.report.model import Cell, Compat, Entry, InstallStatus
 from bugmatrix.versions import parse_version
 
 __all__ = [
@@ -39,6 +45,7 @@ __all__ = [
     "ReleaseGroup",
     "ReleaseNote",
     "install_changes",
+    "is_addition",
     "new_releases",
     "one_line_reason",
     "release_groups",
@@ -46,6 +53,8 @@ __all__ = [
 ]
 
 _UNJUDGED = frozenset({Verdict.NEW, Verdict.NOT_RUN, None})
+#: How a note names its pin: a release upstream shipped, or a pin this matrix added (a new axis, an older release).
+NEW, NEW_IN_MATRIX = "(new)", "(new in this matrix)"
 
 
 class NoteKind(enum.StrEnum):
@@ -74,6 +83,7 @@ class ReleaseNote:
     kind: NoteKind
     text: str
     reason: str = ""  # uv's one-line reason, for a cell that did not install
+    addition: bool = False  # new to this matrix (a new axis, an older release added on purpose), not a new upstream release
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -131,6 +141,28 @@ def new_releases(compat: Compat, baseline: Compat | None) -> list[tuple[str, str
             if (baseline and pair not in before) or (not baseline and unjudged):
                 found.append(pair)
     return found
+
+
+def is_addition(compat: Compat, baseline: Compat | None, axis: str, version: str) -> bool:
+    """True for a pin new to this run that upstream did not just ship: a new axis, or a release older than one already judged.
+
+    What ``latest`` resolved to is always a release. With a baseline, a pin
+    is an addition when the baseline has no installed cell pinning its axis
+    (a new axis), or when it is older than the newest such release there.
+    Without one, when an earlier release of its axis is in this run.
+    """
+    tracked = {(a, t.resolved) for a, t in compat.tracking.axes.items()} | {
+        (a, t.resolved) for c in compat.cells for a, t in c.tracked.items()
+    }
+    if (axis, version) in tracked:
+        return False
+    mine = parse_version(version)
+    reference = baseline if baseline is not None else compat
+    # Only cells that installed judged a release: a pin that never installed (torch 9.0.0) is no newer release than tonight's.
+    known = [v for c in reference.cells if c.install.status is InstallStatus.OK and (v := parse_version(c.pins.get(axis, ""))) is not None]
+    if not known:
+        return baseline is not None  # no earlier cell pins the axis: a new axis (without a baseline: nothing to tell)
+    return mine is not None and mine < max(known)
 
 
 def _previous_index(cells: Sequence[Cell], axis: str) -> dict[tuple, list[tuple[Version, str, str]]]:
@@ -204,12 +236,16 @@ def release_notes(compat: Compat, baseline: Compat | None) -> list[ReleaseNote]:
     for axis, version in releases:
         index = indexes.setdefault(axis, _previous_index(compat.cells, axis))
         holders = [c for c in compat.cells if c.pins.get(axis) == version]
+        addition = is_addition(compat, baseline, axis, version)
+        new = NEW_IN_MATRIX if addition else NEW
         for cell in holders:
             if cell.failed:
                 reason = one_line_reason(cell.install.reason)
-                text = f"{axis} {version} (new){_where(compat, cell, axis, len(holders))}: does not install in {cell.id}: {reason}"
+                text = f"{axis} {version} {new}{_where(compat, cell, axis, len(holders))}: does not install in {cell.id}: {reason}"
                 notes.append(
-                    ReleaseNote(axis, version, "", cell.id, Outcome.INSTALL_FAILED, None, None, NoteKind.DOES_NOT_INSTALL, text, reason)
+                    ReleaseNote(
+                        axis, version, "", cell.id, Outcome.INSTALL_FAILED, None, None, NoteKind.DOES_NOT_INSTALL, text, reason, addition
+                    )
                 )
         for variant in compat.variants:
             ran = ran_by_variant[variant.id]
@@ -224,8 +260,12 @@ def release_notes(compat: Compat, baseline: Compat | None) -> list[ReleaseNote]:
                 tail = _TAILS[kind].format(
                     outcome=entry.outcome, previous_version=previous_version, previous_outcome=previous_outcome, axis=axis
                 )
-                text = f"{axis} {version} (new){_where(compat, cell, axis, len(holders))}: {variant.id} {tail}"
-                notes.append(ReleaseNote(axis, version, variant.id, cell.id, entry.outcome, previous_version, previous_outcome, kind, text))
+                text = f"{axis} {version} {new}{_where(compat, cell, axis, len(holders))}: {variant.id} {tail}"
+                notes.append(
+                    ReleaseNote(
+                        axis, version, variant.id, cell.id, entry.outcome, previous_version, previous_outcome, kind, text, addition=addition
+                    )
+                )
     return notes
 
 
@@ -248,6 +288,7 @@ class ReleaseGroup:
     previous: tuple[str, ...] = ()
     notable: tuple[ReleaseNote, ...] = ()
     not_installed: tuple[ReleaseNote, ...] = ()
+    addition: bool = False  # new to this matrix, not a new upstream release: said quietly, after the findings
 
     @property
     def installs(self) -> bool:
@@ -261,7 +302,7 @@ class ReleaseGroup:
     @property
     def headline(self) -> str:
         """``torch 2.16.0 (new): 44 of 46 results as in 2.15.0; 2 differ`` or ``torch 2.99.0 (new): does not install in 2 cells: …``."""
-        head = f"{self.axis} {self.version} (new): "
+        head = f"{self.axis} {self.version} {NEW_IN_MATRIX if self.addition else NEW}: "
         failed = ""
         if self.not_installed:
             reason = self.not_installed[0].reason
@@ -278,11 +319,13 @@ class ReleaseGroup:
 
 
 def release_groups(notes: Iterable[ReleaseNote]) -> list[ReleaseGroup]:
-    """The notes per new release: a release that does not install first, then those with a regression candidate, else first-seen order."""
+    """The notes per new release: a release that does not install first, then upstream releases before additions, those with a
+    regression candidate first, else first-seen order."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for note in notes:
         group = groups.setdefault(
-            (note.axis, note.version), {"total": 0, "same": 0, "first": 0, "previous": [], "notable": [], "not_installed": []}
+            (note.axis, note.version),
+            {"total": 0, "same": 0, "first": 0, "previous": [], "notable": [], "not_installed": [], "addition": note.addition},
         )
         if note.kind is NoteKind.DOES_NOT_INSTALL:
             group["not_installed"].append(note)
@@ -301,10 +344,11 @@ def release_groups(notes: Iterable[ReleaseNote]) -> list[ReleaseGroup]:
             axis, version, g["total"], g["same"], g["first"],
             tuple(sorted(g["previous"], key=lambda v: parse_version(v) or Version("0"))),
             tuple(sorted(g["notable"], key=lambda n: n.kind is not NoteKind.REGRESSION_CANDIDATE)), tuple(g["not_installed"]),
+            g["addition"],
         )
         for (axis, version), g in groups.items()
     ]  # fmt: skip
-    return sorted(built, key=lambda g: (g.installs, not g.has_regression_candidate))
+    return sorted(built, key=lambda g: (g.installs, g.addition, not g.has_regression_candidate))
 
 
 def install_changes(groups: Iterable[ReleaseGroup]) -> list[Change]:

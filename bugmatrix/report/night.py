@@ -132,15 +132,31 @@ class NightReport:
 
     @property
     def expectation_text(self) -> str:
-        """``Expected: the plan … (70 cells); profile full from the plan.`` (+ what was dropped on purpose): every view says it."""
+        """``Expected: the plan … (70 cells); profile full from the plan.``: every view says it (what was dropped: :attr:`dropped_text`)."""
         summary, compat = self.compat.expectation, self.compat
-        text = f"Expected: {summary.text or 'not recorded (an older document)'}; profile {compat.profile} from {compat.profile_source or 'the document'}."
+        return f"Expected: {summary.text or 'not recorded (an older document)'}; profile {compat.profile} from {compat.profile_source or 'the document'}."
+
+    @property
+    def dropped_text(self) -> str:
+        """What the baseline had and this plan left out on purpose: one line every view puts last (it is no finding), or ""."""
+        summary = self.compat.expectation
+        parts = []
         if summary.dropped:
             shown = ", ".join(summary.dropped[:5]) + (f" +{len(summary.dropped) - 5} more" if len(summary.dropped) > 5 else "")
-            text += f" {len(summary.dropped)} baseline cell(s) are not in this plan (dropped on purpose, not missing): {shown}."
+            parts.append(f"{len(summary.dropped)} baseline cell(s) are not in this plan (dropped on purpose, not missing): {shown}.")
         if summary.dropped_results:
-            text += f" {summary.dropped_results} baseline result(s) are no longer planned or collected (dropped on purpose)."
-        return text
+            parts.append(f"{summary.dropped_results} baseline result(s) are no longer planned or collected (dropped on purpose).")
+        return " ".join(parts)
+
+    @property
+    def upstream_releases(self) -> tuple[ReleaseGroup, ...]:
+        """New releases upstream shipped (and additions that do not install: a failure leads whatever it is): lead every view."""
+        return tuple(g for g in self.releases if not g.addition or not g.installs)
+
+    @property
+    def additions(self) -> tuple[ReleaseGroup, ...]:
+        """Pins new to this matrix on purpose (a new axis, an older release) that install: said quietly, after the findings."""
+        return tuple(g for g in self.releases if g.addition and g.installs)
 
     @cached_property
     def pictures_by_variant(self) -> dict[str, Picture]:

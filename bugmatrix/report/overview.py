@@ -96,10 +96,10 @@ def _figure(picture: Picture, history: Mapping[str, VariantHistory]) -> Figure:
     target = picture.tracks[0]
     short = [picture.short(a) for a in picture.axes]
     flips = [(t.variant.id, f.axis, f.after, f"{t.name}: {f.label}") for t in picture.tracks for f in t.flips]
-    folded = f"; folded (no change along them): {', '.join(picture.folded)}" if picture.folded else ""
+    folded = f"; {picture.held_text}" if picture.held else ""
     if picture.kind == "list":
         lines, heads, corner = [], [], ""
-        caption = f"along {' × '.join(picture.axes)}{folded}"
+        caption = f"along {' × '.join(picture.axes)}{folded}" if picture.axes else f"one reading{folded}"
     elif picture.kind == "strip":
         axis, values = picture.axes[0], picture.values[0]
         lines = [
@@ -109,7 +109,7 @@ def _figure(picture: Picture, history: Mapping[str, VariantHistory]) -> Figure:
             )
             for t in picture.tracks
         ]  # fmt: skip
-        heads = [(v or "unpinned", "") for v in values]
+        heads = [(v, "") for v in values]
         caption = f"strip along {axis}{folded}"
         corner = short[0]
     else:
@@ -130,8 +130,8 @@ def _figure(picture: Picture, history: Mapping[str, VariantHistory]) -> Figure:
                     names = ", ".join(f"{w.name} {w.marks.get(key, Mark()).outcome or 'not run'}" for w in workarounds)
                     spot = Spot(spot.text, spot.cls, f"{spot.title}; also on this picture: {names}", spot.sub)
                 spots.append(spot)
-            lines.append(Line(head=r or "unpinned", variant_id=target.variant.id, role="", spots=spots))
-        heads = [(c or "unpinned", "") for c in cols]
+            lines.append(Line(head=r, variant_id=target.variant.id, role="", spots=spots))
+        heads = [(c, "") for c in cols]
         caption = f"grid: {picture.axes[0]} across, {picture.axes[1]} down{folded}"
         corner = f"{short[1]} ╲ {short[0]}"
     return Figure(

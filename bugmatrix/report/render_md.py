@@ -150,7 +150,11 @@ def _boundary_lines(drawn: list[Picture]) -> list[str]:
     lines = []
     for picture in drawn:
         for track in picture.tracks:
-            flips = "; ".join(f.label for f in track.flips) or "no flip along " + " × ".join(picture.short(a) for a in picture.axes)
+            flips = (
+                "; ".join(f.label for f in track.flips)
+                or track.unread
+                or "no flip along " + " × ".join(picture.short(a) for a in picture.axes)
+            )
             role = f" *({track.role})*" if track.role else ""
             lines.append(f"- {code(track.name)}{role}: {escape_md(flips)}")
     return ["**Boundaries**", "", *lines, ""] if lines else []
@@ -232,6 +236,7 @@ def render_markdown(report: NightReport) -> str:
         if skipped:
             lines.append(f"\n{skipped} variant(s) ran in no cell (CUDA variants without a GPU, or an unmet requirement).")
         lines.append("")
+    lines += closing_lines(report)
     return "\n".join(lines) + "\n"
 
 
@@ -276,23 +281,45 @@ def render_step_summary(report: NightReport) -> str:
         counter.update(e.outcome for e in compat.entries(variant.id).values())
     for case, counter in counts.items():
         lines.append(f"| {escape_md(case)} | " + " | ".join(str(counter.get(o, 0)) for o in outcomes) + " |")
+    closing = closing_lines(report)
+    if closing:  # after the table, without the blank line it ends with (the summary ends in two newlines)
+        lines += ["", *closing[:-1]]
     return "\n".join(lines) + "\n\n"
+
+
+def closing_lines(report: NightReport) -> list[str]:
+    """What ends compat.md and the step summary: pins new to this matrix on purpose, and what the plan dropped (no findings)."""
+    lines: list[str] = []
+    if report.additions:
+        lines += [
+            "## New in this matrix",
+            "",
+            "Added on purpose (a new axis, or an older release a profile lists); not new upstream releases.",
+            "",
+        ]
+        for group in report.additions:
+            lines.append(f"- {escape_md(group.headline)}")
+            lines += [f"  - {escape_md(note.text)}" for note in group.notable[:LINE_LIMIT]]
+        lines.append("")
+    if report.dropped_text:
+        lines += [escape_md(report.dropped_text), ""]
+    return lines
 
 
 def explained_lines(report: NightReport, limit: int | None = LINE_LIMIT) -> list[str]:
     """Markdown sections for new releases (those that do not install and regression candidates first) and moved distributions."""
     lines: list[str] = []
-    if report.releases:
+    if report.upstream_releases:
         lines += ["## New releases", ""]
         listed = 0
-        for group in report.releases:
+        for group in report.upstream_releases:
             lines.append(f"- {escape_md(group.headline)}")
             for note in (*group.not_installed, *group.notable):
                 if limit is not None and listed >= limit:
                     break
                 lines.append(f"  - {escape_md(note.text)}")
                 listed += 1
-        hidden = sum(len(g.notable) + len(g.not_installed) for g in report.releases) - listed
+        hidden = sum(len(g.notable) + len(g.not_installed) for g in report.upstream_releases) - listed
         if hidden > 0:
             lines.append(f"- … and {hidden} more (compat.json: releases)")
         lines.append("")

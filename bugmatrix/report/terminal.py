@@ -20,7 +20,7 @@ from bugmatrix.report.model import Compat
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.render_lane import REUSED, lane_groups, reuse_groups
 
-__all__ = ["headline_lines", "render_terminal", "summary_rows", "use_colour"]
+__all__ = ["headline_lines", "render_terminal", "summary_rows", "trailing_lines", "use_colour"]
 
 #: Missing results and release notes named one by one before "… and N more": the page has them all.
 HEADLINE_LIMIT = 10
@@ -147,11 +147,21 @@ def headline_lines(report: NightReport) -> list[str]:
         if len(cells) > HEADLINE_LIMIT:
             lines.append(f"    … and {len(cells) - HEADLINE_LIMIT} more cell(s) (see compat.md or index.html)")
     lines += _lane_lines(report)
-    for group in report.releases:
-        lines.append(f"{'⚠' if not group.installs else '•'} NEW RELEASE {group.headline}")
+    for group in report.upstream_releases:
+        lines.append(f"{'⚠' if not group.installs else '•'} {'' if group.addition else 'NEW RELEASE '}{group.headline}")
         for note in (*group.not_installed, *group.notable)[:HEADLINE_LIMIT]:
             lines.append(f"    {note.text}")
     return lines + _reuse_lines(report)
+
+
+def trailing_lines(report: NightReport) -> list[str]:
+    """What closes the terminal, after the table: pins new to this matrix on purpose, and what the plan dropped (no findings)."""
+    lines = []
+    for group in report.additions:
+        lines.append(f"  {group.headline}")
+        for note in group.notable[:HEADLINE_LIMIT]:
+            lines.append(f"    {note.text}")
+    return lines + ([report.dropped_text] if report.dropped_text else [])
 
 
 def render_terminal(report: NightReport, *, colour: bool = False) -> str:
@@ -167,4 +177,5 @@ def render_terminal(report: NightReport, *, colour: bool = False) -> str:
             lines.append("    " + _paint(HELD + row[4], colour))
     if idle:
         lines.append(f"ran nowhere (skipped or not installed in every cell): {idle} variant(s)")
+    lines += [_paint(line, colour) for line in trailing_lines(report)]
     return "\n".join([*(_paint(line, colour) for line in headline_lines(report)), *lines])
