@@ -22,5 +22,7 @@ def test_random_and_the_device_runtime_are_seeded_and_no_other_distribution_is(m
     torch.manual_seed(7)
     seed_everything()
     assert random.random() == random.Random(0).random()
-    assert torch.rand(3).tolist() == torch.rand(3, generator=torch.Generator().manual_seed(0)).tolist(), "the device runtime, from the axis data"
+    assert torch.rand(3).tolist() == torch.rand(3, generator=torch.Generator().manual_seed(0)).tolist(), (
+        "the device runtime, from the axis data"
+    )
     assert (numpy.random.get_state()[1] == untouched).all(), "numpy is an axis here like any other: the harness leaves its generator alone"
