@@ -151,6 +151,8 @@ class Matrix:
     base_when: tuple[BaseWhen, ...] = ()
     within: Mapping[str, str] = field(default_factory=dict)  # profile -> the profile whose cells it must be a subset of
     reuse_max_age_days: int = DEFAULT_REUSE_MAX_AGE_DAYS  # results older than this are re-observed (bugmatrix/run/reuse.py)
+    #: ``[harness] source_builds = "refuse"``: a distribution with no wheel for a cell is its install failure, never a build.
+    refuse_source_builds: bool = False
 
     @property
     def interpreter(self) -> str:
@@ -551,7 +553,11 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
         table = check.table(rule, key, {"when", "profiles", "why"})
         when = check.specifiers(table.get("when", {}), f"{key}.when", set(axes))
         exclude.append(Rule(when, check.profile_names(table.get("profiles", list(profiles)), f"{key}.profiles", profiles)))
-    harness = check.requirements(check.table(data.get("harness", {}), "harness", {"requires"}).get("requires", []), "harness.requires")
+    harness_table = check.table(data.get("harness", {}), "harness", {"requires", "source_builds"})
+    harness = check.requirements(harness_table.get("requires", []), "harness.requires")
+    source_builds = harness_table.get("source_builds", "allow")
+    if source_builds not in ("allow", "refuse"):
+        raise check.fail("harness.source_builds", f"{source_builds!r} is not allow or refuse", 'write source_builds = "refuse"')
     gpu_select, runner = _gpu(check, data.get("gpu", {}), axes)
     reuse = check.table(data.get("reuse", {}), "reuse", {"max_age_days"})
     max_age = reuse.get("max_age_days", DEFAULT_REUSE_MAX_AGE_DAYS)
@@ -560,5 +566,5 @@ def parse_matrix(data: dict[str, Any], path: Path) -> Matrix:
     return Matrix(
         path, axes, base, profiles, tuple(exclude), tuple(_include(check, data.get("include", []), axes, base, profiles)),
         tuple(_constraints(check, data.get("constraints", []), axes)), harness, gpu_select, runner,
-        tuple(_base_when(check, data.get("base_when", []), axes)), within, max_age,
+        tuple(_base_when(check, data.get("base_when", []), axes)), within, max_age, source_builds == "refuse",
     )  # fmt: skip
