@@ -16,6 +16,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.run.lock import assembled_lock, lock_status, read_header
 from bugmatrix.run.lockpieces import (
     PIECES,
+    added_size,
     assemble_lock,
     is_stored_as_pieces,
     split_lock,
@@ -117,3 +118,16 @@ def test_every_committed_lock_assembles_into_a_complete_hashed_lock_and_every_pi
         assert all(line.endswith(" \\") for line in entries), f"{lock.name}: every distribution has hashes (--require-hashes)"
         assert stored_lock_files(complete, lock)[lock] == lock.read_text(), f"{lock.name}: stored exactly as nox -s lock stores it"
     assert unused_pieces(locks) == [], "no piece is left that no lock uses"
+
+
+def test_a_new_cell_that_shares_the_stack_costs_its_short_list_only() -> None:
+    """The price of new locks before they are committed: a committed lock offered again as a new cell adds no piece."""
+    locks = ROOT / "locks"
+    lock = next(iter(sorted(locks.glob("*.txt"))))
+    complete = assemble_lock(lock)
+    lines, size = added_size(locks, {"py311-new-cell": complete, "py311-another": complete})
+    stored = lock.read_text()
+    assert (lines, size) == (2 * stored.count("\n"), 2 * len(stored.encode())), "only the two cells' own files"
+    assert lines < complete.count("\n") / 4, "a fraction of the whole lock"
+    fresh = complete.replace(" \\\n    --hash=sha256:", " \\\n    --hash=sha256:0", 1)  # another file set: one new piece
+    assert added_size(locks, {"py311-new-cell": fresh})[0] > stored.count("\n")

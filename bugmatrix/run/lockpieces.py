@@ -31,6 +31,7 @@ from bugmatrix.files import write_files
 
 __all__ = [
     "PIECES",
+    "added_size",
     "assemble_lock",
     "is_stored_as_pieces",
     "piece_path",
@@ -147,3 +148,21 @@ def write_stored_lock(text: str, lock: Path) -> None:
     """Store uv's lock ``text`` as ``lock`` and its pieces, all or nothing; pieces no lock uses any more are removed."""
     files = stored_lock_files(text, lock)
     write_files(files, remove=unused_pieces(lock.parent, {lock: files[lock]}))
+
+
+def added_size(locks: Path, texts: Mapping[str, str]) -> tuple[int, int]:
+    """(lines, bytes) that storing these new locks (cell id -> uv's lock text) adds to ``locks``: their short files and new pieces.
+
+    What a new case costs in ``locks/`` before it is committed (the budget for a new two-axis case is 40,000
+    lines): a piece already stored, or added by an earlier text of the same call, costs nothing again.
+    """
+    lines = size = 0
+    seen = {p.name for p in (locks / PIECES).glob("*.txt")}
+    for cell, text in texts.items():
+        files = stored_lock_files(text, locks / f"{cell}.txt")
+        for path, body in files.items():
+            if path.parent.name == PIECES and path.name in seen:
+                continue
+            seen.add(path.name)
+            lines, size = lines + body.count("\n"), size + len(body.encode())
+    return lines, size
