@@ -197,7 +197,7 @@ def test_stability_and_bisect_build_a_planned_cell_from_its_lock(tmp_path: Path,
     lock.write_text(f"# requirements-sha256: {requirements_digest(matrix.requirements_for(pins))}\n# python: 3.11\nsix==1.17.0\n")
     seen: list[Path | None] = []
 
-    def record(*args: object, lock: Path | None = None) -> bool:
+    def record(*args: object, lock: Path | None = None, **settings: object) -> bool:
         seen.append(lock)
         raise InstallFailed("recorded")
 
