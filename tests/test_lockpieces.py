@@ -131,3 +131,29 @@ def test_a_new_cell_that_shares_the_stack_costs_its_short_list_only() -> None:
     assert lines < complete.count("\n") / 4, "a fraction of the whole lock"
     fresh = complete.replace(" \\\n    --hash=sha256:", " \\\n    --hash=sha256:0", 1)  # another file set: one new piece
     assert added_size(locks, {"py311-new-cell": fresh})[0] > stored.count("\n")
+
+
+def test_nox_s_lock_stores_a_current_whole_lock_as_pieces_without_resolving_and_check_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock another branch committed as uv wrote it: --check fails naming it, nox -s lock stores the same text as pieces."""
+    import tomllib
+
+    import bugmatrix.run.lock
+    from bugmatrix.plan.cells import Cell
+    from bugmatrix.plan.matrix import parse_matrix
+    from bugmatrix.run.lock import lock_path, requirements_digest, run_lock
+
+    matrix = parse_matrix(tomllib.loads((ROOT / "matrix.toml").read_text(encoding="utf-8")), ROOT / "matrix.toml")
+    pins = {"python": "3.11", "torch": "2.5.1"}
+    cell = Cell(matrix.cell_id(pins), pins, interpreter=matrix.interpreter)
+    text = HEADER.format(digest=requirements_digest(matrix.requirements_for(pins))).replace("# requirement: alpha\n", "") + LOCK
+    lock = lock_path(tmp_path, cell.id)
+    lock.parent.mkdir()
+    lock.write_text(text)
+    monkeypatch.setattr(bugmatrix.run.lock, "create_lock", lambda *a, **k: pytest.fail("a current lock is never resolved again"))
+    assert run_lock(matrix, [cell], tmp_path, check=True, era=False) == 1
+    assert f"locks/{cell.id}.txt: current, but stored whole; store it as pieces" in capsys.readouterr().out
+    assert run_lock(matrix, [cell], tmp_path, check=False, era=False) == 0
+    assert is_stored_as_pieces(lock.read_text()) and assemble_lock(lock) == text
+    assert run_lock(matrix, [cell], tmp_path, check=True, era=False) == 0

@@ -254,13 +254,19 @@ def run_lock(matrix: Matrix, cells: Sequence[Cell], root: Path, *, check: bool, 
             continue  # a CUDA twin installs from its CPU cell's lock
         requirements, path = matrix.requirements_for(cell.pins, extra=cell.extra), lock_path(root, cell.id)
         reason = lock_status(path, requirements, python=cell.python)
+        # A current lock as uv wrote it (another branch's, a hand copy): the same text, only stored as pieces; nothing resolved again.
+        whole = reason is None and not is_stored_as_pieces(path.read_text(encoding="utf-8"))
         if check:
-            stale += reason is not None
-            print(f"locks/{reason}" if reason else f"locks/{path.name}: current")
+            stale += reason is not None or whole
+            said = f"{path.name}: current, but stored whole; store it as pieces (nothing is resolved again) with: nox -s lock"
+            print(f"locks/{reason}" if reason else f"locks/{said}" if whole else f"locks/{path.name}: current")
         elif reason is not None:
             cutoff = exclude_newer_for(pinned_distributions(requirements)) if era else None
             create_lock(requirements, cell.python, path, exclude_newer=cutoff, exempt=HARNESS_EXEMPT if era else (), pieces=True)
             print(f"locks/{path.name}: written" + (f" (exclude-newer {cutoff})" if cutoff else ""))
+        elif whole:
+            write_stored_lock(path.read_text(encoding="utf-8"), path)
+            print(f"locks/{path.name}: current, now stored as pieces (the same text)")
         else:
             print(f"locks/{path.name}: current")
     for piece in unused_pieces(locks_dir(root)) if cells else ():
