@@ -70,3 +70,50 @@ def test_a_published_result_lands_where_cases_cite_it(monkeypatch: pytest.Monkey
     monkeypatch.setenv("BUGMATRIX_REPORTS", str(tmp_path))
     assert default_out("autocast_cache::core[cpu]", "torch") == tmp_path / "bisect" / "autocast_cache-core-cpu--torch.json"
     assert default_out("autocast_cache::core[cpu]", "torch", publish=True) == REFERENCE / "bisect" / "autocast_cache-core-cpu--torch.json"
+
+
+def _files(*names: str, yanked: str | None = None, requires: str | None = None) -> list[dict[str, object]]:
+    return [
+        {"filename": n, "yanked": yanked is not None, "yanked_reason": yanked, "requires_python": requires} for n in names
+    ]  # fmt: skip
+
+
+#: transformers-like (pure Python wheels) and torch-like (one wheel per CPython) releases, as the registry's JSON lists them.
+PROJECT = {
+    "releases": {
+        "4.51.3": _files("transformers-4.51.3-py3-none-any.whl", "transformers-4.51.3.tar.gz"),
+        "4.52.0": _files("transformers-4.52.0-py3-none-any.whl", yanked="wrong dependency pins"),
+        "4.52.1": _files("transformers-4.52.1-py3-none-any.whl", requires=">=3.12"),
+        "4.52.2": _files("x-4.52.2-cp310-cp310-manylinux_2_28_x86_64.whl", "x-4.52.2-cp312-cp312-manylinux_2_28_x86_64.whl"),
+        "4.52.3": _files("x-4.52.3-cp311-cp311-manylinux_2_28_x86_64.whl", "x-4.52.3-cp311-cp311-macosx_11_0_arm64.whl"),
+        "4.52.4": _files("x-4.52.4-cp38-abi3-manylinux2014_x86_64.whl"),
+        "4.52.5": _files("x-4.52.5-cp311-cp311-macosx_11_0_arm64.whl", "x-4.52.5.tar.gz"),
+        "4.53.0.dev0": _files("x-4.53.0.dev0-py3-none-any.whl"),
+    }
+}
+
+
+def test_bisect_says_which_releases_it_leaves_out_and_why() -> None:
+    """No network: the registry client's JSON, as fetch returns it."""
+    skipped: list = []
+    versions = registry_versions("transformers", low=None, high=None, fetch=lambda name: PROJECT, python="3.11", skipped=skipped)
+    assert versions == ["4.51.3", "4.52.3", "4.52.4", "4.52.5"], "an abi3 wheel and an sdist install on 3.11; a dev release is no release"
+    assert [(s.version, s.reason) for s in skipped] == [
+        ("4.52.0", "yanked: wrong dependency pins"),
+        ("4.52.1", "requires Python >=3.12, this bisect runs 3.11"),
+        ("4.52.2", "no wheel for Python 3.11 on x86_64 Linux, and no sdist"),
+    ]
+    on_312 = registry_versions("transformers", low=None, high=None, fetch=lambda name: PROJECT, python="3.12")
+    assert on_312[:3] == ["4.51.3", "4.52.1", "4.52.2"]
+
+
+def test_the_summary_warns_when_a_left_out_release_lies_inside_the_boundary() -> None:
+    from bugmatrix.tools.bisect import BisectResult, Skipped
+
+    result = BisectResult("c::v[cpu]", "transformers", {}, ["4.51.3", "4.52.1"], skipped=[Skipped("4.52.0", "yanked")])
+    result.last_before, result.first_after = Probe("4.51.3", "fixed"), Probe("4.52.1", "reproduced")
+    summary = result.summary()
+    assert "4.52.1 is reproduced (first change among the releases run; transformers 4.52.0 lies between and was not run (yanked)" in summary
+    assert result.to_json()["skipped"] == [{"version": "4.52.0", "reason": "yanked"}], "the result file keeps them"
+    result.skipped = [Skipped("4.50.0", "yanked")]
+    assert "not run" not in result.summary(), "one outside the boundary changes nothing"

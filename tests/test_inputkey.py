@@ -18,7 +18,7 @@ from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell, plan_cells, sibling_id
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.run.inputkey import KEY_SCHEMA, InputKey, differences, harness_files, input_key
-from bugmatrix.run.lock import requirements_digest
+from bugmatrix.run.lock import assembled_lock, requirements_digest
 from bugmatrix.run.runner import CellSpec, cell_key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ def checkout(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "cases", root / "cases", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("conftest.py", "pyproject.toml"):
         shutil.copy(ROOT / name, root / name)
-    (root / "locks").mkdir()
+    shutil.copytree(ROOT / "locks" / "pieces", root / "locks" / "pieces")  # the hash blocks the locks refer to
     for cell in CELLS:
         shutil.copy(ROOT / "locks" / f"{cell.id}.txt", root / "locks")
     return root
@@ -119,7 +119,7 @@ def test_an_install_workarounds_sibling_is_keyed_by_its_own_lock_and_requirement
     before = keys(checkout)
     key, why = cell_key(MATRIX, CellSpec.of(sibling), checkout)
     assert key is not None, why
-    assert key.parts["lock"] == file_digest(lock) != before[base.id].parts["lock"]
+    assert key.parts["lock"] == file_digest(assembled_lock(checkout, lock)) != before[base.id].parts["lock"], "the complete lock's digest"
     assert next(iter(key.parts["cases"])) == f"cases/{VariantId.parse(sibling.variants[0]).case}.py"
     other = Cell(
         sibling.id, sibling.pins, sibling.profiles, sibling.device, sibling.variants, sibling.interpreter, ("filelock<3.20",), base.id

@@ -82,6 +82,22 @@ def test_a_venv_rebuilt_from_the_lock_with_an_empty_cache_is_identical(
     assert any((tmp_path / "uv-cache-2").iterdir()), "the rebuild did download into the new, empty cache"
 
 
+def test_a_lock_stored_as_pieces_installs_with_hashes_exactly_as_the_whole_one(tmp_path: Path, uv_env: Path) -> None:
+    """The committed form: the cell a short list of pins, the hash blocks in locks/pieces; uv gets the complete text back."""
+    whole = create_lock(REQUIREMENTS, PYTHON, tmp_path / "whole" / "py-small.txt")
+    stored = create_lock(REQUIREMENTS, PYTHON, lock_path(tmp_path, "py-small"), pieces=True)
+    assert "--hash=" not in stored.read_text() and " #piece " in stored.read_text()
+    assert len(list((tmp_path / "locks" / "pieces").glob("*.txt"))) == 3, "one piece per distribution"
+    installed, reason = lock_for(tmp_path, "py-small", REQUIREMENTS, PYTHON)
+    assert reason is None and installed is not None and installed != stored
+    assert installed.read_text() == whole.read_text(), "assembled: uv's own output, byte for byte"
+    venv = tmp_path / "venv"
+    assert build(venv, installed)
+    assert "packaging==24.1" in freeze(venv)
+    assert lock_for(tmp_path, "py-small", REQUIREMENTS, PYTHON) == (installed, None), "assembled once, the same file after"
+    assert not build(venv, installed), "an unchanged lock reuses the venv"
+
+
 def test_the_stamp_includes_the_lock_so_a_recreated_lock_rebuilds(tmp_path: Path, uv_env: Path) -> None:
     lock = create_lock(["six"], PYTHON, tmp_path / "six.txt")
     venv = tmp_path / "venv"
@@ -181,7 +197,7 @@ def test_stability_and_bisect_build_a_planned_cell_from_its_lock(tmp_path: Path,
     lock.write_text(f"# requirements-sha256: {requirements_digest(matrix.requirements_for(pins))}\n# python: 3.11\nsix==1.17.0\n")
     seen: list[Path | None] = []
 
-    def record(*args: object, lock: Path | None = None) -> bool:
+    def record(*args: object, lock: Path | None = None, **settings: object) -> bool:
         seen.append(lock)
         raise InstallFailed("recorded")
 

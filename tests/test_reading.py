@@ -19,10 +19,10 @@ from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.cli import main
 from bugmatrix.paths import REFERENCE, ROOT
 from bugmatrix.plan.catalog import load_catalog
-from bugmatrix.report.new_releases import is_addition
 from bugmatrix.report.boundaries import boundary_text, pictures
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.model import Compat, ExpectationSource, ExpectationSummary
+from bugmatrix.report.new_releases import is_addition
 from bugmatrix.report.night import NightReport, analyse
 from bugmatrix.report.readme import readme_table
 from bugmatrix.report.render_md import render_markdown

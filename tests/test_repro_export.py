@@ -9,6 +9,7 @@ import pytest
 
 import bugmatrix.tools.repro
 from bugmatrix.cli import main
+from bugmatrix.run.lockpieces import assemble_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 T5 = "t5_loss_no_grad_fn::lightning_trainer[cpu]"
@@ -19,7 +20,7 @@ CELL = "py311-torch2.15.0-pl2.0.3-tf4.30.2"  # the seed's affected stack; a full
 def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A root with no cell venvs (no fresh run: the test stays fast and deterministic) and only the locks the test puts there."""
     root = tmp_path / "root"
-    (root / "locks").mkdir(parents=True)
+    shutil.copytree(ROOT / "locks" / "pieces", root / "locks" / "pieces")  # the hash blocks the locks refer to
     lock_for, built_python = bugmatrix.tools.repro.lock_for, bugmatrix.tools.repro.built_python
     monkeypatch.setattr(bugmatrix.tools.repro, "lock_for", lambda _root, *args: lock_for(root, *args))
     monkeypatch.setattr(bugmatrix.tools.repro, "built_python", lambda _root, cell: built_python(root, cell))
@@ -37,7 +38,9 @@ def test_the_cells_lock_is_attached_and_the_issue_says_how_to_install_it(
 ) -> None:
     shutil.copyfile(ROOT / "locks" / f"{CELL}.txt", sandbox / "locks" / f"{CELL}.txt")
     out, said = _export(tmp_path, capsys)
-    assert (out / "requirements.lock.txt").read_bytes() == (ROOT / "locks" / f"{CELL}.txt").read_bytes()
+    exported = (out / "requirements.lock.txt").read_text()
+    assert exported == assemble_lock(ROOT / "locks" / f"{CELL}.txt"), "the cell's complete lock, as uv wrote it"
+    assert "#piece" not in exported and "    --hash=sha256:" in exported, "a complete hashed requirements file, not the stored form"
     assert "pytorch-lightning==2.0.3" in (out / "requirements.lock.txt").read_text()
     issue = (out / "ISSUE.md").read_text()
     assert "uv pip sync --require-hashes --python venv/bin/python requirements.lock.txt" in issue

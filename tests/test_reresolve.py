@@ -25,6 +25,7 @@ from bugmatrix.report.fresh import load_fresh_lane
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.night import analyse
 from bugmatrix.run.lock import create_lock, lock_path
+from bugmatrix.run.lockpieces import assemble_lock, is_stored_as_pieces
 from bugmatrix.run.reresolve import lock_changes, lock_entries, patch_text, reresolve_cells
 from tests.test_lock import registry_reachable
 from tests.test_reuse import MATRIX, SMOKE, record
@@ -89,6 +90,26 @@ def test_the_patch_applies_with_git_apply(tmp_path: Path, ending: str) -> None:
     assert patch_text([("locks/c1.txt", old, old)]) == "", "nothing moved: no patch"
 
 
+def test_the_patch_adds_and_removes_whole_files(tmp_path: Path) -> None:
+    """A moved lock's new pieces are new files, the pieces only its old lock used are deleted: git apply takes both."""
+    if shutil.which("git") is None:
+        pytest.skip("needs git")
+    repo = tmp_path / "repo"
+    (repo / "locks" / "pieces").mkdir(parents=True)
+    (repo / "locks" / "pieces" / "old.txt").write_text("alpha==1.0 \\\n    --hash=sha256:aa\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "locks")
+    patch = tmp_path / "locks.patch"
+    gone = (repo / "locks" / "pieces" / "old.txt").read_text()
+    patch.write_text(
+        patch_text([("locks/pieces/new.txt", None, "alpha==1.1 \\\n    --hash=sha256:bb\n"), ("locks/pieces/old.txt", gone, None)])
+    )
+    git(repo, "apply", "--check", str(patch))
+    git(repo, "apply", str(patch))
+    assert [p.name for p in (repo / "locks" / "pieces").iterdir()] == ["new.txt"]
+
+
 @pytest.fixture
 def held_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
     """A checkout (a git repository) whose one locked cell was resolved before filelock 4.2.12 (2026-11-18): something has moved since."""
@@ -99,7 +120,9 @@ def held_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, st
     root = tmp_path / "checkout"
     cell = SMOKE[0]
     requirements = MATRIX.requirements_for(cell.pins)
-    create_lock(requirements, cell.python, lock_path(root, cell.id), exclude_newer_packages={"filelock": "2026-11-18T00:00:00Z"})
+    create_lock(
+        requirements, cell.python, lock_path(root, cell.id), exclude_newer_packages={"filelock": "2026-11-18T00:00:00Z"}, pieces=True
+    )
     git(root, "init", "-q")
     git(root, "add", ".")
     git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "locks")
@@ -117,9 +140,16 @@ def test_the_lane_finds_what_moved_and_its_patch_applies_cleanly(held_back: tupl
     assert results[SMOKE[1].id].status == "unlocked" and "no lock for this cell" in results[SMOKE[1].id].reason
     assert load_reresolved(out) is not None and json.loads((out / "resolve.json").read_text())["schema"] == RERESOLVE_SCHEMA
     fresh_lock = out / "locks" / f"{cell_id}.txt"
+    assert not is_stored_as_pieces(fresh_lock.read_text()), "the fresh session installs the lane's lock as it is: whole"
+    old_filelock = [p.name for p in (root / "locks" / "pieces").glob("filelock-4.2.11-*.txt")]
     git(root, "apply", "--check", str(out / "locks.patch"))
     git(root, "apply", str(out / "locks.patch"))
-    assert (root / "locks" / f"{cell_id}.txt").read_bytes() == fresh_lock.read_bytes(), "the patched lock is the fresh one, byte for byte"
+    committed = root / "locks" / f"{cell_id}.txt"
+    assert is_stored_as_pieces(committed.read_text()), "the patch keeps the committed form"
+    assert assemble_lock(committed) == fresh_lock.read_text(), "the patched lock is the fresh one, byte for byte"
+    pieces = {p.name for p in (root / "locks" / "pieces").glob("*.txt")}
+    assert old_filelock and not pieces & set(old_filelock), "the piece only the old lock used is removed by the patch"
+    assert any(name.startswith("filelock-") for name in pieces), "the moved release's piece is added by the patch"
     # Applied, nothing has moved any more: tomorrow's lane leaves no patch and no fresh lock behind.
     again = {r.cell: r for r in reresolve_cells(MATRIX, cells[:1], root, out)}
     assert again[cell_id].status == "same" and not (out / "locks.patch").exists() and not fresh_lock.exists()

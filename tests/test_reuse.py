@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def record(variant_id: str, outcome: Outcome = Outcome.FIXED) -> VariantRecord:
 def root(tmp_path: Path) -> Path:
     """A checkout holding the cell's committed lock (what makes it keyed)."""
     checkout = tmp_path / "checkout"
-    (checkout / "locks").mkdir(parents=True)
+    shutil.copytree(ROOT / "locks" / "pieces", checkout / "locks" / "pieces")  # the hash blocks the lock refers to
     (checkout / "locks" / f"{CELL.id}.txt").write_bytes((ROOT / "locks" / f"{CELL.id}.txt").read_bytes())
     return checkout
 

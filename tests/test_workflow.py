@@ -142,7 +142,9 @@ def test_triggers_and_permissions() -> None:
     assert on["schedule"] and all("cron" in entry for entry in on["schedule"])
     inputs = on["workflow_dispatch"]["inputs"]
     assert inputs["profile"]["default"] == "nightly" and "gpu-runner" in inputs
-    assert set(inputs["profile"]["options"]) <= set(tomllib.loads((ROOT / "matrix.toml").read_text())["profiles"])
+    # Profiles are data: the input is a string the plan job validates, never a list that drifts from matrix.toml.
+    assert inputs["profile"]["type"] == "string" and "options" not in inputs["profile"]
+    assert inputs["profile"]["default"] in tomllib.loads((ROOT / "matrix.toml").read_text())["profiles"]
     # A scheduled run has no inputs: it must still plan the nightly profile.
     assert workflow["env"]["PROFILE"] == "${{ inputs.profile || 'nightly' }}"
     assert workflow["permissions"] == {"contents": "read"}
@@ -156,6 +158,20 @@ def test_the_plan_job_publishes_what_plan_prints() -> None:
     assert re.search(r"^matrix=\"\$\(nox -s plan -- [^)]*\)\"$", step["run"], re.M), "capture stdout so a failed plan fails the step"
     assert 'echo "matrix=$matrix" >> "$GITHUB_OUTPUT"' in step["run"]
     assert step.get("id") == "plan" and job["outputs"]["matrix"] == "${{ steps.plan.outputs.matrix }}"
+
+
+def test_the_plan_job_refuses_a_profile_matrix_toml_does_not_declare() -> None:
+    """The dispatch's profile is a free string: the plan step (the first that reads it) fails in one line listing the profiles."""
+    job = load_workflow()["jobs"]["plan"]
+    first = next(i for i, s in enumerate(job["steps"]) if "$PROFILE" in s.get("run", ""))
+    assert job["steps"][first] is step_running(job, r"\bnox -s plan -- --profile \"\$PROFILE\"")
+    done = subprocess.run(
+        [sys.executable, "-m", "bugmatrix", "plan", "--profile", "no-such-profile", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    profiles = ", ".join(tomllib.loads((ROOT / "matrix.toml").read_text())["profiles"])
+    assert done.returncode == 2 and not done.stdout.strip(), "nothing for the cells job to run"
+    assert f"unknown profile 'no-such-profile'; use one of {profiles}" in done.stderr.strip().splitlines()[-1]
 
 
 def test_the_cells_job_consumes_the_plan_as_is() -> None:

@@ -9,15 +9,29 @@ no pin changed, and only the full list of installed distributions can say why.
 from __future__ import annotations
 
 import platform
+import re
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
 from bugmatrix.cell.axes import device_runtime, device_runtime_axis, installed_axis_versions
 
-__all__ = ["describe_environment", "installed_distributions", "observe_environment", "wheel_builds"]
+__all__ = [
+    "SOURCE_BUILDS",
+    "describe_environment",
+    "installed_distributions",
+    "observe_environment",
+    "source_builds",
+    "wheel_builds",
+]
+
+#: Written into a venv by its builder (``bugmatrix.run.envbuild``): the ``name==version`` uv said it built from source.
+SOURCE_BUILDS = ".bugmatrix-source-builds"
+#: What uv leaves in the ``.dist-info`` of a wheel it built from an sdist (also when the build came from its cache).
+UV_BUILT = "uv_build.json"
 
 
 def installed_distributions() -> dict[str, str]:
@@ -46,6 +60,31 @@ def wheel_builds() -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def source_builds(prefix: str | None = None) -> dict[str, str]:
+    """Distributions this environment built from source (no wheel fit this Python or platform), names normalised.
+
+    Two cheap signs, no registry: what the builder recorded from uv's ``Built name==version`` lines
+    (``<prefix>/.bugmatrix-source-builds``), and uv's own record in a built wheel's ``.dist-info``, which
+    stays when the build was served from uv's cache and uv printed nothing. A source build can take minutes
+    (numpy 1.26.4 on Python 3.13) and gives another binary than a wheel would: the run file says so.
+    """
+    found: dict[str, str] = {}
+    root = Path(prefix or sys.prefix)
+    recorded = root / SOURCE_BUILDS
+    if recorded.is_file():
+        for line in recorded.read_text(encoding="utf-8").splitlines():
+            match = re.fullmatch(r"(?P<name>[A-Za-z0-9._-]+)==(?P<version>\S+)", line.strip())
+            if match:
+                found[canonicalize_name(match["name"])] = match["version"]
+    # Another environment's (``prefix``): its own site-packages; this one's: what this interpreter imports.
+    where = {"path": [str(p) for p in root.glob("lib/python*/site-packages")]} if prefix else {}
+    for dist in metadata.distributions(**where):
+        name = dist.metadata["Name"] if dist.metadata else None
+        if name and dist.read_text(UV_BUILT) is not None:
+            found.setdefault(canonicalize_name(name), dist.version)
+    return dict(sorted(found.items()))
+
+
 def observe_environment() -> dict[str, Any]:
     """Versions, CUDA and GPU as this process sees them (CUDA and GPU asked of the device runtime axis's module, if installed)."""
     build, built = platform.python_build()
@@ -56,6 +95,7 @@ def observe_environment() -> dict[str, Any]:
         "executable": sys.executable,
         "distributions": installed_distributions(),
         "wheel_builds": wheel_builds(),
+        "source_builds": source_builds(),
     }
     for axis, (dist, version) in installed_axis_versions().items():
         env[axis] = version
@@ -78,4 +118,5 @@ def describe_environment(env: dict[str, Any]) -> str:
         if axis == runtime:
             text += f" (CUDA {env['cuda']}, {env['gpu'] or 'no GPU'})" if env.get("cuda") else " (CPU build)"
         parts.append(text)
-    return ", ".join(parts)
+    built = env.get("source_builds") or {}
+    return ", ".join(parts) + ("; built from source: " + ", ".join(f"{n} {v}" for n, v in built.items()) if built else "")

@@ -20,7 +20,6 @@ the plugin turns it into the run file's record.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import random
 import signal
 import sys
@@ -91,15 +90,17 @@ def alarm(seconds: float) -> Iterator[None]:
 
 
 def seed_everything(seed: int = 0) -> None:
-    """Same environment, same outcome: every variant starts from the same seeds."""
+    """Same environment, same outcome: every variant starts from the same seeds, of the generators the harness owns.
+
+    Those are Python's ``random`` and the device runtime's (the axis ``device_runtime = true`` in matrix.toml
+    marks, where the cell installs it). Any other generator belongs to a distribution that may be an axis (or
+    absent) in another matrix, so the harness names none: a variant that draws from one seeds it itself, in its
+    own code, where the case says which distribution it uses (``docs/cases.md``, "Seeds").
+    """
     random.seed(seed)
-    runtime = device_runtime()  # the matrix's device runtime axis (torch), where the cell installs it
+    runtime = device_runtime()  # the matrix's device runtime axis, where the cell installs it
     if runtime is not None:
         runtime.manual_seed(seed)  # CUDA seeds are queued, not set: this initializes no CUDA
-    if importlib.util.find_spec("numpy") is not None:
-        import numpy
-
-        numpy.random.seed(seed)
 
 
 def _dtype(name: str) -> object:

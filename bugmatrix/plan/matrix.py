@@ -147,6 +147,8 @@ class Matrix:
     within: Mapping[str, str] = field(default_factory=dict)  # profile -> the profile whose cells it must be a subset of
     reuse_max_age_days: int = DEFAULT_REUSE_MAX_AGE_DAYS  # results older than this are re-observed (bugmatrix/run/reuse.py)
     computed: Mapping[str, Path] = field(default_factory=dict)  # profile -> the file of its committed choice (a computed profile)
+    #: ``[harness] source_builds = "refuse"``: a distribution with no wheel for a cell is its install failure, never a build.
+    refuse_source_builds: bool = False
 
     @property
     def interpreter(self) -> str:

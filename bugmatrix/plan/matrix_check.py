@@ -34,7 +34,7 @@ KEYS = {
     "include": {"profiles"},
     "base_when": {"when", "pins", "why"},
     "constraints": {"when", "requires", "distribution", "why", "allow_direct"},
-    "harness": {"requires"},
+    "harness": {"requires", "source_builds"},
     "gpu": {"runner"},
     "reuse": {"max_age_days"},
 }
@@ -335,7 +335,11 @@ def check_matrix(data: dict[str, Any], path: Path) -> Matrix:
         )
         for key, table in check.entries(data.get("exclude", []), "exclude", KEYS["exclude"])
     ]
-    harness = check.requirements(check.table(data.get("harness", {}), "harness", KEYS["harness"]).get("requires", []), "harness.requires")
+    harness_table = check.table(data.get("harness", {}), "harness", KEYS["harness"])
+    harness = check.requirements(harness_table.get("requires", []), "harness.requires")
+    source_builds = harness_table.get("source_builds", "allow")
+    if source_builds not in ("allow", "refuse"):
+        raise check.fail("harness.source_builds", f"{source_builds!r} is not allow or refuse", 'write source_builds = "refuse"')
     gpu_select, runner = _gpu(check, data.get("gpu", {}), axes)
     reuse = check.table(data.get("reuse", {}), "reuse", KEYS["reuse"])
     max_age = reuse.get("max_age_days", DEFAULT_REUSE_MAX_AGE_DAYS)
@@ -344,5 +348,5 @@ def check_matrix(data: dict[str, Any], path: Path) -> Matrix:
     return Matrix(
         path, axes, base, profiles, tuple(exclude), tuple(_include(check, data.get("include", []), axes, base, profiles)),
         tuple(_constraints(check, data.get("constraints", []), axes)), harness, gpu_select, runner,
-        tuple(_base_when(check, data.get("base_when", []), axes)), within, max_age, computed,
+        tuple(_base_when(check, data.get("base_when", []), axes)), within, max_age, computed, source_builds == "refuse",
     )  # fmt: skip

@@ -18,7 +18,7 @@ from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.model import Cell, Compat
 from bugmatrix.versions import distribution_changes
 
-__all__ = ["Moved", "cell_distribution_changes", "distributions_of", "environment_changes", "explain_changes"]
+__all__ = ["Moved", "cell_distribution_changes", "distributions_of", "environment_changes", "explain_changes", "source_build_lines"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,3 +92,14 @@ def explain_changes(baseline: Compat | None, current: Compat) -> list[Moved]:
                 continue
             explained.append(Moved(variant, cell, before.outcome, entry.outcome, tuple(moved.get(cell, ()))))
     return sorted(explained, key=lambda e: (e.cell, e.variant))
+
+
+def source_build_lines(compat: Compat) -> list[str]:
+    """One line per cell whose environment built a distribution from source (its run file's ``source_builds``): slow, and another binary than a wheel's."""
+    lines = []
+    for cell in compat.cells:
+        built = cell.environment.get("source_builds") or {}
+        if built:
+            names = ", ".join(f"{name} {version}" for name, version in sorted(built.items()))
+            lines.append(f"built from source in {cell.id}: {names} (no wheel for its Python; refuse with [harness] source_builds)")
+    return lines

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.report.boundaries import Picture
 from bugmatrix.report.diff import INFORMATIONAL, PER_CELL, Change, ChangeKind
+from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import WINDOW
 from bugmatrix.report.markdown import code, escape_md
 from bugmatrix.report.model import Cell, Compat, Entry, Variant
@@ -194,6 +195,8 @@ def render_markdown(report: NightReport) -> str:
         "",
         _environment_line(compat),
         "",
+        *[f"- {escape_md(line)}" for line in source_build_lines(compat)],
+        *([""] if source_build_lines(compat) else []),
         *_tracking_lines(compat),
         escape_md(report.expectation_text),
         "",

@@ -15,6 +15,7 @@ from typing import TextIO
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.boundaries import Picture, Track, boundary_text
+from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import VariantHistory
 from bugmatrix.report.model import Compat
 from bugmatrix.report.night import NightReport
@@ -151,7 +152,7 @@ def headline_lines(report: NightReport) -> list[str]:
         lines.append(f"{'⚠' if not group.installs else '•'} {'' if group.addition else 'NEW RELEASE '}{group.headline}")
         for note in (*group.not_installed, *group.notable)[:HEADLINE_LIMIT]:
             lines.append(f"    {note.text}")
-    return lines + _reuse_lines(report)
+    return lines + _reuse_lines(report) + [f"• {line}" for line in source_build_lines(report.compat)]
 
 
 def trailing_lines(report: NightReport) -> list[str]:

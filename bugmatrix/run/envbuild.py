@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bugmatrix.cell.environment import SOURCE_BUILDS
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.files import write_json_atomic
 from bugmatrix.versions import version_key
@@ -44,6 +45,8 @@ __all__ = [
 
 STAMP = ".bugmatrix-requirements"
 REASON_LINES = 12  # the resolver's explanation is at the end of its output
+BUILT = re.compile(r"^\s*Built (?P<name>[A-Za-z0-9._-]+)==(?P<version>\S+)\s*$", re.MULTILINE)
+NO_WHEEL = re.compile(r"Because (?P<name>[A-Za-z0-9._-]+)==(?P<version>[^\s,]+) has no usable wheels")
 
 IMPORT_CHECK = """
 import importlib, sys
@@ -102,21 +105,35 @@ def _tail(text: str) -> str:
     return "\n".join(lines[-REASON_LINES:])
 
 
-def _digest(python: str, requirements: Sequence[str], lock: Path | None = None) -> str:
+def _digest(python: str, requirements: Sequence[str], lock: Path | None = None, *, no_build: bool = False) -> str:
     # The lock's whole text: a re-created lock (new hashes, a moved transitive pin) is a new environment.
     locked = [f"lock {lock.read_text(encoding='utf-8')}"] if lock is not None else []
-    return hashlib.sha256("\n".join([f"python {python}", *requirements, *locked]).encode()).hexdigest()
+    # Only when set, so every venv built before the setting existed keeps its stamp.
+    refused = ["no source builds"] if no_build else []
+    return hashlib.sha256("\n".join([f"python {python}", *requirements, *locked, *refused]).encode()).hexdigest()
 
 
-def is_current(venv: Path, python: str, requirements: Sequence[str], lock: Path | None = None) -> bool:
-    """True when ``venv`` was completely built from exactly these requirements (and this lock)."""
+def is_current(venv: Path, python: str, requirements: Sequence[str], lock: Path | None = None, *, no_build: bool = False) -> bool:
+    """True when ``venv`` was completely built from exactly these requirements (and this lock, and this source-build setting)."""
     stamp = venv / STAMP
+    digest = _digest(python, requirements, lock, no_build=no_build)
+    return (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == digest
+
+
+def _refused(output: str, python: str) -> str | None:
+    """uv's refusal to build, said as the missing wheel: ``numpy==1.26.4 has no wheel for Python 3.13 here ...``."""
+    match = NO_WHEEL.search(output)
+    if match is None:
+        return None
     return (
-        (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == _digest(python, requirements, lock)
-    )  # fmt: skip
+        f"{match['name']}=={match['version']} has no wheel for Python {python} on this platform and source builds are refused "
+        '([harness] source_builds = "refuse" in matrix.toml); pin a release that has one, or allow source builds'
+    )
 
 
-def _build(target: Path, python: str, requirements: Sequence[str], modules: Sequence[str], lock: Path | None) -> None:
+def _build(
+    target: Path, python: str, requirements: Sequence[str], modules: Sequence[str], lock: Path | None, *, no_build: bool = False
+) -> None:
     made = subprocess.run(
         [*uv_command(), "venv", "-q", "--no-python-downloads", "-p", find_interpreter(python), str(target)],
         capture_output=True, text=True, check=False,
@@ -128,22 +145,32 @@ def _build(target: Path, python: str, requirements: Sequence[str], modules: Sequ
         command = [*uv_command(), "pip", "install", "--python", str(interpreter), *requirements]
     else:
         command = [*uv_command(), "pip", "sync", "--require-hashes", "--python", str(interpreter), str(lock)]
+    command += ["--no-build"] if no_build else []
     install = subprocess.run(command, capture_output=True, text=True, check=False)
     if install.returncode != 0:
         where = f"installing {lock.name}: " if lock is not None else ""
-        raise InstallFailed(where + (_tail(install.stderr or install.stdout) or f"uv exited {install.returncode}"))
+        refused = _refused(install.stderr + install.stdout, python)
+        raise InstallFailed(where + (refused or _tail(install.stderr or install.stdout) or f"uv exited {install.returncode}"))
+    # uv says what it built from an sdist (``Built numpy==1.26.4``): kept in the venv, where the cell records it in its run file.
+    built = sorted({f"{m['name']}=={m['version']}" for m in BUILT.finditer(install.stderr + install.stdout)})
+    if built:
+        (target / SOURCE_BUILDS).write_text("".join(f"{line}\n" for line in built), encoding="utf-8")
     imported = subprocess.run([str(interpreter), "-c", IMPORT_CHECK, *modules], capture_output=True, text=True, check=False)
     if imported.returncode != 0:
         raise InstallFailed("installed, but does not import: " + _tail(imported.stderr))
-    (target / STAMP).write_text(_digest(python, requirements, lock) + "\n")
+    (target / STAMP).write_text(_digest(python, requirements, lock, no_build=no_build) + "\n")
 
 
-def ensure_environment(venv: Path, python: str, requirements: Sequence[str], modules: Sequence[str], *, lock: Path | None = None) -> bool:
+def ensure_environment(
+    venv: Path, python: str, requirements: Sequence[str], modules: Sequence[str], *, lock: Path | None = None, no_build: bool = False
+) -> bool:
     """Reuse ``venv`` if it is current, else build it fresh and swap it in; True when it was built.
 
     ``modules`` must all import afterwards (see ``Matrix.import_modules``).
     ``lock``: install exactly this lock file instead of resolving ``requirements``
     (which still go into the stamp, with the lock's text).
+    ``no_build``: refuse to build any distribution from source (uv ``--no-build``): one with no wheel
+    for this Python is an install failure naming it and the missing wheel.
     Raises InstallFailed with the resolver's or the importer's reason; the
     failed build is removed and an existing venv is left as it was.
     """
@@ -152,11 +179,11 @@ def ensure_environment(venv: Path, python: str, requirements: Sequence[str], mod
     # Cleared even when ``venv`` is current, or a kill during the last rmtree would leave it forever.
     shutil.rmtree(fresh, ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)
-    if is_current(venv, python, requirements, lock):
+    if is_current(venv, python, requirements, lock, no_build=no_build):
         return False
     venv.parent.mkdir(parents=True, exist_ok=True)
     try:
-        _build(fresh, python, requirements, modules, lock)
+        _build(fresh, python, requirements, modules, lock, no_build=no_build)
     except BaseException:
         shutil.rmtree(fresh, ignore_errors=True)
         raise

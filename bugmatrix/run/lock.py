@@ -4,7 +4,9 @@ A cell pins torch, Lightning and transformers, but numpy, setuptools,
 tokenizers, huggingface-hub, lightning-utilities and the rest float with the
 registry, so rebuilding a cell months later can give another outcome with no
 pin changed. ``uv pip compile --generate-hashes`` writes the whole resolution
-to ``locks/<cell-id>.txt`` (committed); ``bugmatrix.run.envbuild.ensure_environment``
+to ``locks/<cell-id>.txt`` (committed), its hash blocks stored once under
+``locks/pieces/`` (:mod:`bugmatrix.run.lockpieces`; :func:`lock_for` hands out the
+assembled, complete text); ``bugmatrix.run.envbuild.ensure_environment``
 installs it with ``uv pip sync --require-hashes`` (exactly that set, anything
 else removed, from any uv cache, even an empty one) and stamps the venv with a
 digest that includes the lock's text. (Only an sdist's *build* dependencies
@@ -37,6 +39,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_text_atomic
 from bugmatrix.releases.registry import Fetch, fetch_project, release_time
 from bugmatrix.run.envbuild import uv_command
+from bugmatrix.run.lockpieces import assemble_lock, is_stored_as_pieces, unused_pieces, write_stored_lock
 
 if TYPE_CHECKING:
     from bugmatrix.plan.cells import Cell
@@ -46,6 +49,7 @@ __all__ = [
     "DEFAULT_PLATFORM",
     "HARNESS_EXEMPT",
     "LOCKS_ENV",
+    "assembled_lock",
     "create_lock",
     "exclude_newer_for",
     "lock_for",
@@ -108,8 +112,13 @@ def create_lock(
     exempt: Sequence[str] = (),
     platform: str = DEFAULT_PLATFORM,
     exclude_newer_packages: Mapping[str, str] | None = None,
+    pieces: bool = False,
 ) -> Path:
     """Resolve ``requirements`` for ``python`` on ``platform`` and write the lock to ``out``.
+
+    ``pieces``: store it as a short list of pins whose hash blocks live once in
+    ``<out's directory>/pieces`` (how the committed ``locks/`` are kept), else
+    whole (a lane's or a benchmark's scratch lock).
 
     ``exclude_newer`` (an RFC 3339 timestamp or date) resolves as the registry
     stood then: the way to lock an old cell with the releases of its own era.
@@ -144,7 +153,11 @@ def create_lock(
         *([f"# exclude-newer-package: {', '.join(f'{n}={c}' for n, c in sorted(held.items()))}"] if held else []),
         *(f"# requirement: {r}" for r in requirements),
     ]
-    write_text_atomic(out, "\n".join(header) + "\n" + result.stdout)
+    text = "\n".join(header) + "\n" + result.stdout
+    if pieces:
+        write_stored_lock(text, out)
+    else:
+        write_text_atomic(out, text)
     return out
 
 
@@ -179,6 +192,10 @@ def lock_status(lock: Path, requirements: Sequence[str], *, python: str | None =
         return f"{lock.name}: stale, the cell's requirements changed ({changed}); re-create it with: nox -s lock"
     if python is not None and header.get("python") != python:
         return f"{lock.name}: made for python {header.get('python')}, the cell runs {python}; re-create it with: nox -s lock"
+    try:
+        assemble_lock(lock)
+    except BugmatrixError as exc:
+        return str(exc)
     return None
 
 
@@ -193,7 +210,23 @@ def lock_for(
     """The lock a cell installs from (in ``directory``, default :func:`locks_dir`), or None with the reason (no lock, or a stale one: never installed silently)."""
     path = lock_path(root, cell_id, directory)
     reason = lock_status(path, requirements, python=python)
-    return (path, None) if reason is None else (None, reason)
+    return (assembled_lock(root, path), None) if reason is None else (None, reason)
+
+
+def assembled_lock(root: Path, lock: Path) -> Path:
+    """A file holding ``lock``'s complete text (uv installs from a file): ``lock`` itself when it is stored whole.
+
+    A lock stored as pieces is assembled into ``<root>/build/locks/<digest>/<its name>``: named by its
+    text, so cells run at once, or from two directories of locks, never write over each other's.
+    """
+    text = lock.read_text(encoding="utf-8")
+    if not is_stored_as_pieces(text):
+        return lock
+    complete = assemble_lock(lock, text)
+    out = root / "build" / "locks" / hashlib.sha256(complete.encode()).hexdigest()[:16] / lock.name
+    if not out.exists() or out.read_text(encoding="utf-8") != complete:
+        write_text_atomic(out, complete)
+    return out
 
 
 #: The harness's tools and their dependencies: resolved as of today even in an era-locked cell.
@@ -221,13 +254,22 @@ def run_lock(matrix: Matrix, cells: Sequence[Cell], root: Path, *, check: bool, 
             continue  # a CUDA twin installs from its CPU cell's lock
         requirements, path = matrix.requirements_for(cell.pins, extra=cell.extra), lock_path(root, cell.id)
         reason = lock_status(path, requirements, python=cell.python)
+        # A current lock as uv wrote it (another branch's, a hand copy): the same text, only stored as pieces; nothing resolved again.
+        whole = reason is None and not is_stored_as_pieces(path.read_text(encoding="utf-8"))
         if check:
-            stale += reason is not None
-            print(f"locks/{reason}" if reason else f"locks/{path.name}: current")
+            stale += reason is not None or whole
+            said = f"{path.name}: current, but stored whole; store it as pieces (nothing is resolved again) with: nox -s lock"
+            print(f"locks/{reason}" if reason else f"locks/{said}" if whole else f"locks/{path.name}: current")
         elif reason is not None:
             cutoff = exclude_newer_for(pinned_distributions(requirements)) if era else None
-            create_lock(requirements, cell.python, path, exclude_newer=cutoff, exempt=HARNESS_EXEMPT if era else ())
+            create_lock(requirements, cell.python, path, exclude_newer=cutoff, exempt=HARNESS_EXEMPT if era else (), pieces=True)
             print(f"locks/{path.name}: written" + (f" (exclude-newer {cutoff})" if cutoff else ""))
+        elif whole:
+            write_stored_lock(path.read_text(encoding="utf-8"), path)
+            print(f"locks/{path.name}: current, now stored as pieces (the same text)")
         else:
             print(f"locks/{path.name}: current")
+    for piece in unused_pieces(locks_dir(root)) if cells else ():
+        # Left by a hand-applied locks.patch or a removed cell: harmless (nothing installs it), noted so it can go.
+        print(f"locks/pieces/{piece.name}: no lock uses it; remove it (or run: nox -s lock)")
     return 1 if stale else 0

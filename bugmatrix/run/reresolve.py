@@ -25,8 +25,11 @@ moved below that cutoff (a yanked release) or its exempt harness tools can move.
 
 Outputs, written all or nothing into ``<out>`` (default ``<reports>/fresh``):
 ``resolve.json`` (schema ``bugmatrix.reresolve/1``, every cell's status),
-the fresh locks of the moved cells, and ``locks.patch``: the moved locks as a
-patch a maintainer applies with ``git apply`` at the repository root.
+the fresh locks of the moved cells (whole: the ``fresh(<id>)`` sessions install
+them), and ``locks.patch``: the moved locks as a patch a maintainer applies with
+``git apply`` at the repository root, in the committed form (each cell's short
+list of pins, its new pieces added and the pieces no lock uses any more removed:
+:mod:`bugmatrix.run.lockpieces`).
 ``as_of`` / ``held`` resolve as the registry stood at a moment (``uv
 --exclude-newer``, per distribution ``--exclude-newer-package``): a night
 reproduced later, or the benchmark's simulated release.
@@ -49,7 +52,8 @@ from packaging.utils import canonicalize_name
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_files
 from bugmatrix.lane import RERESOLVE_SCHEMA, STATUSES, Reresolved
-from bugmatrix.run.lock import create_lock, lock_for, read_header
+from bugmatrix.run.lock import create_lock, lock_for, lock_path, read_header
+from bugmatrix.run.lockpieces import PIECES, referenced_pieces, stored_lock_files, unused_pieces
 from bugmatrix.versions import distribution_changes
 
 if TYPE_CHECKING:
@@ -104,14 +108,19 @@ def lock_changes(committed: str, fresh: str) -> list[str]:
     return sorted(moved + rehashed, key=lambda line: line.lstrip("+-").split(" ", 1)[0])
 
 
-def patch_text(changes: Sequence[tuple[str, str, str]]) -> str:
-    """A git-style patch turning each (path relative to the repository, committed text, fresh text) into the fresh one: ``git apply`` takes it."""
+def patch_text(changes: Sequence[tuple[str, str | None, str | None]]) -> str:
+    """A git-style patch turning each (path relative to the repository, committed text, fresh text) into the fresh one: ``git apply`` takes it.
+
+    A committed text of None adds the file, a fresh text of None deletes it.
+    """
     out = []
     for path, old, new in changes:
-        hunks = list(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}", n=3))
+        before, after = ("/dev/null" if old is None else f"a/{path}"), ("/dev/null" if new is None else f"b/{path}")
+        hunks = list(difflib.unified_diff((old or "").splitlines(keepends=True), (new or "").splitlines(keepends=True), before, after, n=3))
         if not hunks:
             continue
         out.append(f"diff --git a/{path} b/{path}\n")
+        out += ["new file mode 100644\n"] if old is None else ["deleted file mode 100644\n"] if new is None else []
         for line in hunks:
             out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)
@@ -148,6 +157,29 @@ def _one(
     return Reresolved(cell.id, "moved" if moved else "same", tuple(moved), committed=name), name, old, new
 
 
+def _committed_changes(root: Path, fresh: Sequence[tuple[str, str]]) -> list[tuple[str, str | None, str | None]]:
+    """(path in the repository, committed text, new text) turning the committed locks of these (cell, fresh lock text) into the fresh ones.
+
+    In the committed form: each cell's stored text, the pieces it needs that are not there yet, and the
+    pieces only the old locks used (removed, so applied patches leave no orphans behind).
+    """
+    stored: dict[Path, str] = {}
+    old: dict[Path, str] = {}
+    added: dict[Path, str] = {}
+    for cell, text in fresh:
+        path = lock_path(root, cell)
+        files = stored_lock_files(text, path)
+        stored[path], old[path] = files.pop(path), path.read_text(encoding="utf-8")
+        added |= {piece: body for piece, body in files.items() if not piece.exists()}
+    locks = lock_path(root, "any").parent
+    was_used = referenced_pieces(old.values(), locks)
+    gone = [p for p in unused_pieces(locks, stored) if p in was_used]
+    changes: list[tuple[str, str | None, str | None]] = [(_committed_name(p), old[p], stored[p]) for p in stored]
+    changes += [(f"locks/{PIECES}/{p.name}", None, body) for p, body in added.items()]
+    changes += [(f"locks/{PIECES}/{p.name}", p.read_text(encoding="utf-8"), None) for p in gone]
+    return sorted(changes)
+
+
 def reresolve_cells(
     matrix: Matrix,
     cells: Sequence[Cell],
@@ -180,7 +212,7 @@ def reresolve_cells(
     }
     files: dict[Path, str | bytes] = {out / "resolve.json": json.dumps(document, indent=1, sort_keys=True) + "\n"}
     files |= {out / "locks" / f"{r.cell}.txt": new for r, _, _, new in moved}
-    patch = patch_text([(name, old, new) for _, name, old, new in moved])
+    patch = patch_text(_committed_changes(root, [(r.cell, new) for r, _, _, new in moved]))
     if patch:
         files[out / "locks.patch"] = patch
     stale = [p for p in (out / "locks").glob("*.txt") if p not in files] + ([] if patch else [out / "locks.patch"])

@@ -114,7 +114,9 @@ def prepare(matrix: Matrix, spec: CellSpec, *, root: Path = ROOT, venv: Path | N
     python, requirements = spec.pins[matrix.interpreter], matrix.requirements_for(spec.pins, extra=spec.extra)
     lock, unlocked = lock_for(root, spec.id, requirements, python, directory=spec.locks)
     target = venv or cell_venv(root, spec.id)
-    built = ensure_environment(target, python, requirements, matrix.import_modules(spec.pins), lock=lock)
+    built = ensure_environment(
+        target, python, requirements, matrix.import_modules(spec.pins), lock=lock, no_build=matrix.refuse_source_builds
+    )  # fmt: skip
     return Environment(target / "bin" / "python", target, lock, unlocked, built)
 
 

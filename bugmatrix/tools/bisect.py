@@ -2,7 +2,13 @@
 
 Versions come from the registry through :mod:`bugmatrix.releases.registry`, the one
 client the planner's ``latest`` also uses (yanked, dev, post and local
-releases and, unless asked, pre-releases left out). The other axes are held at a cell's pins (or
+releases and, unless asked, pre-releases left out; a release with no file this
+Python can install is left out too). Every release left out that a reader could
+take for the boundary is *said*, with why (yanked, with the registry's reason;
+no wheel for this Python; requires another Python), before the search and in
+the result file, and the summary warns when one lies between the two ends of
+the boundary: a yanked release can be the real first affected one (transformers
+4.52.0 was). The other axes are held at a cell's pins (or
 the matrix's base pins). Both ends are run, then a binary search runs about
 log2(n) more environments; each environment is built with uv and reused when
 it already exists (a bisect env, or the venv of a planned cell with the same
@@ -15,6 +21,7 @@ outlives its timeout is a ``timeout`` outcome, not a crash of bisect.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import signal
@@ -25,7 +32,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from packaging.version import Version
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from bugmatrix.cell.case import Variant
 from bugmatrix.cell.ids import VariantId
@@ -39,7 +49,31 @@ from bugmatrix.releases.registry import Fetch, fetch_project, release_versions
 from bugmatrix.run.envbuild import cell_venv
 from bugmatrix.run.runner import CellSpec, run_cell
 
-__all__ = ["BisectResult", "Probe", "bisect_versions", "env_dir", "registry_versions", "run_bisect", "run_variant_in"]
+__all__ = [
+    "BisectResult",
+    "Probe",
+    "Skipped",
+    "bisect_versions",
+    "env_dir",
+    "registry_versions",
+    "run_bisect",
+    "run_variant_in",
+    "skipped_releases",
+]
+
+#: The platforms a probe's environment is built for: the runners' (``bugmatrix.run.lock.DEFAULT_PLATFORM``, x86_64 Linux).
+PLATFORMS = (
+    "linux_x86_64", "manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64",
+    *(f"manylinux_2_{minor}_x86_64" for minor in range(5, 41)),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A release in the range that is not probed, and why (said, never silent)."""
+
+    version: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -65,25 +99,103 @@ class BisectResult:
     first_after: Probe | None = None
     environments_built: int = 0
     mode: str = "bisect"
+    skipped: list[Skipped] = field(default_factory=list)
 
     def summary(self) -> str:
         if self.last_before is None or self.first_after is None:
             ends = ", ".join(f"{p.version}: {p.outcome}" for p in self.probes if p.outcome != Outcome.INSTALL_FAILED)
             return f"{self.variant}: no change of outcome across {self.package} {self.versions[0]}..{self.versions[-1]} ({ends})"
+        low, high = Version(self.last_before.version), Version(self.first_after.version)
+        between = [s for s in self.skipped if low < Version(s.version) < high]
+        warning = "; ".join(f"{self.package} {s.version} lies between and was not run ({s.reason})" for s in between)
         return (
             f"{self.variant}: {self.package} {self.last_before.version} is {self.last_before.outcome}, "
-            f"{self.first_after.version} is {self.first_after.outcome} (first change) "
-            f"[{self.environments_built} environments for {len(self.versions)} releases]"
+            f"{self.first_after.version} is {self.first_after.outcome} (first change"
+            + (f" among the releases run; {warning}: it may be the first" if warning else "")
+            + f") [{self.environments_built} environments for {len(self.versions)} releases]"
         )
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
 
 
-def registry_versions(distribution: str, *, low: str | None, high: str | None, pre: bool = False, fetch: Fetch | None = None) -> list[str]:
-    """Released versions of a distribution between ``low`` and ``high`` (inclusive), from the one registry client."""
+@functools.cache
+def _supported(python: str) -> frozenset[Tag]:
+    """The wheel tags an interpreter of ``python`` ("3.11") installs on the runners' platforms."""
+    version = tuple(int(part) for part in python.split(".")[:2])
+    return frozenset([*cpython_tags(version, platforms=PLATFORMS), *compatible_tags(version, platforms=PLATFORMS)])
+
+
+def _wheel_tags(filename: str) -> frozenset[Tag]:
+    try:
+        return parse_wheel_filename(filename)[3]
+    except InvalidWheelFilename:
+        return frozenset()
+
+
+def _why_not(files: Sequence[Mapping[str, object]], python: str | None) -> str | None:
+    """Why a release's files cannot be probed here (None: they can): yanked, another Python, no wheel for this one."""
+    if files and all(f.get("yanked") for f in files):
+        reasons = sorted({str(f.get("yanked_reason") or "").strip() for f in files} - {""})
+        return "yanked" + (f": {'; '.join(reasons)}" if reasons else "")
+    if python is None or not files:
+        return None
+    live = [f for f in files if not f.get("yanked")]
+    requires = {str(f.get("requires_python") or "") for f in live} - {""}
+    try:
+        if requires and not any(SpecifierSet(spec).contains(python) for spec in requires):
+            return f"requires Python {' or '.join(sorted(requires))}, this bisect runs {python}"
+    except (InvalidSpecifier, InvalidVersion):
+        pass  # a malformed requires_python is the installer's to judge
+    names = [str(f.get("filename", "")) for f in live]
+    if any(n.endswith(".whl") and _wheel_tags(n) & _supported(python) for n in names):
+        return None
+    if any(n.endswith((".tar.gz", ".zip")) for n in names):
+        return None  # an sdist builds here (slowly): probed, and the environment says it was built from source
+    return f"no wheel for Python {python} on x86_64 Linux, and no sdist"
+
+
+def skipped_releases(
+    project: Mapping[str, object], *, low: str | None, high: str | None, python: str | None, pre: bool = False
+) -> list[Skipped]:
+    """The releases between ``low`` and ``high`` that bisect does not probe, each with why (dev, post, local and unasked pre-releases aside)."""
+    skipped = []
+    for text, files in dict(project.get("releases") or {}).items():  # type: ignore[call-overload]
+        try:
+            version = Version(text)
+        except InvalidVersion:
+            continue
+        if version.is_devrelease or version.local or version.post is not None or (version.is_prerelease and not pre):
+            continue  # not releases (registry.release_versions): never candidates, nothing to say
+        if (low and version < Version(low)) or (high and version > Version(high)):
+            continue
+        reason = _why_not(list(files or []), python)
+        if reason is not None:
+            skipped.append(Skipped(str(version), reason))
+    return sorted(skipped, key=lambda s: Version(s.version))
+
+
+def registry_versions(
+    distribution: str,
+    *,
+    low: str | None,
+    high: str | None,
+    pre: bool = False,
+    fetch: Fetch | None = None,
+    python: str | None = None,
+    skipped: list[Skipped] | None = None,
+) -> list[str]:
+    """Released versions of a distribution between ``low`` and ``high`` (inclusive) that ``python`` can install, from the one registry client.
+
+    ``skipped`` (a list) receives the releases of the range left out, with why.
+    """
     project = (fetch or fetch_project)(distribution)
+    left_out = skipped_releases(project, low=low, high=high, python=python, pre=pre)
+    if skipped is not None:
+        skipped.extend(left_out)
+    out = {s.version for s in left_out}
     found = [v for v in release_versions(project, pre=pre) if not (low and v < Version(low)) and not (high and v > Version(high))]
+    found = [v for v in found if str(v) not in out]
     if not found:
         msg = f"no {distribution} releases between {low or 'the first'} and {high or 'the latest'}; widen --from/--to"
         raise BugmatrixError(msg)
@@ -209,8 +321,12 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
         msg = f"{variant.id} does not depend on {args.package!r} (its axes: {', '.join(axes)}); bisect one of those"
         raise BugmatrixError(msg)
     distribution = matrix.providers({**held, args.package: held.get(args.package, matrix.base[args.package])})[args.package][0]
-    versions = args.versions or registry_versions(distribution, low=args.low, high=args.high, pre=args.pre)
-    result = BisectResult(variant.id, args.package, {k: v for k, v in held.items() if k != args.package}, versions)
+    skipped: list[Skipped] = []
+    python = held.get(matrix.interpreter, matrix.base.get(matrix.interpreter))
+    versions = args.versions or registry_versions(
+        distribution, low=args.low, high=args.high, pre=args.pre, python=python, skipped=skipped
+    )  # fmt: skip
+    result = BisectResult(variant.id, args.package, {k: v for k, v in held.items() if k != args.package}, versions, skipped=skipped)
     result.mode = "linear" if args.linear else "bisect"
 
     def probe(version: str) -> Probe:
@@ -223,6 +339,8 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
         return outcome
 
     print(f"{variant.id}: {result.mode} over {len(versions)} {args.package} releases {versions[0]}..{versions[-1]}, holding {result.held}")
+    for left_out in skipped:
+        print(f"  not run: {args.package}=={left_out.version}: {left_out.reason}")
     result.probes, result.last_before, result.first_after = bisect_versions(versions, probe, linear=args.linear)
     for p in (p for p in result.probes if p.outcome == Outcome.INSTALL_FAILED):
         print(f"  skipped {args.package}=={p.version}: cannot be installed ({p.message})")
