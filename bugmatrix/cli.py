@@ -10,6 +10,7 @@ written, so a typo is never a traceback nor a half-written output.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import importlib
 import json
@@ -239,9 +240,19 @@ def _reresolve(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    """``report``: the report stage's typed options; ``--issue-bodies`` adds the publish stage's output to its registry."""
     from bugmatrix.report.command import run_report
+    from bugmatrix.report.options import ReportOptions
 
-    return run_report(args)
+    options = ReportOptions.from_args(args)
+    if args.issue_bodies is not None:
+        from bugmatrix.publish.bodies import issue_bodies_output
+
+        bodies = issue_bodies_output(
+            args.issue_bodies, site_url=args.site_url or "", run_url=args.run_url or "", matrix=args.matrix, cases=args.cases
+        )
+        options = dataclasses.replace(options, extra=(bodies,))
+    return run_report(options)
 
 
 class _Parser(argparse.ArgumentParser):

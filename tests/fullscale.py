@@ -28,6 +28,7 @@ from packaging.version import Version
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
 from bugmatrix.plan.cells import plan_cells, plan_document
+from bugmatrix.plan.document import PlanDocument
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.model import Compat
 from tests.reference import reference_catalog, reference_matrix
@@ -154,7 +155,7 @@ def full_runs(outcome_of: Callable[[str, str], str | None] | None = None) -> lis
 def full_compat(outcome_of: Callable[[str, str], str | None] | None = None, generated: str = "2026-11-23T03:00:00+00:00") -> Compat:
     """The full profile's compat document (83 CPU cells), merged against the real plan like ``report-full``."""
     _, plan, _ = _planned()
-    return merge_runs(full_runs(outcome_of), profile="full", commit="f00d123", generated=generated, plan=plan)
+    return merge_runs(full_runs(outcome_of), profile="full", commit="f00d123", generated=generated, plan=PlanDocument.from_json(plan))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
@@ -11,9 +10,11 @@ from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_dir, load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
+from bugmatrix.plan.document import PlanDocument
 from bugmatrix.report.command import run_report
 from bugmatrix.report.diff import ChangeKind, diff_against_baseline, summary_lines
 from bugmatrix.report.merge import merge_runs
+from bugmatrix.report.options import ReportOptions
 
 CELLS = ("py311-torch2.5.1", "py311-torch2.15.0")
 VARIANTS = ("demo::core[cpu]", "demo::fresh[cpu]", "demo::other[cpu]")
@@ -47,7 +48,7 @@ PLAN = {
 
 def test_a_missing_cell_and_an_early_stop_are_missing_and_fail() -> None:
     """One cell has no run file, the other stopped after 1 of 3 variants: every absent result is `missing`, first."""
-    compat = merge_runs([run(CELLS[0], record(VARIANTS[0]), complete=False)], profile="smoke", commit="x", generated="now", plan=PLAN)
+    compat = merge_runs([run(CELLS[0], record(VARIANTS[0]), complete=False)], profile="smoke", commit="x", generated="now", plan=PlanDocument.from_json(PLAN))
     results = compat.results
     assert results[VARIANTS[1]][CELLS[0]].outcome is Outcome.MISSING
     assert "recorded 1 of 3" in results[VARIANTS[1]][CELLS[0]].message and "never completed" in results[VARIANTS[1]][CELLS[0]].message
@@ -61,14 +62,14 @@ def test_a_missing_cell_and_an_early_stop_are_missing_and_fail() -> None:
 
 def test_a_complete_run_has_nothing_missing() -> None:
     runs = [run(c, *(record(v) for v in VARIANTS)) for c in CELLS]
-    compat = merge_runs(runs, profile="smoke", commit="x", generated="now", plan=PLAN)
+    compat = merge_runs(runs, profile="smoke", commit="x", generated="now", plan=PlanDocument.from_json(PLAN))
     assert not [c for c in diff_against_baseline(compat, None) if c.kind is ChangeKind.MISSING]
 
 
 def test_a_users_own_deselection_is_not_missing() -> None:
     narrowed = run(CELLS[0], record(VARIANTS[0]))
     narrowed.deselected_by, narrowed.selected = "-k core", [VARIANTS[0]]
-    compat = merge_runs([narrowed, run(CELLS[1], *(record(v) for v in VARIANTS))], profile="smoke", commit="x", generated="now", plan=PLAN)
+    compat = merge_runs([narrowed, run(CELLS[1], *(record(v) for v in VARIANTS))], profile="smoke", commit="x", generated="now", plan=PlanDocument.from_json(PLAN))
     assert CELLS[0] not in compat.results[VARIANTS[1]], "shown as not run, not as a loss"
 
 
@@ -76,18 +77,15 @@ def test_pins_that_disagree_with_the_plan_are_refused() -> None:
     wrong = run(CELLS[0], record(VARIANTS[0]))
     wrong.pins = {"python": "3.11", "torch": "2.6.6"}
     with pytest.raises(BugmatrixError, match="differ from the plan"):
-        merge_runs([wrong], profile="smoke", commit="x", generated="now", plan=PLAN)
+        merge_runs([wrong], profile="smoke", commit="x", generated="now", plan=PlanDocument.from_json(PLAN))
 
 
 def test_fail_on_regression_exits_1_on_a_missing_cell(tmp_path: Path) -> None:
     """Through the report command: one cell's run file is absent -> exit 1, and the HTML leads with it."""
     write_json_atomic(tmp_path / "runs" / f"{CELLS[0]}.json", run(CELLS[0], *(record(v) for v in VARIANTS)).to_json())
     write_json_atomic(tmp_path / "plan.json", PLAN)
-    args = argparse.Namespace(
-        reports=tmp_path, profile="smoke", plan=tmp_path / "plan.json", baseline=None, update_baseline=False, publish=False,
-        fail_on_regression=True, step_summary=None, root=tmp_path, history=None, date=None, readme=None,
-    )  # fmt: skip
-    assert run_report(args) == 1
+    options = ReportOptions(reports=tmp_path, root=tmp_path, profile="smoke", plan=tmp_path / "plan.json", fail_on_regression=True)
+    assert run_report(options) == 1
     html = (tmp_path / "index.html").read_text()
     assert "missing" in html[: html.index(CELLS[0]) + 2000]
 

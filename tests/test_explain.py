@@ -15,6 +15,7 @@ from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.cli import main
 from bugmatrix.files import write_json_atomic
+from bugmatrix.plan.document import PlanDocument
 from bugmatrix.report.envdiff import Moved, explain_changes
 from bugmatrix.report.markdown import escape_md
 from bugmatrix.report.merge import merge_runs
@@ -185,7 +186,7 @@ def test_the_plans_resolution_wins_and_a_stale_one_says_so() -> None:
     }
     axes = [a.to_json() for a in compat_of(runs).axes]
     plan = {"schema": "bugmatrix.plan.cells/1", "profile": "nightly", "axes": axes, "cells": plan_cells, "resolution": resolution}
-    compat = merge_runs(runs, profile="nightly", commit="abc1234", generated=GENERATED, plan=plan)
+    compat = merge_runs(runs, profile="nightly", commit="abc1234", generated=GENERATED, plan=PlanDocument.from_json(plan))
     assert compat.tracking_text() == (
         "torch latest = 2.16.0 (resolved 2026-11-23T03:17:00+00:00); registry unreachable: the last saved resolution"
     )

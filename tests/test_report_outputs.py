@@ -29,6 +29,7 @@ from bugmatrix.cli import main
 from bugmatrix.errors import WRITE_EXIT_CODE
 from bugmatrix.files import write_json_atomic
 from bugmatrix.report import command
+from bugmatrix.report import options as options_module
 from bugmatrix.report.night import analyse
 from bugmatrix.report.readme import END, START
 from tests.test_report import fixture_compat
@@ -49,7 +50,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, 
     shutil.copytree(FIXTURES, reports / "runs")
     (reference / "runs").mkdir(parents=True)
     (reference / "runs" / "stale-cell.json").write_text("{}")  # --publish removes it, but only once everything is written
-    monkeypatch.setattr(command, "REFERENCE", reference)
+    monkeypatch.setattr(options_module, "REFERENCE", reference)
     write_json_atomic(tmp_path / "baseline.json", analyse(fixture_compat()).to_json())
     (tmp_path / "README.md").write_text(f"# x\n{START}\nold\n{END}\n", encoding="utf-8")
     (tmp_path / "summary.md").write_text("# earlier steps\n", encoding="utf-8")
@@ -163,3 +164,34 @@ def test_two_reports_into_one_directory_take_turns_and_keep_both_nights(tmp_path
     html = (reports / "index.html").read_text()
     assert f"Profile `{compat['profile']}`" in markdown and f"generated {compat['generated']}" in markdown
     assert re.search(rf"<title>bugmatrix — {compat['profile']} — {re.escape(compat['generated'])}</title>", html)
+
+
+def test_a_new_view_is_one_entry_in_the_outputs_registry(tmp_path: Path) -> None:
+    """An output added through ``ReportOptions.extra`` alone is checked first, written with the others (all or nothing), and says its line."""
+    from bugmatrix.report.options import ReportOptions
+    from bugmatrix.report.outputs import Night, Output
+
+    reports = tmp_path / "reports"
+    shutil.copytree(FIXTURES, reports / "runs")
+    counted = tmp_path / "views" / "count.txt"
+
+    def render(night: Night) -> tuple[dict[Path, str | bytes], list[Path]]:
+        return {counted: f"{len(night.report.compat.variants)} variants, {len(night.runs)} cells\n"}, []
+
+    view = Output("count", render, line=lambda night: f"count: -> {counted}")
+    options = ReportOptions(reports=reports, root=tmp_path, profile="smoke", baseline=tmp_path / "none.json", extra=(view,))
+    with pytest.raises(command.BugmatrixError, match=r"none\.json: no such file"):
+        command.run_report(options)  # a bad input stops the report before any output, the new one included
+    assert not counted.exists()
+    options = ReportOptions(reports=reports, root=tmp_path, profile="smoke", extra=(view,))
+    assert command.run_report(options) == 0
+    assert (
+        counted.read_text()
+        == f"{len(json.loads((reports / 'compat.json').read_text())['variants'])} variants, {len(list(FIXTURES.glob('*.json')))} cells\n"
+    )
+
+    refused = Output("refused", render, check=lambda options: (_ for _ in ()).throw(command.BugmatrixError("views: refused")))
+    counted.unlink()
+    with pytest.raises(command.BugmatrixError, match="views: refused"):
+        command.run_report(ReportOptions(reports=reports, root=tmp_path, profile="smoke", extra=(view, refused)))
+    assert not counted.exists(), "an output's check runs before anything is written"

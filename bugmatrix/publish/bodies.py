@@ -20,8 +20,9 @@ from bugmatrix.publish.attachments import Attachment, ReproExporter
 from bugmatrix.publish.issue_body import Links, render_issue
 from bugmatrix.publish.markers import MARKER, Marker, State, file_stem, parse_markers
 from bugmatrix.report.night import NightReport
+from bugmatrix.report.outputs import Files, Night, Output
 
-__all__ = ["Body", "body_files", "check_bodies_dir", "read_bodies"]
+__all__ = ["Body", "body_files", "check_bodies_dir", "issue_bodies_output", "read_bodies"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,23 @@ def body_files(
         elif entry.is_dir():
             remove += [p for p in entry.rglob("*") if p.is_file() and p not in files]
     return files, remove
+
+
+def issue_bodies_output(directory: Path, *, site_url: str, run_url: str, matrix: Path, cases: Path) -> Output:
+    """``report --issue-bodies DIR``: one body per finding (+ its repro files), an output of the report like its pages.
+
+    Added by the CLI through ``ReportOptions.extra``: the report stage knows
+    nothing of issues, and the bodies are written in its all-or-nothing write.
+    """
+
+    def render(night: Night) -> Files:
+        links = Links.for_site(site_url, night.report.compat.profile, night.date, run_url)
+        return body_files(night.report, night.date, links, directory, ReproExporter(matrix, cases, night.options.reports / "runs"))
+
+    def line(night: Night) -> str:
+        return f"issues: {len(night.report.findings())} finding(s), one body each -> {directory} (filed by: nox -s issues)"
+
+    return Output("issue-bodies", render, check=lambda options: check_bodies_dir(directory), locks=lambda options: (directory,), line=line)
 
 
 def read_bodies(directory: Path) -> list[Body]:

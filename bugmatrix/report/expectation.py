@@ -23,18 +23,15 @@ the run is an *ad-hoc* set of cells with a label of its own
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.plan.cells import PLAN_SCHEMA
+from bugmatrix.plan.document import PlanDocument
 from bugmatrix.report.model import Axis, Compat, ExpectationSource, ExpectationSummary, TrackedPin, Tracking
 
-__all__ = ["SYSTEM_CELL", "Expectation", "ExpectedCell", "choose_profile", "expect", "from_plan", "load_plan"]
+__all__ = ["SYSTEM_CELL", "Expectation", "ExpectedCell", "choose_profile", "expect", "from_plan"]
 
 #: The cell that runs the cases in the current interpreter (``nox -s system``): never planned, never expected.
 SYSTEM_CELL = "system"
@@ -87,39 +84,21 @@ class Expectation:
         return ExpectationSummary(self.source, self.text, self.dropped, self.dropped_results)
 
 
-def load_plan(path: Path) -> dict[str, Any]:
-    """A plan document written by ``plan --out`` (or the nox report sessions); a defect is one line."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        msg = f"--plan {path}: cannot read the plan ({exc}); write it with: python -m bugmatrix plan --profile P --out {path}"
-        raise BugmatrixError(msg) from None
-    if not isinstance(data, dict) or data.get("schema") != PLAN_SCHEMA or not isinstance(data.get("cells"), list):
-        msg = f"--plan {path}: not a {PLAN_SCHEMA} document; write it with: python -m bugmatrix plan --profile P --out {path}"
-        raise BugmatrixError(msg)
-    return data
+def _plan_axes(plan: PlanDocument) -> tuple[Axis, ...]:
+    return tuple(Axis(a.name, a.prefix, a.interpreter) for a in plan.axes)
 
 
-def _plan_axes(plan: Mapping[str, Any]) -> tuple[Axis, ...]:
-    return tuple(Axis(str(a["name"]), str(a.get("prefix") or a["name"]), bool(a.get("interpreter"))) for a in plan.get("axes") or ())
-
-
-def _plan_tracking(plan: Mapping[str, Any]) -> Tracking | None:
-    resolution = plan.get("resolution") or {}
+def _plan_tracking(plan: PlanDocument) -> Tracking | None:
+    resolution = plan.resolution
     if not resolution.get("axes"):
         return None
     axes = {str(a): TrackedPin(str(t["requested"]), str(t["resolved"])) for a, t in resolution["axes"].items()}
     return Tracking(axes, resolution.get("resolved_at"), bool(resolution.get("stale")))
 
 
-def from_plan(plan: Mapping[str, Any], where: str = "", baseline: Compat | None = None) -> Expectation:
+def from_plan(plan: PlanDocument, where: str = "", baseline: Compat | None = None) -> Expectation:
     """Every planned (variant, cell); baseline cells and results the plan no longer has are counted as dropped on purpose."""
-    cells = tuple(
-        ExpectedCell(
-            str(c["id"]), {str(a): str(v) for a, v in c["pins"].items()}, tuple(c.get("variants") or ()), str(c.get("sibling_of") or "")
-        )
-        for c in plan["cells"]
-    )
+    cells = tuple(ExpectedCell(c.id, dict(c.pins), c.variants, c.sibling_of) for c in plan.cells)
     dropped: tuple[str, ...] = ()
     dropped_results = 0
     if baseline is not None:
@@ -151,7 +130,7 @@ def expect(
     runs: Sequence[RunRecord],
     profile: str,
     *,
-    plan: Mapping[str, Any] | None = None,
+    plan: PlanDocument | None = None,
     plan_path: str = "",
     baseline: Compat | None = None,
     baseline_path: str = "",
@@ -169,11 +148,11 @@ def expect(
 
 
 def choose_profile(
-    requested: str | None, runs: Sequence[RunRecord], *, plan: Mapping[str, Any] | None = None, baseline: Compat | None = None
+    requested: str | None, runs: Sequence[RunRecord], *, plan: PlanDocument | None = None, baseline: Compat | None = None
 ) -> tuple[str, str]:
     """(profile, where it came from): the plan's, ``--profile``, the baseline's, or an ad-hoc label of its own."""
     if plan is not None:
-        planned = str(plan.get("profile") or "")
+        planned = plan.profile
         if requested and planned and requested != planned:
             msg = f"--profile {requested} contradicts the plan's profile {planned!r}; leave --profile out (the plan says it)"
             raise BugmatrixError(msg)

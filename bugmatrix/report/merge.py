@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.document import PlanDocument
 from bugmatrix.report.expectation import SYSTEM_CELL, Expectation, from_plan
 from bugmatrix.report.model import (
     Axis,
@@ -231,7 +232,7 @@ def merge_runs(
     profile: str,
     commit: str,
     generated: str,
-    plan: dict | None = None,
+    plan: PlanDocument | None = None,
     expectation: Expectation | None = None,
     profile_source: str = "",
     declared: Mapping[str, tuple[str, ...]] | None = None,

@@ -1,0 +1,71 @@
+"""What one ``report`` is asked to do, as one typed value built from the command line once.
+
+The orchestrator (:mod:`bugmatrix.report.command`) and every output
+(:mod:`bugmatrix.report.outputs`) read this value, never ``argparse``'s
+namespace: a misspelt option is a type error here, not a silent ``None``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bugmatrix.paths import REFERENCE, ROOT
+
+if TYPE_CHECKING:
+    from bugmatrix.report.outputs import Output
+
+__all__ = ["ReportOptions"]
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """The report's inputs and outputs; ``extra`` are outputs an upper stage adds (the issue bodies)."""
+
+    reports: Path
+    root: Path = ROOT
+    cases: Path | None = None
+    profile: str | None = None
+    plan: Path | None = None
+    baseline: Path | None = None
+    update_baseline: bool = False
+    publish: bool = False
+    fail_on_regression: bool = False
+    step_summary: Path | None = None
+    readme: Path | None = None
+    history: Path | None = None
+    date: str | None = None
+    reference: Path = REFERENCE  # the committed reference (--publish, the default baseline)
+    extra: tuple[Output, ...] = ()
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ReportOptions:
+        """The ``report`` subcommand's namespace, read once (the issue-bodies options belong to their output, not here)."""
+        return cls(
+            reports=args.reports,
+            root=args.root,
+            cases=args.cases,
+            profile=args.profile,
+            plan=args.plan,
+            baseline=args.baseline,
+            update_baseline=args.update_baseline,
+            publish=args.publish,
+            fail_on_regression=args.fail_on_regression,
+            step_summary=args.step_summary,
+            readme=args.readme,
+            history=args.history,
+            date=args.date,
+            reference=REFERENCE,
+        )
+
+    @property
+    def history_path(self) -> Path:
+        """The history appended to: ``--history``, else beside the report."""
+        return self.history or self.reports / "history.jsonl"
+
+    @property
+    def baseline_path(self) -> Path:
+        """The baseline diffed against (and replaced by ``--update-baseline``)."""
+        return self.baseline or self.reference / "baseline.json"

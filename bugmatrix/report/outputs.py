@@ -1,0 +1,159 @@
+"""Everything a report writes, as a registry: one entry per output, with its check, its files and its renderer.
+
+A new view is one :class:`Output` here (or, from an upper stage, one passed in
+``ReportOptions.extra``: the issue bodies come from :mod:`bugmatrix.publish`)
+plus its renderer. The orchestrator asks each wanted output, in order, to
+check its paths before anything is read, names the directories it locks, and
+collects the files of all of them into one all-or-nothing write.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import check_output_file
+from bugmatrix.report.night import NightReport
+from bugmatrix.report.options import ReportOptions
+from bugmatrix.report.readme import check_readme, readme_text
+from bugmatrix.report.render_html import render_html
+from bugmatrix.report.render_md import render_markdown, render_step_summary
+
+__all__ = ["PAGES", "Files", "Night", "Output", "builtin_outputs", "wanted_outputs"]
+
+#: The report's own pages, in ``<reports>/`` (and in ``reports/`` with ``--publish``).
+PAGES = ("compat.json", "compat.md", "index.html")
+
+#: What an output writes (path -> content) and what it removes, applied with every other output's at once.
+Files = tuple[dict[Path, str | bytes], list[Path]]
+
+
+@dataclass(frozen=True)
+class Night:
+    """What the renderers get: the analysed night, its date, the run files it read, the new history text."""
+
+    options: ReportOptions
+    report: NightReport
+    date: str
+    runs: tuple[str, ...]
+    history: str
+
+    def page(self, name: str) -> str:
+        """One of :data:`PAGES`, rendered (the same text wherever it is written)."""
+        if name == "compat.json":
+            return json.dumps(self.report.to_json(), indent=1, sort_keys=True) + "\n"
+        return render_markdown(self.report) if name == "compat.md" else render_html(self.report)
+
+
+def _nothing(options: ReportOptions) -> None:
+    return None
+
+
+def _no_locks(options: ReportOptions) -> Sequence[Path]:
+    return ()
+
+
+def _no_line(night: Night) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output: whether it is asked for, its checks (before anything is read), the directories it locks, its files."""
+
+    name: str
+    render: Callable[[Night], Files]
+    wanted: Callable[[ReportOptions], bool] = lambda options: True
+    check: Callable[[ReportOptions], None] = _nothing
+    locks: Callable[[ReportOptions], Sequence[Path]] = _no_locks
+    line: Callable[[Night], str | None] = _no_line  # printed after the report's own lines
+
+
+def _check_pages(options: ReportOptions) -> None:
+    if not (options.reports / "runs").is_dir():
+        msg = f"--reports {options.reports}: no run directory {options.reports / 'runs'}; run a cell first (nox -s system, or nox -t smoke)"
+        raise BugmatrixError(msg)
+    for name in PAGES:
+        check_output_file(options.reports / name, f"--reports {options.reports}:")
+
+
+def _pages(night: Night) -> Files:
+    return {night.options.reports / name: night.page(name) for name in PAGES}, []
+
+
+def _history(night: Night) -> Files:
+    return {night.options.history_path: night.history}, []
+
+
+def _step_summary(night: Night) -> Files:
+    path = night.options.step_summary
+    assert path is not None  # wanted() guarantees it
+    before = path.read_text(encoding="utf-8") if path.exists() else ""  # appended to, as $GITHUB_STEP_SUMMARY is meant to be
+    return {path: before + render_step_summary(night.report)}, []
+
+
+def _check_publish(options: ReportOptions) -> None:
+    reference = options.reference
+    for name in PAGES:
+        check_output_file(reference / name, "--publish")
+    if (reference / "runs").exists() and not (reference / "runs").is_dir():
+        msg = f"--publish: {reference / 'runs'} is a file, not a directory; move it aside"
+        raise BugmatrixError(msg)
+
+
+def _publish(night: Night) -> Files:
+    """The committed reference: tonight's pages and run files; run files of cells no longer run are removed."""
+    options, reference = night.options, night.options.reference
+    if options.reports.resolve() == reference.resolve():
+        return {}, []
+    files: dict[Path, str | bytes] = {reference / name: night.page(name) for name in PAGES}
+    for cell in night.runs:
+        files[reference / "runs" / f"{cell}.json"] = (options.reports / "runs" / f"{cell}.json").read_bytes()
+    return files, [p for p in (reference / "runs").glob("*.json") if p.stem not in night.runs]
+
+
+def _check_readme(options: ReportOptions) -> None:
+    if not options.publish:
+        msg = f"--readme {options.readme}: only with --publish (the README's table is generated from the committed reference)"
+        raise BugmatrixError(msg)
+    assert options.readme is not None  # wanted() guarantees it
+    check_readme(options.readme)
+    check_output_file(options.readme, "--readme")
+
+
+def _readme(night: Night) -> Files:
+    assert night.options.readme is not None  # wanted() guarantees it
+    return {night.options.readme: readme_text(night.options.readme, night.report)}, []
+
+
+def builtin_outputs() -> tuple[Output, ...]:
+    """The report's own outputs, in the order they are checked and written."""
+    return (
+        Output("pages", _pages, check=_check_pages, locks=lambda o: (o.reports,)),
+        Output(
+            "history", _history, check=lambda o: check_output_file(o.history_path, "--history"), locks=lambda o: (o.history_path.parent,)
+        ),
+        Output(
+            "step-summary",
+            _step_summary,
+            wanted=lambda o: o.step_summary is not None,
+            check=lambda o: check_output_file(o.step_summary, "--step-summary", create_parent=False),  # type: ignore[arg-type]
+        ),
+        Output("publish", _publish, wanted=lambda o: o.publish, check=_check_publish, locks=lambda o: (o.reference,)),
+        Output("readme", _readme, wanted=lambda o: o.readme is not None, check=_check_readme),
+        Output(
+            "baseline",
+            lambda night: ({night.options.baseline_path: night.page("compat.json")}, []),
+            wanted=lambda o: o.update_baseline,
+            check=lambda o: check_output_file(o.baseline_path, "--update-baseline"),
+            locks=lambda o: (o.reference,) if o.baseline is None else (),
+        ),
+    )
+
+
+def wanted_outputs(options: ReportOptions) -> list[Output]:
+    """The built-in outputs this report is asked for, then the ones an upper stage added."""
+    return [output for output in (*builtin_outputs(), *options.extra) if output.wanted(options)]
