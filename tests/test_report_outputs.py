@@ -195,3 +195,22 @@ def test_a_new_view_is_one_entry_in_the_outputs_registry(tmp_path: Path) -> None
     with pytest.raises(command.BugmatrixError, match="views: refused"):
         command.run_report(ReportOptions(reports=reports, root=tmp_path, profile="smoke", extra=(view, refused)))
     assert not counted.exists(), "an output's check runs before anything is written"
+
+
+def test_a_gpu_run_committed_beside_the_reference_survives_a_cpu_publish(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--publish`` replaces the CPU reference's run files, and keeps a run recorded on a GPU (``cuda_available``)."""
+    reports, reference = tmp_path / "reports", tmp_path / "reference"
+    shutil.copytree(FIXTURES, reports / "runs")
+    (reference / "runs").mkdir(parents=True)
+    gpu = json.loads(next(FIXTURES.glob("*.json")).read_text())
+    gpu["cell"] = "system-cuda-h100"
+    gpu["environment"] = {**(gpu.get("environment") or {}), "cuda_available": True, "gpu": "NVIDIA H100 80GB HBM3", "cuda": "13.0"}
+    write_json_atomic(reference / "runs" / "system-cuda-h100.json", gpu)
+    write_json_atomic(reference / "runs" / "py311-gone.json", {**gpu, "cell": "py311-gone", "environment": {"cuda_available": False}})
+    monkeypatch.setattr(options_module, "REFERENCE", reference)
+    assert main(["report", "--reports", str(reports), "--profile", "smoke", "--publish", "--baseline", str(tmp_path / "x.json")]) == 2
+    assert main(["report", "--reports", str(reports), "--profile", "smoke", "--publish"]) == 0
+    kept = sorted(p.stem for p in (reference / "runs").glob("*.json"))
+    assert "system-cuda-h100" in kept, "the GPU run survives"
+    assert "py311-gone" not in kept, "a CPU cell no longer run is removed"
+    assert set(kept) - {"system-cuda-h100"} == {p.stem for p in FIXTURES.glob("*.json")}

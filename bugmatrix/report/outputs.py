@@ -112,7 +112,22 @@ def _publish(night: Night) -> Files:
     files: dict[Path, str | bytes] = {reference / name: night.page(name) for name in PAGES}
     for cell in night.runs:
         files[reference / "runs" / f"{cell}.json"] = (options.reports / "runs" / f"{cell}.json").read_bytes()
-    return files, [p for p in (reference / "runs").glob("*.json") if p.stem not in night.runs]
+    return files, [p for p in (reference / "runs").glob("*.json") if p.stem not in night.runs and not _observed_on_a_gpu(p)]
+
+
+def _observed_on_a_gpu(path: Path) -> bool:
+    """A committed run recorded on a GPU (``cuda_available``): a CPU night's ``--publish`` keeps it beside its own runs.
+
+    GPU results come from another machine (a GPU runner, the baked image) and
+    cannot be re-observed by a CPU run; replacing the CPU reference must not
+    drop them. An unreadable file is not kept on that ground: it is the
+    reference's own, and the publish replaces it.
+    """
+    try:
+        environment = json.loads(path.read_text(encoding="utf-8")).get("environment") or {}
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(environment, dict) and environment.get("cuda_available") is True
 
 
 def _check_readme(options: ReportOptions) -> None:
