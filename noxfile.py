@@ -23,6 +23,7 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
+from bugmatrix.cell.preload import IMPORT_FAILED_EXIT  # noqa: E402
 from bugmatrix.errors import BugmatrixError  # noqa: E402
 from bugmatrix.files import write_json_atomic  # noqa: E402
 from bugmatrix.paths import output_dir  # noqa: E402
@@ -112,8 +113,9 @@ def run_planned_cell(session: nox.Session, spec: CellSpec, run_file: Path, *, ve
         session.log(how + (f" from {environment.lock}" if environment.lock else ""))
 
     def execute(command: list[str], env: dict[str, str]) -> int:
-        # 1 = an outcome differs from its expectation: recorded, and judged by `report`.
-        session.run(*command, env=env, external=True, success_codes=[0, 1])
+        # 1 = an outcome differs from its expectation: recorded, and judged by `report`;
+        # IMPORT_FAILED_EXIT = the stack does not import: the runner records the cell as install-failed.
+        session.run(*command, env=env, external=True, success_codes=[0, 1, IMPORT_FAILED_EXIT])
         return 0
 
     done = run_cell(
@@ -212,6 +214,16 @@ def run_cli(command: str, session: nox.Session) -> None:
     code = main([command, *session.posargs])
     if code:
         sys.exit(code)
+
+
+@nox.session(name="run", python=False)
+def run_profile(session: nox.Session) -> None:
+    """A profile's cells side by side (up to $BUGMATRIX_JOBS at once), then its report: -- [--profile P] [--jobs N] (= nox -t P)."""
+    run_cli("run", session)
+    args = session.posargs
+    profile = args[args.index("--profile") + 1] if "--profile" in args[:-1] else (DECLARED.default_profile if DECLARED else "")
+    if "--gpu" not in args and "--cell" not in args:  # a partial run's report would list the rest as missing
+        session.notify(f"report-{profile}")
 
 
 @nox.session(python=False)
