@@ -59,13 +59,18 @@ def test_lean_is_opt_in(monkeypatch: pytest.MonkeyPatch, value: str, lean: bool)
     assert is_lean() is lean
 
 
-@pytest.mark.parametrize(("value", "free", "lean"), [("lean", 1e6, True), ("keep", 0.0, False), ("", 1e6, False), ("auto", 0.0, True)])
-def test_unset_is_lean_only_where_the_disk_is_short(monkeypatch: pytest.MonkeyPatch, value: str, free: float, lean: bool) -> None:
-    """Kept environments are the cheaper mode: unset (or auto) picks lean only when the free disk is less than the cells' stacks need."""
+@pytest.mark.parametrize(
+    ("value", "free", "jobs", "lean"),
+    [("lean", 1e6, 1, True), ("keep", 0.0, 1, False), ("", 1e6, 1, False), ("auto", 0.0, 1, True),
+     ("", MARGIN_GIB + STACK_GIB, 1, False), ("", MARGIN_GIB + STACK_GIB, 2, True)],
+)  # fmt: skip
+def test_unset_is_lean_only_once_the_disk_cannot_hold_the_next_stacks(
+    monkeypatch: pytest.MonkeyPatch, value: str, free: float, jobs: int, lean: bool
+) -> None:
+    """Kept environments are the cheaper mode: unset (or auto) turns lean when the free disk cannot hold a stack per running cell."""
     monkeypatch.setenv("BUGMATRIX_DISK", value)
     monkeypatch.setattr(diskbudget, "free_gib", lambda path: free)
-    diskbudget._auto.cache_clear()
-    assert lean_needed(r for _, r in ORDER) is lean
+    assert lean_needed(jobs) is lean
 
 
 def test_the_need_is_one_stack_per_distinct_torch_pin() -> None:
@@ -76,7 +81,7 @@ def test_the_need_is_one_stack_per_distinct_torch_pin() -> None:
 def test_a_bad_disk_mode_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BUGMATRIX_DISK", "tiny")
     with pytest.raises(BugmatrixError, match="BUGMATRIX_DISK='tiny': use lean, keep or auto"):
-        lean_needed([])
+        lean_needed()
 
 
 def test_a_stack_is_kept_while_a_running_or_waiting_cell_pins_it() -> None:

@@ -19,16 +19,16 @@ removes wheels a concurrent ``uv pip sync`` is reading or writing.
 Lean is not free: every cell rebuilds its venv (seconds from a warm cache) and
 a pruned torch stack is downloaded again on the next run. So it is the default
 only where the disk needs it: ``BUGMATRIX_DISK=lean`` or ``keep`` decide; unset
-(or ``auto``), :func:`lean_needed` compares the free disk under uv's cache with
-what the cells about to run need (:data:`STACK_GIB` per distinct torch stack,
-plus :data:`MARGIN_GIB`), once per process (a nox run, a pool run).
+(or ``auto``), :func:`lean_needed` asks as each cell ends whether the free disk
+under uv's cache still holds the next torch stack(s) (:data:`STACK_GIB` each)
+beside :data:`MARGIN_GIB`: environments are kept while it does, given back from
+then on. :func:`disk_need_gib` is what a whole set of cells needs kept.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import json
 import os
 import shutil
@@ -94,10 +94,14 @@ def free_gib(path: Path) -> float:
     return shutil.disk_usage(path).free / 2**30
 
 
-def lean_needed(requirements: Iterable[Sequence[str]]) -> bool:
-    """Lean or kept environments: ``$BUGMATRIX_DISK`` when it says ``lean`` or ``keep``, else lean only when the free disk under
-    uv's cache is less than what the cells of ``requirements`` need kept (decided once per process: the cheaper mode never
-    flips mid-run because the run itself filled the disk)."""
+def lean_needed(jobs: int = 1) -> bool:
+    """Lean or kept environments, asked as each cell ends: ``$BUGMATRIX_DISK`` when it says ``lean`` or ``keep``; else (unset,
+    ``auto``) lean only once the free disk under uv's cache cannot hold the next ``jobs`` torch stacks beside the margin.
+
+    Greedy on purpose: a profile's cells keep their environments while the disk has room (no rebuild, no download next
+    run), and the run turns lean from the cell after which it has not, so a profile larger than the disk still fits. A
+    developer's ``nox`` with a few stacks cached never prunes; a CI runner's ~14 GB is lean from the first cell.
+    """
     value = os.environ.get("BUGMATRIX_DISK", "").strip().lower()
     if value in (LEAN, KEEP):
         return value == LEAN
@@ -106,12 +110,7 @@ def lean_needed(requirements: Iterable[Sequence[str]]) -> bool:
 
         msg = f"BUGMATRIX_DISK={value!r}: use lean, keep or auto (unset: auto, lean only where the disk needs it)"
         raise BugmatrixError(msg)
-    return _auto(disk_need_gib(requirements))
-
-
-@functools.cache
-def _auto(need: float) -> bool:
-    return free_gib(uv_cache_dir()) < need
+    return free_gib(uv_cache_dir()) < MARGIN_GIB + STACK_GIB * max(1, jobs)
 
 
 def needed_by(others: Iterable[Sequence[str]], mine: Sequence[str]) -> bool:

@@ -202,7 +202,9 @@ def run_cells(
             done = future.result()
             del unfinished[job.spec.id]
             # Lean: a stack leaves uv's cache only when no cell still running or waiting pins it (diskbudget.cache_lock).
-            cleaned = [] if done.reused else release(matrix, job.spec, order or specs, root=root, others=list(unfinished.values()))
+            cleaned = (
+                [] if done.reused else release(matrix, job.spec, order or specs, root=root, others=list(unfinished.values()), jobs=jobs)
+            )
             finished.append(done)
             line = describe(done, job.run_file, job.log) + (f"; lean: cleaned {', '.join(cleaned)}" if cleaned else "")
             say(f"[{len(finished)}/{len(made)}] {line}")

@@ -234,16 +234,17 @@ def release(
     root: Path = ROOT,
     venv: Path | None = None,
     others: Sequence[CellSpec] | None = None,
+    jobs: int = 1,
 ) -> list[str]:
-    """Lean mode (:func:`~bugmatrix.run.diskbudget.lean_needed` for ``order``'s cells): remove the cell's venv (``venv``, default
-    its nox venv), and its heavy wheels from uv's cache when no cell still to come needs them.
+    """Lean mode (:func:`~bugmatrix.run.diskbudget.lean_needed`, ``jobs`` cells at once): remove the cell's venv (``venv``,
+    default its nox venv), and its heavy wheels from uv's cache when no cell still to come needs them.
 
     "Still to come" is the cells after it in ``order`` (one cell at a time, nox), or ``others`` when given: the cells still
     running or waiting beside it (:mod:`bugmatrix.run.pool`). Returns what was cleaned from the cache; [] when environments are kept.
     """
-    planned = [(c.id, matrix.requirements_for(c.pins, extra=c.extra)) for c in order if c.pins is not None]
-    if spec.pins is None or not lean_needed(r for _, r in planned):
+    if spec.pins is None or not lean_needed(jobs):
         return []
+    planned = [(c.id, matrix.requirements_for(c.pins, extra=c.extra)) for c in order if c.pins is not None]
     if others is None:
         later = needed_later(planned, spec.id)
     else:

@@ -249,7 +249,7 @@ def measure_full(root: Path, matrix: Matrix, cold: bool, cells: Sequence[Cell] =
             free=free_gib(uv_cache_dir()),
             jobs=os.environ.get("BUGMATRIX_JOBS") or None,
         )
-        lean = cold or lean_needed(matrix.requirements_for(c.pins, extra=c.extra) for c in cells)
+        lean = cold or lean_needed(chosen.jobs)  # at the start: auto may turn lean as the run fills the disk
         command = [sys.executable, "-m", "bugmatrix", "--matrix", str(root / "matrix.toml"), "--cases", str(root / "cases")]
         with DiskPeak(Path(tmp)) as disk:
             started = time.perf_counter()
