@@ -40,6 +40,7 @@ Design notes (why it is built this way):
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -370,6 +371,9 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         msg = f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} during collection"
         raise session.Interrupted(msg)
     preload_once(config, variants)
+    # The imported stack (hundreds of thousands of objects) leaves the collector's generations: a child's collection
+    # then never walks them, so it does not copy every page they sit on (fork is copy-on-write).
+    gc.freeze()
     state = config.stash[STATE_KEY]
     environment, gpu = probe_in_child(deadline_s=timeout_of(config) + grace(timeout_of(config)))
     state.environment = state.environment or environment

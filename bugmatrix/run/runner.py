@@ -58,7 +58,18 @@ from bugmatrix.run.inputkey import InputKey, input_key
 from bugmatrix.run.lock import lock_for
 from bugmatrix.run.reuse import Decision, ReusePolicy, decide, write_reused
 
-__all__ = ["CellRun", "CellSpec", "Environment", "Execute", "built_python", "cell_key", "prepare", "release", "run_cell"]
+__all__ = [
+    "CellRun",
+    "CellSpec",
+    "Environment",
+    "Execute",
+    "built_python",
+    "bytecode_env",
+    "cell_key",
+    "prepare",
+    "release",
+    "run_cell",
+]
 
 #: Runs a command with an environment and returns its exit code (nox's session.run, a subprocess with a timeout, ...).
 Execute = Callable[[Sequence[str], Mapping[str, str]], int]
@@ -194,7 +205,7 @@ def run_cell(
     with tempfile.TemporaryDirectory(prefix="bugmatrix-import-") as scratch:
         failed_file = Path(scratch) / "import-failed"
         env = cell_env(root) | ({IMPORT_CHECK_ENV: ",".join(modules), IMPORT_FAILED_ENV: str(failed_file)} if modules else {})
-        code = execute(command, env)
+        code = execute(command, bytecode_env(env, environment.venv))
         failed = failed_file.read_text(encoding="utf-8") if failed_file.exists() else None
     if failed is not None:  # installed, but its stack does not import: what the separate check process used to say
         assert spec.pins is not None and environment.venv is not None
@@ -203,6 +214,21 @@ def run_cell(
         record_install_failure(run_file, spec.id, spec.pins, reason, tracked=spec.tracked, input_key=key, origin=origin)
         return CellRun(run_file, environment, install_failed=reason, returncode=code, decision=decision)
     return CellRun(run_file, environment, returncode=code, decision=decision)
+
+
+def bytecode_env(env: Mapping[str, str], venv: Path | None) -> dict[str, str]:
+    """``env`` with the cell's bytecode cached inside its venv (``<venv>/.bytecode``, ``PYTHONPYCACHEPREFIX``).
+
+    uv installs no ``.pyc`` files, and with ``PYTHONDONTWRITEBYTECODE`` set (or sources it cannot write beside)
+    every run of a cell compiled every module of its stack again: seconds per import, more than the rest of the
+    harness together (measured: 7.6 s of a 26 s run under load). Kept in the venv, nothing is written beside any
+    source (the checkout stays clean), the cache goes with the venv, and the stack is compiled once per build.
+    The current interpreter (the system cell, ``venv`` None) is left as it is.
+    """
+    if venv is None:
+        return dict(env)
+    # Empty rather than removed: an executor that lays ``env`` over its own (nox's session.run) would bring it back.
+    return {**env, "PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(venv / ".bytecode")}
 
 
 @functools.cache
