@@ -31,7 +31,7 @@ from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.command import WORKERS
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
-from bugmatrix.run.runner import CellSpec, built_python, run_cell
+from bugmatrix.run.runner import CellSpec, built_python, bytecode_env, run_cell
 from bugmatrix.tools.benchmark.disk import Sampler
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, skipped, timed
 
@@ -61,13 +61,15 @@ def import_seconds(python: Path, modules: Sequence[str], declared: Sequence[str]
     """Wall time of a fresh interpreter importing the cell's stack once (the best of two: the first may read a cold disk).
 
     ``declared`` names are resolved by the function the fork runner's preload uses (``root`` puts it on the path).
-    It ends with ``os._exit`` as the fork runner's cell process does: neither pays for tearing the stack down.
+    It ends with ``os._exit`` as the fork runner's cell process does: neither pays for tearing the stack down;
+    its bytecode is the venv's cache, as the cell's (neither compiles the stack again).
     """
     code = "import os, " + ", ".join(modules)
     if declared:
         code += f"; from bugmatrix.cell.requirements import resolve_attribute; [resolve_attribute(n) for n in {list(declared)!r}]"
     code += "; os._exit(0)"
-    env = {**os.environ, "PYTHONPATH": str(root)} if root else None
+    # As the cell's pytest runs it: bytecode cached in the venv (bugmatrix.run.runner.bytecode_env); the first of two may write it.
+    env = bytecode_env({**os.environ, **({"PYTHONPATH": str(root)} if root else {})}, python.parent.parent)
     return min(timed([str(python), "-c", code], env) for _ in range(2))
 
 
