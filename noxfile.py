@@ -220,10 +220,15 @@ def run_cli(command: str, session: nox.Session) -> None:
 def run_profile(session: nox.Session) -> None:
     """A profile's cells side by side (up to $BUGMATRIX_JOBS at once), then its report: -- [--profile P] [--jobs N] (= nox -t P)."""
     run_cli("run", session)
-    args = session.posargs
-    profile = args[args.index("--profile") + 1] if "--profile" in args[:-1] else (DECLARED.default_profile if DECLARED else "")
-    if "--gpu" not in args and "--cell" not in args:  # a partial run's report would list the rest as missing
-        session.notify(f"report-{profile}")
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--profile", default=DECLARED.default_profile if DECLARED else "")
+    parser.add_argument("--gpu", action="store_true")
+    parser.add_argument("--cell", action="append")
+    known, _ = parser.parse_known_args(session.posargs)
+    if not known.gpu and not known.cell:  # a partial run's report would list the rest as missing
+        session.notify(f"report-{known.profile}")
 
 
 @nox.session(python=False)
