@@ -22,6 +22,7 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
+from bugmatrix.cell.preload import IMPORT_FAILED_EXIT  # noqa: E402
 from bugmatrix.errors import BugmatrixError  # noqa: E402
 from bugmatrix.files import write_json_atomic  # noqa: E402
 from bugmatrix.lane import load_reresolved  # noqa: E402
@@ -116,8 +117,9 @@ def run_planned_cell(session: nox.Session, spec: CellSpec, run_file: Path, *, ve
         session.log(how + (f" from {environment.lock}" if environment.lock else ""))
 
     def execute(command: list[str], env: dict[str, str]) -> int:
-        # 1 = an outcome differs from its expectation: recorded, and judged by `report`.
-        session.run(*command, env=env, external=True, success_codes=[0, 1])
+        # 1 = an outcome differs from its expectation: recorded, and judged by `report`;
+        # IMPORT_FAILED_EXIT = the stack does not import: the runner records the cell as install-failed.
+        session.run(*command, env=env, external=True, success_codes=[0, 1, IMPORT_FAILED_EXIT])
         return 0
 
     done = run_cell(
@@ -216,6 +218,21 @@ def run_cli(command: str, session: nox.Session) -> None:
     code = main([command, *session.posargs])
     if code:
         sys.exit(code)
+
+
+@nox.session(name="run", python=False)
+def run_profile(session: nox.Session) -> None:
+    """A profile's cells side by side (up to $BUGMATRIX_JOBS at once), then its report: -- [--profile P] [--jobs N] (= nox -t P)."""
+    run_cli("run", session)
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--profile", default=DECLARED.default_profile if DECLARED else "")
+    parser.add_argument("--gpu", action="store_true")
+    parser.add_argument("--cell", action="append")
+    known, _ = parser.parse_known_args(session.posargs)
+    if not known.gpu and not known.cell:  # a partial run's report would list the rest as missing
+        session.notify(f"report-{known.profile}")
 
 
 @nox.session(python=False)

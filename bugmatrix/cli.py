@@ -1,4 +1,4 @@
-"""Command line: ``python -m bugmatrix plan|lock|reresolve|report|bisect|repro|check|stability|benchmark|cachesize|site|issues``.
+"""Command line: ``python -m bugmatrix plan|run|lock|reresolve|report|bisect|repro|check|stability|benchmark|cachesize|site|issues``.
 
 Every subcommand is a thin layer over a library function; a BugmatrixError
 anywhere is printed as one line and exits with its code (2: bad input, 3: an
@@ -34,6 +34,7 @@ __all__ = ["build_parser", "main"]
 
 #: Subcommands that live in their own module (``add_arguments(parser)`` + ``run(args) -> int``).
 TOOLS = (
+    ("run", "bugmatrix.tools.run_profile", "run a profile's cells side by side (up to $BUGMATRIX_JOBS at once) into <reports>/runs/"),
     (
         "check",
         "bugmatrix.tools.check",

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import pytest
 
-from bugmatrix.run.diskbudget import heavy_distributions, is_lean, needed_later
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.run import diskbudget
+from bugmatrix.run.diskbudget import (
+    MARGIN_GIB,
+    STACK_GIB,
+    cache_lock,
+    disk_need_gib,
+    heavy_distributions,
+    is_lean,
+    lean_needed,
+    needed_by,
+    needed_later,
+)
 
 ORDER = [
     ("py310-torch2.14.1", ["torch==2.14.1", "lightning==2.6.6"]),
@@ -42,3 +57,50 @@ def test_the_torch_stack_is_torch_triton_and_the_cuda_libraries() -> None:
 def test_lean_is_opt_in(monkeypatch: pytest.MonkeyPatch, value: str, lean: bool) -> None:
     monkeypatch.setenv("BUGMATRIX_DISK", value)
     assert is_lean() is lean
+
+
+@pytest.mark.parametrize(
+    ("value", "free", "jobs", "lean"),
+    [("lean", 1e6, 1, True), ("keep", 0.0, 1, False), ("", 1e6, 1, False), ("auto", 0.0, 1, True),
+     ("", MARGIN_GIB + STACK_GIB, 1, False), ("", MARGIN_GIB + STACK_GIB, 2, True)],
+)  # fmt: skip
+def test_unset_is_lean_only_once_the_disk_cannot_hold_the_next_stacks(
+    monkeypatch: pytest.MonkeyPatch, value: str, free: float, jobs: int, lean: bool
+) -> None:
+    """Kept environments are the cheaper mode: unset (or auto) turns lean when the free disk cannot hold a stack per running cell."""
+    monkeypatch.setenv("BUGMATRIX_DISK", value)
+    monkeypatch.setattr(diskbudget, "free_gib", lambda path: free)
+    assert lean_needed(jobs) is lean
+
+
+def test_the_need_is_one_stack_per_distinct_torch_pin() -> None:
+    assert disk_need_gib(r for _, r in ORDER) == 3 * STACK_GIB + MARGIN_GIB
+    assert disk_need_gib([["numpy==2.2.6"]]) == MARGIN_GIB
+
+
+def test_a_bad_disk_mode_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BUGMATRIX_DISK", "tiny")
+    with pytest.raises(BugmatrixError, match="BUGMATRIX_DISK='tiny': use lean, keep or auto"):
+        lean_needed()
+
+
+def test_a_stack_is_kept_while_a_running_or_waiting_cell_pins_it() -> None:
+    """Cells side by side: "later" is every unfinished cell, in any order."""
+    assert needed_by([["torch==2.0.1"], ["Torch==2.14.1", "numpy"]], ["torch==2.14.1", "lightning==2.6.6"])
+    assert not needed_by([["torch==2.0.1"], ["lightning==2.6.6"]], ["torch==2.14.1", "lightning==2.6.6"])
+
+
+def test_a_prune_waits_for_every_build(tmp_path: Path) -> None:
+    """Builds hold the cache lock shared (several at once); the prune takes it exclusive, so it waits until none is building."""
+    pruned = threading.Event()
+
+    def prune() -> None:
+        with cache_lock(tmp_path, exclusive=True):
+            pruned.set()
+
+    with cache_lock(tmp_path, exclusive=False), cache_lock(tmp_path, exclusive=False):
+        thread = threading.Thread(target=prune)
+        thread.start()
+        assert not pruned.wait(0.3), "a prune ran while a build held the cache"
+    thread.join(10)
+    assert pruned.is_set()

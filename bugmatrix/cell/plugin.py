@@ -29,7 +29,11 @@ Design notes (why it is built this way):
   without waiting for it.
 * What the selected variants import is imported once before the first one runs
   (:mod:`~bugmatrix.cell.preload`): the fork runner's speed, and a leak baseline
-  that already holds what libraries set at import.
+  that already holds what libraries set at import. Before that, the modules the
+  runner asks to be checked (``$BUGMATRIX_IMPORT_CHECK``: every pinned
+  distribution's) are imported in the same process: a failure ends the run with
+  ``IMPORT_FAILED_EXIT`` and the runner records ``install-failed``, so the
+  environment's import check costs no second import of the stack.
 * The cell process never initializes CUDA: the environment (CUDA, GPU) is observed
   in a child, and CUDA variants check and initialize it in theirs.
 """
@@ -37,10 +41,12 @@ Design notes (why it is built this way):
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +62,7 @@ from bugmatrix.cell.forkloop import cuda_initialized_here, grace, probe_in_child
 from bugmatrix.cell.forkrun import ChildEnd, can_fork, default_children
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Classified, Outcome, judge, tail
-from bugmatrix.cell.preload import preload, uncovered_imports
+from bugmatrix.cell.preload import IMPORT_FAILED_ENV, IMPORT_FAILED_EXIT, checked_modules, import_check, preload, uncovered_imports
 from bugmatrix.cell.recording import DIED_INLINE, PROPERTY, Recorder, RunState
 from bugmatrix.cell.runfile import VariantRecord
 from bugmatrix.errors import BugmatrixError
@@ -85,6 +91,7 @@ VARIANT_KEY = pytest.StashKey[Variant]()
 EXECUTED_KEY = pytest.StashKey[Executed]()  # on an item: what its forked child reported
 OUTPUT_KEY = pytest.StashKey[tuple[str, str]]()  # on an item: its child's stdout and stderr
 PRELOADED_KEY = pytest.StashKey[bool]()  # on the config: this process imported what its variants need
+CHECKED_KEY = pytest.StashKey[float]()  # on the config: seconds this process spent on the environment's import check
 LEFT_THREADS_KEY = pytest.StashKey[dict[threading.Thread, str]]()  # non-daemon threads variants left -> who left them
 UNCOVERED_KEY = pytest.StashKey[dict[str, set[str]]]()  # package -> variants that imported it in their child
 EXIT_KEY = pytest.StashKey[int]()
@@ -344,13 +351,35 @@ def preload_once(config: pytest.Config, items: list[VariantItem]) -> None:
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     if terminal is not None and not is_worker(config) and (done.names or done.failed):
         failed = f"; not importable (the variants will say why): {'; '.join(done.failed)}" if done.failed else ""
-        terminal.write_line(f"bugmatrix: imported once before the variants ran: {', '.join(done.names)} ({done.seconds:.1f}s){failed}")
+        seconds = done.seconds + config.stash.get(CHECKED_KEY, 0.0)  # the check imported most of it
+        terminal.write_line(f"bugmatrix: imported once before the variants ran: {', '.join(done.names)} ({seconds:.1f}s){failed}")
+
+
+def check_environment(config: pytest.Config) -> None:
+    """The environment's import check, in this process (the import the variants fork from); a failure ends the run.
+
+    The runner reads the reason from ``$BUGMATRIX_IMPORT_FAILED`` and records the cell as install-failed.
+    xdist's workers leave it to the controller.
+    """
+    modules = checked_modules()
+    if is_worker(config) or not modules or CHECKED_KEY in config.stash:
+        return
+    started = time.perf_counter()
+    failed = import_check(modules)
+    config.stash[CHECKED_KEY] = time.perf_counter() - started
+    if failed is None:
+        return
+    target = os.environ.get(IMPORT_FAILED_ENV)
+    if target:
+        Path(target).write_text(failed + "\n", encoding="utf-8")
+    pytest.exit(f"bugmatrix: the environment does not import: {failed}", returncode=IMPORT_FAILED_EXIT)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
     """The fork runner: run the variants in forked children, then let pytest report each item from its child's result."""
     config = session.config
+    check_environment(config)
     runner = runner_of(config)
     variants = [i for i in session.items if isinstance(i, VariantItem)]
     if runner.name != "fork" or config.option.collectonly or not variants:
@@ -359,6 +388,9 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         msg = f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} during collection"
         raise session.Interrupted(msg)
     preload_once(config, variants)
+    # The imported stack (hundreds of thousands of objects) leaves the collector's generations: a child's collection
+    # then never walks them, so it does not copy every page they sit on (fork is copy-on-write).
+    gc.freeze()
     state = config.stash[STATE_KEY]
     environment, gpu = probe_in_child(deadline_s=timeout_of(config) + grace(timeout_of(config)))
     state.environment = state.environment or environment

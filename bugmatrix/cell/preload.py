@@ -21,10 +21,22 @@ can declare them.
 
 Importing must not initialize CUDA, start a parallel torch op or a thread:
 importing a library does none of those (the tests check the first two).
+
+The same import is the environment's import check (:func:`import_check`):
+the runner (``bugmatrix.run.runner``) names the modules every pinned
+distribution must provide in ``$BUGMATRIX_IMPORT_CHECK``, the cell process
+imports them before anything else, and a failure is written to
+``$BUGMATRIX_IMPORT_FAILED`` and ends the run with :data:`IMPORT_FAILED_EXIT`;
+the runner then records the cell as ``install-failed`` with that reason. A
+separate check process would import the whole stack a second time (seconds
+per cell, every cell in lean mode); this way the import that is checked is
+the one the variants fork from.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -33,7 +45,24 @@ from dataclasses import dataclass
 from bugmatrix.cell.axes import device_runtime_axis, import_axis, installed_axis_versions
 from bugmatrix.cell.case import Case, Variant
 
-__all__ = ["MANY_MODULES", "Preloaded", "preload", "uncovered_imports"]
+__all__ = [
+    "IMPORT_CHECK_ENV",
+    "IMPORT_FAILED_ENV",
+    "IMPORT_FAILED_EXIT",
+    "MANY_MODULES",
+    "Preloaded",
+    "checked_modules",
+    "import_check",
+    "preload",
+    "uncovered_imports",
+]
+
+#: Comma-separated modules the cell's environment must import (set by the runner; unset: no check).
+IMPORT_CHECK_ENV = "BUGMATRIX_IMPORT_CHECK"
+#: Where the cell writes why the check failed (the runner records it as the cell's install failure).
+IMPORT_FAILED_ENV = "BUGMATRIX_IMPORT_FAILED"
+#: pytest's exit code when the check failed (pytest itself uses 0-5).
+IMPORT_FAILED_EXIT = 7
 
 
 @dataclass(frozen=True)
@@ -43,6 +72,25 @@ class Preloaded:
     names: tuple[str, ...]
     seconds: float
     failed: tuple[str, ...] = ()
+
+
+def checked_modules(environ: dict[str, str] | None = None) -> list[str]:
+    """The modules ``$BUGMATRIX_IMPORT_CHECK`` names (none: this run checks nothing)."""
+    text = (environ if environ is not None else os.environ).get(IMPORT_CHECK_ENV, "")
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def import_check(modules: Iterable[str]) -> str | None:
+    """Import ``modules`` in order; the first failure as one line (``import torch: ImportError: ...``), else None.
+
+    The same words the separate check process used to exit with, so an install failure reads as it always did.
+    """
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - any import failure means the environment is not usable
+            return f"import {name}: {type(exc).__name__}: {exc}"
+    return None
 
 
 def preload(variants: Iterable[Variant], cases: Iterable[Case]) -> Preloaded:

@@ -48,8 +48,12 @@ class Catalog:
 
 
 def load_catalog(cases_dir: Path, matrix: Matrix | None = None) -> Catalog:
-    """Import the cases once; with a matrix, every axis a variant spans or requires must be one of its axes."""
-    catalog = Catalog(tuple(load_cases(cases_dir)), cases_dir)
+    """Import the cases once; with a matrix, every axis a variant spans or requires must be one of its axes.
+
+    With a matrix, its axis modules are deferred even where installed (:mod:`bugmatrix.plan.loader`): the plan reads names only.
+    """
+    axes = [] if matrix is None else [module for axis in matrix.package_axes for _, module in matrix.axes[axis].distributions]
+    catalog = Catalog(tuple(load_cases(cases_dir, frozenset(m.partition(".")[0] for m in axes))), cases_dir)
     if matrix is not None:
         for variant in catalog.variants:
             for verb, named in (("spans", variant.axes), ("requires", tuple(variant.requires.versions))):

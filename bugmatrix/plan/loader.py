@@ -14,6 +14,12 @@ so a case that computes at import time what only a real torch can say (e.g.
 move that into the variant. Variant functions are never called here, so no
 library under test is imitated: where the real module is installed, it is
 used. The deferred modules are removed from ``sys.modules`` afterwards.
+
+The matrix's own axis modules are deferred even where they are installed
+(``load_cases(..., defer=...)``, :func:`bugmatrix.plan.catalog.load_catalog`):
+a plan must not depend on whether nox's interpreter happens to have torch, and
+importing it would cost every ``nox`` invocation seconds (the noxfile plans on
+load) for names a plan only reads.
 """
 
 from __future__ import annotations
@@ -85,12 +91,18 @@ class _DeferredFinder(importlib.abc.MetaPathFinder):
     A real library importing an optional dependency (``try: import x``) must
     still get its ImportError, so only imports made by a case module or a
     harness module (``bugmatrix.*``), or by a deferred module, are deferred.
+    With ``only``, first on ``sys.meta_path``: those top-level modules are deferred even where installed.
     """
+
+    def __init__(self, only: frozenset[str] | None = None) -> None:
+        self.only = only
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
         root = name.partition(".")[0]
         if root in ("bugmatrix", PACKAGE) or root in sys.stdlib_module_names:
             return None  # a typo in the harness or the stdlib must stay an ImportError
+        if self.only is not None and root not in self.only:
+            return None
         parent = sys.modules.get(name.rpartition(".")[0])
         if not (isinstance(parent, _Deferred) or _importer().startswith((PACKAGE, "bugmatrix."))):
             return None
@@ -98,14 +110,16 @@ class _DeferredFinder(importlib.abc.MetaPathFinder):
 
 
 @contextmanager
-def _deferring() -> Iterator[None]:
-    finder = _DeferredFinder()
+def _deferring(always: frozenset[str] = frozenset()) -> Iterator[None]:
+    finder, first = _DeferredFinder(), _DeferredFinder(always)
     before = set(sys.modules)
     sys.meta_path.append(finder)
+    sys.meta_path.insert(0, first)
     try:
         yield
     finally:
         sys.meta_path.remove(finder)
+        sys.meta_path.remove(first)
         for name in set(sys.modules) - before:
             module = sys.modules[name]
             ours = name.startswith(("bugmatrix.", PACKAGE + "."))
@@ -122,14 +136,14 @@ def case_files(cases_dir: Path) -> list[Path]:
     return sorted(p for p in cases_dir.glob("*.py") if not p.name.startswith("_"))
 
 
-def load_case(path: Path) -> Case:
-    """Import one case module (absent third-party modules deferred) and return its Case."""
+def load_case(path: Path, defer: frozenset[str] = frozenset()) -> Case:
+    """Import one case module (absent third-party modules, and the top-level modules in ``defer``, deferred) and return its Case."""
     spec = importlib.util.spec_from_file_location(f"{PACKAGE}.{path.stem}", path)
     if spec is None or spec.loader is None:
         msg = f"{path}: cannot be imported as a module"
         raise BugmatrixError(msg)
     module = importlib.util.module_from_spec(spec)
-    with _deferring():
+    with _deferring(defer):
         sys.modules[spec.name] = module
         try:
             spec.loader.exec_module(module)
@@ -147,6 +161,6 @@ def load_case(path: Path) -> Case:
     return case_of_module(vars(module), path.stem, path)
 
 
-def load_cases(cases_dir: Path) -> list[Case]:
-    """Every case of a directory, in file order."""
-    return [load_case(path) for path in case_files(cases_dir)]
+def load_cases(cases_dir: Path, defer: frozenset[str] = frozenset()) -> list[Case]:
+    """Every case of a directory, in file order (``defer``: top-level modules deferred even where installed)."""
+    return [load_case(path, defer) for path in case_files(cases_dir)]

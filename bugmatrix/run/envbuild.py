@@ -5,8 +5,10 @@ the target (``<venv>.new``), the requirements installed with ``uv pip install``
 -- or, when the cell has a lock (``bugmatrix.run.lock``), exactly the lock's
 distributions with ``uv pip sync --require-hashes`` -- (captured, so the
 resolver's reason can be recorded as ``install-failed``),
-the pinned modules import-checked, a digest of the requirements stamped, and
-only then is it swapped into place. A process killed at any moment therefore
+the pinned modules import-checked (unless the caller checks them itself: the
+runner has the cell's pytest process import them, :mod:`bugmatrix.cell.preload`,
+rather than pay for the stack's import twice), a digest of the requirements
+stamped, and only then is it swapped into place. A process killed at any moment therefore
 leaves either the previous working venv or none, never a venv whose
 ``dist-info`` claims a half-copied torch (which ``uv pip install`` would then
 skip forever). A venv whose stamp matches is reused without asking the
@@ -39,7 +41,9 @@ __all__ = [
     "ensure_environment",
     "find_interpreter",
     "fresh_venv",
+    "import_failure",
     "record_install_failure",
+    "unstamp",
     "uv_command",
 ]
 
@@ -155,10 +159,21 @@ def _build(
     built = sorted({f"{m['name']}=={m['version']}" for m in BUILT.finditer(install.stderr + install.stdout)})
     if built:
         (target / SOURCE_BUILDS).write_text("".join(f"{line}\n" for line in built), encoding="utf-8")
-    imported = subprocess.run([str(interpreter), "-c", IMPORT_CHECK, *modules], capture_output=True, text=True, check=False)
-    if imported.returncode != 0:
-        raise InstallFailed("installed, but does not import: " + _tail(imported.stderr))
+    if modules:
+        imported = subprocess.run([str(interpreter), "-c", IMPORT_CHECK, *modules], capture_output=True, text=True, check=False)
+        if imported.returncode != 0:
+            raise InstallFailed(import_failure(imported.stderr))
     (target / STAMP).write_text(_digest(python, requirements, lock, no_build=no_build) + "\n")
+
+
+def import_failure(reason: str) -> str:
+    """The install-failed reason of an environment that installed but does not import (the checker's last words)."""
+    return "installed, but does not import: " + _tail(reason)
+
+
+def unstamp(venv: Path) -> None:
+    """Forget that ``venv`` is current (it installed but does not import): the next run builds it again, as before."""
+    (venv / STAMP).unlink(missing_ok=True)
 
 
 def ensure_environment(
@@ -166,7 +181,8 @@ def ensure_environment(
 ) -> bool:
     """Reuse ``venv`` if it is current, else build it fresh and swap it in; True when it was built.
 
-    ``modules`` must all import afterwards (see ``Matrix.import_modules``).
+    ``modules`` must all import afterwards (see ``Matrix.import_modules``); empty: the caller checks that
+    itself, in the process that uses the environment (the runner: the cell's pytest).
     ``lock``: install exactly this lock file instead of resolving ``requirements``
     (which still go into the stamp, with the lock's text).
     ``no_build``: refuse to build any distribution from source (uv ``--no-build``): one with no wheel

@@ -15,6 +15,11 @@ measured in one run on the same machine:
   outcome for every (variant, cell);
 * **the smoke profile's wall time vs the sum of its cells' floors**: measured
   with ``--smoke``, else read from the last run's run files (pytest only);
+* **lean vs kept environments** (:mod:`.floor`): the smoke cells with their
+  venvs reused against rebuilt, what ``BUGMATRIX_DISK=lean`` costs per run;
+* **the full profile against its floor** (``--full``, :mod:`.floor`): the sum
+  over cells of a warm build, one import and the variants' compute, divided by
+  the cells run at once;
 * **the report for 1,000 cells x 20 variants**: the full profile must stay
   cheap to render on every push;
 * **disk of all cell envs vs one** (and vs one env per torch release): uv
@@ -25,7 +30,7 @@ measured in one run on the same machine:
   its setup is one full run): nothing moved, a new release of one axis, a new
   release of one transitive dependency, each against the full run (:mod:`.nightly`).
 
-One module per thing measured: :mod:`.builds`, :mod:`.cells`, :mod:`.reports`,
+One module per thing measured: :mod:`.builds`, :mod:`.cells`, :mod:`.floor`, :mod:`.reports`,
 :mod:`.disk`, :mod:`.nightly`; :mod:`.table` holds the row type and the printed table. Rows are
 saved to the JSON after every step, so a late failure loses nothing.
 """
@@ -48,6 +53,7 @@ from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.tools.benchmark.builds import measure_builds
 from bugmatrix.tools.benchmark.cells import measure_full, measure_runners, measure_smoke, smoke_from_runs
 from bugmatrix.tools.benchmark.disk import measure_ci_cache, measure_disk
+from bugmatrix.tools.benchmark.floor import measure_lean_cost
 from bugmatrix.tools.benchmark.nightly import measure_nightly_reuse
 from bugmatrix.tools.benchmark.reports import measure_report, measure_report_with_history
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, format_table, skipped
@@ -61,7 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="skip the cold pip build (a cold CUDA torch install downloads ~3 GB)")
     parser.add_argument("--smoke", action="store_true", help="time `nox -t smoke` now instead of reading the last run's run files")
     parser.add_argument(
-        "--full", choices=("cold", "warm", "both"), help="also run the whole full profile (about an hour each; cold downloads every wheel)"
+        "--full",
+        choices=("cold", "warm", "both"),
+        help="also run the whole full profile, cells side by side (cold downloads every wheel; warm: also against its floor)",
     )
     parser.add_argument("--skip-builds", action="store_true", help="skip the uv vs virtualenv+pip builds altogether")
     parser.add_argument(
@@ -108,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         ("env builds", build_rows),
         ("smoke cells: fork runner and xdist vs floor", lambda: measure_runners(root, matrix, catalog, smoke, args.repeat)),
         ("smoke profile", smoke_row),
+        ("lean vs kept environments", lambda: measure_lean_cost(root, matrix, smoke)),
         ("report", lambda: [measure_report(), measure_report_with_history()]),
         ("disk", lambda: measure_disk(root)),
         ("nightly download and CI cache", lambda: measure_ci_cache(matrix, catalog)),
@@ -115,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if args.full:
         kinds = {"cold": (True,), "warm": (False,), "both": (True, False)}[args.full]
         full = [c for c in plan_cells(matrix, "full", catalog) if c.device == "cpu"]
-        steps += [(f"full profile ({'cold' if c else 'warm'})", lambda c=c: measure_full(root, matrix, c, full)) for c in kinds]
+        steps += [(f"full profile ({'cold' if c else 'warm'})", lambda c=c: measure_full(root, matrix, c, full, catalog)) for c in kinds]
     if args.nightly_reuse:
         if args.new_release is not None and "=" not in args.new_release:
             msg = f"--new-release {args.new_release!r}: write AXIS=VERSION"

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from bugmatrix.cell.preload import IMPORT_FAILED_EXIT
 from bugmatrix.cell.runfile import RunRecord, load_run_file
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell
@@ -30,7 +31,7 @@ from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.command import WORKERS
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
-from bugmatrix.run.runner import CellSpec, built_python, run_cell
+from bugmatrix.run.runner import CellSpec, built_python, bytecode_env, run_cell
 from bugmatrix.tools.benchmark.disk import Sampler
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, skipped, timed
 
@@ -60,13 +61,15 @@ def import_seconds(python: Path, modules: Sequence[str], declared: Sequence[str]
     """Wall time of a fresh interpreter importing the cell's stack once (the best of two: the first may read a cold disk).
 
     ``declared`` names are resolved by the function the fork runner's preload uses (``root`` puts it on the path).
-    It ends with ``os._exit`` as the fork runner's cell process does: neither pays for tearing the stack down.
+    It ends with ``os._exit`` as the fork runner's cell process does: neither pays for tearing the stack down;
+    its bytecode is the venv's cache, as the cell's (neither compiles the stack again).
     """
     code = "import os, " + ", ".join(modules)
     if declared:
         code += f"; from bugmatrix.cell.requirements import resolve_attribute; [resolve_attribute(n) for n in {list(declared)!r}]"
     code += "; os._exit(0)"
-    env = {**os.environ, "PYTHONPATH": str(root)} if root else None
+    # As the cell's pytest runs it: bytecode cached in the venv (bugmatrix.run.runner.bytecode_env); the first of two may write it.
+    env = bytecode_env({**os.environ, **({"PYTHONPATH": str(root)} if root else {})}, python.parent.parent)
     return min(timed([str(python), "-c", code], env) for _ in range(2))
 
 
@@ -83,7 +86,7 @@ def _run_timed(
 
     def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
         nonlocal wall
-        wall = timed(command, env, ok=(0, 1), cwd=root)  # 1: an outcome differs; still a full run
+        wall = timed(command, env, ok=(0, 1, IMPORT_FAILED_EXIT), cwd=root)  # 1: an outcome differs; still a full run
         return 0
 
     done = run_cell(matrix, CellSpec.of(cell), run_file, execute=execute, root=root, runner=runner, workers=workers)
@@ -222,29 +225,46 @@ def _uv_cache_dir(env: Mapping[str, str]) -> Path:
     return Path(found.stdout.strip())
 
 
-def measure_full(root: Path, matrix: Matrix, cold: bool, cells: Sequence[Cell] = ()) -> list[Measurement]:
-    """``BUGMATRIX_DISK=lean nox -t full`` end to end: wall time and the most disk it added at any moment.
+def measure_full(root: Path, matrix: Matrix, cold: bool, cells: Sequence[Cell] = (), catalog: Catalog | None = None) -> list[Measurement]:
+    """The full profile end to end, its cells side by side (``python -m bugmatrix run --profile full``, then its report):
+    wall time, the most disk it added at any moment and, warm, the wall time against the profile's floor.
 
-    Cold: an empty uv cache of its own (every wheel downloaded) and no cell venvs; warm: the
-    machine's uv cache as it is (the row says how many of the profile's heavy wheels it held).
-    Lean either way: the full profile's ~18 torch wheel sets do not fit on this machine at
-    once (see bugmatrix/run/diskbudget.py).
+    Every cell venv is removed first, so every cell builds (the floor counts a build from a warm cache). Cold: an empty
+    uv cache of its own (every wheel downloaded), lean; warm: the machine's uv cache as it is (the row says how many of the
+    profile's heavy wheels it held) and the disk mode its free disk allows (bugmatrix/run/diskbudget.py).
     """
+    from bugmatrix.run.diskbudget import free_gib, lean_needed, uv_cache_dir
+    from bugmatrix.run.pool import slots
+    from bugmatrix.tools.benchmark.floor import floor_rows, measure_floors
+
     how = "cold (empty uv cache)" if cold else "warm (this machine's uv cache)"
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-full-") as tmp:
-        env = {**os.environ, "BUGMATRIX_REPORTS": tmp, "BUGMATRIX_DISK": "lean"}
+        env = {**os.environ, "BUGMATRIX_REPORTS": tmp}
         if cold:
-            env["UV_CACHE_DIR"] = str(Path(tmp) / "uv-cache")
-            for venv in (root / ".nox").glob("cell-*"):
-                shutil.rmtree(venv, ignore_errors=True)
+            env |= {"UV_CACHE_DIR": str(Path(tmp) / "uv-cache"), "BUGMATRIX_DISK": "lean"}
+        for venv in (root / ".nox").glob("cell-*"):
+            shutil.rmtree(venv, ignore_errors=True)
         held, wanted = cached_wheel_sets(_uv_cache_dir(env), heavy_wheels(matrix, cells))
+        chosen = slots(
+            len(cells) or 1,
+            cores=len(os.sched_getaffinity(0)),
+            free=free_gib(uv_cache_dir()),
+            jobs=os.environ.get("BUGMATRIX_JOBS") or None,
+        )
+        lean = cold or lean_needed(chosen.jobs)  # at the start: auto may turn lean as the run fills the disk
+        command = [sys.executable, "-m", "bugmatrix", "--matrix", str(root / "matrix.toml"), "--cases", str(root / "cases")]
         with DiskPeak(Path(tmp)) as disk:
             started = time.perf_counter()
-            timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-t", "full"], env, cwd=root, ok=(0, 1))
+            timed([*command, "run", "--profile", "full", "--jobs", str(chosen.jobs), "--no-reuse"], env, cwd=root)
+            timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-s", "report-full"], env, cwd=root, ok=(0, 1))
             wall = time.perf_counter() - started
         ran = len(list((Path(tmp) / "runs").glob("*.json")))
-    start = f"; the uv cache held {held} of its {wanted} heavy wheels at the start" if cells else ""
-    return [
-        Measurement(f"full profile, {how}: wall ({ran} cells)", wall / 60, None, "min", note=f"BUGMATRIX_DISK=lean nox -t full{start}"),
-        Measurement(f"full profile, {how}: most disk added at once", disk.added_gib, None, "GiB", note="sampled every 5 s"),
-    ]
+        start = f"; the uv cache held {held} of its {wanted} heavy wheels at the start" if cells else ""
+        what = f"bugmatrix run --profile full --jobs {chosen.jobs}, {'lean' if lean else 'kept'} environments{start}"
+        rows = [
+            Measurement(f"full profile, {how}: wall ({ran} cells)", wall / 60, None, "min", note=what),
+            Measurement(f"full profile, {how}: most disk added at once", disk.added_gib, None, "GiB", note="sampled every 5 s"),
+        ]
+        if not cold and catalog is not None:  # the floor's builds are from a warm cache: only a warm run has one to compare with
+            rows += floor_rows(f"full profile, {how}", wall, measure_floors(root, matrix, catalog, cells, Path(tmp) / "runs"), chosen.jobs)
+    return rows

@@ -1,0 +1,208 @@
+"""Cells side by side: ``python -m bugmatrix run --profile P [--jobs N]`` (the ``run`` nox session), one runner, a process pool.
+
+nox runs its sessions one after another, so ``nox -t full`` leaves a core idle
+while a cell imports its stack (an import is one CPU-bound process) and while
+uv builds an environment. This command runs up to ``$BUGMATRIX_JOBS`` cells at
+once, each in a process of a real pool, each through the one runner
+(:func:`bugmatrix.run.runner.run_cell`: the same lock, build, reuse decision,
+pytest command and run file as ``nox -s "cell(<id>)"``), so its results and
+locks are those of a sequential run (``tests/test_cells_side_by_side.py``).
+
+* How many at once (:func:`slots`): ``--jobs`` / ``$BUGMATRIX_JOBS``, else the
+  cores, fewer where the free disk cannot hold one torch stack per running
+  cell; the variants' processes per cell (``$BUGMATRIX_WORKERS``) are then
+  chosen so that jobs x workers stays within the cores (both given and too
+  many: a one-line error, never an oversubscribed machine).
+* Lean mode (:mod:`bugmatrix.run.diskbudget`) gives a cell's disk back in this
+  (the parent) process when the cell ends: its torch stack leaves uv's cache
+  only when no cell still running or waiting pins it, and under an exclusive
+  lock every build holds shared, so a prune never races an install.
+* Output: one line per finished cell, ``[12/70] <cell> reproduced 3, fixed 9
+  (14.2 s)``; each cell's own output (uv, pytest) goes to
+  ``<reports>/logs/<cell>.log``, named on the line when something went wrong.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.cell.preload import IMPORT_FAILED_EXIT
+from bugmatrix.cell.runfile import load_run_file
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.paths import ROOT
+from bugmatrix.plan.matrix import Matrix
+from bugmatrix.run.command import run_file_path
+from bugmatrix.run.diskbudget import MARGIN_GIB, STACK_GIB
+from bugmatrix.run.reuse import ReusePolicy
+from bugmatrix.run.runner import CellSpec, release, run_cell
+
+__all__ = ["JOBS_ENV", "RECORDED_EXITS", "WORKERS_ENV", "Finished", "Job", "Slots", "describe", "run_cells", "run_job", "slots"]
+
+JOBS_ENV = "BUGMATRIX_JOBS"
+WORKERS_ENV = "BUGMATRIX_WORKERS"
+#: pytest's exit codes that mean the cell ran and recorded: 0, 1 (an outcome differs), the import check's.
+RECORDED_EXITS = (0, 1, IMPORT_FAILED_EXIT)
+
+
+@dataclass(frozen=True)
+class Slots:
+    """Cells at once, and variant processes per cell (jobs x workers <= cores), with why."""
+
+    jobs: int
+    workers: int
+    why: str
+
+
+def _count(name: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        msg = f"{name}={text!r} is not a number of processes; set it to 1 or more"
+        raise BugmatrixError(msg)
+    return value
+
+
+def slots(cells: int, *, cores: int, free: float, jobs: str | None = None, workers: str | None = None) -> Slots:
+    """How many cells run at once and how many variant processes each gets.
+
+    ``jobs``/``workers``: ``--jobs`` or ``$BUGMATRIX_JOBS``, ``$BUGMATRIX_WORKERS`` as given (None: choose). Chosen jobs are the
+    cores (cells side by side beat forks within one cell: each cell's import is serial), at most one per torch stack
+    the free disk (``free`` GiB) holds beside the margin, at most the cells; chosen workers share the cores left.
+    """
+    cores, cells = max(1, cores), max(1, cells)
+    by_disk = max(1, int((free - MARGIN_GIB) // STACK_GIB))
+    if jobs is not None:
+        chosen_jobs, why = _count(JOBS_ENV, jobs), "as asked"
+    elif workers is not None:
+        chosen_jobs = max(1, cores // _count(WORKERS_ENV, workers))
+        why = f"{cores} cores / {WORKERS_ENV}={workers}"
+    else:
+        chosen_jobs, why = cores, f"{cores} cores"
+    if jobs is None and by_disk < chosen_jobs:
+        chosen_jobs, why = by_disk, f"{why}, {free:.0f} GiB free holds {by_disk} torch stack(s) at once"
+    chosen_jobs = min(chosen_jobs, cells)
+    if workers is None:
+        return Slots(chosen_jobs, max(1, cores // chosen_jobs), why)
+    per_cell = _count(WORKERS_ENV, workers)
+    if chosen_jobs * per_cell > cores:
+        msg = (
+            f"{JOBS_ENV}={chosen_jobs} x {WORKERS_ENV}={per_cell} is more than this machine's {cores} cores; "
+            f"lower one of them (or unset {WORKERS_ENV} to share the cores)"
+        )
+        raise BugmatrixError(msg)
+    return Slots(chosen_jobs, per_cell, why)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One cell for a pool process: everything :func:`run_cell` needs, picklable."""
+
+    matrix: Matrix
+    spec: CellSpec
+    run_file: Path
+    junit: Path
+    log: Path
+    root: Path
+    workers: int
+    reuse: ReusePolicy | None = None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What a pool process reports back: enough for the cell's line, and whether its pytest ran to the end."""
+
+    cell: str
+    seconds: float
+    returncode: int | None
+    install_failed: str | None
+    reused: bool
+
+
+def run_job(job: Job) -> Finished:
+    """Run one cell through the one runner in this (pool) process; its output goes to its log file."""
+    started = time.perf_counter()
+    job.log.parent.mkdir(parents=True, exist_ok=True)
+    with job.log.open("w", encoding="utf-8") as log:
+
+        def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
+            log.write("$ " + " ".join(command) + "\n")
+            log.flush()
+            return subprocess.run(list(command), env=dict(env), cwd=job.root, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+
+        def said(line: str) -> None:
+            log.write(line + "\n")
+            log.flush()
+
+        done = run_cell(
+            job.matrix, job.spec, job.run_file, execute=execute, root=job.root, junit=job.junit, workers=str(job.workers),
+            reuse=job.reuse, log=said,
+        )  # fmt: skip
+    return Finished(job.spec.id, time.perf_counter() - started, done.returncode, done.install_failed, done.reused)
+
+
+def describe(finished: Finished, run_file: Path, log: Path) -> str:
+    """The cell's line (without its count): its outcomes counted, reuse, an install failure's reason, a broken run's log."""
+    timing = f"({finished.seconds:.1f} s)"
+    if finished.install_failed is not None:
+        return f"{finished.cell} install-failed: {finished.install_failed.strip().splitlines()[-1]} {timing}"
+    if finished.returncode is not None and finished.returncode not in RECORDED_EXITS:
+        return f"{finished.cell} pytest exited {finished.returncode}, see {log} {timing}"
+    try:
+        record = load_run_file(run_file)
+    except (OSError, ValueError, BugmatrixError) as exc:
+        return f"{finished.cell} no run file ({exc}), see {log} {timing}"
+    counts = Counter(r.outcome for r in record.results)
+    said = ", ".join(f"{o.value} {counts[o]}" for o in Outcome if counts[o]) or "no variants"
+    flagged = Counter(r.verdict.value for r in record.results if r.verdict.flagged)
+    extra = "".join(f"; {n} {verdict}" for verdict, n in sorted(flagged.items()))
+    return f"{finished.cell} {'reused: ' if finished.reused else ''}{said}{extra} {timing}"
+
+
+def run_cells(
+    matrix: Matrix,
+    specs: Sequence[CellSpec],
+    reports: Path,
+    *,
+    jobs: int,
+    workers: int,
+    root: Path = ROOT,
+    reuse: ReusePolicy | None = None,
+    order: Sequence[CellSpec] | None = None,
+    say: Callable[[str], None] = print,
+) -> list[Finished]:
+    """Run ``specs`` up to ``jobs`` at once (a process pool, spawned), say one line per finished cell, give lean disk back.
+
+    ``order`` is every planned cell (what the disk mode is decided for); default ``specs``. Returns in finishing order.
+    """
+    made = [
+        Job(matrix, spec, run_file_path(reports, spec.id), reports / "junit" / f"{spec.id}.xml", reports / "logs" / f"{spec.id}.log",
+            root, workers, reuse)
+        for spec in specs
+    ]  # fmt: skip
+    unfinished = {job.spec.id: job.spec for job in made}
+    finished: list[Finished] = []
+    # spawn, not fork: the pool's own threads are running when it starts processes.
+    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(run_job, job): job for job in made}
+        for future in as_completed(futures):
+            job = futures[future]
+            done = future.result()
+            del unfinished[job.spec.id]
+            # Lean: a stack leaves uv's cache only when no cell still running or waiting pins it (diskbudget.cache_lock).
+            cleaned = (
+                [] if done.reused else release(matrix, job.spec, order or specs, root=root, others=list(unfinished.values()), jobs=jobs)
+            )
+            finished.append(done)
+            line = describe(done, job.run_file, job.log) + (f"; lean: cleaned {', '.join(cleaned)}" if cleaned else "")
+            say(f"[{len(finished)}/{len(made)}] {line}")
+    return finished

@@ -1,0 +1,132 @@
+"""A whole profile against its floor, and what lean mode costs against kept environments.
+
+A profile's *floor* is what its cells cannot go below when ``jobs`` run at
+once: every cell must build its environment (from a warm uv cache: every wheel
+already there, so uv only links), import its stack once, and run its variants'
+own compute, and at best ``jobs`` cells share the machine perfectly::
+
+    floor = sum over cells (build from a warm cache + one import + the variants' compute) / jobs
+
+The full run (``python -m bugmatrix run --profile full``) is reported against
+it (target: <= 1.5x). The parts are measured per cell after the run: the build
+into a scratch venv from the cell's lock, the import with
+:func:`~bugmatrix.tools.benchmark.cells.import_seconds`, the compute as the
+run file's ``duration_s`` (measured inside the run, so it carries that run's
+contention: the floor is, if anything, generous).
+
+Lean mode (:mod:`bugmatrix.run.diskbudget`) rebuilds every cell's venv where
+kept environments reuse it; :func:`measure_lean_cost` times both on the smoke
+cells, so the price of the disk it saves is a printed figure.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bugmatrix.cell.preload import IMPORT_FAILED_EXIT
+from bugmatrix.cell.runfile import load_run_file
+from bugmatrix.plan.catalog import Catalog
+from bugmatrix.plan.cells import Cell
+from bugmatrix.plan.matrix import Matrix
+from bugmatrix.run.envbuild import InstallFailed, cell_venv
+from bugmatrix.run.runner import CellSpec, prepare, run_cell
+from bugmatrix.tools.benchmark.cells import import_seconds, stack_imports
+from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, timed
+
+__all__ = ["FLOOR_BOUND", "CellFloor", "floor_rows", "measure_floors", "measure_lean_cost", "profile_floor"]
+
+#: The full profile's wall time may be at most this many times its floor (issue 36).
+FLOOR_BOUND = 1.5
+
+
+@dataclass(frozen=True)
+class CellFloor:
+    """What one cell cannot go below, in seconds: its build from a warm cache, one import of its stack, its variants' compute."""
+
+    cell: str
+    build_s: float
+    import_s: float
+    compute_s: float
+
+    @property
+    def total(self) -> float:
+        return self.build_s + self.import_s + self.compute_s
+
+
+def profile_floor(floors: Sequence[CellFloor], jobs: int) -> float:
+    """Seconds a profile cannot go below with ``jobs`` cells at once: the cells' floors summed, shared perfectly."""
+    if jobs < 1:
+        msg = f"jobs={jobs}: a profile runs at least one cell at a time"
+        raise ValueError(msg)
+    return sum(f.total for f in floors) / jobs
+
+
+def floor_rows(label: str, wall_s: float | None, floors: Sequence[CellFloor], jobs: int) -> list[Measurement]:
+    """Two rows: the profile's floor (with its parts) and the measured wall time against it, in minutes."""
+    floor = profile_floor(floors, jobs) / 60
+    parts = {name: sum(getattr(f, f"{name}_s") for f in floors) / 60 for name in ("build", "import", "compute")}
+    note = " + ".join(f"{name} {minutes:.1f}" for name, minutes in parts.items()) + f" min, / {jobs} at once"
+    return [
+        Measurement(f"{label}: floor ({len(floors)} cells)", floor, None, "min", note=note),
+        Measurement(f"{label}: wall vs floor", None if wall_s is None else wall_s / 60, floor, "min", "<=", FLOOR_BOUND, note=note),
+    ]
+
+
+def measure_floors(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], runs: Path) -> list[CellFloor]:
+    """Each cell's floor after a run into ``runs``: a fresh build from the (warm) cache, one import, the run file's compute.
+
+    A cell without a run file, or that does not install, has no floor to add (it is left out, so the floor stays a floor).
+    """
+    floors = []
+    with tempfile.TemporaryDirectory(prefix="bugmatrix-floor-") as scratch:
+        for cell in cells:
+            path = runs / f"{cell.id}.json"
+            if not path.exists():
+                continue
+            venv = Path(scratch) / "venv"
+            started = time.perf_counter()
+            try:
+                environment = prepare(matrix, CellSpec.of(cell), root=root, venv=venv, check_imports=False)
+            except InstallFailed:
+                continue
+            build = time.perf_counter() - started
+            imports = import_seconds(environment.python, *stack_imports(matrix, catalog, cell), root=root)
+            compute = sum(r.duration_s for r in load_run_file(path).results)
+            floors.append(CellFloor(cell.id, build, imports, compute))
+            shutil.rmtree(venv, ignore_errors=True)
+    return floors
+
+
+def _cell_seconds(root: Path, matrix: Matrix, cell: Cell, run_file: Path) -> float:
+    """One whole cell through the runner (build or reuse, pytest, run file), timed from outside."""
+
+    def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
+        timed(command, env, ok=(0, 1, IMPORT_FAILED_EXIT), cwd=root)
+        return 0
+
+    started = time.perf_counter()
+    done = run_cell(matrix, CellSpec.of(cell), run_file, execute=execute, root=root)
+    if done.install_failed is not None:
+        raise CommandFailed(f"cell {cell.id} cannot be built: {done.install_failed.splitlines()[-1]}")
+    return time.perf_counter() - started
+
+
+def measure_lean_cost(root: Path, matrix: Matrix, cells: Sequence[Cell]) -> list[Measurement]:
+    """The smoke cells with their venvs kept (reused) against lean (each venv removed first, so rebuilt from the warm cache).
+
+    Not counted: lean also drops a torch stack from uv's cache when no later cell pins it, so the next run downloads it again.
+    """
+    kept = lean = 0.0
+    with tempfile.TemporaryDirectory(prefix="bugmatrix-lean-") as scratch:
+        for cell in cells:
+            _cell_seconds(root, matrix, cell, Path(scratch) / "warmup.json")  # the kept venv exists, built if it was not
+            kept += _cell_seconds(root, matrix, cell, Path(scratch) / f"{cell.id}-kept.json")
+            shutil.rmtree(cell_venv(root, cell.id), ignore_errors=True)
+            lean += _cell_seconds(root, matrix, cell, Path(scratch) / f"{cell.id}-lean.json")
+    note = "lean rebuilds each venv from the warm cache; a pruned torch stack is also downloaded again next run (not counted)"
+    return [Measurement(f"lean vs kept environments: {len(cells)} smoke cells", lean, kept, "s", note=note)]
