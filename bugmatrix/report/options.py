@@ -8,7 +8,7 @@ namespace: a misspelt option is a type error here, not a silent ``None``.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,22 +43,8 @@ class ReportOptions:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ReportOptions:
         """The ``report`` subcommand's namespace, read once (the issue-bodies options belong to their output, not here)."""
-        return cls(
-            reports=args.reports,
-            root=args.root,
-            cases=args.cases,
-            profile=args.profile,
-            plan=args.plan,
-            baseline=args.baseline,
-            update_baseline=args.update_baseline,
-            publish=args.publish,
-            fail_on_regression=args.fail_on_regression,
-            step_summary=args.step_summary,
-            readme=args.readme,
-            history=args.history,
-            date=args.date,
-            reference=REFERENCE,
-        )
+        read = {f.name for f in fields(cls)} - {"extra", "reference"}  # every option the subcommand declares, by its own name
+        return cls(**{name: getattr(args, name) for name in read}, reference=REFERENCE)
 
     @property
     def history_path(self) -> Path:
