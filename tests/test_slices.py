@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -30,10 +31,13 @@ from bugmatrix.cell.outcomes import Signature
 from bugmatrix.cli import main
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.catalog import Catalog, load_catalog
-from bugmatrix.plan.cells import plan_cells, recompute
+from bugmatrix.plan.cells import Cell, plan_cells, recompute
 from bugmatrix.plan.computed import committed_choices, reference_outcomes
 from bugmatrix.plan.matrix import Matrix, load_matrix, parse_matrix
 from bugmatrix.releases.tracking import load_resolved_matrix, without_symbolic
+from bugmatrix.run.lock import create_lock
+from bugmatrix.run.lockpieces import added_size
+from tests.test_lock import registry_reachable
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSIONS = ("1.0", "2.0", "3.0")
@@ -178,8 +182,36 @@ def test_a_torch_x_transformers_case_costs_its_own_cells_only(tmp_path: Path) ->
     assert 1 <= len(smoke_new) - len(smoke_old) <= 2, "a case adds at most the two cells that show it both ways"
     releases = {c.pins["transformers"] for c in plan_cells(grown_matrix, "nightly", grown) if set(c.variants) & new_variants}
     assert len(releases) == 3, f"Case(cross=...) narrows its slice to three transformers releases: {sorted(releases)}"
-    # TODO(locks): assert the lock lines this case adds stay within issue 33 item 5's budget (40,000) once the
-    # "locks" helper's shared storage lands; `plan --cost` estimates them today from the committed locks.
+
+
+LOCK_BUDGET_LINES = 40_000  # issue 33 item 5: what a new two-axis case may add to locks/
+
+
+@pytest.mark.e2e
+def test_a_torch_x_transformers_case_adds_locks_within_the_budget(tmp_path: Path) -> None:
+    """Its new full-profile cells, resolved for real (uv, metadata only) and stored as pieces beside the committed locks/, add <= 40,000 lines."""
+    if not registry_reachable():
+        pytest.skip("the registry is unreachable: the new cells' locks cannot be resolved")
+    (tmp_path / "before").mkdir()
+    (tmp_path / "after").mkdir()
+    matrix, catalog = _project(tmp_path / "before", new_case=False)
+    grown_matrix, grown = _project(tmp_path / "after", new_case=True)
+    known = {c.id for c in plan_cells(matrix, "full", catalog)}
+    added = [c for c in plan_cells(grown_matrix, "full", grown) if c.id not in known and c.device == "cpu"]
+    assert len(added) >= 3 * 3, f"three transformers releases across the torch releases: {[c.id for c in added]}"
+
+    def resolve(cell: Cell) -> tuple[str, str]:
+        out = tmp_path / "resolved" / f"{cell.id}.txt"
+        create_lock(grown_matrix.requirements_for(cell.pins), cell.python, out)
+        return cell.id, out.read_text(encoding="utf-8")
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        texts = dict(pool.map(resolve, added))
+    lines, size = added_size(ROOT / "locks", texts)
+    whole = sum(text.count("\n") for text in texts.values())
+    print(f"lock budget: {len(added)} new cells add {lines} lines / {size} bytes to locks/ ({whole} lines as whole files)")
+    assert lines <= LOCK_BUDGET_LINES, f"{len(added)} new cells add {lines} lines ({size} bytes) to locks/; whole files: {whole}"
+    assert lines < whole / 3, f"shared pieces are stored once: {lines} lines stored against {whole} as whole files"
 
 
 # --- computed smoke, Case(cross=...), the price ---------------------------------------------------------------------
