@@ -22,20 +22,20 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from bugmatrix.cell.preload import IMPORT_FAILED_EXIT  # noqa: E402
-from bugmatrix.errors import BugmatrixError  # noqa: E402
-from bugmatrix.files import write_json_atomic  # noqa: E402
-from bugmatrix.lane import load_reresolved  # noqa: E402
-from bugmatrix.paths import output_dir  # noqa: E402
-from bugmatrix.plan.cells import Cell, plan_cells, plan_document  # noqa: E402
-from bugmatrix.plan.matrix import Matrix, load_matrix  # noqa: E402
-from bugmatrix.releases.planned import Planned, load_plan  # noqa: E402
-from bugmatrix.releases.tracking import tracked_for  # noqa: E402
-from bugmatrix.report.history import flaky_in_history  # noqa: E402
-from bugmatrix.run.command import pytest_command, run_file_path  # noqa: E402
-from bugmatrix.run.envbuild import fresh_venv  # noqa: E402
-from bugmatrix.run.reuse import ReusePolicy, reuse_policy, split_reuse_options  # noqa: E402
-from bugmatrix.run.runner import CellRun, CellSpec, Environment, release, run_cell  # noqa: E402
+from bugmatrix.cell.preload import IMPORT_FAILED_EXIT
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
+from bugmatrix.lane import load_reresolved
+from bugmatrix.paths import output_dir
+from bugmatrix.plan.cells import Cell, plan_cells, plan_document
+from bugmatrix.plan.matrix import Matrix, load_matrix
+from bugmatrix.releases.planned import Planned, load_plan
+from bugmatrix.releases.tracking import tracked_for
+from bugmatrix.report.history import flaky_in_history
+from bugmatrix.run.command import pytest_command, run_file_path
+from bugmatrix.run.envbuild import fresh_venv
+from bugmatrix.run.reuse import ReusePolicy, reuse_policy, split_reuse_options
+from bugmatrix.run.runner import CellRun, CellSpec, Environment, release, run_cell
 
 nox.needs_version = ">=2024.10.9"
 nox.options.default_venv_backend = "uv"
@@ -123,9 +123,17 @@ def run_planned_cell(session: nox.Session, spec: CellSpec, run_file: Path, *, ve
         return 0
 
     done = run_cell(
-        plan.matrix, spec, run_file, execute=execute, junit=run_file.parent.parent / "junit" / f"{spec.id}.xml", venv=venv,
-        extra=extra, prepared=prepared, reuse=policy, log=session.log,
-    )  # fmt: skip
+        plan.matrix,
+        spec,
+        run_file,
+        execute=execute,
+        junit=run_file.parent.parent / "junit" / f"{spec.id}.xml",
+        venv=venv,
+        extra=extra,
+        prepared=prepared,
+        reuse=policy,
+        log=session.log,
+    )
     if done.install_failed:
         session.warn(f"install-failed, recorded: {done.install_failed.splitlines()[-1]}")
     return done

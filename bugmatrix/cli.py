@@ -324,9 +324,13 @@ def build_parser() -> argparse.ArgumentParser:
     reresolve.add_argument("--out", type=Path, help="where resolve.json, the fresh locks and locks.patch go (default: <reports>/fresh)")
     reresolve.add_argument("--as-of", type=_moment, help="resolve as the registry stood then (uv --exclude-newer), not as it is now")
     reresolve.add_argument(
-        "--hold", type=_held, action="append", default=[], metavar="DIST=TIMESTAMP",
+        "--hold",
+        type=_held,
+        action="append",
+        default=[],
+        metavar="DIST=TIMESTAMP",
         help="resolve this distribution as the registry stood then (repeatable; uv --exclude-newer-package)",
-    )  # fmt: skip
+    )
     reresolve.add_argument("--jobs", type=int, default=4, help="cells resolved at once (default 4: the resolver waits on the registry)")
     reresolve.set_defaults(func=_reresolve, root=ROOT)
 

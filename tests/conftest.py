@@ -12,6 +12,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import settings
+
+# Property tests here are judged by their oracle, never by a clock: on a 2-core machine shared with cell builds a
+# generated example can take 0.5 s where it took 20 ms (speed is the benchmark's business, not the tests').
+settings.register_profile("bugmatrix", deadline=None)
+settings.load_profile("bugmatrix")
 
 collect_ignore_glob = ["fixtures/*"]
 

@@ -48,7 +48,13 @@ PLAN = {
 
 def test_a_missing_cell_and_an_early_stop_are_missing_and_fail() -> None:
     """One cell has no run file, the other stopped after 1 of 3 variants: every absent result is `missing`, first."""
-    compat = merge_runs([run(CELLS[0], record(VARIANTS[0]), complete=False)], profile="smoke", commit="x", generated="now", plan=PlanDocument.from_json(PLAN))
+    compat = merge_runs(
+        [run(CELLS[0], record(VARIANTS[0]), complete=False)],
+        profile="smoke",
+        commit="x",
+        generated="now",
+        plan=PlanDocument.from_json(PLAN),
+    )
     results = compat.results
     assert results[VARIANTS[1]][CELLS[0]].outcome is Outcome.MISSING
     assert "recorded 1 of 3" in results[VARIANTS[1]][CELLS[0]].message and "never completed" in results[VARIANTS[1]][CELLS[0]].message
@@ -69,7 +75,13 @@ def test_a_complete_run_has_nothing_missing() -> None:
 def test_a_users_own_deselection_is_not_missing() -> None:
     narrowed = run(CELLS[0], record(VARIANTS[0]))
     narrowed.deselected_by, narrowed.selected = "-k core", [VARIANTS[0]]
-    compat = merge_runs([narrowed, run(CELLS[1], *(record(v) for v in VARIANTS))], profile="smoke", commit="x", generated="now", plan=PlanDocument.from_json(PLAN))
+    compat = merge_runs(
+        [narrowed, run(CELLS[1], *(record(v) for v in VARIANTS))],
+        profile="smoke",
+        commit="x",
+        generated="now",
+        plan=PlanDocument.from_json(PLAN),
+    )
     assert CELLS[0] not in compat.results[VARIANTS[1]], "shown as not run, not as a loss"
 
 

@@ -324,11 +324,21 @@ class Case:
             for device, dtype, tag in self._tags(name, tuple(devices)):
                 self.variants.append(
                     Variant(
-                        case_id=self.id, name=name, device=device, dtype=dtype, tag=tag, fn=fn, axes=spans, kind=resolved,
-                        workaround_for=workaround_for, counterpart=counterpart, requires=requires, expect=tuple(expect),
+                        case_id=self.id,
+                        name=name,
+                        device=device,
+                        dtype=dtype,
+                        tag=tag,
+                        fn=fn,
+                        axes=spans,
+                        kind=resolved,
+                        workaround_for=workaround_for,
+                        counterpart=counterpart,
+                        requires=requires,
+                        expect=tuple(expect),
                         doc=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "",
                     )
-                )  # fmt: skip
+                )
             return fn
 
         return register
@@ -362,10 +372,16 @@ class Case:
             doc = f"{workaround_for} with {', '.join(listed)} installed"
             self.variants.append(
                 dataclasses.replace(
-                    target, name=name, kind=Kind.WORKAROUND, workaround_for=workaround_for, counterpart=None,
-                    expect=tuple(expect), doc=doc, install=listed,
+                    target,
+                    name=name,
+                    kind=Kind.WORKAROUND,
+                    workaround_for=workaround_for,
+                    counterpart=None,
+                    expect=tuple(expect),
+                    doc=doc,
+                    install=listed,
                 )
-            )  # fmt: skip
+            )
 
 
 def case_of_module(namespace: Mapping[str, Any], stem: str, path: object) -> Case:

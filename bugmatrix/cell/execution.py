@@ -57,19 +57,28 @@ class Executed:
     def to_json(self) -> dict[str, Any]:
         """Plain data: a child sends it to the cell process."""
         return {
-            "outcome": self.result.outcome.value, "message": self.result.message, "signature_matched": self.result.signature_matched,
-            "versions": self.versions, "duration": self.duration, "log": self.log, "leaked": list(self.leaked),
+            "outcome": self.result.outcome.value,
+            "message": self.result.message,
+            "signature_matched": self.result.signature_matched,
+            "versions": self.versions,
+            "duration": self.duration,
+            "log": self.log,
+            "leaked": list(self.leaked),
             "imported": list(self.imported),
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Executed:
         """The inverse of :meth:`to_json`."""
         result = Classified(Outcome(data["outcome"]), str(data["message"]), bool(data["signature_matched"]))
         return cls(
-            result, {str(k): str(v) for k, v in data["versions"].items()}, float(data["duration"]), str(data["log"]),
-            tuple(data["leaked"]), tuple(data.get("imported", ())),
-        )  # fmt: skip
+            result,
+            {str(k): str(v) for k, v in data["versions"].items()},
+            float(data["duration"]),
+            str(data["log"]),
+            tuple(data["leaked"]),
+            tuple(data.get("imported", ())),
+        )
 
 
 @contextlib.contextmanager

@@ -261,10 +261,14 @@ class ForkPool:
             with contextlib.suppress(ValueError, OSError):
                 result = json.loads(result_file.read_text(encoding="utf-8"))
         end = ChildEnd(
-            key=child.key, result=result, status="" if result is not None else describe_status(status), timed_out=child.timed_out,
-            stdout=_read(Path(f"{child.files}.out")), stderr=_read(Path(f"{child.files}.err")),
+            key=child.key,
+            result=result,
+            status="" if result is not None else describe_status(status),
+            timed_out=child.timed_out,
+            stdout=_read(Path(f"{child.files}.out")),
+            stderr=_read(Path(f"{child.files}.err")),
             seconds=time.monotonic() - child.started,
-        )  # fmt: skip
+        )
         for suffix in (".json", ".out", ".err", ".json.tmp"):
             with contextlib.suppress(OSError):
                 os.unlink(f"{child.files}{suffix}")

@@ -314,12 +314,25 @@ class VariantItem(pytest.Item):
         expectation = variant.expectation(executed.versions)
         expected = expectation.outcome if expectation else None
         return VariantRecord(
-            id=variant.id, case=variant.case_id, variant=variant.name, device=variant.device, dtype=variant.dtype,
-            kind=variant.kind, workaround_for=variant.workaround_for, counterpart=variant.counterpart,
-            outcome=result.outcome, expected=expected, verdict=judge(result.outcome, expected), signature_matched=result.signature_matched,
-            message=result.message, duration_s=round(executed.duration, 3), evidence=expectation.evidence if expectation else "",
-            log=tail(executed.log), leaked=executed.leaked, axes=tuple(variant.axes),
-        )  # fmt: skip
+            id=variant.id,
+            case=variant.case_id,
+            variant=variant.name,
+            device=variant.device,
+            dtype=variant.dtype,
+            kind=variant.kind,
+            workaround_for=variant.workaround_for,
+            counterpart=variant.counterpart,
+            outcome=result.outcome,
+            expected=expected,
+            verdict=judge(result.outcome, expected),
+            signature_matched=result.signature_matched,
+            message=result.message,
+            duration_s=round(executed.duration, 3),
+            evidence=expectation.evidence if expectation else "",
+            log=tail(executed.log),
+            leaked=executed.leaked,
+            axes=tuple(variant.axes),
+        )
 
     def finish(self, executed: Executed) -> None:
         """Attach the record to the report; raise if it contradicts the expectation (skip if it did not run)."""

@@ -47,10 +47,20 @@ def crash_record(variant_id: str, message: str, log: str = "", duration: float =
     """A ``crashed`` record for a variant known only by its id (its process died; nothing else was reported)."""
     found = VariantId.parse(variant_id)
     return VariantRecord(
-        id=variant_id, case=found.case, variant=found.name, device=found.device, kind=None, workaround_for=None, outcome=Outcome.CRASHED,
-        expected=None, verdict=Verdict.NEW_FAILURE_MODE, signature_matched=False, message=excerpt(message),
-        duration_s=round(duration, 3), log=tail(log),
-    )  # fmt: skip
+        id=variant_id,
+        case=found.case,
+        variant=found.name,
+        device=found.device,
+        kind=None,
+        workaround_for=None,
+        outcome=Outcome.CRASHED,
+        expected=None,
+        verdict=Verdict.NEW_FAILURE_MODE,
+        signature_matched=False,
+        message=excerpt(message),
+        duration_s=round(duration, 3),
+        log=tail(log),
+    )
 
 
 class RunState:

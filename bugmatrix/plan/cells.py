@@ -173,10 +173,14 @@ class _Members:
         for extra, found in groups.items():
             planned.append(
                 replace(
-                    cell, id=sibling_id(cell.id.removesuffix(cuda), extra) + cuda, variants=tuple(i for i, _ in found),
-                    extra=extra, sibling_of=cell.id, source=found[0][1],
+                    cell,
+                    id=sibling_id(cell.id.removesuffix(cuda), extra) + cuda,
+                    variants=tuple(i for i, _ in found),
+                    extra=extra,
+                    sibling_of=cell.id,
+                    source=found[0][1],
                 )
-            )  # fmt: skip
+            )
         return planned
 
     def has_cuda(self, pins: Mapping[str, str]) -> bool:

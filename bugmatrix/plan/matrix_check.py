@@ -77,9 +77,7 @@ class Checker:
             raise self.fail(key, f"expected a list of versions, got {value!r}", 'write e.g. ["2.4.1", "2.5.1"]')
         if not value:
             raise self.fail(key, "empty list", "list at least one version, or remove the key")
-        found = tuple(
-            v if symbolic and v in SYMBOLIC else self.version(v, f"{key}[{i}]") for i, v in enumerate(value)
-        )  # fmt: skip
+        found = tuple(v if symbolic and v in SYMBOLIC else self.version(v, f"{key}[{i}]") for i, v in enumerate(value))
         duplicates = sorted({v for v in found if found.count(v) > 1})
         if duplicates:
             raise self.fail(key, f"duplicate version(s) {', '.join(duplicates)}", "list each version once")
@@ -346,7 +344,19 @@ def check_matrix(data: dict[str, Any], path: Path) -> Matrix:
     if not isinstance(max_age, int) or isinstance(max_age, bool) or max_age < 0:
         raise check.fail("reuse.max_age_days", f"{max_age!r} is not a whole number of days", "write e.g. max_age_days = 7 (0: never reuse)")
     return Matrix(
-        path, axes, base, profiles, tuple(exclude), tuple(_include(check, data.get("include", []), axes, base, profiles)),
-        tuple(_constraints(check, data.get("constraints", []), axes)), harness, gpu_select, runner,
-        tuple(_base_when(check, data.get("base_when", []), axes)), within, max_age, computed, source_builds == "refuse",
-    )  # fmt: skip
+        path,
+        axes,
+        base,
+        profiles,
+        tuple(exclude),
+        tuple(_include(check, data.get("include", []), axes, base, profiles)),
+        tuple(_constraints(check, data.get("constraints", []), axes)),
+        harness,
+        gpu_select,
+        runner,
+        tuple(_base_when(check, data.get("base_when", []), axes)),
+        within,
+        max_age,
+        computed,
+        source_builds == "refuse",
+    )

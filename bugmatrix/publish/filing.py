@@ -80,7 +80,7 @@ def judged(compat: Compat, marker: Marker) -> bool:
         return all(
             not compat.cell_by_id[c].failed and all(e.outcome is not Outcome.MISSING for v in compat.results if (e := compat.entry(v, c)))
             for c in marker.cells
-        )  # fmt: skip
+        )
     entries = compat.entries(subject)
     return all(c in entries and entries[c].outcome not in _UNJUDGED for c in marker.cells)
 

@@ -175,8 +175,10 @@ def _reproduce(attachment: Attachment, links: Links, budget: int) -> list[str]:
     venv = f"uv venv -p {attachment.python} venv"
     commands = [f"{venv} && uv pip install --python venv/bin/python -r requirements.txt"]
     if attachment.locked:
-        commands.append(f"# or exactly the cell's environment (every distribution, exact versions and hashes; x86_64 Linux):\n"
-                        f"{venv} && uv pip sync --require-hashes --python venv/bin/python {LOCKED}")  # fmt: skip
+        commands.append(
+            f"# or exactly the cell's environment (every distribution, exact versions and hashes; x86_64 Linux):\n"
+            f"{venv} && uv pip sync --require-hashes --python venv/bin/python {LOCKED}"
+        )
     if attachment.run:
         commands.append(attachment.run)
     lines += [*fenced("\n".join(commands), "bash"), ""]
@@ -186,7 +188,14 @@ def _reproduce(attachment: Attachment, links: Links, budget: int) -> list[str]:
         text = attachment.files.get(name)
         if text is None:
             continue
-        block = [f"<details><summary>{name} ({len(text):,} characters)</summary>", "", *fenced(text, "python" if name.endswith(".py") else ""), "", "</details>", ""]  # fmt: skip
+        block = [
+            f"<details><summary>{name} ({len(text):,} characters)</summary>",
+            "",
+            *fenced(text, "python" if name.endswith(".py") else ""),
+            "",
+            "</details>",
+            "",
+        ]
         size = sum(len(line) + 1 for line in block)
         if size > budget:
             lines += [f"{name} ({len(text):,} characters) is too long to show here; open it from the links above.", ""]
@@ -206,7 +215,8 @@ def render_issue(finding: Finding, report: NightReport, night: str, links: Links
         finding_marker(finding, night, title).render(),
         f"**{str(finding.kind).replace('-', ' ').capitalize()}**: {literal(finding.subject)} in {len(finding.cells)} cell(s),"
         f" night {night} ({compat.profile} profile, commit {literal(compat.commit)}); {where}"
-        + (f", [latest]({links.latest})" if links.latest else "") + ".",
+        + (f", [latest]({links.latest})" if links.latest else "")
+        + ".",
         "",
         _LEADS[finding.kind],
         "",
@@ -214,7 +224,7 @@ def render_issue(finding: Finding, report: NightReport, night: str, links: Links
         "",
         *_cells_table(finding, report),
         "",
-    ]  # fmt: skip
+    ]
     if finding.kind in CELL_FINDINGS:
         shown = ", ".join(literal(v) for v in finding.variants[:12]) + (
             f", … ({len(finding.variants) - 12} more)" if len(finding.variants) > 12 else ""

@@ -35,8 +35,17 @@ from bugmatrix.files import write_json_atomic, write_text_atomic
 from bugmatrix.report.history import KEEP_NIGHTS
 
 __all__ = [
-    "KEEP_NIGHTS", "PAGES", "ROOT_PROFILE", "SITE_SCHEMA", "SiteNight", "add_arguments", "build_site", "load_site_nights", "night_path", "run",
-]  # fmt: skip
+    "KEEP_NIGHTS",
+    "PAGES",
+    "ROOT_PROFILE",
+    "SITE_SCHEMA",
+    "SiteNight",
+    "add_arguments",
+    "build_site",
+    "load_site_nights",
+    "night_path",
+    "run",
+]
 
 SITE_SCHEMA = "bugmatrix.site/1"
 #: What the report writes and each night publishes.
@@ -135,9 +144,16 @@ def _nights_page(nights: list[SiteNight]) -> str:
 
 
 def build_site(
-    reports: Path, out: Path, *, date: str, profile: str, previous: Path | None = None, attachments: Path | None = None,
-    keep: int = KEEP_NIGHTS, root_profile: str = ROOT_PROFILE,
-) -> list[SiteNight]:  # fmt: skip
+    reports: Path,
+    out: Path,
+    *,
+    date: str,
+    profile: str,
+    previous: Path | None = None,
+    attachments: Path | None = None,
+    keep: int = KEEP_NIGHTS,
+    root_profile: str = ROOT_PROFILE,
+) -> list[SiteNight]:
     """Write the site to ``out`` (absent or empty): ``previous``'s nights plus tonight's report; returns the nights kept.
 
     ``attachments`` (the issue bodies and their repro files) is published as
@@ -209,9 +225,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build the site; print what it holds."""
     nights = build_site(
-        args.reports, args.out, date=args.date, profile=args.profile, previous=args.previous, attachments=args.issues,
-        keep=args.keep, root_profile=args.root_profile,
-    )  # fmt: skip
+        args.reports,
+        args.out,
+        date=args.date,
+        profile=args.profile,
+        previous=args.previous,
+        attachments=args.issues,
+        keep=args.keep,
+        root_profile=args.root_profile,
+    )
     own = [n for n in nights if n.profile == args.profile]
     print(
         f"site: {args.out} holds {len(nights)} night(s); {args.profile}: {own[-1].date} to {own[0].date} ({len(own)} of at most {args.keep})"

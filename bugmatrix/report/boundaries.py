@@ -115,10 +115,18 @@ def _line_flips(line: list[tuple[str, Mark]], axis: str, shorts: Mapping[str, st
         if outcome is None or outcome in NOT_RUN:
             continue  # a gap (not planned here, not installed, mixed): the boundary lies somewhere across it
         if last is not None and outcome is not last[1]:
-            flips.append(Flip(
-                axis, last[0], value, last[1], outcome, adjacent=index == last_index + 1, axis_short=shorts.get(axis, axis),
-                declared=mark.declared,
-            ))  # fmt: skip
+            flips.append(
+                Flip(
+                    axis,
+                    last[0],
+                    value,
+                    last[1],
+                    outcome,
+                    adjacent=index == last_index + 1,
+                    axis_short=shorts.get(axis, axis),
+                    declared=mark.declared,
+                )
+            )
         last, last_index = (value, outcome), index
     return flips
 
@@ -158,11 +166,21 @@ def _flips(
     for (axis, before, after, was, now, adjacent), at in found.items():
         other_axis = axes[1] if axis == axes[0] else axes[0]
         everywhere = set(at) >= readable[axes.index(axis)]
-        flips.append(Flip(
-            axis, before, after, was, now, () if everywhere else tuple(at), other_axis, adjacent,
-            axis_short=shorts.get(axis, axis), other_short=shorts.get(other_axis, other_axis),
-            declared=declared[(axis, before, after, was, now, adjacent)],
-        ))  # fmt: skip
+        flips.append(
+            Flip(
+                axis,
+                before,
+                after,
+                was,
+                now,
+                () if everywhere else tuple(at),
+                other_axis,
+                adjacent,
+                axis_short=shorts.get(axis, axis),
+                other_short=shorts.get(other_axis, other_axis),
+                declared=declared[(axis, before, after, was, now, adjacent)],
+            )
+        )
     return sorted(flips, key=lambda f: (axes.index(f.axis), version_key(f.after), f.was, f.now))
 
 
@@ -243,9 +261,7 @@ def _read_axes(group: list[Variant], ran_ids: list[str], cells: _Cells) -> tuple
 def _held(ran: list[str], axes: tuple[str, ...], cells: _Cells) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """The pins of the cells where it ran that the picture does not read along, as sets: context, never the reading
     ("" where a cell does not install it)."""
-    return tuple(
-        (a, tuple(values)) for a in cells.axes if a not in axes and (values := cells.values(ran, a)) and values != [""]
-    )  # fmt: skip
+    return tuple((a, tuple(values)) for a in cells.axes if a not in axes and (values := cells.values(ran, a)) and values != [""])
 
 
 def _unread(
@@ -300,9 +316,16 @@ def _picture(group: list[Variant], results: Mapping[str, Mapping[str, Entry]], c
     elif not axes:
         note = note or "declares no axis: one reading for every cell it ran in"
     return Picture(
-        kind=kind, axes=axes, values=values, tracks=tracks, folded=tuple(a for a, _ in held), note=note,
-        flip_edges=_edges(tracks[0].marks, axes, values) if kind != "list" else {}, shorts=cells.shorts, held=held,
-    )  # fmt: skip
+        kind=kind,
+        axes=axes,
+        values=values,
+        tracks=tracks,
+        folded=tuple(a for a, _ in held),
+        note=note,
+        flip_edges=_edges(tracks[0].marks, axes, values) if kind != "list" else {},
+        shorts=cells.shorts,
+        held=held,
+    )
 
 
 #: What :func:`pictures` returns: the drawn pictures, and the variants that ran nowhere (listed, not drawn).

@@ -80,17 +80,26 @@ class FreshCell:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "cell": self.cell, "status": self.status, "moved": list(self.moved), "reason": self.reason, "sibling": self.sibling,
-            "origin": self.origin.to_json() if self.origin else None, "differences": [d.to_json() for d in self.differences],
-        }  # fmt: skip
+            "cell": self.cell,
+            "status": self.status,
+            "moved": list(self.moved),
+            "reason": self.reason,
+            "sibling": self.sibling,
+            "origin": self.origin.to_json() if self.origin else None,
+            "differences": [d.to_json() for d in self.differences],
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FreshCell:
         return cls(
-            str(data["cell"]), str(data["status"]), tuple(data.get("moved") or ()), str(data.get("reason", "")),
-            str(data.get("sibling", "")), Origin.from_json(data.get("origin")),
+            str(data["cell"]),
+            str(data["status"]),
+            tuple(data.get("moved") or ()),
+            str(data.get("reason", "")),
+            str(data.get("sibling", "")),
+            Origin.from_json(data.get("origin")),
             tuple(FreshDifference.from_json(d) for d in data.get("differences") or ()),
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True)
@@ -121,18 +130,24 @@ class FreshLane:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "resolved_at": self.resolved_at, "as_of": self.as_of, "held": dict(self.held), "cells": [c.to_json() for c in self.cells],
+            "resolved_at": self.resolved_at,
+            "as_of": self.as_of,
+            "held": dict(self.held),
+            "cells": [c.to_json() for c in self.cells],
             "stale": list(self.stale),
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> FreshLane | None:
         if not data:
             return None
         return cls(
-            str(data["resolved_at"]), data.get("as_of"), dict(data.get("held") or {}),
-            tuple(FreshCell.from_json(c) for c in data.get("cells") or ()), tuple(data.get("stale") or ()),
-        )  # fmt: skip
+            str(data["resolved_at"]),
+            data.get("as_of"),
+            dict(data.get("held") or {}),
+            tuple(FreshCell.from_json(c) for c in data.get("cells") or ()),
+            tuple(data.get("stale") or ()),
+        )
 
 
 def _differences(compat: Compat, sibling: RunRecord) -> tuple[FreshDifference, ...]:

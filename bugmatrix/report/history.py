@@ -109,9 +109,13 @@ class Night:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "schema": HISTORY_SCHEMA, "date": self.date, "commit": self.commit, "profile": self.profile,
-            "cells": list(self.cells), "outcomes": dict(self.outcomes),
-        }  # fmt: skip
+            "schema": HISTORY_SCHEMA,
+            "date": self.date,
+            "commit": self.commit,
+            "profile": self.profile,
+            "cells": list(self.cells),
+            "outcomes": dict(self.outcomes),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,9 +236,10 @@ def _tick(night: Night, state: str, changes: list[tuple[str, str, str]]) -> Tick
     detail = "; ".join(f"{c}: {WORDS.get(o, o)} → {WORDS.get(n, n)}" for c, o, n in changes[:5])
     more = f" (+{len(changes) - 5} more)" if len(changes) > 5 else ""
     title = {
-        "first": "first night in the history", "same": "unchanged",
+        "first": "first night in the history",
+        "same": "unchanged",
         "missing": "a planned result is missing (not recorded); not counted as a change",
-    }.get(state, detail + more)  # fmt: skip
+    }.get(state, detail + more)
     return Tick(night.date, state, f"{night.date} ({night.commit}): {title}")
 
 

@@ -69,13 +69,20 @@ def _failed(run: RunRecord) -> bool:
 
 def _cell(run: RunRecord) -> Cell:
     return Cell(
-        id=run.cell, pins=dict(run.pins), environment={k: v for k, v in run.environment.items() if k not in PRIVATE_ENVIRONMENT_KEYS},
+        id=run.cell,
+        pins=dict(run.pins),
+        environment={k: v for k, v in run.environment.items() if k not in PRIVATE_ENVIRONMENT_KEYS},
         install=Install(InstallStatus(run.install.get("status", InstallStatus.OK)), run.install.get("reason", "")),
-        started=run.started, finished=run.finished, duration_s=_duration(run), complete=run.complete, deselected_by=run.deselected_by,
+        started=run.started,
+        finished=run.finished,
+        duration_s=_duration(run),
+        complete=run.complete,
+        deselected_by=run.deselected_by,
         tracked={axis: TrackedPin(t.get("requested", ""), t.get("resolved", "")) for axis, t in run.tracked.items()},
-        input_key=str((run.input_key or {}).get("digest", "")), origin=Origin.from_json(run.origin),
+        input_key=str((run.input_key or {}).get("digest", "")),
+        origin=Origin.from_json(run.origin),
         reused_from=Origin.from_json(run.reused_from),
-    )  # fmt: skip
+    )
 
 
 def _tracking(runs: Sequence[RunRecord], expectation: Expectation) -> Tracking:
@@ -117,8 +124,11 @@ def _entry(record: VariantRecord) -> Entry:
         outcome=outcome if type(outcome) is Outcome else Outcome(outcome),
         verdict=verdict if type(verdict) is Verdict or verdict is None else Verdict(verdict),
         expected=expected if type(expected) is Outcome or expected is None else Outcome(expected),
-        message=record.message, log=record.log[-LOG_LIMIT:], leaked=tuple(record.leaked), duration_s=record.duration_s,
-    )  # fmt: skip
+        message=record.message,
+        log=record.log[-LOG_LIMIT:],
+        leaked=tuple(record.leaked),
+        duration_s=record.duration_s,
+    )
 
 
 def _not_run(outcome: Outcome, message: str) -> Entry:
@@ -161,9 +171,7 @@ def _axes(runs: Sequence[RunRecord], expectation: Expectation) -> tuple[Axis, ..
     packaged = {k.removesuffix(PACKAGE_SUFFIX) for r in observed for k in r.environment if k.endswith(PACKAGE_SUFFIX)}
     unpackaged = {a for r in observed for a in r.pins if a not in packaged}
     interpreters = unpackaged if observed else dotless
-    axes = expectation.axes or tuple(
-        Axis(a, prefix) for a, (_, prefix) in sorted(found.items(), key=lambda item: (item[1][0], item[0]))
-    )  # fmt: skip
+    axes = expectation.axes or tuple(Axis(a, prefix) for a, (_, prefix) in sorted(found.items(), key=lambda item: (item[1][0], item[0])))
     if any(a.interpreter for a in axes):
         return axes
     return tuple(dataclasses.replace(a, interpreter=a.name in interpreters) for a in axes)
@@ -172,9 +180,16 @@ def _axes(runs: Sequence[RunRecord], expectation: Expectation) -> tuple[Axis, ..
 def _variant(record: VariantRecord) -> Variant:
     kind = record.kind
     return Variant(
-        id=record.id, case=record.case, name=record.variant, device=record.device, kind=kind if type(kind) is Kind or not kind else Kind(kind),
-        workaround_for=record.workaround_for, counterpart=record.counterpart, evidence=record.evidence, axes=record.axes,
-    )  # fmt: skip
+        id=record.id,
+        case=record.case,
+        name=record.variant,
+        device=record.device,
+        kind=kind if type(kind) is Kind or not kind else Kind(kind),
+        workaround_for=record.workaround_for,
+        counterpart=record.counterpart,
+        evidence=record.evidence,
+        axes=record.axes,
+    )
 
 
 def _missing(
@@ -220,9 +235,10 @@ def _attach_workarounds(variants: Sequence[Variant], results: dict[str, dict[str
             if entry.outcome is Outcome.REPRODUCED:
                 where = (cell, *siblings.get(cell, ()))
                 held = tuple(
-                    w.name for w in candidates
+                    w.name
+                    for w in candidates
                     if any((o := results.get(w.id, {}).get(c)) is not None and o.outcome is Outcome.FIXED for c in where)
-                )  # fmt: skip
+                )
                 per_cell[cell] = dataclasses.replace(entry, workarounds=held)
 
 
@@ -286,9 +302,7 @@ def merge_runs(
         planned_ids = {v for c in expectation.cells for v in c.variants}
         stale = tuple(sorted(v for v in variants if v not in planned_ids and any(c != SYSTEM_CELL for c in results.get(v, {}))))
     ran = {run.cell for run in runs}
-    cells += [
-        Cell(c.id, dict(c.pins), install=Install(InstallStatus.MISSING, "no run file")) for c in expectation.cells if c.id not in ran
-    ]  # fmt: skip
+    cells += [Cell(c.id, dict(c.pins), install=Install(InstallStatus.MISSING, "no run file")) for c in expectation.cells if c.id not in ran]
     if declared:
         for vid, variant in variants.items():
             if variant.axes is None and vid in declared:
@@ -302,10 +316,19 @@ def merge_runs(
     axes = _axes(runs, expectation)
     interpreter = next((a.name for a in axes if a.interpreter), None)
     return Compat(
-        generated=generated, commit=commit, profile=profile, axes=axes, cells=tuple(cells), variants=tuple(ordered), results=results,
-        environments=_environments(runs, interpreter), tracking=_tracking(runs, expectation), stale=stale,
-        expectation=expectation.summary(), profile_source=profile_source,
-    )  # fmt: skip
+        generated=generated,
+        commit=commit,
+        profile=profile,
+        axes=axes,
+        cells=tuple(cells),
+        variants=tuple(ordered),
+        results=results,
+        environments=_environments(runs, interpreter),
+        tracking=_tracking(runs, expectation),
+        stale=stale,
+        expectation=expectation.summary(),
+        profile_source=profile_source,
+    )
 
 
 def version_order(run: RunRecord) -> tuple:

@@ -178,27 +178,39 @@ class Cell:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "pins": dict(self.pins), "environment": dict(self.environment),
+            "id": self.id,
+            "pins": dict(self.pins),
+            "environment": dict(self.environment),
             "install": {"status": self.install.status.value, "reason": self.install.reason},
-            "started": self.started, "finished": self.finished, "duration_s": self.duration_s, "complete": self.complete,
-            "deselected_by": self.deselected_by, "tracked": {a: t.to_json() for a, t in self.tracked.items()},
-            "input_key": self.input_key, "origin": self.origin.to_json() if self.origin else None,
+            "started": self.started,
+            "finished": self.finished,
+            "duration_s": self.duration_s,
+            "complete": self.complete,
+            "deselected_by": self.deselected_by,
+            "tracked": {a: t.to_json() for a, t in self.tracked.items()},
+            "input_key": self.input_key,
+            "origin": self.origin.to_json() if self.origin else None,
             "reused_from": self.reused_from.to_json() if self.reused_from else None,
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Cell:
         install = data.get("install") or {}
         return cls(
-            id=str(data["id"]), pins={str(a): str(v) for a, v in (data.get("pins") or {}).items()},
+            id=str(data["id"]),
+            pins={str(a): str(v) for a, v in (data.get("pins") or {}).items()},
             environment=dict(data.get("environment") or {}),
             install=Install(InstallStatus(install.get("status", "ok")), str(install.get("reason", ""))),
-            started=str(data.get("started", "")), finished=str(data.get("finished", "")), duration_s=data.get("duration_s"),
-            complete=bool(data.get("complete", False)), deselected_by=str(data.get("deselected_by", "")),
+            started=str(data.get("started", "")),
+            finished=str(data.get("finished", "")),
+            duration_s=data.get("duration_s"),
+            complete=bool(data.get("complete", False)),
+            deselected_by=str(data.get("deselected_by", "")),
             tracked={str(a): TrackedPin(str(t["requested"]), str(t["resolved"])) for a, t in (data.get("tracked") or {}).items()},
-            input_key=str(data.get("input_key") or ""), origin=Origin.from_json(data.get("origin")),
+            input_key=str(data.get("input_key") or ""),
+            origin=Origin.from_json(data.get("origin")),
             reused_from=Origin.from_json(data.get("reused_from")),
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,10 +263,15 @@ class Variant:
 
     def to_json(self) -> dict[str, Any]:
         data = {
-            "id": self.id, "case": self.case, "variant": self.name, "device": self.device,
-            "kind": self.kind.value if self.kind else None, "workaround_for": self.workaround_for,
-            "counterpart": self.counterpart, "evidence": self.evidence,
-        }  # fmt: skip
+            "id": self.id,
+            "case": self.case,
+            "variant": self.name,
+            "device": self.device,
+            "kind": self.kind.value if self.kind else None,
+            "workaround_for": self.workaround_for,
+            "counterpart": self.counterpart,
+            "evidence": self.evidence,
+        }
         if self.axes is not None:  # absent where nothing said (an older document reads back the same)
             data["axes"] = list(self.axes)
         return data
@@ -262,11 +279,16 @@ class Variant:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Variant:
         return cls(
-            id=str(data["id"]), case=str(data["case"]), name=str(data["variant"]), device=str(data["device"]),
-            kind=Kind(data["kind"]) if data.get("kind") else None, workaround_for=data.get("workaround_for"),
-            counterpart=data.get("counterpart"), evidence=str(data.get("evidence") or ""),
+            id=str(data["id"]),
+            case=str(data["case"]),
+            name=str(data["variant"]),
+            device=str(data["device"]),
+            kind=Kind(data["kind"]) if data.get("kind") else None,
+            workaround_for=data.get("workaround_for"),
+            counterpart=data.get("counterpart"),
+            evidence=str(data.get("evidence") or ""),
             axes=tuple(str(a) for a in data["axes"]) if data.get("axes") is not None else None,
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,19 +316,28 @@ class Entry:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "outcome": self.outcome.value, "verdict": self.verdict.value if self.verdict else None,
-            "expected": self.expected.value if self.expected else None, "message": self.message, "log": self.log,
-            "leaked": list(self.leaked), "duration_s": self.duration_s, "workarounds": list(self.workarounds),
-        }  # fmt: skip
+            "outcome": self.outcome.value,
+            "verdict": self.verdict.value if self.verdict else None,
+            "expected": self.expected.value if self.expected else None,
+            "message": self.message,
+            "log": self.log,
+            "leaked": list(self.leaked),
+            "duration_s": self.duration_s,
+            "workarounds": list(self.workarounds),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Entry:
         return cls(
-            outcome=Outcome(data["outcome"]), verdict=Verdict(data["verdict"]) if data.get("verdict") else None,
-            expected=Outcome(data["expected"]) if data.get("expected") else None, message=str(data.get("message") or ""),
-            log=str(data.get("log") or ""), leaked=tuple(data.get("leaked") or ()), duration_s=data.get("duration_s", 0.0),
+            outcome=Outcome(data["outcome"]),
+            verdict=Verdict(data["verdict"]) if data.get("verdict") else None,
+            expected=Outcome(data["expected"]) if data.get("expected") else None,
+            message=str(data.get("message") or ""),
+            log=str(data.get("log") or ""),
+            leaked=tuple(data.get("leaked") or ()),
+            duration_s=data.get("duration_s", 0.0),
             workarounds=tuple(data.get("workarounds") or ()),
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,9 +388,11 @@ class ExpectationSummary:
     def from_json(cls, data: Mapping[str, Any] | None) -> ExpectationSummary:
         data = data or {}
         return cls(
-            ExpectationSource(data.get("source", "runs")), str(data.get("text", "")), tuple(data.get("dropped") or ()),
+            ExpectationSource(data.get("source", "runs")),
+            str(data.get("text", "")),
+            tuple(data.get("dropped") or ()),
             int(data.get("dropped_results", 0)),
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True)
@@ -486,13 +519,20 @@ class Compat:
         """Plain data for compat.json (every key the schema file names)."""
         interpreter = self.interpreter or "interpreter"
         return {
-            "schema": self.schema, "generated": self.generated, "commit": self.commit, "profile": self.profile,
-            "profile_source": self.profile_source, "axes": [a.to_json() for a in self.axes],
-            "environments": [h.to_json(interpreter) for h in self.environments], "tracking": self.tracking.to_json(),
-            "cells": [c.to_json() for c in self.cells], "variants": [v.to_json() for v in self.variants],
+            "schema": self.schema,
+            "generated": self.generated,
+            "commit": self.commit,
+            "profile": self.profile,
+            "profile_source": self.profile_source,
+            "axes": [a.to_json() for a in self.axes],
+            "environments": [h.to_json(interpreter) for h in self.environments],
+            "tracking": self.tracking.to_json(),
+            "cells": [c.to_json() for c in self.cells],
+            "variants": [v.to_json() for v in self.variants],
             "results": {vid: {cid: e.to_json() for cid, e in per_cell.items()} for vid, per_cell in self.results.items()},
-            "stale": list(self.stale), "expectation": self.expectation.to_json(),
-        }  # fmt: skip
+            "stale": list(self.stale),
+            "expectation": self.expectation.to_json(),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Compat:
@@ -504,14 +544,20 @@ class Compat:
         """
         axes = tuple(Axis(str(a["name"]), str(a.get("prefix") or a["name"]), bool(a.get("interpreter"))) for a in data.get("axes") or ())
         return cls(
-            generated=str(data.get("generated", "")), commit=str(data.get("commit", "")), profile=str(data.get("profile", "")),
-            axes=axes, cells=tuple(Cell.from_json(c) for c in data.get("cells") or ()),
+            generated=str(data.get("generated", "")),
+            commit=str(data.get("commit", "")),
+            profile=str(data.get("profile", "")),
+            axes=axes,
+            cells=tuple(Cell.from_json(c) for c in data.get("cells") or ()),
             variants=tuple(Variant.from_json(v) for v in data.get("variants") or ()),
             results={
-                str(vid): {str(cid): Entry.from_json(e) for cid, e in per_cell.items()} for vid, per_cell in (data.get("results") or {}).items()
+                str(vid): {str(cid): Entry.from_json(e) for cid, e in per_cell.items()}
+                for vid, per_cell in (data.get("results") or {}).items()
             },
             environments=tuple(Host.from_json(h) for h in data.get("environments") or ()),
-            tracking=Tracking.from_json(data.get("tracking")), stale=tuple(data.get("stale") or ()),
-            expectation=ExpectationSummary.from_json(data.get("expectation")), profile_source=str(data.get("profile_source", "")),
+            tracking=Tracking.from_json(data.get("tracking")),
+            stale=tuple(data.get("stale") or ()),
+            expectation=ExpectationSummary.from_json(data.get("expectation")),
+            profile_source=str(data.get("profile_source", "")),
             schema=str(data.get("schema", COMPAT_SCHEMA)),
-        )  # fmt: skip
+        )

@@ -87,11 +87,17 @@ class ReleaseNote:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "axis": self.axis, "version": self.version, "variant": self.variant, "cell": self.cell, "outcome": self.outcome.value,
+            "axis": self.axis,
+            "version": self.version,
+            "variant": self.variant,
+            "cell": self.cell,
+            "outcome": self.outcome.value,
             "previous_version": self.previous_version,
-            "previous_outcome": self.previous_outcome.value if self.previous_outcome else None, "kind": self.kind.value, "text": self.text,
+            "previous_outcome": self.previous_outcome.value if self.previous_outcome else None,
+            "kind": self.kind.value,
+            "text": self.text,
             "reason": self.reason,
-        }  # fmt: skip
+        }
 
 
 def one_line_reason(reason: str) -> str:
@@ -341,13 +347,18 @@ def release_groups(notes: Iterable[ReleaseNote]) -> list[ReleaseGroup]:
             group["notable"].append(note)
     built = [
         ReleaseGroup(
-            axis, version, g["total"], g["same"], g["first"],
+            axis,
+            version,
+            g["total"],
+            g["same"],
+            g["first"],
             tuple(sorted(g["previous"], key=lambda v: parse_version(v) or Version("0"))),
-            tuple(sorted(g["notable"], key=lambda n: n.kind is not NoteKind.REGRESSION_CANDIDATE)), tuple(g["not_installed"]),
+            tuple(sorted(g["notable"], key=lambda n: n.kind is not NoteKind.REGRESSION_CANDIDATE)),
+            tuple(g["not_installed"]),
             g["addition"],
         )
         for (axis, version), g in groups.items()
-    ]  # fmt: skip
+    ]
     return sorted(built, key=lambda g: (g.installs, g.addition, not g.has_regression_candidate))
 
 

@@ -166,9 +166,11 @@ class NightReport:
     def to_json(self) -> dict[str, Any]:
         """compat.json: the document, the release notes, what moved, the re-resolve lane (the baseline of a later night is this)."""
         return {
-            **self.compat.to_json(), "releases": [n.to_json() for n in self.notes], "moved": [m.to_json() for m in self.moved],
+            **self.compat.to_json(),
+            "releases": [n.to_json() for n in self.notes],
+            "moved": [m.to_json() for m in self.moved],
             "reresolved": self.fresh.to_json() if self.fresh else None,
-        }  # fmt: skip
+        }
 
     def lane_findings(self) -> list[Finding]:
         """The re-resolve lane's findings: cells a refreshed lock would break, and variants whose outcome differs fresh (with what moved).
@@ -190,10 +192,18 @@ class NightReport:
         for variant, items in by_variant.items():
             picture = self.pictures_by_variant.get(variant)
             track = next((t for t in picture.tracks if t.variant.id == variant), None) if picture else None
-            found.append(Finding(
-                ChangeKind.FRESH_DIFFERS, variant, tuple(c for c, _, _ in items), items[0][1], moved={c: m for c, _, m in items},
-                boundary=boundary_text(picture, track) if picture else "", subject=variant, variants=(variant,),
-            ))  # fmt: skip
+            found.append(
+                Finding(
+                    ChangeKind.FRESH_DIFFERS,
+                    variant,
+                    tuple(c for c, _, _ in items),
+                    items[0][1],
+                    moved={c: m for c, _, m in items},
+                    boundary=boundary_text(picture, track) if picture else "",
+                    subject=variant,
+                    variants=(variant,),
+                )
+            )
         return sorted(found, key=lambda f: (f.kind.severity, f.subject))
 
     def findings(self) -> list[Finding]:
@@ -229,20 +239,33 @@ class NightReport:
         track = next((t for t in picture.tracks if t.variant.id == subject), None) if picture else None
         history = None if per_cell else self.history.get(subject)
         return Finding(
-            kind, "" if per_cell else subject, cells, message, since=history.since if history else None,
+            kind,
+            "" if per_cell else subject,
+            cells,
+            message,
+            since=history.since if history else None,
             moved={c: m for c in cells for v in variants if (m := moved.get((v, c)))},
-            boundary=boundary_text(picture, track) if picture else "", subject=subject, variants=variants, changes=tuple(changes),
+            boundary=boundary_text(picture, track) if picture else "",
+            subject=subject,
+            variants=variants,
+            changes=tuple(changes),
             since_by_cell={c: unchanged_since(self.own_nights, c, variants) for c in cells},
-        )  # fmt: skip
+        )
 
     def _release_finding(self, group: ReleaseGroup) -> Finding:
         cells = tuple(n.cell for n in group.not_installed)
         changes = tuple(c for c in self.changes if c.kind is ChangeKind.RELEASE_DOES_NOT_INSTALL and c.cell_id in cells)
         variants = tuple(self.compat.results)
         return Finding(
-            ChangeKind.RELEASE_DOES_NOT_INSTALL, "", cells, group.headline, subject=f"{group.axis} {group.version}", changes=changes,
-            since_by_cell={c: unchanged_since(self.own_nights, c, variants) for c in cells}, release=(group.axis, group.version),
-        )  # fmt: skip
+            ChangeKind.RELEASE_DOES_NOT_INSTALL,
+            "",
+            cells,
+            group.headline,
+            subject=f"{group.axis} {group.version}",
+            changes=changes,
+            since_by_cell={c: unchanged_since(self.own_nights, c, variants) for c in cells},
+            release=(group.axis, group.version),
+        )
 
 
 def analyse(
@@ -260,7 +283,17 @@ def analyse(
     groups = release_groups(notes)
     changes = sort_changes([*diff_against_baseline(compat, baseline, flaky_pairs(history)), *install_changes(groups)])
     return NightReport(
-        compat=compat, baseline=baseline, changes=tuple(changes), notes=tuple(notes), releases=tuple(groups),
-        moved=tuple(explain_changes(baseline, compat)), agreement=per_case(compat), boundary=pictures(compat), history=history,
-        nights=len(own), own_nights=tuple(own), baseline_path=baseline_path, fresh=fresh,
-    )  # fmt: skip
+        compat=compat,
+        baseline=baseline,
+        changes=tuple(changes),
+        notes=tuple(notes),
+        releases=tuple(groups),
+        moved=tuple(explain_changes(baseline, compat)),
+        agreement=per_case(compat),
+        boundary=pictures(compat),
+        history=history,
+        nights=len(own),
+        own_nights=tuple(own),
+        baseline_path=baseline_path,
+        fresh=fresh,
+    )

@@ -104,11 +104,17 @@ def _figure(picture: Picture, history: Mapping[str, VariantHistory]) -> Figure:
         axis, values = picture.axes[0], picture.values[0]
         lines = [
             Line(
-                head=t.name, variant_id=t.variant.id, role=t.role, history=history.get(t.variant.id),
-                spots=[_spot(t.marks.get((v,), Mark()), f"{t.name} at {short[0]} {v}", _strip_edges(t.marks, values, k)) for k, v in enumerate(values)],
+                head=t.name,
+                variant_id=t.variant.id,
+                role=t.role,
+                history=history.get(t.variant.id),
+                spots=[
+                    _spot(t.marks.get((v,), Mark()), f"{t.name} at {short[0]} {v}", _strip_edges(t.marks, values, k))
+                    for k, v in enumerate(values)
+                ],
             )
             for t in picture.tracks
-        ]  # fmt: skip
+        ]
         heads = [(v, "") for v in values]
         caption = f"strip along {axis}{folded}"
         corner = short[0]
@@ -135,10 +141,18 @@ def _figure(picture: Picture, history: Mapping[str, VariantHistory]) -> Figure:
         caption = f"grid: {picture.axes[0]} across, {picture.axes[1]} down{folded}"
         corner = f"{short[1]} ╲ {short[0]}"
     return Figure(
-        variant_id=target.variant.id, kind=picture.kind, axes=" ".join(picture.axes), caption=caption, corner=corner,
-        heads=heads, lines=lines, flips=flips, note=picture.note,
-        companions=[t.name for t in picture.tracks[1:]], history=history.get(target.variant.id),
-    )  # fmt: skip
+        variant_id=target.variant.id,
+        kind=picture.kind,
+        axes=" ".join(picture.axes),
+        caption=caption,
+        corner=corner,
+        heads=heads,
+        lines=lines,
+        flips=flips,
+        note=picture.note,
+        companions=[t.name for t in picture.tracks[1:]],
+        history=history.get(target.variant.id),
+    )
 
 
 def overview(compat: Compat, boundary: Boundary, history: Mapping[str, VariantHistory] | None = None) -> list[CaseOverview]:

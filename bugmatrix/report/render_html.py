@@ -73,15 +73,17 @@ def _cells(compat: Compat) -> list[dict[str, object]]:
     for cell in compat.cells:
         observed = ", ".join(f"{k} {cell.observed(k)}" for k in observed_keys if cell.observed(k))
         reused = f"{REUSED} reused from {cell.reused_from.text}" if cell.reused_from else ""
-        cells.append({
-            "id": cell.id,
-            "label": " · ".join(f"{compat.short(a)} {cell.pins[a]}" for a in varying if a in cell.pins) or cell.id,
-            "pins": [(_attr_name(a), v) for a, v in cell.pins.items()],
-            "title": f"{cell.id} — observed: {observed or 'nothing (not installed)'}" + (f" — {reused}" if reused else ""),
-            "failed": cell.failed,
-            "reused": reused,
-            "reused_day": cell.reused_from.day if cell.reused_from else "",
-        })  # fmt: skip
+        cells.append(
+            {
+                "id": cell.id,
+                "label": " · ".join(f"{compat.short(a)} {cell.pins[a]}" for a in varying if a in cell.pins) or cell.id,
+                "pins": [(_attr_name(a), v) for a, v in cell.pins.items()],
+                "title": f"{cell.id} — observed: {observed or 'nothing (not installed)'}" + (f" — {reused}" if reused else ""),
+                "failed": cell.failed,
+                "reused": reused,
+                "reused_day": cell.reused_from.day if cell.reused_from else "",
+            }
+        )
     return cells
 
 
@@ -165,13 +167,15 @@ def _entry(esc: _Escaped, case: str, cell_id: str, entry: Entry | None, anchor: 
     note = f"expected: {expected} · verdict {verdict or '—'}" + (f" · {duration:.2f} s" if isinstance(duration, int | float) else "")
     note += f" · {reused}" if reused else ""
     detail = f"{message}\n\n{log}" if log else message
-    return "".join((
-        f"<td {_td_attrs(esc, cls, outcome, case, cell_id, anchor, reused)}><details><summary>{esc[summary]}",
-        f' <span class="wk">→ {esc[works]}</span>' if works else "",
-        "</summary>",
-        f'<div class="x wk">works here: {esc[", ".join(workarounds)]}</div>' if workarounds else "",
-        f'<div class="x">{esc[note]}</div><pre>{esc[detail]}</pre></details></td>',
-    ))  # fmt: skip
+    return "".join(
+        (
+            f"<td {_td_attrs(esc, cls, outcome, case, cell_id, anchor, reused)}><details><summary>{esc[summary]}",
+            f' <span class="wk">→ {esc[works]}</span>' if works else "",
+            "</summary>",
+            f'<div class="x wk">works here: {esc[", ".join(workarounds)]}</div>' if workarounds else "",
+            f'<div class="x">{esc[note]}</div><pre>{esc[detail]}</pre></details></td>',
+        )
+    )
 
 
 def _rows(compat: Compat, cells: list[dict[str, object]], anchors: dict[tuple[str, str], str]) -> list[_Row]:
@@ -181,12 +185,16 @@ def _rows(compat: Compat, cells: list[dict[str, object]], anchors: dict[tuple[st
     for variant in compat.variants:
         per_cell = compat.entries(variant.id)
         entries = [_entry(esc, variant.case, c, per_cell.get(c), anchors.get((variant.id, c), ""), reused) for c, reused in ids]
-        rows.append(_Row(
-            id=variant.id, case=variant.case, name=variant.label,
-            workaround_for=(variant.workaround_for or "") if variant.kind is Kind.WORKAROUND else "",
-            case_start=variant.case != previous_case,
-            entries=Markup("\n    ".join(entries)),  # noqa: S704 -- _entry escaped every text
-        ))  # fmt: skip
+        rows.append(
+            _Row(
+                id=variant.id,
+                case=variant.case,
+                name=variant.label,
+                workaround_for=(variant.workaround_for or "") if variant.kind is Kind.WORKAROUND else "",
+                case_start=variant.case != previous_case,
+                entries=Markup("\n    ".join(entries)),  # noqa: S704 -- _entry escaped every text
+            )
+        )
         previous_case = variant.case
     return rows
 

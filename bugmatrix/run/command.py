@@ -99,20 +99,35 @@ def pytest_command(
     """
     ordered = matrix.ordered(pins) if pins is not None else {}
     options = CellOptions(
-        cell=cell_id, run_file=_short(run_file, root), junit=_short(junit, root) if junit else None, pins=ordered,
+        cell=cell_id,
+        run_file=_short(run_file, root),
+        junit=_short(junit, root) if junit else None,
+        pins=ordered,
         requested={axis: t["requested"] for axis, t in (tracked or {}).items()},
-        axes=tuple(a for a in ordered if a in matrix.package_axes) if pins is not None else None, installed=tuple(installed),
+        axes=tuple(a for a in ordered if a in matrix.package_axes) if pins is not None else None,
+        installed=tuple(installed),
         variants=tuple(variants) or None,
-        axis_spec=matrix.axis_spec(pins), input_key=input_key.to_json() if input_key is not None else None,
+        axis_spec=matrix.axis_spec(pins),
+        input_key=input_key.to_json() if input_key is not None else None,
         origin=dict(origin) if origin is not None else None,
-    )  # fmt: skip
+    )
     spec = spec_path(run_file)
     write_text_atomic(spec, json.dumps(options.to_json(), indent=1) + "\n")  # unsorted: the pins' order is the display order
     found = [*select] or [*targets]  # relative to root, where pytest starts
     return [
-        str(python), "-m", "pytest", *found, "-p", "no:cacheprovider", "-q", "-rs", "--bugmatrix-spec", _short(spec, root),
-        *runner_flags(runner, workers), *extra,
-    ]  # fmt: skip
+        str(python),
+        "-m",
+        "pytest",
+        *found,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rs",
+        "--bugmatrix-spec",
+        _short(spec, root),
+        *runner_flags(runner, workers),
+        *extra,
+    ]
 
 
 def cell_env(root: Path = ROOT) -> dict[str, str]:

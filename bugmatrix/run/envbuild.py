@@ -140,8 +140,10 @@ def _build(
 ) -> None:
     made = subprocess.run(
         [*uv_command(), "venv", "-q", "--no-python-downloads", "-p", find_interpreter(python), str(target)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if made.returncode != 0:
         raise InstallFailed(f"uv venv -p {python}: " + (_tail(made.stderr) or f"exit {made.returncode}"))
     interpreter = target / "bin" / "python"
@@ -229,9 +231,16 @@ def record_install_failure(
     """
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     run = RunRecord(
-        cell=cell, pins=dict(pins), axes=list(pins), environment={}, started=stamp, finished=stamp,
-        install={"status": "failed", "reason": reason}, complete=True,
+        cell=cell,
+        pins=dict(pins),
+        axes=list(pins),
+        environment={},
+        started=stamp,
+        finished=stamp,
+        install={"status": "failed", "reason": reason},
+        complete=True,
         tracked={axis: dict(t) for axis, t in (tracked or {}).items()},
-        input_key=input_key.to_json() if input_key is not None else None, origin=dict(origin) if origin else None,
-    )  # fmt: skip
+        input_key=input_key.to_json() if input_key is not None else None,
+        origin=dict(origin) if origin else None,
+    )
     write_json_atomic(path, run.to_json())

@@ -163,7 +163,7 @@ def gpu_description() -> str:
     try:
         done = subprocess.run(
             [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True, check=False, timeout=60
-        )  # fmt: skip
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unknown (nvidia-smi: {type(exc).__name__})"
     if done.returncode != 0:

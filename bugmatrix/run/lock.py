@@ -130,9 +130,18 @@ def create_lock(
     Raises BugmatrixError (one line, the resolver's reason) when there is no solution.
     """
     command = [
-        *uv_command(), "pip", "compile", "-", "--quiet", "--no-header", "--generate-hashes",
-        "--python-version", python, "--python-platform", platform,
-    ]  # fmt: skip
+        *uv_command(),
+        "pip",
+        "compile",
+        "-",
+        "--quiet",
+        "--no-header",
+        "--generate-hashes",
+        "--python-version",
+        python,
+        "--python-platform",
+        platform,
+    ]
     if exclude_newer:
         command += ["--exclude-newer", exclude_newer]
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -144,9 +144,16 @@ def run_job(job: Job) -> Finished:
             log.flush()
 
         done = run_cell(
-            job.matrix, job.spec, job.run_file, execute=execute, root=job.root, junit=job.junit, workers=str(job.workers),
-            reuse=job.reuse, log=said,
-        )  # fmt: skip
+            job.matrix,
+            job.spec,
+            job.run_file,
+            execute=execute,
+            root=job.root,
+            junit=job.junit,
+            workers=str(job.workers),
+            reuse=job.reuse,
+            log=said,
+        )
     return Finished(job.spec.id, time.perf_counter() - started, done.returncode, done.install_failed, done.reused)
 
 
@@ -185,10 +192,18 @@ def run_cells(
     ``order`` is every planned cell (what the disk mode is decided for); default ``specs``. Returns in finishing order.
     """
     made = [
-        Job(matrix, spec, run_file_path(reports, spec.id), reports / "junit" / f"{spec.id}.xml", reports / "logs" / f"{spec.id}.log",
-            root, workers, reuse)
+        Job(
+            matrix,
+            spec,
+            run_file_path(reports, spec.id),
+            reports / "junit" / f"{spec.id}.xml",
+            reports / "logs" / f"{spec.id}.log",
+            root,
+            workers,
+            reuse,
+        )
         for spec in specs
-    ]  # fmt: skip
+    ]
     unfinished = {job.spec.id: job.spec for job in made}
     finished: list[Finished] = []
     # spawn, not fork: the pool's own threads are running when it starts processes.

@@ -149,7 +149,7 @@ def _one(
     try:
         fresh = create_lock(
             requirements, cell.python, scratch / f"{cell.id}.txt", exclude_newer=cutoff, exempt=exempt, exclude_newer_packages=held
-        )  # fmt: skip
+        )
     except BugmatrixError as exc:
         return Reresolved(cell.id, "failed", reason=str(exc), committed=name), name, "", ""
     old, new = lock.read_text(encoding="utf-8"), fresh.read_text(encoding="utf-8")
@@ -235,8 +235,10 @@ def run_reresolve(
     counts = {status: sum(r.status == status for r in results) for status in STATUSES}
     patch = out / "locks.patch"
     print(
-        f"re-resolved {len(results)} cells" + (f" as of {as_of}" if as_of else " against today's registry")
-        + ": " + ", ".join(f"{n} {s}" for s, n in counts.items())
+        f"re-resolved {len(results)} cells"
+        + (f" as of {as_of}" if as_of else " against today's registry")
+        + ": "
+        + ", ".join(f"{n} {s}" for s, n in counts.items())
         + (f"; refreshed locks: {patch} (git apply {patch})" if patch.exists() else "; nothing to refresh")
-    )  # fmt: skip
+    )
     return 0

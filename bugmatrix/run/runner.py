@@ -196,11 +196,23 @@ def run_cell(
     if environment.lock is not None:  # the key of what is really there: the venv's own interpreter
         key = input_key(root, environment.lock, spec.variants, str(environment.python), providers=matrix.axis_spec(spec.pins))
     command = pytest_command(
-        environment.python, matrix, cell_id=spec.id, pins=spec.pins, run_file=run_file, junit=junit,
-        select=select, extra=extra, root=root, tracked=spec.tracked, installed=spec.extra, variants=spec.variants,
-        input_key=key if environment.lock else None, origin=origin,
-        **({"workers": workers} if workers else {}), **({"runner": runner} if runner else {}),
-    )  # fmt: skip
+        environment.python,
+        matrix,
+        cell_id=spec.id,
+        pins=spec.pins,
+        run_file=run_file,
+        junit=junit,
+        select=select,
+        extra=extra,
+        root=root,
+        tracked=spec.tracked,
+        installed=spec.extra,
+        variants=spec.variants,
+        input_key=key if environment.lock else None,
+        origin=origin,
+        **({"workers": workers} if workers else {}),
+        **({"runner": runner} if runner else {}),
+    )
     modules = matrix.import_modules(spec.pins) if spec.pins is not None else []
     with tempfile.TemporaryDirectory(prefix="bugmatrix-import-") as scratch:
         failed_file = Path(scratch) / "import-failed"

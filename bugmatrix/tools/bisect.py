@@ -63,9 +63,12 @@ __all__ = [
 
 #: The platforms a probe's environment is built for: the runners' (``bugmatrix.run.lock.DEFAULT_PLATFORM``, x86_64 Linux).
 PLATFORMS = (
-    "linux_x86_64", "manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64",
+    "linux_x86_64",
+    "manylinux1_x86_64",
+    "manylinux2010_x86_64",
+    "manylinux2014_x86_64",
     *(f"manylinux_2_{minor}_x86_64" for minor in range(5, 41)),
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)
@@ -274,9 +277,15 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
     with tempfile.TemporaryDirectory() as tmp:
         run_file = Path(tmp) / "run.json"
         done = run_cell(
-            matrix, CellSpec(matrix.cell_id(pins), pins), run_file, execute=execute, root=root, venv=env_dir(root, matrix, pins),
-            workers="1", select=[VariantId.parse(variant.id).node()],
-        )  # fmt: skip
+            matrix,
+            CellSpec(matrix.cell_id(pins), pins),
+            run_file,
+            execute=execute,
+            root=root,
+            venv=env_dir(root, matrix, pins),
+            workers="1",
+            select=[VariantId.parse(variant.id).node()],
+        )
         results = load_run_file(run_file).results if done.environment is not None and run_file.exists() else []
     seconds = round(time.perf_counter() - started, 1)
     if done.install_failed is not None:
@@ -323,9 +332,7 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
     distribution = matrix.providers({**held, args.package: held.get(args.package, matrix.base[args.package])})[args.package][0]
     skipped: list[Skipped] = []
     python = held.get(matrix.interpreter, matrix.base.get(matrix.interpreter))
-    versions = args.versions or registry_versions(
-        distribution, low=args.low, high=args.high, pre=args.pre, python=python, skipped=skipped
-    )  # fmt: skip
+    versions = args.versions or registry_versions(distribution, low=args.low, high=args.high, pre=args.pre, python=python, skipped=skipped)
     result = BisectResult(variant.id, args.package, {k: v for k, v in held.items() if k != args.package}, versions, skipped=skipped)
     result.mode = "linear" if args.linear else "bisect"
 

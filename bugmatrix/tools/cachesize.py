@@ -102,9 +102,24 @@ def _pick(package: Mapping[str, object], rank: Mapping[Tag, int]) -> Artifact | 
 def resolved_artifacts(requirements: Sequence[str], python: str, *, platform: str = DEFAULT_PLATFORM) -> list[Artifact]:
     """The files one environment downloads: resolved by uv for the runners, chosen by tag rank."""
     result = subprocess.run(
-        [*uv_command(), "pip", "compile", "-", "--quiet", "--format", "pylock.toml", "--python-version", python, "--python-platform", platform],
-        input="\n".join(requirements) + "\n", capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            *uv_command(),
+            "pip",
+            "compile",
+            "-",
+            "--quiet",
+            "--format",
+            "pylock.toml",
+            "--python-version",
+            python,
+            "--python-platform",
+            platform,
+        ],
+        input="\n".join(requirements) + "\n",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if result.returncode != 0:
         last = [line for line in result.stderr.splitlines() if line.strip()][-1:] or ["no output"]
         msg = f"cannot resolve {' '.join(requirements)} for python {python}: {last[0].strip()}; fix the cell's pins"

@@ -79,16 +79,20 @@ def _upstream(case: Case, where: str) -> Iterator[Gap]:
     upstream = [v for v in case.variants if v.kind is Kind.UPSTREAM]
     if not upstream:
         yield Gap(
-            where, "upstream", "has no upstream variant",
+            where,
+            "upstream",
+            "has no upstream variant",
             'add one running upstream\'s own test or snippet: @case.variant(..., kind="upstream", counterpart="<variant>")',
-        )  # fmt: skip
+        )
     own = {(v.name, v.device): v for v in case.variants if v.kind is not Kind.UPSTREAM}
     for variant in upstream:
         if (variant.counterpart or "", variant.device) not in own:
             yield Gap(
-                where, "upstream", f"upstream variant {variant.id} has no counterpart {variant.counterpart!r} of the case's own on {variant.device}",
+                where,
+                "upstream",
+                f"upstream variant {variant.id} has no counterpart {variant.counterpart!r} of the case's own on {variant.device}",
                 f"name a non-upstream variant declared for {variant.device} in counterpart=",
-            )  # fmt: skip
+            )
 
 
 def _expectations(case: Case, where: str, root: Path) -> Iterator[Gap]:
@@ -104,15 +108,19 @@ def _expectations(case: Case, where: str, root: Path) -> Iterator[Gap]:
             if not expect.evidence.strip():
                 when = ", ".join(f"{axis}{spec}" for axis, spec in expect.when.items()) or "everywhere"
                 yield Gap(
-                    where, "expectation", f"{variant.id} expects {expect.outcome.value} ({when}) without evidence",
+                    where,
+                    "expectation",
+                    f"{variant.id} expects {expect.outcome.value} ({when}) without evidence",
                     'say where it comes from: Expect(..., evidence="bisect (reports/bisect/<file>.json); upstream PR #<n>")',
-                )  # fmt: skip
+                )
             for cited in BISECT_FILE.findall(expect.evidence):
                 if not (root / cited).is_file():
                     yield Gap(
-                        where, "expectation", f"{variant.id} cites {cited}, which is not in the repository",
+                        where,
+                        "expectation",
+                        f"{variant.id} cites {cited}, which is not in the repository",
                         "publish the bisect result there (nox -s bisect -- ... --publish) or correct the path",
-                    )  # fmt: skip
+                    )
 
 
 def _runs(variant: Variant, cell: Cell) -> bool:
@@ -131,16 +139,20 @@ def _boundary(case: Case, where: str, profile: str, cells: list[Cell]) -> Iterat
     for outcome in (Outcome.REPRODUCED, Outcome.FIXED):
         if not any(sides[outcome] for sides in expected.values()):
             yield Gap(
-                where, "boundary", f"profile {profile} has no CPU cell where a variant is expected {outcome.value}",
+                where,
+                "boundary",
+                f"profile {profile} has no CPU cell where a variant is expected {outcome.value}",
                 f"list versions where it is {outcome.value} in [profiles.{profile}] of matrix.toml",
-            )  # fmt: skip
+            )
     declared = [v for v in case.variants if v.device == "cpu" and {e.outcome for e in v.expect} >= {Outcome.REPRODUCED, Outcome.FIXED}]
     crossed = [v for v in declared if all(expected[v.id][o] for o in (Outcome.REPRODUCED, Outcome.FIXED))]
     if declared and not crossed:
         yield Gap(
-            where, "boundary", f"profile {profile} shows none of {', '.join(v.id for v in declared)} on both sides of its boundary",
+            where,
+            "boundary",
+            f"profile {profile} shows none of {', '.join(v.id for v in declared)} on both sides of its boundary",
             f"list versions either side of it in [profiles.{profile}] of matrix.toml",
-        )  # fmt: skip
+        )
 
 
 def _tables(case: Case, where: str, root: Path) -> Iterator[Gap]:
@@ -167,10 +179,12 @@ def _computed(declared: Matrix | None, catalog: Catalog, root: Path) -> dict[str
                 held = ", ".join(committed.get(choice.case, ())) or "none"
                 found.setdefault(choice.case, []).append(
                     Gap(
-                        "", "computed", f"{path.name} holds {held} for it in profile {profile}, recomputed: {', '.join(choice.cells)}",
+                        "",
+                        "computed",
+                        f"{path.name} holds {held} for it in profile {profile}, recomputed: {', '.join(choice.cells)}",
                         f"run python -m bugmatrix plan --compute {profile} --write and commit {path.name}",
                     )
-                )  # fmt: skip
+                )
     return found
 
 
@@ -184,10 +198,13 @@ def catalogue_gaps(matrix: Matrix, catalog: Catalog, cases_dir: Path, root: Path
         path = cases_dir / f"{case.id}.py"
         where = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
         gaps += [
-            *_source_and_evidence(case, where), *_upstream(case, where), *_expectations(case, where, root),
-            *_boundary(case, where, profile, cells), *_tables(case, where, root),
+            *_source_and_evidence(case, where),
+            *_upstream(case, where),
+            *_expectations(case, where, root),
+            *_boundary(case, where, profile, cells),
+            *_tables(case, where, root),
             *(Gap(where, g.policy, g.problem, g.fix) for g in computed.get(case.id, ())),
-        ]  # fmt: skip
+        ]
     return gaps
 
 

@@ -90,9 +90,10 @@ def _module_body(source: str) -> list[ast.stmt]:
 def _helper_modules(source: str) -> list[str]:
     """The harness helper modules a case imports (``bugmatrix.cell.checks``), copied whole: they are the case's toolbox."""
     names = [
-        n.module for n in ast.parse(source).body
+        n.module
+        for n in ast.parse(source).body
         if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("bugmatrix.") and n.module not in DECLARING_MODULES
-    ]  # fmt: skip
+    ]
     texts = []
     for name in dict.fromkeys(names):
         path = ROOT / (name.replace(".", "/") + ".py")
@@ -220,9 +221,17 @@ def export_repro(
 
 
 def _issue_text(
-    variant: Variant, pins: Mapping[str, str], requirements: list[str], cell: str, fresh: str | None, record: object,
-    *, python: str, locked: bool = False, why_not: str | None = None,
-) -> str:  # fmt: skip
+    variant: Variant,
+    pins: Mapping[str, str],
+    requirements: list[str],
+    cell: str,
+    fresh: str | None,
+    record: object,
+    *,
+    python: str,
+    locked: bool = False,
+    why_not: str | None = None,
+) -> str:
     story = textwrap.dedent(variant.fn.__globals__.get("__doc__") or "").strip()
     lines = [f"# {story.splitlines()[0] if story else variant.id}", "", story, "", "## Environment", ""]
     lines += [f"- python {python}", *(f"- {r}" for r in requirements)]
@@ -230,9 +239,13 @@ def _issue_text(
     lines += ["venv/bin/python repro.py", "```", ""]
     if locked:
         lines += [
-            f"Exactly the environment of cell `{cell}` (every distribution, exact versions and hashes; made for x86_64 Linux):", "",
-            "```", f"uv venv -p {python} venv && uv pip sync --require-hashes --python venv/bin/python {LOCKED}", "```", "",
-        ]  # fmt: skip
+            f"Exactly the environment of cell `{cell}` (every distribution, exact versions and hashes; made for x86_64 Linux):",
+            "",
+            "```",
+            f"uv venv -p {python} venv && uv pip sync --require-hashes --python venv/bin/python {LOCKED}",
+            "```",
+            "",
+        ]
     elif why_not:
         lines += [f"No lock of cell `{cell}` is attached ({why_not}); the pins above resolve against today's registry.", ""]
     lines += ["## Expected vs actual", ""]

@@ -55,9 +55,12 @@ def run(args: argparse.Namespace) -> int:
         cells = [c for c in cells if c.id in args.cell]
     specs = [CellSpec.of(c, tracked_for(plan.declared, plan.resolution, c.pins, c.profiles)) for c in cells]
     chosen = slots(
-        len(specs), cores=len(os.sched_getaffinity(0)), free=free_gib(uv_cache_dir()),
-        jobs=args.jobs or os.environ.get(JOBS_ENV) or None, workers=os.environ.get(WORKERS_ENV) or None,
-    )  # fmt: skip
+        len(specs),
+        cores=len(os.sched_getaffinity(0)),
+        free=free_gib(uv_cache_dir()),
+        jobs=args.jobs or os.environ.get(JOBS_ENV) or None,
+        workers=os.environ.get(WORKERS_ENV) or None,
+    )
     policy = reuse_policy(
         plan.matrix.reuse_max_age_days, ReuseOptions(args.no_reuse, args.reuse_from), warn=_warn, flaky_of=flaky_in_history
     )

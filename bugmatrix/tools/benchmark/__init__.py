@@ -80,9 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run each smoke cell N times per runner, alternating, and keep the fastest (a shared machine)",
     )
     parser.add_argument(
-        "--nightly-reuse", action="store_true",
+        "--nightly-reuse",
+        action="store_true",
         help="also time nights with reuse and the re-resolve lane: (a) nothing moved, (b) a new axis release, (c) a new transitive release",
-    )  # fmt: skip
+    )
     parser.add_argument("--nightly-profile", default="full", help="the profile of those nights (default: full)")
     parser.add_argument(
         "--fresh-setup", action="store_true", help="redo the nights' setup (a full run) even when .nox/benchmark-nightly has one"
@@ -129,13 +130,20 @@ def run(args: argparse.Namespace) -> int:
         if args.new_release is not None and "=" not in args.new_release:
             msg = f"--new-release {args.new_release!r}: write AXIS=VERSION"
             raise BugmatrixError(msg)
-        steps.append((
-            f"nightly reuse ({args.nightly_profile})",
-            lambda: measure_nightly_reuse(
-                root, args.matrix, catalog, profile=args.nightly_profile, fresh_setup=args.fresh_setup, release=args.new_release,
-                moved=args.moved,
-            ),
-        ))  # fmt: skip
+        steps.append(
+            (
+                f"nightly reuse ({args.nightly_profile})",
+                lambda: measure_nightly_reuse(
+                    root,
+                    args.matrix,
+                    catalog,
+                    profile=args.nightly_profile,
+                    fresh_setup=args.fresh_setup,
+                    release=args.new_release,
+                    moved=args.moved,
+                ),
+            )
+        )
     rows: list[Measurement] = []
     for label, measure in steps:
         print(f"benchmark: {label} ...", flush=True)
@@ -143,10 +151,15 @@ def run(args: argparse.Namespace) -> int:
             rows += measure()
         except (CommandFailed, BugmatrixError, subprocess.CalledProcessError) as exc:
             rows.append(skipped(label, f"failed: {exc}"))
-        write_json_atomic(out, {
-            "cell": cell.id, "quick": args.quick, "cores": os.cpu_count(),
-            "rows": [asdict(r) | {"ratio": r.ratio and round(r.ratio, 3), "met": r.met} for r in rows],
-        })  # fmt: skip
+        write_json_atomic(
+            out,
+            {
+                "cell": cell.id,
+                "quick": args.quick,
+                "cores": os.cpu_count(),
+                "rows": [asdict(r) | {"ratio": r.ratio and round(r.ratio, 3), "met": r.met} for r in rows],
+            },
+        )
     print(format_table(rows))
     print(f"-> {out}")
     return 0

@@ -214,9 +214,10 @@ def cached_wheel_sets(cache: Path, wanted: Iterable[tuple[str, str, str]]) -> tu
     """
     wanted = set(wanted)
     held = {
-        (name, version, py) for name, version, py in wanted
+        (name, version, py)
+        for name, version, py in wanted
         if any(p.is_dir() and p.name.startswith(f"{version}-{py}-") for p in cache.glob(f"wheels-v*/pypi/{name}/*"))
-    }  # fmt: skip
+    }
     return len(held), len(wanted)
 
 

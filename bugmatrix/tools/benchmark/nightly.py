@@ -122,9 +122,14 @@ def _night(root: Path, profile: str, reports: Path, env: Mapping[str, str], *, l
     lane_file = reports / "fresh" / "resolve.json"
     moved = [c["cell"] for c in json.loads(lane_file.read_text())["cells"] if c["status"] == "moved"] if lane_file.exists() else []
     return Night(
-        wall / 60, frozenset(r.cell for r in runs if r.reused_from is None), frozenset(r.cell for r in runs if r.reused_from),
-        frozenset(r.cell for r in siblings if r.reused_from is None), frozenset(moved), watch.mib, reports,
-    )  # fmt: skip
+        wall / 60,
+        frozenset(r.cell for r in runs if r.reused_from is None),
+        frozenset(r.cell for r in runs if r.reused_from),
+        frozenset(r.cell for r in siblings if r.reused_from is None),
+        frozenset(moved),
+        watch.mib,
+        reports,
+    )
 
 
 def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path) -> Path:
@@ -340,14 +345,26 @@ def measure_nightly_reuse(
     c = _night(root, profile, out / "c-transitive-release", {LOCKS_ENV: str(before), "BUGMATRIX_PREVIOUS": str(previous_c)})
     page = (c.reports / "index.html").read_text(encoding="utf-8") if (c.reports / "index.html").exists() else ""
     names = f"{name} " in page and f"→ {held_version}" in page
-    rows.append(row(
-        f"nightly (c) new release of {name} {held_version} (transitive) vs full run", c,
-        f"held back before {cutoff} in {len(holders)} cell(s); siblings run = cells whose resolution changed: {c.siblings == c.moved}"
-        f" (= the cells holding it: {c.moved == set(holders)}); the page names {name}: {names}",
-    ))  # fmt: skip
-    write_json_atomic(out / "nights.json", {
-        night: {"wall_min": n.wall_min, "ran": sorted(n.ran), "reused": sorted(n.reused), "siblings": sorted(n.siblings),
-                "moved": sorted(n.moved), "downloaded_mib": n.downloaded_mib}
-        for night, n in (("a", a), ("b", b), ("c", c))
-    })  # fmt: skip
+    rows.append(
+        row(
+            f"nightly (c) new release of {name} {held_version} (transitive) vs full run",
+            c,
+            f"held back before {cutoff} in {len(holders)} cell(s); siblings run = cells whose resolution changed: {c.siblings == c.moved}"
+            f" (= the cells holding it: {c.moved == set(holders)}); the page names {name}: {names}",
+        )
+    )
+    write_json_atomic(
+        out / "nights.json",
+        {
+            night: {
+                "wall_min": n.wall_min,
+                "ran": sorted(n.ran),
+                "reused": sorted(n.reused),
+                "siblings": sorted(n.siblings),
+                "moved": sorted(n.moved),
+                "downloaded_mib": n.downloaded_mib,
+            }
+            for night, n in (("a", a), ("b", b), ("c", c))
+        },
+    )
     return rows

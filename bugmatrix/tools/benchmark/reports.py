@@ -25,25 +25,36 @@ def _synthetic_record(cell: int, variant: int) -> VariantRecord:
     outcome = SYNTHETIC_OUTCOMES[(cell + variant) % len(SYNTHETIC_OUTCOMES)]
     kind = ("core", "framework", "workaround", "core")[variant % 4]
     return VariantRecord(
-        id=f"case{variant // 4}::v{variant}[cpu]", case=f"case{variant // 4}", variant=f"v{variant}", device="cpu", kind=Kind(kind),
-        workaround_for=f"v{variant - 2}" if kind == "workaround" else None, outcome=Outcome(outcome), expected=Outcome.REPRODUCED,
+        id=f"case{variant // 4}::v{variant}[cpu]",
+        case=f"case{variant // 4}",
+        variant=f"v{variant}",
+        device="cpu",
+        kind=Kind(kind),
+        workaround_for=f"v{variant - 2}" if kind == "workaround" else None,
+        outcome=Outcome(outcome),
+        expected=Outcome.REPRODUCED,
         verdict=Verdict("as-expected" if outcome == "reproduced" else "unexpected-fix" if outcome == "fixed" else "new-failure-mode"),
-        signature_matched=outcome == "reproduced", message=f"RuntimeError: <mat1> & mat2 must have the same dtype ({cell})",
-        duration_s=0.1, evidence="https://github.com/pytorch/pytorch/issues/1", log="" if outcome == "fixed" else "Traceback ...\n" * 40,
-    )  # fmt: skip
+        signature_matched=outcome == "reproduced",
+        message=f"RuntimeError: <mat1> & mat2 must have the same dtype ({cell})",
+        duration_s=0.1,
+        evidence="https://github.com/pytorch/pytorch/issues/1",
+        log="" if outcome == "fixed" else "Traceback ...\n" * 40,
+    )
 
 
 def synthetic_runs(cells: int = 1000, variants: int = 20) -> list[RunRecord]:
     """A full-profile-sized set of run files: every outcome and verdict, log tails on failures."""
     return [
         RunRecord(
-            cell=f"py311-torch2.{i % 16}.0-pl2.{i // 16 % 10}.0-tf4.{i // 160}.0", pins={"python": "3.11", "torch": f"2.{i % 16}.0"},
+            cell=f"py311-torch2.{i % 16}.0-pl2.{i // 16 % 10}.0-tf4.{i // 160}.0",
+            pins={"python": "3.11", "torch": f"2.{i % 16}.0"},
             environment={"python": "3.11.7", "torch": f"2.{i % 16}.0", "platform": "linux"},
-            started="2026-01-01T00:00:00+00:00", finished="2026-01-01T00:00:09+00:00",
+            started="2026-01-01T00:00:00+00:00",
+            finished="2026-01-01T00:00:09+00:00",
             results=[_synthetic_record(i, j) for j in range(variants)],
         )
         for i in range(cells)
-    ]  # fmt: skip
+    ]
 
 
 def measure_report() -> Measurement:

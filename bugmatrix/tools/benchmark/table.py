@@ -64,10 +64,17 @@ def format_table(rows: Sequence[Measurement]) -> str:
         return "-" if x is None else f"{x:.2f} {unit}"
 
     cells = [
-        (r.name, amount(r.value, r.unit), amount(r.baseline, r.unit), "-" if r.ratio is None else f"{r.ratio:.2f}x",
-         r.target or "-", {True: "yes", False: "NO", None: "-"}[r.met], r.note)
+        (
+            r.name,
+            amount(r.value, r.unit),
+            amount(r.baseline, r.unit),
+            "-" if r.ratio is None else f"{r.ratio:.2f}x",
+            r.target or "-",
+            {True: "yes", False: "NO", None: "-"}[r.met],
+            r.note,
+        )
         for r in rows
-    ]  # fmt: skip
+    ]
     head = ("measurement", "value", "baseline", "ratio", "target", "met?", "note")
     widths = [max(len(row[i]) for row in [head, *cells]) for i in range(len(head) - 1)]
     lines = []
