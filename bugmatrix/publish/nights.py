@@ -10,25 +10,47 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+import bugmatrix.report as report_package
 from bugmatrix.files import write_json_atomic, write_text_atomic
+from bugmatrix.publish.issue_html import render_markdown
 from bugmatrix.publish.markers import parse_markers
 
 __all__ = ["BADGE_LABEL", "NightSummary", "badge", "badge_svg", "issue_page", "nights_page", "summarize", "write_history_pages"]
 
 BADGE_LABEL = "bugmatrix nightly"
-#: Status colours: each has at least 4.5:1 contrast with white text and with the page's white background.
-GREEN, RED, GREY = "#1a7f37", "#cf222e", "#57606a"
-_CSS = """
-body{font:15px/1.45 system-ui,sans-serif;margin:1.5rem auto;max-width:1200px;padding:0 1rem;color:#1f2328}
-table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid #d0d7de;padding:.3rem .5rem;text-align:right}
-th:first-child,td:first-child,td.l{text-align:left}.q{color:#57606a}.bad{color:#cf222e;font-weight:600}
-.wrap{overflow-x:auto}pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:1rem}
-@media (max-width:700px){body{font-size:14px}th,td{padding:.2rem .3rem}}
+#: The trend shows at most this many nights (the history's span).
+TREND_NIGHTS = 90
+#: Status colours, the report's own: each has at least 4.5:1 contrast with the page's background and with white text.
+GREEN, RED, GREY = "#2e7d32", "#b3261e", "#595959"
+AMBER = "#8a5a00"  # reproduced, in the trend (a fill, with its legend in words)
+#: What the night's page adds to the report's stylesheet: numbers right-aligned, zero quiet, a count loud.
+_OWN_CSS = f"""
+  table.nights td {{ text-align: right; }} table.nights td.l, table.nights th {{ text-align: left; }}
+  table.nights {{ font-size: 13px; background: #fff; }} table.nights td.l {{ white-space: normal; }}
+  .q {{ color: {GREY}; }} .bad {{ color: {RED}; font-weight: 600; }}
+  .trend {{ max-width: 100%; overflow-x: auto; }} .trend svg {{ display: block; }}
+  .legend {{ font-size: .85rem; color: {GREY}; margin: .2rem 0 .6rem; }}
+  .legend i {{ display: inline-block; width: .8em; height: .8em; margin: 0 .25em 0 .8em; vertical-align: -.05em; }}
+  article.body {{ background: #fff; border: 1px solid #ddd; padding: .2rem 1rem .8rem; max-width: 60rem; }}
+  article.body pre {{ white-space: pre-wrap; word-break: break-word; background: #f4f4f4; padding: .5rem; }}
+  @media (max-width: 700px) {{ body {{ margin: 0 .5rem 1rem; }} table.nights {{ font-size: 12px; }} }}
 """
+
+
+def _report_css() -> str:
+    """The report's own stylesheet (its template's ``<style>``), so the site looks like the report it links."""
+    template = Path(report_package.__file__).parent / "templates" / "index.html.j2"
+    found = re.search(r"<style>(.*?)</style>", template.read_text(encoding="utf-8"), re.S)
+    return found.group(1) if found else ""
+
+
+def _css() -> str:
+    return _report_css() + _OWN_CSS
 
 
 @dataclass(frozen=True)
@@ -103,56 +125,83 @@ def _count(n: int) -> str:
 
 
 def _trend(nights: list[NightSummary]) -> str:
-    """Stacked bars, oldest left: reproduced / fixed / other (variant, cell) pairs; a night with findings marked ▲."""
-    nights = list(reversed(nights[:90]))
-    if not nights:
+    """Stacked bars, oldest left: fixed / reproduced / other (variant, cell) pairs per night; a night with findings marked ▲.
+
+    Inline SVG with a text legend and a title per night (hover): no script, no
+    library, readable in greyscale through the legend's order (bottom to top).
+    """
+    shown = list(reversed(nights[:TREND_NIGHTS]))
+    if not shown:
         return ""
-    top = max((n.reproduced + n.fixed + n.other for n in nights), default=1) or 1
-    w, h = 12, 80
-    bars = []
-    for i, n in enumerate(nights):
-        y = h
-        for value, colour in ((n.fixed, GREEN), (n.reproduced, "#9a6700"), (n.other, GREY)):
+    top = max(n.reproduced + n.fixed + n.other for n in shown) or 1
+    w, h = max(8, min(36, 720 // len(shown))), 80
+    parts = []
+    for i, n in enumerate(shown):
+        y = float(h)
+        bars = []
+        for value, colour in ((n.fixed, GREEN), (n.reproduced, AMBER), (n.other, GREY)):
             height = value * h / top
             y -= height
             bars.append(f'<rect x="{i * w}" y="{y:.1f}" width="{w - 2}" height="{height:.1f}" fill="{colour}"/>')
-        if n.findings:
-            bars.append(f'<text x="{i * w + 1}" y="{h + 12}" font-size="10" fill="{RED}">▲</text>')
-        bars.append(f"<title>{html.escape(n.date)}</title>")
-    label = f"{len(nights)} nights, oldest left: fixed (green), reproduced (amber), other (grey) pairs; ▲ a night with findings"
+        mark = (
+            f'<text x="{i * w + (w - 2) / 2:.1f}" y="{h + 13}" font-size="11" text-anchor="middle" fill="{RED}">▲</text>'
+            if n.findings
+            else ""
+        )
+        title = f"{n.date}: {n.fixed} fixed, {n.reproduced} reproduced, {n.other} other" + (
+            f"; {n.findings} finding(s)" if n.findings else ""
+        )
+        parts.append(f"<g><title>{html.escape(title)}</title>{''.join(bars)}{mark}</g>")
+    first, last = html.escape(shown[0].date), html.escape(shown[-1].date)
+    label = f"{len(shown)} night(s), {first} to {last}: (variant, cell) pairs per night by outcome; ▲ marks a night with findings"
+    legend = (
+        f'<p class="legend">{first} → {last}, oldest left:<i style="background:{GREEN}"></i>fixed'
+        f'<i style="background:{AMBER}"></i>reproduced<i style="background:{GREY}"></i>other (different, skipped, not installed …)'
+        f' <span style="color:{RED}">▲</span> a night with findings</p>'
+    )
+    width = len(shown) * w
     return (
-        f'<svg role="img" aria-label="{html.escape(label)}" width="{len(nights) * w}" height="{h + 16}" '
-        f'viewBox="0 0 {len(nights) * w} {h + 16}"><title>{html.escape(label)}</title>{"".join(bars)}</svg>'
-        f'<p class="q">{html.escape(label)}</p>'
+        f'<div class="trend"><svg role="img" aria-label="{html.escape(label)}" width="{width}" height="{h + 16}" '
+        f'viewBox="0 0 {width} {h + 16}"><title>{html.escape(label)}</title>{"".join(parts)}</svg></div>{legend}'
     )
 
 
 _COLUMNS = ("night", "commit", "regressions", "new failure modes", "unexpected fixes", "flaky", "missing", "not installing", "new releases", "reused / run", "issues")  # fmt: skip
 
 
+def _head(title: str) -> list[str]:
+    return [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">',
+        f"<title>{html.escape(title)}</title><style>{_css()}</style></head><body>",
+    ]
+
+
 def nights_page(nights: list[NightSummary]) -> str:
     """Every night kept, newest first per profile, with its counts and a trend."""
-    out = [
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width,initial-scale=1">',
-    ]
-    out += [f"<title>bugmatrix: every night</title><style>{_CSS}</style></head><body>", "<h1>bugmatrix: every night</h1>"]
+    out = _head("bugmatrix: every night")
+    out.append(
+        "<header><h1>bugmatrix: every night</h1>"
+        '<p class="meta">One row per night, newest first, counted from that night\'s own report; — is none. '
+        "Reused / run: cells whose results were reused from an earlier night / cells run that night.</p></header>"
+    )
     for profile in dict.fromkeys(n.profile for n in nights):
         own = [n for n in nights if n.profile == profile]
-        out.append(f"<h2>{html.escape(profile)}</h2>{_trend(own)}")
-        out.append('<div class="wrap"><table><thead><tr>' + "".join(f'<th scope="col">{c}</th>' for c in _COLUMNS) + "</tr></thead><tbody>")
+        out.append(f'<h2 id="{html.escape(profile)}">{html.escape(profile)}</h2>{_trend(own)}')
+        out.append(
+            '<div class="scroll"><table class="nights"><thead><tr>'
+            + "".join(f'<th scope="col">{c}</th>' for c in _COLUMNS)
+            + "</tr></thead><tbody>"
+        )
         for n in own:
             href = html.escape(urllib.parse.quote(n.path))
             issues = "<br>".join(
                 f'<a href="{href}/issues/{html.escape(urllib.parse.quote(stem))}.html">{html.escape(title)}</a>' for stem, title in n.issues
             ) or _count(0)
-            cells = (
-                [_count(x) for x in (n.regressions, n.new_failure_modes, n.unexpected_fixes, n.flaky, n.missing, n.not_installing, n.new_releases)]
-                if n.readable else ['<span class="q">unreadable</span>'] * 7
-            )  # fmt: skip
+            counts = (n.regressions, n.new_failure_modes, n.unexpected_fixes, n.flaky, n.missing, n.not_installing, n.new_releases)
+            cells = [_count(x) for x in counts] if n.readable else ['<span class="q">unreadable</span>'] * len(counts)
             out.append(
-                f'<tr><th scope="row" class="l"><a href="{href}/index.html">{html.escape(n.date)}</a></th>'
+                f'<tr><th scope="row"><a href="{href}/index.html">{html.escape(n.date)}</a></th>'
                 f'<td class="l"><code>{html.escape(n.commit)}</code></td>'
                 + "".join(f"<td>{c}</td>" for c in cells)
                 + f'<td>{n.reused} / {n.ran}</td><td class="l">{issues}</td></tr>'
@@ -161,12 +210,11 @@ def nights_page(nights: list[NightSummary]) -> str:
     return "\n".join(out) + "\n</body></html>\n"
 
 
-def issue_page(title: str, markdown: str) -> str:
-    """An issue body as a page: the Markdown shown as written, every character escaped (no markup is interpreted)."""
+def issue_page(title: str, markdown: str, source: str) -> str:
+    """An issue body as a page: its Markdown rendered by :func:`~bugmatrix.publish.issue_html.render_markdown` (everything escaped)."""
     return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"
-        f'<p><a href="../index.html">the night\'s report</a></p><pre>{html.escape(markdown)}</pre></body></html>\n'
+        "\n".join(_head(title)) + f'<header><h1>{html.escape(title)}</h1><p class="meta"><a href="../index.html">the night\'s report</a> · '
+        f'<a href="{html.escape(source)}">the Markdown as filed</a></p></header><article class="body">{render_markdown(markdown)}</article></body></html>\n'
     )
 
 
@@ -198,7 +246,9 @@ def write_history_pages(site: Path, nights: list[tuple[str, str, str, str]], roo
     for s in summaries:
         for stem, title in s.issues:
             source = site / s.path / "issues" / f"{stem}.md"
-            write_text_atomic(source.with_suffix(".html"), issue_page(title, source.read_text(encoding="utf-8", errors="replace")))
+            write_text_atomic(
+                source.with_suffix(".html"), issue_page(title, source.read_text(encoding="utf-8", errors="replace"), source.name)
+            )
     write_text_atomic(site / "nights.html", nights_page(summaries))
     document = badge(next((s for s in summaries if s.profile == root_profile), None))
     write_json_atomic(site / "badge.json", document)
