@@ -8,8 +8,10 @@ from pathlib import Path
 
 import jsonschema
 
-from bugmatrix.publish.markers import Marker, State
+from bugmatrix.publish.markers import Marker, State, file_stem
 from bugmatrix.publish.site import build_site
+from bugmatrix.report.diff import ChangeKind
+from tests.test_issue_bodies import CORE, body_of, finding, regression_night
 
 #: shields.io's endpoint badge (https://shields.io/badges/endpoint-badge), as data.
 SHIELDS_ENDPOINT = {
@@ -42,7 +44,7 @@ def result(outcome: str, verdict: str) -> dict[str, object]:
     return {"outcome": outcome, "verdict": verdict, "expected": "fixed", "message": "", "log": "", "leaked": [], "workarounds": []}
 
 
-def night_report(tmp_path: Path, name: str, compat: dict[str, object], issues: dict[str, Marker] | None = None) -> tuple[Path, Path | None]:
+def night_report(tmp_path: Path, name: str, compat: dict[str, object], issues: dict[str, str] | None = None) -> tuple[Path, Path | None]:
     """A report directory (its compat.json is what the site reads) and, for a night with findings, its issue bodies."""
     reports = tmp_path / f"reports-{name}"
     reports.mkdir()
@@ -53,12 +55,23 @@ def night_report(tmp_path: Path, name: str, compat: dict[str, object], issues: d
         return reports, None
     bodies = tmp_path / f"issues-{name}"
     bodies.mkdir()
-    for stem, marker in issues.items():
-        (bodies / f"{stem}.md").write_text(f"{marker.render()}\n## {marker.title}\n\n<script>alert(1)</script> `code`\n")
+    for stem, text in issues.items():
+        (bodies / f"{stem}.md").write_text(text)
     return reports, bodies
 
 
-def site_of_three_nights(tmp_path: Path) -> Path:
+#: The regression night's issue: a real body, as ``report --issue-bodies`` writes it (tests/test_issue_bodies.py's fixture night).
+REGRESSION_KEY = "regression:" + CORE
+#: The uninstallable night's issue: a hand-made body whose title and text try markup.
+RELEASE = Marker("release-does-not-install:torch 9.0.0", State.OPENED, "2026-11-23", "d", ("c",), "torch 9.0.0 <b>does not</b> install")
+
+
+def regression_body() -> str:
+    report = regression_night()
+    return body_of(report, finding(report, ChangeKind.REGRESSION, CORE))
+
+
+def site_of_three_nights(tmp_path: Path, previous: Path | None = None) -> Path:
     """A clean night, a night with a regression, a night whose new release does not install; each built from the last site."""
     clean = {
         "cells": [cell("a"), cell("b", reused=True)],
@@ -78,10 +91,9 @@ def site_of_three_nights(tmp_path: Path) -> Path:
     }  # fmt: skip
     nights = [
         ("2026-11-21", clean, None),
-        ("2026-11-22", regression, {"regression-v-core-cpu-1a2b3c4d": Marker("regression:v::core[cpu]", State.OPENED, "2026-11-22", "d", ("a",), "v regressed <b>")}),
-        ("2026-11-23", uninstallable, {"release-torch-9-0-0-5e6f7a8b": Marker("release-does-not-install:torch 9.0.0", State.OPENED, "2026-11-23", "d", ("c",), "torch 9.0.0 does not install")}),
+        ("2026-11-22", regression, {file_stem(REGRESSION_KEY): regression_body()}),
+        ("2026-11-23", uninstallable, {file_stem(RELEASE.key): f"{RELEASE.render()}\n## {RELEASE.title}\n\n<script>alert(1)</script> `code`\n"}),
     ]  # fmt: skip
-    previous = None
     for date, compat, issues in nights:
         reports, bodies = night_report(tmp_path, date, compat, issues)
         out = tmp_path / f"site-{date}"
@@ -121,12 +133,13 @@ def test_every_issue_page_is_linked_and_escaped(tmp_path: Path) -> None:
     site = site_of_three_nights(tmp_path)
     page = (site / "nights.html").read_text()
     pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("issues/*.html"))
-    assert pages == ["2026-11-22/issues/regression-v-core-cpu-1a2b3c4d.html", "2026-11-23/issues/release-torch-9-0-0-5e6f7a8b.html"]
+    assert pages == [f"2026-11-22/issues/{file_stem(REGRESSION_KEY)}.html", f"2026-11-23/issues/{file_stem(RELEASE.key)}.html"]
     for path in pages:
         assert f'href="{path}"' in page
         text = (site / path).read_text()
         assert "<script>" not in text and "&lt;script&gt;" in text, "the body is shown, never interpreted"
-    assert "v regressed &lt;b&gt;" in page
+    assert "torch 9.0.0 &lt;b&gt;does not&lt;/b&gt; install" in page, "the title, escaped"
+    assert "reproduces where it was fixed" in page, "the real body's title, from its marker"
 
 
 def test_the_badge_is_a_shields_endpoint_and_follows_the_newest_nightly(tmp_path: Path) -> None:
@@ -146,3 +159,50 @@ def test_the_badge_is_a_shields_endpoint_and_follows_the_newest_nightly(tmp_path
     document = json.loads((out / "badge.json").read_text())
     jsonschema.validate(document, SHIELDS_ENDPOINT)
     assert (document["message"], document["color"]) == ("1 regression", "red")
+
+
+# -- accessibility basics (axe-core is not installed here: see docs/site.md) ------------------------
+
+
+def luminance(colour: str) -> float:
+    """WCAG 2 relative luminance of ``#rrggbb``."""
+    channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: str, b: str) -> float:
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_status_colours_have_text_contrast_of_at_least_4_5() -> None:
+    from bugmatrix.publish import nights
+
+    own = nights._OWN_CSS
+    text_colours = set(re.findall(r"color: (#[0-9a-fA-F]{6})", own))
+    assert {nights.RED, nights.GREY} <= text_colours, "the quiet and the loud count are coloured text"
+    page = re.search(r"body \{[^}]*background: (#[0-9a-f]{6})", nights._report_css())
+    assert page is not None, "the report's stylesheet names its background"
+    for colour in text_colours:
+        for background in (page.group(1), "#ffffff"):
+            assert contrast(colour, background) >= 4.5, f"{colour} on {background}: {contrast(colour, background):.2f}:1"
+    for fill in (nights.GREEN, nights.RED, nights.GREY):  # the badge's white text on its colour
+        assert contrast("#ffffff", fill) >= 4.5, f"white on {fill}"
+    assert contrast("#ffffff", "#444d56") >= 4.5, "white on the badge's label"
+
+
+def test_pictures_have_text_and_tables_have_header_cells(tmp_path: Path) -> None:
+    site = site_of_three_nights(tmp_path)
+    pages = [site / "nights.html", *site.rglob("issues/*.html")]
+    for path in pages:
+        page = path.read_text()
+        assert '<html lang="en">' in page and "<title>" in page, path
+        for img in re.findall(r"<img\b[^>]*>", page):
+            assert re.search(r'\balt="[^"]+"', img), f"{path}: {img} has no alt text"
+        for svg in re.findall(r"<svg\b[^>]*>", page):
+            assert 'role="img"' in svg and re.search(r'aria-label="[^"]+"', svg), f"{path}: {svg} has no text"
+        for table in re.findall(r"<table\b.*?</table>", page, re.S):
+            assert '<th scope="col">' in table, f"{path}: a table without header cells"
+    svg = (site / "badge.svg").read_text()
+    assert 'role="img"' in svg and "aria-label=" in svg and "<title>" in svg

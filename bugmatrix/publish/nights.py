@@ -37,6 +37,7 @@ _OWN_CSS = f"""
   .legend {{ font-size: .85rem; color: {GREY}; margin: .2rem 0 .6rem; }}
   .legend i {{ display: inline-block; width: .8em; height: .8em; margin: 0 .25em 0 .8em; vertical-align: -.05em; }}
   article.body {{ background: #fff; border: 1px solid #ddd; padding: .2rem 1rem .8rem; max-width: 60rem; }}
+  article.body th, article.body td {{ white-space: normal; }}
   article.body pre {{ white-space: pre-wrap; word-break: break-word; background: #f4f4f4; padding: .5rem; }}
   @media (max-width: 700px) {{ body {{ margin: 0 .5rem 1rem; }} table.nights {{ font-size: 12px; }} }}
 """
