@@ -35,10 +35,10 @@ def test_a_real_regression_body_renders_its_table_sections_and_code() -> None:
     body = body_of(
         report, finding(report, ChangeKind.REGRESSION, CORE), Attachment("d", {"repro.py": "print(1)\n"}, False, "3.11", "cmd", "run")
     )
-    page = render_markdown(body)
+    page = render_markdown(body, top=2)
     found = tags(page)
     assert {t for t, _ in found} <= ALLOWED
-    assert "<h3>In which cells</h3>" in page and "<table>" in page and '<th scope="col">' in page
+    assert "<h2>In which cells</h2>" in page, "the body's ### sections under the page's h1: h2" and "<table>" in page and '<th scope="col">' in page
     assert "<pre><code>" in page and "<!-- bugmatrix" not in page, "the marker is for the tracker, not the reader"
     assert all(not (a.get("href") or "").lower().startswith("javascript") for _, a in found)
 

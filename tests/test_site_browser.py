@@ -10,6 +10,7 @@ why, where chromium is not installed.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -87,3 +88,28 @@ def test_nights_screenshot_at_1280x800(site: Path) -> None:
     issue = next((site / "2026-11-22" / "issues").glob("*.html"))
     chromium(issue, "--window-size=1280,800", "--hide-scrollbars", f"--screenshot={site.parent / 'issue.png'}")
     shutil.copy2(site.parent / "issue.png", SHOT_DIR / "issue-1280.png")
+
+
+#: axe-core's browser bundle, unpacked from the npm registry's tarball (``npm pack axe-core``); build/ is git-ignored.
+AXE = Path(__file__).resolve().parent.parent / "build" / "axe" / "package" / "axe.min.js"
+#: Reports axe's violations into the DOM once it has run; --virtual-time-budget lets the promise settle before --dump-dom.
+AXE_RUN = (
+    "<script>axe.run(document, {resultTypes: ['violations']}).then(function (r) { var p = document.createElement('pre');"
+    " p.id = 'axe'; p.textContent = JSON.stringify(r.violations.map(function (v) {"
+    " return [v.id, v.impact, v.nodes.map(function (n) { return n.html; }).slice(0, 2)]; })); document.body.appendChild(p); });</script></body>"
+)
+
+
+def test_axe_finds_no_violations_on_the_nights_and_issue_pages(site: Path) -> None:
+    if not AXE.is_file():
+        pytest.skip(
+            f"axe-core is not unpacked at {AXE}; get it with: mkdir -p build/axe && cd build/axe && npm pack axe-core && tar xzf axe-core-*.tgz"
+        )
+    script = "<script>" + AXE.read_text(encoding="utf-8").replace("</script", "<\\/script") + "</script>"
+    for page in [site / "nights.html", *sorted(site.rglob("issues/*.html"))]:
+        probe = page.with_name(f"axe-{page.name}")
+        probe.write_text(page.read_text(encoding="utf-8").replace("</body>", script + AXE_RUN), encoding="utf-8")
+        dom = chromium(probe, "--virtual-time-budget=10000", "--dump-dom").stdout
+        found = re.search(r'<pre id="axe">(.*?)</pre>', dom, re.S)
+        assert found is not None, f"{page}: axe did not report"
+        assert json.loads(html.unescape(found.group(1))) == [], f"{page.relative_to(site)}: axe-core violations"

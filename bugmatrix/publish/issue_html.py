@@ -66,8 +66,15 @@ def _cells(line: str) -> list[str]:
     return [c.strip().replace("\\|", "|") for c in _ROW.split(inner)]
 
 
-def render_markdown(text: str) -> str:
-    """The body as HTML (a fragment): the subset above, every other character as text."""
+def render_markdown(text: str, top: int = 1) -> str:
+    """The body as HTML (a fragment): the subset above, every other character as text.
+
+    ``top`` is the highest heading level the fragment may use: under a page's
+    ``<h1>`` the body's first level (``###`` in the bodies) becomes ``<h2>``, so
+    headings go down one level at a time.
+    """
+    levels = sorted({len(m.group(1)) for line in text.splitlines() if (m := _HEADING.match(line.strip()))})
+    shift = {level: min(6, top + i) for i, level in enumerate(levels)}
     lines = text.splitlines()
     out: list[str] = []
     paragraph: list[str] = []
@@ -94,7 +101,7 @@ def render_markdown(text: str) -> str:
             flush()
         elif heading := _HEADING.match(stripped):
             flush()
-            level = len(heading.group(1))
+            level = shift[len(heading.group(1))]
             out.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
         elif stripped == "---":
             flush()

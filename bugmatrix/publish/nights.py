@@ -182,7 +182,7 @@ def nights_page(nights: list[NightSummary]) -> str:
     """Every night kept, newest first per profile, with its counts and a trend."""
     out = _head("bugmatrix: every night")
     out.append(
-        "<header><h1>bugmatrix: every night</h1>"
+        "<main><header><h1>bugmatrix: every night</h1>"
         '<p class="meta">One row per night, newest first, counted from that night\'s own report; — is none. '
         "Reused / run: cells whose results were reused from an earlier night / cells run that night.</p></header>"
     )
@@ -208,14 +208,14 @@ def nights_page(nights: list[NightSummary]) -> str:
                 + f'<td>{n.reused} / {n.ran}</td><td class="l">{issues}</td></tr>'
             )
         out.append("</tbody></table></div>")
-    return "\n".join(out) + "\n</body></html>\n"
+    return "\n".join(out) + "\n</main></body></html>\n"
 
 
 def issue_page(title: str, markdown: str, source: str) -> str:
     """An issue body as a page: its Markdown rendered by :func:`~bugmatrix.publish.issue_html.render_markdown` (everything escaped)."""
     return (
         "\n".join(_head(title)) + f'<header><h1>{html.escape(title)}</h1><p class="meta"><a href="../index.html">the night\'s report</a> · '
-        f'<a href="{html.escape(source)}">the Markdown as filed</a></p></header><article class="body">{render_markdown(markdown)}</article></body></html>\n'
+        f'<a href="{html.escape(source)}">the Markdown as filed</a></p></header><main><article class="body">{render_markdown(markdown, top=2)}</article></main></body></html>\n'
     )
 
 
