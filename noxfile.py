@@ -312,6 +312,14 @@ def ensure_chromium(session: nox.Session) -> None:
     session.run("bash", "-c", "apt-get update -qq && apt-get install -y -qq chromium >/dev/null", external=True, success_codes=[0, 100])
 
 
+def ensure_axe(session: nox.Session) -> None:
+    """axe-core's browser bundle for the site's accessibility test: one npm tarball unpacked into build/axe (skips without npm)."""
+    if (ROOT / "build" / "axe" / "package" / "axe.min.js").is_file() or not shutil.which("npm"):
+        return
+    command = "mkdir -p build/axe && cd build/axe && npm pack axe-core --silent >/dev/null && tar xzf axe-core-*.tgz"
+    session.run("bash", "-c", command, external=True, success_codes=[0, 1, 2])
+
+
 def base_stack(session: nox.Session) -> list[str]:
     """Requirements of the newest stack (every axis at its base pin) plus the test tools.
 
@@ -347,6 +355,7 @@ def tests(session: nox.Session) -> None:
     """The harness's tests, the cases in this env, and an end-to-end mini-matrix through nox (-- PATHS/NODE IDS narrows it)."""
     session.install(*base_stack(session))
     ensure_chromium(session)
+    ensure_axe(session)
     run_file = Path(session.create_tmp()) / "system.json"
     session.run(
         "python", "-m", "pytest", *test_targets(session.posargs), "-n", WORKERS, "--durations=10",
