@@ -31,7 +31,7 @@ AMBER = "#8a5a00"  # reproduced, in the trend (a fill, with its legend in words)
 #: What the night's page adds to the report's stylesheet: numbers right-aligned, zero quiet, a count loud.
 _OWN_CSS = f"""
   table.nights td {{ text-align: right; }} table.nights td.l, table.nights th {{ text-align: left; }}
-  table.nights {{ font-size: 13px; background: #fff; }} table.nights td.l {{ white-space: normal; }}
+  table.nights {{ font-size: 13px; background: #fff; }} table.nights td.i {{ white-space: normal; min-width: 14rem; }}
   .q {{ color: {GREY}; }} .bad {{ color: {RED}; font-weight: 600; }}
   .trend {{ max-width: 100%; overflow-x: auto; }} .trend svg {{ display: block; }}
   .legend {{ font-size: .85rem; color: {GREY}; margin: .2rem 0 .6rem; }}
@@ -205,7 +205,7 @@ def nights_page(nights: list[NightSummary]) -> str:
                 f'<tr><th scope="row"><a href="{href}/index.html">{html.escape(n.date)}</a></th>'
                 f'<td class="l"><code>{html.escape(n.commit)}</code></td>'
                 + "".join(f"<td>{c}</td>" for c in cells)
-                + f'<td>{n.reused} / {n.ran}</td><td class="l">{issues}</td></tr>'
+                + f'<td>{n.reused} / {n.ran}</td><td class="l i">{issues}</td></tr>'
             )
         out.append("</tbody></table></div>")
     return "\n".join(out) + "\n</main></body></html>\n"
