@@ -341,6 +341,14 @@ def ensure_chromium(session: nox.Session) -> None:
     session.run("bash", "-c", "apt-get update -qq && apt-get install -y -qq chromium >/dev/null", external=True, success_codes=[0, 100])
 
 
+def ensure_axe(session: nox.Session) -> None:
+    """axe-core's browser bundle for the site's accessibility test: one npm tarball unpacked into build/axe (skips without npm)."""
+    if (ROOT / "build" / "axe" / "package" / "axe.min.js").is_file() or not shutil.which("npm"):
+        return
+    command = "mkdir -p build/axe && cd build/axe && npm pack axe-core --silent >/dev/null && tar xzf axe-core-*.tgz"
+    session.run("bash", "-c", command, external=True, success_codes=[0, 1, 2])
+
+
 def base_stack(session: nox.Session) -> list[str]:
     """Requirements of the newest stack (every axis at its base pin) plus the test tools.
 
@@ -377,6 +385,7 @@ def tests(session: nox.Session) -> None:
     """The harness's tests, the cases in this env, and an end-to-end mini-matrix through nox (-- PATHS/NODE IDS narrows it)."""
     session.install(*base_stack(session))
     ensure_chromium(session)
+    ensure_axe(session)
     # The runner's own command builder (xdist over the tests; the cases run as the system cell of this venv).
     run_file = run_file_path(Path(session.create_tmp()), "system")
     targets, extra = test_targets(session.posargs), ["--durations=10", *session.posargs]

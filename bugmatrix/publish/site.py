@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import html
 import json
 import re
 import shutil
@@ -31,7 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_json_atomic, write_text_atomic
+from bugmatrix.files import write_json_atomic
+from bugmatrix.publish.nights import write_history_pages
 from bugmatrix.report.history import KEEP_NIGHTS
 
 __all__ = [
@@ -129,20 +129,6 @@ def _commit(reports: Path) -> str:
         raise BugmatrixError(msg) from None
 
 
-def _nights_page(nights: list[SiteNight]) -> str:
-    """A plain list of links, newest first per profile (html.escape: the profile names come from matrix.toml)."""
-    lines = ["<!doctype html>", '<html lang="en"><meta charset="utf-8"><title>bugmatrix: every night</title>', "<h1>Every night</h1>"]
-    for profile in dict.fromkeys(n.profile for n in nights):
-        lines.append(f"<h2>{html.escape(profile)}</h2><ul>")
-        lines += [
-            f'<li><a href="{html.escape(n.path)}/index.html">{html.escape(n.date)}</a> (commit {html.escape(n.commit)})</li>'
-            for n in nights
-            if n.profile == profile
-        ]
-        lines.append("</ul>")
-    return "\n".join(lines) + "\n"
-
-
 def build_site(
     reports: Path,
     out: Path,
@@ -201,9 +187,9 @@ def build_site(
         for name in PAGES:
             shutil.copy2(staging / night.path / name, root / name)
     write_json_atomic(staging / "nights.json", {"schema": SITE_SCHEMA, "nights": [asdict(n) for n in nights]})
-    write_text_atomic(staging / "nights.html", _nights_page(nights))
+    write_history_pages(staging, [(n.date, n.profile, n.commit, n.path) for n in nights], root_profile)  # nights.html, badge, issue pages
     if root_profile not in newest:  # no nightly yet (a manual run of another profile came first): the root lists the nights
-        write_text_atomic(staging / "index.html", _nights_page(nights))
+        shutil.copy2(staging / "nights.html", staging / "index.html")
     if out.exists():
         out.rmdir()
     staging.rename(out)
