@@ -99,7 +99,13 @@ def test_duplicate_ids_in_a_run_file_are_refused(tmp_path: Path) -> None:
         load_run_file(tmp_path / f"{CELLS[0]}.json")
 
 
+def test_a_complete_run_file_short_of_its_selection_is_refused(tmp_path: Path) -> None:
+    write_json_atomic(tmp_path / f"{CELLS[0]}.json", run(CELLS[0], record(VARIANTS[0])).to_json())
+    with pytest.raises(BugmatrixError, match=r"says complete but records 1 of its 3 selected variants \(first missing: "):
+        load_run_file(tmp_path / f"{CELLS[0]}.json")
+
+
 def test_a_run_file_named_after_another_cell_is_refused(tmp_path: Path) -> None:
-    write_json_atomic(tmp_path / "runs" / f"{CELLS[1]}.json", run(CELLS[0], record(VARIANTS[0])).to_json())
+    write_json_atomic(tmp_path / "runs" / f"{CELLS[1]}.json", run(CELLS[0], *map(record, VARIANTS)).to_json())
     with pytest.raises(BugmatrixError, match=r"records cell 'py311-torch2\.5\.1' but is named 'py311-torch2\.15\.0'"):
         load_run_dir(tmp_path / "runs")

@@ -145,7 +145,7 @@ def test_a_changed_key_runs_and_says_which_part_moved(root: Path, tmp_path: Path
     [
         ({"complete": False}, "it did not complete"),
         ({"install": {"status": "failed", "reason": "x"}}, "its environment did not install then"),
-        ({"results": [record(CELL.variants[0], Outcome.CRASHED)]}, "crashed/timeout result(s)"),
+        ({"results": [record(CELL.variants[0], Outcome.CRASHED), *map(record, CELL.variants[1:])]}, "crashed/timeout result(s)"),
         ({"selected": list(CELL.variants[:-1])}, "another selection of variants"),
         ({"input_key": None}, "recorded no input key"),
         ({"origin": None}, "carry no date"),
@@ -156,6 +156,44 @@ def test_runs_that_are_no_whole_observation_are_not_reused(root: Path, tmp_path:
     key, _ = cell_key(MATRIX, spec(), root)
     decision = decide(ReusePolicy(tmp_path, 7, now=NOW), CELL.id, CELL.pins, key, CELL.variants)
     assert decision.reused is None and why in decision.why
+
+
+def test_a_future_dated_previous_run_runs_again_and_says_why(root: Path, tmp_path: Path, no_builds: list[str]) -> None:
+    """A 2099 file would otherwise never age past max_age_days and be reused forever."""
+    previous = tmp_path / "previous"
+    save(previous, previous_run(root, origin={**ORIGIN, "date": "2099-01-01T00:00:00+00:00"}))
+    said: list[str] = []
+    done = run_cell(
+        MATRIX, spec(), tmp_path / "out.json", execute=never, root=root, reuse=ReusePolicy(previous, 7, now=NOW), log=said.append
+    )
+    assert not done.reused and no_builds, "it ran"
+    assert "its results are dated 2099-01-01, in the future: refused" in said[0]
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "why"),
+    [
+        (lambda data: data.update(results=data["results"][:1]), "says complete but records 1 of its"),
+        (lambda data: data["results"][0].update(message={"a": 1}), "message must be a string, not dict"),
+        (lambda data: data["results"][0].update(duration_s="1"), "duration_s must be a number"),
+    ],
+)
+def test_a_short_or_type_corrupt_previous_run_runs_again_and_says_why(
+    root: Path, tmp_path: Path, no_builds: list[str], corrupt: object, why: str
+) -> None:
+    """The previous file goes through tonight's validating reader: a file it refuses is named, and the cell runs."""
+    previous = tmp_path / "previous"
+    path = save(previous, previous_run(root))
+    data = json.loads(path.read_text())
+    corrupt(data)  # type: ignore[operator]
+    path.write_text(json.dumps(data))
+    said: list[str] = []
+    done = run_cell(
+        MATRIX, spec(), tmp_path / "out.json", execute=never, root=root, reuse=ReusePolicy(previous, 7, now=NOW), log=said.append
+    )
+    assert not done.reused and no_builds, "it ran"
+    assert said[0].startswith(f"runs: the previous run {path.name} cannot be read") and why in said[0], said[0]
+    assert len(said[0].splitlines()) == 1
 
 
 def test_a_pair_the_history_calls_flaky_is_observed_again(root: Path, tmp_path: Path) -> None:

@@ -58,6 +58,10 @@ OLD_SCHEMAS = ("bugmatrix.run/1", "bugmatrix.run/2")
 ORIGIN_KEYS = ("date", "commit", "run")
 
 
+#: A result's fields that hold text; anything else there is a corrupt file.
+_TEXT_FIELDS = ("id", "case", "variant", "device", "message", "evidence", "log", "dtype")
+
+
 @dataclass(frozen=True)
 class VariantRecord:
     """What one variant did in one cell."""
@@ -85,6 +89,25 @@ class VariantRecord:
         """Build from JSON; unknown outcomes, verdicts or kinds are errors (a corrupt or foreign file)."""
         names = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in names}
+        # Types are checked here, once, so a corrupt or hand-edited file fails in this reader (one line) and
+        # never later as a TypeError in a report or a reuse decision (a dict `message` is unhashable there).
+        for name in _TEXT_FIELDS:
+            if not isinstance(values.get(name, ""), str):
+                msg = f"result {data.get('id')!r}: {name} must be a string, not {type(values[name]).__name__}"
+                raise TypeError(msg)
+        if not isinstance(values.get("signature_matched"), bool):
+            msg = f"result {data.get('id')!r}: signature_matched must be true or false"
+            raise TypeError(msg)
+        if isinstance(values.get("duration_s"), bool) or not isinstance(values.get("duration_s"), int | float):
+            msg = f"result {data.get('id')!r}: duration_s must be a number"
+            raise TypeError(msg)
+        for name in ("workaround_for", "counterpart"):
+            if values.get(name) is not None and not isinstance(values[name], str):
+                msg = f"result {data.get('id')!r}: {name} must be a string or null"
+                raise TypeError(msg)
+        if not isinstance(data.get("leaked") or [], list) or not all(isinstance(x, str) for x in data.get("leaked") or []):
+            msg = f"result {data.get('id')!r}: leaked must be a list of strings"
+            raise TypeError(msg)
         values["outcome"] = Outcome(data["outcome"])
         values["verdict"] = Verdict(data["verdict"])
         values["expected"] = Outcome(data["expected"]) if data.get("expected") else None
@@ -202,6 +225,10 @@ def load_run_file(path: Path) -> RunRecord:
     duplicated = [i for i, n in Counter(r.id for r in results).items() if n > 1]
     if duplicated:
         msg = f"{path}: variant {duplicated[0]!r} is recorded {Counter(r.id for r in results)[duplicated[0]]} times; a run file holds one result per variant, re-run its cell"
+        raise BugmatrixError(msg)
+    missing = [s for s in run.selected if s not in {r.id for r in results}]
+    if run.complete and missing:
+        msg = f"{path}: says complete but records {len(run.selected) - len(missing)} of its {len(run.selected)} selected variants (first missing: {missing[0]}); the file is truncated or corrupt, re-run its cell"
         raise BugmatrixError(msg)
     return run
 
