@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,26 @@ def test_a_run_file_named_after_another_cell_is_refused(tmp_path: Path) -> None:
     write_json_atomic(tmp_path / "runs" / f"{CELLS[1]}.json", run(CELLS[0], *map(record, VARIANTS)).to_json())
     with pytest.raises(BugmatrixError, match=r"records cell 'py311-torch2\.5\.1' but is named 'py311-torch2\.15\.0'"):
         load_run_dir(tmp_path / "runs")
+
+
+@pytest.mark.parametrize("with_plan", [True, False], ids=["plan", "no-plan"])
+def test_one_type_corrupt_run_file_is_its_cells_finding_and_the_night_is_still_reported(tmp_path: Path, with_plan: bool) -> None:
+    """A dict ``message`` in one file (an unhashable TypeError deep in the report before) costs that cell, not the night."""
+    write_json_atomic(tmp_path / "runs" / f"{CELLS[0]}.json", run(CELLS[0], *(record(v) for v in VARIANTS)).to_json())
+    corrupt = run(CELLS[1], *(record(v) for v in VARIANTS)).to_json()
+    corrupt["results"][1]["message"] = {"not": "text"}
+    write_json_atomic(tmp_path / "runs" / f"{CELLS[1]}.json", corrupt)
+    write_json_atomic(tmp_path / "plan.json", PLAN)
+    args = argparse.Namespace(
+        reports=tmp_path, profile="smoke", plan=tmp_path / "plan.json" if with_plan else None, baseline=None, update_baseline=False,
+        publish=False, fail_on_regression=True, step_summary=None, root=tmp_path, history=None, date=None, readme=None,
+    )  # fmt: skip
+    assert run_report(args) == 1, "the lost cell fails --fail-on-regression"
+    compat = json.loads((tmp_path / "compat.json").read_text())
+    results = compat["results"]
+    assert all(results[v][CELLS[0]]["outcome"] == "fixed" for v in VARIANTS), "the readable cell is reported in full"
+    for v in VARIANTS:
+        entry = results[v][CELLS[1]]
+        assert entry["outcome"] == "missing" and entry["message"].startswith("unreadable run file: "), entry
+        assert "message must be a string, not dict" in entry["message"]
+    assert "unreadable run file" in (tmp_path / "index.html").read_text()

@@ -37,7 +37,7 @@ import json
 import sys
 from pathlib import Path
 
-from bugmatrix.cell.runfile import load_run_dir
+from bugmatrix.cell.runfile import read_run_dir
 from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
 from bugmatrix.files import check_output_file, locked_directories, write_files
 from bugmatrix.paths import REFERENCE
@@ -205,15 +205,18 @@ def _build(
     args: argparse.Namespace, plan: dict | None, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str
 ) -> tuple[NightReport, list[Night], list[str], Path]:
     """Inside the lock: read the runs, the baseline and the history; merge and analyse (the history with tonight's night)."""
-    found = load_run_dir(args.reports / "runs")
+    found, unreadable = read_run_dir(args.reports / "runs")
     if plan is not None:
         planned = {c["id"] for c in plan["cells"]} | {"system"}
         runs = [r for r in found if r.cell in planned]
+        unreadable = [u for u in unreadable if u.cell in planned]
         ignored = sorted(r.cell for r in found if r.cell not in planned)
         if ignored:
             print(f"report: left out {len(ignored)} run file(s) of cells not in this plan: {', '.join(ignored)}", file=sys.stderr)
     else:
         runs = sorted(found, key=version_order)
+    for bad in unreadable:  # a finding of its cell (its results missing), never the end of the whole night's report
+        print(f"report: unreadable run file of {bad.cell}, its results count as missing: {bad.why}", file=sys.stderr)
     baseline_path, baseline = baseline_of
     profile, source = choose_profile(args.profile, runs, plan=plan, baseline=baseline)
     expectation = expect(
@@ -221,7 +224,7 @@ def _build(
     )  # fmt: skip
     compat = merge_runs(
         runs, profile=profile, commit=git_commit(args.root), generated=now.isoformat(timespec="seconds"), expectation=expectation,
-        profile_source=source,
+        profile_source=source, unreadable=unreadable,
     )  # fmt: skip
     history_path = _history_path(args)
     # Tonight joins the history before the diff, so a flap that came back tonight is already called flaky.
