@@ -230,6 +230,6 @@ def _build(
     # Tonight joins the history before the diff, so a flap that came back tonight is already called flaky.
     nights = append_night(load_history(history_path), night_from_compat(compat, date))
     # The re-resolve lane (<reports>/fresh, when it ran): tonight's fresh resolutions and their sibling runs, against this night.
-    fresh = load_fresh_lane(args.reports / "fresh", compat)
+    fresh = load_fresh_lane(args.reports / "fresh", compat, night=date, warn=lambda line: print(line, file=sys.stderr))
     report = analyse(compat, baseline, nights, baseline_path=str(baseline_path), fresh=fresh)
     return report, nights, [r.cell for r in runs], history_path

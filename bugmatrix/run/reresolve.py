@@ -192,6 +192,7 @@ def reresolve_cells(
     held: Mapping[str, str] | None = None,
     jobs: int = 4,
     log: Callable[[Reresolved], None] | None = None,
+    profile: str | None = None,
 ) -> list[Reresolved]:
     """Resolve each CPU cell again (``jobs`` at once: the resolver waits on the registry), compare, write ``<out>`` all or nothing.
 
@@ -209,6 +210,7 @@ def reresolve_cells(
         "schema": RERESOLVE_SCHEMA,
         "resolved_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "as_of": as_of,
+        "profile": profile,  # the report uses the lane only for a night of this profile
         "held": dict(sorted((held or {}).items())),
         "cells": [r.to_json() for r in results],
     }
@@ -230,6 +232,7 @@ class Lane:
     as_of: str | None
     held: Mapping[str, str]
     cells: Mapping[str, Reresolved]
+    profile: str | None = None  # None: written before lanes recorded their profile
 
 
 def load_reresolved(out: Path) -> Lane | None:
@@ -244,14 +247,26 @@ def load_reresolved(out: Path) -> Lane | None:
             raise ValueError(msg)
         cells = {r.cell: r for r in (Reresolved.from_json(c) for c in data["cells"])}
         held = {str(k): str(v) for k, v in dict(data.get("held") or {}).items()}
-        return Lane(str(data["resolved_at"]), data.get("as_of"), held, cells)
+        profile = data.get("profile")
+        if profile is not None and not isinstance(profile, str):
+            msg = f"profile {profile!r} is not a name"
+            raise ValueError(msg)
+        return Lane(str(data["resolved_at"]), data.get("as_of"), held, cells, profile)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         msg = f"{path}: not a re-resolve record ({exc}); run the lane again: nox -s reresolve -- --profile <profile>"
         raise BugmatrixError(msg) from exc
 
 
 def run_reresolve(
-    matrix: Matrix, cells: Sequence[Cell], root: Path, out: Path, *, as_of: str | None, held: Mapping[str, str], jobs: int
+    matrix: Matrix,
+    cells: Sequence[Cell],
+    root: Path,
+    out: Path,
+    *,
+    as_of: str | None,
+    held: Mapping[str, str],
+    jobs: int,
+    profile: str | None = None,
 ) -> int:
     """``nox -s reresolve``: one line per cell, then the totals; 0 (what moved or failed is the report's finding)."""
 
@@ -261,7 +276,7 @@ def run_reresolve(
         )
         print(f"{result.cell}: {result.status}" + (f": {detail}" if detail else ""), flush=True)
 
-    results = reresolve_cells(matrix, cells, root, out, as_of=as_of, held=held, jobs=jobs, log=say)
+    results = reresolve_cells(matrix, cells, root, out, as_of=as_of, held=held, jobs=jobs, log=say, profile=profile)
     counts = {status: sum(r.status == status for r in results) for status in STATUSES}
     patch = out / "locks.patch"
     print(
