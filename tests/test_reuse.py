@@ -326,3 +326,32 @@ def test_a_new_release_has_no_key_so_its_cells_run_the_same_night(root: Path, tm
     said: list[str] = []
     done = run_cell(MATRIX, new, tmp_path / "out.json", execute=never, root=root, reuse=ReusePolicy(tmp_path, 7, now=NOW), log=said.append)
     assert not done.reused and no_builds and said[0].startswith("runs: not reusable, no current lock")
+
+
+def test_a_reused_regression_carries_its_origin_on_every_finding_line(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The REGRESSION line, "Changes since baseline" (md, HTML, step summary) and the issue body: each says ♻ and whose results."""
+    reports = tmp_path / "reports"
+    first = CELL.variants[0]
+    regressed = replace(record(first), outcome=Outcome.REPRODUCED, verdict=Verdict.REGRESSION, message="the documented failure")
+    tonight = {**ORIGIN, "date": "2026-11-23T03:20:00+00:00", "run": "tonight"}
+    results = [regressed, *map(record, CELL.variants[1:])]
+    save(reports, previous_run(root, results=results, reused_from=dict(ORIGIN), origin=tonight))
+    summary, bodies = tmp_path / "summary.md", tmp_path / "bodies"
+    summary.write_text("")
+    argv = ["report", "--reports", str(reports), "--profile", "smoke", "--step-summary", str(summary), "--issue-bodies", str(bodies)]
+    assert main([*argv, "--history", str(tmp_path / "h.jsonl"), "--fail-on-regression"]) == 1
+    note = f"(♻ reused from {ORIGIN['date']}, commit abc1234, {ORIGIN['run']})"
+    err = capsys.readouterr().err
+    assert re.search(
+        rf"REGRESSION {re.escape(first)} in {re.escape(CELL.id)}: \S+ -> reproduced: the documented failure {re.escape(note)}", err
+    )
+    for text in ((reports / "compat.md").read_text(), summary.read_text()):
+        changes = text[text.index("Changes since baseline") :]
+        assert f"`{first}` in `{CELL.id}`" in changes and "♻ reused from 2026-11-22" in changes.split("\n- ")[1], changes[:600]
+    html = (reports / "index.html").read_text()
+    section = html[html.index('<section id="changes"') : html.index("</section>", html.index('<section id="changes"'))]
+    assert f"♻ reused from {ORIGIN['date']}, commit abc1234" in section
+    body = "\n".join(p.read_text() for p in bodies.glob("*.md"))
+    assert "reproduced ♻ reused from `2026-11-22T03:20:00+00:00, commit abc1234" in body, body[:1500]
