@@ -237,7 +237,7 @@ def _reresolve(args: argparse.Namespace) -> int:
         raise BugmatrixError(msg)
     matrix = load_resolved_matrix(args.matrix)
     cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
-    return run_reresolve(matrix, cells, args.root, out, as_of=args.as_of, held=dict(args.hold), jobs=args.jobs)
+    return run_reresolve(matrix, cells, args.root, out, as_of=args.as_of, held=dict(args.hold), jobs=args.jobs, profile=args.profile)
 
 
 def _report(args: argparse.Namespace) -> int:

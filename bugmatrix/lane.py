@@ -58,6 +58,7 @@ class Lane:
     as_of: str | None
     held: Mapping[str, str]
     cells: Mapping[str, Reresolved]
+    profile: str | None = None  # None: written before lanes recorded their profile
 
 
 def load_reresolved(out: Path) -> Lane | None:
@@ -72,7 +73,11 @@ def load_reresolved(out: Path) -> Lane | None:
             raise ValueError(msg)
         cells = {r.cell: r for r in (Reresolved.from_json(c) for c in data["cells"])}
         held = {str(k): str(v) for k, v in dict(data.get("held") or {}).items()}
-        return Lane(str(data["resolved_at"]), data.get("as_of"), held, cells)
+        profile = data.get("profile")
+        if profile is not None and not isinstance(profile, str):
+            msg = f"profile {profile!r} is not a name"
+            raise ValueError(msg)
+        return Lane(str(data["resolved_at"]), data.get("as_of"), held, cells, profile)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         msg = f"{path}: not a re-resolve record ({exc}); run the lane again: nox -s reresolve -- --profile <profile>"
         raise BugmatrixError(msg) from exc

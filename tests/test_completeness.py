@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -23,17 +24,34 @@ VARIANTS = ("demo::core[cpu]", "demo::fresh[cpu]", "demo::other[cpu]")
 def record(variant_id: str, outcome: Outcome = Outcome.FIXED) -> VariantRecord:
     name = variant_id.split("::")[1].split("[")[0]
     return VariantRecord(
-        id=variant_id, case="demo", variant=name, device="cpu", kind=Kind.CORE, workaround_for=None, outcome=outcome,
-        expected=outcome, verdict=Verdict.AS_EXPECTED, signature_matched=False, message="", duration_s=0.1,
-    )  # fmt: skip
+        id=variant_id,
+        case="demo",
+        variant=name,
+        device="cpu",
+        kind=Kind.CORE,
+        workaround_for=None,
+        outcome=outcome,
+        expected=outcome,
+        verdict=Verdict.AS_EXPECTED,
+        signature_matched=False,
+        message="",
+        duration_s=0.1,
+    )
 
 
 def run(cell: str, *records: VariantRecord, complete: bool = True) -> RunRecord:
     version = cell.split("torch")[1]
     return RunRecord(
-        cell=cell, pins={"python": "3.11", "torch": version}, axes=["python", "torch"], environment={}, started="s",
-        finished="f" if complete else "", results=list(records), selected=list(VARIANTS), complete=complete,
-    )  # fmt: skip
+        cell=cell,
+        pins={"python": "3.11", "torch": version},
+        axes=["python", "torch"],
+        environment={},
+        started="s",
+        finished="f" if complete else "",
+        results=list(records),
+        selected=list(VARIANTS),
+        complete=complete,
+    )
 
 
 PLAN = {
@@ -109,7 +127,35 @@ def test_duplicate_ids_in_a_run_file_are_refused(tmp_path: Path) -> None:
         load_run_file(tmp_path / f"{CELLS[0]}.json")
 
 
+def test_a_complete_run_file_short_of_its_selection_is_refused(tmp_path: Path) -> None:
+    write_json_atomic(tmp_path / f"{CELLS[0]}.json", run(CELLS[0], record(VARIANTS[0])).to_json())
+    with pytest.raises(BugmatrixError, match=r"says complete but records 1 of its 3 selected variants \(first missing: "):
+        load_run_file(tmp_path / f"{CELLS[0]}.json")
+
+
 def test_a_run_file_named_after_another_cell_is_refused(tmp_path: Path) -> None:
-    write_json_atomic(tmp_path / "runs" / f"{CELLS[1]}.json", run(CELLS[0], record(VARIANTS[0])).to_json())
+    write_json_atomic(tmp_path / "runs" / f"{CELLS[1]}.json", run(CELLS[0], *map(record, VARIANTS)).to_json())
     with pytest.raises(BugmatrixError, match=r"records cell 'py311-torch2\.5\.1' but is named 'py311-torch2\.15\.0'"):
         load_run_dir(tmp_path / "runs")
+
+
+@pytest.mark.parametrize("with_plan", [True, False], ids=["plan", "no-plan"])
+def test_one_type_corrupt_run_file_is_its_cells_finding_and_the_night_is_still_reported(tmp_path: Path, with_plan: bool) -> None:
+    """A dict ``message`` in one file (an unhashable TypeError deep in the report before) costs that cell, not the night."""
+    write_json_atomic(tmp_path / "runs" / f"{CELLS[0]}.json", run(CELLS[0], *(record(v) for v in VARIANTS)).to_json())
+    corrupt = run(CELLS[1], *(record(v) for v in VARIANTS)).to_json()
+    corrupt["results"][1]["message"] = {"not": "text"}
+    write_json_atomic(tmp_path / "runs" / f"{CELLS[1]}.json", corrupt)
+    write_json_atomic(tmp_path / "plan.json", PLAN)
+    options = ReportOptions(
+        reports=tmp_path, root=tmp_path, profile="smoke", plan=tmp_path / "plan.json" if with_plan else None, fail_on_regression=True
+    )
+    assert run_report(options) == 1, "the lost cell fails --fail-on-regression"
+    compat = json.loads((tmp_path / "compat.json").read_text())
+    results = compat["results"]
+    assert all(results[v][CELLS[0]]["outcome"] == "fixed" for v in VARIANTS), "the readable cell is reported in full"
+    for v in VARIANTS:
+        entry = results[v][CELLS[1]]
+        assert entry["outcome"] == "missing" and entry["message"].startswith("unreadable run file: "), entry
+        assert "message must be a string, not dict" in entry["message"]
+    assert "unreadable run file" in (tmp_path / "index.html").read_text()

@@ -97,6 +97,33 @@ def test_leaving_the_pool_kills_what_still_runs() -> None:
         os.waitpid(child.pid, os.WNOHANG)  # reaped: not running, not a zombie
 
 
+def _leaves_a_setsid_grandchild_and_crashes() -> None:
+    """Forks a child that starts its own session and forks again; the grandchild says its pid, then sleeps for good. Then crashes."""
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.setsid()  # out of the variant's process group: its group kill misses it
+        if os.fork() == 0:
+            os.write(write, str(os.getpid()).encode())
+            signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP})
+            signal.pause()
+        os._exit(0)
+    pid = os.read(read, 32).decode()  # a handshake, not a sleep: the grandchild is running
+    print(pid, flush=True)
+    os._exit(3)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's prctl(PR_SET_CHILD_SUBREAPER)")
+def test_a_setsid_grandchild_of_a_crashed_child_is_found_killed_and_named() -> None:
+    with ForkPool(2) as pool:
+        end = pool.call(_leaves_a_setsid_grandchild_and_crashes, deadline_s=60)
+        grandchild = int(end.stdout.strip())
+        assert end.status == "exited with code 3" and end.result is None
+        assert [line for line in end.leaked if line.startswith(f"process {grandchild} ")], end.leaked
+        assert "still running after the variant ended: killed" in end.leaked[0]
+        with pytest.raises(ProcessLookupError):
+            os.kill(grandchild, 0)  # killed and reaped: no process, not even a zombie
+
+
 def test_describe_status_names_the_signal() -> None:
     assert describe_status(signal.SIGABRT) == "was killed by signal 6 (SIGABRT)"
     assert describe_status(3 << 8) == "exited with code 3"

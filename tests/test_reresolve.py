@@ -179,7 +179,7 @@ def lane(tmp_path: Path) -> tuple[Path, list[RunRecord]]:
     (fresh / "locks").mkdir(parents=True)
     (fresh / "locks" / f"{moved.id}.txt").write_text("numpy==2.5.0\n")
     document = {
-        "schema": RERESOLVE_SCHEMA, "resolved_at": "2026-11-23T03:05:00+00:00", "as_of": None, "held": {},
+        "schema": RERESOLVE_SCHEMA, "resolved_at": "2026-11-23T03:05:00+00:00", "as_of": None, "held": {}, "profile": "smoke",
         "cells": [
             {"cell": moved.id, "status": "moved", "moved": ["numpy 2.4.6 → 2.5.0"], "reason": "", "committed": f"locks/{moved.id}.txt"},
             {"cell": broken.id, "status": "failed", "moved": [], "reason": "cannot lock x: no solution (setuptools>=90 needs …)"},
@@ -225,7 +225,7 @@ def test_every_view_names_the_moved_distribution(tmp_path: Path, capsys: pytest.
         write_json_atomic(reports / "runs" / f"{run.cell}.json", run.to_json())
     summary = tmp_path / "summary.md"
     summary.write_text("")
-    assert main(["report", "--reports", str(reports), "--profile", "smoke", "--step-summary", str(summary)]) == 0
+    assert main(["report", "--reports", str(reports), "--profile", "smoke", "--step-summary", str(summary), "--date", "2026-11-23"]) == 0
     terminal = capsys.readouterr().out
     variant = SMOKE[0].variants[0]
     assert (
@@ -242,3 +242,26 @@ def test_every_view_names_the_moved_distribution(tmp_path: Path, capsys: pytest.
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((ROOT / "bugmatrix" / "report" / "compat.schema.json").read_text())
     jsonschema.validate(json.loads((reports / "compat.json").read_text()), schema)
+
+
+@pytest.mark.parametrize(
+    ("change", "night", "why"),
+    [
+        ({"profile": "nightly"}, "2026-11-23", "it re-resolved profile nightly, this report is of profile smoke"),
+        ({"profile": None}, "2026-11-23", "it re-resolved no profile (an older lane), this report is of profile smoke"),
+        ({}, "2026-11-25", "it resolved on 2026-11-23, this report is of the night of 2026-11-25"),
+    ],
+)
+def test_a_lane_of_another_profile_or_night_is_left_out_in_one_line(
+    tmp_path: Path, change: dict[str, object], night: str, why: str
+) -> None:
+    """The smoke lane of an hour ago, or yesterday's, in the same fresh/ is never presented as this night's."""
+    fresh, runs = lane(tmp_path)
+    document = json.loads((fresh / "resolve.json").read_text())
+    write_json_atomic(fresh / "resolve.json", {**document, **change})
+    compat = merge_runs(runs, profile="smoke", commit="c", generated="g")
+    said: list[str] = []
+    assert load_fresh_lane(fresh, compat, night=night, warn=said.append) is None
+    assert said == [f"report: left out the re-resolve lane in {fresh}: {why}"]
+    if not change:
+        assert load_fresh_lane(fresh, compat, night="2026-11-24") is not None, "the day after a night that crossed midnight"

@@ -146,7 +146,7 @@ def test_a_changed_key_runs_and_says_which_part_moved(root: Path, tmp_path: Path
     [
         ({"complete": False}, "it did not complete"),
         ({"install": {"status": "failed", "reason": "x"}}, "its environment did not install then"),
-        ({"results": [record(CELL.variants[0], Outcome.CRASHED)]}, "crashed/timeout result(s)"),
+        ({"results": [record(CELL.variants[0], Outcome.CRASHED), *map(record, CELL.variants[1:])]}, "crashed/timeout result(s)"),
         ({"selected": list(CELL.variants[:-1])}, "another selection of variants"),
         ({"input_key": None}, "recorded no input key"),
         ({"origin": None}, "carry no date"),
@@ -157,6 +157,44 @@ def test_runs_that_are_no_whole_observation_are_not_reused(root: Path, tmp_path:
     key, _ = cell_key(MATRIX, spec(), root)
     decision = decide(ReusePolicy(tmp_path, 7, now=NOW), CELL.id, CELL.pins, key, CELL.variants)
     assert decision.reused is None and why in decision.why
+
+
+def test_a_future_dated_previous_run_runs_again_and_says_why(root: Path, tmp_path: Path, no_builds: list[str]) -> None:
+    """A 2099 file would otherwise never age past max_age_days and be reused forever."""
+    previous = tmp_path / "previous"
+    save(previous, previous_run(root, origin={**ORIGIN, "date": "2099-01-01T00:00:00+00:00"}))
+    said: list[str] = []
+    done = run_cell(
+        MATRIX, spec(), tmp_path / "out.json", execute=never, root=root, reuse=ReusePolicy(previous, 7, now=NOW), log=said.append
+    )
+    assert not done.reused and no_builds, "it ran"
+    assert "its results are dated 2099-01-01, in the future: refused" in said[0]
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "why"),
+    [
+        (lambda data: data.update(results=data["results"][:1]), "says complete but records 1 of its"),
+        (lambda data: data["results"][0].update(message={"a": 1}), "message must be a string, not dict"),
+        (lambda data: data["results"][0].update(duration_s="1"), "duration_s must be a number"),
+    ],
+)
+def test_a_short_or_type_corrupt_previous_run_runs_again_and_says_why(
+    root: Path, tmp_path: Path, no_builds: list[str], corrupt: object, why: str
+) -> None:
+    """The previous file goes through tonight's validating reader: a file it refuses is named, and the cell runs."""
+    previous = tmp_path / "previous"
+    path = save(previous, previous_run(root))
+    data = json.loads(path.read_text())
+    corrupt(data)  # type: ignore[operator]
+    path.write_text(json.dumps(data))
+    said: list[str] = []
+    done = run_cell(
+        MATRIX, spec(), tmp_path / "out.json", execute=never, root=root, reuse=ReusePolicy(previous, 7, now=NOW), log=said.append
+    )
+    assert not done.reused and no_builds, "it ran"
+    assert said[0].startswith(f"runs: the previous run {path.name} cannot be read") and why in said[0], said[0]
+    assert len(said[0].splitlines()) == 1
 
 
 def test_a_pair_the_history_calls_flaky_is_observed_again(root: Path, tmp_path: Path) -> None:
@@ -289,3 +327,32 @@ def test_a_new_release_has_no_key_so_its_cells_run_the_same_night(root: Path, tm
     said: list[str] = []
     done = run_cell(MATRIX, new, tmp_path / "out.json", execute=never, root=root, reuse=ReusePolicy(tmp_path, 7, now=NOW), log=said.append)
     assert not done.reused and no_builds and said[0].startswith("runs: not reusable, no current lock")
+
+
+def test_a_reused_regression_carries_its_origin_on_every_finding_line(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The REGRESSION line, "Changes since baseline" (md, HTML, step summary) and the issue body: each says ♻ and whose results."""
+    reports = tmp_path / "reports"
+    first = CELL.variants[0]
+    regressed = replace(record(first), outcome=Outcome.REPRODUCED, verdict=Verdict.REGRESSION, message="the documented failure")
+    tonight = {**ORIGIN, "date": "2026-11-23T03:20:00+00:00", "run": "tonight"}
+    results = [regressed, *map(record, CELL.variants[1:])]
+    save(reports, previous_run(root, results=results, reused_from=dict(ORIGIN), origin=tonight))
+    summary, bodies = tmp_path / "summary.md", tmp_path / "bodies"
+    summary.write_text("")
+    argv = ["report", "--reports", str(reports), "--profile", "smoke", "--step-summary", str(summary), "--issue-bodies", str(bodies)]
+    assert main([*argv, "--history", str(tmp_path / "h.jsonl"), "--fail-on-regression"]) == 1
+    note = f"(♻ reused from {ORIGIN['date']}, commit abc1234, {ORIGIN['run']})"
+    err = capsys.readouterr().err
+    assert re.search(
+        rf"REGRESSION {re.escape(first)} in {re.escape(CELL.id)}: \S+ -> reproduced: the documented failure {re.escape(note)}", err
+    )
+    for text in ((reports / "compat.md").read_text(), summary.read_text()):
+        changes = text[text.index("Changes since baseline") :]
+        assert f"`{first}` in `{CELL.id}`" in changes and "♻ reused from 2026-11-22" in changes.split("\n- ")[1], changes[:600]
+    html = (reports / "index.html").read_text()
+    section = html[html.index('<section id="changes"') : html.index("</section>", html.index('<section id="changes"'))]
+    assert f"♻ reused from {ORIGIN['date']}, commit abc1234" in section
+    body = "\n".join(p.read_text() for p in bodies.glob("*.md"))
+    assert "reproduced ♻ reused from `2026-11-22T03:20:00+00:00, commit abc1234" in body, body[:1500]

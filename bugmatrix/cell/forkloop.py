@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Protocol
 
 import pytest
@@ -110,7 +110,15 @@ def grace(timeout: float) -> float:
 
 
 def executed_from(item: ForkedItem, end: ChildEnd) -> Executed:
-    """What a child reported, or, when it reported nothing, how it ended: killed at its deadline (timeout) or died (crashed)."""
+    """What a child reported, or, when it reported nothing, how it ended: killed at its deadline (timeout) or died (crashed).
+
+    The processes it left behind (found by the pool after it ended) are added to its ``leaked``, whatever its outcome.
+    """
+    executed = _executed_from(item, end)
+    return replace(executed, leaked=(*executed.leaked, *end.leaked)) if end.leaked else executed
+
+
+def _executed_from(item: ForkedItem, end: ChildEnd) -> Executed:
     if end.result is not None:
         return Executed.from_json(end.result)
     log = tail(end.stderr + (f"\n[stdout]\n{end.stdout}" if end.stdout.strip() else ""))

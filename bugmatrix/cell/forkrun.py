@@ -42,10 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Child", "ChildEnd", "ForkPool", "can_fork", "default_children", "describe_status"]
+__all__ = ["Child", "ChildEnd", "ForkPool", "become_subreaper", "can_fork", "default_children", "describe_status"]
 
 #: prctl(2): the signal a process gets when its parent dies.
 PR_SET_PDEATHSIG = 1
+#: prctl(2): orphaned descendants are reparented to this process instead of init (Linux 3.4+).
+PR_SET_CHILD_SUBREAPER = 36
 
 #: How often the parent looks at its children where no pidfd exists (not Linux): a result waits at most this long.
 POLL_S = 0.01
@@ -91,6 +93,7 @@ class ChildEnd:
     stdout: str
     stderr: str
     seconds: float  # from fork to reaped
+    leaked: tuple[str, ...] = ()  # processes it left running (setsid included), found after it ended and killed
 
 
 @dataclass
@@ -128,6 +131,41 @@ def _redirect_output(files: Path) -> None:
     faulthandler.enable(file=sys.stderr)
 
 
+def become_subreaper(on: bool = True) -> bool:
+    """Linux: orphaned descendants of this process come back to it (``setsid`` ones included); elsewhere nothing (False).
+
+    The cell process is one, so what a variant leaves behind is found and
+    killed; each variant's child is one too, so while it lives its
+    descendants stay its own, and what reaches the cell process right after
+    a child ended is that child's.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children_of(pid: int) -> list[tuple[int, str]]:
+    """(pid, command name) of every process whose parent is ``pid`` (Linux /proc; elsewhere none)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+            if len(rest) > 1 and int(rest[1]) == pid:
+                found.append((int(entry.name), name))
+    return found
+
+
 def _die_with(parent: int) -> None:
     """Linux: SIGKILL this child when the cell process dies (its own process group would outlive a kill of the cell's)."""
     if sys.platform.startswith("linux"):
@@ -146,6 +184,7 @@ def _child_main(fn: Callable[[], Any], files: Path, parent: int) -> None:
     try:
         os.setpgid(0, 0)  # its own group: the parent kills it with everything it started
         _die_with(parent)
+        become_subreaper()  # its descendants stay its own while it lives (see become_subreaper)
         _redirect_output(files)
         result = fn()
         if os.getpid() != pid:  # fn forked and this is its child returning here: not ours to report
@@ -186,6 +225,7 @@ class ForkPool:
         self._dir = Path(tempfile.mkdtemp(prefix="bugmatrix-fork-"))
         self._selector = selectors.DefaultSelector()
         self._count = 0
+        self.subreaper = become_subreaper()
 
     def __enter__(self) -> ForkPool:
         return self
@@ -252,6 +292,7 @@ class ForkPool:
             return None
         self._kill(child)  # grandchildren it left behind (its group outlives it)
         del self.running[child.key]
+        leaked = self._reap_orphans()
         if child.pidfd is not None:
             self._selector.unregister(child.pidfd)
             os.close(child.pidfd)
@@ -268,11 +309,36 @@ class ForkPool:
             stdout=_read(Path(f"{child.files}.out")),
             stderr=_read(Path(f"{child.files}.err")),
             seconds=time.monotonic() - child.started,
+            leaked=leaked,
         )
         for suffix in (".json", ".out", ".err", ".json.tmp"):
             with contextlib.suppress(OSError):
                 os.unlink(f"{child.files}{suffix}")
         return end
+
+    def _reap_orphans(self) -> tuple[str, ...]:
+        """Kill and reap every child of this process that is no running variant: what the variant that just ended left behind.
+
+        With the cell process a subreaper, a ``setsid`` grandchild (out of the
+        variant's process group, so out of reach of its group kill) lands here
+        once the variant's process is gone; killing it may hand its own
+        children to us in turn, so this repeats until none is left.
+        """
+        if not self.subreaper:
+            return ()
+        mine = {c.pid for c in self.running.values()}
+        named: dict[int, str] = {}
+        for _ in range(64):  # a bound, not a retry: each round kills one generation
+            orphans = [(pid, name) for pid, name in _children_of(os.getpid()) if pid not in mine]
+            if not orphans:
+                break
+            for pid, name in orphans:
+                named.setdefault(pid, f"process {pid} ({name}) still running after the variant ended: killed")
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+        return tuple(named.values())
 
     @staticmethod
     def _kill(child: Child) -> None:
@@ -289,5 +355,8 @@ class ForkPool:
                 self._selector.unregister(child.pidfd)
                 os.close(child.pidfd)
         self.running.clear()
+        self._reap_orphans()
+        if self.subreaper:  # the process goes on (a test, the probe's pool): orphans of unrelated work go to init again
+            become_subreaper(on=False)
         self._selector.close()
         shutil.rmtree(self._dir, ignore_errors=True)

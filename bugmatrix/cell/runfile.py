@@ -51,12 +51,16 @@ from typing import Any
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.errors import BugmatrixError
 
-__all__ = ["ORIGIN_KEYS", "SCHEMA", "RunRecord", "VariantRecord", "load_run_dir", "load_run_file"]
+__all__ = ["ORIGIN_KEYS", "SCHEMA", "RunRecord", "UnreadableRun", "VariantRecord", "load_run_dir", "load_run_file", "read_run_dir"]
 
 SCHEMA = "bugmatrix.run/3"
 OLD_SCHEMAS = ("bugmatrix.run/1", "bugmatrix.run/2")
 #: The keys of an origin (``origin``, ``reused_from``): when, by which commit, in which run.
 ORIGIN_KEYS = ("date", "commit", "run")
+
+
+#: A result's fields that hold text; anything else there is a corrupt file.
+_TEXT_FIELDS = ("id", "case", "variant", "device", "message", "evidence", "log", "dtype")
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,25 @@ class VariantRecord:
         """Build from JSON; unknown outcomes, verdicts or kinds are errors (a corrupt or foreign file)."""
         names = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in names}
+        # Types are checked here, once, so a corrupt or hand-edited file fails in this reader (one line) and
+        # never later as a TypeError in a report or a reuse decision (a dict `message` is unhashable there).
+        for name in _TEXT_FIELDS:
+            if not isinstance(values.get(name, ""), str):
+                msg = f"result {data.get('id')!r}: {name} must be a string, not {type(values[name]).__name__}"
+                raise TypeError(msg)
+        if not isinstance(values.get("signature_matched"), bool):
+            msg = f"result {data.get('id')!r}: signature_matched must be true or false"
+            raise TypeError(msg)
+        if isinstance(values.get("duration_s"), bool) or not isinstance(values.get("duration_s"), int | float):
+            msg = f"result {data.get('id')!r}: duration_s must be a number"
+            raise TypeError(msg)
+        for name in ("workaround_for", "counterpart"):
+            if values.get(name) is not None and not isinstance(values[name], str):
+                msg = f"result {data.get('id')!r}: {name} must be a string or null"
+                raise TypeError(msg)
+        if not isinstance(data.get("leaked") or [], list) or not all(isinstance(x, str) for x in data.get("leaked") or []):
+            msg = f"result {data.get('id')!r}: leaked must be a list of strings"
+            raise TypeError(msg)
         values["outcome"] = Outcome(data["outcome"])
         values["verdict"] = Verdict(data["verdict"])
         values["expected"] = Outcome(data["expected"]) if data.get("expected") else None
@@ -213,19 +236,67 @@ def load_run_file(path: Path) -> RunRecord:
     if duplicated:
         msg = f"{path}: variant {duplicated[0]!r} is recorded {Counter(r.id for r in results)[duplicated[0]]} times; a run file holds one result per variant, re-run its cell"
         raise BugmatrixError(msg)
+    missing = [s for s in run.selected if s not in {r.id for r in results}]
+    if run.complete and missing:
+        msg = f"{path}: says complete but records {len(run.selected) - len(missing)} of its {len(run.selected)} selected variants (first missing: {missing[0]}); the file is truncated or corrupt, re-run its cell"
+        raise BugmatrixError(msg)
     return run
 
 
-def load_run_dir(directory: Path) -> list[RunRecord]:
-    """All run files of a directory, sorted by cell id; each file must be named after its cell."""
+@dataclass(frozen=True)
+class UnreadableRun:
+    """A run file the reader refused: the cell its name says, the reader's one line, and what could be salvaged.
+
+    The report shows it as that cell's finding (its results missing) instead of
+    stopping the whole night on one corrupt file; ``pins`` and ``selected`` are
+    kept when the file still holds them well-formed, so a report without a plan
+    can still name the variants it lost.
+    """
+
+    cell: str
+    why: str
+    pins: dict[str, str] = field(default_factory=dict)
+    selected: tuple[str, ...] = ()
+
+
+def _salvage(path: Path, why: str) -> UnreadableRun:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = None
+    pins = data.get("pins") if isinstance(data, dict) else None
+    selected = data.get("selected") if isinstance(data, dict) else None
+    good_pins = isinstance(pins, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in pins.items())
+    good_selected = isinstance(selected, list) and all(isinstance(v, str) for v in selected)
+    return UnreadableRun(path.stem, why, dict(pins) if good_pins else {}, tuple(selected) if good_selected else ())  # type: ignore[arg-type]
+
+
+def read_run_dir(directory: Path) -> tuple[list[RunRecord], list[UnreadableRun]]:
+    """The run files of a directory that read, sorted by cell id, and those that did not (one line each, why).
+
+    A missing directory is still an error: there is no night to report.
+    """
     if not directory.is_dir():
         msg = f"{directory}: no run directory; run a cell first (nox -s system, or nox -t smoke)"
         raise BugmatrixError(msg)
-    runs = []
+    runs, unreadable = [], []
     for path in sorted(directory.glob("*.json")):
-        run = load_run_file(path)
+        try:
+            run = load_run_file(path)
+        except BugmatrixError as exc:
+            unreadable.append(_salvage(path, str(exc)))
+            continue
         if run.cell != path.stem:
             msg = f"{path}: records cell {run.cell!r} but is named {path.stem!r}; its results would be filed under the wrong cell — re-run the cell or rename the file"
-            raise BugmatrixError(msg)
+            unreadable.append(UnreadableRun(path.stem, msg))
+            continue
         runs.append(run)
-    return sorted(runs, key=lambda r: r.cell)
+    return sorted(runs, key=lambda r: r.cell), unreadable
+
+
+def load_run_dir(directory: Path) -> list[RunRecord]:
+    """All run files of a directory, sorted by cell id; each file must be named after its cell, and any defect is an error."""
+    runs, unreadable = read_run_dir(directory)
+    if unreadable:
+        raise BugmatrixError(unreadable[0].why)
+    return runs

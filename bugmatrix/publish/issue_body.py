@@ -23,6 +23,7 @@ from bugmatrix.publish.site import night_path
 from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.envdiff import distributions_of
 from bugmatrix.report.history import WINDOW, outcome_runs
+from bugmatrix.report.model import REUSED
 from bugmatrix.report.new_releases import one_line_reason
 from bugmatrix.report.night import CELL_FINDINGS, Finding, NightReport
 from bugmatrix.tools.repro import LOCKED
@@ -132,6 +133,9 @@ def _cells_table(finding: Finding, report: NightReport) -> list[str]:
         change, entry = by_cell.get(cell_id), compat.entry(finding.subject, cell_id)
         before = change.before.label if change is not None and change.before is not None else "—"
         now = entry.outcome.label if entry is not None else "—"
+        cell = compat.cell_by_id.get(cell_id)
+        if cell is not None and cell.reused_from is not None:  # never passed off as tonight's observation
+            now += f" {REUSED} reused from {literal(cell.reused_from.text, table=True)}"
         expected = entry.expected.value if entry is not None and entry.expected is not None else "—"
         lines.append(
             f"| {literal(cell_id, table=True)} | {_pins(report, cell_id)} | {before} → {now} | {expected}"

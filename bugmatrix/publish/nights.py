@@ -110,13 +110,24 @@ def summarize(site: Path, date: str, profile: str, commit: str, path: str) -> Ni
         status = [str((c.get("install") or {}).get("status", "ok")) for c in cells]
         reused = sum(1 for c in cells if c.get("reused_from"))
         return NightSummary(
-            date, profile, commit, path,
-            regressions=verdicts.get("regression", 0), new_failure_modes=verdicts.get("new-failure-mode", 0),
-            unexpected_fixes=verdicts.get("unexpected-fix", 0), flaky=flaky, missing=status.count("missing"),
-            not_installing=status.count("failed"), new_releases=len({(r.get("axis"), r.get("version")) for r in data.get("releases") or []}),
-            reused=reused, ran=len(cells) - reused - status.count("missing"),
-            reproduced=outcomes["reproduced"], fixed=outcomes["fixed"], other=outcomes["other"], issues=issues,
-        )  # fmt: skip
+            date,
+            profile,
+            commit,
+            path,
+            regressions=verdicts.get("regression", 0),
+            new_failure_modes=verdicts.get("new-failure-mode", 0),
+            unexpected_fixes=verdicts.get("unexpected-fix", 0),
+            flaky=flaky,
+            missing=status.count("missing"),
+            not_installing=status.count("failed"),
+            new_releases=len({(r.get("axis"), r.get("version")) for r in data.get("releases") or []}),
+            reused=reused,
+            ran=len(cells) - reused - status.count("missing"),
+            reproduced=outcomes["reproduced"],
+            fixed=outcomes["fixed"],
+            other=outcomes["other"],
+            issues=issues,
+        )
     except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError):
         return NightSummary(date, profile, commit, path, flaky=flaky, issues=issues, readable=False)
 
@@ -167,7 +178,19 @@ def _trend(nights: list[NightSummary]) -> str:
     )
 
 
-_COLUMNS = ("night", "commit", "regressions", "new failure modes", "unexpected fixes", "flaky", "missing", "not installing", "new releases", "reused / run", "issues")  # fmt: skip
+_COLUMNS = (
+    "night",
+    "commit",
+    "regressions",
+    "new failure modes",
+    "unexpected fixes",
+    "flaky",
+    "missing",
+    "not installing",
+    "new releases",
+    "reused / run",
+    "issues",
+)
 
 
 def _head(title: str) -> list[str]:

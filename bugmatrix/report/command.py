@@ -37,7 +37,7 @@ import datetime as dt
 import sys
 from pathlib import Path
 
-from bugmatrix.cell.runfile import RunRecord, load_run_dir
+from bugmatrix.cell.runfile import RunRecord, read_run_dir
 from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
 from bugmatrix.files import locked_directories, write_files
 from bugmatrix.plan.document import PlanDocument, read_plan_document
@@ -146,15 +146,18 @@ def _build(
     options: ReportOptions, plan: PlanDocument | None, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str
 ) -> tuple[NightReport, list[HistoryNight], list[str]]:
     """Inside the lock: read the runs, the baseline and the history; merge and analyse (the history with tonight's night)."""
-    found = load_run_dir(options.reports / "runs")
+    found, unreadable = read_run_dir(options.reports / "runs")
     if plan is not None:
         planned = plan.cell_ids | {"system"}
         runs = [r for r in found if r.cell in planned]
+        unreadable = [u for u in unreadable if u.cell in planned]
         ignored = sorted(r.cell for r in found if r.cell not in planned)
         if ignored:
             print(f"report: left out {len(ignored)} run file(s) of cells not in this plan: {', '.join(ignored)}", file=sys.stderr)
     else:
         runs = sorted(found, key=version_order)
+    for bad in unreadable:  # a finding of its cell (its results missing), never the end of the whole night's report
+        print(f"report: unreadable run file of {bad.cell}, its results count as missing: {bad.why}", file=sys.stderr)
     baseline_path, baseline = baseline_of
     profile, source = choose_profile(options.profile, runs, plan=plan, baseline=baseline)
     expectation = expect(runs, profile, plan=plan, plan_path=str(options.plan or ""), baseline=baseline, baseline_path=str(baseline_path))
@@ -166,10 +169,11 @@ def _build(
         expectation=expectation,
         profile_source=source,
         declared=_declared_axes(options, runs),
+        unreadable=unreadable,
     )
     # Tonight joins the history before the diff, so a flap that came back tonight is already called flaky.
     nights = append_night(load_history(options.history_path), night_from_compat(compat, date))
     # The re-resolve lane (<reports>/fresh, when it ran): tonight's fresh resolutions and their sibling runs, against this night.
-    fresh = load_fresh_lane(options.reports / "fresh", compat)
+    fresh = load_fresh_lane(options.reports / "fresh", compat, night=date, warn=lambda line: print(line, file=sys.stderr))
     report = analyse(compat, baseline, nights, baseline_path=str(baseline_path), fresh=fresh)
     return report, nights, [r.cell for r in runs]

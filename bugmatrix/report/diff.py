@@ -30,7 +30,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
-from bugmatrix.report.model import Compat
+from bugmatrix.report.model import REUSED, Compat
 
 __all__ = [
     "DOWNGRADED",
@@ -95,10 +95,16 @@ class Change:
     before: Outcome | None
     after: Outcome | None
     message: str
+    reused: str = ""  # the origin of a reused result (Origin.text); "" when tonight observed it
 
     @property
     def failing(self) -> bool:
         return self.kind in FAILING
+
+    @property
+    def reused_note(self) -> str:
+        """`` (♻ reused from <date, commit, run>)`` for a reused result: a finding never passes as tonight's observation."""
+        return f" ({REUSED} reused from {self.reused})" if self.reused else ""
 
 
 def _classify(before: Outcome | None, after: Outcome) -> ChangeKind | None:
@@ -128,6 +134,7 @@ def diff_against_baseline(current: Compat, baseline: Compat | None, flaky: Colle
     """
     changes: list[Change] = []
     old = baseline.results if baseline is not None else {}
+    origins = {c.id: c.reused_from.text for c in current.cells if c.reused_from is not None}
     for variant_id, per_cell in current.results.items():
         was = old.get(variant_id, {})
         for cell_id, entry in per_cell.items():
@@ -142,7 +149,7 @@ def diff_against_baseline(current: Compat, baseline: Compat | None, flaky: Colle
             if after is Outcome.MISSING:  # last: a hole is never downgraded, flaky or not
                 kind = ChangeKind.MISSING
             if kind:
-                changes.append(Change(kind, variant_id, cell_id, before, after, entry.message))
+                changes.append(Change(kind, variant_id, cell_id, before, after, entry.message, origins.get(cell_id, "")))
     if baseline is not None:
         old_cells = baseline.cell_by_id
         changes += [
@@ -172,18 +179,18 @@ def summary_lines(changes: list[Change]) -> list[str]:
         elif c.kind in PER_CELL:
             if (c.kind, c.cell_id) not in per_cell:
                 per_cell[(c.kind, c.cell_id)] = len(lines)
-                lines.append(f"{c.kind.upper()} {c.cell_id}: {first}")
+                lines.append(f"{c.kind.upper()} {c.cell_id}: {first}{c.reused_note}")
         else:
             # A regression already in the baseline still fails the run; say what was expected, not "reproduced -> reproduced".
             was = c.before if c.before not in (None, c.after) else "expected fixed"
-            lines.append(f"REGRESSION {c.variant_id} in {c.cell_id}: {was} -> {c.after}: {first}")
+            lines.append(f"REGRESSION {c.variant_id} in {c.cell_id}: {was} -> {c.after}: {first}{c.reused_note}")
     return lines
 
 
 def flaky_lines(changes: list[Change]) -> list[str]:
     """One line per flaky change, for the CLI and CI logs: not failing, but never silent."""
     return [
-        f"FLAKY {c.variant_id} in {c.cell_id}: {c.before or 'expected'} -> {c.after} (changed back and forth in recent nights)"
+        f"FLAKY {c.variant_id} in {c.cell_id}: {c.before or 'expected'} -> {c.after} (changed back and forth in recent nights){c.reused_note}"
         for c in changes
         if c.kind is ChangeKind.FLAKY
     ]

@@ -12,7 +12,11 @@ Here the two are read once and set against the locked night:
 * each cell whose fresh resolution fails, or whose fresh environment does not
   install: a new dependency release breaks the cell once its lock is refreshed;
 * a sibling whose input key names another lock than tonight's fresh lock is
-  stale (an earlier night's) and is left out, said so.
+  stale (an earlier night's) and is left out, said so;
+* the whole lane is used only when its recorded profile is the report's and
+  it resolved on the report's night (that date or the day before, for a night
+  that crosses midnight); otherwise one line says why it was left out (a smoke
+  lane run an hour before a full night's report is no part of that night).
 
 :func:`lane_findings` turns the findings into
 :class:`~bugmatrix.report.night.Finding`-ready tuples; they are news about the
@@ -22,7 +26,8 @@ behaved as recorded).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import datetime as dt
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +35,7 @@ from typing import Any
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord, load_run_dir
 from bugmatrix.files import file_digest
-from bugmatrix.lane import load_reresolved
+from bugmatrix.lane import Lane, load_reresolved
 from bugmatrix.report.model import Compat, Origin
 
 __all__ = ["FreshCell", "FreshDifference", "FreshLane", "load_fresh_lane"]
@@ -168,10 +173,37 @@ def _is_tonights(sibling: RunRecord, lane_dir: Path) -> bool:
     return lock.is_file() and recorded == file_digest(lock)
 
 
-def load_fresh_lane(lane_dir: Path, compat: Compat) -> FreshLane | None:
-    """The lane of ``lane_dir`` (``<reports>/fresh``) against the locked night, for the report's cells; None when no lane ran."""
+def _not_this_night(record: Lane, profile: str, night: str | None) -> str | None:
+    """Why the lane is not the report's night's (None: it is)."""
+    if record.profile != profile:
+        recorded = f"profile {record.profile}" if record.profile else "no profile (an older lane)"
+        return f"it re-resolved {recorded}, this report is of profile {profile}"
+    if night is None:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(record.resolved_at).astimezone(dt.UTC).date()
+        day = dt.date.fromisoformat(night)
+    except ValueError:
+        return f"its resolved_at {record.resolved_at!r} is not a time"
+    if when not in (day, day - dt.timedelta(days=1)):
+        return f"it resolved on {when.isoformat()}, this report is of the night of {night}"
+    return None
+
+
+def load_fresh_lane(
+    lane_dir: Path, compat: Compat, *, night: str | None = None, warn: Callable[[str], None] | None = None
+) -> FreshLane | None:
+    """The lane of ``lane_dir`` (``<reports>/fresh``) against the locked night, for the report's cells.
+
+    None when no lane ran, or when it is not this night's (its profile, or its
+    date with ``night``, differ from the report's): then ``warn`` gets one line why.
+    """
     record = load_reresolved(lane_dir)
     if record is None:
+        return None
+    why = _not_this_night(record, compat.profile, night)
+    if why is not None:
+        (warn or print)(f"report: left out the re-resolve lane in {lane_dir}: {why}")
         return None
     runs_dir = lane_dir / "runs"
     siblings = {r.cell: r for r in load_run_dir(runs_dir)} if runs_dir.is_dir() else {}

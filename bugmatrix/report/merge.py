@@ -24,7 +24,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
-from bugmatrix.cell.runfile import RunRecord, VariantRecord
+from bugmatrix.cell.runfile import RunRecord, UnreadableRun, VariantRecord
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.document import PlanDocument
 from bugmatrix.report.expectation import SYSTEM_CELL, Expectation, from_plan
@@ -193,22 +193,34 @@ def _variant(record: VariantRecord) -> Variant:
 
 
 def _missing(
-    runs: Sequence[RunRecord], expectation: Expectation, results: dict[str, dict[str, Entry]], variants: dict[str, Variant]
+    runs: Sequence[RunRecord],
+    expectation: Expectation,
+    results: dict[str, dict[str, Entry]],
+    variants: dict[str, Variant],
+    unreadable: Mapping[str, UnreadableRun],
 ) -> None:
-    """Add a ``missing`` entry for each expected result no run holds."""
+    """Add a ``missing`` entry for each expected result no run holds (an unreadable run file holds none, and says why)."""
     by_cell = {run.cell: run for run in runs}
     order = [c.id for c in expectation.cells] + [r.cell for r in runs if expectation.cell(r.cell) is None]
+    order += [c for c in unreadable if c not in order]
+    known = list(variants)
     for cell_id in order:
         run = by_cell.get(cell_id)
         if run is not None and _failed(run):
             continue  # install-failed entries already stand for every variant
         expected = expectation.variants_for(cell_id, run)
+        bad = unreadable.get(cell_id) if run is None else None
+        if bad is not None and not expected:
+            # No plan or baseline names this cell's variants: what the file still says it selected, else every known one.
+            expected = bad.selected or tuple(known)
         for variant_id in expected:
             if cell_id in results.get(variant_id, {}):
                 continue
             if run is not None and run.deselected_by and variant_id not in run.selected:
                 continue  # the user narrowed this run on purpose (-k/-m); the run file says so
-            if run is None:
+            if bad is not None:
+                why = f"unreadable run file: {bad.why}"
+            elif run is None:
                 why = "no run file for this cell: its job did not run, or its run file was lost"
             else:
                 why = f"the run recorded {len(run.results)} of {len(expected)} {expectation.noun} variants" + (
@@ -252,6 +264,7 @@ def merge_runs(
     expectation: Expectation | None = None,
     profile_source: str = "",
     declared: Mapping[str, tuple[str, ...]] | None = None,
+    unreadable: Sequence[UnreadableRun] = (),
 ) -> Compat:
     """One compat document from many run files: cells in the plan's order, else in the order given, then the expected cells no run holds.
 
@@ -259,6 +272,7 @@ def merge_runs(
     a bare ``plan`` stands for ``from_plan(plan)``; neither: each run file's own selection.
     ``declared`` (variant id -> the axes it declares) stands in where a run file does not record a variant's
     axes (files written before records carried them): the report reads a variant along those axes only.
+    ``unreadable``: tonight's run files the reader refused; each is its cell's finding, its results missing.
     """
     if expectation is None:
         expectation = from_plan(plan) if plan is not None else Expectation(ExpectationSource.RUNS, "each run file's own selection")
@@ -295,14 +309,25 @@ def merge_runs(
             for variant_id in expectation.variants_for(run.cell, run) or list(variants):
                 variants.setdefault(variant_id, Variant.from_id(variant_id))
                 results.setdefault(variant_id, {})[run.cell] = _not_run(Outcome.INSTALL_FAILED, reason)
-    _missing(runs, expectation, results, variants)
+    refused = {bad.cell: bad for bad in unreadable if bad.cell not in seen}
+    _missing(runs, expectation, results, variants, refused)
     stale: tuple[str, ...] = ()
     cells = [_cell(run) for run in runs]
     if planned:
         planned_ids = {v for c in expectation.cells for v in c.variants}
         stale = tuple(sorted(v for v in variants if v not in planned_ids and any(c != SYSTEM_CELL for c in results.get(v, {}))))
     ran = {run.cell for run in runs}
-    cells += [Cell(c.id, dict(c.pins), install=Install(InstallStatus.MISSING, "no run file")) for c in expectation.cells if c.id not in ran]
+    cells += [
+        Cell(c.id, dict(c.pins), install=Install(InstallStatus.MISSING, "unreadable run file" if c.id in refused else "no run file"))
+        for c in expectation.cells
+        if c.id not in ran
+    ]
+    planned_cells = {c.id for c in expectation.cells}
+    cells += [
+        Cell(bad.cell, dict(bad.pins), install=Install(InstallStatus.MISSING, "unreadable run file"))
+        for bad in refused.values()
+        if bad.cell not in planned_cells
+    ]
     if declared:
         for vid, variant in variants.items():
             if variant.axes is None and vid in declared:

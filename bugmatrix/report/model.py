@@ -28,6 +28,7 @@ from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 __all__ = [
     "COMPAT_SCHEMA",
     "OLD_COMPAT_SCHEMAS",
+    "REUSED",
     "Axis",
     "Cell",
     "Compat",
@@ -103,6 +104,10 @@ class Tracking:
         data = data or {}
         axes = {str(a): TrackedPin(str(t["requested"]), str(t["resolved"])) for a, t in (data.get("axes") or {}).items()}
         return cls(axes, data.get("resolved_at"), bool(data.get("stale")))
+
+
+#: The mark of a reused cell, its columns, its entries and its findings, in every view.
+REUSED = "♻"
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,13 +15,10 @@ from collections.abc import Sequence
 
 from bugmatrix.report.fresh import FreshCell
 from bugmatrix.report.markdown import code, escape_md
-from bugmatrix.report.model import Origin
+from bugmatrix.report.model import REUSED, Origin
 from bugmatrix.report.night import NightReport
 
 __all__ = ["REUSED", "lane_groups", "lane_lines", "reuse_groups", "reuse_lines"]
-
-#: The mark of a reused cell, its columns and its entries, in every view.
-REUSED = "♻"
 
 
 def reuse_groups(report: NightReport) -> list[tuple[Origin, list[str]]]:

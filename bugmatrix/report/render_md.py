@@ -54,10 +54,13 @@ def _bullet(item: Change | list[Change]) -> str:
         first = item[0]
         if not first.variant_id:
             return f"- **{first.kind}**: {code(first.cell_id)} — {escape_md(first.message[:MESSAGE_CHARS])}"
-        return f"- **{first.kind}**: {code(first.cell_id)} ({len(item)} variants) — {escape_md(first.message[:MESSAGE_CHARS])}"
+        return (
+            f"- **{first.kind}**: {code(first.cell_id)} ({len(item)} variants) — {escape_md(first.message[:MESSAGE_CHARS])}"
+            f"{escape_md(first.reused_note)}"
+        )
     return (
         f"- **{item.kind}**: {code(item.variant_id)} in {code(item.cell_id)}: {escape_md(item.before or '—')} → {escape_md(item.after)}"
-        f" — {escape_md(item.message[:MESSAGE_CHARS])}"
+        f" — {escape_md(item.message[:MESSAGE_CHARS])}{escape_md(item.reused_note)}"
     )
 
 

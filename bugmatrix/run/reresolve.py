@@ -190,6 +190,7 @@ def reresolve_cells(
     held: Mapping[str, str] | None = None,
     jobs: int = 4,
     log: Callable[[Reresolved], None] | None = None,
+    profile: str | None = None,
 ) -> list[Reresolved]:
     """Resolve each CPU cell again (``jobs`` at once: the resolver waits on the registry), compare, write ``<out>`` all or nothing.
 
@@ -207,6 +208,7 @@ def reresolve_cells(
         "schema": RERESOLVE_SCHEMA,
         "resolved_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "as_of": as_of,
+        "profile": profile,  # the report uses the lane only for a night of this profile
         "held": dict(sorted((held or {}).items())),
         "cells": [r.to_json() for r in results],
     }
@@ -221,7 +223,15 @@ def reresolve_cells(
 
 
 def run_reresolve(
-    matrix: Matrix, cells: Sequence[Cell], root: Path, out: Path, *, as_of: str | None, held: Mapping[str, str], jobs: int
+    matrix: Matrix,
+    cells: Sequence[Cell],
+    root: Path,
+    out: Path,
+    *,
+    as_of: str | None,
+    held: Mapping[str, str],
+    jobs: int,
+    profile: str | None = None,
 ) -> int:
     """``nox -s reresolve``: one line per cell, then the totals; 0 (what moved or failed is the report's finding)."""
 
@@ -231,7 +241,7 @@ def run_reresolve(
         )
         print(f"{result.cell}: {result.status}" + (f": {detail}" if detail else ""), flush=True)
 
-    results = reresolve_cells(matrix, cells, root, out, as_of=as_of, held=held, jobs=jobs, log=say)
+    results = reresolve_cells(matrix, cells, root, out, as_of=as_of, held=held, jobs=jobs, log=say, profile=profile)
     counts = {status: sum(r.status == status for r in results) for status in STATUSES}
     patch = out / "locks.patch"
     print(

@@ -20,6 +20,11 @@ What bounds it:
 * ``[reuse] max_age_days`` in ``matrix.toml`` (default 7): results observed
   longer ago are re-observed, so every cell really runs at least weekly
   (0: never reuse);
+* results dated in the future (more than an hour ahead of now) are refused:
+  they would otherwise never grow older than ``max_age_days``;
+* a previous run file goes through the same validating reader as tonight's
+  (types, and ``complete`` against its own ``selected``): one that fails it
+  is not reused, and the decision's line names it and why;
 * a (variant, cell) the history calls flaky is re-observed (its whole cell
   runs), and so is a run that crashed, timed out, did not complete or did not
   install; a history that cannot be read turns reuse off (flaky pairs unknown);
@@ -166,6 +171,9 @@ def _why_not(
     age = _age_days(observed, policy.now or dt.datetime.now(dt.UTC)) if observed else None
     if age is None:
         return "its results carry no date"
+    if age < -1 / 24:
+        # A date ahead of tonight (a clock gone wrong, or a planted file) would never age past max_age_days.
+        return f"its results are dated {observed['date'][:10]}, in the future: refused"  # type: ignore[index]
     if age > policy.max_age_days:
         return f"its results are from {observed['date'][:10]}, {age:.0f} days ago ([reuse] max_age_days = {policy.max_age_days})"  # type: ignore[index]
     return None
