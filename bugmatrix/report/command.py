@@ -223,6 +223,9 @@ def _build(
 ) -> tuple[NightReport, list[Night], list[str], Path]:
     """Inside the lock: read the runs, the baseline and the history; merge and analyse (the history with tonight's night)."""
     found = load_run_dir(args.reports / "runs")
+    if not found:  # a report of nothing would pass as a clean night, and join the history as one
+        msg = f"{args.reports / 'runs'}: no run files; run the cells first (nox -t smoke) or pass the night's --reports"
+        raise BugmatrixError(msg)
     if plan is not None:
         planned = {c["id"] for c in plan["cells"]} | {"system"}
         runs = [r for r in found if r.cell in planned]
