@@ -23,7 +23,7 @@ from nox.command import CommandFailed
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from bugmatrix.errors import FINDINGS_EXIT_CODE, USAGE_EXIT_CODE, WRITE_EXIT_CODE, BugmatrixError  # noqa: E402
+from bugmatrix.errors import EXIT_MEANINGS, WRITE_EXIT_CODE, BugmatrixError  # noqa: E402
 from bugmatrix.files import write_json_atomic  # noqa: E402
 from bugmatrix.lane import load_reresolved  # noqa: E402
 from bugmatrix.paths import output_dir  # noqa: E402
@@ -243,14 +243,6 @@ def write_plan(session: nox.Session, profile: str) -> Path:
     return path
 
 
-#: What each exit of ``python -m bugmatrix report`` means; nox itself only knows "failed".
-REPORT_EXITS = {
-    FINDINGS_EXIT_CODE: "a missing, regressed or uninstallable result",
-    USAGE_EXIT_CODE: "bad input",
-    WRITE_EXIT_CODE: "could not write",
-}
-
-
 def run_report(session: nox.Session, *args: str) -> None:
     """``python -m bugmatrix report`` in a small tools venv (jinja2, packaging)."""
     session.install(*TOOLS)
@@ -260,7 +252,7 @@ def run_report(session: nox.Session, *args: str) -> None:
         # nox turns every failure into "failed" (exit 1, the code for a regression): the last line says which exit it was.
         code = failed.return_code
         session.error(
-            f"report: exit {code} ({REPORT_EXITS.get(code, 'an unexpected failure')}); the CLI (python -m bugmatrix report) keeps the code"
+            f"report: exit {code} ({EXIT_MEANINGS.get(code, 'an unexpected failure')}); the CLI (python -m bugmatrix report) keeps the code"
         )
 
 
