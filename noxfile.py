@@ -18,12 +18,13 @@ import sys
 from pathlib import Path
 
 import nox
+from nox.command import CommandFailed
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from bugmatrix.cell.preload import IMPORT_FAILED_EXIT
-from bugmatrix.errors import BugmatrixError
+from bugmatrix.errors import EXIT_MEANINGS, WRITE_EXIT_CODE, BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.lane import load_reresolved
 from bugmatrix.paths import output_dir
@@ -258,14 +259,26 @@ def write_plan(session: nox.Session, profile: str) -> Path:
     plan = planned(session)
     path = output_dir() / f"plan-{profile}.json"
     cells = [c for c in plan_cells(plan.matrix, profile, plan.catalog) if profile in cell_tags(c)]
-    write_json_atomic(path, {**plan_document(plan.matrix, profile, cells), "resolution": plan.resolution.to_json()})
+    try:
+        write_json_atomic(path, {**plan_document(plan.matrix, profile, cells), "resolution": plan.resolution.to_json()})
+    except OSError as exc:  # a full disk, a read-only checkout: one line, as the CLI says it
+        session.error(
+            f"report: exit {WRITE_EXIT_CODE} (could not write): {path}: {exc.strerror or exc}; free space or pass another directory"
+        )
     return path
 
 
 def run_report(session: nox.Session, *args: str) -> None:
     """``python -m bugmatrix report`` in a small tools venv (jinja2, packaging)."""
     session.install(*TOOLS)
-    session.run("python", "-m", "bugmatrix", "report", "--reports", str(output_dir()), *args, env={"PYTHONPATH": str(ROOT)})
+    try:
+        session.run("python", "-m", "bugmatrix", "report", "--reports", str(output_dir()), *args, env={"PYTHONPATH": str(ROOT)})
+    except CommandFailed as failed:
+        # nox turns every failure into "failed" (exit 1, the code for a regression): the last line says which exit it was.
+        code = failed.return_code
+        session.error(
+            f"report: exit {code} ({EXIT_MEANINGS.get(code, 'an unexpected failure')}); the CLI (python -m bugmatrix report) keeps the code"
+        )
 
 
 @nox.session

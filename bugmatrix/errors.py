@@ -12,7 +12,7 @@ once, prints the line and exits with the error's :attr:`~BugmatrixError.exit_cod
 
 from __future__ import annotations
 
-__all__ = ["FINDINGS_EXIT_CODE", "USAGE_EXIT_CODE", "WRITE_EXIT_CODE", "BugmatrixError", "OutputError"]
+__all__ = ["EXIT_MEANINGS", "FINDINGS_EXIT_CODE", "USAGE_EXIT_CODE", "WRITE_EXIT_CODE", "BugmatrixError", "OutputError"]
 
 #: Exit code of ``report --fail-on-regression`` when a result is missing, regressed or does not install.
 FINDINGS_EXIT_CODE = 1
@@ -20,6 +20,12 @@ FINDINGS_EXIT_CODE = 1
 USAGE_EXIT_CODE = 2
 #: Exit code when an output could not be written; nothing was replaced.
 WRITE_EXIT_CODE = 3
+#: What each exit code says, for a wrapper that can only pass "failed" on (nox): its last line names the exit.
+EXIT_MEANINGS = {
+    FINDINGS_EXIT_CODE: "a missing, regressed or uninstallable result",
+    USAGE_EXIT_CODE: "bad input",
+    WRITE_EXIT_CODE: "could not write",
+}
 
 
 class BugmatrixError(Exception):

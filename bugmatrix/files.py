@@ -128,6 +128,13 @@ def _check_writable_parent(path: Path, option: str, *, create_parent: bool) -> N
     if not os.access(existing, os.W_OK | os.X_OK):
         msg = f"{option} {path}: cannot write into {existing} (permission denied); pass a path you can write to"
         raise BugmatrixError(msg)
+    # access() answers for the permission bits only: root may "write" to /proc, and a read-only mount says so only when tried.
+    try:
+        with tempfile.TemporaryFile(dir=existing, prefix=".bugmatrix-probe-"):
+            pass
+    except OSError as exc:
+        msg = f"{option} {path}: cannot write into {existing} ({exc.strerror or exc}); pass a path you can write to"
+        raise BugmatrixError(msg) from None
 
 
 def _check_not_inside(path: Path, option: str, forbidden: Iterable[Path]) -> None:

@@ -44,12 +44,21 @@ def _one_run(tmp_path: Path) -> Path:
         (["repro", "autocast_cache::core[cpu]", "--out", "{tmp}/foreign"], ["foreign", "holds notes.txt", "--force"]),
         (["bisect", "autocast_cache::core[cpu]", "torch", "--out", "cases"], ["--out cases", "is a directory"]),
         (["bisect", "autocast_cache::core[cpu]", "torch", "--out", "cases/x.json"], ["--out cases/x.json", "inside"]),
+        (["bisect", "autocast_cache::core[cpu]", "torch", "--timeout", "-1"], ["--timeout", "'-1' is not a positive number of seconds"]),
+        (["bisect", "autocast_cache::core[cpu]", "torch", "--timeout", "nan"], ["--timeout", "'nan'"]),
+        (["plan", "--profile", ""], ["--profile", "an empty name"]),
+        (["repro", "autocast_cache::core[cpu]", "--cell", ""], ["--cell", "an empty name"]),
+        (["report", "--profile", " "], ["--profile", "an empty name"]),
+        (["reresolve", "--jobs", "0"], ["--jobs", "'0' is not a whole number of at least 1"]),
+        (["plan", "--out", "/proc/x.json"], ["--out /proc/x.json"]),
+        (["report", "--history", "/proc/x/h.jsonl"], ["--history /proc/x/h.jsonl"]),
     ],
     ids=[
         "bisect-from", "bisect-to", "repro-out-is-a-file", "repro-unknown-variant", "report-missing-baseline", "report-missing-plan",
         "report-step-summary-dir", "report-step-summary-no-dir", "report-history-dir", "report-readme-without-publish",
         "plan-out-dir", "plan-out-in-cases", "repro-out-cases", "repro-out-in-cases", "repro-out-foreign", "bisect-out-dir",
-        "bisect-out-in-cases",
+        "bisect-out-in-cases", "bisect-timeout-negative", "bisect-timeout-nan", "plan-profile-empty", "repro-cell-empty",
+        "report-profile-blank", "reresolve-jobs-zero", "plan-out-proc", "report-history-proc",
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(

@@ -150,3 +150,15 @@ def test_an_ad_hoc_set_of_cells_gets_its_own_label_and_history_line(tmp_path: Pa
     assert f"({profile}, from an ad-hoc set of 4 cell(s)" in out
     (night,) = [json.loads(line) for line in (reports / "history.jsonl").read_text().splitlines()]
     assert night["profile"] == profile
+
+
+def test_an_empty_runs_directory_is_one_line_and_no_night_joins_the_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    reports = tmp_path / "reports"
+    (reports / "runs").mkdir(parents=True)
+    history = reports / "history.jsonl"
+    history.write_text("")
+    argv = ["report", "--reports", str(reports), "--profile", "nightly", "--fail-on-regression", "--date", "2026-11-24"]
+    assert main(argv) == 2, "a report of nothing is not a clean night"
+    err = capsys.readouterr().err
+    assert "no run files" in err and err.count("\n") == 1, err
+    assert history.read_text() == "" and not (reports / "compat.json").exists()

@@ -13,13 +13,14 @@ import json
 import os
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bugmatrix.cli import main
 from bugmatrix.publish.bodies import Body, body_files, read_bodies
-from bugmatrix.publish.filing import file_issues, judged, plan_filing
+from bugmatrix.publish.filing import DEFAULT_TRUSTED, closed_knowingly, file_issues, judged, plan_filing, trusted_only
 from bugmatrix.publish.issue_body import Links
 from bugmatrix.publish.markers import SEARCH, State, finding_marker, parse_markers
 from bugmatrix.publish.tracker import Issue
@@ -36,6 +37,8 @@ class MemoryTracker:
     def __init__(self) -> None:
         self.issues: list[Issue] = []
         self.calls: list[str] = []
+        self.closers: dict[int, str] = {}
+        self.roles: dict[str, str] = {"maintainer": "triage"}
 
     def search(self, query: str) -> list[Issue]:
         assert query == SEARCH
@@ -43,18 +46,27 @@ class MemoryTracker:
 
     def open_issue(self, title: str, body: str) -> str:
         number = len(self.issues) + 1
-        self.issues.append(Issue(number, True, title, body))
+        self.issues.append(Issue(number, True, title, body, author=DEFAULT_TRUSTED))
         self.calls.append(f"open #{number}")
         return f"https://github.com/o/r/issues/{number}"
 
     def comment(self, number: int, body: str) -> None:
-        issue = self.issues[number - 1]
-        self.issues[number - 1] = Issue(issue.number, issue.open, issue.title, issue.body, (*issue.comments, body))
+        self.add_comment(number, body, DEFAULT_TRUSTED)
         self.calls.append(f"comment #{number}")
 
-    def close(self, number: int) -> None:
+    def add_comment(self, number: int, body: str, author: str) -> None:
         issue = self.issues[number - 1]
-        self.issues[number - 1] = Issue(issue.number, False, issue.title, issue.body, issue.comments)
+        self.issues[number - 1] = replace(issue, comments=(*issue.comments, body), comment_authors=(*issue.comment_authors, author))
+
+    def close(self, number: int, by: str = "maintainer") -> None:
+        self.issues[number - 1] = replace(self.issues[number - 1], open=False)
+        self.closers[number] = by
+
+    def closer(self, number: int) -> str:
+        return self.closers.get(number, "")
+
+    def permission(self, who: str) -> str:
+        return self.roles.get(who, "")
 
 
 def bodies_of(report: NightReport, tmp_path: Path, night: str = NIGHT) -> list[Body]:
@@ -69,7 +81,9 @@ def bodies_of(report: NightReport, tmp_path: Path, night: str = NIGHT) -> list[B
 
 
 def night(tracker: MemoryTracker, report: NightReport, tmp_path: Path, date: str = NIGHT) -> list[str]:
-    actions = plan_filing(bodies_of(report, tmp_path, date), tracker.search(SEARCH), report.compat, date)
+    trusted = frozenset({DEFAULT_TRUSTED})
+    issues = trusted_only(tracker.search(SEARCH), trusted)
+    actions = plan_filing(bodies_of(report, tmp_path, date), issues, report.compat, date, knowingly=closed_knowingly(tracker, trusted))
     return file_issues(tracker, actions)
 
 
@@ -155,6 +169,57 @@ def test_foreign_and_broken_markers_are_ignored(tmp_path: Path) -> None:
     assert tracker.issues[0].comments == () and len(tracker.issues) == 4
 
 
+def test_an_outsiders_forged_marker_open_or_closed_does_not_keep_the_real_finding_from_being_filed(tmp_path: Path) -> None:
+    report = regression_night()
+    forged = [b.text for b in bodies_of(report, tmp_path)]  # the key and digest anyone can compute from compat.json
+    for closed_by in (None, "outsider"):
+        tracker = MemoryTracker()
+        for number, text in enumerate(forged, 1):
+            tracker.issues.append(Issue(number, True, "forged", text, author="outsider"))
+            if closed_by:
+                tracker.close(number, by=closed_by)
+        lines = night(tracker, report, tmp_path)
+        assert sorted(line.split(" ", 1)[0] for line in lines) == ["open"] * 3, (closed_by, lines)
+        assert "new finding" in lines[0], "a forged issue is not an earlier issue of the finding"
+
+
+def test_a_real_issue_closed_by_an_outsider_does_not_suppress_but_one_closed_by_triage_does(tmp_path: Path) -> None:
+    for closer, kept_closed in (("outsider", False), ("maintainer", True), (DEFAULT_TRUSTED, True)):
+        tracker = MemoryTracker()
+        report = regression_night()
+        night(tracker, report, tmp_path)
+        for issue in tracker.issues:
+            tracker.close(issue.number, by=closer)
+        lines = night(tracker, report, tmp_path, "2026-11-24")
+        said = {line.split(" ", 1)[0] for line in lines}
+        assert said == ({"nothing"} if kept_closed else {"open"}), (closer, lines)
+
+
+def test_an_outsiders_comment_and_a_marker_in_a_message_are_not_notes(tmp_path: Path) -> None:
+    tracker = MemoryTracker()
+    report = regression_night()
+    night(tracker, report, tmp_path)
+    core = next(i for i in tracker.issues if f"regression:{CORE}" in i.body)
+    back = parse_markers(core.body)[0].but(State.BACK, "2026-11-22").render()
+    tracker.add_comment(core.number, back, "outsider")
+    assert [line for line in night(tracker, report, tmp_path, "2026-11-24") if line.startswith("comment")] == []
+    # A run's message carrying a same-key back-to-baseline marker: the body shows it as code, never as a note.
+    carrying = analyse(report.compat.with_entry(CORE, FIXED, message=f"boom {back}"), report.baseline, report.own_nights)
+    for date in ("2026-11-25", "2026-11-26", "2026-11-27"):
+        lines = night(tracker, carrying, tmp_path, date)
+        assert not [line for line in lines if "back again" in line], lines
+    trusted = trusted_only([tracker.issues[core.number - 1]], frozenset({DEFAULT_TRUSTED}))[0]
+    assert [m.state for text in (trusted.body, *trusted.comments) for m in parse_markers(text)] == [State.OPENED]
+
+
+def test_markers_in_code_spans_and_fences_are_quoted_text() -> None:
+    real = finding_marker(regression_night().findings()[0], NIGHT, "t").render()
+    assert len(parse_markers(real)) == 1
+    assert parse_markers(f"`{real}`") == [] and parse_markers(f"`` a ` {real} ``") == []
+    assert parse_markers(f"text\n```\n{real}\n```\n") == [] and parse_markers(f"~~~~python\n{real}\n") == []
+    assert len(parse_markers(f"```\ncode\n```\n{real}")) == 1, "after the fence closes, a marker is a marker again"
+
+
 def test_judged_needs_every_named_cell_to_have_run_and_recorded_the_subject() -> None:
     report = regression_night()
     compat = report.compat
@@ -173,6 +238,21 @@ FAKE_GH = '''#!{python}
 import json, os, sys
 args = sys.argv[1:]
 state_path = os.environ["FAKE_GH_STATE"]
+if args[:1] == ["api"]:  # events: who closed (the issue's "closed_by" in the state); permission: the state's "roles"
+    with open(os.environ["FAKE_GH_LOG"], "a") as log:
+        log.write(json.dumps(args) + "\\n")
+    issues = json.load(open(state_path)) if os.path.exists(state_path) else []
+    path = args[-1].split("/")
+    if path[-1] == "events":
+        by = issues[int(path[-2]) - 1].get("closed_by")
+        print(json.dumps([{{"event": "closed", "actor": {{"login": by}}}}] if by else []))
+    elif path[-1] == "permission":
+        role = json.loads(os.environ.get("FAKE_GH_ROLES", "{{}}")).get(path[-2])
+        if role is None:
+            print("HTTP 404: Not Found", file=sys.stderr)
+            sys.exit(1)
+        print(json.dumps({{"permission": "read", "role_name": role}}))
+    sys.exit(0)
 with open(os.environ["FAKE_GH_LOG"], "a") as log:
     log.write(json.dumps(args) + "\\n")
 if os.environ.get("FAKE_GH_FAIL"):
@@ -187,11 +267,11 @@ elif args[:2] == ["issue", "create"]:
     assert args[args.index("--body-file") + 1] == "-"
     number = len(issues) + 1
     issues.append({{"number": number, "state": "OPEN", "title": args[args.index("--title") + 1], "body": sys.stdin.read(),
-                   "comments": [], "url": f"https://github.com/o/r/issues/{{number}}"}})
+                   "comments": [], "url": f"https://github.com/o/r/issues/{{number}}", "author": {{"login": "app/github-actions"}}}})
     print(f"https://github.com/o/r/issues/{{number}}")
 elif args[:2] == ["issue", "comment"]:
     assert args[args.index("--body-file") + 1] == "-"
-    issues[int(args[2]) - 1]["comments"].append({{"body": sys.stdin.read(), "author": {{"login": "github-actions"}}}})
+    issues[int(args[2]) - 1]["comments"].append({{"body": sys.stdin.read(), "author": {{"login": "app/github-actions"}}}})
 else:
     sys.exit(2)
 json.dump(issues, open(state_path, "w"))

@@ -274,3 +274,14 @@ def test_the_readme_shows_a_body_exactly_as_the_renderer_writes_it(tmp_path: Pat
     shown = EXAMPLE.search(README.read_text(encoding="utf-8"))
     assert shown, "docs/site.md: the issue example block (<!-- bugmatrix:issue-example -->) is gone"
     assert shown.group(1) == readme_example(tmp_path), "docs/site.md's issue example is stale; regenerate it (this test's docstring)"
+
+
+def test_a_profile_and_a_cell_id_from_the_run_reach_the_body_only_as_text() -> None:
+    report = regression_night()
+    evil = "@octocat <img src=x onerror=alert(1)>"
+    tonight = dataclasses.replace(report.compat, profile=evil).with_entry(CORE, FIXED, log="Traceback: boom")
+    hostile = analyse(tonight, report.baseline, report.own_nights)
+    body = body_of(hostile, finding(hostile, ChangeKind.REGRESSION, CORE))
+    outside = re.sub(r"(`+).*?\1", "", body, flags=re.DOTALL)
+    assert "@octocat" not in outside and "<img" not in outside, outside
+    assert f"<summary>Log recorded in <code>{FIXED}</code>" in body

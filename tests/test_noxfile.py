@@ -107,3 +107,18 @@ def test_listing_asks_no_registry_and_writes_nothing(tmp_path: Path) -> None:
         server.server_close()
         thread.join()
     assert requests == [], f"nox -l asked the registry: {requests}"
+
+
+def test_nox_s_report_says_which_exit_it_was(tmp_path: Path) -> None:
+    """nox turns every failing command into "failed"; the report session's last line keeps the CLI's meaning (exit 2: bad input)."""
+    nox = shutil.which("nox")
+    if nox is None:
+        pytest.skip("nox is not on PATH")
+    env = {**os.environ, "BUGMATRIX_REPORTS": str(tmp_path / "reports")}
+    run = subprocess.run(
+        [nox, "-s", "report", "--", "--baseline", str(tmp_path / "missing.json")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    last = [line for line in run.stderr.splitlines() if line.strip()][-1]
+    assert "report: exit 2 (bad input)" in last, run.stderr[-2000:]

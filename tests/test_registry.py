@@ -293,3 +293,23 @@ def test_plan_resolve_offline_without_a_saved_resolution_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and err.startswith("bugmatrix: error: cannot read torch's release list"), err
     assert "no saved resolution" in err and not (tmp_path / "never-saved.json").exists()
+
+
+def test_a_saved_resolution_is_read_like_the_matrix(tmp_path: Path) -> None:
+    """A removed axis is no KeyError (its entry is dropped); a value that is not a version is one line, never InvalidVersion."""
+    from bugmatrix.plan.matrix import load_matrix
+    from bugmatrix.releases.registry import Resolution, Resolved, save_resolution
+    from bugmatrix.releases.tracking import requests, resolve_matrix
+
+    matrix = load_matrix(Path(__file__).resolve().parents[1] / "matrix.toml")
+    wanted = requests(matrix)
+    assert wanted, "matrix.toml asks for a latest release somewhere"
+    saved = tmp_path / "resolution.json"
+    entries = [Resolved(axis, requested, "2.15.0") for axis, rs in wanted.items() for requested in rs]
+    save_resolution(saved, Resolution((*entries, Resolved("removed_axis", "latest", "1.0"))))
+    resolved, resolution = resolve_matrix(matrix, saved=saved, offline=True)
+    assert {e.axis for e in resolution.entries} == set(wanted) and "removed_axis" not in resolved.axes
+    save_resolution(saved, Resolution((Resolved(entries[0].axis, entries[0].requested, "../../etc"), *entries[1:])))
+    with pytest.raises(BugmatrixError, match=r"resolution.json: \w+\.resolved: '\.\./\.\./etc' is not a version; delete") as raised:
+        resolve_matrix(matrix, saved=saved, offline=True)
+    assert "\n" not in str(raised.value)

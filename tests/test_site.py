@@ -117,3 +117,65 @@ def test_the_cli_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.Ca
     assert not (tmp_path / "s").exists()
     assert main(["site", "--reports", str(reports), "--out", str(tmp_path / "s"), "--date", "2026-11-23"]) == 0
     assert "1 night(s)" in capsys.readouterr().out
+
+
+def _refused(tmp_path: Path, previous: Path, capsys: pytest.CaptureFixture[str], needle: str) -> None:
+    """The CLI refuses ``previous`` in one line, and leaves no site and nothing partial behind."""
+    tmp_path = tmp_path / f"try-{len(list(tmp_path.iterdir()))}"
+    tmp_path.mkdir()
+    out = tmp_path / "site"
+    args = ["site", "--reports", str(report(tmp_path, "tonight")), "--out", str(out), "--date", "2026-11-25", "--previous", str(previous)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1, err
+    assert not out.exists() and not (tmp_path / ".site.partial").exists()
+
+
+def test_symlinks_in_a_previous_site_are_refused_and_nothing_outside_reaches_the_site(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "token.txt").write_text("secret")
+    for name in PAGES:
+        (outside / name).write_text("planted")
+    # A night directory that is a link out of the tree.
+    (tmp_path / "a").mkdir()
+    site = nights(tmp_path / "a", ["2026-11-23", "2026-11-24"])
+    night = site / "2026-11-23"
+    for path in night.iterdir():
+        path.unlink()
+    night.rmdir()
+    night.symlink_to(outside)
+    _refused(tmp_path, site, capsys, "2026-11-23: a symlink")
+    # A file inside a night that is a link to a file outside, and a link to the whole filesystem.
+    for link, target in (("token.txt", outside / "token.txt"), ("rootfs", Path("/"))):
+        (tmp_path / link).mkdir()
+        site = nights(tmp_path / link, ["2026-11-23", "2026-11-24"])
+        (site / "2026-11-23" / link).symlink_to(target)
+        _refused(tmp_path, site, capsys, f"{link}: a symlink")
+
+
+def test_an_oversized_file_in_a_previous_site_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bugmatrix.publish.site.MAX_FILE_BYTES", 1000)
+    (tmp_path / "a").mkdir()
+    site = nights(tmp_path / "a", ["2026-11-23", "2026-11-24"])
+    (site / "2026-11-23" / "compat.json").write_text("x" * 2000)
+    _refused(tmp_path, site, capsys, "over the cap of 1,000 bytes per file")
+
+
+def test_a_past_night_missing_a_page_is_named_and_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a").mkdir()
+    site = nights(tmp_path / "a", ["2026-11-23", "2026-11-24"])
+    (site / "2026-11-23" / "compat.md").unlink()
+    (site / "2026-11-24" / "notes.sh").write_text("echo not ours")
+    out = tmp_path / "site"
+    args = ["site", "--reports", str(report(tmp_path, "tonight")), "--out", str(out), "--date", "2026-11-25", "--previous", str(site)]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "skipped the night 2026-11-23/" in err and "no compat.md" in err and "left out" in err and "notes.sh" in err, err
+    assert not (out / "2026-11-23").exists() and (out / "2026-11-24" / "index.html").is_file()
+    assert not (out / "2026-11-24" / "notes.sh").exists()
+    assert [n["date"] for n in json.loads((out / "nights.json").read_text())["nights"]] == ["2026-11-25", "2026-11-24"]

@@ -454,3 +454,32 @@ def test_the_previous_results_restore_script_falls_back_to_every_cell_running(tm
     env["BUGMATRIX_PREVIOUS"] = str(tmp_path / "none")
     done = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 0 and "every cell runs" in done.stdout, done.stdout + done.stderr
+
+
+def test_earlier_results_come_only_from_the_nightlys_own_nights_on_the_default_branch(tmp_path: Path) -> None:
+    """Every restore (previous results, history, site) lists only nightly.yml runs on the default branch, scheduled or by hand."""
+    jobs = load_workflow()["jobs"]
+    restores = [
+        step_running(jobs["plan"], r"\bgh run download\b.* -n night-results\b"),
+        step_running(jobs["report"], r"\bgh run download\b.* -n history\b"),
+        step_running(jobs["report"], r"\bgh run download\b.* -n github-pages\b"),
+    ]
+    for step in restores:
+        assert step["env"]["DEFAULT_BRANCH"] == "${{ github.event.repository.default_branch }}"
+        listing = re.search(r"gh run list (.*?)\)\"", step["run"], re.S)
+        assert listing, step["run"]
+        assert '--workflow nightly.yml --branch "$DEFAULT_BRANCH"' in listing.group(1) and "--json databaseId,event" in listing.group(1)
+        assert 'select(.event == "schedule" or .event == "workflow_dispatch")' in listing.group(1)
+    # Run one for real: gh is asked for the default branch's runs, whatever branch this run is on.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text('#!/bin/sh\necho "$@" >> "$GH_LOG"\nexit 1\n')
+    (bin_dir / "gh").chmod(0o755)
+    env = {
+        **os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GH_LOG": str(tmp_path / "log"), "DEFAULT_BRANCH": "main",
+        "GITHUB_REF": "refs/heads/attacker", "BUGMATRIX_REPORTS": str(tmp_path / "r"), "GITHUB_REPOSITORY": "o/r",
+        "GITHUB_ENV": str(tmp_path / "env"),
+    }  # fmt: skip
+    done = subprocess.run(["bash", "-e", "-c", restores[1]["run"]], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "--branch main" in (tmp_path / "log").read_text()

@@ -18,6 +18,16 @@ subject has no other finding tonight (a regression that turned into a crash
 is not back; the crash gets its own issue). Closing is
 left to people. ``--dry-run`` lists the issues and prints what it would do,
 writing nothing.
+
+Trust: anyone can open an issue or write a comment, and a marker's key and
+digest can be computed from the public compat.json. So a marker counts only
+in an issue or comment written by a trusted login (``--trusted``, default
+``$BUGMATRIX_TRUSTED_LOGINS`` or ``app/github-actions``: the identity the
+workflow's ``GITHUB_TOKEN`` files as, as ``gh`` lists it), and never inside
+code (:func:`~bugmatrix.publish.markers.parse_markers`). A closed issue keeps
+a finding from being filed again only when whoever closed it is trusted or
+holds triage or more on the repository; an issue closed by anyone else is
+as if it were not there.
 """
 
 from __future__ import annotations
@@ -25,7 +35,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import enum
-from dataclasses import dataclass
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bugmatrix.cell.outcomes import Outcome
@@ -33,16 +45,55 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.publish.bodies import Body, read_bodies
 from bugmatrix.publish.issue_body import Links
 from bugmatrix.publish.markers import SEARCH, Marker, State, parse_markers
-from bugmatrix.publish.tracker import GhIssues, Issue, IssueTracker
+from bugmatrix.publish.tracker import GhIssues, Issue, IssueTracker, login
 from bugmatrix.report.compat_file import load_compat
 from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.model import Compat
 from bugmatrix.report.night import CELL_FINDINGS
 
-__all__ = ["Act", "Action", "add_arguments", "file_issues", "judged", "plan_filing", "run"]
+__all__ = [
+    "DEFAULT_TRUSTED",
+    "TRIAGE_OR_MORE",
+    "Act",
+    "Action",
+    "add_arguments",
+    "closed_knowingly",
+    "file_issues",
+    "judged",
+    "plan_filing",
+    "run",
+    "trusted_only",
+]
 
 #: Outcomes that say nothing about a variant: a result that is one of them judges nothing.
 _UNJUDGED = frozenset({Outcome.MISSING, Outcome.INSTALL_FAILED})
+
+
+#: Who the nightly files as with the workflow's GITHUB_TOKEN, as ``gh issue list`` names it (``gh api user`` cannot say: that token is an app's).
+DEFAULT_TRUSTED = "app/github-actions"
+#: Roles whose closing of an issue is a maintainer's decision.
+TRIAGE_OR_MORE = frozenset({"triage", "write", "maintain", "admin"})
+
+
+def trusted_only(issues: list[Issue], trusted: frozenset[str]) -> list[Issue]:
+    """The issues a trusted login opened, each with only its trusted comments: where a marker may speak."""
+    kept = []
+    for issue in issues:
+        if issue.author not in trusted:
+            continue
+        comments = tuple(text for text, who in zip(issue.comments, issue.comment_authors, strict=False) if who in trusted)
+        kept.append(replace(issue, comments=comments, comment_authors=(next(iter(trusted)),) * len(comments)))
+    return kept
+
+
+def closed_knowingly(tracker: IssueTracker, trusted: frozenset[str]) -> Callable[[Issue], bool]:
+    """Whether a closed issue was closed by someone whose closing counts: a trusted login, or triage or more."""
+
+    def counts(issue: Issue) -> bool:
+        who = tracker.closer(issue.number)
+        return bool(who) and (who in trusted or tracker.permission(who) in TRIAGE_OR_MORE)
+
+    return counts
 
 
 class Act(enum.StrEnum):
@@ -104,7 +155,7 @@ def _said(last: Marker | None, marker: Marker) -> bool:
     return last is not None and last.state is not State.BACK and last.digest == marker.digest
 
 
-def _for_finding(body: Body, known: list[Issue], night: str) -> Action:
+def _for_finding(body: Body, known: list[Issue], night: str, knowingly: Callable[[Issue], bool]) -> Action:
     """Tonight's finding against the issues with its key (oldest first)."""
     key, marker = body.marker.key, body.marker
     open_issues = [i for i in known if i.open]
@@ -120,7 +171,7 @@ def _for_finding(body: Body, known: list[Issue], night: str) -> Action:
             head, why = "this finding changed since the last note; tonight it is:", "changed"
         text = f"{marker.but(State.UPDATED, night).render()}\n**Night {night}**: {head}\n\n{_without_marker(body)}"
         return Action(Act.COMMENT, key, why, issue.number, text=text)
-    closed = known[-1] if known else None
+    closed = next((i for i in reversed(known) if knowingly(i)), None)
     if closed is None:
         return Action(Act.OPEN, key, "new finding", title=marker.title, text=body.text)
     if _said(_last(closed, key), marker):
@@ -147,14 +198,27 @@ def _for_gone(key: str, issue: Issue, compat: Compat, night: str, report_url: st
     return Action(Act.BACK, key, "back to the baseline", issue.number, text=text)
 
 
-def plan_filing(bodies: list[Body], issues: list[Issue], compat: Compat, night: str, report_url: str = "") -> list[Action]:
-    """What to do tonight, per key: tonight's findings first, then the open issues whose finding is gone."""
+def plan_filing(
+    bodies: list[Body],
+    issues: list[Issue],
+    compat: Compat,
+    night: str,
+    report_url: str = "",
+    *,
+    knowingly: Callable[[Issue], bool] = lambda _issue: False,
+) -> list[Action]:
+    """What to do tonight, per key: tonight's findings first, then the open issues whose finding is gone.
+
+    ``issues`` are the trusted ones (:func:`trusted_only`); ``knowingly`` says
+    whether a closed one was closed by someone whose closing counts
+    (:func:`closed_knowingly`; by default none does, so nothing is suppressed).
+    """
     by_key: dict[str, list[Issue]] = {}
     for issue in sorted(issues, key=lambda i: i.number):
         opening = next((m for m in parse_markers(issue.body) if m.state is State.OPENED), None)
         if opening is not None:
             by_key.setdefault(opening.key, []).append(issue)
-    actions = [_for_finding(body, by_key.get(body.marker.key, []), night) for body in bodies]
+    actions = [_for_finding(body, by_key.get(body.marker.key, []), night, knowingly) for body in bodies]
     tonight = {b.marker.key for b in bodies}
     troubled = {_subject(k) for k in tonight}  # a subject with any finding tonight is not back to its baseline
     for key, known in sorted(by_key.items()):
@@ -186,6 +250,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--night", required=True, help="tonight's date, YYYY-MM-DD (the report's --date)")
     parser.add_argument("--site-url", default="", help="the Pages site (back-to-baseline comments link tonight's page there)")
     parser.add_argument("--run-url", default="", help="the workflow run, linked where there is no site")
+    parser.add_argument(
+        "--trusted",
+        action="append",
+        default=None,
+        metavar="LOGIN",
+        help="a login whose markers count (repeatable; default $BUGMATRIX_TRUSTED_LOGINS, comma-separated, or"
+        f" {DEFAULT_TRUSTED}: the identity GITHUB_TOKEN files as)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="list the issues and print what would be done; write nothing")
 
 
@@ -197,13 +269,25 @@ def _checked_night(value: str) -> str:
         raise BugmatrixError(msg) from None
 
 
+def _trusted(given: list[str] | None) -> frozenset[str]:
+    names = given if given is not None else os.environ.get("BUGMATRIX_TRUSTED_LOGINS", DEFAULT_TRUSTED).split(",")
+    trusted = frozenset(login(n) for n in names if n.strip())
+    if not trusted:
+        msg = "--trusted / BUGMATRIX_TRUSTED_LOGINS names nobody; give the login the workflow files as (app/github-actions)"
+        raise BugmatrixError(msg)
+    return trusted
+
+
 def run(args: argparse.Namespace) -> int:
     """Read the bodies and tonight's report, look the issues up, act; print one line per key."""
     night = _checked_night(args.night)
     bodies, compat = read_bodies(args.bodies), load_compat(args.compat)
+    trusted = _trusted(args.trusted)
     tracker = GhIssues(args.repo)
     links = Links.for_site(args.site_url, compat.profile, night, args.run_url)
-    actions = plan_filing(bodies, tracker.search(SEARCH), compat, night, links.night or links.run)
+    issues = trusted_only(tracker.search(SEARCH), trusted)
+    knowingly = closed_knowingly(tracker, trusted)
+    actions = plan_filing(bodies, issues, compat, night, links.night or links.run, knowingly=knowingly)
     lines = [a.line for a in actions] if args.dry_run else file_issues(tracker, actions)
     for line in lines:
         print(("would " if args.dry_run else "") + line)

@@ -14,6 +14,7 @@ else linked.
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 
@@ -218,7 +219,7 @@ def render_issue(finding: Finding, report: NightReport, night: str, links: Links
     lines = [
         finding_marker(finding, night, title).render(),
         f"**{str(finding.kind).replace('-', ' ').capitalize()}**: {literal(finding.subject)} in {len(finding.cells)} cell(s),"
-        f" night {night} ({compat.profile} profile, commit {literal(compat.commit)}); {where}"
+        f" night {night} ({literal(compat.profile)} profile, commit {literal(compat.commit)}); {where}"
         + (f", [latest]({links.latest})" if links.latest else "")
         + ".",
         "",
@@ -247,7 +248,7 @@ def render_issue(finding: Finding, report: NightReport, night: str, links: Links
         logged = next(((c, e) for c in finding.cells if (e := compat.entry(finding.subject, c)) is not None and e.log.strip()), None)
         if logged is not None:
             lines += [
-                f"<details><summary>Log recorded in {logged[0]} (its tail)</summary>",
+                f"<details><summary>Log recorded in <code>{html.escape(logged[0])}</code> (its tail)</summary>",
                 "",
                 *fenced(logged[1].log),
                 "",

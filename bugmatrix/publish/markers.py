@@ -17,6 +17,11 @@ Lookup is ``gh issue list --search`` for the marker's word (:data:`SEARCH`;
 the visible footer carries it too, so the search finds it whether or not it
 indexes comments), and then the markers decide: search is only a
 pre-filter, never the judge of which issue is which.
+
+A marker inside a code span or a fenced block is quoted text, not a marker:
+a run's message or log (which the bodies show as code) can never speak for
+the nightly. Who may write a marker at all is decided by filing
+(:mod:`~bugmatrix.publish.filing`: trusted authors only).
 """
 
 from __future__ import annotations
@@ -30,12 +35,16 @@ from dataclasses import dataclass
 from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.night import Finding
 
-__all__ = ["MARKER", "SEARCH", "Marker", "State", "digest_of", "file_stem", "finding_marker", "parse_markers"]
+__all__ = ["MARKER", "SEARCH", "Marker", "State", "digest_of", "file_stem", "finding_marker", "parse_markers", "without_code"]
 
 MARKER = "bugmatrix-finding"
 #: What ``gh issue list --search`` asks for: every issue the nightly wrote (open or closed).
 SEARCH = f'"{MARKER}" in:body'
 _FOUND = re.compile(r"<!-- " + MARKER + r" (\{.*?\}) -->")
+#: A fenced block (``` or ~~~, up to three spaces in), to its closing fence or the end of the text.
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^ {0,3}\1[`~]*[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
+#: A code span: a backtick run, then text, then a run of the same length.
+_SPAN = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)", re.DOTALL)
 
 
 class State(enum.StrEnum):
@@ -71,9 +80,9 @@ class Marker:
 
 
 def parse_markers(text: str) -> list[Marker]:
-    """Every well-formed marker in ``text``, in order; a hand-edited, broken one is not a marker."""
+    """Every well-formed marker in ``text`` outside code, in order; a hand-edited, broken one is not a marker."""
     found = []
-    for match in _FOUND.finditer(text or ""):
+    for match in _FOUND.finditer(without_code(text or "")):
         try:
             data = json.loads(match.group(1))
             cells = tuple(str(c) for c in data.get("cells", ()))
@@ -90,6 +99,11 @@ def parse_markers(text: str) -> list[Marker]:
         except (ValueError, KeyError, TypeError):
             continue
     return found
+
+
+def without_code(text: str) -> str:
+    """``text`` with its fenced blocks and code spans blanked: what is quoted there is never a marker."""
+    return _SPAN.sub(" ", _FENCE.sub("\n", text))
 
 
 def digest_of(finding: Finding) -> str:

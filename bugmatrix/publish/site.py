@@ -16,6 +16,15 @@ replaces that date. The site is built beside ``--out`` and moved into place
 whole, and a previous site that cannot be read stops the build with one line
 (nothing half-built is deployed; the workflow then falls back to an older
 run's site).
+
+The previous site is an artifact, not something this code made tonight, so
+only what the site itself writes is taken from it: regular files of its
+kinds (:data:`KINDS`), at most :data:`MAX_FILE_BYTES` each and
+:data:`MAX_SITE_BYTES` in all. A symlink, a device or a pipe anywhere in it,
+or a file over a cap, stops the build with one line naming it; a file of
+another kind is left out, and a past night missing one of its pages is
+named and skipped. A build that stops leaves nothing behind (no
+``.<out>.partial``).
 """
 
 from __future__ import annotations
@@ -23,8 +32,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import re
 import shutil
+import stat
+import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,6 +48,9 @@ from bugmatrix.report.history import KEEP_NIGHTS
 
 __all__ = [
     "KEEP_NIGHTS",
+    "KINDS",
+    "MAX_FILE_BYTES",
+    "MAX_SITE_BYTES",
     "PAGES",
     "ROOT_PROFILE",
     "SITE_SCHEMA",
@@ -53,6 +68,12 @@ PAGES = ("index.html", "compat.md", "compat.json")
 #: The profile the scheduled nightly runs: its newest night is the site's root.
 ROOT_PROFILE = "nightly"
 _PROFILE = re.compile(r"[A-Za-z][\w-]*")
+#: The kinds of file the site writes (pages, nights.json, issue bodies, repro scripts, requirements and locks).
+KINDS = frozenset({".html", ".md", ".json", ".py", ".txt"})
+#: The largest file taken from a previous site (a night's compat.json of the full profile is about 2 MB).
+MAX_FILE_BYTES = 32 * 1024 * 1024
+#: The whole site, previous nights and tonight together (GitHub Pages' own limit is 1 GB).
+MAX_SITE_BYTES = 900 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -87,6 +108,9 @@ def load_site_nights(site: Path, root_profile: str = ROOT_PROFILE) -> list[SiteN
     index = site / "nights.json"
     if not site.is_dir() or not any(site.iterdir()):
         return []
+    if site.is_symlink() or index.is_symlink():
+        msg = f"{site if site.is_symlink() else index}: a symlink; a previous site holds regular files only (refused)"
+        raise BugmatrixError(msg)
     fix = f"remove {site} to start a new site (the nightly falls back to an older run's site by itself)"
     try:
         data = json.loads(index.read_text(encoding="utf-8"))
@@ -129,6 +153,47 @@ def _commit(reports: Path) -> str:
         raise BugmatrixError(msg) from None
 
 
+def _copy_previous(previous: Path, night: str, target: Path, used: int, notes: list[str]) -> int:
+    """Copy one past night's regular files of the site's kinds, refusing anything else; the bytes used so far after it."""
+    source = previous / night
+    for depth in range(1, len(Path(night).parts) + 1):  # the night's own directory and those above it, inside the site
+        above = previous.joinpath(*Path(night).parts[:depth])
+        if above.is_symlink():
+            msg = f"--previous {above}: a symlink; a previous site holds regular files only (refused; the nightly falls back to an older site)"
+            raise BugmatrixError(msg)
+    for top, dirs, files in os.walk(source, followlinks=False):
+        for name in sorted(dirs + files):
+            path = Path(top) / name
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode) or not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                kind = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+                msg = f"--previous {path}: {kind}; a previous site holds regular files only (refused; the nightly falls back to an older site)"
+                raise BugmatrixError(msg)
+            if stat.S_ISDIR(mode):
+                continue
+            if path.suffix not in KINDS:
+                notes.append(f"site: left out {path} (not a kind of file the site writes)")
+                continue
+            size = path.stat().st_size
+            used += size
+            if size > MAX_FILE_BYTES or used > MAX_SITE_BYTES:
+                cap = f"{MAX_FILE_BYTES:,} bytes per file" if size > MAX_FILE_BYTES else f"{MAX_SITE_BYTES:,} bytes for the site"
+                msg = f"--previous {path}: {size:,} bytes, over the cap of {cap} (refused)"
+                raise BugmatrixError(msg)
+            copy = target / path.relative_to(source)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, copy, follow_symlinks=False)
+    return used
+
+
+def _complete(previous: Path, night: SiteNight, notes: list[str]) -> bool:
+    """A past night with every page; one that lacks one is named and skipped."""
+    lacking = [name for name in PAGES if not (previous / night.path / name).is_file()]
+    if lacking:
+        notes.append(f"site: skipped the night {night.path}/ of the previous site: it has no {lacking[0]}")
+    return not lacking
+
+
 def build_site(
     reports: Path,
     out: Path,
@@ -139,12 +204,15 @@ def build_site(
     attachments: Path | None = None,
     keep: int = KEEP_NIGHTS,
     root_profile: str = ROOT_PROFILE,
+    notes: list[str] | None = None,
 ) -> list[SiteNight]:
     """Write the site to ``out`` (absent or empty): ``previous``'s nights plus tonight's report; returns the nights kept.
 
     ``attachments`` (the issue bodies and their repro files) is published as
     ``<night>/issues/``, so an issue can link the lock of the cell it is about.
+    ``notes`` gets one line per thing left out of the previous site.
     """
+    notes = [] if notes is None else notes
     date = _checked_date(date, "--date")
     if not _PROFILE.fullmatch(profile):
         msg = f"--profile {profile!r}: not a profile name (letters, digits, - and _)"
@@ -163,12 +231,36 @@ def build_site(
         msg = f"--keep {keep}: keep at least one night"
         raise BugmatrixError(msg)
     before = load_site_nights(previous, root_profile) if previous is not None else []
+    before = [n for n in before if previous is not None and _complete(previous, n, notes)]
     tonight = SiteNight(date, profile, _commit(reports), night_path(profile, date, root_profile))
     nights = _kept(before, tonight, keep)
 
     staging = out.with_name(f".{out.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)  # a build killed earlier
     staging.mkdir(parents=True)
+    try:
+        _stage(staging, reports, nights, tonight, previous, attachments, root_profile, notes)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # nothing partial left behind
+        raise
+    if out.exists():
+        out.rmdir()
+    staging.rename(out)
+    return nights
+
+
+def _stage(
+    staging: Path,
+    reports: Path,
+    nights: list[SiteNight],
+    tonight: SiteNight,
+    previous: Path | None,
+    attachments: Path | None,
+    root_profile: str,
+    notes: list[str],
+) -> None:
+    """Write every night and the roots into ``staging``."""
+    used = 0
     for night in nights:
         if night is tonight:
             (staging / night.path).mkdir(parents=True)
@@ -178,7 +270,7 @@ def build_site(
                 shutil.copytree(attachments, staging / night.path / "issues")
         else:
             assert previous is not None  # only tonight comes from elsewhere
-            shutil.copytree(previous / night.path, staging / night.path)
+            used = _copy_previous(previous, night.path, staging / night.path, used, notes)
     newest = {}
     for night in nights:  # newest first: the first of each profile is its root
         newest.setdefault(night.profile, night)
@@ -190,10 +282,6 @@ def build_site(
     write_history_pages(staging, [(n.date, n.profile, n.commit, n.path) for n in nights], root_profile)  # nights.html, badge, issue pages
     if root_profile not in newest:  # no nightly yet (a manual run of another profile came first): the root lists the nights
         shutil.copy2(staging / "nights.html", staging / "index.html")
-    if out.exists():
-        out.rmdir()
-    staging.rename(out)
-    return nights
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -210,6 +298,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the site; print what it holds."""
+    notes: list[str] = []
     nights = build_site(
         args.reports,
         args.out,
@@ -219,7 +308,10 @@ def run(args: argparse.Namespace) -> int:
         attachments=args.issues,
         keep=args.keep,
         root_profile=args.root_profile,
+        notes=notes,
     )
+    for note in notes:
+        print(note, file=sys.stderr)
     own = [n for n in nights if n.profile == args.profile]
     print(
         f"site: {args.out} holds {len(nights)} night(s); {args.profile}: {own[-1].date} to {own[0].date} ({len(own)} of at most {args.keep})"

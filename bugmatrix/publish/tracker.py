@@ -7,6 +7,13 @@ a fake ``gh`` on PATH, so the same code runs without GitHub. Bodies go
 through standard input (``--body-file -``), never the command line: a body
 is up to 64 kB and must not be read by a shell. A failing ``gh`` is one line
 naming the command and what ``gh`` said.
+
+Who wrote what is part of the answer (an issue's and each comment's
+author), and two more questions serve the trust rule of filing: who closed
+an issue (its events) and what a login may do on the repository (the
+collaborators API). Logins are compared in one spelling, :func:`login`:
+``gh issue list`` says ``app/github-actions`` where the REST API says
+``github-actions[bot]``.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Protocol
 
 from bugmatrix.errors import BugmatrixError
 
-__all__ = ["GhIssues", "Issue", "IssueTracker"]
+__all__ = ["GhIssues", "Issue", "IssueTracker", "login"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,15 @@ class Issue:
     body: str
     comments: tuple[str, ...] = ()
     url: str = ""
+    #: Who opened it, and who wrote each comment (in the order of ``comments``); logins as :func:`login` spells them.
+    author: str = ""
+    comment_authors: tuple[str, ...] = ()
+
+
+def login(name: str) -> str:
+    """One spelling of a login: a GitHub App's bot (``github-actions[bot]``) as gh lists it (``app/github-actions``)."""
+    name = name.strip()
+    return f"app/{name[: -len('[bot]')]}" if name.endswith("[bot]") else name
 
 
 class IssueTracker(Protocol):
@@ -49,18 +65,33 @@ class IssueTracker(Protocol):
         """Add a comment to issue ``number``."""
         ...
 
+    def closer(self, number: int) -> str:
+        """Who closed issue ``number`` last (its events); ``""`` when no event says."""
+        ...
+
+    def permission(self, who: str) -> str:
+        """``who``'s role on the repository (``admin``, ``maintain``, ``write``, ``triage``, ``read``); ``""`` for none."""
+        ...
+
 
 def _issue(item: dict) -> Issue:
     """One entry of ``gh issue list --json number,state,title,body,comments,url``."""
-    comments = tuple(str(c.get("body") or "") for c in item.get("comments") or ())
+    listed = list(item.get("comments") or ())
     return Issue(
         int(item["number"]),
         str(item["state"]).upper() == "OPEN",
         str(item.get("title", "")),
         str(item.get("body") or ""),
-        comments,
+        tuple(str(c.get("body") or "") for c in listed),
         str(item.get("url", "")),
+        _author(item),
+        tuple(_author(c) for c in listed),
     )
+
+
+def _author(item: dict) -> str:
+    author = item.get("author") or {}
+    return login(str(author.get("login") or "")) if isinstance(author, dict) else ""
 
 
 class GhIssues:
@@ -77,8 +108,9 @@ class GhIssues:
             raise BugmatrixError(msg)
         self.gh = found
 
-    def _run(self, args: list[str], stdin: str | None = None) -> str:
-        done = subprocess.run([self.gh, *args, "--repo", self.repo], input=stdin, capture_output=True, text=True, timeout=120, check=False)
+    def _run(self, args: list[str], stdin: str | None = None, *, api: bool = False) -> str:
+        command = [self.gh, *args] if api else [self.gh, *args, "--repo", self.repo]
+        done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             said = (done.stderr.strip().splitlines() or ["no message"])[-1]
             msg = f"gh {' '.join(args[:2])} --repo {self.repo} failed ({said}); check GH_TOKEN (issues: write) and that the repository has issues"
@@ -86,7 +118,7 @@ class GhIssues:
         return done.stdout
 
     def search(self, query: str) -> list[Issue]:
-        fields = "number,state,title,body,comments,url"
+        fields = "number,state,title,body,comments,url,author"
         out = self._run(["issue", "list", "--state", "all", "--search", query, "--limit", str(self.LIMIT), "--json", fields])
         try:
             listed = json.loads(out or "[]")
@@ -100,3 +132,35 @@ class GhIssues:
 
     def comment(self, number: int, body: str) -> None:
         self._run(["issue", "comment", str(number), "--body-file", "-"], stdin=body)
+
+    def closer(self, number: int) -> str:
+        out = self._run(["api", "--paginate", f"repos/{self.repo}/issues/{number}/events"], api=True)
+        try:
+            events = [e for page in _pages(out) for e in page if isinstance(e, dict) and e.get("event") == "closed"]
+        except ValueError:
+            msg = f"gh api repos/{self.repo}/issues/{number}/events: unexpected answer; is gh older than 2.0?"
+            raise BugmatrixError(msg) from None
+        actor = (events[-1].get("actor") or {}) if events else {}
+        return login(str(actor.get("login") or "")) if isinstance(actor, dict) else ""
+
+    def permission(self, who: str) -> str:
+        if not who or "/" in who:
+            return ""  # nobody, or an app: apps are never collaborators
+        try:
+            out = self._run(["api", f"repos/{self.repo}/collaborators/{who}/permission"], api=True)
+            answer = json.loads(out or "{}")
+        except (BugmatrixError, ValueError):
+            return ""  # not a collaborator (404), or an answer that grants nothing
+        return str(answer.get("role_name") or answer.get("permission") or "") if isinstance(answer, dict) else ""
+
+
+def _pages(out: str) -> list[list]:
+    """``gh api --paginate`` prints one JSON array per page, back to back."""
+    decoder, pages, at = json.JSONDecoder(), [], 0
+    text = out.strip()
+    while at < len(text):
+        page, at = decoder.raw_decode(text, at)
+        pages.append(page if isinstance(page, list) else [])
+        while at < len(text) and text[at].isspace():
+            at += 1
+    return pages

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import output_dir
@@ -35,6 +35,7 @@ from bugmatrix.releases.registry import Resolution, dedupe_versions, load_resolu
 __all__ = [
     "RESOLUTION_ENV",
     "apply_resolution",
+    "checked_resolution",
     "load_resolved_matrix",
     "requests",
     "resolution_path",
@@ -92,7 +93,7 @@ def resolve_matrix(
         return matrix, Resolution()
     path = saved or resolution_path()
     if not refresh and path.exists():
-        previous = load_resolution(path)
+        previous = checked_resolution(load_resolution(path), matrix, path)
         if all(any(e.axis == a and e.requested == r for e in previous.entries) for a, rs in wanted.items() for r in rs):
             return apply_resolution(matrix, previous), previous
     if offline:
@@ -103,6 +104,26 @@ def resolve_matrix(
     if not resolution.stale:
         save_resolution(path, resolution)
     return apply_resolution(matrix, resolution), resolution
+
+
+def checked_resolution(resolution: Resolution, matrix: Matrix, path: Path) -> Resolution:
+    """A saved resolution read like matrix.toml: an entry of an axis the matrix no longer has is dropped; a value that is not a version is one line.
+
+    The file is build output that outlives edits of matrix.toml (an axis
+    removed) and can be hand-edited (``../../etc``); neither may reach a
+    version comparison or a path.
+    """
+    kept = []
+    for entry in resolution.entries:
+        if entry.axis not in matrix.axes:
+            continue  # an axis removed from matrix.toml since: nothing asks for it
+        try:
+            Version(entry.resolved)
+        except InvalidVersion:
+            msg = f"{path}: {entry.axis}.resolved: {entry.resolved!r} is not a version; delete {path} and re-run `nox -s plan`"
+            raise BugmatrixError(msg) from None
+        kept.append(entry)
+    return dataclasses.replace(resolution, entries=tuple(kept))
 
 
 def without_symbolic(matrix: Matrix) -> Matrix:

@@ -147,6 +147,9 @@ def _build(
 ) -> tuple[NightReport, list[HistoryNight], list[str]]:
     """Inside the lock: read the runs, the baseline and the history; merge and analyse (the history with tonight's night)."""
     found, unreadable = read_run_dir(options.reports / "runs")
+    if not found and not unreadable:  # a report of nothing would pass as a clean night, and join the history as one
+        msg = f"{options.reports / 'runs'}: no run files; run the cells first (nox -t smoke) or pass the night's --reports"
+        raise BugmatrixError(msg)
     if plan is not None:
         planned = plan.cell_ids | {"system"}
         runs = [r for r in found if r.cell in planned]
