@@ -17,7 +17,7 @@ import pytest
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.cli import main
-from bugmatrix.paths import REFERENCE, ROOT
+from bugmatrix.paths import ROOT
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.report.boundaries import boundary_text, pictures
 from bugmatrix.report.merge import merge_runs
@@ -28,6 +28,9 @@ from bugmatrix.report.readme import readme_table
 from bugmatrix.report.render_md import render_markdown
 from bugmatrix.report.terminal import render_terminal
 
+#: The four smoke cells' run files as the issue was reported on them (reports/runs/ of 2026-11-24 morning, before the
+#: cells ran only their cases' variants): the reproduction of issue 33 item 1, kept as it was.
+ISSUE33 = Path(__file__).resolve().parent / "fixtures" / "issue33"
 SMOKE = (
     "py311-torch2.5.1-pl2.0.3",
     "py311-torch2.5.1-pl2.6.6",
@@ -44,7 +47,7 @@ def declared() -> dict[str, tuple[str, ...]]:
 
 def extra_cell() -> dict:
     """``py311-torch2.5.1-pl2.0.3.json`` without its Lightning pin and the variants that span Lightning, pinning transformers 4.30.2."""
-    data = json.loads((REFERENCE / "runs" / f"{SMOKE[0]}.json").read_text(encoding="utf-8"))
+    data = json.loads((ISSUE33 / f"{SMOKE[0]}.json").read_text(encoding="utf-8"))
     spans = declared()
     data["cell"] = EXTRA
     data["pins"] = {"python": "3.11", "torch": "2.5.1", "transformers": "4.30.2"}
@@ -59,7 +62,7 @@ def smoke_dir(tmp_path: Path, *, extra: bool) -> Path:
     runs = tmp_path / ("with" if extra else "without") / "runs"
     runs.mkdir(parents=True)
     for cell in SMOKE:
-        shutil.copy(REFERENCE / "runs" / f"{cell}.json", runs / f"{cell}.json")
+        shutil.copy(ISSUE33 / f"{cell}.json", runs / f"{cell}.json")
     if extra:
         (runs / f"{EXTRA}.json").write_text(json.dumps(extra_cell(), indent=1), encoding="utf-8")
     return runs.parent
@@ -141,7 +144,7 @@ def sections(markdown: str) -> dict[str, str]:
 
 
 def test_adding_a_case_leaves_every_other_variants_lines_byte_identical() -> None:
-    smoke = [load_run_file(REFERENCE / "runs" / f"{cell}.json") for cell in SMOKE]
+    smoke = [load_run_file(ISSUE33 / f"{cell}.json") for cell in SMOKE]
     before, after = night(smoke), night([*smoke, new_case_cell()])
     assert lines_of(render_terminal(after), "tf_case") == lines_of(render_terminal(before), "tf_case")
     rows = [[line for line in lines_of(readme_table(n), "tf_case") if line.startswith("| `")] for n in (before, after)]
@@ -229,7 +232,7 @@ def test_a_new_axis_and_an_older_release_are_new_in_this_matrix_not_a_new_releas
 
 
 def test_additions_and_dropped_cells_come_after_the_findings(tmp_path: Path) -> None:
-    smoke = [load_run_file(REFERENCE / "runs" / f"{cell}.json") for cell in SMOKE]
+    smoke = [load_run_file(ISSUE33 / f"{cell}.json") for cell in SMOKE]
     compat = merge_runs(smoke, profile="smoke", commit="abc1234", generated="2026-11-24T00:00:00+00:00", declared=declared())
     dropped = dataclasses.replace(
         compat, expectation=ExpectationSummary(ExpectationSource.PLAN, "the plan (4 cells)", ("gone-1", "gone-2"))

@@ -86,6 +86,7 @@ def run_report(options: ReportOptions) -> int:
     for output in outputs:  # every path, before anything is read or written
         output.check(options)
     plan = read_plan_document(options.plan) if options.plan else None
+    choose_profile(options.profile, (), plan=plan)  # a --profile the plan contradicts is bad input: one line, before anything is read
     baseline = _baseline(options)
     now = dt.datetime.now(dt.UTC)
     date = night_date(options.date, now)
