@@ -115,10 +115,11 @@ def test_pytest_command_runs_only_the_cells_axes(tmp_path: Path) -> None:
     pins = {"torch": "2.5.1", "python": "3.11", "lightning": "2.0.3"}
     run_file = tmp_path / "runs" / "c.json"
     command = pytest_command("python", matrix, cell_id="c", pins=pins, run_file=run_file, extra=["-k", "encoder"])
-    spec_file = Path(command[command.index("--bugmatrix-spec") + 1])
+    # Paths in the command and the spec are relative to the repository when inside it (a CI checkout's tmp is): join to ROOT.
+    spec_file = ROOT / command[command.index("--bugmatrix-spec") + 1]
     assert spec_file == spec_path(run_file) == tmp_path / "spec" / "c.json", "beside runs/, never in it (the report reads runs/*.json)"
     spec = read_options(spec_file)
-    assert spec.axes == ("torch", "lightning") and spec.run_file == str(run_file) and spec.cell == "c"
+    assert spec.axes == ("torch", "lightning") and ROOT / str(spec.run_file) == run_file and spec.cell == "c"
     assert list(spec.pins.items()) == [("python", "3.11"), ("torch", "2.5.1"), ("lightning", "2.0.3")], (
         "display order, whatever order pins came in"
     )

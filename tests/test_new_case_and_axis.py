@@ -109,6 +109,18 @@ def test_a_sixth_case_on_a_fifth_axis_is_one_file_and_one_entry(tmp_path: Path) 
     # Each new cell is a cell session and its re-resolve lane twin (fresh), both named for the new axis.
     assert smoke <= added and all(s.startswith(("cell(", "fresh(")) and "-tab0." in s for s in added), sorted(added)
 
+    # docs/cases.md step 4: smoke is computed; a new case (and axis) is followed by recomputing its committed choice.
+    recomputed = subprocess.run(
+        [sys.executable, "-m", "bugmatrix", "plan", "--compute", "smoke", "--write"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert recomputed.returncode == 0 and CASE in recomputed.stdout, recomputed.stdout[-2000:] + recomputed.stderr[-2000:]
+
     harness = subprocess.run(
         [sys.executable, "-m", "pytest", "tests", "-m", "not e2e and not browser", "-p", "no:cacheprovider", "-q", "-n", "2", "-rf"],
         cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=1200, check=False,

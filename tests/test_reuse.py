@@ -277,7 +277,7 @@ def test_a_reused_result_is_never_shown_without_its_origin(root: Path, tmp_path:
     reports = tmp_path / "reports"
     reused = previous_run(root, reused_from=dict(ORIGIN), origin={**ORIGIN, "date": "2026-11-23T03:20:00+00:00", "run": "tonight"})
     save(reports, reused)
-    fresh = SMOKE[1]
+    fresh = next(c for c in SMOKE[1:] if c.variants == CELL.variants)  # the same cases: every entry of either column is a result
     save(reports, RunRecord(
         cell=fresh.id, pins=dict(fresh.pins), axes=list(fresh.pins), environment={}, started="2026-11-23T03:20:00+00:00",
         finished="2026-11-23T03:21:00+00:00", results=[record(v) for v in fresh.variants], selected=list(fresh.variants), complete=True,
