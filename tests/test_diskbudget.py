@@ -104,3 +104,26 @@ def test_a_prune_waits_for_every_build(tmp_path: Path) -> None:
         assert not pruned.wait(0.3), "a prune ran while a build held the cache"
     thread.join(10)
     assert pruned.is_set()
+
+
+def test_turning_lean_gives_back_the_venvs_that_finished_cells_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept venvs hold hard links into uv's cache: once lean, a finished cell's venv goes; a running or waiting cell's stays."""
+    from bugmatrix.releases.tracking import load_resolved_matrix
+    from bugmatrix.run.envbuild import cell_venv
+    from bugmatrix.run.runner import CellSpec, release
+
+    matrix = load_resolved_matrix(Path(__file__).resolve().parent.parent / "matrix.toml")
+    specs = [
+        CellSpec(f"py311-torch2.15.0-pl{v}", {"python": "3.11", "torch": "2.15.0", "lightning": v}) for v in ("2.0.3", "2.0.6", "2.6.6")
+    ]
+    finished, current, waiting = specs
+    for spec in specs:
+        (cell_venv(tmp_path, spec.id) / "bin").mkdir(parents=True)
+    monkeypatch.setenv("BUGMATRIX_DISK", "keep")
+    assert release(matrix, current, specs, root=tmp_path, others=[waiting], jobs=2) == []
+    assert all(cell_venv(tmp_path, s.id).exists() for s in specs), "kept while the disk has room"
+    monkeypatch.setenv("BUGMATRIX_DISK", "lean")
+    release(matrix, current, specs, root=tmp_path, others=[waiting], jobs=2)  # the waiting cell pins the same torch: no pruning
+    assert not cell_venv(tmp_path, finished.id).exists(), "a finished cell's kept venv is given back"
+    assert not cell_venv(tmp_path, current.id).exists(), "the cell that just ended: lean"
+    assert cell_venv(tmp_path, waiting.id).exists(), "a cell still waiting keeps its venv"

@@ -66,6 +66,7 @@ __all__ = [
     "built_python",
     "bytecode_env",
     "cell_key",
+    "evict_kept",
     "prepare",
     "release",
     "run_cell",
@@ -285,7 +286,23 @@ def release(
     planned = [(c.id, matrix.requirements_for(c.pins, extra=c.extra)) for c in order if c.pins is not None]
     if others is None:
         later = needed_later(planned, spec.id)
+        ids = [cid for cid, _ in planned]
+        busy = set(ids[ids.index(spec.id) :]) if spec.id in ids else {spec.id}  # this cell and those still to come
     else:
         mine = matrix.requirements_for(spec.pins, extra=spec.extra)
         later = needed_by((matrix.requirements_for(c.pins, extra=c.extra) for c in others if c.pins is not None), mine)
+        busy = {c.id for c in others} | {spec.id}
+    evict_kept(root, [cid for cid, _ in planned if cid not in busy])
     return release_cell(venv or cell_venv(root, spec.id), drop_cache=not later, root=root)
+
+
+def evict_kept(root: Path, finished: Sequence[str]) -> list[str]:
+    """The venvs kept (while the disk had room) by cells that are neither running nor still to come: removed once lean.
+
+    They hold hard links into uv's cache, so pruning the cache frees nothing while they stand: turning lean must give
+    them back first (a full profile kept 53 GiB of them on a disk that had turned lean).
+    """
+    evicted = [cid for cid in finished if cell_venv(root, cid).exists()]
+    for cid in evicted:
+        release_cell(cell_venv(root, cid), drop_cache=False)
+    return evicted
