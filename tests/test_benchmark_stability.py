@@ -20,8 +20,9 @@ from bugmatrix.plan.cells import Cell
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.run.command import pytest_command, spec_path
 from bugmatrix.run.envbuild import cell_venv
-from bugmatrix.tools.benchmark.cells import cached_wheel_sets, compare_outcomes, heavy_wheels, smoke_floor, smoke_from_runs, stack_imports
+from bugmatrix.tools.benchmark.cells import cached_wheel_sets, compare_outcomes, heavy_wheels, smoke_floor, smoke_from_runs
 from bugmatrix.tools.benchmark.disk import disk_kib
+from bugmatrix.tools.benchmark.imports import stack_imports
 from bugmatrix.tools.benchmark.table import Measurement, format_table, skipped
 from bugmatrix.tools.stability import ABSENT, outcomes_by_variant, stability_table, unstable
 

@@ -20,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.plan.matrix import DEFAULT_REUSE_MAX_AGE_DAYS, SCHEMA, SYMBOLIC, Axis, BaseWhen, Constraint, Matrix, Rule
+from bugmatrix.plan.matrix_model import DEFAULT_REUSE_MAX_AGE_DAYS, SCHEMA, SYMBOLIC, Axis, BaseWhen, Constraint, Matrix, Rule
 
 __all__ = ["Checker", "check_matrix"]
 

@@ -10,12 +10,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from bugmatrix.paths import REFERENCE, ROOT
-
-if TYPE_CHECKING:
-    from bugmatrix.report.outputs import Output
 
 __all__ = ["ReportOptions"]
 
@@ -38,7 +35,7 @@ class ReportOptions:
     history: Path | None = None
     date: str | None = None
     reference: Path = REFERENCE  # the committed reference (--publish, the default baseline)
-    extra: tuple[Output, ...] = ()
+    extra: tuple[Any, ...] = ()  # bugmatrix.report.outputs.Output entries (typed there: outputs read these options)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ReportOptions:

@@ -10,7 +10,7 @@ own compute, and at best ``jobs`` cells share the machine perfectly::
 The full run (``python -m bugmatrix run --profile full``) is reported against
 it (target: <= 1.5x). The parts are measured per cell after the run: the build
 into a scratch venv from the cell's lock, the import with
-:func:`~bugmatrix.tools.benchmark.cells.import_seconds`, the compute as the
+:func:`~bugmatrix.tools.benchmark.imports.import_seconds`, the compute as the
 run file's ``duration_s`` (measured inside the run, so it carries that run's
 contention: the floor is, if anything, generous).
 
@@ -35,7 +35,7 @@ from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.envbuild import InstallFailed, cell_venv
 from bugmatrix.run.runner import CellSpec, prepare, run_cell
-from bugmatrix.tools.benchmark.cells import import_seconds, stack_imports
+from bugmatrix.tools.benchmark.imports import import_seconds, stack_imports
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, timed
 
 __all__ = ["FLOOR_BOUND", "CellFloor", "floor_rows", "measure_floors", "measure_lean_cost", "profile_floor"]
