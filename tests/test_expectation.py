@@ -68,11 +68,12 @@ def assert_missing_first(reports: Path, out: str, cell: str) -> None:
     assert re.findall(r"^## .*", markdown, re.M)[0].startswith("## ? Missing")
 
 
-@pytest.mark.parametrize("how", ["plan", "baseline", "baseline-no-profile"])
+@pytest.mark.parametrize("how", ["plan", "profile", "baseline"])
 def test_case_1_a_deleted_run_file_is_missing_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str) -> None:
+    """With --plan, with --profile alone (its plan computed from matrix.toml and the saved resolution), with neither."""
     reports = committed_runs(tmp_path)
     (reports / "runs" / f"{LOST}.json").unlink()
-    extra = {"plan": ["--plan", str(full_plan(tmp_path / "plan.json"))], "baseline": ["--profile", "full"], "baseline-no-profile": []}[how]
+    extra = {"plan": ["--plan", str(full_plan(tmp_path / "plan.json"))], "profile": ["--profile", "full"], "baseline": []}[how]
     assert main(report(reports, *extra)) == 1
     out, err = capsys.readouterr()
     assert_missing_first(reports, out, LOST)
@@ -80,9 +81,9 @@ def test_case_1_a_deleted_run_file_is_missing_and_fails(tmp_path: Path, capsys: 
     compat = json.loads((reports / "compat.json").read_text())
     assert all(per_cell[LOST]["outcome"] == "missing" for per_cell in compat["results"].values() if LOST in per_cell)
     assert sum(LOST in per_cell for per_cell in compat["results"].values()) == 47, "every result the cell held"
-    assert compat["profile"] == "full" and compat["expectation"]["source"] == ("plan" if how == "plan" else "baseline")
+    assert compat["profile"] == "full" and compat["expectation"]["source"] == ("baseline" if how == "baseline" else "plan")
     page = (reports / "index.html").read_text(encoding="utf-8")
-    expected = "the plan" if how == "plan" else f"the baseline {BASELINE}"
+    expected = {"plan": "the plan", "profile": "the plan computed from", "baseline": f"the baseline {BASELINE}"}[how]
     assert f'<p class="meta" id="expectation">Expected: {expected}' in page, "the page says which expectation it used"
 
 
@@ -101,18 +102,29 @@ def test_case_2_a_run_that_stopped_early_is_missing_and_fails(tmp_path: Path, ca
     assert err.count(f" in {CUT}: the run recorded 12 of 47 ") == 35 and "never completed" in err
 
 
-def test_a_baseline_of_another_profile_leaves_the_run_files_own_selection(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """No plan, and the baseline is another profile's: an early stop is still a hole, judged by the run file's own selected list."""
+def test_a_profile_without_a_plan_is_held_against_its_computed_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--profile and no plan: that profile's plan, from matrix.toml and the saved resolution; a full baseline does not judge it.
+
+    An early stop is a hole of its cell (35 of 47 not recorded), and every planned cell without a run file is missing:
+    a lost run file can never pass as a clean night.
+    """
+    cut = "py311-torch2.11.0-pl2.0.3"  # a nightly cell (CUT is a full-only one: that plan leaves it out, and says so)
     reports = tmp_path / "reports"
     (reports / "runs").mkdir(parents=True)
-    data = json.loads((ROOT / "reports" / "runs" / f"{CUT}.json").read_text())
+    data = json.loads((ROOT / "reports" / "runs" / f"{cut}.json").read_text())
     data["results"], data["complete"] = data["results"][:12], False
-    (reports / "runs" / f"{CUT}.json").write_text(json.dumps(data))
+    (reports / "runs" / f"{cut}.json").write_text(json.dumps(data))
     argv = ["report", "--reports", str(reports), "--profile", "nightly", "--fail-on-regression", "--date", "2026-11-24"]
-    assert main([*argv, "--baseline", str(BASELINE)]) == 1, "a full baseline does not judge a nightly report; the run file does"
+    assert main([*argv, "--baseline", str(BASELINE)]) == 1
     out, _ = capsys.readouterr()
-    assert out.startswith("? MISSING: 35 expected result(s)") and "each run file's own selection" in out
-    assert "is a 'full' report, this is 'nightly': its cells are not expected here" in out
+    assert out.startswith("? MISSING: ")
+    compat = json.loads((reports / "compat.json").read_text())
+    assert sum(per_cell.get(cut, {}).get("outcome") == "missing" for per_cell in compat["results"].values()) == 35
+    assert re.search(
+        r"^expected: the plan computed from .*matrix.toml and the saved resolution .*resolution.json \(\d+ cells\)$", out, re.M
+    )
+    missing = re.findall(r"^    (\S+): 47 .* no run file for this cell", out, re.M)
+    assert LOST in missing, "a planned cell with no run file is missing"
 
 
 def test_a_baseline_cell_the_plan_dropped_is_said_as_dropped_not_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -165,3 +177,31 @@ def test_an_empty_runs_directory_is_one_line_and_no_night_joins_the_history(tmp_
     err = capsys.readouterr().err
     assert "no run files" in err and err.count("\n") == 1, err
     assert history.read_text() == "" and not (reports / "compat.json").exists()
+
+
+def test_a_lost_smoke_run_file_is_missing_with_profile_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34's probe: ``report --profile smoke --fail-on-regression`` with a deleted run file said "0 missing", exit 0."""
+    from bugmatrix.plan.matrix import load_matrix
+    from bugmatrix.releases.planned import load_plan
+
+    smoke = load_plan(load_matrix(ROOT / "matrix.toml"), ROOT / "cases", registry=False, offline=True).profile_cells("smoke")
+    lost = next(c.id for c in smoke if c.device == "cpu")
+    reports = committed_runs(tmp_path)
+    (reports / "runs" / f"{lost}.json").unlink()
+    assert main(["report", "--reports", str(reports), "--profile", "smoke", "--fail-on-regression", "--date", "2026-11-24"]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("? MISSING:") and lost in out.splitlines()[1], out[:400]
+    assert f"in {lost}: no run file" in err and ", 0 missing," not in out
+
+
+def test_a_profile_whose_plan_cannot_be_computed_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --plan and no saved resolution for nightly's ``latest``: the plan is unknown, so it is one line and exit 2, never a guess."""
+    monkeypatch.setenv("BUGMATRIX_RESOLUTION", str(tmp_path / "never-saved.json"))
+    reports = committed_runs(tmp_path)
+    assert main(["report", "--reports", str(reports), "--profile", "nightly", "--date", "2026-11-24"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--profile nightly without --plan: the night's plan cannot be computed" in err, err
+    assert "no saved resolution" in err and "--plan FILE" in err
+    assert not (reports / "compat.json").exists() and not (reports / "history.jsonl").exists(), "nothing written"

@@ -313,3 +313,38 @@ def test_a_saved_resolution_is_read_like_the_matrix(tmp_path: Path) -> None:
     with pytest.raises(BugmatrixError, match=r"resolution.json: \w+\.resolved: '\.\./\.\./etc' is not a version; delete") as raised:
         resolve_matrix(matrix, saved=saved, offline=True)
     assert "\n" not in str(raised.value)
+
+
+def test_a_saved_resolution_naming_no_release_is_refused_before_a_cell_is_planned(tmp_path: Path) -> None:
+    """``latest = 9.9.9`` in a saved resolution (hand-edited, or from another registry) is checked like matrix.toml's versions."""
+    from bugmatrix.plan.matrix import load_matrix
+    from bugmatrix.releases.existence import check_resolved
+    from bugmatrix.releases.planned import load_plan
+    from bugmatrix.releases.registry import Resolution, Resolved, save_resolution
+    from bugmatrix.releases.tracking import requests
+
+    root = Path(__file__).resolve().parents[1]
+    matrix = load_matrix(root / "matrix.toml")
+    entries = [
+        Resolved(axis, requested, "2.15.0" if axis == "torch" else "2.6.6") for axis, rs in requests(matrix).items() for requested in rs
+    ]
+    saved = tmp_path / "resolution.json"
+    bad = Resolution(tuple(Resolved(e.axis, e.requested, "9.9.9") if e.axis == "torch" else e for e in entries))
+    save_resolution(saved, bad)
+    # offline (nox -l): the registry's cached answer for torch holds no 9.9.9, so it is refused without a request
+    with pytest.raises(
+        BugmatrixError, match=r"resolution.json: torch\.resolved: '9\.9\.9' is not a release of torch on the registry; delete"
+    ) as raised:
+        load_plan(matrix, root / "cases", offline=True, saved=saved)
+    assert "\n" not in str(raised.value)
+    # asked: a version the cache lacks makes one fresh request, whose answer decides
+    asked: list[str] = []
+
+    def registry(name: str) -> dict:
+        asked.append(name)
+        return {"releases": {e.resolved: [{"yanked": False}] for e in entries}}
+
+    with pytest.raises(BugmatrixError, match="'9.9.9' is not a release of torch"):
+        check_resolved(bad, matrix, saved, cache=tmp_path / "cache", fetch=registry)
+    assert asked[0] == "torch"
+    check_resolved(Resolution(tuple(entries)), matrix, saved, cache=tmp_path / "cache", fetch=registry)  # a real release passes

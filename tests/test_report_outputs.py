@@ -28,6 +28,7 @@ import bugmatrix.files
 from bugmatrix.cli import main
 from bugmatrix.errors import WRITE_EXIT_CODE
 from bugmatrix.files import write_json_atomic
+from bugmatrix.plan.cells import PLAN_SCHEMA
 from bugmatrix.report import command
 from bugmatrix.report import options as options_module
 from bugmatrix.report.night import analyse
@@ -36,6 +37,16 @@ from tests.test_report import fixture_compat
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "runs"
+
+
+def fixture_plan(path: Path) -> Path:
+    """A smoke plan of exactly the fixture runs' four cells (a --profile alone would plan today's smoke cells, which they are not)."""
+    cells = []
+    for run in sorted(FIXTURES.glob("*.json")):
+        data = json.loads(run.read_text(encoding="utf-8"))
+        cells.append({"id": data["cell"], "pins": data["pins"], "variants": [r["id"] for r in data["results"]]})
+    write_json_atomic(path, {"schema": PLAN_SCHEMA, "profile": "smoke", "cells": cells})
+    return path
 
 
 def snapshot(*roots: Path) -> dict[Path, bytes]:
@@ -54,7 +65,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, 
     write_json_atomic(tmp_path / "baseline.json", analyse(fixture_compat()).to_json())
     (tmp_path / "README.md").write_text(f"# x\n{START}\nold\n{END}\n", encoding="utf-8")
     (tmp_path / "summary.md").write_text("# earlier steps\n", encoding="utf-8")
-    argv = ["report", "--reports", str(reports), "--profile", "smoke", "--baseline", str(tmp_path / "baseline.json"),
+    argv = ["report", "--reports", str(reports), "--plan", str(fixture_plan(tmp_path / "plan.json")), "--baseline", str(tmp_path / "baseline.json"),
             "--step-summary", str(tmp_path / "summary.md"), "--publish", "--readme", str(tmp_path / "README.md"), "--update-baseline"]  # fmt: skip
     assert main([*argv, "--date", "2026-11-23"]) == 0
     return tmp_path, reports, argv
@@ -116,7 +127,7 @@ def test_a_full_disk_replaces_nothing_and_exits_3(full_tmpfs: Path, tmp_path: Pa
     reports = full_tmpfs / "reports"
     shutil.copytree(FIXTURES, reports / "runs")
     write_json_atomic(tmp_path / "baseline.json", analyse(fixture_compat()).to_json())
-    argv = [sys.executable, "-m", "bugmatrix", "report", "--reports", str(reports), "--profile", "smoke",
+    argv = [sys.executable, "-m", "bugmatrix", "report", "--reports", str(reports), "--plan", str(fixture_plan(tmp_path / "plan.json")),
             "--baseline", str(tmp_path / "baseline.json")]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     first = subprocess.run([*argv, "--date", "2026-11-23"], env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -179,11 +190,13 @@ def test_a_new_view_is_one_entry_in_the_outputs_registry(tmp_path: Path) -> None
         return {counted: f"{len(night.report.compat.variants)} variants, {len(night.runs)} cells\n"}, []
 
     view = Output("count", render, line=lambda night: f"count: -> {counted}")
-    options = ReportOptions(reports=reports, root=tmp_path, profile="smoke", baseline=tmp_path / "none.json", extra=(view,))
+    options = ReportOptions(
+        reports=reports, root=tmp_path, plan=fixture_plan(tmp_path / "plan.json"), baseline=tmp_path / "none.json", extra=(view,)
+    )
     with pytest.raises(command.BugmatrixError, match=r"none\.json: no such file"):
         command.run_report(options)  # a bad input stops the report before any output, the new one included
     assert not counted.exists()
-    options = ReportOptions(reports=reports, root=tmp_path, profile="smoke", extra=(view,))
+    options = ReportOptions(reports=reports, root=tmp_path, plan=fixture_plan(tmp_path / "plan.json"), extra=(view,))
     assert command.run_report(options) == 0
     assert (
         counted.read_text()
@@ -193,7 +206,7 @@ def test_a_new_view_is_one_entry_in_the_outputs_registry(tmp_path: Path) -> None
     refused = Output("refused", render, check=lambda options: (_ for _ in ()).throw(command.BugmatrixError("views: refused")))
     counted.unlink()
     with pytest.raises(command.BugmatrixError, match="views: refused"):
-        command.run_report(ReportOptions(reports=reports, root=tmp_path, profile="smoke", extra=(view, refused)))
+        command.run_report(ReportOptions(reports=reports, root=tmp_path, plan=fixture_plan(tmp_path / "plan.json"), extra=(view, refused)))
     assert not counted.exists(), "an output's check runs before anything is written"
 
 
@@ -208,8 +221,9 @@ def test_a_gpu_run_committed_beside_the_reference_survives_a_cpu_publish(tmp_pat
     write_json_atomic(reference / "runs" / "system-cuda-h100.json", gpu)
     write_json_atomic(reference / "runs" / "py311-gone.json", {**gpu, "cell": "py311-gone", "environment": {"cuda_available": False}})
     monkeypatch.setattr(options_module, "REFERENCE", reference)
-    assert main(["report", "--reports", str(reports), "--profile", "smoke", "--publish", "--baseline", str(tmp_path / "x.json")]) == 2
-    assert main(["report", "--reports", str(reports), "--profile", "smoke", "--publish"]) == 0
+    plan = str(fixture_plan(tmp_path / "plan.json"))
+    assert main(["report", "--reports", str(reports), "--plan", plan, "--publish", "--baseline", str(tmp_path / "x.json")]) == 2
+    assert main(["report", "--reports", str(reports), "--plan", plan, "--publish"]) == 0
     kept = sorted(p.stem for p in (reference / "runs").glob("*.json"))
     assert "system-cuda-h100" in kept, "the GPU run survives"
     assert "py311-gone" not in kept, "a CPU cell no longer run is removed"

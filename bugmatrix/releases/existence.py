@@ -31,9 +31,9 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.matrix import Matrix
-from bugmatrix.releases.registry import Fetch, RegistryUnreachable, fetch_project, warn
+from bugmatrix.releases.registry import Fetch, RegistryUnreachable, Resolution, fetch_project, warn
 
-__all__ = ["CACHE_ENV", "cache_dir", "cached_versions", "check_versions", "listed_versions"]
+__all__ = ["CACHE_ENV", "cache_dir", "cached_versions", "check_resolved", "check_versions", "listed_versions"]
 
 CACHE_ENV = "BUGMATRIX_REGISTRY_CACHE"
 
@@ -116,6 +116,51 @@ def check_versions(
             warn(f"{matrix.path}: axes.{name}.versions not checked against the registry ({unreachable[0]})")
         elif missing:
             raise _not_a_release(matrix, name, missing[0])
+
+
+def check_resolved(
+    resolution: Resolution,
+    matrix: Matrix,
+    path: Path,
+    *,
+    cache: Path | None = None,
+    fetch: Fetch | None = None,
+    warn: Callable[[str], None] = warn,
+    offline: bool = False,
+) -> None:
+    """Refuse a saved resolution whose ``latest`` names a version no distribution of its axis has released.
+
+    The saved file is build output that can be hand-edited or left from another
+    registry (``9.9.9``); it must be held to the same check as matrix.toml's own
+    versions before a cell is planned on it. The registry's cached answers first;
+    a version they lack makes one fresh request (``offline``: the cache alone).
+    """
+    folder = cache or cache_dir()
+    for entry in resolution.entries:
+        if entry.axis not in matrix.package_axes:
+            continue
+        distributions = [d for d, _ in matrix.axes[entry.axis].distributions]
+        version = Version(entry.resolved)
+        if any(version in cached_versions(d, cache=folder) for d in distributions):
+            continue
+        if offline:
+            if all(_cache_file(folder, d).exists() for d in distributions):
+                raise _not_released(path, entry.axis, entry.resolved, distributions)
+            continue
+        try:
+            if any(version in listed_versions(d, cache=folder, fetch=fetch) for d in distributions):
+                continue
+        except RegistryUnreachable as exc:
+            warn(f"{path}: {entry.axis}.resolved not checked against the registry ({exc})")
+            continue
+        raise _not_released(path, entry.axis, entry.resolved, distributions)
+
+
+def _not_released(path: Path, axis: str, version: str, distributions: list[str]) -> BugmatrixError:
+    return BugmatrixError(
+        f"{path}: {axis}.resolved: {version!r} is not a release of {' or '.join(distributions)} on the registry; "
+        f"delete {path} and re-run `nox -s plan` (it resolves 'latest' again)"
+    )
 
 
 def _not_a_release(matrix: Matrix, name: str, version: str, source: str = "") -> BugmatrixError:

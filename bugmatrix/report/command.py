@@ -2,8 +2,9 @@
 
 Reads only what earlier stages wrote: the cells' run files
 (``<reports>/runs/*.json``), the plan document when given, the baseline and
-the history, and the re-resolve lane's ``<reports>/fresh/`` when it ran. It never re-plans from matrix.toml or the cases, so the report
-of a nightly is the report of what that nightly planned and ran.
+the history, and the re-resolve lane's ``<reports>/fresh/`` when it ran. Given ``--profile`` without a plan, it computes
+that profile's plan from matrix.toml and the night's *saved* resolution, never the registry
+(:mod:`bugmatrix.report.night_plan`), so the report of a nightly is the report of what that nightly planned and ran.
 
 Nothing is silent and nothing is half-written:
 
@@ -50,6 +51,7 @@ from bugmatrix.report.history import append_night, history_text, load_history, n
 from bugmatrix.report.merge import merge_runs, version_order
 from bugmatrix.report.model import Compat
 from bugmatrix.report.night import NightReport, analyse
+from bugmatrix.report.night_plan import computed_plan, saved_resolution
 from bugmatrix.report.options import ReportOptions
 from bugmatrix.report.outputs import Night, wanted_outputs
 from bugmatrix.report.terminal import render_terminal, use_colour
@@ -151,6 +153,11 @@ def _build(
     if not found and not unreadable:  # a report of nothing would pass as a clean night, and join the history as one
         msg = f"{options.reports / 'runs'}: no run files; run the cells first (nox -t smoke) or pass the night's --reports"
         raise BugmatrixError(msg)
+    plan_where = str(options.plan or "")
+    if plan is None and options.profile:  # a profile is a set of cells: a lost one is missing, never silent
+        ran = [r.cell for r in found] + [u.cell for u in unreadable]
+        cases = options.cases or options.root / "cases"
+        plan, plan_where = computed_plan(options.matrix, cases, options.profile, saved_resolution(options.reports), ran)
     if plan is not None:
         planned = plan.cell_ids | {"system"}
         runs = [r for r in found if r.cell in planned]
@@ -164,7 +171,7 @@ def _build(
         print(f"report: unreadable run file of {bad.cell}, its results count as missing: {bad.why}", file=sys.stderr)
     baseline_path, baseline = baseline_of
     profile, source = choose_profile(options.profile, runs, plan=plan, baseline=baseline)
-    expectation = expect(runs, profile, plan=plan, plan_path=str(options.plan or ""), baseline=baseline, baseline_path=str(baseline_path))
+    expectation = expect(runs, profile, plan=plan, plan_path=plan_where, baseline=baseline, baseline_path=str(baseline_path))
     compat = merge_runs(
         runs,
         profile=profile,

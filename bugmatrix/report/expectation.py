@@ -4,7 +4,10 @@ The runs alone cannot say what is absent, so a report always holds them
 against an expectation, and says which one it used:
 
 1. ``--plan``: the plan document -- every planned (variant, cell). A baseline
-   cell the plan no longer has is *dropped on purpose*, not missing.
+   cell the plan no longer has is *dropped on purpose*, not missing. With
+   ``--profile`` and no plan, the command computes that profile's plan from
+   matrix.toml and the night's saved resolution
+   (:mod:`bugmatrix.report.night_plan`) and passes it here as the plan.
 2. Without a plan: the baseline's (variant, cell) set, when the baseline is a
    report of the same profile -- a cell it held that has no run file now is
    missing -- plus each run file's own ``selected`` list (a run that stopped

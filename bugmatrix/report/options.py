@@ -24,6 +24,7 @@ class ReportOptions:
     reports: Path
     root: Path = ROOT
     cases: Path | None = None
+    matrix: Path = ROOT / "matrix.toml"  # with --profile and no --plan: the profile's plan is computed from it
     profile: str | None = None
     plan: Path | None = None
     baseline: Path | None = None
