@@ -30,6 +30,7 @@ from bugmatrix.errors import BugmatrixError, OutputError
 __all__ = [
     "check_output_dir",
     "check_output_file",
+    "check_writable_dir",
     "file_digest",
     "locked_directories",
     "write_files",
@@ -116,25 +117,29 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
-def _check_writable_parent(path: Path, option: str, *, create_parent: bool) -> None:
-    parent = path.parent
+def _check_writable_parent(path: Path, option: str, *, create_parent: bool, shown: Path | None = None) -> None:
+    """``path``'s directory (or the nearest one that exists, to be created under) takes a new file; ``shown`` names it."""
+    parent, shown = path.parent, shown or path
     if not create_parent and not parent.is_dir():
-        msg = f"{option} {path}: no such directory {parent}; create it first or pass a path in an existing directory"
+        msg = f"{option} {shown}: no such directory {parent}; create it first or pass a path in an existing directory"
         raise BugmatrixError(msg)
     existing = _nearest_existing(parent)
     if not existing.is_dir():
-        msg = f"{option} {path}: {existing} is a file, not a directory; pass a path under a directory"
+        msg = f"{option} {shown}: {existing} is a file, not a directory; pass a path under a directory"
         raise BugmatrixError(msg)
-    if not os.access(existing, os.W_OK | os.X_OK):
-        msg = f"{option} {path}: cannot write into {existing} (permission denied); pass a path you can write to"
-        raise BugmatrixError(msg)
-    # access() answers for the permission bits only: root may "write" to /proc, and a read-only mount says so only when tried.
+    # Tried, not asked: access() answers for the permission bits only (root may "write" to /proc), and a read-only
+    # mount says so only when a file is made there.
     try:
         with tempfile.TemporaryFile(dir=existing, prefix=".bugmatrix-probe-"):
             pass
     except OSError as exc:
-        msg = f"{option} {path}: cannot write into {existing} ({exc.strerror or exc}); pass a path you can write to"
+        msg = f"{option} {shown}: cannot write into {existing} ({exc.strerror or exc}); pass a path you can write to"
         raise BugmatrixError(msg) from None
+
+
+def check_writable_dir(path: Path, option: str, *, shown: Path | None = None) -> None:
+    """Refuse, in one line, a directory that cannot be created or written into (a read-only mount, ``/proc``, a file above it)."""
+    _check_writable_parent(path / "x", option, create_parent=True, shown=shown or path)
 
 
 def _check_not_inside(path: Path, option: str, forbidden: Iterable[Path]) -> None:
@@ -177,7 +182,7 @@ def check_output_dir(
         if foreign:
             msg = f"{option} {path}: holds {foreign[0]}, which this command did not write; choose an empty directory or pass --force"
             raise BugmatrixError(msg)
-    _check_writable_parent(path / "x", option, create_parent=True)
+    check_writable_dir(path, option)
 
 
 @contextlib.contextmanager

@@ -148,7 +148,11 @@ def test_one_type_corrupt_run_file_is_its_cells_finding_and_the_night_is_still_r
     write_json_atomic(tmp_path / "runs" / f"{CELLS[1]}.json", corrupt)
     write_json_atomic(tmp_path / "plan.json", PLAN)
     options = ReportOptions(
-        reports=tmp_path, root=tmp_path, profile="smoke", plan=tmp_path / "plan.json" if with_plan else None, fail_on_regression=True
+        reports=tmp_path,
+        root=tmp_path,
+        profile="smoke" if with_plan else None,  # a --profile alone would plan the live smoke cells, which these are not
+        plan=tmp_path / "plan.json" if with_plan else None,
+        fail_on_regression=True,
     )
     assert run_report(options) == 1, "the lost cell fails --fail-on-regression"
     compat = json.loads((tmp_path / "compat.json").read_text())

@@ -23,6 +23,7 @@ from bugmatrix.report.model import Compat
 from bugmatrix.report.new_releases import NoteKind, new_releases, release_groups, release_notes
 from bugmatrix.report.night import analyse
 from bugmatrix.versions import distribution_changes
+from tests.planfiles import plan_of_runs
 from tests.test_report import CORE, FIXED, REPRODUCED, WORKS, fixture_runs
 
 GENERATED = "2026-11-20T02:00:00+00:00"
@@ -53,7 +54,7 @@ def report(tmp_path: Path, runs: list[RunRecord], baseline: Compat) -> tuple[str
     reports, summary = tmp_path / "reports", tmp_path / "summary.md"
     write_runs(reports, runs)
     write_json_atomic(tmp_path / "baseline.json", analyse(baseline).to_json())
-    code = main(["report", "--reports", str(reports), "--profile", "nightly", "--baseline", str(tmp_path / "baseline.json"),
+    code = main(["report", "--reports", str(reports), "--plan", plan_of_runs(reports, "nightly"), "--baseline", str(tmp_path / "baseline.json"),
                  "--step-summary", str(summary)])  # fmt: skip
     assert code == 0
     return (reports / "index.html").read_text(), summary.read_text()

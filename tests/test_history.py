@@ -33,6 +33,7 @@ from bugmatrix.report.model import Compat
 from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import render_step_summary
+from tests.planfiles import plan_of_runs
 from tests.test_report import CORE, FIXED, REPRODUCED, WORKS, fixture_compat
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,7 +210,7 @@ def test_report_command_appends_a_night_per_run(tmp_path: Path, capsys: pytest.C
     reports = tmp_path / "reports"
     shutil.copytree(ROOT / "tests" / "fixtures" / "runs", reports / "runs")
     history = tmp_path / "carried" / "history.jsonl"
-    argv = ["report", "--reports", str(reports), "--history", str(history), "--profile", "smoke"]
+    argv = ["report", "--reports", str(reports), "--history", str(history), "--plan", plan_of_runs(reports)]
     runfile, flapping = reports / "runs" / f"{FIXED}.json", reports / "runs" / f"{REPRODUCED}.json"
     steps = tmp_path / "step-summary.md"
 

@@ -31,6 +31,7 @@ from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.new_releases import NoteKind, one_line_reason
 from bugmatrix.report.night import analyse
 from bugmatrix.run.envbuild import record_install_failure
+from tests.planfiles import plan_of_runs
 from tests.test_explain import compat_of, write_runs
 from tests.test_registry import QuietHandler, publish, wheel
 from tests.test_report import FIXED, fixture_compat, fixture_runs
@@ -79,8 +80,8 @@ def test_a_new_release_that_does_not_install_leads_and_fails(tmp_path: Path, cap
         str(reports),
         "--baseline",
         str(tmp_path / "baseline.json"),
-        "--profile",
-        "smoke",
+        "--plan",
+        plan_of_runs(reports),
         "--date",
         "2026-11-24",
     ]
@@ -128,8 +129,8 @@ def test_a_baseline_cell_that_no_longer_installs_fails(tmp_path: Path, capsys: p
         str(reports),
         "--baseline",
         str(tmp_path / "baseline.json"),
-        "--profile",
-        "smoke",
+        "--plan",
+        plan_of_runs(reports),
         "--fail-on-regression",
     ]
     assert main(argv) == 1

@@ -344,7 +344,7 @@ def test_a_saved_resolution_naming_no_release_is_refused_before_a_cell_is_planne
         asked.append(name)
         return {"releases": {e.resolved: [{"yanked": False}] for e in entries}}
 
-    with pytest.raises(BugmatrixError, match="'9.9.9' is not a release of torch"):
+    with pytest.raises(BugmatrixError, match=r"'9\.9\.9' is not a release of torch"):
         check_resolved(bad, matrix, saved, cache=tmp_path / "cache", fetch=registry)
     assert asked[0] == "torch"
     check_resolved(Resolution(tuple(entries)), matrix, saved, cache=tmp_path / "cache", fetch=registry)  # a real release passes

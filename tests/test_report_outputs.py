@@ -11,6 +11,7 @@ waits, and both nights end up in the history.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -106,20 +107,68 @@ def test_an_oserror_at_any_write_replaces_nothing_and_exits_3(
     assert snapshot(tmp_path) == before, "every previous output byte for byte as it was, no temporary left"
 
 
-@pytest.fixture
-def full_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs, mounted for the test (root only); skips, saying why, where it cannot be mounted."""
-    mount = tmp_path / "tmpfs"
+@contextlib.contextmanager
+def mounted_tmpfs(mount: Path, options: str) -> Iterator[Path]:
+    """A tmpfs at ``mount`` for the block (root only); skips, saying why, where it cannot be mounted."""
     mount.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a tmpfs needs root; the injected-OSError test covers the same path")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True, check=False)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); the injected-OSError test covers the same path")
     try:
         yield mount
     finally:
         subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs, mounted for the test."""
+    with mounted_tmpfs(tmp_path / "tmpfs", "size=1m") as mount:
+        yield mount
+
+
+@pytest.fixture
+def readonly_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A read-only tmpfs: ``access()`` says root may write there, only a real write says it may not."""
+    with mounted_tmpfs(tmp_path / "readonly", "size=1m,ro") as mount:
+        yield mount
+
+
+@pytest.mark.parametrize("where", ["read-only", "proc"])
+def test_an_unwritable_issue_bodies_or_site_directory_is_one_line_before_anything_is_written(
+    readonly_tmpfs: Path, tmp_path: Path, where: str
+) -> None:
+    """Issue 34's probes: ``report --issue-bodies`` and ``site --out`` on a read-only mount or under /proc were tracebacks."""
+    reports = tmp_path / "reports"
+    shutil.copytree(FIXTURES, reports / "runs")
+    base = readonly_tmpfs if where == "read-only" else Path("/proc/no-such-pid")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "bugmatrix", "report", "--reports", str(reports), "--plan", str(fixture_plan(tmp_path / "plan.json"))]
+    bodies = subprocess.run([*command, "--issue-bodies", str(base / "bodies")], env=env, capture_output=True, text=True, timeout=120)
+    assert bodies.returncode == 2 and bodies.stderr.count("\n") == 1, bodies.stderr[-2000:]
+    assert bodies.stderr.startswith(f"bugmatrix: error: --issue-bodies {base / 'bodies'}: cannot write into ")
+    assert not (reports / "compat.json").exists(), "checked before anything was written"
+    assert subprocess.run(command, env=env, capture_output=True, text=True, timeout=120).returncode == 0
+    site = [sys.executable, "-m", "bugmatrix", "site", "--reports", str(reports), "--date", "2026-11-24", "--out", str(base / "site")]
+    built = subprocess.run(site, env=env, capture_output=True, text=True, timeout=120)
+    assert built.returncode == 2 and built.stderr.count("\n") == 1, built.stderr[-2000:]
+    assert built.stderr.startswith(f"bugmatrix: error: --out {base / 'site'}: cannot write into "), built.stderr
+
+
+def test_a_site_that_runs_out_of_space_leaves_nothing_and_exits_3(full_tmpfs: Path, tmp_path: Path) -> None:
+    """The site is staged beside --out and renamed into place: a full disk mid-copy is one line, exit 3, nothing left there."""
+    reports = tmp_path / "reports"
+    shutil.copytree(FIXTURES, reports / "runs")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    report = [sys.executable, "-m", "bugmatrix", "report", "--reports", str(reports), "--plan", str(fixture_plan(tmp_path / "plan.json"))]
+    assert subprocess.run(report, env=env, capture_output=True, text=True, timeout=120).returncode == 0
+    (full_tmpfs / "filler").write_bytes(b"\0" * max(0, shutil.disk_usage(full_tmpfs).free - 16 * 1024))
+    site = [sys.executable, "-m", "bugmatrix", "site", "--reports", str(reports), "--date", "2026-11-24", "--out", str(full_tmpfs / "site")]
+    built = subprocess.run(site, env=env, capture_output=True, text=True, timeout=120)
+    assert built.returncode == 3 and built.stderr.count("\n") == 1 and "No space left on device" in built.stderr, built.stderr[-2000:]
+    assert sorted(p.name for p in full_tmpfs.iterdir()) == ["filler"], "no site, no .site.partial"
 
 
 def test_a_full_disk_replaces_nothing_and_exits_3(full_tmpfs: Path, tmp_path: Path) -> None:

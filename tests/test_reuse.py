@@ -30,6 +30,7 @@ from bugmatrix.run.lock import requirements_digest
 from bugmatrix.run.reuse import NO_REUSE_ENV, PREVIOUS_ENV, ReuseOptions, ReusePolicy, decide, reuse_policy, split_reuse_options
 from bugmatrix.run.runner import CellSpec, cell_key, run_cell
 from bugmatrix.tools.benchmark.nightly import stale_setup
+from tests.planfiles import plan_of_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRIX = load_resolved_matrix(ROOT / "matrix.toml")
@@ -289,8 +290,8 @@ def test_a_reused_result_is_never_shown_without_its_origin(root: Path, tmp_path:
         "report",
         "--reports",
         str(reports),
-        "--profile",
-        "smoke",
+        "--plan",
+        plan_of_runs(reports),
         "--step-summary",
         str(summary),
         "--history",
@@ -341,7 +342,17 @@ def test_a_reused_regression_carries_its_origin_on_every_finding_line(
     save(reports, previous_run(root, results=results, reused_from=dict(ORIGIN), origin=tonight))
     summary, bodies = tmp_path / "summary.md", tmp_path / "bodies"
     summary.write_text("")
-    argv = ["report", "--reports", str(reports), "--profile", "smoke", "--step-summary", str(summary), "--issue-bodies", str(bodies)]
+    argv = [
+        "report",
+        "--reports",
+        str(reports),
+        "--plan",
+        plan_of_runs(reports),
+        "--step-summary",
+        str(summary),
+        "--issue-bodies",
+        str(bodies),
+    ]
     assert main([*argv, "--history", str(tmp_path / "h.jsonl"), "--fail-on-regression"]) == 1
     note = f"(♻ reused from {ORIGIN['date']}, commit abc1234, {ORIGIN['run']})"
     err = capsys.readouterr().err

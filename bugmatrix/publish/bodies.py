@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import check_writable_dir
 from bugmatrix.publish.attachments import Attachment, ReproExporter
 from bugmatrix.publish.issue_body import Links, render_issue
 from bugmatrix.publish.markers import MARKER, Marker, State, file_stem, parse_markers
@@ -50,6 +51,7 @@ def check_bodies_dir(directory: Path, option: str = "--issue-bodies") -> None:
         if foreign:
             msg = f"{option} {directory}: holds {foreign[0]}, which report --issue-bodies did not write; choose an empty directory"
             raise BugmatrixError(msg)
+    check_writable_dir(directory, option)
 
 
 def body_files(

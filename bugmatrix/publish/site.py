@@ -41,8 +41,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_json_atomic
+from bugmatrix.errors import BugmatrixError, OutputError
+from bugmatrix.files import check_writable_dir, write_json_atomic
 from bugmatrix.publish.nights import write_history_pages
 from bugmatrix.report.history import KEEP_NIGHTS
 
@@ -227,6 +227,10 @@ def build_site(
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         msg = f"--out {out}: exists and is not an empty directory; pass a new directory"
         raise BugmatrixError(msg)
+    if os.path.ismount(out):  # the site is made beside --out and renamed into place: a mount point cannot be replaced
+        msg = f"--out {out}: is a mount point; pass a new directory under it (e.g. {out / 'site'})"
+        raise BugmatrixError(msg)
+    check_writable_dir(out.parent, "--out", shown=out)  # read-only, /proc: one line before anything is read
     if keep < 1:
         msg = f"--keep {keep}: keep at least one night"
         raise BugmatrixError(msg)
@@ -237,15 +241,19 @@ def build_site(
 
     staging = out.with_name(f".{out.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)  # a build killed earlier
-    staging.mkdir(parents=True)
     try:
+        staging.mkdir(parents=True)
         _stage(staging, reports, nights, tonight, previous, attachments, root_profile, notes)
+        if out.exists():
+            out.rmdir()
+        staging.rename(out)
+    except OSError as exc:  # a full disk mid-copy: one line, and nothing partial left behind
+        shutil.rmtree(staging, ignore_errors=True)
+        msg = f"--out {out}: cannot write the site ({exc.strerror or exc}); nothing was written: free space or pass another directory"
+        raise OutputError(msg) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)  # nothing partial left behind
         raise
-    if out.exists():
-        out.rmdir()
-    staging.rename(out)
     return nights
 
 
