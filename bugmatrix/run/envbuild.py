@@ -18,14 +18,16 @@ hard-linking cache.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +194,25 @@ def ensure_environment(
     Raises InstallFailed with the resolver's or the importer's reason; the
     failed build is removed and an existing venv is left as it was.
     """
+    with _one_builder(venv):
+        return _ensure(venv, python, requirements, modules, lock=lock, no_build=no_build)
+
+
+@contextlib.contextmanager
+def _one_builder(venv: Path) -> Iterator[None]:
+    """One process at a time checks and builds ``venv``: two runs of one cell (two nox runs in one checkout, a test
+    beside a run) would otherwise delete each other's half-built ``.new``. The lock is a file beside the venv, per
+    cell, so different cells still build side by side; the second waits, then finds the venv current."""
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(venv.with_name(f".{venv.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock, also when the process dies
+
+
+def _ensure(venv: Path, python: str, requirements: Sequence[str], modules: Sequence[str], *, lock: Path | None, no_build: bool) -> bool:
     fresh, old = venv.with_name(venv.name + ".new"), venv.with_name(venv.name + ".old")
     # What a killed run left behind: a half build, or a replaced venv it was still deleting.
     # Cleared even when ``venv`` is current, or a kill during the last rmtree would leave it forever.

@@ -71,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("cold", "warm", "both"),
         help="also run the whole full profile, cells side by side (cold downloads every wheel; warm: also against its floor)",
     )
+    parser.add_argument(
+        "--full-keep", type=Path, metavar="DIR", help="copy the last full run's reports here (publish them with nox -s report-full)"
+    )
     parser.add_argument("--skip-builds", action="store_true", help="skip the uv vs virtualenv+pip builds altogether")
     parser.add_argument(
         "--repeat",
@@ -125,7 +128,15 @@ def run(args: argparse.Namespace) -> int:
     if args.full:
         kinds = {"cold": (True,), "warm": (False,), "both": (True, False)}[args.full]
         full = [c for c in plan_cells(matrix, "full", catalog) if c.device == "cpu"]
-        steps += [(f"full profile ({'cold' if c else 'warm'})", lambda c=c: measure_full(root, matrix, c, full, catalog)) for c in kinds]
+        # both: warm starts from the cache the cold run filled (a cache of the benchmark's own, under .nox)
+        shared = root / ".nox" / "benchmark-uv-cache" if args.full == "both" else None
+        steps += [
+            (
+                f"full profile ({'cold' if c else 'warm'})",
+                lambda c=c: measure_full(root, matrix, c, full, catalog, cache=shared, keep=args.full_keep if c == kinds[-1] else None),
+            )
+            for c in kinds
+        ]
     if args.nightly_reuse:
         if args.new_release is not None and "=" not in args.new_release:
             msg = f"--new-release {args.new_release!r}: write AXIS=VERSION"

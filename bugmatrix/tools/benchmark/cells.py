@@ -202,46 +202,95 @@ def _uv_cache_dir(env: Mapping[str, str]) -> Path:
     return Path(found.stdout.strip())
 
 
-def measure_full(root: Path, matrix: Matrix, cold: bool, cells: Sequence[Cell] = (), catalog: Catalog | None = None) -> list[Measurement]:
-    """The full profile end to end, its cells side by side (``python -m bugmatrix run --profile full``, then its report):
-    wall time, the most disk it added at any moment and, warm, the wall time against the profile's floor.
+def received_bytes() -> int:
+    """Bytes this machine has received on its network interfaces (``/proc/net/dev``; 0 where there is none): a run's
+    downloads are the difference, other traffic on the machine included."""
+    try:
+        lines = Path("/proc/net/dev").read_text(encoding="utf-8").splitlines()[2:]
+    except OSError:
+        return 0
+    total = 0
+    for line in lines:
+        name, _, fields = line.partition(":")
+        if name.strip() != "lo" and fields.split():
+            total += int(fields.split()[0])
+    return total
 
-    Every cell venv is removed first, so every cell builds (the floor counts a build from a warm cache). Cold: an empty
-    uv cache of its own (every wheel downloaded), lean; warm: the machine's uv cache as it is (the row says how many of the
-    profile's heavy wheels it held) and the disk mode its free disk allows (bugmatrix/run/diskbudget.py).
+
+def measure_full(
+    root: Path,
+    matrix: Matrix,
+    cold: bool,
+    cells: Sequence[Cell] = (),
+    catalog: Catalog | None = None,
+    *,
+    cache: Path | None = None,
+    keep: Path | None = None,
+) -> list[Measurement]:
+    """The full profile end to end, its cells side by side (``python -m bugmatrix run --profile full``, then its report):
+    wall time, bytes received, the most disk it added at any moment and, warm, the wall time against the profile's floor.
+
+    Every cell venv is removed first, so every cell builds (the floor counts a build from a warm cache). ``cache``: the
+    uv cache both runs use (``--full both``): cold empties it first (every wheel downloaded), warm starts from what cold
+    left in it, i.e. every wheel the disk could hold (the full profile's ~18 torch stacks do not all fit on this machine:
+    the row says how many were held). Without ``cache``: cold uses an empty cache of its own, warm the machine's. The disk
+    mode is what the free disk allows (bugmatrix/run/diskbudget.py). ``keep``: copy the run's reports directory there
+    (its run files, plan and resolution: ``nox -s report-full -- --publish`` makes them the reference).
     """
     from bugmatrix.run.diskbudget import free_gib, lean_needed, uv_cache_dir
     from bugmatrix.run.pool import slots
     from bugmatrix.tools.benchmark.floor import floor_rows, measure_floors
 
-    how = "cold (empty uv cache)" if cold else "warm (this machine's uv cache)"
+    how = "cold (empty uv cache)" if cold else ("warm (the cache the cold run left)" if cache else "warm (this machine's uv cache)")
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-full-") as tmp:
         env = {**os.environ, "BUGMATRIX_REPORTS": tmp}
-        if cold:
-            env |= {"UV_CACHE_DIR": str(Path(tmp) / "uv-cache"), "BUGMATRIX_DISK": "lean"}
+        own = cache or (Path(tmp) / "uv-cache" if cold else None)
+        if own is not None:
+            if cold:
+                shutil.rmtree(own, ignore_errors=True)
+            own.mkdir(parents=True, exist_ok=True)
+            env["UV_CACHE_DIR"] = str(own)
         for venv in (root / ".nox").glob("cell-*"):
             shutil.rmtree(venv, ignore_errors=True)
         held, wanted = cached_wheel_sets(_uv_cache_dir(env), heavy_wheels(matrix, cells))
         chosen = slots(
             len(cells) or 1,
             cores=len(os.sched_getaffinity(0)),
-            free=free_gib(uv_cache_dir()),
+            free=free_gib(own or uv_cache_dir()),
             jobs=os.environ.get("BUGMATRIX_JOBS") or None,
         )
-        lean = cold or lean_needed(chosen.jobs)  # at the start: auto may turn lean as the run fills the disk
+        lean = lean_needed(chosen.jobs)  # at the start: auto may turn lean as the run fills the disk
         command = [sys.executable, "-m", "bugmatrix", "--matrix", str(root / "matrix.toml"), "--cases", str(root / "cases")]
+        received = received_bytes()
+        load = os.getloadavg()[0]
         with DiskPeak(Path(tmp)) as disk:
             started = time.perf_counter()
             timed([*command, "run", "--profile", "full", "--jobs", str(chosen.jobs), "--no-reuse"], env, cwd=root)
             timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-s", "report-full"], env, cwd=root, ok=(0, 1))
             wall = time.perf_counter() - started
+        downloaded = (received_bytes() - received) / 1e9
         ran = len(list((Path(tmp) / "runs").glob("*.json")))
         start = f"; the uv cache held {held} of its {wanted} heavy wheels at the start" if cells else ""
-        what = f"bugmatrix run --profile full --jobs {chosen.jobs}, {'lean' if lean else 'kept'} environments{start}"
+        mode = "lean" if lean else "kept (auto: lean once the disk needs it)"
+        what = f"bugmatrix run --profile full --jobs {chosen.jobs}, {mode} environments{start}; load average {load:.1f} at the start"
         rows = [
             Measurement(f"full profile, {how}: wall ({ran} cells)", wall / 60, None, "min", note=what),
+            Measurement(
+                f"full profile, {how}: bytes received", downloaded, None, "GB", note="this machine's network interfaces, all traffic"
+            ),
             Measurement(f"full profile, {how}: most disk added at once", disk.added_gib, None, "GiB", note="sampled every 5 s"),
         ]
+        if keep is not None:
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("uv-cache"))
         if not cold and catalog is not None:  # the floor's builds are from a warm cache: only a warm run has one to compare with
-            rows += floor_rows(f"full profile, {how}", wall, measure_floors(root, matrix, catalog, cells, Path(tmp) / "runs"), chosen.jobs)
+            previous = os.environ.get("UV_CACHE_DIR")
+            if own is not None:
+                os.environ["UV_CACHE_DIR"] = str(own)  # the floor builds from the cache the run used
+            try:
+                floors = measure_floors(root, matrix, catalog, cells, Path(tmp) / "runs")
+            finally:
+                if own is not None:
+                    os.environ.pop("UV_CACHE_DIR", None) if previous is None else os.environ.update(UV_CACHE_DIR=previous)
+            rows += floor_rows(f"full profile, {how}", wall, floors, chosen.jobs)
     return rows
