@@ -51,7 +51,7 @@ from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import find_cell, plan_cells
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.tools.benchmark.builds import measure_builds
-from bugmatrix.tools.benchmark.cells import measure_full, measure_runners, measure_smoke, smoke_from_runs
+from bugmatrix.tools.benchmark.cells import measure_full, measure_runners, measure_sessions, measure_smoke, smoke_from_runs
 from bugmatrix.tools.benchmark.disk import measure_ci_cache, measure_disk
 from bugmatrix.tools.benchmark.floor import measure_lean_cost
 from bugmatrix.tools.benchmark.nightly import measure_nightly_reuse
@@ -119,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
         ("env builds", build_rows),
         ("smoke cells: fork runner and xdist vs floor", lambda: measure_runners(root, matrix, catalog, smoke, args.repeat)),
+        ("smoke cells: whole nox session vs one import", lambda: measure_sessions(root, matrix, catalog, smoke, max(2, args.repeat))),
         ("smoke profile", smoke_row),
         ("lean vs kept environments", lambda: measure_lean_cost(root, matrix, smoke)),
         ("report", lambda: [measure_report(), measure_report_with_history()]),
