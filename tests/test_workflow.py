@@ -234,7 +234,7 @@ def test_the_report_job_gathers_every_run_file_and_publishes_the_report() -> Non
         picked = [s for name, s in names.items() if fnmatch.fnmatchcase(name, download["with"]["pattern"])]
         assert [s["with"]["path"] for s in picked] == ["${{ env.BUGMATRIX_REPORTS }}/runs/${{ matrix.cell }}.json"]
     assert any(s["with"]["path"].endswith("/junit/${{ matrix.cell }}.xml") for s in uploads.values())
-    run = step_running(report, r"\bnox -s report --")["run"]
+    run = step_running(report, r"\bpython -m bugmatrix report\b")["run"]
     for flag in ('--profile "$PROFILE"', "--fail-on-regression", '--step-summary "$GITHUB_STEP_SUMMARY"', "reports/baseline.json"):
         assert flag in run
     published = {s["with"]["name"]: s for s in step_using(report, "actions/upload-artifact")}
@@ -257,7 +257,7 @@ def test_the_report_job_carries_the_history_from_night_to_night() -> None:
     assert "--status completed" in script and "--status success" not in script
     assert re.search(r'gh run download "\$run_id" [^\n]*-n history -D "\$BUGMATRIX_REPORTS"', script)
     assert "starting a new one" in script and "exit 0" in script, "no history found is not an error"
-    report_step = step_running(report, r"\bnox -s report --")
+    report_step = step_running(report, r"\bpython -m bugmatrix report\b")
     assert '--history "$BUGMATRIX_REPORTS/history.jsonl"' in report_step["run"]
     (upload,) = [s for s in step_using(report, "actions/upload-artifact") if s["with"]["name"] == "history"]
     # A night that fails on a regression still passes its history on; one the report did not extend does not.
@@ -324,7 +324,7 @@ def test_the_report_checks_completeness_against_the_plan_the_cells_ran_from() ->
     assert upload["with"]["path"] == "${{ env.BUGMATRIX_REPORTS }}/plan.json" and upload["with"]["if-no-files-found"] == "error"
     steps = jobs["report"]["steps"]
     (download,) = [s for s in step_using(jobs["report"], "actions/download-artifact") if s["with"].get("name") == "plan"]
-    report = step_running(jobs["report"], r"\bnox -s report --")
+    report = step_running(jobs["report"], r"\bpython -m bugmatrix report\b")
     assert '--plan "$BUGMATRIX_REPORTS/plan.json"' in report["run"] and "--fail-on-regression" in report["run"]
     assert steps.index(download) < steps.index(report)
 
@@ -483,3 +483,18 @@ def test_earlier_results_come_only_from_the_nightlys_own_nights_on_the_default_b
     done = subprocess.run(["bash", "-e", "-c", restores[1]["run"]], env=env, capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 0, done.stderr
     assert "--branch main" in (tmp_path / "log").read_text()
+
+
+def test_the_report_step_runs_the_cli_itself_and_passes_on_its_exit_code() -> None:
+    """nox makes every failure exit 1; the step runs the CLI in nox's tools venv, so 1, 2 and 3 stay apart and are said."""
+    report = load_workflow()["jobs"]["report"]
+    step = step_running(report, r"\bpython -m bugmatrix report\b")
+    script = step["run"]
+    assert step["id"] == "report" and "nox -s report --install-only" in script
+    assert script.index("nox -s report --install-only") < script.index(".nox/report/bin/python -m bugmatrix report")
+    assert "|| status=$?" in script and 'echo "exit=$status" >> "$GITHUB_OUTPUT"' in script and script.rstrip().endswith('exit "$status"')
+    for code, meaning in (("1", "a missing, regressed or uninstallable result"), ("2", "bad input"), ("3", "could not write")):
+        assert re.search(rf"{code}\) echo \"::error::report: exit {code} \({re.escape(meaning)}", script), code
+    assert report["outputs"]["report-exit"] == "${{ steps.report.outputs.exit }}"
+    noxfile = (ROOT / "noxfile.py").read_text(encoding="utf-8")
+    assert re.search(r"@nox\.session[^\n]*\n(?:@[^\n]*\n)*def report\(session", noxfile), "the --install-only session is `report`"

@@ -103,7 +103,7 @@ def test_the_report_job_builds_the_site_and_uploads_it_with_the_official_action(
     report = load_workflow()["jobs"]["report"]
     steps = report["steps"]
     targets, site = report_step("report", "targets"), report_step("report", "site")
-    run = step_running(report, r"\bnox -s report --")
+    run = step_running(report, r"\bpython -m bugmatrix report\b")
     assert '--date "$NIGHT"' in run["run"] and run["env"]["NIGHT"] == "${{ steps.targets.outputs.night }}"
     assert site["env"]["NIGHT"] == run["env"]["NIGHT"], "the site files the night under the date the report used"
     assert "nox -s site --" in site["run"] and '--previous "$RUNNER_TEMP/previous-site"' in site["run"] and '--date "$NIGHT"' in site["run"]
@@ -199,7 +199,7 @@ def test_the_issues_job_files_what_the_report_job_rendered_with_the_only_issues_
     report = jobs["report"]
     assert report["outputs"]["issues"] == "${{ steps.bodies.outputs.written }}"
     assert report["outputs"]["findings"] == "${{ steps.bodies.outputs.findings }}"
-    run = step_running(report, r"\bnox -s report --")["run"]
+    run = step_running(report, r"\bpython -m bugmatrix report\b")["run"]
     assert '--issue-bodies "$BUGMATRIX_REPORTS/issues"' in run and '--site-url "$SITE_URL"' in run
     assert '--issues "$BUGMATRIX_REPORTS/issues"' in report_step("report", "site")["run"], "the bodies' repro files go on the site"
     (upload,) = [s for s in step_using(report, "actions/upload-artifact") if s["with"]["name"] == "issues"]
