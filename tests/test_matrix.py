@@ -34,6 +34,8 @@ def edited(tmp_path: Path, old: str, new: str) -> Path:
     return path
 
 
+HARNESS_REQUIRES = 'requires = ["pytest>=8", "pytest-xdist>=3.5", "packaging>=23"]\n'
+
 # (id, old, new, key the message names, offending value it names)
 BROKEN = [
     ("toml-syntax", "schema = 2", "schema = = 2", "not valid TOML", f"line {SCHEMA_LINE}"),
@@ -88,6 +90,8 @@ BROKEN = [
      "base_when[0].why", "missing"),
     ("base-when-unlisted-pin", 'pins = { torch = "2.14.1",', 'pins = { torch = "2.14.9",', "base_when[0].pins.torch",
      "'2.14.9' is not in axes.torch"),
+    ("cell-deadline-not-seconds", HARNESS_REQUIRES, f'{HARNESS_REQUIRES}cell_deadline_s = "30m"\n', "harness.cell_deadline_s", "'30m' is not a number of seconds"),
+    ("cell-deadline-negative", HARNESS_REQUIRES, f"{HARNESS_REQUIRES}cell_deadline_s = -1\n", "harness.cell_deadline_s", "-1 is not a number of seconds"),
     ("gpu-runner-not-a-list", 'runner = ["self-hosted", "gpu"]', 'runner = "gpu"', "gpu.runner", "'gpu'"),
 ]  # fmt: skip
 BY_ID = {b[0]: b[1:] for b in BROKEN}

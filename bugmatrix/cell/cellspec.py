@@ -35,7 +35,8 @@ class CellOptions:
     ``installed``: an install workaround's requirements the cell was built with (only its variants run);
     ``variants``: the planned variant ids, exactly what runs (None: what ``axes`` and ``installed`` admit);
     ``axis_spec``: axis -> providers and the device runtime (None: read ``matrix.toml``); ``input_key`` and
-    ``origin``: recorded in the run file as given.
+    ``origin``: recorded in the run file as given; ``cell_deadline_s``: ``[harness] cell_deadline_s``, the whole
+    cell's deadline (None: none).
     """
 
     cell: str = "system"
@@ -49,6 +50,7 @@ class CellOptions:
     axis_spec: dict[str, Any] | None = None
     input_key: dict[str, Any] | None = None
     origin: dict[str, Any] | None = None
+    cell_deadline_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The file's content: the schema, then every field that is set."""
@@ -57,7 +59,7 @@ class CellOptions:
 
 
 #: field -> (the JSON type it must have, how to say it): what a hand-edited or truncated file is checked against.
-_TYPES: dict[str, tuple[type, str]] = {
+_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
     "cell": (str, "a cell id"),
     "run_file": (str, "a path"),
     "junit": (str, "a path"),
@@ -69,6 +71,7 @@ _TYPES: dict[str, tuple[type, str]] = {
     "axis_spec": (dict, "an axis spec object"),
     "input_key": (dict, "an input key object"),
     "origin": (dict, "an object"),
+    "cell_deadline_s": ((int, float), "a number of seconds"),
 }
 
 
@@ -90,7 +93,12 @@ def read_options(path: Path) -> CellOptions:
     values = {k: v for k, v in data.items() if k != "schema"}
     for key, value in values.items():
         wanted, said = _TYPES.get(key, (type(None), ""))
-        if key not in _TYPES or not isinstance(value, wanted) or (wanted is dict and key in ("pins", "requested") and not _strings(value)):
+        if (
+            key not in _TYPES
+            or not isinstance(value, wanted)
+            or isinstance(value, bool)
+            or (wanted is dict and key in ("pins", "requested") and not _strings(value))
+        ):
             problem = "unknown key" if key not in _TYPES else f"{value!r} is not {said}"
             msg = f"--bugmatrix-spec {path}: {key}: {problem}; {fix}"
             raise BugmatrixError(msg)

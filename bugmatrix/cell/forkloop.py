@@ -57,7 +57,13 @@ Decided = Callable[[list[tuple[Any, Executed]]], None]
 
 
 def run_forked(
-    session: pytest.Session, variants: Sequence[ForkedItem], children: int, gpu: GpuFacts | None, decided: Decided, ended: Ended
+    session: pytest.Session,
+    variants: Sequence[ForkedItem],
+    children: int,
+    gpu: GpuFacts | None,
+    decided: Decided,
+    ended: Ended,
+    until: float | None = None,
 ) -> None:
     """Fork up to ``children`` of ``variants`` at once, in collection order; ``ended`` is told as each child ends
     (the run file is written there); pytest's own protocol then runs every item of the session in order, a forked
@@ -66,13 +72,16 @@ def run_forked(
     First, every variant whose requirements are unmet is skipped here without a fork, with the reason a child
     would give, and ``decided`` is told about all of them at once (one run-file write): ``gpu`` (asked in a child
     by :func:`probe_in_child`) answers for CUDA variants; without it they are forked and decide themselves.
+
+    ``until`` (``time.monotonic()``): the cell deadline; past it :class:`~bugmatrix.cell.forkrun.DeadlinePassed` is
+    raised, every child still running killed on the way out.
     """
     items, by_node = session.items, {i.nodeid: i for i in variants}
     skips = [(v, skipped) for v in variants if (skipped := skipped_here(v, gpu)) is not None]
     decided(skips)
     done = {v.nodeid for v, _ in skips}
     queue = deque(v for v in variants if v.nodeid not in done)
-    with ForkPool(children) as pool:
+    with ForkPool(children, until) as pool:
         for index, item in enumerate(items):
             while item.nodeid in by_node and item.nodeid not in done:
                 while pool.free and queue:

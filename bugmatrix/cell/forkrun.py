@@ -42,12 +42,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Child", "ChildEnd", "ForkPool", "become_subreaper", "can_fork", "default_children", "describe_status"]
+from bugmatrix.cell.descendants import become_subreaper, die_with_parent, is_subreaper, kill_descendants
 
-#: prctl(2): the signal a process gets when its parent dies.
-PR_SET_PDEATHSIG = 1
-#: prctl(2): orphaned descendants are reparented to this process instead of init (Linux 3.4+).
-PR_SET_CHILD_SUBREAPER = 36
+__all__ = ["Child", "ChildEnd", "DeadlinePassed", "ForkPool", "can_fork", "default_children", "describe_status"]
+
+
+class DeadlinePassed(Exception):
+    """The cell deadline passed while the pool waited for its children."""
+
 
 #: How often the parent looks at its children where no pidfd exists (not Linux): a result waits at most this long.
 POLL_S = 0.01
@@ -131,48 +133,9 @@ def _redirect_output(files: Path) -> None:
     faulthandler.enable(file=sys.stderr)
 
 
-def become_subreaper(on: bool = True) -> bool:
-    """Linux: orphaned descendants of this process come back to it (``setsid`` ones included); elsewhere nothing (False).
-
-    The cell process is one, so what a variant leaves behind is found and
-    killed; each variant's child is one too, so while it lives its
-    descendants stay its own, and what reaches the cell process right after
-    a child ended is that child's.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _children_of(pid: int) -> list[tuple[int, str]]:
-    """(pid, command name) of every process whose parent is ``pid`` (Linux /proc; elsewhere none)."""
-    found = []
-    with contextlib.suppress(OSError):
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = Path(entry.path, "stat").read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
-            if len(rest) > 1 and int(rest[1]) == pid:
-                found.append((int(entry.name), name))
-    return found
-
-
 def _die_with(parent: int) -> None:
     """Linux: SIGKILL this child when the cell process dies (its own process group would outlive a kill of the cell's)."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    die_with_parent(signal.SIGKILL)
     if os.getppid() != parent:  # the cell process died before the line above took effect
         os._exit(70)
 
@@ -184,7 +147,8 @@ def _child_main(fn: Callable[[], Any], files: Path, parent: int) -> None:
     try:
         os.setpgid(0, 0)  # its own group: the parent kills it with everything it started
         _die_with(parent)
-        become_subreaper()  # its descendants stay its own while it lives (see become_subreaper)
+        # Its descendants stay its own while it lives, so what reaches the cell process after it ended is its own.
+        become_subreaper()
         _redirect_output(files)
         result = fn()
         if os.getpid() != pid:  # fn forked and this is its child returning here: not ours to report
@@ -219,13 +183,15 @@ class ForkPool:
     interrupted cell leaves no process behind) and removes its files.
     """
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, until: float | None = None) -> None:
         self.size = max(1, size)
+        self.until = until  # time.monotonic() of the cell deadline: next_end raises DeadlinePassed from then on
         self.running: dict[Hashable, Child] = {}
         self._dir = Path(tempfile.mkdtemp(prefix="bugmatrix-fork-"))
         self._selector = selectors.DefaultSelector()
         self._count = 0
-        self.subreaper = become_subreaper()
+        self._was_subreaper = is_subreaper()  # the cell process is one for its whole life (cellend.py); a pool inside leaves it so
+        self.subreaper = self._was_subreaper or become_subreaper()
 
     def __enter__(self) -> ForkPool:
         return self
@@ -268,11 +234,16 @@ class ForkPool:
                 return end
 
     def next_end(self) -> ChildEnd:
-        """Wait until a child ends (or passes its deadline and is killed); reap it and say how it ended."""
+        """Wait until a child ends (or passes its deadline and is killed); reap it and say how it ended.
+
+        Past the cell deadline (``until``) it raises :class:`DeadlinePassed` instead; leaving the pool kills what runs.
+        """
         if not self.running:
             msg = "no child is running"
             raise RuntimeError(msg)
         while True:
+            if self.until is not None and time.monotonic() >= self.until:
+                raise DeadlinePassed
             for child in list(self.running.values()):
                 if time.monotonic() >= child.deadline and not child.timed_out:
                     self._kill(child)
@@ -281,6 +252,8 @@ class ForkPool:
                 if done is not None:
                     return done
             deadlines = [c.deadline for c in self.running.values() if not c.timed_out]
+            if self.until is not None:
+                deadlines.append(self.until)
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else POLL_S
             if any(c.pidfd is None for c in self.running.values()):
                 timeout = min(timeout, POLL_S)
@@ -290,9 +263,9 @@ class ForkPool:
         pid, status = os.waitpid(child.pid, os.WNOHANG)
         if pid == 0:
             return None
-        self._kill(child)  # grandchildren it left behind (its group outlives it)
         del self.running[child.key]
-        leaked = self._reap_orphans()
+        leaked = self._reap_orphans()  # first: what it left is still running now, and is named
+        self._kill(child)  # grandchildren it left behind in its group (all of them, where there is no subreaper)
         if child.pidfd is not None:
             self._selector.unregister(child.pidfd)
             os.close(child.pidfd)
@@ -317,28 +290,15 @@ class ForkPool:
         return end
 
     def _reap_orphans(self) -> tuple[str, ...]:
-        """Kill and reap every child of this process that is no running variant: what the variant that just ended left behind.
+        """Kill and reap every descendant of this process outside the running variants: what the one that just ended left.
 
         With the cell process a subreaper, a ``setsid`` grandchild (out of the
         variant's process group, so out of reach of its group kill) lands here
-        once the variant's process is gone; killing it may hand its own
-        children to us in turn, so this repeats until none is left.
+        once the variant's process is gone (:func:`~bugmatrix.cell.descendants.kill_descendants`).
         """
         if not self.subreaper:
             return ()
-        mine = {c.pid for c in self.running.values()}
-        named: dict[int, str] = {}
-        for _ in range(64):  # a bound, not a retry: each round kills one generation
-            orphans = [(pid, name) for pid, name in _children_of(os.getpid()) if pid not in mine]
-            if not orphans:
-                break
-            for pid, name in orphans:
-                named.setdefault(pid, f"process {pid} ({name}) still running after the variant ended: killed")
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, 0)
-        return tuple(named.values())
+        return kill_descendants(spare={c.pid for c in self.running.values()})
 
     @staticmethod
     def _kill(child: Child) -> None:
@@ -356,7 +316,9 @@ class ForkPool:
                 os.close(child.pidfd)
         self.running.clear()
         self._reap_orphans()
-        if self.subreaper:  # the process goes on (a test, the probe's pool): orphans of unrelated work go to init again
+        if (
+            self.subreaper and not self._was_subreaper
+        ):  # the process goes on (a test, the probe's pool): orphans of unrelated work go to init again
             become_subreaper(on=False)
         self._selector.close()
         shutil.rmtree(self._dir, ignore_errors=True)

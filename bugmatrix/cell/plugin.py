@@ -36,6 +36,14 @@ Design notes (why it is built this way):
   environment's import check costs no second import of the stack.
 * The cell process never initializes CUDA: the environment (CUDA, GPU) is observed
   in a child, and CUDA variants check and initialize it in theirs.
+* A cell ends whatever its variants do (:mod:`~bugmatrix.cell.cellend`): every process
+  that runs variants is a child subreaper, so what a variant leaves running
+  (``setsid`` included) is killed and named in its ``leaked``
+  (:mod:`~bugmatrix.cell.descendants`); xdist's controller kills what a dead worker
+  left, so xdist sees the death; a deadline for the whole cell
+  (``--bugmatrix-cell-deadline``, the spec's ``cell_deadline_s``) records what is
+  unfinished as ``timeout``; the run file is locked for the whole cell, and the cell
+  dies with the process that started it.
 """
 
 from __future__ import annotations
@@ -56,14 +64,16 @@ import pytest
 
 from bugmatrix.cell.axes import active_spec, parse_spec, set_active_spec, spec_from_matrix_file
 from bugmatrix.cell.case import Case, Variant, case_of_module
+from bugmatrix.cell.cellend import CellDeadline, WorkerWatch, expire, say_past_capture, worker_pid
 from bugmatrix.cell.cellspec import CellOptions, read_options
+from bugmatrix.cell.descendants import become_subreaper, die_with_parent, kill_descendants
 from bugmatrix.cell.execution import Executed, execute_variant, installed_versions
 from bugmatrix.cell.forkloop import cuda_initialized_here, grace, probe_in_child, run_forked
-from bugmatrix.cell.forkrun import ChildEnd, can_fork, default_children
+from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, can_fork, default_children
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Classified, Outcome, judge, tail
 from bugmatrix.cell.preload import IMPORT_FAILED_ENV, IMPORT_FAILED_EXIT, checked_modules, import_check, preload, uncovered_imports
-from bugmatrix.cell.recording import DIED_INLINE, PROPERTY, Recorder, RunState
+from bugmatrix.cell.recording import DIED_INLINE, PROPERTY, Recorder, RunState, crash_record
 from bugmatrix.cell.runfile import VariantRecord
 from bugmatrix.errors import BugmatrixError
 
@@ -77,6 +87,10 @@ RUN_FILE_DESC = "write the run file here (default: the spec's, else $BUGMATRIX_R
 CELL_DESC = "cell id recorded in the run file (default: the spec's, else system, the current environment as it is)"
 TIMEOUT_DESC = "per-variant timeout in seconds; a variant still running then is recorded as timeout"
 RESUME_DESC = "keep the results already in the run file and skip those variants (resume an interrupted run)"
+CELL_DEADLINE_DESC = (
+    "seconds the whole cell may run (default: the spec's cell_deadline_s, [harness] in matrix.toml; 0: none); then what "
+    "still runs is killed, the unfinished variants are recorded as timeout and the run file is written complete"
+)
 FORKS_DESC = (
     "run each variant in a process forked from this one, up to N at once (default: $BUGMATRIX_WORKERS or 2); "
     "0: run them in this process (xdist workers always do)"
@@ -96,6 +110,10 @@ LEFT_THREADS_KEY = pytest.StashKey[dict[threading.Thread, str]]()  # non-daemon 
 UNCOVERED_KEY = pytest.StashKey[dict[str, set[str]]]()  # package -> variants that imported it in their child
 EXIT_KEY = pytest.StashKey[int]()
 FORKED_KEY = pytest.StashKey[bool]()  # on the config: the fork runner ran this session's variants
+STARTED_KEY = pytest.StashKey[float]()  # on the config: time.monotonic() when this process configured (the cell deadline's start)
+ITEMS_KEY = pytest.StashKey[dict[str, "VariantItem"]]()  # on the config: variant id -> its item (what a deadline record needs)
+DEADLINE_KEY = pytest.StashKey[CellDeadline]()  # on the config: the cell deadline's thread (in-process and xdist's controller)
+WATCH_KEY = pytest.StashKey[WorkerWatch]()  # on xdist's controller: what a dead worker left is killed and named
 
 
 class VariantMismatch(Exception):
@@ -110,6 +128,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bugmatrix-timeout", type=float, default=None, help=TIMEOUT_DESC)
     group.addoption("--bugmatrix-resume", action="store_true", help=RESUME_DESC)
     group.addoption("--bugmatrix-forks", type=int, default=None, metavar="N", help=FORKS_DESC)
+    group.addoption("--bugmatrix-cell-deadline", type=float, default=None, metavar="SECONDS", help=CELL_DEADLINE_DESC)
     parser.addini("bugmatrix_timeout", TIMEOUT_DESC, default=str(DEFAULT_TIMEOUT))
 
 
@@ -196,12 +215,66 @@ def pytest_configure(config: pytest.Config) -> None:
     if options.junit and not config.option.xmlpath:
         config.option.xmlpath = str(Path(config.invocation_params.dir, options.junit))
     _configure_axes(config)
-    runner_of(config)  # a bad --bugmatrix-forks or BUGMATRIX_WORKERS is a usage error now, not mid-run
+    runner = runner_of(config)  # a bad --bugmatrix-forks or BUGMATRIX_WORKERS is a usage error now, not mid-run
     config.stash[LEFT_THREADS_KEY] = {}
     config.stash[UNCOVERED_KEY] = {}
-    if not is_worker(config):
-        config.stash[STATE_KEY] = RunState(config, options, _observer(config))
-        config.pluginmanager.register(Recorder(config, STATE_KEY), "bugmatrix-recorder")
+    config.stash[STARTED_KEY] = time.monotonic()
+    if owns_its_processes(config):
+        # What a variant leaves running comes back here (setsid included) to be killed and named; and this process
+        # (a worker: with its controller) dies with its parent: killing nox leaves no pytest writing on (cellend.py).
+        become_subreaper()
+        die_with_parent()
+    if is_worker(config):
+        return
+    state = config.stash[STATE_KEY] = RunState(config, options, _observer(config), exclusive=is_a_cell(config))
+    config.pluginmanager.register(Recorder(config, STATE_KEY), "bugmatrix-recorder")
+    if runner.name == "none" and owns_its_processes(config):
+        watch = config.stash[WATCH_KEY] = WorkerWatch()
+        state.leaked_by = lambda report: watch.leaked_by(worker_pid(getattr(report, "node", None)))
+    deadline = cell_deadline_of(config)
+    if deadline is not None and runner.name != "fork" and not config.option.collectonly:  # the fork runner's loop checks it
+        config.stash[DEADLINE_KEY] = CellDeadline(deadline, lambda: expire(state, deadline, _unfinished(config), say_past_capture(config)))
+        config.stash[DEADLINE_KEY].start()
+
+
+def is_a_cell(config: pytest.Config) -> bool:
+    """This pytest runs a cell: given a spec, a run file or a cell id (the runner, a test), or cases/ to collect.
+
+    Not this repository's own test suite (the root conftest loads the plugin there too): it takes no
+    lock on a run file and leaves its processes' parentage alone.
+    """
+    if any(config.getoption(name) for name in ("--bugmatrix-spec", "--bugmatrix-run-file", "--bugmatrix-cell")):
+        return True
+    return any("cases" in Path(str(arg)).parts for arg in config.invocation_params.args)  # a node id too: cases/x.py::v[cpu]
+
+
+def owns_its_processes(config: pytest.Config) -> bool:
+    """This process is a cell's (its pytest, or an xdist worker), not a ``pytest.main()`` inside another program."""
+    return is_a_cell(config) and (is_worker(config) or is_the_program(config))
+
+
+def cell_deadline_of(config: pytest.Config) -> float | None:
+    """Seconds the whole cell may run: ``--bugmatrix-cell-deadline``, else the spec's ``cell_deadline_s``; None (or 0): none."""
+    value = config.getoption("--bugmatrix-cell-deadline")
+    if value is None:
+        value = options_of(config).cell_deadline_s
+    if value is not None and value < 0:
+        msg = f"--bugmatrix-cell-deadline {value:g}: give a number of seconds (0: no deadline)"
+        raise pytest.UsageError(msg)
+    return float(value) if value else None
+
+
+def _unfinished(config: pytest.Config) -> Callable[[str, str], VariantRecord]:
+    """How the cell deadline records a variant it ended: judged by its item where this process collected it."""
+    items = config.stash.get(ITEMS_KEY, {})
+
+    def record(variant_id: str, message: str) -> VariantRecord:
+        item = items.get(variant_id)
+        if item is None:  # xdist's controller collects nothing itself
+            return crash_record(variant_id, message, outcome=Outcome.TIMEOUT)
+        return item.record(Executed(Classified(Outcome.TIMEOUT, message), installed_versions(), 0.0))
+
+    return record
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -240,6 +313,17 @@ def pytest_configure_node(node: Any) -> None:
     """xdist: workers collect, so they must learn what a resumed run already recorded."""
     state = node.config.stash.get(STATE_KEY, None)
     node.workerinput["bugmatrix_resumed"] = sorted(state.previous) if state else []
+    watch = node.config.stash.get(WATCH_KEY, None)
+    if watch is not None:
+        watch.add(worker_pid(node))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist's controller, a worker gone: before xdist replaces it, what the worker left is killed (a replacement is never taken for it)."""
+    watch = node.config.stash.get(WATCH_KEY, None)
+    if watch is not None:
+        watch.leaked_by(worker_pid(node))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -264,6 +348,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    if state is not None:
+        config.stash[ITEMS_KEY] = {i.variant.id: i for i in keep if isinstance(i, VariantItem)}
 
 
 def timeout_of(config: pytest.Config) -> float:
@@ -302,6 +388,9 @@ class VariantItem(pytest.Item):
             state.start(self.variant.id)
         before = set(threading.enumerate())
         executed = execute_variant(self.variant, self.case, self.timeout(), restore=True)
+        if owns_its_processes(self.config):  # a subreaper: whatever the variant left running is below this process
+            left_running = kill_descendants()
+            executed = dataclasses.replace(executed, leaked=(*executed.leaked, *left_running)) if left_running else executed
         left = self.config.stash[LEFT_THREADS_KEY]
         for thread in set(threading.enumerate()) - before:
             if thread.is_alive() and not thread.daemon:
@@ -426,7 +515,13 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         note_uncovered(config, item.variant.id, executed.imported)
         state.add(item.record(executed))  # the run file has it now, whatever happens to this process next
 
-    run_forked(session, variants, runner.children, gpu, decided, ended)
+    deadline = cell_deadline_of(config)
+    until = config.stash[STARTED_KEY] + deadline if deadline is not None else None
+    try:
+        run_forked(session, variants, runner.children, gpu, decided, ended, until)
+    except DeadlinePassed:  # every child is killed by now
+        assert deadline is not None
+        expire(state, deadline, _unfinished(config), say_past_capture(config))
     config.stash[FORKED_KEY] = True
     return True
 
@@ -447,8 +542,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         )
 
 
+@pytest.hookimpl(tryfirst=True)  # before the recorder's last write: the deadline must not add to a closed run
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.config.stash[EXIT_KEY] = int(exitstatus)
+    deadline = session.config.stash.get(DEADLINE_KEY, None)
+    if deadline is not None:
+        deadline.cancel()
 
 
 def is_the_program(config: pytest.Config) -> bool:

@@ -13,14 +13,18 @@ past it instead of running into it again.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
+import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bugmatrix.cell.cellend import RunFileLock
 from bugmatrix.cell.cellspec import CellOptions
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome, Verdict, excerpt, tail
@@ -43,8 +47,11 @@ def variant_id_of_node(nodeid: str) -> str | None:
     return str(found) if found else None
 
 
-def crash_record(variant_id: str, message: str, log: str = "", duration: float = 0.0) -> VariantRecord:
-    """A ``crashed`` record for a variant known only by its id (its process died; nothing else was reported)."""
+def crash_record(variant_id: str, message: str, log: str = "", duration: float = 0.0, outcome: Outcome = Outcome.CRASHED) -> VariantRecord:
+    """A ``crashed`` record for a variant known only by its id (its process died; nothing else was reported).
+
+    ``outcome``: ``timeout`` for a variant the cell deadline ended where its item is unknown (xdist's controller).
+    """
     found = VariantId.parse(variant_id)
     return VariantRecord(
         id=variant_id,
@@ -53,7 +60,7 @@ def crash_record(variant_id: str, message: str, log: str = "", duration: float =
         device=found.device,
         kind=None,
         workaround_for=None,
-        outcome=Outcome.CRASHED,
+        outcome=outcome,
         expected=None,
         verdict=Verdict.NEW_FAILURE_MODE,
         signature_matched=False,
@@ -67,15 +74,25 @@ class RunState:
     """Per-session recording state, kept on ``config.stash`` (controller side).
 
     ``observe`` gives the environment as observed (called once, at the first write):
-    the fork runner observes it in a child, so this process never touches CUDA.
+    the fork runner observes it in a child, so this process never touches CUDA. ``exclusive``: hold the
+    run file's lock (:class:`~bugmatrix.cell.cellend.RunFileLock`) from now until the session ends.
     """
 
-    def __init__(self, config: pytest.Config, options: CellOptions, observe: Callable[[], dict[str, Any]]) -> None:
+    def __init__(
+        self, config: pytest.Config, options: CellOptions, observe: Callable[[], dict[str, Any]], *, exclusive: bool = True
+    ) -> None:
         self.cell = options.cell
         # Default: the local output directory (git ignores it), never the committed reference in reports/.
         output = os.environ.get("BUGMATRIX_REPORTS") or Path(config.rootpath, "build", "reports")
         run_file = Path(config.invocation_params.dir, options.run_file) if options.run_file else None
         self.path = run_file or Path(output, "runs", f"{self.cell}.json")
+        # One writer per run file, for the whole cell; taken before a resume reads the file (cellend.py).
+        self.lock = RunFileLock(self.path)
+        if exclusive:  # a cell's run (not this repository's own tests, which load the plugin too)
+            self.lock.acquire(lambda line: (sys.stderr.write(line + "\n"), sys.stderr.flush()))
+        self.writing = threading.Lock()  # the cell deadline's thread writes the last version, and nothing after it
+        #: What a worker xdist reports crashed left running (the controller's WorkerWatch): named on its crash record.
+        self.leaked_by: Callable[[pytest.TestReport], tuple[str, ...]] = lambda report: ()
         self.pins = dict(options.pins)
         self.tracked = {axis: {"requested": r, "resolved": self.pins.get(axis, "")} for axis, r in options.requested.items()}
         keyword, marks = config.getoption("keyword", ""), config.getoption("markexpr", "")
@@ -85,6 +102,7 @@ class RunState:
         self.previous: dict[str, VariantRecord] = {}
         self.recovered: set[str] = set()  # ids found running in a dead process: recorded crashed by this resume
         self.selected: set[str] = set()
+        self.collected = False  # what runs is known (collected here, or reported by an xdist worker)
         self.running: set[str] = set()
         self.environment: dict[str, Any] | None = None
         self.observe = observe
@@ -102,18 +120,30 @@ class RunState:
 
     def start(self, variant_id: str) -> None:
         """The variant is about to run in this process: say so in the run file first."""
-        self.running.add(variant_id)
-        self.write(finished="")
+        with self.writing:
+            self.running.add(variant_id)
+            self.write_unlocked(finished="")
 
     def add(self, *records: VariantRecord) -> None:
-        """Record results and rewrite the run file (once for all of them)."""
-        for record in records:
-            self.results[record.id] = record
-            self.running.discard(record.id)
-        if records:
-            self.write(finished="")
+        """Record results and rewrite the run file (once for all of them); nothing once the cell deadline has written its last."""
+        with self.writing:
+            for record in records:
+                self.results[record.id] = record
+                self.running.discard(record.id)
+            if records:
+                self.write_unlocked(finished="")
 
     def write(self, finished: str) -> None:
+        """Rewrite the run file (``finished``: when the session ended, "" while it runs)."""
+        with self.writing:
+            self.write_unlocked(finished)
+
+    def close_unlocked(self) -> None:
+        """The last write, by whoever holds :attr:`writing` (the cell deadline): finished now, nothing running."""
+        self.running.clear()
+        self.write_unlocked(finished=now())
+
+    def write_unlocked(self, finished: str) -> None:
         if self.environment is None:
             self.environment = self.observe()
         merged = {**self.previous, **self.results}
@@ -128,7 +158,7 @@ class RunState:
             results=[merged[k] for k in sorted(merged)],
             selected=sorted(self.selected | set(self.previous)),
             deselected_by=self.deselected_by,
-            complete=bool(finished) and self.selected <= set(merged),
+            complete=bool(finished) and self.collected and self.selected <= set(merged),
             running=sorted(self.running),
             input_key=self.input_key,
             origin=self.origin,
@@ -168,6 +198,7 @@ class Recorder:
         state = self.config.stash.get(self.key, None)
         if state is not None:
             state.selected |= {v for v in map(variant_id_of_node, nodeids) if v}
+            state.collected = True
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._select([item.nodeid for item in session.items])
@@ -183,13 +214,17 @@ class Recorder:
         if state is None or not (report.when == "call" or report.failed):
             return
         record = record_from_report(report)
+        if record is not None and not report.user_properties and record.outcome is Outcome.CRASHED:
+            record = dataclasses.replace(record, leaked=(*record.leaked, *state.leaked_by(report)))
         if record is not None and record.id not in state.results:
             state.add(record)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = self.config.stash.get(self.key, None)
-        if state is None or self.config.option.collectonly:
-            return  # listing variants (--collect-only) runs nothing and records nothing
-        if state.results or state.previous or state.selected:
+        if state is None:
+            return
+        # Listing variants (--collect-only) runs nothing and records nothing.
+        if not self.config.option.collectonly and (state.results or state.previous or state.selected):
             state.running.clear()  # a variant still named here was interrupted with the session, not crashed
             state.write(finished=now())
+        state.lock.release()

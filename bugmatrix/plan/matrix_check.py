@@ -34,7 +34,7 @@ KEYS = {
     "include": {"profiles"},
     "base_when": {"when", "pins", "why"},
     "constraints": {"when", "requires", "distribution", "why", "allow_direct"},
-    "harness": {"requires", "source_builds"},
+    "harness": {"requires", "source_builds", "cell_deadline_s"},
     "gpu": {"runner"},
     "reuse": {"max_age_days"},
 }
@@ -338,6 +338,11 @@ def check_matrix(data: dict[str, Any], path: Path) -> Matrix:
     source_builds = harness_table.get("source_builds", "allow")
     if source_builds not in ("allow", "refuse"):
         raise check.fail("harness.source_builds", f"{source_builds!r} is not allow or refuse", 'write source_builds = "refuse"')
+    deadline = harness_table.get("cell_deadline_s", 0)
+    if not isinstance(deadline, int | float) or isinstance(deadline, bool) or not 0 <= deadline < float("inf"):
+        raise check.fail(
+            "harness.cell_deadline_s", f"{deadline!r} is not a number of seconds", "write e.g. cell_deadline_s = 3600 (0: none)"
+        )
     gpu_select, runner = _gpu(check, data.get("gpu", {}), axes)
     reuse = check.table(data.get("reuse", {}), "reuse", KEYS["reuse"])
     max_age = reuse.get("max_age_days", DEFAULT_REUSE_MAX_AGE_DAYS)
@@ -359,4 +364,5 @@ def check_matrix(data: dict[str, Any], path: Path) -> Matrix:
         max_age,
         computed,
         source_builds == "refuse",
+        float(deadline) or None,
     )

@@ -146,6 +146,8 @@ class Matrix:
     computed: Mapping[str, Path] = field(default_factory=dict)  # profile -> the file of its committed choice (a computed profile)
     #: ``[harness] source_builds = "refuse"``: a distribution with no wheel for a cell is its install failure, never a build.
     refuse_source_builds: bool = False
+    #: ``[harness] cell_deadline_s``: how long a whole cell may run before what still runs is killed and recorded ``timeout``.
+    cell_deadline_s: float | None = None
 
     @property
     def interpreter(self) -> str:

@@ -94,7 +94,8 @@ def pytest_command(
     posargs); ``tracked`` (``bugmatrix.releases.tracking.tracked_for``) names the pins a ``latest`` chose;
     ``installed`` is an install workaround's requirements the cell was built with (its sibling environment); ``variants``
     are the planned variant ids, the only ones the cell runs (empty: those its axes and ``installed`` admit).
-    ``input_key`` and ``origin`` are recorded in the run file as given. Everything about the cell goes into the spec
+    ``input_key`` and ``origin`` are recorded in the run file as given; ``[harness] cell_deadline_s`` goes to the cell
+    as its spec's ``cell_deadline_s`` (``--bugmatrix-cell-deadline`` overrides it by hand). Everything about the cell goes into the spec
     file, so the command nox logs stays one short line (``tests/test_command_line.py``).
     """
     ordered = matrix.ordered(pins) if pins is not None else {}
@@ -110,6 +111,7 @@ def pytest_command(
         axis_spec=matrix.axis_spec(pins),
         input_key=input_key.to_json() if input_key is not None else None,
         origin=dict(origin) if origin is not None else None,
+        cell_deadline_s=matrix.cell_deadline_s,
     )
     spec = spec_path(run_file)
     write_text_atomic(spec, json.dumps(options.to_json(), indent=1) + "\n")  # unsorted: the pins' order is the display order
