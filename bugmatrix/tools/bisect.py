@@ -21,6 +21,7 @@ outlives its timeout is a ``timeout`` outcome, not a crash of bisect.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import re
@@ -38,6 +39,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from bugmatrix.cell.case import Variant
+from bugmatrix.cell.descendants import descendants_of
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import load_run_file
@@ -313,8 +315,30 @@ def run_probe(command: Sequence[str], root: Path, env: Mapping[str, str], timeou
         try:
             return proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:
+            # The variants' children have process groups of their own (the fork runner kills each with its group):
+            # named before pytest dies, killed with it, and waited for, so "nothing left running" holds when we return.
+            escaped = [pid for pid, _ in descendants_of(proc.pid)]
             os.killpg(proc.pid, signal.SIGKILL)
-            return proc.wait(), True
+            for pid in escaped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            code = proc.wait()
+            _wait_gone(escaped)
+            return code, True
+
+
+def _wait_gone(pids: Sequence[int], within: float = 10.0) -> None:
+    """Until each of ``pids`` has ended (a killed process is gone once its new parent reaps it), or ``within`` seconds."""
+    until = time.monotonic() + within
+    while time.monotonic() < until and any(_alive(pid) for pid in pids):
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes() != b""  # a zombie has none: it runs nothing any more
+    except OSError:
+        return False
 
 
 def default_out(variant: str, package: str, *, publish: bool = False) -> Path:
