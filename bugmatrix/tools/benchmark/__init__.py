@@ -76,6 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--skip-builds", action="store_true", help="skip the uv vs virtualenv+pip builds altogether")
     parser.add_argument(
+        "--full-only", action="store_true", help="with --full: only the full-profile runs (the other steps rebuild and may prune the cache)"
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -126,6 +129,11 @@ def run(args: argparse.Namespace) -> int:
         ("disk", lambda: measure_disk(root)),
         ("nightly download and CI cache", lambda: measure_ci_cache(matrix, catalog)),
     ]
+    if args.full_only:
+        if not args.full:
+            msg = "--full-only needs --full cold|warm|both"
+            raise BugmatrixError(msg)
+        steps = []
     if args.full:
         kinds = {"cold": (True,), "warm": (False,), "both": (True, False)}[args.full]
         full = [c for c in plan_cells(matrix, "full", catalog) if c.device == "cpu"]
