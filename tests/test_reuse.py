@@ -96,6 +96,11 @@ def never(command: object, env: object) -> int:
     raise AssertionError("pytest must not run for a reused cell")
 
 
+def report_argv(reports: Path, summary: Path) -> list[str]:
+    """``report`` on these run files, against a plan of exactly their cells, with a step summary."""
+    return ["report", "--reports", str(reports), "--plan", plan_of_runs(reports), "--step-summary", str(summary)]
+
+
 def test_same_inputs_are_reused_with_their_origin_and_nothing_is_built(root: Path, tmp_path: Path, no_builds: list[str]) -> None:
     previous = tmp_path / "previous"
     save(previous, previous_run(root))
@@ -286,18 +291,7 @@ def test_a_reused_result_is_never_shown_without_its_origin(root: Path, tmp_path:
     ))  # fmt: skip
     summary = tmp_path / "summary.md"
     summary.write_text("")
-    argv = [
-        "report",
-        "--reports",
-        str(reports),
-        "--plan",
-        plan_of_runs(reports),
-        "--step-summary",
-        str(summary),
-        "--history",
-        str(tmp_path / "h.jsonl"),
-    ]
-    assert main(argv) == 0
+    assert main([*report_argv(reports, summary), "--history", str(tmp_path / "h.jsonl")]) == 0
     origin = "2026-11-22T03:20:00+00:00, commit abc1234, https://github.com/o/r/actions/runs/41/attempts/1"
     terminal = capsys.readouterr().out
     assert "REUSED 1 of 2 cells" in terminal and f"from {origin}: {CELL.id}" in terminal
@@ -342,17 +336,7 @@ def test_a_reused_regression_carries_its_origin_on_every_finding_line(
     save(reports, previous_run(root, results=results, reused_from=dict(ORIGIN), origin=tonight))
     summary, bodies = tmp_path / "summary.md", tmp_path / "bodies"
     summary.write_text("")
-    argv = [
-        "report",
-        "--reports",
-        str(reports),
-        "--plan",
-        plan_of_runs(reports),
-        "--step-summary",
-        str(summary),
-        "--issue-bodies",
-        str(bodies),
-    ]
+    argv = [*report_argv(reports, summary), "--issue-bodies", str(bodies)]
     assert main([*argv, "--history", str(tmp_path / "h.jsonl"), "--fail-on-regression"]) == 1
     note = f"(♻ reused from {ORIGIN['date']}, commit abc1234, {ORIGIN['run']})"
     err = capsys.readouterr().err
