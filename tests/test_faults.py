@@ -436,7 +436,8 @@ def test_a_build_killed_at_any_moment_heals_on_the_next_run(tmp_path: Path, kill
         assert _versions(python) == ["2.1.3", "24.1"], "the old venv is untouched until the new one is whole"
     subprocess.run([sys.executable, "-c", _build_script(venv, new)], check=True, timeout=300)
     assert _versions(python) == ["2.2.6", "24.2"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["venv"], "no half build and no half-deleted old venv"
+    # The lock builds take turns on stays (an empty file; a lock, not a leftover build)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".venv.lock", "venv"], "no half build and no half-deleted old venv"
 
 
 def test_a_kill_while_the_replaced_venv_was_being_deleted_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -448,7 +449,7 @@ def test_a_kill_while_the_replaced_venv_was_being_deleted_leaves_nothing_behind(
     for leftover in ("venv.old", "venv.new"):
         (tmp_path / leftover / "lib").mkdir(parents=True)
     subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["venv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".venv.lock", "venv"]
 
 
 @NEEDS_TORCH

@@ -19,9 +19,9 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.catalog import Catalog, load_catalog
 from bugmatrix.plan.cells import Cell, plan_all, plan_cells
 from bugmatrix.plan.matrix import Matrix
-from bugmatrix.releases.existence import check_resolved, check_versions
+from bugmatrix.releases.existence import check_versions
 from bugmatrix.releases.registry import Resolution, warn
-from bugmatrix.releases.tracking import resolution_path, resolve_matrix, without_symbolic
+from bugmatrix.releases.tracking import resolve_matrix, without_symbolic
 
 __all__ = ["Planned", "load_plan"]
 
@@ -65,13 +65,11 @@ def load_plan(
     if registry:
         check_versions(declared, warn=warn, offline=offline)
     try:
-        matrix, resolution = resolve_matrix(declared, refresh=refresh, saved=saved, warn=warn, offline=offline)
+        matrix, resolution = resolve_matrix(declared, refresh=refresh, saved=saved, warn=warn, offline=offline, check=registry)
     except BugmatrixError as exc:
         if not fallback:
             raise
         warn(f"'latest' left out of every profile: {exc}")
         matrix, resolution = without_symbolic(declared), Resolution()
-    if registry and resolution.entries:
-        check_resolved(resolution, declared, saved or resolution_path(), warn=warn, offline=offline)
     catalog = load_catalog(cases_dir, matrix)
     return Planned(declared, matrix, resolution, catalog, tuple(plan_all(matrix, catalog)))

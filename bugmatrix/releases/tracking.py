@@ -30,6 +30,7 @@ from packaging.version import InvalidVersion, Version
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.matrix import SYMBOLIC, Axis, Matrix, load_matrix
+from bugmatrix.releases.existence import check_resolved
 from bugmatrix.releases.registry import Resolution, dedupe_versions, load_resolution, resolve_axes, save_resolution
 
 __all__ = [
@@ -77,7 +78,13 @@ def apply_resolution(matrix: Matrix, resolution: Resolution) -> Matrix:
 
 
 def resolve_matrix(
-    matrix: Matrix, *, refresh: bool = False, saved: Path | None = None, warn: Callable[[str], None] | None = None, offline: bool = False
+    matrix: Matrix,
+    *,
+    refresh: bool = False,
+    saved: Path | None = None,
+    warn: Callable[[str], None] | None = None,
+    offline: bool = False,
+    check: bool = False,
 ) -> tuple[Matrix, Resolution]:
     """The concrete matrix and the resolution it used.
 
@@ -86,7 +93,9 @@ def resolve_matrix(
     ``refresh``, or when none is saved, the registry is asked and the answer
     saved; an unreachable registry falls back to the saved one with a warning,
     or is a one-line error when there is none (see ``bugmatrix.releases.registry``). ``offline`` (``nox -l``):
-    the saved resolution or that one-line error, never the registry and never a write.
+    the saved resolution or that one-line error, never the registry and never a write. ``check``: a *saved*
+    resolution's versions must be releases (:func:`~bugmatrix.releases.existence.check_resolved`; one the registry
+    just gave needs no check).
     """
     wanted = requests(matrix)
     if not wanted:
@@ -95,6 +104,8 @@ def resolve_matrix(
     if not refresh and path.exists():
         previous = checked_resolution(load_resolution(path), matrix, path)
         if all(any(e.axis == a and e.requested == r for e in previous.entries) for a, rs in wanted.items() for r in rs):
+            if check:
+                check_resolved(previous, matrix, path, offline=offline, **({"warn": warn} if warn else {}))
             return apply_resolution(matrix, previous), previous
     if offline:
         msg = f"no saved resolution of {', '.join(sorted(wanted))} in {path} (listing asks no registry; `nox -s plan` saves one)"
