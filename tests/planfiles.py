@@ -14,13 +14,14 @@ from bugmatrix.files import write_json_atomic
 from bugmatrix.plan.cells import PLAN_SCHEMA
 
 
-def plan_of_runs(reports: Path, profile: str = "smoke") -> str:
-    """Write ``<reports>/../plan-<profile>.json`` listing each run file's cell, pins and variants; return its path."""
+def plan_of_runs(reports: Path, profile: str = "smoke", out: Path | None = None) -> str:
+    """Write ``out`` (default ``<reports>/../plan-<profile>.json``) listing each of ``<reports>/runs``' cells, pins and
+    variants; return its path."""
     cells = []
     for path in sorted((reports / "runs").glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         variants = data.get("selected") or [r["id"] for r in data.get("results") or ()]
         cells.append({"id": data["cell"], "pins": data["pins"], "variants": variants})
-    out = reports.parent / f"plan-{profile}.json"
+    out = out or reports.parent / f"plan-{profile}.json"
     write_json_atomic(out, {"schema": PLAN_SCHEMA, "profile": profile, "cells": cells})
     return str(out)

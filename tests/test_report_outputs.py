@@ -29,11 +29,11 @@ import bugmatrix.files
 from bugmatrix.cli import main
 from bugmatrix.errors import WRITE_EXIT_CODE
 from bugmatrix.files import write_json_atomic
-from bugmatrix.plan.cells import PLAN_SCHEMA
 from bugmatrix.report import command
 from bugmatrix.report import options as options_module
 from bugmatrix.report.night import analyse
 from bugmatrix.report.readme import END, START
+from tests.planfiles import plan_of_runs
 from tests.test_report import fixture_compat
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,12 +42,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "runs"
 
 def fixture_plan(path: Path) -> Path:
     """A smoke plan of exactly the fixture runs' four cells (a --profile alone would plan today's smoke cells, which they are not)."""
-    cells = []
-    for run in sorted(FIXTURES.glob("*.json")):
-        data = json.loads(run.read_text(encoding="utf-8"))
-        cells.append({"id": data["cell"], "pins": data["pins"], "variants": [r["id"] for r in data["results"]]})
-    write_json_atomic(path, {"schema": PLAN_SCHEMA, "profile": "smoke", "cells": cells})
-    return path
+    return Path(plan_of_runs(FIXTURES.parent, out=path))
 
 
 def snapshot(*roots: Path) -> dict[Path, bytes]:

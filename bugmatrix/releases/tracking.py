@@ -48,9 +48,10 @@ __all__ = [
 RESOLUTION_ENV = "BUGMATRIX_RESOLUTION"
 
 
-def resolution_path() -> Path:
-    """Where the plan's resolution is saved and read: ``$BUGMATRIX_RESOLUTION`` or ``<reports>/resolution.json``."""
-    return Path(os.environ.get(RESOLUTION_ENV) or output_dir() / "resolution.json")
+def resolution_path(reports: Path | None = None) -> Path:
+    """Where the plan's resolution is saved and read: ``$BUGMATRIX_RESOLUTION`` or ``<reports>/resolution.json`` (default:
+    this machine's reports directory; a report of another night's directory passes it)."""
+    return Path(os.environ.get(RESOLUTION_ENV) or (reports or output_dir()) / "resolution.json")
 
 
 def requests(matrix: Matrix) -> dict[str, list[str]]:

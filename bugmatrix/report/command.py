@@ -43,6 +43,7 @@ from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
 from bugmatrix.files import locked_directories, write_files
 from bugmatrix.plan.document import PlanDocument, read_plan_document
 from bugmatrix.provenance import git_commit
+from bugmatrix.releases.tracking import resolution_path
 from bugmatrix.report.compat_file import load_compat
 from bugmatrix.report.expectation import choose_profile, expect
 from bugmatrix.report.fresh import load_fresh_lane
@@ -51,7 +52,7 @@ from bugmatrix.report.history import append_night, history_text, load_history, n
 from bugmatrix.report.merge import merge_runs, version_order
 from bugmatrix.report.model import Compat
 from bugmatrix.report.night import NightReport, analyse
-from bugmatrix.report.night_plan import computed_plan, saved_resolution
+from bugmatrix.report.night_plan import computed_plan
 from bugmatrix.report.options import ReportOptions
 from bugmatrix.report.outputs import Night, wanted_outputs
 from bugmatrix.report.terminal import render_terminal, use_colour
@@ -157,7 +158,7 @@ def _build(
     if plan is None and options.profile:  # a profile is a set of cells: a lost one is missing, never silent
         ran = [r.cell for r in found] + [u.cell for u in unreadable]
         cases = options.cases or options.root / "cases"
-        plan, plan_where = computed_plan(options.matrix, cases, options.profile, saved_resolution(options.reports), ran)
+        plan, plan_where = computed_plan(options.matrix, cases, options.profile, resolution_path(options.reports), ran)
     if plan is not None:
         planned = plan.cell_ids | {"system"}
         runs = [r for r in found if r.cell in planned]

@@ -17,7 +17,6 @@ since then the night ran on a GPU runner as well.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,14 +25,8 @@ from bugmatrix.plan.cells import plan_document
 from bugmatrix.plan.document import PlanDocument
 from bugmatrix.plan.matrix import load_matrix
 from bugmatrix.releases.planned import load_plan
-from bugmatrix.releases.tracking import RESOLUTION_ENV
 
-__all__ = ["computed_plan", "saved_resolution"]
-
-
-def saved_resolution(reports: Path) -> Path:
-    """The night's saved resolution: ``$BUGMATRIX_RESOLUTION`` (as every planner reads it), else the one beside its run files."""
-    return Path(os.environ.get(RESOLUTION_ENV) or reports / "resolution.json")
+__all__ = ["computed_plan"]
 
 
 def computed_plan(matrix: Path, cases: Path, profile: str, resolution: Path, ran: Iterable[str]) -> tuple[PlanDocument, str]:

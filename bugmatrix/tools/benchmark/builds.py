@@ -34,7 +34,7 @@ PRIMED = ".bugmatrix-primed"
 
 
 @contextlib.contextmanager
-def _uv_cache(cache: Path) -> Iterator[None]:
+def uv_cache(cache: Path) -> Iterator[None]:
     """uv's cache for the builds inside (the runner's uv commands inherit the environment)."""
     before = os.environ.get("UV_CACHE_DIR")
     os.environ["UV_CACHE_DIR"] = str(cache)
@@ -49,7 +49,7 @@ def _uv_cache(cache: Path) -> Iterator[None]:
 
 def uv_build(root: Path, matrix: Matrix, cell: Cell, venv: Path, cache: Path) -> tuple[float, Environment]:
     """The runner's build of ``cell`` into a new ``venv`` with ``cache`` as uv's cache: (seconds, the environment)."""
-    with _uv_cache(cache):
+    with uv_cache(cache):
         start = time.perf_counter()
         environment = prepare(matrix, CellSpec.of(cell), root=root, venv=venv)
         return time.perf_counter() - start, environment

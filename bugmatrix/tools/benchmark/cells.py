@@ -13,6 +13,7 @@ a cell session does.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -32,6 +33,7 @@ from bugmatrix.run.command import WORKERS
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.runner import CellSpec, built_python, run_cell
+from bugmatrix.tools.benchmark.builds import uv_cache
 from bugmatrix.tools.benchmark.disk import Sampler
 from bugmatrix.tools.benchmark.imports import import_seconds, stack_imports
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, skipped, timed
@@ -311,13 +313,8 @@ def measure_full(
             shutil.rmtree(keep, ignore_errors=True)
             shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("uv-cache"))
         if not cold and catalog is not None:  # the floor's builds are from a warm cache: only a warm run has one to compare with
-            previous = os.environ.get("UV_CACHE_DIR")
-            if own is not None:
-                os.environ["UV_CACHE_DIR"] = str(own)  # the floor builds from the cache the run used
-            try:
+            # the floor builds from the cache the run used
+            with uv_cache(own) if own is not None else contextlib.nullcontext():
                 floors = measure_floors(root, matrix, catalog, cells, Path(tmp) / "runs")
-            finally:
-                if own is not None:
-                    os.environ.pop("UV_CACHE_DIR", None) if previous is None else os.environ.update(UV_CACHE_DIR=previous)
             rows += floor_rows(f"full profile, {how}", wall, floors, chosen.jobs)
     return rows
