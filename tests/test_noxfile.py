@@ -110,7 +110,7 @@ def test_listing_asks_no_registry_and_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_nox_s_report_says_which_exit_it_was(tmp_path: Path) -> None:
-    """nox turns every failing command into "failed"; the report session's last line keeps the CLI's meaning (exit 2: bad input)."""
+    """nox would turn every failing command into exit 1: the report session says which exit of the CLI it was, and exits with it."""
     nox = shutil.which("nox")
     if nox is None:
         pytest.skip("nox is not on PATH")
@@ -119,6 +119,6 @@ def test_nox_s_report_says_which_exit_it_was(tmp_path: Path) -> None:
         [nox, "-s", "report", "--", "--baseline", str(tmp_path / "missing.json")],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
-    assert run.returncode == 1, run.stderr
+    assert run.returncode == 2, run.stderr
     last = [line for line in run.stderr.splitlines() if line.strip()][-1]
     assert "report: exit 2 (bad input)" in last, run.stderr[-2000:]
