@@ -182,7 +182,10 @@ def test_the_cells_job_consumes_the_plan_as_is() -> None:
     assert job["runs-on"] == "${{ (matrix.device == 'cuda' && inputs.gpu-runner) || matrix.runs-on }}"
     run = step_running(job, r'^nox -s "\$SESSION"$')
     assert run["env"]["SESSION"] == "${{ matrix.session }}"
-    assert [s["with"]["python-version"] for s in step_using(job, "actions/setup-python")] == ["${{ matrix.python }}"]
+    # The cell's Python for its venv, and 3.11 last: the default one nox and the harness run in.
+    assert [s["with"]["python-version"].split() for s in step_using(job, "actions/setup-python")] == [
+        ["${{", "matrix.python", "}}", "3.11"]
+    ]
 
 
 @pytest.mark.parametrize("profile", ["smoke", "nightly"])
