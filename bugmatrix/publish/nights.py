@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-import bugmatrix.report as report_package
 from bugmatrix.files import write_json_atomic, write_text_atomic
 from bugmatrix.publish.issue_html import render_markdown
 from bugmatrix.publish.markers import parse_markers
+from bugmatrix.report.render_html import stylesheet
 
 __all__ = ["BADGE_LABEL", "NightSummary", "badge", "badge_svg", "issue_page", "nights_page", "summarize", "write_history_pages"]
 
@@ -44,10 +43,8 @@ _OWN_CSS = f"""
 
 
 def _report_css() -> str:
-    """The report's own stylesheet (its template's ``<style>``), so the site looks like the report it links."""
-    template = Path(report_package.__file__).parent / "templates" / "index.html.j2"
-    found = re.search(r"<style>(.*?)</style>", template.read_text(encoding="utf-8"), re.S)
-    return found.group(1) if found else ""
+    """The report's own stylesheet (one package resource), so the site looks like the report it links."""
+    return str(stylesheet())
 
 
 def _css() -> str:
