@@ -59,9 +59,10 @@ def assert_missing_first(reports: Path, out: str, cell: str) -> None:
     assert cell in out.splitlines()[1]
     html = (reports / "index.html").read_text(encoding="utf-8")
     first_section = re.search(r'<section id="([a-z]+)"', html).group(1)
-    assert first_section == "missing", first_section
-    section = html[html.index('<section id="missing">') : html.index("</section>", html.index('<section id="missing">'))]
-    assert f"<code>{cell}</code>" in section
+    assert first_section == "changes", "the one findings box leads"
+    section = html[html.index('<section id="changes"') : html.index("</section>", html.index('<section id="changes"'))]
+    first_item = re.search(r'<li class="([^"]+)"', section).group(1)
+    assert first_item == "missing-total" and f"<code>{cell}</code>" in section, "what is missing first in it"
     summary = (reports / "summary.md").read_text(encoding="utf-8")
     assert re.findall(r"^## .*", summary, re.M)[0].startswith("## ? Missing"), summary[:400]
     markdown = (reports / "compat.md").read_text(encoding="utf-8")
@@ -138,7 +139,7 @@ def test_a_baseline_cell_the_plan_dropped_is_said_as_dropped_not_missing(tmp_pat
     dropped = re.search(r"(\d+) baseline cell\(s\) are not in this plan \(dropped on purpose, not missing\): (.*?)\.(?:\s|<)", page)
     # The frozen reference matrix plans no cell of today's latest release, which the committed runs hold: those are dropped too.
     assert dropped and LOST in dropped.group(2).split(", "), dropped
-    assert 'id="missing"' not in page
+    assert "change-missing" not in page
 
 
 def test_the_profile_comes_from_the_plan_and_a_contradiction_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

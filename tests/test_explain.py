@@ -72,8 +72,10 @@ def test_a_planted_transitive_change_is_named_in_the_html_and_the_step_summary(t
     line = f"{CORE}` in `{FIXED}`: fixed → reproduced — numpy 2.3.4 → 2.4.0"
     assert line in summary
     assert summary.index("numpy 2.3.4 → 2.4.0") < summary.index("## Changes since baseline"), "leads the summary"
-    moved = html[html.index('<section id="moved">') : html.index("</section>", html.index('<section id="moved">'))]
-    assert f"<code>{CORE}</code> in <code>{FIXED}</code>: fixed → <b>reproduced</b> — numpy 2.3.4 → 2.4.0" in moved
+    box = html[html.index('<section id="changes"') : html.index("</section>", html.index('<section id="changes"'))]
+    assert f"<code>{CORE}</code> in <code>{FIXED}</code></a>: fixed → <b>reproduced</b>" in box
+    assert "below the pins: numpy 2.3.4 → 2.4.0" in box, "the finding says what moved in its cell, in the one findings box"
+    assert "Outcomes that changed" not in html[: html.index('id="changes"')], "no near-duplicate above the findings box"
     # Every cell's full environment, collapsed; only the fixed cell recorded one here.
     assert html.count('<details class="installed"') == 1 and "numpy==2.4.0" in html
 
@@ -124,13 +126,13 @@ def back_in_the_new_release(verdict: str) -> list[RunRecord]:
     return runs
 
 
-def test_a_regression_candidate_leads_the_html_and_the_summary(tmp_path: Path) -> None:
+def test_a_regression_candidate_leads_the_summary_and_follows_the_findings_box_in_the_html(tmp_path: Path) -> None:
     runs = back_in_the_new_release("regression")
     html, summary = report(tmp_path, runs, compat_of(fixture_runs()))
     text = f"torch 2.16.0 (new): {CORE} reproduced, but fixed in 2.5.1 — a regression candidate"
     assert f"  - {escape_md(text)}" in summary
     assert summary.index("## New releases") < summary.index("## Changes since baseline")
-    assert text in html and html.index('id="releases"') < html.index('id="changes"')
+    assert text in html and html.index('id="changes"') < html.index('id="releases"') < html.index('id="overview"')
     first = html[html.index('id="releases"') :].split('<li class="release-group"', 2)[1]
     assert "regression-candidate" in first, "releases with a regression candidate come first"
 

@@ -9,7 +9,9 @@ from bugmatrix.publish.attachments import Attachment
 from bugmatrix.publish.issue_body import fenced, literal
 from bugmatrix.publish.issue_html import render_markdown
 from bugmatrix.report.diff import ChangeKind
+from bugmatrix.report.night import analyse
 from tests.test_issue_bodies import CORE, body_of, finding, regression_night
+from tests.test_report import FIXED
 
 #: What the renderer may emit; anything else in the output came from the body unescaped.
 ALLOWED = {"p", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "li", "pre", "code", "b", "a", "hr", "details", "summary", "small", "div", "table", "thead", "tbody", "tr", "th", "td"}  # fmt: skip
@@ -52,3 +54,15 @@ def test_hostile_text_stays_text() -> None:
     assert "<script" not in page and "<img" not in page and 'href="javascript' not in page and 'href="data' not in page
     assert page.count("&lt;script&gt;") == 4, "shown four times, as text"
     assert re.search(r'<a href="https://example.org/x\?a=1&amp;b=2">', render_markdown("[ok](https://example.org/x?a=1&b=2)"))
+
+
+def test_the_log_summary_shows_its_cell_as_code_not_as_markup_text() -> None:
+    """The writer puts an escaped cell id in ``<code>`` inside ``<summary>``: the page shows it as code, and a hostile id stays text."""
+    report = regression_night()
+    tonight = report.compat.with_entry(CORE, FIXED, log="Traceback: boom")
+    body = body_of(analyse(tonight, report.baseline), finding(report, ChangeKind.REGRESSION, CORE))
+    page = render_markdown(body, top=2)
+    assert f"<summary>Log recorded in <code>{FIXED}</code> (its tail)</summary>" in page, page[page.index("<summary>Log") :][:200]
+    assert "&lt;code&gt;" not in page
+    hostile = render_markdown("<details><summary>Log recorded in <code>a&lt;/code&gt;&lt;img src=x&gt;</code> (its tail)</summary>")
+    assert "<img" not in hostile and "<code>a&lt;/code&gt;&lt;img src=x&gt;</code>" in hostile

@@ -96,7 +96,9 @@ def test_a_new_release_that_does_not_install_leads_and_fails(tmp_path: Path, cap
     section = html[html.index('<section id="releases">') : html.index("</section>", html.index('<section id="releases">'))]
     assert '<li class="release-group release-broken"><b>' + headline in section
     assert f"does not install in {NEW}" in section
-    assert html.index('id="releases"') < html.index('id="changes"')
+    box = html[html.index('<section id="changes"') : html.index("</section>", html.index('<section id="changes"'))]
+    assert html.index('id="changes"') < html.index('id="releases"'), "the one findings box leads the page"
+    assert "release-does-not-install" in box and f"<code>{NEW}</code>" in box, "and names the cell that does not install"
     releases = json.loads((reports / "compat.json").read_text())["releases"]
     assert [(n["kind"], n["cell"], n["reason"]) for n in releases if n["axis"] == "torch"] == [("does-not-install", NEW, ONE_LINE)]
 
@@ -134,7 +136,9 @@ def test_a_baseline_cell_that_no_longer_installs_fails(tmp_path: Path, capsys: p
         "--fail-on-regression",
     ]
     assert main(argv) == 1
-    assert f"NO-LONGER-INSTALLS {FIXED}: {UV_REASON.splitlines()[0]}" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert f"⚠ NO-LONGER-INSTALLS {FIXED}: {UV_REASON.splitlines()[0]}" in out.split("\nvariant ")[0], "before the table"
+    assert f"NO-LONGER-INSTALLS {FIXED}: {UV_REASON.splitlines()[0]}" in err, "and each failing result for CI logs"
 
 
 @pytest.mark.e2e

@@ -12,22 +12,25 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.publish.site import PAGES, build_site, load_site_nights
 
 
-def report(tmp_path: Path, night: str, commit: str = "abc1234") -> Path:
+def report(tmp_path: Path, night: str, commit: str = "abc1234", profile: str = "nightly") -> Path:
     """A report directory whose pages say which night they are."""
     reports = tmp_path / f"reports-{night}"
     reports.mkdir()
     (reports / "index.html").write_text(f"<p>{night}</p>")
     (reports / "compat.md").write_text(f"# {night}\n")
-    (reports / "compat.json").write_text(json.dumps({"commit": commit}))
+    (reports / "compat.json").write_text(json.dumps({"commit": commit, "profile": profile}))
     return reports
 
 
-def nights(tmp_path: Path, dates: list[str], *, keep: int = 90, profile: str = "nightly", start: Path | None = None) -> Path:
+def nights(
+    tmp_path: Path, dates: list[str], *, keep: int = 90, profile: str = "nightly", start: Path | None = None, root: str | None = None
+) -> Path:
     """Build one site per date, each from the previous one, as the nightly does; the last site's path."""
     previous = start
     for index, date in enumerate(dates):
         out = tmp_path / f"site-{profile}-{index}-{date}"
-        build_site(report(tmp_path, f"{profile}-{index}-{date}"), out, date=date, profile=profile, previous=previous, keep=keep)
+        reports = report(tmp_path, f"{profile}-{index}-{date}", profile=profile)
+        build_site(reports, out, date=date, previous=previous, keep=keep, root_profile=root)
         previous = out
     assert previous is not None
     return previous
@@ -47,14 +50,14 @@ def test_past_nights_are_kept_up_to_the_bound_and_the_root_is_the_newest(tmp_pat
     assert sorted(p.name for p in site.iterdir() if p.is_dir()) == ["2026-11-21", "2026-11-22", "2026-11-23"]
     assert (site / "index.html").read_text() == "<p>nightly-3-2026-11-23</p>"
     assert (site / "2026-11-21" / "index.html").read_text() == "<p>nightly-1-2026-11-21</p>", "a kept night is the page of that night"
-    assert [n.date for n in load_site_nights(site)] == ["2026-11-23", "2026-11-22", "2026-11-21"]
+    assert [n.date for n in load_site_nights(site)[0]] == ["2026-11-23", "2026-11-22", "2026-11-21"]
 
 
 def test_a_rerun_replaces_its_date_and_an_older_date_does_not_take_the_root(tmp_path: Path) -> None:
     site = nights(tmp_path, ["2026-11-22", "2026-11-23", "2026-11-23", "2026-11-21"])
     assert (site / "2026-11-23" / "index.html").read_text() == "<p>nightly-2-2026-11-23</p>", "the re-run replaced the first run"
     assert (site / "index.html").read_text() == "<p>nightly-2-2026-11-23</p>", "the root stays the newest night"
-    assert [n.date for n in load_site_nights(site)] == ["2026-11-23", "2026-11-22", "2026-11-21"]
+    assert [n.date for n in load_site_nights(site)[0]] == ["2026-11-23", "2026-11-22", "2026-11-21"]
 
 
 def test_another_profile_lives_under_its_name_and_leaves_the_root_alone(tmp_path: Path) -> None:
@@ -62,12 +65,60 @@ def test_another_profile_lives_under_its_name_and_leaves_the_root_alone(tmp_path
     site = nights(tmp_path, ["2026-11-23"], profile="full", start=nightly)
     assert (site / "index.html").read_text() == "<p>nightly-0-2026-11-22</p>"
     assert (site / "full" / "index.html").read_text() == (site / "full" / "2026-11-23" / "index.html").read_text()
-    assert {(n.profile, n.path) for n in load_site_nights(site)} == {("nightly", "2026-11-22"), ("full", "full/2026-11-23")}
+    assert {(n.profile, n.path) for n in load_site_nights(site)[0]} == {("nightly", "2026-11-22"), ("full", "full/2026-11-23")}
 
 
-def test_without_a_nightly_yet_the_root_lists_the_nights(tmp_path: Path) -> None:
-    site = nights(tmp_path, ["2026-11-23"], profile="smoke")
+def test_without_a_night_of_the_root_profile_yet_the_root_lists_the_nights(tmp_path: Path) -> None:
+    site = nights(tmp_path, ["2026-11-23"], profile="smoke", root="nightly")
     assert 'href="smoke/2026-11-23/index.html"' in (site / "index.html").read_text()
+
+
+def test_a_site_follows_the_profile_it_was_built_for_and_says_it(tmp_path: Path) -> None:
+    """Issue 42: no --profile and no --root-profile: the report's profile is the site's (root, badge), never "nightly"."""
+    site = nights(tmp_path, ["2026-11-23"], profile="smoke")
+    assert (site / "index.html").read_text() == (site / "2026-11-23" / "index.html").read_text() == "<p>smoke-0-2026-11-23</p>"
+    index = json.loads((site / "nights.json").read_text())
+    assert index["root"] == "smoke" and index["nights"][0]["path"] == "2026-11-23"
+    badge = json.loads((site / "badge.json").read_text())
+    assert badge["label"] == "bugmatrix smoke" and badge["message"] == "2026-11-23 · 0 findings", badge
+    later = nights(tmp_path, ["2026-11-24"], profile="full", start=site)
+    assert json.loads((later / "nights.json").read_text())["root"] == "smoke", "the previous site's root stays"
+    assert (later / "full" / "2026-11-24" / "index.html").is_file() and (later / "2026-11-23" / "index.html").is_file()
+
+
+def test_the_root_profile_changes_without_deleting_the_site(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The old root's nights move under their profile's folder, the new root's nights to the root; nothing is lost."""
+    site = nights(tmp_path, ["2026-11-21", "2026-11-22"], profile="smoke")
+    (tmp_path / "b").mkdir()
+    site = nights(tmp_path / "b", ["2026-11-22"], start=site)  # a nightly on the smoke site: under nightly/
+    assert (site / "nightly" / "2026-11-22" / "index.html").is_file()
+    out = tmp_path / "switched"
+    args = ["site", "--reports", str(report(tmp_path, "tonight")), "--out", str(out), "--date", "2026-11-23", "--previous", str(site)]
+    assert main([*args, "--root-profile", "nightly"]) == 0
+    assert "the root is now profile nightly (was smoke)" in capsys.readouterr().err
+    paths = {(n.profile, n.date): n.path for n in load_site_nights(out)[0]}
+    assert paths == {
+        ("nightly", "2026-11-23"): "2026-11-23", ("nightly", "2026-11-22"): "2026-11-22",
+        ("smoke", "2026-11-22"): "smoke/2026-11-22", ("smoke", "2026-11-21"): "smoke/2026-11-21",
+    }  # fmt: skip
+    assert (out / "smoke" / "2026-11-21" / "index.html").read_text() == "<p>smoke-0-2026-11-21</p>", "moved, not lost"
+    assert (out / "2026-11-22" / "index.html").read_text() == "<p>nightly-0-2026-11-22</p>"
+    assert (out / "index.html").read_text() == "<p>tonight</p>" and (
+        out / "smoke" / "index.html"
+    ).read_text() == "<p>smoke-1-2026-11-22</p>"
+    assert not (out / "nightly").exists(), "no night is left where the old root put it"
+    assert json.loads((out / "badge.json").read_text())["label"] == "bugmatrix nightly"
+
+
+def test_the_profile_comes_from_the_report_and_a_contradiction_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    reports = report(tmp_path, "n", profile="smoke")
+    args = ["site", "--reports", str(reports), "--out", str(tmp_path / "s"), "--date", "2026-11-23"]
+    assert main([*args, "--profile", "nightly"]) == 2
+    err = capsys.readouterr().err
+    assert "--profile nightly: the report in" in err and "is of profile 'smoke'" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "s").exists()
+    assert main(args) == 0
+    assert "smoke: 2026-11-23 to 2026-11-23" in capsys.readouterr().out
 
 
 def test_the_issue_bodies_are_published_under_their_night(tmp_path: Path) -> None:
@@ -105,7 +156,7 @@ def test_the_cli_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.Ca
     (occupied / "keep.txt").write_text("a user's file")
     cases = [
         (["--reports", str(reports), "--out", str(occupied), "--date", "2026-11-23"], "is not an empty directory"),
-        (["--reports", str(tmp_path), "--out", str(tmp_path / "s"), "--date", "2026-11-23"], "no index.html; run the report first"),
+        (["--reports", str(tmp_path), "--out", str(tmp_path / "s"), "--date", "2026-11-23"], "no compat.json; run the report first"),
         (["--reports", str(reports), "--out", str(tmp_path / "s"), "--date", "23.11.2026"], "is not a date"),
         (["--reports", str(reports), "--out", str(tmp_path / "s"), "--date", "2026-11-23", "--issues", str(tmp_path / "no")], "--issues"),
     ]

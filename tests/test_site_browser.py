@@ -2,10 +2,11 @@
 
 The site is built from fixture nights (tests/test_site_nights.py: a clean
 night, a regression, a release that does not install), with two weeks of
-ordinary nights before them so the trend has something to show. The
-1280x800 screenshot is copied to build/screenshots/nights-1280.png for a
-person to look at (``reports/nights.png`` is a committed copy). Skips, saying
-why, where chromium is not installed.
+ordinary nights before them so the grid and the trend have something to show.
+The 1280x800 screenshots of the site after the clean night and after the
+regression night are copied to build/screenshots/nights-{clean,regression}-1280.png
+for a person to look at (``docs/nights-clean.png`` and ``docs/nights-regression.png``
+are committed copies). Skips, saying why, where chromium is not installed.
 """
 
 from __future__ import annotations
@@ -78,16 +79,20 @@ def test_nights_page_needs_no_sideways_scroll(site: Path, width: int) -> None:
     )
 
 
-def test_nights_screenshot_at_1280x800(site: Path) -> None:
-    shot = site.parent / "nights.png"
-    chromium(site / "nights.html", "--window-size=1280,800", "--hide-scrollbars", f"--screenshot={shot}")
+@pytest.mark.parametrize(("night", "name"), [("2026-11-21", "clean"), ("2026-11-22", "regression")])
+def test_nights_screenshot_at_1280x800(site: Path, night: str, name: str) -> None:
+    """The site as it stood the morning after a clean night and after the regression night (docs/nights-<name>.png)."""
+    that_morning = site.parent / f"site-{night}"
+    shot = site.parent / f"nights-{name}.png"
+    chromium(that_morning / "nights.html", "--window-size=1280,800", "--hide-scrollbars", f"--screenshot={shot}")
     data = shot.read_bytes()
     assert struct.unpack(">II", data[16:24]) == (1280, 800) and len(data) > 10_000
     SHOT_DIR.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(shot, SHOT_DIR / "nights-1280.png")
-    issue = next((site / "2026-11-22" / "issues").glob("*.html"))
-    chromium(issue, "--window-size=1280,800", "--hide-scrollbars", f"--screenshot={site.parent / 'issue.png'}")
-    shutil.copy2(site.parent / "issue.png", SHOT_DIR / "issue-1280.png")
+    shutil.copy2(shot, SHOT_DIR / f"nights-{name}-1280.png")
+    issues = sorted((that_morning / night / "issues").glob("*.html"))
+    if issues:
+        chromium(issues[0], "--window-size=1280,800", "--hide-scrollbars", f"--screenshot={site.parent / 'issue.png'}")
+        shutil.copy2(site.parent / "issue.png", SHOT_DIR / "issue-1280.png")
 
 
 #: axe-core's browser bundle, unpacked from the npm registry's tarball (``npm pack axe-core``); build/ is git-ignored.

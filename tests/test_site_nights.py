@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import re
+from importlib import resources
 from pathlib import Path
 
 import jsonschema
 
+from bugmatrix.publish import nights
 from bugmatrix.publish.markers import Marker, State, file_stem
 from bugmatrix.publish.site import build_site
 from bugmatrix.report.diff import ChangeKind
+from bugmatrix.report.render_html import stylesheet
 from tests.test_issue_bodies import CORE, body_of, finding, regression_night
 
 #: shields.io's endpoint badge (https://shields.io/badges/endpoint-badge), as data.
@@ -50,7 +53,7 @@ def night_report(tmp_path: Path, name: str, compat: dict[str, object], issues: d
     reports.mkdir()
     (reports / "index.html").write_text(f"<p>{name}</p>")
     (reports / "compat.md").write_text(f"# {name}\n")
-    (reports / "compat.json").write_text(json.dumps({"commit": f"c-{name}", **compat}))
+    (reports / "compat.json").write_text(json.dumps({"commit": f"c-{name}", "profile": "nightly", **compat}))
     if not issues:
         return reports, None
     bodies = tmp_path / f"issues-{name}"
@@ -104,9 +107,10 @@ def site_of_three_nights(tmp_path: Path, previous: Path | None = None) -> Path:
 
 
 def rows(page: str) -> dict[str, list[str]]:
-    """nights.html's rows by date: each cell's text, tags stripped."""
+    """nights.html's table of nights, its rows by date: each cell's text, tags stripped."""
     found = {}
-    for row in re.findall(r"<tr>(.*?)</tr>", page, re.S)[1:]:
+    table = page[page.index('<table class="nights">') :]
+    for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]:
         cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
         found[cells[0]] = cells
     return found
@@ -117,7 +121,7 @@ def test_the_nights_table_counts_each_night_from_its_report_and_links_it(tmp_pat
     page = (site / "nights.html").read_text()
     table = rows(page)
     assert list(table) == ["2026-11-23", "2026-11-22", "2026-11-21"], "newest first"
-    head = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th scope=\"col\">(.*?)</th>", page)]
+    head = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th scope=\"col\">(.*?)</th>", page[page.index('<table class="nights">') :])]
     column = {name: i for i, name in enumerate(head)}
     assert table["2026-11-21"][column["regressions"]] == "—" and table["2026-11-21"][column["reused / run"]] == "1 / 1"
     assert table["2026-11-22"][column["regressions"]] == "1" and table["2026-11-22"][column["reused / run"]] == "0 / 2"
@@ -126,7 +130,12 @@ def test_the_nights_table_counts_each_night_from_its_report_and_links_it(tmp_pat
     assert newest[column["regressions"]] == "—" and newest[column["commit"]] == "c-2026-11-23"
     for date in table:
         assert f'href="{date}/index.html"' in page and (site / date / "index.html").is_file()
-    assert "<svg" in page and page.count("▲</text>") == 2, "the trend marks the two nights with findings"
+    trend = page[page.index('<div class="trend">') : page.index("</svg>", page.index('<div class="trend">'))]
+    bars = re.findall(r"<g><title>(.*?)</title>(.*?)</g>", trend)
+    assert [title.split(" ")[0] for title, _ in bars] == ["2026-11-21", "2026-11-22", "2026-11-23"], "oldest left"
+    heights = [sum(float(h) for h in re.findall(r'height="([\d.]+)"', rects)) for _, rects in bars]
+    assert heights[1] == heights[2] == 80.0, "per cell: 1 regression in 2 cells and 2 cell findings in 4 are the same height"
+    assert heights[0] == 3.0 and nights.GREEN in bars[0][1], "a clean night: the short green mark"
 
 
 def test_every_issue_page_is_linked_and_escaped(tmp_path: Path) -> None:
@@ -146,9 +155,9 @@ def test_the_badge_is_a_shields_endpoint_and_follows_the_newest_nightly(tmp_path
     site = site_of_three_nights(tmp_path)
     document = json.loads((site / "badge.json").read_text())
     jsonschema.validate(document, SHIELDS_ENDPOINT)
-    assert document == {"schemaVersion": 1, "label": "bugmatrix nightly", "message": "0 regressions", "color": "green"}
+    assert document == {"schemaVersion": 1, "label": "bugmatrix nightly", "message": "2026-11-23 · 2 findings", "color": "red"}
     svg = (site / "badge.svg").read_text()
-    assert "0 regressions" in svg and "href" not in svg, "self-contained: nothing fetched"
+    assert "2026-11-23 · 2 findings" in svg and "href" not in svg, "self-contained: nothing fetched"
     regressed = site / "2026-11-22"
     reports = tmp_path / "again"
     reports.mkdir()
@@ -158,7 +167,14 @@ def test_the_badge_is_a_shields_endpoint_and_follows_the_newest_nightly(tmp_path
     build_site(reports, out, date="2026-11-24", profile="nightly", previous=site)
     document = json.loads((out / "badge.json").read_text())
     jsonschema.validate(document, SHIELDS_ENDPOINT)
-    assert (document["message"], document["color"]) == ("1 regression", "red")
+    assert (document["message"], document["color"]) == ("2026-11-24 · 1 finding", "red")
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    for name in ("index.html", "compat.md", "compat.json"):
+        (clean / name).write_bytes((site / "2026-11-21" / name).read_bytes())
+    build_site(clean, tmp_path / "site-clean", date="2026-11-25", previous=out)
+    document = json.loads((tmp_path / "site-clean" / "badge.json").read_text())
+    assert (document["message"], document["color"]) == ("2026-11-25 · 0 findings", "green")
 
 
 # -- accessibility basics (axe-core is not installed here: see docs/site.md) ------------------------
@@ -177,17 +193,15 @@ def contrast(a: str, b: str) -> float:
 
 
 def test_status_colours_have_text_contrast_of_at_least_4_5() -> None:
-    from bugmatrix.publish import nights
-
-    own = nights._OWN_CSS
-    text_colours = set(re.findall(r"color: (#[0-9a-fA-F]{6})", own))
+    own = (resources.files("bugmatrix.publish") / "templates" / "site.css").read_text(encoding="utf-8")
+    text_colours = set(re.findall(r"(?<!-)color: (#[0-9a-fA-F]{6})", own))
     assert {nights.RED, nights.GREY} <= text_colours, "the quiet and the loud count are coloured text"
-    page = re.search(r"body \{[^}]*background: (#[0-9a-f]{6})", nights._report_css())
+    page = re.search(r"body \{[^}]*background: (#[0-9a-f]{6})", str(stylesheet()))
     assert page is not None, "the report's stylesheet names its background"
     for colour in text_colours:
         for background in (page.group(1), "#ffffff"):
             assert contrast(colour, background) >= 4.5, f"{colour} on {background}: {contrast(colour, background):.2f}:1"
-    for fill in (nights.GREEN, nights.RED, nights.GREY):  # the badge's white text on its colour
+    for fill in nights.BADGE_COLOURS.values():  # the badge's white text on its colour
         assert contrast("#ffffff", fill) >= 4.5, f"white on {fill}"
     assert contrast("#ffffff", "#444d56") >= 4.5, "white on the badge's label"
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 from bugmatrix.report.history import append_night, night_from_compat
+from bugmatrix.report.model import ExpectationSource, ExpectationSummary
 from bugmatrix.report.night import analyse
 from bugmatrix.report.terminal import render_terminal, use_colour
 from tests.fullscale import full_compat
 from tests.test_history import DATES, three_nights
-from tests.test_report import WORKS
+from tests.test_report import CORE, FIXED, WORKS, fixture_compat, with_regression
 
 
 class Tty(io.StringIO):
@@ -53,3 +55,30 @@ def test_colour_wraps_symbols_and_flaky_variants_are_marked() -> None:
         kept = append_night(kept, night_from_compat(compat, date))
     text = render_terminal(analyse(nights[2], None, kept))
     assert "cache_disabled 1/2 ≈ flaky" in text, f"{WORKS} flapped; it is a workaround, so it is marked on its line"
+
+
+def test_the_terminal_leads_with_the_findings_before_the_table() -> None:
+    """Issue 47: the first finding line comes before the per-variant table, whatever else leads (missing cells, releases)."""
+    baseline = full_compat()
+    tonight = with_regression(baseline)
+    lines = render_terminal(analyse(tonight, baseline)).splitlines()
+    table = next(i for i, line in enumerate(lines) if line.startswith("variant "))
+    first = next(i for i, line in enumerate(lines) if "REGRESSION" in line)
+    assert first < table, lines[: table + 1]
+    assert lines[first].startswith(f"✗ REGRESSION {CORE} in {FIXED}: fixed -> reproduced:"), lines[first]
+    assert not any("REGRESSION" in line for line in lines[table:]), "said once, before the table"
+
+
+def test_a_profile_that_is_a_subset_of_the_baselines_says_so_in_one_quiet_line() -> None:
+    """A smoke night against a nightly baseline: one line, not every baseline cell and result it does not run."""
+    baseline = dataclasses.replace(fixture_compat(), profile="nightly")
+    kept = tuple(c for c in baseline.cells if c.id != FIXED)
+    dropped = ExpectationSummary(ExpectationSource.PLAN, "the plan (3 cells)", (FIXED,), 9)
+    smoke = dataclasses.replace(baseline, profile="smoke", cells=kept, expectation=dropped)
+    text = analyse(smoke, baseline).dropped_text
+    assert (
+        text
+        == "Profile smoke runs 3 of the 4 cells of the baseline's profile nightly; the others are not in this plan (on purpose, not missing)."
+    )
+    same = analyse(dataclasses.replace(smoke, profile="nightly"), baseline).dropped_text
+    assert same.startswith("1 baseline cell(s) are not in this plan") and "9 baseline result(s)" in same, "the same profile names them"

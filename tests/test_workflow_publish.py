@@ -107,6 +107,7 @@ def test_the_report_job_builds_the_site_and_uploads_it_with_the_official_action(
     assert '--date "$NIGHT"' in run["run"] and run["env"]["NIGHT"] == "${{ steps.targets.outputs.night }}"
     assert site["env"]["NIGHT"] == run["env"]["NIGHT"], "the site files the night under the date the report used"
     assert "nox -s site --" in site["run"] and '--previous "$RUNNER_TEMP/previous-site"' in site["run"] and '--date "$NIGHT"' in site["run"]
+    assert "--root-profile nightly" in site["run"], "the issues link nights where Links.for_site puts them: the nightly's at the root"
     restore = step_running(report, r"-n github-pages\b")
     (upload,) = step_using(report, "actions/upload-pages-artifact")
     assert upload["with"] == {"path": "${{ runner.temp }}/site", "retention-days": 90}, "the next night restores the site from it"

@@ -1,23 +1,28 @@
-"""An issue body's Markdown as HTML for the site: the small subset :mod:`~bugmatrix.publish.issue_body` writes, everything escaped.
+"""An issue body's Markdown as HTML for the site: the small subset :mod:`~bugmatrix.publish.issue_body` writes, read as data.
 
 The bodies carry run text (exception messages, logs, package names) that
-anyone upstream can influence, so this renderer trusts nothing: every
-character of the source is HTML-escaped first, and only the constructs the
-body writer emits are turned back into markup - headings, ``-`` lists, pipe
-tables, fenced blocks, ``---``, code spans, ``**bold**``, links whose target is
-http(s) or a relative path, and the literal lines ``<details>``,
-``<summary>…</summary>``, ``</details>`` and ``<sub>…</sub>``. Anything else
-(an ``<img>``, a ``javascript:`` link, a raw ``<script>``) is shown as text.
-A full Markdown library is not needed for this subset and would widen what a
-hostile message can reach.
+anyone upstream can influence, so nothing here writes markup: the body is read
+into :class:`Block` and :class:`Span` values, and the autoescaping template
+``_markdown.html.j2`` turns them into HTML. Only the constructs the body writer
+emits become markup - headings, ``-`` lists, pipe tables, fenced blocks,
+``---``, code spans, ``**bold**``, links whose target is http(s) or a relative
+path, and the literal lines ``<details>``, ``<details><summary>…</summary>``
+(whose ``<code>…</code>`` is the writer's own, its content HTML-escaped by it),
+``</details>`` and ``<sub>…</sub>``. Anything else (an ``<img>``, a
+``javascript:`` link, a raw ``<script>``) is shown as text. A full Markdown
+library is not needed for this subset and would widen what a hostile message
+can reach.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from dataclasses import dataclass
 
-__all__ = ["render_markdown"]
+from bugmatrix.publish.render import render
+
+__all__ = ["Block", "Span", "parse_markdown", "render_markdown"]
 
 _FENCE = re.compile(r"^(`{3,})(.*)$")
 _HEADING = re.compile(r"^(#{1,6}) +(.*)$")
@@ -27,114 +32,145 @@ _BOLD = re.compile(r"\*\*(.+?)\*\*")
 _SAFE_URL = re.compile(r"https?://[^\s\"'<>]+|[^\s\"'<>:]+", re.IGNORECASE)  # http(s), or relative (no scheme at all)
 _MARKER = re.compile(r"^<!-- .* -->$")
 _ROW = re.compile(r"(?<!\\)\|")
+_RULE = re.compile(r"\|?[\s:|-]+\|?")
+_SUMMARY = re.compile(r"<details><summary>(.*)</summary>")
+_SUMMARY_CODE = re.compile(r"<code>(.*?)</code>")  # issue_body writes a cell id there, html.escape-d
 
 
-def _inline(text: str) -> str:
-    """Code spans first (their content stays literal), then links and bold in the rest; the source is escaped throughout."""
+@dataclass(frozen=True)
+class Span:
+    """A run of inline text: ``text``, ``bold``, ``code``, or ``link`` (``href``, and its ``label`` of text and bold spans)."""
+
+    kind: str
+    text: str = ""
+    href: str = ""
+    label: tuple[Span, ...] = ()
+
+
+Line = tuple[Span, ...]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of the body: ``p``, ``h`` (``level``), ``pre`` (``text``), ``hr``, ``ul`` (``items``), ``table`` (``items`` is the
+    header, ``rows`` the rows), ``small``, and ``details`` / ``/details`` (the opening, with its summary in ``spans``, and the close)."""
+
+    kind: str
+    spans: Line = ()
+    level: int = 0
+    text: str = ""
+    items: tuple[Line, ...] = ()
+    rows: tuple[tuple[Line, ...], ...] = ()
+
+
+def _bold(text: str) -> list[Span]:
     out, last = [], 0
-    for match in _CODE.finditer(text):
-        out.append(_markup(text[last : match.start()]))
-        out.append(f"<code>{html.escape(match.group(2).strip() if match.group(2).strip() else match.group(2))}</code>")
+    for match in _BOLD.finditer(text):
+        out += [Span("text", text[last : match.start()]), Span("bold", match.group(1))]
         last = match.end()
-    out.append(_markup(text[last:]))
-    return "".join(out)
+    return [*out, Span("text", text[last:])]
 
 
-def _markup(text: str) -> str:
+def _links(text: str) -> list[Span]:
     out, last = [], 0
     for match in _LINK.finditer(text):
-        out.append(_bold(text[last : match.start()]))
+        out += _bold(text[last : match.start()])
         label, target = match.group(1), match.group(2)
-        if _SAFE_URL.fullmatch(target):
-            out.append(f'<a href="{html.escape(target)}">{_bold(label)}</a>')
-        else:
-            out.append(_bold(match.group(0)))
+        out += [Span("link", href=target, label=tuple(_bold(label)))] if _SAFE_URL.fullmatch(target) else _bold(match.group(0))
         last = match.end()
-    out.append(_bold(text[last:]))
-    return "".join(out)
+    return out + _bold(text[last:])
 
 
-def _bold(text: str) -> str:
-    escaped = html.escape(text)
-    return _BOLD.sub(lambda m: f"<b>{m.group(1)}</b>", escaped)
+def _inline(text: str) -> Line:
+    """Code spans first (their content stays literal), then links and bold in the rest."""
+    out, last = [], 0
+    for match in _CODE.finditer(text):
+        out += _links(text[last : match.start()])
+        out.append(Span("code", match.group(2).strip() or match.group(2)))
+        last = match.end()
+    return tuple(s for s in [*out, *_links(text[last:])] if s.text or s.kind == "link")
 
 
-def _cells(line: str) -> list[str]:
+def _summary(text: str) -> Line:
+    """A ``<summary>``'s content: the writer's ``<code>`` (its content un-escaped once, escaped again by the template), the rest as Markdown."""
+    out, last = [], 0
+    for match in _SUMMARY_CODE.finditer(text):
+        out += _inline(text[last : match.start()])
+        out.append(Span("code", html.unescape(match.group(1))))
+        last = match.end()
+    return (*out, *_inline(text[last:]))
+
+
+def _cells(line: str) -> tuple[Line, ...]:
     inner = line.strip()
     inner = inner[1:] if inner.startswith("|") else inner
     inner = inner[:-1] if inner.endswith("|") and not inner.endswith("\\|") else inner
-    return [c.strip().replace("\\|", "|") for c in _ROW.split(inner)]
+    return tuple(_inline(c.strip().replace("\\|", "|")) for c in _ROW.split(inner))
 
 
-def render_markdown(text: str, top: int = 1) -> str:
-    """The body as HTML (a fragment): the subset above, every other character as text.
-
-    ``top`` is the highest heading level the fragment may use: under a page's
-    ``<h1>`` the body's first level (``###`` in the bodies) becomes ``<h2>``, so
-    headings go down one level at a time.
-    """
+def parse_markdown(text: str, top: int = 1) -> list[Block]:
+    """The body's blocks; ``top`` is the highest heading level they may use (under a page's ``<h1>``, ``###`` becomes ``<h2>``)."""
     levels = sorted({len(m.group(1)) for line in text.splitlines() if (m := _HEADING.match(line.strip()))})
     shift = {level: min(6, top + i) for i, level in enumerate(levels)}
     lines = text.splitlines()
-    out: list[str] = []
-    paragraph: list[str] = []
-    i = 0
+    out: list[Block] = []
+    paragraph: list[Span] = []
 
     def flush() -> None:
         if paragraph:
-            out.append("<p>" + " ".join(_inline(p) for p in paragraph) + "</p>")
+            out.append(Block("p", tuple(paragraph[:-1])))  # the lines, each followed by a space: the last one dropped
             paragraph.clear()
 
+    i = 0
     while i < len(lines):
-        line = lines[i]
-        stripped = line.strip()
-        fence = _FENCE.match(stripped)
+        stripped = lines[i].strip()
+        fence, heading, summary = _FENCE.match(stripped), _HEADING.match(stripped), _SUMMARY.fullmatch(stripped)
+        table = stripped.startswith("|") and i + 1 < len(lines) and _RULE.fullmatch(lines[i + 1].strip())
+        sub = stripped.startswith("<sub>") and stripped.endswith("</sub>")
+        listed = stripped.startswith("- ")
+        if stripped and not (fence or heading or summary or table or sub or listed or _MARKER.match(stripped)):
+            if stripped not in ("---", "<details>", "</details>"):
+                paragraph += [*_inline(stripped), Span("text", " ")]
+                i += 1
+                continue
+        flush()
         if fence:
-            flush()
             closing, body = fence.group(1), []
             i += 1
             while i < len(lines) and lines[i].strip() != closing:
                 body.append(lines[i])
                 i += 1
-            out.append(f"<pre><code>{html.escape(chr(10).join(body))}</code></pre>")
-        elif not stripped or _MARKER.match(stripped):
-            flush()
-        elif heading := _HEADING.match(stripped):
-            flush()
-            level = shift[len(heading.group(1))]
-            out.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
+            out.append(Block("pre", text="\n".join(body)))
+        elif heading:
+            out.append(Block("h", _inline(heading.group(2)), level=shift[len(heading.group(1))]))
         elif stripped == "---":
-            flush()
-            out.append("<hr>")
+            out.append(Block("hr"))
         elif stripped in ("<details>", "</details>"):
-            flush()
-            out.append(stripped)
-        elif stripped.startswith("<details><summary>") and stripped.endswith("</summary>"):
-            flush()
-            out.append(f"<details><summary>{_inline(stripped[len('<details><summary>') : -len('</summary>')])}</summary>")
-        elif stripped.startswith("<sub>") and stripped.endswith("</sub>"):
-            flush()
-            out.append(f"<p><small>{_inline(stripped[5:-6])}</small></p>")
-        elif stripped.startswith("- "):
-            flush()
+            out.append(Block(stripped.strip("<>")))
+        elif summary:
+            out.append(Block("details", _summary(summary.group(1))))
+        elif sub:
+            out.append(Block("small", _inline(stripped[5:-6])))
+        elif listed:
             items = []
             while i < len(lines) and lines[i].strip().startswith("- "):
-                items.append(f"<li>{_inline(lines[i].strip()[2:])}</li>")
+                items.append(_inline(lines[i].strip()[2:]))
                 i += 1
-            out.append("<ul>" + "".join(items) + "</ul>")
+            out.append(Block("ul", items=tuple(items)))
             continue
-        elif stripped.startswith("|") and i + 1 < len(lines) and re.fullmatch(r"\|?[\s:|-]+\|?", lines[i + 1].strip()):
-            flush()
-            head = "".join(f'<th scope="col">{_inline(c)}</th>' for c in _cells(stripped))
-            rows = []
+        elif table:
+            head, rows = _cells(stripped), []
             i += 2
             while i < len(lines) and lines[i].strip().startswith("|"):
-                rows.append("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in _cells(lines[i])) + "</tr>")
+                rows.append(_cells(lines[i]))
                 i += 1
-            out.append(f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+            out.append(Block("table", items=head, rows=tuple(rows)))
             continue
-        else:
-            paragraph.append(stripped)
-        i += 1
+        i += 1  # a blank line or the finding's marker (for the tracker, not the reader)
     flush()
-    return "\n".join(out)
+    return out
+
+
+def render_markdown(text: str, top: int = 1) -> str:
+    """The body as an HTML fragment: the subset above, every other character as text (``_markdown.html.j2``)."""
+    return render("_markdown.html.j2", blocks=parse_markdown(text, top)).strip()

@@ -1,62 +1,78 @@
-"""The site's history pages: ``nights.html`` (a row per night, a trend), the issue bodies as HTML, the README badge.
+"""The site's history pages: ``nights.html`` (the variant × night grid, the findings trend, a row per night), issue pages, the badge.
 
 Everything here is read from what each night's report already wrote into the
 site (``<night>/compat.json`` and ``<night>/issues/*.md``): publishing never
-recomputes a result. Every string from a report is escaped (``html.escape``),
-as the report escapes it.
+recomputes a result. The pages come from the templates of
+:mod:`~bugmatrix.publish.render` (autoescaped); this module only counts and
+places. Each night's report page leaves one slot for the site
+(:data:`~bugmatrix.report.render_html.SITE_SLOT`): the site fills it with where
+a maintainer goes next (the night's issue pages, their files, every night), with
+links relative to where that copy of the page sits.
 """
 
 from __future__ import annotations
 
-import html
 import json
-import re
-import urllib.parse
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import bugmatrix.report as report_package
+from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.files import write_json_atomic, write_text_atomic
-from bugmatrix.publish.issue_html import render_markdown
+from bugmatrix.publish.grid import NightOutcomes, variant_grid
+from bugmatrix.publish.issue_html import parse_markdown
 from bugmatrix.publish.markers import parse_markers
+from bugmatrix.publish.render import render
+from bugmatrix.report.render_html import SITE_SLOT
 
-__all__ = ["BADGE_LABEL", "NightSummary", "badge", "badge_svg", "issue_page", "nights_page", "summarize", "write_history_pages"]
+__all__ = ["Issue", "NightSummary", "badge", "summarize", "trend", "write_history_pages"]
 
-BADGE_LABEL = "bugmatrix nightly"
 #: The trend shows at most this many nights (the history's span).
 TREND_NIGHTS = 90
 #: Status colours, the report's own: each has at least 4.5:1 contrast with the page's background and with white text.
-GREEN, RED, GREY = "#2e7d32", "#b3261e", "#595959"
-AMBER = "#8a5a00"  # reproduced, in the trend (a fill, with its legend in words)
-#: What the night's page adds to the report's stylesheet: numbers right-aligned, zero quiet, a count loud.
-_OWN_CSS = f"""
-  table.nights td {{ text-align: right; }} table.nights td.l, table.nights th {{ text-align: left; }}
-  table.nights {{ font-size: 13px; background: #fff; }} table.nights td.i {{ white-space: normal; min-width: 14rem; }}
-  .q {{ color: {GREY}; }} .bad {{ color: {RED}; font-weight: 600; }}
-  .trend {{ max-width: 100%; overflow-x: auto; }} .trend svg {{ display: block; }}
-  .legend {{ font-size: .85rem; color: {GREY}; margin: .2rem 0 .6rem; }}
-  .legend i {{ display: inline-block; width: .8em; height: .8em; margin: 0 .25em 0 .8em; vertical-align: -.05em; }}
-  article.body {{ background: #fff; border: 1px solid #ddd; padding: .2rem 1rem .8rem; max-width: 60rem; }}
-  article.body th, article.body td {{ white-space: normal; }}
-  article.body pre {{ white-space: pre-wrap; word-break: break-word; background: #f4f4f4; padding: .5rem; }}
-  @media (max-width: 700px) {{ body {{ margin: 0 .5rem 1rem; }} table.nights {{ font-size: 12px; }} }}
-"""
+GREEN, RED, GREY, AMBER, PURPLE = "#2e7d32", "#b3261e", "#595959", "#8a5a00", "#5b2a86"
+#: The trend's findings, bottom to top: (what it counts, its colour).
+TREND_KINDS = (("regressions", RED), ("new failure modes", AMBER), ("missing", GREY), ("not installing", PURPLE))
+#: The columns of the table of nights.
+COLUMNS = (
+    "night",
+    "commit",
+    "regressions",
+    "new failure modes",
+    "unexpected fixes",
+    "flaky",
+    "missing",
+    "not installing",
+    "new releases",
+    "reused / run",
+    "issues",
+)
+#: What :attr:`NightSummary.findings` adds up, in the words of the table of nights (one, many).
+_FINDING_WORDS = (
+    ("regression", "regressions"),
+    ("new failure mode", "new failure modes"),
+    ("unexpected fix", "unexpected fixes"),
+    ("flaky", "flaky"),
+    ("missing", "missing"),
+    ("not installing", "not installing"),
+)
+#: The badge's colours: shields.io's names, drawn by badge.svg in the site's own.
+BADGE_COLOURS = {"green": GREEN, "red": RED, "lightgrey": GREY}
 
 
-def _report_css() -> str:
-    """The report's own stylesheet (its template's ``<style>``), so the site looks like the report it links."""
-    template = Path(report_package.__file__).parent / "templates" / "index.html.j2"
-    found = re.search(r"<style>(.*?)</style>", template.read_text(encoding="utf-8"), re.S)
-    return found.group(1) if found else ""
+@dataclass(frozen=True)
+class Issue:
+    """One issue body of a night (``issues/<stem>.md``): its title and key (from its marker), and its attached files."""
 
-
-def _css() -> str:
-    return _report_css() + _OWN_CSS
+    stem: str
+    title: str
+    key: str
+    files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class NightSummary:
-    """What one night's report says, counted: the columns of ``nights.html``."""
+    """What one night's report says, counted: the columns of ``nights.html``, and each variant's outcomes for the grid."""
 
     date: str
     profile: str
@@ -71,41 +87,58 @@ class NightSummary:
     new_releases: int = 0
     reused: int = 0
     ran: int = 0
-    reproduced: int = 0
-    fixed: int = 0
-    other: int = 0
-    issues: tuple[tuple[str, str], ...] = ()  # (file stem, title)
+    cells: int = 0
+    issues: tuple[Issue, ...] = ()
     readable: bool = True
+    outcomes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # variant -> cell -> outcome
+    flagged: frozenset[str] = frozenset()  # variants with a flagged verdict or an issue tonight
 
     @property
     def findings(self) -> int:
         return self.regressions + self.new_failure_modes + self.unexpected_fixes + self.flaky + self.missing + self.not_installing
 
+    @property
+    def finding_text(self) -> str:
+        """``3 findings (1 regression, 2 missing)``: the count the badge shows, with the columns of the table of nights it adds up."""
+        counts = (self.regressions, self.new_failure_modes, self.unexpected_fixes, self.flaky, self.missing, self.not_installing)
+        said = ", ".join(f"{n} {one if n == 1 else many}" for (one, many), n in zip(_FINDING_WORDS, counts, strict=True) if n)
+        return f"{self.findings} finding{'' if self.findings == 1 else 's'}" + (f" ({said})" if said else "")
 
-def _issues(directory: Path) -> tuple[tuple[str, str], ...]:
-    """The night's issue bodies (``<stem>.md``), each with the title and key its marker carries."""
+    @property
+    def trend_counts(self) -> tuple[int, ...]:
+        """The trend's findings (:data:`TREND_KINDS`), in its order."""
+        return (self.regressions, self.new_failure_modes, self.missing, self.not_installing)
+
+
+def _issues(directory: Path) -> tuple[Issue, ...]:
+    """The night's issue bodies (``<stem>.md``), each with the title and key its marker carries and the files beside it."""
     found = []
     for path in sorted(directory.glob("*.md")) if directory.is_dir() else ():
         markers = parse_markers(path.read_text(encoding="utf-8", errors="replace"))
-        found.append((path.stem, markers[0].title if markers and markers[0].title else path.stem, markers[0].key if markers else ""))
+        title = markers[0].title if markers and markers[0].title else path.stem
+        attached = directory / path.stem
+        files = sorted(p.relative_to(attached).as_posix() for p in attached.rglob("*") if p.is_file()) if attached.is_dir() else []
+        found.append(Issue(path.stem, title, markers[0].key if markers else "", tuple(files)))
     return tuple(found)
 
 
 def summarize(site: Path, date: str, profile: str, commit: str, path: str) -> NightSummary:
     """Count one published night from its own ``compat.json``; a night whose report cannot be read says so."""
-    found = _issues(site / path / "issues")
-    issues = tuple((stem, title) for stem, title, _ in found)
-    flaky = sum(1 for _, _, key in found if key.startswith("flaky:"))
+    issues = _issues(site / path / "issues")
+    flaky = sum(1 for issue in issues if issue.key.startswith("flaky:"))
+    subjects = frozenset(issue.key.partition(":")[2] for issue in issues)
     try:
         data = json.loads((site / path / "compat.json").read_text(encoding="utf-8"))
         verdicts: dict[str, int] = {}
-        outcomes = {"reproduced": 0, "fixed": 0, "other": 0}
-        for per_cell in (data.get("results") or {}).values():
-            for entry in per_cell.values():
+        outcomes: dict[str, dict[str, str]] = {}
+        flagged = set(subjects)
+        for variant, per_cell in (data.get("results") or {}).items():
+            for cell, entry in per_cell.items():
                 verdict = str(entry.get("verdict") or "")
                 verdicts[verdict] = verdicts.get(verdict, 0) + 1
-                outcome = str(entry.get("outcome") or "")
-                outcomes[outcome if outcome in outcomes else "other"] += 1
+                outcomes.setdefault(str(variant), {})[str(cell)] = str(entry.get("outcome") or "")
+                if verdict in ("regression", "new-failure-mode", "unexpected-fix"):
+                    flagged.add(str(variant))
         cells = [c for c in data.get("cells") or [] if isinstance(c, dict)]
         status = [str((c.get("install") or {}).get("status", "ok")) for c in cells]
         reused = sum(1 for c in cells if c.get("reused_from"))
@@ -123,158 +156,123 @@ def summarize(site: Path, date: str, profile: str, commit: str, path: str) -> Ni
             new_releases=len({(r.get("axis"), r.get("version")) for r in data.get("releases") or []}),
             reused=reused,
             ran=len(cells) - reused - status.count("missing"),
-            reproduced=outcomes["reproduced"],
-            fixed=outcomes["fixed"],
-            other=outcomes["other"],
+            cells=len(cells),
             issues=issues,
+            outcomes=outcomes,
+            flagged=frozenset(flagged),
         )
     except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError):
-        return NightSummary(date, profile, commit, path, flaky=flaky, issues=issues, readable=False)
+        return NightSummary(date, profile, commit, path, flaky=flaky, issues=issues, readable=False, flagged=subjects)
 
 
-def _count(n: int) -> str:
-    return '<span class="q" aria-label="none">—</span>' if n == 0 else f'<span class="bad">{n}</span>'
+def trend(nights: list[NightSummary], height: int = 80) -> dict[str, object]:
+    """The findings trend's geometry, oldest left: per night a stack of :data:`TREND_KINDS`, each divided by the night's cells.
 
-
-def _trend(nights: list[NightSummary]) -> str:
-    """Stacked bars, oldest left: fixed / reproduced / other (variant, cell) pairs per night; a night with findings marked ▲.
-
-    Inline SVG with a text legend and a title per night (hover): no script, no
-    library, readable in greyscale through the legend's order (bottom to top).
+    Per cell, so a night of 2 cells drawn beside nights of 5 does not look
+    like a collapse; the tallest night fills the height. A night without
+    findings gets a short green mark, one whose report cannot be read a "?".
     """
     shown = list(reversed(nights[:TREND_NIGHTS]))
-    if not shown:
-        return ""
-    top = max(n.reproduced + n.fixed + n.other for n in shown) or 1
-    w, h = max(8, min(36, 720 // len(shown))), 80
-    parts = []
+    rate = {n.date: [count / max(n.cells, 1) for count in n.trend_counts] for n in shown}
+    top = max((sum(r) for r in rate.values()), default=0) or 1
+    width = max(8, min(36, 720 // max(len(shown), 1)))
+    bars = []
     for i, n in enumerate(shown):
-        y = float(h)
-        bars = []
-        for value, colour in ((n.fixed, GREEN), (n.reproduced, AMBER), (n.other, GREY)):
-            height = value * h / top
-            y -= height
-            bars.append(f'<rect x="{i * w}" y="{y:.1f}" width="{w - 2}" height="{height:.1f}" fill="{colour}"/>')
-        mark = (
-            f'<text x="{i * w + (w - 2) / 2:.1f}" y="{h + 13}" font-size="11" text-anchor="middle" fill="{RED}">▲</text>'
-            if n.findings
-            else ""
+        y, rects = float(height), []
+        for value, (_, colour) in zip(rate[n.date], TREND_KINDS, strict=True):
+            if value:
+                rects.append({"y": round(y - value * height / top, 1), "height": round(value * height / top, 1), "fill": colour})
+                y -= value * height / top
+        said = ", ".join(f"{count} {name}" for count, (name, _) in zip(n.trend_counts, TREND_KINDS, strict=True))
+        title = f"{n.date} ({n.cells} cell(s)): {said}" if n.readable else f"{n.date}: its report cannot be read"
+        bars.append(
+            {"x": i * width, "rects": rects, "clean": n.readable and not any(n.trend_counts), "readable": n.readable, "title": title}
         )
-        title = f"{n.date}: {n.fixed} fixed, {n.reproduced} reproduced, {n.other} other" + (
-            f"; {n.findings} finding(s)" if n.findings else ""
-        )
-        parts.append(f"<g><title>{html.escape(title)}</title>{''.join(bars)}{mark}</g>")
-    first, last = html.escape(shown[0].date), html.escape(shown[-1].date)
-    label = f"{len(shown)} night(s), {first} to {last}: (variant, cell) pairs per night by outcome; ▲ marks a night with findings"
-    legend = (
-        f'<p class="legend">{first} → {last}, oldest left:<i style="background:{GREEN}"></i>fixed'
-        f'<i style="background:{AMBER}"></i>reproduced<i style="background:{GREY}"></i>other (different, skipped, not installed …)'
-        f' <span style="color:{RED}">▲</span> a night with findings</p>'
+    first, last = (shown[0].date, shown[-1].date) if shown else ("", "")
+    label = (
+        f"{len(shown)} night(s), {first} to {last}: findings per cell per night (regressions, new failure modes, missing, not installing)"
     )
-    width = len(shown) * w
-    return (
-        f'<div class="trend"><svg role="img" aria-label="{html.escape(label)}" width="{width}" height="{h + 16}" '
-        f'viewBox="0 0 {width} {h + 16}"><title>{html.escape(label)}</title>{"".join(parts)}</svg></div>{legend}'
-    )
+    return {"bars": bars, "width": width, "height": height, "total": len(shown) * width, "label": label, "first": first, "last": last}
 
 
-_COLUMNS = (
-    "night",
-    "commit",
-    "regressions",
-    "new failure modes",
-    "unexpected fixes",
-    "flaky",
-    "missing",
-    "not installing",
-    "new releases",
-    "reused / run",
-    "issues",
-)
-
-
-def _head(title: str) -> list[str]:
-    return [
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">',
-        f"<title>{html.escape(title)}</title><style>{_css()}</style></head><body>",
-    ]
-
-
-def nights_page(nights: list[NightSummary]) -> str:
-    """Every night kept, newest first per profile, with its counts and a trend."""
-    out = _head("bugmatrix: every night")
-    out.append(
-        "<main><header><h1>bugmatrix: every night</h1>"
-        '<p class="meta">One row per night, newest first, counted from that night\'s own report; — is none. '
-        "Reused / run: cells whose results were reused from an earlier night / cells run that night.</p></header>"
-    )
-    for profile in dict.fromkeys(n.profile for n in nights):
-        own = [n for n in nights if n.profile == profile]
-        out.append(f'<h2 id="{html.escape(profile)}">{html.escape(profile)}</h2>{_trend(own)}')
-        out.append(
-            '<div class="scroll"><table class="nights"><thead><tr>'
-            + "".join(f'<th scope="col">{c}</th>' for c in _COLUMNS)
-            + "</tr></thead><tbody>"
-        )
-        for n in own:
-            href = html.escape(urllib.parse.quote(n.path))
-            issues = "<br>".join(
-                f'<a href="{href}/issues/{html.escape(urllib.parse.quote(stem))}.html">{html.escape(title)}</a>' for stem, title in n.issues
-            ) or _count(0)
-            counts = (n.regressions, n.new_failure_modes, n.unexpected_fixes, n.flaky, n.missing, n.not_installing, n.new_releases)
-            cells = [_count(x) for x in counts] if n.readable else ['<span class="q">unreadable</span>'] * len(counts)
-            out.append(
-                f'<tr><th scope="row"><a href="{href}/index.html">{html.escape(n.date)}</a></th>'
-                f'<td class="l"><code>{html.escape(n.commit)}</code></td>'
-                + "".join(f"<td>{c}</td>" for c in cells)
-                + f'<td>{n.reused} / {n.ran}</td><td class="l i">{issues}</td></tr>'
-            )
-        out.append("</tbody></table></div>")
-    return "\n".join(out) + "\n</main></body></html>\n"
-
-
-def issue_page(title: str, markdown: str, source: str) -> str:
-    """An issue body as a page: its Markdown rendered by :func:`~bugmatrix.publish.issue_html.render_markdown` (everything escaped)."""
-    return (
-        "\n".join(_head(title)) + f'<header><h1>{html.escape(title)}</h1><p class="meta"><a href="../index.html">the night\'s report</a> · '
-        f'<a href="{html.escape(source)}">the Markdown as filed</a></p></header><main><article class="body">{render_markdown(markdown, top=2)}</article></main></body></html>\n'
-    )
-
-
-def badge(night: NightSummary | None) -> dict[str, object]:
-    """The shields.io endpoint document for the newest night: its regressions, green at zero."""
+def badge(night: NightSummary | None, profile: str) -> dict[str, object]:
+    """The shields.io endpoint document: the profile, its newest night and that night's findings (green at none)."""
+    label = f"bugmatrix {profile}"
     if night is None or not night.readable:
-        return {"schemaVersion": 1, "label": BADGE_LABEL, "message": "no night", "color": "lightgrey"}
-    n = night.regressions
-    return {"schemaVersion": 1, "label": BADGE_LABEL, "message": f"{n} regression{'' if n == 1 else 's'}", "color": "red" if n else "green"}
+        return {
+            "schemaVersion": 1,
+            "label": label,
+            "message": "no night" if night is None else f"{night.date} unreadable",
+            "color": "lightgrey",
+        }
+    n = night.findings
+    return {
+        "schemaVersion": 1,
+        "label": label,
+        "message": f"{night.date} · {n} finding{'' if n == 1 else 's'}",
+        "color": "red" if n else "green",
+    }
 
 
-def badge_svg(document: dict[str, object]) -> str:
+def _badge_svg(document: dict[str, object]) -> str:
     """A self-contained flat badge (no fonts or images fetched): label on grey, message on its colour."""
-    label, message = html.escape(str(document["label"])), html.escape(str(document["message"]))
-    colour = {"green": GREEN, "red": RED}.get(str(document.get("color")), GREY)
-    lw, mw = 7 * len(str(document["label"])) + 10, 7 * len(str(document["message"])) + 10
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{lw + mw}" height="20" role="img" aria-label="{label}: {message}">'
-        f"<title>{label}: {message}</title>"
-        f'<rect width="{lw}" height="20" fill="#444d56"/><rect x="{lw}" width="{mw}" height="20" fill="{colour}"/>'
-        f'<g fill="#fff" font-family="Verdana,DejaVu Sans,sans-serif" font-size="11" text-anchor="middle">'
-        f'<text x="{lw / 2}" y="14">{label}</text><text x="{lw + mw / 2}" y="14">{message}</text></g></svg>\n'
-    )
+    label, message = str(document["label"]), str(document["message"])
+    widths = (7 * len(label) + 10, 7 * len(message) + 10)
+    return render("badge.svg.j2", label=label, message=message, widths=widths, colour=BADGE_COLOURS[str(document["color"])])
+
+
+def _up(path: str) -> str:
+    """From a page in ``path`` (a night's directory, or "" for the root) to the site's root."""
+    return "../" * len(Path(path).parts)
+
+
+def _fill_slot(page: Path, night: NightSummary, to_root: str, to_night: str) -> None:
+    """Put the site's links into a report page's slot (a page without one, from an older report, is left as it is)."""
+    text = page.read_text(encoding="utf-8")
+    head, opened, rest = text.partition(SITE_SLOT[0])
+    _, closed, tail = rest.partition(SITE_SLOT[1])
+    if opened and closed:
+        links = render("night_links.html.j2", night=night, to_root=to_root, to_night=to_night).strip()
+        write_text_atomic(page, head + opened + links + closed + tail)
 
 
 def write_history_pages(site: Path, nights: list[tuple[str, str, str, str]], root_profile: str) -> list[NightSummary]:
-    """Write ``nights.html``, ``badge.json``/``badge.svg`` and each night's ``issues/*.html`` into ``site``."""
+    """Write ``nights.html``, ``badge.json``/``.svg``, each night's ``issues/*.html``, and the site's links into every report page."""
     summaries = [summarize(site, *n) for n in nights]
     for s in summaries:
-        for stem, title in s.issues:
-            source = site / s.path / "issues" / f"{stem}.md"
-            write_text_atomic(
-                source.with_suffix(".html"), issue_page(title, source.read_text(encoding="utf-8", errors="replace"), source.name)
-            )
-    write_text_atomic(site / "nights.html", nights_page(summaries))
-    document = badge(next((s for s in summaries if s.profile == root_profile), None))
+        up = _up(s.path)
+        for issue in s.issues:
+            source = site / s.path / "issues" / f"{issue.stem}.md"
+            blocks = parse_markdown(source.read_text(encoding="utf-8", errors="replace"), top=2)
+            write_text_atomic(source.with_suffix(".html"), render("issue.html.j2", issue=issue, night=s, blocks=blocks, to_root=up + "../"))
+        _fill_slot(site / s.path / "index.html", s, up, "")
+    newest: dict[str, NightSummary] = {}
+    for s in summaries:  # newest first: the first of each profile is its root page
+        newest.setdefault(s.profile, s)
+    for profile, s in newest.items():
+        where = "" if profile == root_profile else profile
+        _fill_slot(site / where / "index.html", s, _up(where), f"{Path(s.path).name}/")
+    document = badge(newest.get(root_profile), root_profile)
+    profiles = [
+        {"name": p, "root": p == root_profile, "nights": own, "grid": variant_grid([_outcomes(n) for n in own]), "trend": trend(own)}
+        for p in sorted(newest, key=lambda p: p != root_profile)  # the root profile first, then by their newest night
+        for own in [[n for n in summaries if n.profile == p]]
+    ]
+    page = render(
+        "nights.html.j2",
+        profiles=profiles,
+        badge=document,
+        legend=[o.label for o in Outcome],
+        columns=COLUMNS,
+        kinds=TREND_KINDS,
+        green=GREEN,
+        grey=GREY,
+    )
+    write_text_atomic(site / "nights.html", page)
     write_json_atomic(site / "badge.json", document)
-    write_text_atomic(site / "badge.svg", badge_svg(document))
+    write_text_atomic(site / "badge.svg", _badge_svg(document))
     return summaries
+
+
+def _outcomes(night: NightSummary) -> NightOutcomes:
+    return NightOutcomes(night.date, night.path, night.outcomes, night.flagged)

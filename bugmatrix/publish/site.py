@@ -1,14 +1,19 @@
-"""The GitHub Pages site: the latest night at the root, each night under its date, a bounded number kept.
+"""The GitHub Pages site: the root profile's latest night at the root, each night under its date, a bounded number kept.
 
 GitHub Pages serves exactly what the last deployment uploaded, so a site with
 past nights has to be carried from night to night: the nightly restores the
 previous run's ``github-pages`` artifact, and :func:`build_site` makes the new
 site from it and tonight's report (``nox -s site``)::
 
-    index.html, compat.md, compat.json     the newest night of the nightly profile: the stable address
+    index.html, compat.md, compat.json     the newest night of the root profile: the stable address
     2026-11-23/                             that night's page (+ issues/: the issue bodies and their repro files)
     full/index.html, full/2026-11-20/ ...   other profiles, under their own name, so a manual run never replaces the root
-    nights.json, nights.html                every night kept, newest first
+    nights.json, nights.html                every night kept, newest first (and the root profile)
+
+The root profile is the one the site was built for: ``--root-profile``, else
+the previous site's, else the report's (the nightly workflow names
+``nightly``). When it changes, the old root's nights move under their
+profile's folder: nothing is deleted.
 
 A night is kept for :data:`KEEP_NIGHTS` nights of its profile (the history's
 span), so a link in an issue keeps working for a season; a re-run of a date
@@ -45,6 +50,7 @@ from bugmatrix.errors import BugmatrixError, OutputError
 from bugmatrix.files import check_writable_dir, write_json_atomic
 from bugmatrix.publish.nights import write_history_pages
 from bugmatrix.report.history import KEEP_NIGHTS
+from bugmatrix.report.outputs import PAGES
 
 __all__ = [
     "KEEP_NIGHTS",
@@ -63,9 +69,7 @@ __all__ = [
 ]
 
 SITE_SCHEMA = "bugmatrix.site/1"
-#: What the report writes and each night publishes.
-PAGES = ("index.html", "compat.md", "compat.json")
-#: The profile the scheduled nightly runs: its newest night is the site's root.
+#: The profile the scheduled nightly runs: the workflow makes its newest night the site's root (``--root-profile``).
 ROOT_PROFILE = "nightly"
 _PROFILE = re.compile(r"[A-Za-z][\w-]*")
 #: The kinds of file the site writes (pages, nights.json, issue bodies, repro scripts, requirements and locks).
@@ -103,11 +107,17 @@ def _checked_date(value: object, where: str) -> str:
         raise BugmatrixError(msg) from None
 
 
-def load_site_nights(site: Path, root_profile: str = ROOT_PROFILE) -> list[SiteNight]:
-    """The nights a previous site holds (``nights.json``); an empty or absent directory is a new site."""
+def load_site_nights(site: Path) -> tuple[list[SiteNight], str | None]:
+    """The nights a previous site holds (``nights.json``) and its root profile; an empty or absent directory is a new site.
+
+    Each night is where the site put it (its ``path``), so a site whose root
+    profile changes tonight is read as it was built. A ``nights.json`` written
+    before it recorded its root gives the profile of the nights at the root
+    (else :data:`ROOT_PROFILE`, the root such a site was built with).
+    """
     index = site / "nights.json"
     if not site.is_dir() or not any(site.iterdir()):
-        return []
+        return [], None
     if site.is_symlink() or index.is_symlink():
         msg = f"{site if site.is_symlink() else index}: a symlink; a previous site holds regular files only (refused)"
         raise BugmatrixError(msg)
@@ -124,15 +134,19 @@ def load_site_nights(site: Path, root_profile: str = ROOT_PROFILE) -> list[SiteN
             if not _PROFILE.fullmatch(profile):
                 msg = f"profile {profile!r} is not a profile name"
                 raise ValueError(msg)
-            path = night_path(profile, date, root_profile)
-            if not (site / path).is_dir():
+            path = str(entry.get("path") or night_path(profile, date))
+            if path not in (date, f"{profile}/{date}") or not (site / path).is_dir():
                 msg = f"the night {path}/ it lists is not in the site"
                 raise ValueError(msg)
             nights.append(SiteNight(date, profile, str(entry.get("commit", "")), path))
+        root = data.get("root") or next((n.profile for n in nights if n.path == n.date), ROOT_PROFILE)
+        if not _PROFILE.fullmatch(str(root)) or any(n.path != night_path(n.profile, n.date, root) for n in nights):
+            msg = f"its nights are not where its root profile {root!r} puts them"
+            raise ValueError(msg)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         msg = f"{index}: not a readable bugmatrix site ({exc}); {fix}"
         raise BugmatrixError(msg) from None
-    return nights
+    return nights, root
 
 
 def _kept(nights: Iterable[SiteNight], tonight: SiteNight, keep: int) -> list[SiteNight]:
@@ -144,10 +158,12 @@ def _kept(nights: Iterable[SiteNight], tonight: SiteNight, keep: int) -> list[Si
     return sorted(kept, key=lambda n: (n.date, n.profile), reverse=True)
 
 
-def _commit(reports: Path) -> str:
+def _tonight(reports: Path) -> tuple[str, str]:
+    """The commit and the profile tonight's report recorded."""
     compat = reports / "compat.json"
     try:
-        return str(json.loads(compat.read_text(encoding="utf-8")).get("commit", ""))
+        data = json.loads(compat.read_text(encoding="utf-8"))
+        return str(data.get("commit", "")), str(data.get("profile", ""))
     except (OSError, UnicodeDecodeError, ValueError, AttributeError) as exc:
         msg = f"{compat}: cannot read tonight's report ({exc}); run the report first (nox -s report)"
         raise BugmatrixError(msg) from None
@@ -194,29 +210,51 @@ def _complete(previous: Path, night: SiteNight, notes: list[str]) -> bool:
     return not lacking
 
 
+def _profiles(reports: Path, profile: str | None, root_profile: str | None, previous_root: str | None) -> tuple[str, str, str]:
+    """Tonight's commit, its profile (the report's own, which ``--profile`` may repeat but not contradict) and the site's root profile.
+
+    The root is ``--root-profile``, else the previous site's, else tonight's:
+    a site built from a smoke night is a smoke site, badge and front page.
+    """
+    commit, recorded = _tonight(reports)
+    if profile is not None and recorded and profile != recorded:
+        msg = f"--profile {profile}: the report in {reports} is of profile {recorded!r}; leave --profile out or pass --profile {recorded}"
+        raise BugmatrixError(msg)
+    profile = profile or recorded
+    if not profile:
+        msg = f"--reports {reports}: its compat.json names no profile; pass --profile P (the report's --profile)"
+        raise BugmatrixError(msg)
+    root = root_profile or previous_root or profile
+    for option, name in (("--profile", profile), ("--root-profile", root)):
+        if not _PROFILE.fullmatch(name):
+            msg = f"{option} {name!r}: not a profile name (letters, digits, - and _)"
+            raise BugmatrixError(msg)
+    return commit, profile, root
+
+
 def build_site(
     reports: Path,
     out: Path,
     *,
     date: str,
-    profile: str,
+    profile: str | None = None,
     previous: Path | None = None,
     attachments: Path | None = None,
     keep: int = KEEP_NIGHTS,
-    root_profile: str = ROOT_PROFILE,
+    root_profile: str | None = None,
     notes: list[str] | None = None,
 ) -> list[SiteNight]:
     """Write the site to ``out`` (absent or empty): ``previous``'s nights plus tonight's report; returns the nights kept.
 
+    ``profile`` defaults to the report's; ``root_profile`` to the previous
+    site's, else ``profile``. A root that changes moves the old root's nights
+    under their profile's folder and the new root's nights to the root.
     ``attachments`` (the issue bodies and their repro files) is published as
     ``<night>/issues/``, so an issue can link the lock of the cell it is about.
     ``notes`` gets one line per thing left out of the previous site.
     """
     notes = [] if notes is None else notes
     date = _checked_date(date, "--date")
-    if not _PROFILE.fullmatch(profile):
-        msg = f"--profile {profile!r}: not a profile name (letters, digits, - and _)"
-        raise BugmatrixError(msg)
     missing = [name for name in PAGES if not (reports / name).is_file()]
     if missing:
         msg = f"--reports {reports}: no {missing[0]}; run the report first (nox -s report)"
@@ -234,16 +272,20 @@ def build_site(
     if keep < 1:
         msg = f"--keep {keep}: keep at least one night"
         raise BugmatrixError(msg)
-    before = load_site_nights(previous, root_profile) if previous is not None else []
-    before = [n for n in before if previous is not None and _complete(previous, n, notes)]
-    tonight = SiteNight(date, profile, _commit(reports), night_path(profile, date, root_profile))
-    nights = _kept(before, tonight, keep)
+    before, previous_root = load_site_nights(previous) if previous is not None else ([], None)
+    commit, profile, root = _profiles(reports, profile, root_profile, previous_root)
+    if previous_root is not None and root != previous_root:
+        notes.append(f"site: the root is now profile {root} (was {previous_root}): {previous_root}'s nights moved under {previous_root}/")
+    sources = {(n.date, n.profile): n.path for n in before if previous is not None and _complete(previous, n, notes)}
+    moved = [SiteNight(n.date, n.profile, n.commit, night_path(n.profile, n.date, root)) for n in before if (n.date, n.profile) in sources]
+    tonight = SiteNight(date, profile, commit, night_path(profile, date, root))
+    nights = _kept(moved, tonight, keep)
 
     staging = out.with_name(f".{out.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)  # a build killed earlier
     try:
         staging.mkdir(parents=True)
-        _stage(staging, reports, nights, tonight, previous, attachments, root_profile, notes)
+        _stage(staging, reports, nights, tonight, (previous, sources), attachments, root, notes)
         if out.exists():
             out.rmdir()
         staging.rename(out)
@@ -262,13 +304,14 @@ def _stage(
     reports: Path,
     nights: list[SiteNight],
     tonight: SiteNight,
-    previous: Path | None,
+    previous: tuple[Path | None, dict[tuple[str, str], str]],
     attachments: Path | None,
     root_profile: str,
     notes: list[str],
 ) -> None:
-    """Write every night and the roots into ``staging``."""
+    """Write every night (a past one from where the previous site had it) and the roots into ``staging``."""
     used = 0
+    site, sources = previous
     for night in nights:
         if night is tonight:
             (staging / night.path).mkdir(parents=True)
@@ -277,8 +320,8 @@ def _stage(
             if attachments is not None and any(attachments.iterdir()):
                 shutil.copytree(attachments, staging / night.path / "issues")
         else:
-            assert previous is not None  # only tonight comes from elsewhere
-            used = _copy_previous(previous, night.path, staging / night.path, used, notes)
+            assert site is not None  # only tonight comes from elsewhere
+            used = _copy_previous(site, sources[(night.date, night.profile)], staging / night.path, used, notes)
     newest = {}
     for night in nights:  # newest first: the first of each profile is its root
         newest.setdefault(night.profile, night)
@@ -286,9 +329,9 @@ def _stage(
         root = staging / _profile_root(night.profile, root_profile)
         for name in PAGES:
             shutil.copy2(staging / night.path / name, root / name)
-    write_json_atomic(staging / "nights.json", {"schema": SITE_SCHEMA, "nights": [asdict(n) for n in nights]})
+    write_json_atomic(staging / "nights.json", {"schema": SITE_SCHEMA, "root": root_profile, "nights": [asdict(n) for n in nights]})
     write_history_pages(staging, [(n.date, n.profile, n.commit, n.path) for n in nights], root_profile)  # nights.html, badge, issue pages
-    if root_profile not in newest:  # no nightly yet (a manual run of another profile came first): the root lists the nights
+    if root_profile not in newest:  # no night of the root profile yet (another profile ran first): the root lists the nights
         shutil.copy2(staging / "nights.html", staging / "index.html")
 
 
@@ -297,11 +340,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reports", type=Path, required=True, help="the report's directory (index.html, compat.md, compat.json)")
     parser.add_argument("--out", type=Path, required=True, help="where to write the site (absent or empty)")
     parser.add_argument("--date", required=True, help="tonight's date, YYYY-MM-DD (the report's --date)")
-    parser.add_argument("--profile", default=ROOT_PROFILE, help="the report's profile (default: %(default)s)")
+    parser.add_argument("--profile", help="the report's profile (default: the one its compat.json records)")
     parser.add_argument("--previous", type=Path, help="the previous site, unpacked (absent or empty: a new site)")
     parser.add_argument("--issues", type=Path, help="the report's --issue-bodies directory, published as <night>/issues/")
     parser.add_argument("--keep", type=int, default=KEEP_NIGHTS, help="nights kept per profile (default: %(default)s)")
-    parser.add_argument("--root-profile", default=ROOT_PROFILE, help="the profile whose newest night is the root (default: %(default)s)")
+    parser.add_argument(
+        "--root-profile", help="the profile whose newest night is the root (default: the previous site's, else the report's profile)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -320,8 +365,11 @@ def run(args: argparse.Namespace) -> int:
     )
     for note in notes:
         print(note, file=sys.stderr)
-    own = [n for n in nights if n.profile == args.profile]
+    profile = args.profile or _tonight(args.reports)[1]
+    own = [n for n in nights if n.profile == profile]
+    root = json.loads((args.out / "nights.json").read_text(encoding="utf-8"))["root"]
     print(
-        f"site: {args.out} holds {len(nights)} night(s); {args.profile}: {own[-1].date} to {own[0].date} ({len(own)} of at most {args.keep})"
+        f"site: {args.out} holds {len(nights)} night(s); {profile}: {own[-1].date} to {own[0].date} ({len(own)} of at most {args.keep});"
+        f" root profile: {root}"
     )
     return 0

@@ -109,7 +109,7 @@ def run_report(options: ReportOptions) -> int:
 
 
 def _say(night: Night, lines: list[str]) -> None:
-    """The terminal's account of the night: the summary, where it went, and what fails it."""
+    """The terminal's account of the night: its findings and the summary (:func:`render_terminal`), where it went, and each failing result."""
     report, options = night.report, night.options
     compat = report.compat
     failing, flaky = report.summary_lines(), report.flaky_lines()
@@ -126,7 +126,7 @@ def _say(night: Night, lines: list[str]) -> None:
         print(line)
     if compat.stale:
         print(f"note: {len(compat.stale)} recorded variant(s) are not in the plan (renamed or removed?): {', '.join(compat.stale[:5])}")
-    for line in [*failing, *flaky][:50]:
+    for line in [*failing, *flaky][:50]:  # one line per failing result, for CI logs (stdout led with them, grouped)
         print(f"  {line}", file=sys.stderr)
 
 

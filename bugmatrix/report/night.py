@@ -30,6 +30,7 @@ from bugmatrix.report.diff import (
     summary_lines,
 )
 from bugmatrix.report.envdiff import Moved, explain_changes
+from bugmatrix.report.expectation import SYSTEM_CELL
 from bugmatrix.report.fresh import FreshLane
 from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise, unchanged_since
 from bugmatrix.report.model import Compat
@@ -138,8 +139,20 @@ class NightReport:
 
     @property
     def dropped_text(self) -> str:
-        """What the baseline had and this plan left out on purpose: one line every view puts last (it is no finding), or ""."""
-        summary = self.compat.expectation
+        """What the baseline had and this plan left out on purpose: one line every view puts last (it is no finding), or "".
+
+        A profile that is a subset of the baseline's (a smoke night against a
+        nightly baseline) says just that: its cells are all the baseline's, so
+        naming the dozens it does not run, and their results, tells nobody anything.
+        """
+        summary, baseline = self.compat.expectation, self.baseline
+        if summary.dropped and baseline is not None and baseline.profile != self.compat.profile:
+            ran = [c.id for c in self.compat.cells if c.id != SYSTEM_CELL]
+            if all(c in baseline.cell_by_id for c in ran):
+                return (
+                    f"Profile {self.compat.profile} runs {len(ran)} of the {len(ran) + len(summary.dropped)} cells of the baseline's"
+                    f" profile {baseline.profile}; the others are not in this plan (on purpose, not missing)."
+                )
         parts = []
         if summary.dropped:
             shown = ", ".join(summary.dropped[:5]) + (f" +{len(summary.dropped) - 5} more" if len(summary.dropped) > 5 else "")

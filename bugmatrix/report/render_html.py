@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
@@ -26,7 +28,7 @@ from bugmatrix.report.night import NightReport
 from bugmatrix.report.overview import overview
 from bugmatrix.report.render_lane import REUSED, lane_groups, reuse_groups
 
-__all__ = ["render_html"]
+__all__ = ["SITE_SLOT", "render_html", "stylesheet"]
 
 _ENV = Environment(
     loader=PackageLoader("bugmatrix.report", "templates"),
@@ -34,6 +36,9 @@ _ENV = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+#: The findings box's slot for the site (bugmatrix.publish): empty in the report, filled with the night's issue pages and
+#: every night where the page is published. Run text is escaped on the page, so it can never spell these comments.
+SITE_SLOT = ("<!--bugmatrix:site-->", "<!--/bugmatrix:site-->")
 #: Only plain web links become anchors; ``javascript:`` and friends stay text.
 _URL = re.compile(r"https?://[^\s<>\"']+[^\s<>\"'.,;:)\]]")
 #: The page stays usable with thousands of changes (a broken index fails every cell).
@@ -44,6 +49,17 @@ OPEN_TABLE_CELLS = 24
 CUDA, GPU = "cuda", "gpu"
 #: Change kinds set in the severe colour: what fails the run, and a new way of failing.
 SEVERE = FAILING | {ChangeKind.NEW_FAILURE_MODE}
+
+
+@cache
+def stylesheet() -> Markup:
+    """The report's stylesheet (``templates/report.css``), inlined by index.html and by the site's pages.
+
+    One package resource, so the site (:mod:`bugmatrix.publish`) looks like the
+    report it links without copying or scraping the report's template.
+    """
+    text = resources.files("bugmatrix.report").joinpath("templates", "report.css").read_text(encoding="utf-8")
+    return Markup(text)  # noqa: S704 -- our own stylesheet, shipped with the package; no run text reaches it
 
 
 def _attr_name(axis: str) -> str:
@@ -225,17 +241,22 @@ def render_html(report: NightReport) -> str:
     # Listed changes link to their table entry; ids only where needed keeps the page small.
     anchors = {(c.variant_id, c.cell_id): f"e{i}" for i, c in enumerate(shown[:CHANGE_LIMIT]) if c.variant_id}
     listed = [(c, anchors.get((c.variant_id, c.cell_id), "")) for c in shown[:CHANGE_LIMIT]]
+    moved = {(m.variant, m.cell): m.moved for m in report.moved}
+    in_box = {(c.variant_id, c.cell_id) for c in shown}  # said in the findings box (or counted there past its limit)
     cells = _cells(compat)
     _, shared = compat.varying_and_shared
     host_interpreter = (compat.interpreter or "interpreter").capitalize()
     return _ENV.get_template("index.html.j2").render(
+        stylesheet=stylesheet(),
+        site_slot=Markup("").join(Markup(s) for s in SITE_SLOT),  # noqa: S704 -- two constant comments
         compat=compat,
         report=report,
         cells=cells,
         rows=_rows(compat, cells, anchors),
         missing=_missing_by_cell(listed),
         missing_total=len(report.missing),
-        changes=[(c, a) for c, a in listed if c.kind is not ChangeKind.MISSING],
+        changes=[(c, a, moved.get((c.variant_id, c.cell_id))) for c, a in listed if c.kind is not ChangeKind.MISSING],
+        other_moved=[m for m in report.moved if (m.variant, m.cell) not in in_box],
         severe=frozenset(k.value for k in SEVERE),
         hidden_changes=max(0, len(shown) - CHANGE_LIMIT),
         informational=report.informational,
@@ -254,7 +275,6 @@ def render_html(report: NightReport) -> str:
         release_groups=report.upstream_releases,
         additions=report.additions,
         dropped=report.dropped_text,
-        moved=report.moved,
         table_open=len(cells) <= OPEN_TABLE_CELLS,
         reused_mark=REUSED,
         reused_groups=reuse_groups(report),

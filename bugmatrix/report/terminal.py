@@ -15,13 +15,14 @@ from typing import TextIO
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.boundaries import Picture, Track, boundary_text
+from bugmatrix.report.diff import ChangeKind, flaky_lines, summary_lines
 from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import VariantHistory
 from bugmatrix.report.model import Compat
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.render_lane import REUSED, lane_groups, reuse_groups
 
-__all__ = ["headline_lines", "render_terminal", "summary_rows", "trailing_lines", "use_colour"]
+__all__ = ["finding_lines", "headline_lines", "render_terminal", "summary_rows", "trailing_lines", "use_colour"]
 
 #: Missing results and release notes named one by one before "… and N more": the page has them all.
 HEADLINE_LIMIT = 10
@@ -134,8 +135,26 @@ def _reuse_lines(report: NightReport) -> list[str]:
     return lines
 
 
+def finding_lines(report: NightReport) -> list[str]:
+    """One line per finding that is not said elsewhere in the headline: regressions, cells that no longer install, flaky and new failure modes.
+
+    Missing results are grouped per cell above them and a new release that does
+    not install leads its release's lines, so neither is repeated here.
+    """
+    said = (ChangeKind.MISSING, ChangeKind.RELEASE_DOES_NOT_INSTALL)
+    changes = [c for c in report.changes if c.kind not in said]
+    lines = [f"{'✗' if line.startswith('REGRESSION') else '⚠'} {line}" for line in summary_lines(changes)]
+    lines += [f"≈ {line}" for line in flaky_lines(changes)]
+    for c in (c for c in changes if c.kind is ChangeKind.NEW_FAILURE_MODE):
+        first = c.message.strip().splitlines()[0] if c.message.strip() else ""
+        lines.append(f"≠ NEW FAILURE MODE {c.variant_id} in {c.cell_id}: {c.before or 'new'} -> {c.after}: {first}{c.reused_note}")
+    if len(lines) > HEADLINE_LIMIT:
+        lines[HEADLINE_LIMIT:] = [f"    … and {len(lines) - HEADLINE_LIMIT} more finding(s) (see compat.md or index.html)"]
+    return lines
+
+
 def headline_lines(report: NightReport) -> list[str]:
-    """What leads the terminal, before the table: missing results, the re-resolve lane, new releases (installed or not), reused cells."""
+    """What leads the terminal, before the table: the findings (missing results first), the re-resolve lane, new releases, reused cells."""
     lines = []
     missing = report.missing
     if missing:
@@ -147,6 +166,7 @@ def headline_lines(report: NightReport) -> list[str]:
             lines.append(f"    {cell}: {len(messages)} — {messages[0].splitlines()[0] if messages[0] else ''}")
         if len(cells) > HEADLINE_LIMIT:
             lines.append(f"    … and {len(cells) - HEADLINE_LIMIT} more cell(s) (see compat.md or index.html)")
+    lines += finding_lines(report)
     lines += _lane_lines(report)
     for group in report.upstream_releases:
         lines.append(f"{'⚠' if not group.installs else '•'} {'' if group.addition else 'NEW RELEASE '}{group.headline}")
@@ -166,7 +186,7 @@ def trailing_lines(report: NightReport) -> list[str]:
 
 
 def render_terminal(report: NightReport, *, colour: bool = False) -> str:
-    """Missing results and new releases first, then the summary table (no trailing newline); the history adds ≈ flaky marks."""
+    """The findings and new releases first, then the summary table (no trailing newline); the history adds ≈ flaky marks."""
     body, idle = summary_rows(report)
     rows = [("variant", "reproduced in", "fixed in", "boundary", ""), *body]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
