@@ -163,7 +163,10 @@ def test_the_main_job_leaves_a_clean_checkout_clean(tmp_path: Path, bare_nox: Pa
         )
         assert done.returncode == 0, done.stderr[-3000:]
     assert (clone / "build" / "reports" / "index.html").exists()
-    assert (clone / "build" / "site" / "index.html").exists()
+    badge = json.loads((clone / "build" / "site" / "badge.json").read_text(encoding="utf-8"))
+    assert badge["label"] == "bugmatrix smoke" and re.fullmatch(rf"{today} · \d+ findings?", badge["message"]), badge
+    front = (clone / "build" / "site" / "index.html").read_text(encoding="utf-8")
+    assert "smoke" in front and today in front, "the front page names the profile and the night"
     status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True).stdout
     assert status == "", status
 
