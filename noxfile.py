@@ -414,3 +414,10 @@ def benchmark(session: nox.Session) -> None:
     """Measure env builds (uv vs virtualenv+pip), each smoke cell on both runners vs its floor, report speed, disk; print ratios."""
     session.install(*TOOLS, *nox.project.dependency_groups(PYPROJECT, "benchmark"))
     session.run("python", "-m", "bugmatrix", "benchmark", *session.posargs, env={"PYTHONPATH": str(ROOT)})
+
+
+@nox.session(name="gpu-kit", python=BASE_PYTHON)
+def gpu_kit(session: nox.Session) -> None:
+    """Pack the cases, the harness and pure-Python wheels for a GPU box with no registry: -- --pin AXIS=V,V [--python 3.12] [--out DIR]."""
+    session.install("packaging>=23", "uv>=0.4")  # uv resolves; no jinja2: the CLI imports only this command's module
+    session.run("python", "-m", "bugmatrix", "gpu-kit", *session.posargs, env={"PYTHONPATH": str(ROOT)})

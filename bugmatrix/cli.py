@@ -43,6 +43,11 @@ TOOLS = (
     ("stability", "bugmatrix.tools.stability", "run one cell's cases N times and report any outcome that varies"),
     ("benchmark", "bugmatrix.tools.benchmark", "measure env builds, reuse vs floor, report speed, disk; print ratios"),
     ("cachesize", "bugmatrix.tools.cachesize", "what a nightly downloads cold and what its uv caches hold (nothing downloaded)"),
+    (
+        "gpu-kit",
+        "bugmatrix.tools.gpukit",
+        "pack the cases, the harness and pure-Python wheels of axis versions for a GPU box with no registry",
+    ),
     ("site", "bugmatrix.publish.site", "the GitHub Pages site: tonight's report at the root and under its date, past nights kept"),
     ("issues", "bugmatrix.publish.filing", "file the report's issue bodies on GitHub: one issue per finding, never a duplicate"),
 )
@@ -291,7 +296,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(USAGE_EXIT_CODE, f"bugmatrix: error: {self.prog}: {message}; see {self.prog} -h\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``command`` given, only that tool's module is imported (the others may need more: jinja2)."""
     parser = _Parser(prog="python -m bugmatrix", description=__doc__.splitlines()[0])
     parser.add_argument("--matrix", type=Path, default=ROOT / "matrix.toml", help="matrix file (default: %(default)s)")
     parser.add_argument("--cases", type=Path, default=ROOT / "cases", help="case directory (default: %(default)s)")
@@ -364,6 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, module, help_text in TOOLS:
         tool = sub.add_parser(name, help=help_text)
+        if command not in (None, name):
+            continue
         imported = importlib.import_module(module)
         imported.add_arguments(tool)
         tool.set_defaults(func=imported.run, root=ROOT)
@@ -401,7 +409,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand; bad input is one line on stderr and exit code 2 (3: an output could not be written)."""
-    parser = build_parser()
+    pre = _Parser(prog="python -m bugmatrix", add_help=False)  # which subcommand: only its tool module is imported
+    for option in ("--matrix", "--cases"):
+        pre.add_argument(option)
+    pre.add_argument("command", nargs="?")
+    parser = build_parser(pre.parse_known_args(argv)[0].command)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Sessions that need no plan: they must be listed whatever state matrix.toml and the cases are in.
-PLANLESS = {"lint", "plan", "lock", "bisect", "repro", "stability", "report", "site", "issues"}
+PLANLESS = {"lint", "plan", "lock", "bisect", "repro", "stability", "report", "site", "issues", "gpu-kit"}
 
 
 def nox_list(root: Path, env: dict[str, str] | None = None, clear: tuple[str, ...] = ()) -> tuple[set[str], list[str]]:

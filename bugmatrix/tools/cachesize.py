@@ -21,7 +21,7 @@ import argparse
 import subprocess
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
@@ -32,7 +32,7 @@ from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.lock import DEFAULT_PLATFORM
 
-__all__ = ["Artifact", "CacheSize", "add_arguments", "cache_key", "measure", "resolved_artifacts", "run", "target_tags"]
+__all__ = ["Artifact", "CacheSize", "Unresolvable", "add_arguments", "cache_key", "measure", "resolved_artifacts", "run", "target_tags"]
 
 #: The CUDA runtime wheels: 1.7-3.2 GB per torch release, trimmed from a saved
 #: cache (the workflow does ``uv cache clean`` on them) so the caches fit in 10 GB.
@@ -44,12 +44,29 @@ GB = 1e9
 
 @dataclass(frozen=True)
 class Artifact:
-    """One file an install downloads: a wheel, or an sdist where no wheel fits."""
+    """One file an install downloads: a wheel, or an sdist where no wheel fits (where to fetch it and its hash, for the GPU kit)."""
 
     name: str
     version: str
     filename: str
     size: int
+    url: str = field(default="", compare=False)
+    sha256: str = field(default="", compare=False)
+
+    @property
+    def pure(self) -> bool:
+        """A wheel that installs on any platform and Python 3 (``py3-none-any``): no native code in it."""
+        if not self.filename.endswith(".whl"):
+            return False
+        return all(tag.platform == "any" and tag.abi == "none" for tag in parse_wheel_filename(self.filename)[3])
+
+
+class Unresolvable(BugmatrixError):
+    """uv found no resolution; ``reason`` is uv's own last line, for a caller that says what it means for its command."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -96,11 +113,15 @@ def _pick(package: Mapping[str, object], rank: Mapping[Tag, int]) -> Artifact | 
     chosen = best[1] if best else package.get("sdist")
     if not isinstance(chosen, Mapping):
         return None
-    return Artifact(str(package["name"]), str(package["version"]), str(chosen["url"]).rsplit("/", 1)[-1], int(chosen.get("size", 0)))
+    url, hashes = str(chosen["url"]), chosen.get("hashes") or {}
+    sha256 = str(hashes.get("sha256", "")) if isinstance(hashes, Mapping) else ""
+    return Artifact(str(package["name"]), str(package["version"]), url.rsplit("/", 1)[-1], int(chosen.get("size", 0)), url, sha256)
 
 
-def resolved_artifacts(requirements: Sequence[str], python: str, *, platform: str = DEFAULT_PLATFORM) -> list[Artifact]:
-    """The files one environment downloads: resolved by uv for the runners, chosen by tag rank."""
+def resolved_artifacts(
+    requirements: Sequence[str], python: str, *, platform: str = DEFAULT_PLATFORM, only_binary: bool = False
+) -> list[Artifact]:
+    """The files one environment downloads: resolved by uv for the runners, chosen by tag rank (``only_binary``: wheels only)."""
     result = subprocess.run(
         [
             *uv_command(),
@@ -114,6 +135,7 @@ def resolved_artifacts(requirements: Sequence[str], python: str, *, platform: st
             python,
             "--python-platform",
             platform,
+            *(["--only-binary", ":all:"] if only_binary else []),
         ],
         input="\n".join(requirements) + "\n",
         capture_output=True,
@@ -121,9 +143,9 @@ def resolved_artifacts(requirements: Sequence[str], python: str, *, platform: st
         check=False,
     )
     if result.returncode != 0:
-        last = [line for line in result.stderr.splitlines() if line.strip()][-1:] or ["no output"]
-        msg = f"cannot resolve {' '.join(requirements)} for python {python}: {last[0].strip()}; fix the cell's pins"
-        raise BugmatrixError(msg)
+        reason = ([line.strip() for line in result.stderr.splitlines() if line.strip()][-1:] or ["no output"])[0]
+        msg = f"cannot resolve {' '.join(requirements)} for python {python}: {reason}; fix the cell's pins"
+        raise Unresolvable(msg, reason)
     rank = {tag: i for i, tag in enumerate(target_tags(python))}
     lock = tomllib.loads(result.stdout)
     return [a for a in (_pick(p, rank) for p in lock.get("packages", [])) if a is not None]

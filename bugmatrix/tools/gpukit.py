@@ -1,0 +1,246 @@
+"""The GPU kit: the cases, the harness and the wheels of some axis versions, for a GPU box that reaches no registry.
+
+Air-gapped GPU clusters are common: a baked image with torch and pytest, nothing
+else reachable. The first GPU runs were taken there by hand (docs/gpu.md); the kit
+makes that one command here and one on the box::
+
+    nox -s gpu-kit -- --pin lightning=2.0.3,2.0.6,2.0.7,2.6.6 --out build/gpu-kit
+    python3 run.py                                  (on the box, in the kit)
+
+The kit is one directory: what a cell needs of this checkout (cases/, bugmatrix/,
+conftest.py, matrix.toml, pyproject.toml for its pytest settings), ``run.py``
+(:mod:`bugmatrix.tools.gpukit_run`), ``wheels/`` and ``kit.json``, which says per
+target Python and requested (axis, version) the exact wheels to install.
+
+What is carried is decided here, per target Python (``--python``, default the GPU
+image's 3.12), because that is where "installs offline" is known. uv resolves the
+version as a cell would install it (``Matrix.requirements_for``: the axis's
+distribution for that version and the matrix's constraints, e.g. pytorch-lightning
+and setuptools<81 for Lightning 2.0.x), wheels only, for that Python and platform.
+A version that does not resolve so (transformers 4.30.2 needs tokenizers<0.14,
+which has no wheel for Python 3.12), or whose own wheel has native code (torch),
+is refused in one line and nothing is written. Of the resolution, the kit leaves
+out what the box has by definition (the device runtime axis's distributions and
+the harness's requirements, with their dependencies) and carries every other
+pure-Python wheel; a native dependency (numpy, PyYAML) cannot be carried and must
+be on the box: ``run.py`` checks that it is, at a version the carried
+distributions accept, before it runs anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import check_output_dir, write_json_atomic
+from bugmatrix.paths import ROOT
+from bugmatrix.plan.matrix import Matrix, load_matrix
+from bugmatrix.provenance import origin_now
+from bugmatrix.run.lock import DEFAULT_PLATFORM
+from bugmatrix.tools.cachesize import Artifact, Unresolvable, resolved_artifacts
+from bugmatrix.tools.gpukit_run import SCHEMA
+
+__all__ = ["DEFAULT_PYTHON", "KitRun", "add_arguments", "pack_kit", "parse_pins", "plan_kit", "run"]
+
+#: The Python of the GPU image the first runs were taken on (docs/gpu.md); ``--python`` names another.
+DEFAULT_PYTHON = "3.12"
+#: What a cell needs of the checkout, besides the cases directory (``--cases``) and the script.
+CHECKOUT = ("bugmatrix", "conftest.py", "matrix.toml", "pyproject.toml")
+SCRIPT = Path(__file__).with_name("gpukit_run.py")
+DOWNLOAD_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class KitRun:
+    """One run on the box: an axis at one version on one target Python, with the wheels it installs and what the box must have."""
+
+    python: str
+    axis: str
+    version: str
+    label: str  # the axis's part of a cell id (pl2.0.3): the run's cell is system-<device>-<label>
+    axis_spec: dict[str, Any]  # every axis's providers, this axis's narrowed to the one installed at this version
+    carried: tuple[Artifact, ...]
+    requires: tuple[str, ...]  # the version's own requirements that are native: the box's must satisfy them
+    from_image: tuple[str, ...]  # native dependencies left to the box (run.py checks their versions)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "python": self.python,
+            "axis": self.axis,
+            "version": self.version,
+            "label": self.label,
+            "axis_spec": self.axis_spec,
+            "install": [f"{a.name}=={a.version}" for a in self.carried],
+            "wheels": [a.filename for a in self.carried],
+            "requires": list(self.requires),
+            "from_image": list(self.from_image),
+        }
+
+
+def parse_pins(values: Sequence[str], matrix: Matrix) -> list[tuple[str, str]]:
+    """``--pin AXIS=V,V`` (repeatable) -> (axis, version) pairs in the order given; a bad one is one line naming it."""
+    pairs: list[tuple[str, str]] = []
+    for value in values:
+        axis, sep, versions = value.partition("=")
+        if not sep or axis not in matrix.package_axes:
+            msg = f"--pin {value}: not AXIS=VERSION[,VERSION...] with AXIS one of {', '.join(matrix.package_axes)} ({matrix.path})"
+            raise BugmatrixError(msg)
+        for version in filter(None, (v.strip() for v in versions.split(","))):
+            try:
+                Version(version)
+            except InvalidVersion:
+                msg = f"--pin {value}: {version!r} is not a version; write a release such as 2.0.3"
+                raise BugmatrixError(msg) from None
+            pairs.append((axis, version))
+    if not pairs:
+        msg = "no version asked for; pass --pin AXIS=VERSION[,VERSION...], e.g. --pin lightning=2.0.3,2.6.6"
+        raise BugmatrixError(msg)
+    return list(dict.fromkeys(pairs))
+
+
+def _image_names(matrix: Matrix, python: str, platform: str) -> set[str]:
+    """What the box has by definition: the device runtime axis's distributions and the harness's requirements, with their dependencies."""
+    runtime = matrix.device_runtime
+    requirements = [d for d, _ in matrix.axes[runtime].distributions] if runtime else []
+    return {canonicalize_name(a.name) for a in resolved_artifacts([*requirements, *matrix.harness], python, platform=platform)}
+
+
+def _why(reason: str, python: str, platform: str) -> str:
+    """uv's last line, or what its hint means for the kit: no wheel of a distribution fits the target."""
+    found = re.search(r"Wheels are required for `([^`]+)`", reason)
+    return f"no wheel of {found[1]} fits Python {python} on {platform}" if found else reason
+
+
+def _kit_run(matrix: Matrix, python: str, axis: str, version: str, image: set[str], platform: str) -> KitRun | str:
+    """The run of one version on one Python, or why it cannot be carried (one phrase)."""
+    pinned = {matrix.interpreter: python, axis: version}
+    requested = matrix.requirements_for(pinned, harness=False)
+    try:
+        resolved = resolved_artifacts(requested, python, platform=platform, only_binary=True)
+    except Unresolvable as exc:
+        return f"{axis} {version} cannot install offline on Python {python}: {_why(exc.reason, python, platform)}"
+    own = canonicalize_name(matrix.providers(pinned)[axis][0])
+    explicit = {canonicalize_name(Requirement(r).name): r for r in requested}  # the version's own requirements: always carried
+    name = {a.filename: canonicalize_name(a.name) for a in resolved}
+    native = [a for a in resolved if not a.pure]
+    if any(name[a.filename] == own for a in native):
+        wheel = next(a.filename for a in native if name[a.filename] == own)
+        return f"{axis} {version} ships native code ({wheel}): the kit carries pure-Python wheels only"
+    carried = tuple(a for a in resolved if a.pure and (name[a.filename] in explicit or name[a.filename] not in image))
+    requires = tuple(explicit[name[a.filename]] for a in native if name[a.filename] in explicit)
+    from_image = tuple(a.name for a in native if name[a.filename] not in image and name[a.filename] not in explicit)
+    spec = {"axes": {**matrix.axis_providers(None), **matrix.axis_providers(pinned)}, "device_runtime": matrix.device_runtime}
+    return KitRun(python, axis, version, matrix.axes[axis].id_part(version), spec, carried, requires, from_image)
+
+
+def plan_kit(matrix: Matrix, pins: Sequence[tuple[str, str]], pythons: Sequence[str], platform: str = DEFAULT_PLATFORM) -> list[KitRun]:
+    """What each (Python, axis, version) carries, resolved by uv (metadata only); every refusal in one line, and nothing packed."""
+    found: list[KitRun | str] = []
+    for python in pythons:
+        image = _image_names(matrix, python, platform)
+        found += [_kit_run(matrix, python, axis, version, image, platform) for axis, version in pins]
+    refused = [f for f in found if isinstance(f, str)]
+    if refused:
+        msg = "; ".join(refused) + "; leave it out or pass another --python"
+        raise BugmatrixError(msg)
+    return [f for f in found if isinstance(f, KitRun)]
+
+
+def _download(artifact: Artifact, into: Path) -> None:
+    """The wheel uv chose, from where uv's lock says, checked against the lock's sha256."""
+    try:
+        with urllib.request.urlopen(artifact.url, timeout=DOWNLOAD_TIMEOUT_S) as response:  # noqa: S310 - the index URL uv resolved
+            data = response.read()
+    except (urllib.error.URLError, OSError) as exc:
+        msg = f"cannot download {artifact.url} ({getattr(exc, 'reason', exc)}); the kit is packed where the registry is reachable"
+        raise BugmatrixError(msg) from None
+    if artifact.sha256 and hashlib.sha256(data).hexdigest() != artifact.sha256:
+        msg = f"{artifact.url}: its sha256 is not the one uv's resolution names; pack the kit again"
+        raise BugmatrixError(msg)
+    (into / artifact.filename).write_bytes(data)
+
+
+def pack_kit(runs: Sequence[KitRun], matrix: Matrix, *, root: Path, cases: Path, out: Path, platform: str = DEFAULT_PLATFORM) -> int:
+    """Write the kit into ``out`` all or nothing (built beside it, then moved into place); its size in bytes."""
+    check_output_dir(out, "--out", force=(out / "kit.json").is_file(), forbidden=[cases], example="build/gpu-kit")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        wheels = staging / "wheels"
+        wheels.mkdir()
+        for artifact in {a.filename: a for r in runs for a in r.carried}.values():
+            _download(artifact, wheels)
+        skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+        shutil.copytree(cases, staging / "cases", ignore=skip)
+        for name in CHECKOUT:
+            if (root / name).is_dir():
+                shutil.copytree(root / name, staging / name, ignore=skip)
+            else:
+                shutil.copy2(root / name, staging / name)
+        shutil.copy2(SCRIPT, staging / "run.py")
+        manifest = {
+            "schema": SCHEMA,
+            "made": origin_now(root),
+            "platform": platform,
+            "axis_spec": matrix.axis_spec(None),
+            "cell_deadline_s": matrix.cell_deadline_s,
+            "runs": [r.to_json() for r in runs],
+        }
+        write_json_atomic(staging / "kit.json", manifest)
+        size = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
+        if out.exists():
+            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old."))
+            out.rename(old / out.name)
+            staging.rename(out)
+            shutil.rmtree(old)
+        else:
+            staging.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return size
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``python -m bugmatrix gpu-kit`` options."""
+    parser.add_argument(
+        "--pin", action="append", default=[], metavar="AXIS=V[,V...]", help="axis versions to carry, one run each (repeatable)"
+    )
+    parser.add_argument(
+        "--python",
+        default=DEFAULT_PYTHON,
+        help="the box's Python(s), comma-separated: what installs offline is decided per Python (default %(default)s)",
+    )
+    parser.add_argument("--platform", default=DEFAULT_PLATFORM, help="the box's platform, as uv names it (default %(default)s)")
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "gpu-kit", help="the kit's directory (default %(default)s)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Resolve, refuse or pack; print what each run carries and the kit's size."""
+    matrix = load_matrix(args.matrix)
+    pythons = [p.strip() for p in args.python.split(",") if p.strip()]
+    wrong = [p for p in pythons if not re.fullmatch(r"3\.\d+", p)] or ([] if pythons else [args.python])
+    if wrong:
+        msg = f"--python {args.python}: {wrong[0]!r} is not a Python minor version; write e.g. 3.12 (or 3.11,3.12)"
+        raise BugmatrixError(msg)
+    runs = plan_kit(matrix, parse_pins(args.pin, matrix), pythons, args.platform)
+    size = pack_kit(runs, matrix, root=args.root, cases=args.cases, out=args.out, platform=args.platform)
+    for kit_run in runs:
+        native = kit_run.requires + kit_run.from_image
+        left = f"; native, left to the box (run.py checks the versions the carried ones require): {', '.join(native)}" if native else ""
+        print(f"py{kit_run.python} {kit_run.label}: {len(kit_run.carried)} wheels{left}")
+    print(f"kit: {args.out} ({size / 2**20:.1f} MiB); on the box: python3 run.py (docs/gpu.md)")
+    return 0
