@@ -416,8 +416,7 @@ def benchmark(session: nox.Session) -> None:
     session.run("python", "-m", "bugmatrix", "benchmark", *session.posargs, env={"PYTHONPATH": str(ROOT)})
 
 
-@nox.session(name="gpu-kit", python=BASE_PYTHON)
+@nox.session(name="gpu-kit")
 def gpu_kit(session: nox.Session) -> None:
     """Pack the cases, the harness and pure-Python wheels for a GPU box with no registry: -- --pin AXIS=V,V [--python 3.12] [--out DIR]."""
-    session.install("packaging>=23", "uv>=0.4")  # uv resolves; no jinja2: the CLI imports only this command's module
-    session.run("python", "-m", "bugmatrix", "gpu-kit", *session.posargs, env={"PYTHONPATH": str(ROOT)})
+    run_cli(session, "gpu-kit", *session.posargs)

@@ -87,6 +87,7 @@ USES = (
     ),
     Use("system", ("-s", "system"), code=1, says="has no pytest"),
     Use("lint", ("-s", "lint")),
+    Use("gpu-kit", ("-s", "gpu-kit", "--", "--help"), says="--pin"),
 )
 #: Sessions run from a bare interpreter elsewhere: where, and why not here.
 ELSEWHERE = {
