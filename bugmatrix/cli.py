@@ -387,7 +387,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when a result is missing or regressed, or a cell (of the baseline, or of a new release) does not install",
     )
     report.add_argument("--step-summary", type=Path, help="append the summary markdown here ($GITHUB_STEP_SUMMARY)")
-    report.add_argument("--readme", type=Path, help="with --publish: regenerate the table between the markers in this README")
+    report.add_argument(
+        "--readme",
+        type=Path,
+        help="regenerate the table between the markers in this README: with --publish from this report, else from reports/compat.json alone",
+    )
     report.add_argument("--history", type=Path, help="history of past nights, appended to (default: <reports>/history.jsonl)")
     report.add_argument("--date", help="this night's date in the history, YYYY-MM-DD (default: today, UTC); for re-runs and tests")
     report.add_argument(
