@@ -115,7 +115,10 @@ def test_the_same_releases_in_matrix_toml_would_grow_the_other_case(tmp_path: Pa
 @pytest.mark.parametrize(
     ("declared", "message"),
     [
-        ({"versions": {"lightning": ("2.0.4",)}}, r"^cases/newcomer\.py: versions names axis 'lightning', which none of the case's variants spans"),
+        (
+            {"versions": {"lightning": ("2.0.4",)}},
+            r"^cases/newcomer\.py: versions names axis 'lightning', which none of the case's variants spans",
+        ),
         ({"versions": {"numpy": ("1.26.4",)}}, r"^cases/newcomer\.py: versions names axis 'numpy', which .* does not declare"),
         (
             {"versions": {"transformers": OWN}, "cross": {"transformers": "<4.52"}},
@@ -182,3 +185,12 @@ def test_the_plan_refuses_a_case_version_that_is_no_release(tmp_path: Path) -> N
     case_file.write_text(NEWCOMER_FILE.replace("VERSIONS", repr(("4.51.9",))), encoding="utf-8")
     with pytest.raises(BugmatrixError, match=rf"^{case_file}: versions\.transformers\[0\]: '4\.51\.9' is not a release of transformers"):
         load_plan(load_matrix(tmp_path / "matrix.toml"), tmp_path / "cases", offline=True)
+
+
+def test_an_install_workaround_pinned_to_a_case_s_own_release_runs_in_its_cells() -> None:
+    """``requires=["transformers==4.51.3"]``: read from the case's own 4.51.3 cells, where it runs; no release of the matrix holds it."""
+    case = newcomer(versions={"transformers": OWN})
+    case.install_workaround("pinned_4513", workaround_for="core", requires=["transformers==4.51.3"])
+    cells = plan_cells(reference_matrix(), "nightly", Catalog((*reference_catalog().cases, case)))
+    running = {c.pins["transformers"] for c in cells if "newcomer::pinned_4513[cpu]" in c.variants}
+    assert running == {"4.51.3"} and not any(c.extra for c in cells if "newcomer::pinned_4513[cpu]" in c.variants)

@@ -121,7 +121,7 @@ def case_slice(matrix: Matrix, case: Case, source: str) -> Slice:
             if axis not in spans:
                 msg = f"{where}, which the case does not span; add {axis!r} to its variants' axes= so its cells pin {axis}"
                 raise BugmatrixError(msg)
-            if not any(requirement.specifier.contains(v, prereleases=True) for v in matrix.axes[axis].versions):
+            if not any(requirement.specifier.contains(v, prereleases=True) for v in (*matrix.axes[axis].versions, *own.get(axis, ()))):
                 msg = f"{where}, but no release in axes.{axis}.versions of {matrix.path} satisfies it; list one there"
                 raise BugmatrixError(msg)
             when[axis] = when[axis] & requirement.specifier if axis in when else requirement.specifier
