@@ -19,7 +19,7 @@ import pytest
 from bugmatrix.cli import main
 from bugmatrix.files import write_json_atomic
 from bugmatrix.plan.cells import plan_cells, plan_document
-from tests.reference import reference_catalog, reference_matrix
+from tests.reference import reference_case_files, reference_catalog, reference_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "reports" / "baseline.json"
@@ -184,11 +184,24 @@ def test_a_lost_smoke_run_file_is_missing_with_profile_alone(tmp_path: Path, cap
     from bugmatrix.plan.matrix import load_matrix
     from bugmatrix.releases.planned import load_plan
 
-    smoke = load_plan(load_matrix(ROOT / "matrix.toml"), ROOT / "cases", registry=False, offline=True).profile_cells("smoke")
+    cases = reference_case_files(tmp_path / "cases")  # the fixture catalogue's: a user's new case adds no smoke cell here
+    smoke = load_plan(load_matrix(ROOT / "matrix.toml"), cases, registry=False, offline=True).profile_cells("smoke")
     lost = next(c.id for c in smoke if c.device == "cpu")
     reports = committed_runs(tmp_path)
     (reports / "runs" / f"{lost}.json").unlink()
-    assert main(["report", "--reports", str(reports), "--profile", "smoke", "--fail-on-regression", "--date", "2026-11-24"]) == 1
+    argv = [
+        "--cases",
+        str(cases),
+        "report",
+        "--reports",
+        str(reports),
+        "--profile",
+        "smoke",
+        "--fail-on-regression",
+        "--date",
+        "2026-11-24",
+    ]
+    assert main(argv) == 1
     out, err = capsys.readouterr()
     assert out.startswith("? MISSING:") and lost in out.splitlines()[1], out[:400]
     assert f"in {lost}: no run file" in err and ", 0 missing," not in out
