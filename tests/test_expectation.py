@@ -74,7 +74,8 @@ def test_case_1_a_deleted_run_file_is_missing_and_fails(tmp_path: Path, capsys: 
     reports = committed_runs(tmp_path)
     (reports / "runs" / f"{LOST}.json").unlink()
     extra = {"plan": ["--plan", str(full_plan(tmp_path / "plan.json"))], "profile": ["--profile", "full"], "baseline": []}[how]
-    assert main(report(reports, *extra)) == 1
+    cases = ["--cases", str(reference_case_files(tmp_path / "cases"))]  # --profile's plan: of the fixture catalogue's cases
+    assert main([*cases, *report(reports, *extra)]) == 1
     out, err = capsys.readouterr()
     assert_missing_first(reports, out, LOST)
     assert f"MISSING autocast_cache::core[cpu] in {LOST}: no run file" in err
@@ -114,8 +115,9 @@ def test_a_profile_without_a_plan_is_held_against_its_computed_plan(tmp_path: Pa
     data = json.loads((ROOT / "reports" / "runs" / f"{cut}.json").read_text())
     data["results"], data["complete"] = data["results"][:12], False
     (reports / "runs" / f"{cut}.json").write_text(json.dumps(data))
-    argv = ["report", "--reports", str(reports), "--profile", "nightly", "--fail-on-regression", "--date", "2026-11-24"]
-    assert main([*argv, "--baseline", str(BASELINE)]) == 1
+    cases = reference_case_files(tmp_path / "cases")  # the plan computed for the fixture catalogue's cases, not cases/'s
+    argv = ["--cases", str(cases), "report", "--reports", str(reports), "--profile", "nightly", "--fail-on-regression"]
+    assert main([*argv, "--date", "2026-11-24", "--baseline", str(BASELINE)]) == 1
     out, _ = capsys.readouterr()
     assert out.startswith("? MISSING: ")
     compat = json.loads((reports / "compat.json").read_text())
@@ -189,19 +191,8 @@ def test_a_lost_smoke_run_file_is_missing_with_profile_alone(tmp_path: Path, cap
     lost = next(c.id for c in smoke if c.device == "cpu")
     reports = committed_runs(tmp_path)
     (reports / "runs" / f"{lost}.json").unlink()
-    argv = [
-        "--cases",
-        str(cases),
-        "report",
-        "--reports",
-        str(reports),
-        "--profile",
-        "smoke",
-        "--fail-on-regression",
-        "--date",
-        "2026-11-24",
-    ]
-    assert main(argv) == 1
+    argv = ["--cases", str(cases), "report", "--reports", str(reports), "--profile", "smoke"]
+    assert main([*argv, "--fail-on-regression", "--date", "2026-11-24"]) == 1
     out, err = capsys.readouterr()
     assert out.startswith("? MISSING:") and lost in out.splitlines()[1], out[:400]
     assert f"in {lost}: no run file" in err and ", 0 missing," not in out
