@@ -26,6 +26,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # a copy of the project and minutes of its tests (like the sixth-case test, which so leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 IGNORE = shutil.ignore_patterns(".git", ".nox", "build", "__pycache__", ".pytest_cache", ".ruff_cache", ".venv", "repro-out", "ci-reports")
 
