@@ -189,7 +189,7 @@ def test_bisect_searches_the_matrix_s_range_and_says_it_first(
     assert "(from the matrix's first lightning release, 2.0.3 to the latest; --from/--to for another range)" in first_line
     assert code == 0 and min(probed, key=Version) == "2.0.3", "nothing older than the matrix's first release is run"
     result = json.loads((tmp_path / "bisect.json").read_text(encoding="utf-8"))
-    assert (result["last_before"]["version"], result["first_after"]["version"]) == ("2.5.4", "2.5.5")
+    assert (result["last_before"]["version"], result["first_after"]["version"]) == ("2.5.4", "2.5.5") and result["boundary"]
 
 
 def test_publish_refuses_a_change_that_is_not_reproduced_to_fixed(
@@ -202,6 +202,7 @@ def test_publish_refuses_a_change_that_is_not_reproduced_to_fixed(
     message = str(info.value)
     assert "\n" not in message and message.startswith("--publish refused: lightning 1.9.5 different, lightning 2.0.0 fixed: ")
     assert f"(the result is in {tmp_path / 'bisect.json'})" in message
+    assert json.loads((tmp_path / "bisect.json").read_text(encoding="utf-8"))["boundary"] is False, "kept, and says it is none"
     assert "(from --from 1.8.0 to the latest; " in capsys.readouterr().out.splitlines()[0]
     code, _ = _run(monkeypatch, args)
     assert code == 0, "from 1.8.0 where 2.0.x reproduce: the different releases are searched through, the boundary published"

@@ -144,7 +144,8 @@ class BisectResult:
         )
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        """The result file: every field, and whether the change found is a reproduced <-> fixed boundary."""
+        return {**asdict(self), "boundary": self.boundary}
 
 
 @functools.cache
