@@ -313,7 +313,7 @@ def reresolve(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def bisect(session: nox.Session) -> None:
-    """Find where a variant flips between reproduced and fixed, in the matrix's range: -- VARIANT PACKAGE [--from V] [--to V] [--publish]."""
+    """Find the first release where a variant's outcome flips: -- VARIANT PACKAGE [--from V] [--to V]."""
     run_cli("bisect", session)
 
 
