@@ -26,7 +26,7 @@ from bugmatrix.files import check_output_dir, check_output_file
 from bugmatrix.paths import ROOT, output_dir
 
 if TYPE_CHECKING:
-    from bugmatrix.cell.case import Variant
+    from bugmatrix.cell.case import Case, Variant
     from bugmatrix.plan.matrix import Matrix
     from bugmatrix.releases.planned import Planned
 
@@ -201,8 +201,8 @@ def _plan_cost(args: argparse.Namespace, planned: Planned) -> int:
     return 0
 
 
-def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Variant, dict[str, str]]:
-    """The matrix, the variant, and the pins to hold: a cell's (``--cell``) or the base pins of its axes."""
+def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Variant, dict[str, str], Case]:
+    """The matrix, the variant, the pins to hold (a cell's, ``--cell``, or the base pins of its axes) and the variant's case."""
     from bugmatrix.plan.catalog import load_catalog
     from bugmatrix.plan.cells import find_cell, plan_all
     from bugmatrix.releases.tracking import load_resolved_matrix
@@ -218,7 +218,7 @@ def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Varia
             raise BugmatrixError(msg)
     else:
         pins = matrix.ordered({a: matrix.base[a] for a in (*matrix.held_axes, *variant.axes)})
-    return matrix, variant, pins
+    return matrix, variant, pins, next(c for c in catalog.cases if c.id == variant.case_id)
 
 
 def _bisect(args: argparse.Namespace) -> int:
@@ -226,15 +226,15 @@ def _bisect(args: argparse.Namespace) -> int:
         check_output_file(args.out, "--out", forbidden=(args.cases,))
     from bugmatrix.tools.bisect import run_bisect
 
-    matrix, variant, held = _held_pins(args, args.variant)
-    return run_bisect(args, matrix, variant, held)
+    matrix, variant, held, case = _held_pins(args, args.variant)
+    return run_bisect(args, matrix, variant, held, case.versions.get(args.package, ()))
 
 
 def _repro(args: argparse.Namespace) -> int:
     from bugmatrix.tools.repro import FILES, MANIFEST, export_repro
 
     check_output_dir(args.out, "--out", manifest=MANIFEST, forbidden=(args.cases,), force=args.force, example="build/repro")
-    matrix, variant, pins = _held_pins(args, args.variant)
+    matrix, variant, pins, _ = _held_pins(args, args.variant)
     out = export_repro(matrix, variant, pins, args.out, run_dir=args.reports / "runs", force=args.force)
     python = pins[matrix.interpreter]
     written = ", ".join(name for name in FILES if (out / name).exists())
@@ -395,7 +395,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="exit 1 when a result is missing or regressed, or a cell (of the baseline, or of a new release) does not install",
     )
     report.add_argument("--step-summary", type=Path, help="append the summary markdown here ($GITHUB_STEP_SUMMARY)")
-    report.add_argument("--readme", type=Path, help="with --publish: regenerate the table between the markers in this README")
+    report.add_argument(
+        "--readme",
+        type=Path,
+        help="regenerate the table between the markers in this README: with --publish from this report, else from reports/compat.json alone",
+    )
     report.add_argument("--history", type=Path, help="history of past nights, appended to (default: <reports>/history.jsonl)")
     report.add_argument("--date", help="this night's date in the history, YYYY-MM-DD (default: today, UTC); for re-runs and tests")
     report.add_argument(

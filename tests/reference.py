@@ -11,6 +11,7 @@ a synthetic night come from :data:`tests.fullscale.RULES`.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -21,7 +22,7 @@ from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.tracking import load_resolved_matrix
 
-__all__ = ["DECLARATIONS", "REFERENCE_MATRIX", "reference_catalog", "reference_matrix"]
+__all__ = ["DECLARATIONS", "REFERENCE_MATRIX", "reference_case_files", "reference_catalog", "reference_matrix"]
 
 REFERENCE_MATRIX = Path(__file__).resolve().parent / "fixtures" / "reference" / "matrix.toml"
 
@@ -98,3 +99,14 @@ def reference_catalog() -> Catalog:
 def reference_matrix() -> Matrix:
     """The frozen matrix, its ``latest`` resolved from the tests' fixed resolution (tests/conftest.py)."""
     return load_resolved_matrix(REFERENCE_MATRIX)
+
+
+def reference_case_files(into: Path) -> Path:
+    """The reference cases' files, copied from ``cases/`` into ``into``, for a test that must hand the command line a case folder.
+
+    The files, never the folder: a case a user adds to ``cases/`` is not copied, so it changes nothing there.
+    """
+    into.mkdir(parents=True, exist_ok=True)
+    for case_id in DECLARATIONS:
+        shutil.copy(Path(__file__).resolve().parent.parent / "cases" / f"{case_id}.py", into)
+    return into

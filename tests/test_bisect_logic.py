@@ -1,15 +1,24 @@
-"""Bisect as an algorithm: few probes, same answer as a linear scan, install failures skipped."""
+"""Bisect as an algorithm: few probes, same answer as a linear scan, install failures skipped; a boundary is reproduced <-> fixed.
+
+The last tests run the whole ``bisect`` command over a stand-in registry answer with its probes played by a rule (no
+environment is built): it searches the matrix's range of the axis by default and says so first, and ``--publish``
+refuses a change that is not reproduced <-> fixed.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import REFERENCE
-from bugmatrix.tools.bisect import Probe, bisect_versions, default_out, registry_versions
+from bugmatrix.tools.bisect import BisectResult, Probe, bisect_versions, default_out, is_boundary, registry_versions
+from tests.reference import reference_catalog, reference_matrix
 
 VERSIONS = [f"2.{minor}.{patch}" for minor in range(16) for patch in range(2)]  # 32 releases
 
@@ -117,3 +126,85 @@ def test_the_summary_warns_when_a_left_out_release_lies_inside_the_boundary() ->
     assert result.to_json()["skipped"] == [{"version": "4.52.0", "reason": "yanked"}], "the result file keeps them"
     result.skipped = [Skipped("4.50.0", "yanked")]
     assert "not run" not in result.summary(), "one outside the boundary changes nothing"
+
+
+# --- a boundary is reproduced <-> fixed, inside the matrix's range (issue 44) ------------------------------------------
+
+#: Lightning-like releases: the oldest fail another way (``different``), 2.0.x up to 2.5.4 reproduce, 2.5.5 on is fixed.
+RELEASES = ["1.8.0", "1.8.4", "1.9.5", "2.0.0", "2.0.3", "2.0.9", "2.1.4", "2.3.3", "2.5.4", "2.5.5", "2.6.6"]
+
+
+def layered(version: str, *, reproduces: bool = True) -> str:
+    if Version(version) < Version("2.0"):
+        return "different"
+    return "reproduced" if reproduces and Version(version) < Version("2.5.5") else "fixed"
+
+
+@pytest.mark.parametrize("linear", [False, True])
+def test_old_releases_that_fail_another_way_are_searched_through_not_taken_for_the_boundary(linear: bool) -> None:
+    _, last, first = bisect_versions(RELEASES, lambda v: Probe(v, layered(v)), linear=linear)
+    assert (last.version, last.outcome, first.version, first.outcome) == ("2.5.4", "reproduced", "2.5.5", "fixed")
+    assert is_boundary(last, first)
+
+
+def test_a_change_from_another_outcome_is_said_and_is_no_boundary() -> None:
+    """Without a fixed release in range, different -> reproduced is the change found: reported as such, never a boundary."""
+    probes, last, first = bisect_versions(RELEASES[:9], lambda v: Probe(v, layered(v)))
+    assert (last.outcome, first.outcome) == ("different", "reproduced") and not is_boundary(last, first)
+    result = BisectResult("c::v[cpu]", "lightning", {}, RELEASES[:9], probes=probes, last_before=last, first_after=first)
+    assert "is different" in result.summary() and "not one between reproduced and fixed, so no boundary" in result.summary()
+
+
+def _bisect_args(tmp_path: Path, **given: object) -> argparse.Namespace:
+    options = {"package": "lightning", "low": None, "high": None, "pre": False, "versions": None, "linear": False}
+    options |= {"timeout": 60.0, "out": tmp_path / "bisect.json", "publish": True, "root": tmp_path}
+    return argparse.Namespace(**(options | given))
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, args: argparse.Namespace, reproduces: bool = True) -> tuple[int, list[str]]:
+    """``run_bisect`` for the reference catalogue's Lightning variant, its probes and the registry played by stand-ins (no env built)."""
+    from bugmatrix.tools import bisect
+
+    probed: list[str] = []
+
+    def probe(root: Path, matrix: object, pins: dict[str, str], variant: object, timeout: float) -> tuple[Probe, bool]:
+        probed.append(pins["lightning"])
+        return Probe(pins["lightning"], layered(pins["lightning"], reproduces=reproduces)), False
+
+    releases = {"releases": {v: [{"filename": f"lightning-{v}-py3-none-any.whl"}] for v in RELEASES}}
+    monkeypatch.setattr(bisect, "run_variant_in", probe)
+    monkeypatch.setattr(bisect, "fetch_project", lambda name: releases)
+    variant = reference_catalog().find("autocast_cache::lightning_manual_optimization[cpu]")
+    matrix = reference_matrix()
+    held = {"python": "3.11", "torch": "2.5.1", "lightning": matrix.base["lightning"]}
+    return bisect.run_bisect(args, matrix, variant, held), probed
+
+
+def test_bisect_searches_the_matrix_s_range_and_says_it_first(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, probed = _run(monkeypatch, _bisect_args(tmp_path))
+    first_line = capsys.readouterr().out.splitlines()[0]
+    assert first_line.startswith("autocast_cache::lightning_manual_optimization[cpu]: bisect over 7 lightning releases 2.0.3..2.6.6 ")
+    assert "(from the matrix's first lightning release, 2.0.3 to the latest; --from/--to for another range)" in first_line
+    assert code == 0 and min(probed, key=Version) == "2.0.3", "nothing older than the matrix's first release is run"
+    result = json.loads((tmp_path / "bisect.json").read_text(encoding="utf-8"))
+    assert (result["last_before"]["version"], result["first_after"]["version"]) == ("2.5.4", "2.5.5") and result["boundary"]
+
+
+def test_publish_refuses_a_change_that_is_not_reproduced_to_fixed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """From 1.8.0 where nothing reproduces: different -> fixed is written where it was asked, and publishing it is refused in one line."""
+    args = _bisect_args(tmp_path, low="1.8.0")
+    with pytest.raises(BugmatrixError) as info:
+        _run(monkeypatch, args, reproduces=False)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("--publish refused: lightning 1.9.5 different, lightning 2.0.0 fixed: ")
+    assert f"(the result is in {tmp_path / 'bisect.json'})" in message
+    assert json.loads((tmp_path / "bisect.json").read_text(encoding="utf-8"))["boundary"] is False, "kept, and says it is none"
+    assert "(from --from 1.8.0 to the latest; " in capsys.readouterr().out.splitlines()[0]
+    code, _ = _run(monkeypatch, args)
+    assert code == 0, "from 1.8.0 where 2.0.x reproduce: the different releases are searched through, the boundary published"
+    result = json.loads((tmp_path / "bisect.json").read_text(encoding="utf-8"))
+    assert (result["last_before"]["outcome"], result["first_after"]["outcome"]) == ("reproduced", "fixed")

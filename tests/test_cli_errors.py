@@ -36,7 +36,7 @@ def _one_run(tmp_path: Path) -> Path:
         (["report", "--step-summary", "cases"], ["--step-summary cases", "is a directory"]),
         (["report", "--step-summary", "/nonexistent/dir/x.md"], ["--step-summary /nonexistent/dir/x.md", "no such directory"]),
         (["report", "--history", "cases"], ["--history cases", "is a directory"]),
-        (["report", "--profile", "smoke", "--readme", "README.md"], ["--readme README.md", "only with --publish"]),
+        (["report", "--profile", "smoke", "--readme", "README.md"], ["--readme README.md without --publish only", "leave out --profile"]),
         (["plan", "--out", "cases"], ["--out cases", "is a directory"]),
         (["plan", "--out", "cases/plan.json"], ["--out cases/plan.json", "inside", "cases"]),
         (["repro", "autocast_cache::core[cpu]", "--out", "cases"], ["--out cases", "inside", "cases"]),

@@ -19,7 +19,7 @@ import pytest
 from bugmatrix.cli import main
 from bugmatrix.files import write_json_atomic
 from bugmatrix.plan.cells import plan_cells, plan_document
-from tests.reference import reference_catalog, reference_matrix
+from tests.reference import reference_case_files, reference_catalog, reference_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "reports" / "baseline.json"
@@ -75,7 +75,8 @@ def test_case_1_a_deleted_run_file_is_missing_and_fails(tmp_path: Path, capsys: 
     reports = committed_runs(tmp_path)
     (reports / "runs" / f"{LOST}.json").unlink()
     extra = {"plan": ["--plan", str(full_plan(tmp_path / "plan.json"))], "profile": ["--profile", "full"], "baseline": []}[how]
-    assert main(report(reports, *extra)) == 1
+    cases = ["--cases", str(reference_case_files(tmp_path / "cases"))]  # --profile's plan: of the fixture catalogue's cases
+    assert main([*cases, *report(reports, *extra)]) == 1
     out, err = capsys.readouterr()
     assert_missing_first(reports, out, LOST)
     assert f"MISSING autocast_cache::core[cpu] in {LOST}: no run file" in err
@@ -115,8 +116,9 @@ def test_a_profile_without_a_plan_is_held_against_its_computed_plan(tmp_path: Pa
     data = json.loads((ROOT / "reports" / "runs" / f"{cut}.json").read_text())
     data["results"], data["complete"] = data["results"][:12], False
     (reports / "runs" / f"{cut}.json").write_text(json.dumps(data))
-    argv = ["report", "--reports", str(reports), "--profile", "nightly", "--fail-on-regression", "--date", "2026-11-24"]
-    assert main([*argv, "--baseline", str(BASELINE)]) == 1
+    cases = reference_case_files(tmp_path / "cases")  # the plan computed for the fixture catalogue's cases, not cases/'s
+    argv = ["--cases", str(cases), "report", "--reports", str(reports), "--profile", "nightly", "--fail-on-regression"]
+    assert main([*argv, "--date", "2026-11-24", "--baseline", str(BASELINE)]) == 1
     out, _ = capsys.readouterr()
     assert out.startswith("? MISSING: ")
     compat = json.loads((reports / "compat.json").read_text())
@@ -185,11 +187,13 @@ def test_a_lost_smoke_run_file_is_missing_with_profile_alone(tmp_path: Path, cap
     from bugmatrix.plan.matrix import load_matrix
     from bugmatrix.releases.planned import load_plan
 
-    smoke = load_plan(load_matrix(ROOT / "matrix.toml"), ROOT / "cases", registry=False, offline=True).profile_cells("smoke")
+    cases = reference_case_files(tmp_path / "cases")  # the fixture catalogue's: a user's new case adds no smoke cell here
+    smoke = load_plan(load_matrix(ROOT / "matrix.toml"), cases, registry=False, offline=True).profile_cells("smoke")
     lost = next(c.id for c in smoke if c.device == "cpu")
     reports = committed_runs(tmp_path)
     (reports / "runs" / f"{lost}.json").unlink()
-    assert main(["report", "--reports", str(reports), "--profile", "smoke", "--fail-on-regression", "--date", "2026-11-24"]) == 1
+    argv = ["--cases", str(cases), "report", "--reports", str(reports), "--profile", "smoke"]
+    assert main([*argv, "--fail-on-regression", "--date", "2026-11-24"]) == 1
     out, err = capsys.readouterr()
     assert out.startswith("? MISSING:") and lost in out.splitlines()[1], out[:400]
     assert f"in {lost}: no run file" in err and ", 0 missing," not in out

@@ -21,7 +21,6 @@ from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.cli import main
 from bugmatrix.files import write_json_atomic, write_text_atomic
-from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell, plan_cells, sibling_id
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.report.history import CODES, HISTORY_SCHEMA, flaky_in_history
@@ -31,10 +30,11 @@ from bugmatrix.run.reuse import NO_REUSE_ENV, PREVIOUS_ENV, ReuseOptions, ReuseP
 from bugmatrix.run.runner import CellSpec, cell_key, run_cell
 from bugmatrix.tools.benchmark.nightly import stale_setup
 from tests.planfiles import plan_of_runs
+from tests.reference import reference_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRIX = load_resolved_matrix(ROOT / "matrix.toml")
-SMOKE = [c for c in plan_cells(MATRIX, "smoke", load_catalog(ROOT / "cases", MATRIX)) if c.device == "cpu"]
+SMOKE = [c for c in plan_cells(MATRIX, "smoke", reference_catalog()) if c.device == "cpu"]  # the fixture cases: a new case moves nothing
 CELL = SMOKE[0]
 NOW = dt.datetime(2026, 11, 23, 3, 17, tzinfo=dt.UTC)
 ORIGIN = {"date": "2026-11-22T03:20:00+00:00", "commit": "abc1234", "run": "https://github.com/o/r/actions/runs/41/attempts/1"}

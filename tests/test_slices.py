@@ -5,8 +5,9 @@
   slices (worked out here by hand), and every cell runs exactly the variants
   of the cases whose slice holds it.
 * A torch x transformers case with three transformers releases, added to the
-  live catalogue: smoke grows by at most two CPU cells, and no other case's
-  cells (ids, pins, variant lists) change in any profile.
+  fixture catalogue (:mod:`tests.reference`) planned with the live matrix and
+  its committed smoke choice: smoke grows by at most two CPU cells, and no
+  other case's cells (ids, pins, variant lists) change in any profile.
 * smoke is computed: the committed choice equals the recomputation, a stale
   one is one line of ``check``, and ``Case(cross=...)`` narrows a slice.
 """
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 import subprocess
 import sys
@@ -30,13 +32,15 @@ from bugmatrix.cell.case import CPU_BF16, CUDA_FP16, Case, CaseError, Expect
 from bugmatrix.cell.outcomes import Signature
 from bugmatrix.cli import main
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.plan.catalog import Catalog, load_catalog
+from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell, plan_cells, recompute
 from bugmatrix.plan.computed import committed_choices, reference_outcomes
+from bugmatrix.plan.loader import load_case
 from bugmatrix.plan.matrix import Matrix, load_matrix, parse_matrix
 from bugmatrix.releases.tracking import load_resolved_matrix, without_symbolic
 from bugmatrix.run.lock import create_lock
 from bugmatrix.run.lockpieces import added_size
+from tests.reference import reference_case_files, reference_catalog
 from tests.test_lock import registry_reachable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,16 +154,18 @@ def core(device, dtype):
 
 
 def _project(tmp_path: Path, *, new_case: bool) -> tuple[Matrix, Catalog]:
-    """The live matrix (with its committed smoke choice) and cases, copied; with the torch x transformers case added."""
+    """The live matrix (with its committed smoke choice), copied, and the fixture catalogue; with the torch x transformers case added.
+
+    The catalogue is :func:`tests.reference.reference_catalog`, never ``cases/``: a user's own new case changes nothing here.
+    """
     shutil.copy(ROOT / "matrix.toml", tmp_path / "matrix.toml")
     for path in load_matrix(ROOT / "matrix.toml").computed.values():
         shutil.copy(path, tmp_path)
-    cases = tmp_path / "cases"
-    shutil.copytree(ROOT / "cases", cases, ignore=shutil.ignore_patterns("__pycache__"))
-    if new_case:
-        (cases / "tf_probe.py").write_text(TORCH_TF_CASE, encoding="utf-8")
     matrix = load_resolved_matrix(tmp_path / "matrix.toml")
-    return matrix, load_catalog(cases, matrix)
+    if not new_case:
+        return matrix, reference_catalog()
+    (tmp_path / "tf_probe.py").write_text(TORCH_TF_CASE, encoding="utf-8")
+    return matrix, Catalog((*reference_catalog().cases, load_case(tmp_path / "tf_probe.py")))
 
 
 def test_a_torch_x_transformers_case_costs_its_own_cells_only(tmp_path: Path) -> None:
@@ -218,13 +224,17 @@ def test_a_torch_x_transformers_case_adds_locks_within_the_budget(tmp_path: Path
 
 
 def test_the_committed_smoke_choice_is_the_recomputation() -> None:
-    """matrix.smoke.json equals `plan --compute smoke` from the committed reference (what `nox -s check` keeps)."""
+    """matrix.smoke.json's choice for the fixture catalogue's cases equals `plan --compute smoke` from the committed reference.
+
+    A user's new case is `nox -s check`'s to hold to its choice (its `computed` policy, which tests/test_catalogue.py runs).
+    """
     declared = load_matrix(ROOT / "matrix.toml")
     matrix = without_symbolic(declared)
-    catalog = load_catalog(ROOT / "cases", matrix)
+    catalog = reference_catalog()
     reference = reference_outcomes(ROOT / "reports" / "runs")
     for profile, path in matrix.computed.items():
-        assert committed_choices(path) == {c.case: c.cells for c in recompute(matrix, profile, catalog, reference)}, (
+        committed = {case: cells for case, cells in committed_choices(path).items() if case in {c.id for c in catalog.cases}}
+        assert committed == {c.case: c.cells for c in recompute(matrix, profile, catalog, reference)}, (
             f"recompute it: python -m bugmatrix plan --compute {profile} --write"
         )
         within = {c.id for c in plan_cells(matrix, matrix.within[profile], catalog)}
@@ -233,7 +243,8 @@ def test_the_committed_smoke_choice_is_the_recomputation() -> None:
 
 def test_a_stale_smoke_choice_is_one_line_of_check(tmp_path: Path) -> None:
     root = tmp_path / "clone"
-    for name in ("cases", "reports/runs", "reports/bisect"):
+    reference_case_files(root / "cases")
+    for name in ("reports/runs", "reports/bisect"):
         shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("matrix.toml", "matrix.smoke.json", "README.md"):
         shutil.copy(ROOT / name, root / name)
@@ -287,11 +298,13 @@ def test_a_bad_computed_profile_is_one_line(tmp_path: Path, edit: str, message: 
 
 
 def test_plan_cost_prints_each_profile_and_case(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", "--cost", "--profile", "smoke"]) == 0
+    fixture = Path(__file__).resolve().parent / "fixtures"
+    argv = ["--matrix", str(fixture / "reference" / "matrix.toml"), "--cases", str(fixture / "catalogue" / "cases")]
+    assert main([*argv, "plan", "--cost", "--profile", "nightly"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("profile smoke: ") and "CPU +" in out[0] and "lock lines" in out[0] and "min" in out[0]
-    cases = {line.split()[0] for line in out[1:-1]}
-    assert cases == {c.id for c in load_catalog(ROOT / "cases").cases}
+    assert out[0].startswith("profile nightly: ") and "CPU +" in out[0] and "lock lines" in out[0] and "min = fixed" in out[0]
+    assert [line.split()[0] for line in out[1:-1]] == ["demo"]
+    assert "min = variants" in out[1] and "in shared cells" in out[1]
     assert out[-1].startswith("estimates: ")
 
 
@@ -310,11 +323,14 @@ def test_an_install_workaround_case_is_its_own_slice() -> None:
 def test_plan_compute_writes_the_choice_and_refuses_a_listed_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``plan --compute smoke --write`` rewrites the committed file byte for byte; ``--compute nightly`` is one line (exit 2)."""
     shutil.copy(ROOT / "matrix.toml", tmp_path / "matrix.toml")
-    args = ["--matrix", str(tmp_path / "matrix.toml"), "--cases", str(ROOT / "cases"), "plan"]
+    args = ["--matrix", str(tmp_path / "matrix.toml"), "--cases", str(reference_case_files(tmp_path / "cases")), "plan"]
     assert main([*args, "--compute", "smoke", "--write"]) == 0
     out = capsys.readouterr().out
     assert "autocast_cache: py311-torch" in out and f"wrote {tmp_path / 'matrix.smoke.json'}" in out
-    assert (tmp_path / "matrix.smoke.json").read_text(encoding="utf-8") == (ROOT / "matrix.smoke.json").read_text(encoding="utf-8")
+    written = json.loads((tmp_path / "matrix.smoke.json").read_text(encoding="utf-8"))
+    committed = json.loads((ROOT / "matrix.smoke.json").read_text(encoding="utf-8"))
+    committed["cases"] = {case: entry for case, entry in committed["cases"].items() if case in written["cases"]}
+    assert written == committed, "the committed file, as written for the fixture catalogue's cases"
     assert main([*args, "--compute", "nightly"]) == 2
     (line,) = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("resolved: ")]
     assert line.startswith("bugmatrix: error: --compute nightly: profiles.nightly of ") and "is not computed (computed: smoke)" in line

@@ -18,6 +18,8 @@ Axes are names from ``matrix.toml``, never from here: ``Case(axes=...)`` says
 which axes the case's variants span unless a variant says otherwise,
 ``Case(cross={"transformers": ">=4.46"})`` narrows the case's slice of cells
 (the cross of the axes its variants span) to the versions it is about,
+``Case(versions={"transformers": ("4.51.3", "4.52.1")})`` adds releases that
+matrix.toml does not list to the case's own cells (and to no other case's),
 ``Requires(lightning=">=2.1")`` and ``Expect(..., torch="<2.11")`` take any
 axis in the same specifier grammar. A case cites the document it reproduces
 as a :class:`Source` (title, date, link where known), never as a path.
@@ -34,6 +36,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Kind, Outcome, Signature
@@ -219,6 +222,30 @@ class Source:
         return f'"{self.title}"' + (f" ({self.date})" if self.date else "") + (f", {self.link}" if self.link else "")
 
 
+def _own_versions(case_id: str, value: object) -> dict[str, tuple[str, ...]]:
+    """``Case(versions=...)`` checked: axis -> canonical release strings, each once (a bad one is one line)."""
+    example = 'write e.g. versions={"transformers": ("4.51.3", "4.52.1")}'
+    if not isinstance(value, Mapping):
+        msg = f"case {case_id!r}: versions={value!r} is not a mapping; {example}"
+        raise CaseError(msg)
+    checked = {}
+    for axis, listed in value.items():
+        if not isinstance(axis, str) or not isinstance(listed, (list, tuple)) or not listed:
+            msg = f"case {case_id!r}: versions: {axis!r}: {listed!r} is not a list of versions; {example}"
+            raise CaseError(msg)
+        for text in listed:
+            try:
+                canonical = str(Version(text))
+            except (InvalidVersion, TypeError):
+                canonical = None
+            if canonical != text or listed.count(text) > 1:
+                why = "is listed twice" if canonical == text else "is not a version written canonically"
+                msg = f"case {case_id!r}: versions: {axis}: {text!r} {why}; list each release once, as the registry spells it"
+                raise CaseError(msg)
+        checked[axis] = tuple(listed)
+    return checked
+
+
 def _axis_names(value: object) -> bool:
     return isinstance(value, tuple) and all(isinstance(a, str) and a for a in value)
 
@@ -232,7 +259,9 @@ class Case:
     the axes any of its variants spans, as a profile lists them. ``cross`` narrows
     that cross to the versions the case is about (``{"transformers": ">=4.46"}``:
     axis -> specifier, on axes the case spans), so a case does not pay for cells
-    that cannot tell it anything.
+    that cannot tell it anything. ``versions`` adds releases of an axis it spans
+    that matrix.toml does not list (``{"transformers": ("4.51.3", "4.52.1")}``):
+    every profile that lists the axis plans them for this case's cells only.
     """
 
     id: str
@@ -247,6 +276,7 @@ class Case:
     #: ``import torch`` and the like, needs no entry). One that is absent here is left to the variant to report.
     imports: tuple[str, ...] = ()
     cross: Mapping[str, str] = field(default_factory=dict)
+    versions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     seed: InitVar[object] = None
 
     def __post_init__(self, seed: object) -> None:
@@ -263,6 +293,7 @@ class Case:
             msg = f'case {self.id!r}: cross={self.cross!r} is not a mapping; write e.g. cross={{"transformers": ">=4.46"}}'
             raise CaseError(msg)
         _specifiers(f"case {self.id!r}: cross", self.cross)
+        self.versions = _own_versions(self.id, self.versions)
 
     @property
     def narrowing(self) -> dict[str, SpecifierSet]:

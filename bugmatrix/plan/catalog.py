@@ -36,6 +36,10 @@ class Catalog:
         """Each case's slice (:mod:`bugmatrix.plan.slices`): the axes it crosses, its narrowing, its variants and where they run."""
         return [case_slice(matrix, case, source_of(self.directory, case)) for case in self.cases]
 
+    def own_versions(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """Every case's own releases (``Case(versions=...)``) as (its file, axis, versions): what the registry check reads."""
+        return [(source_of(self.directory, case), axis, listed) for case in self.cases for axis, listed in case.versions.items()]
+
     def find(self, variant_id: str) -> Variant:
         """A variant by id, with close matches named when there is none."""
         for variant in self.variants:

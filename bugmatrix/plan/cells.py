@@ -121,7 +121,7 @@ def _slice_pins(matrix: Matrix, profile: str, case: Slice) -> list[dict[str, str
     chosen = matrix.profile(profile)
     interpreter = matrix.interpreter
     held = {a: matrix.base[a] for a in matrix.held_axes}
-    values = [chosen.get(axis, (matrix.base[axis],)) for axis in case.axes]
+    values = [case.own(axis, chosen[axis]) if axis in chosen else (matrix.base[axis],) for axis in case.axes]
     pin_sets = [matrix.ordered({**held, **dict(zip(case.axes, combo, strict=True))}) for combo in itertools.product(*values)]
     for python in chosen.get(interpreter, ()):
         if python != matrix.base[interpreter]:
@@ -132,7 +132,8 @@ def _slice_pins(matrix: Matrix, profile: str, case: Slice) -> list[dict[str, str
 class _Members:
     """Which cases a cell's pins belong to: decided by the pins alone (any profile), so a cell id runs the same variants everywhere.
 
-    A case holds a cell that is a point of its cross: its spanned axes at any of their versions, every other axis the
+    A case holds a cell that is a point of its cross: its spanned axes at any of their versions (the axis's listed ones
+    and the case's own, ``Case(versions=...)``), every other axis the
     cell pins held at its base (``[[base_when]]`` applied), nothing else pinned; and, for an ``[[include]]`` cell,
     every case whose axes it pins. Which points a profile plans is the profile's business; what runs there is not.
     """
@@ -144,8 +145,8 @@ class _Members:
         self.held = {a: matrix.base[a] for a in matrix.held_axes}
 
     def _point(self, case: Slice, pins: Mapping[str, str]) -> bool:
-        if any(a not in pins for a in case.axes):
-            return False
+        if any(a not in pins or pins[a] not in case.own(a, self.matrix.axes[a].versions) for a in case.axes):
+            return False  # a release another case added for its own cells is no point of this one's cross
         spanned = {a: pins[a] for a in case.axes}
         return self.matrix.rebased({**self.held, **spanned, self.matrix.interpreter: pins[self.matrix.interpreter]}) == dict(pins)
 

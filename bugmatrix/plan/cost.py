@@ -1,19 +1,28 @@
 """What a profile and each case cost, before anything is locked or run (``nox -s plan -- --cost``).
 
-A case author sees the price of a case while it is still a declaration:
-its cells (CPU, and the CUDA twins a GPU runner runs), the environments they
-need (one lock each: a CUDA twin installs its CPU cell's lock), how many of
-those have no committed lock yet, the lock lines they add, and an estimated
-time. Estimates come from what is committed, else an average of it:
+A case author sees the price of a case while it is still a declaration: its
+cells (CPU, and the CUDA twins a GPU runner runs), the environments they need
+(one lock each: a CUDA twin installs its CPU cell's lock), how many of those
+have no committed lock yet, the lock lines they add, and the time. Time is
+measured per case, never split between cases by a count:
 
-* lock lines: the cell's committed lock, else the mean of the committed locks;
-* time: the cell's wall time in the committed reference (``reports/runs/``),
-  else the reference's mean seconds per variant times the variants the cell
-  runs. Environment builds are not in it (they are cached between nights).
+* a variant's time is its own ``duration_s`` in the committed reference's run
+  of that cell (``reports/runs/``), else its mean over the cells the reference
+  ran it in, else (no run of it yet) the reference's mean per variant;
+* a cell's fixed cost (the interpreter, pytest and the stack's imports: its
+  wall time less its variants' own) is the cell's, charged once in the
+  profile's total whichever cases run there; a cell the reference did not run
+  is estimated at the reference's mean. Environment builds are not in it
+  (cached between nights).
 
-A cell that several cases share is counted once in the profile's total and
-split between the cases by the share of its variants each one has, so the
-per-case figures add up to the total.
+A case's line is what the case costs on its own: every cell it runs in,
+whole (environments, lock lines, fixed cost), plus its own variants' time; the
+fixed cost of the cells other cases run too is named shared, since the profile
+charges it once. Adding a case, or publishing a reference that holds one,
+moves no other case's line but by re-measured durations: the new variants'
+time is in no other case's figures, and a shared cell's fixed cost belongs to
+the cell. Variants that ran side by side (``BUGMATRIX_WORKERS``) overlap, so a
+measured fixed cost is at least what it says.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Protocol
 
@@ -33,50 +42,79 @@ __all__ = ["CaseCost", "Costs", "Price", "price", "render_cost"]
 
 @dataclass(frozen=True)
 class Price:
-    """Cells, environments (and how many are unlocked), lock lines and seconds: a profile's, or one case's share of it."""
+    """Cells, environments (and how many are unlocked), lock lines, and seconds of fixed cost and of variants.
 
-    cpu: float = 0
-    cuda: float = 0
-    environments: float = 0
-    unlocked: float = 0
+    ``runs`` counts the variant runs behind ``variants``, ``guessed_runs`` those with no measurement of the variant
+    anywhere, ``guessed_cells`` the cells whose fixed cost no reference run measured.
+    """
+
+    cpu: int = 0
+    cuda: int = 0
+    environments: int = 0
+    unlocked: int = 0
     lock_lines: float = 0
-    seconds: float = 0
+    fixed: float = 0
+    variants: float = 0
+    runs: int = 0
+    guessed_runs: int = 0
+    guessed_cells: int = 0
 
     def __add__(self, other: Price) -> Price:
-        return Price(*(a + b for a, b in zip(self._values(), other._values(), strict=True)))
+        return Price(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
-    def scaled(self, share: float) -> Price:
-        return Price(*(a * share for a in self._values()))
+    @property
+    def minutes(self) -> float:
+        return (self.fixed + self.variants) / 60
 
-    def _values(self) -> tuple[float, ...]:
-        return (self.cpu, self.cuda, self.environments, self.unlocked, self.lock_lines, self.seconds)
+    def cells(self) -> str:
+        return f"{self.cpu} CPU + {self.cuda} CUDA cells, {self.environments} environments ({self.unlocked} unlocked), ~{self.lock_lines:.0f} lock lines"
 
-    def line(self) -> str:
-        minutes = self.seconds / 60
-        return (
-            f"{self.cpu:5.1f} CPU + {self.cuda:4.1f} CUDA cells, {self.environments:5.1f} environments "
-            f"({self.unlocked:4.1f} unlocked), ~{self.lock_lines:8.0f} lock lines, ~{minutes:6.1f} min"
-        )
+    def note(self) -> str:
+        """What of the time is an estimate: the variants' (none has run yet, or how many runs), the cells' fixed cost."""
+        said = []
+        if self.runs and self.guessed_runs == self.runs:
+            said.append("an estimate: none of its variants has run yet")
+        elif self.guessed_runs:
+            said.append(f"{self.guessed_runs} of {self.runs} variant runs estimated (not run yet)")
+        if self.guessed_cells:
+            said.append(f"{self.guessed_cells} cell(s) not run yet, their fixed cost estimated")
+        return "".join(f"; {text}" for text in said)
 
 
 class Costs:
-    """What is committed that estimates a cell's cost: its lock and its reference run (else their averages)."""
+    """What is committed that prices a cell: its lock and its reference run, each variant's own time (else averages)."""
 
     def __init__(self, locks: Path, runs: Path) -> None:
         # TODO(locks): the "locks" helper changes how locks are stored; ask its lock-size function here instead of counting lines.
         self.lock_lines = {p.stem: sum(1 for _ in p.open(encoding="utf-8")) for p in sorted(locks.glob("*.txt"))} if locks.is_dir() else {}
         reference: list[RunRecord] = load_run_dir(runs) if runs.is_dir() else []
-        self.seconds = {run.cell: s for run in reference if (s := _wall(run)) is not None}
-        per_variant = [self.seconds[run.cell] / len(run.results) for run in reference if run.cell in self.seconds and run.results]
-        self.per_variant = statistics.fmean(per_variant) if per_variant else 10.0
+        self.durations = {(run.cell, r.id): r.duration_s for run in reference for r in run.results}
+        self.fixed = {
+            run.cell: max(0.0, wall - sum(r.duration_s for r in run.results)) for run in reference if (wall := _wall(run)) is not None
+        }
+        anywhere: dict[str, list[float]] = {}
+        for (_, variant), seconds in self.durations.items():
+            anywhere.setdefault(variant, []).append(seconds)
+        self.by_variant = {variant: statistics.fmean(seconds) for variant, seconds in anywhere.items()}
+        self.mean_variant = statistics.fmean(self.durations.values()) if self.durations else 1.0
+        self.mean_fixed = statistics.fmean(self.fixed.values()) if self.fixed else 10.0
         self.mean_lock = statistics.fmean(self.lock_lines.values()) if self.lock_lines else 1500.0
 
-    def cell(self, cell_id: str, device: str, variants: int) -> Price:
-        seconds = self.seconds.get(cell_id, self.per_variant * variants)
+    def cell(self, cell_id: str, device: str) -> Price:
+        """The cell without its variants: its count, environment, lock lines and fixed cost."""
+        fixed = self.fixed.get(cell_id)
+        time = Price(fixed=self.mean_fixed if fixed is None else fixed, guessed_cells=fixed is None)
         if device == "cuda":  # a twin installs its CPU cell's lock: no environment of its own to lock
-            return Price(cuda=1, seconds=seconds)
+            return time + Price(cuda=1)
         lines = self.lock_lines.get(cell_id)
-        return Price(cpu=1, environments=1, unlocked=0 if lines is not None else 1, lock_lines=lines or self.mean_lock, seconds=seconds)
+        return time + Price(cpu=1, environments=1, unlocked=lines is None, lock_lines=self.mean_lock if lines is None else lines)
+
+    def variant(self, cell_id: str, variant: str) -> Price:
+        """One variant's time in one cell: measured there, else its mean elsewhere, else the reference's mean per variant."""
+        seconds = self.durations.get((cell_id, variant), self.by_variant.get(variant))
+        if seconds is None:
+            return Price(variants=self.mean_variant, runs=1, guessed_runs=1)
+        return Price(variants=seconds, runs=1)
 
 
 def _wall(run: RunRecord) -> float | None:
@@ -94,41 +132,51 @@ class _CellLike(Protocol):
 
 @dataclass(frozen=True)
 class CaseCost:
-    """One case in one profile: the cells that run it, how many of them other cases run too, and its share of their price."""
+    """One case in one profile: every cell it runs in (whole) plus its own variants, and how much of that other cases share."""
 
     cells: int
-    shared: int
-    share: Price
+    shared: int  # of its cells, how many run another case's variants too
+    price: Price
+    shared_fixed: float  # seconds of its cells' fixed cost that are in those shared cells
 
 
 def price(cells: Sequence[_CellLike], slices: Iterable[Slice], costs: Costs) -> tuple[Price, dict[str, CaseCost]]:
-    """The profile's total, and each case's cost (a shared cell split by the share of its variants each case runs)."""
+    """The profile's total (each cell's fixed cost once) and each case's own cost (its cells whole, its variants only)."""
     owner = {m.id: s.case for s in slices for m in s.members}
     total = Price()
-    shares: dict[str, Price] = {case: Price() for case in dict.fromkeys(owner.values())}
-    counts = dict.fromkeys(shares, 0)
-    shared = dict.fromkeys(shares, 0)
+    cases: dict[str, list] = {case: [0, 0, Price(), 0.0] for case in dict.fromkeys(owner.values())}
     for cell in cells:
-        cost = costs.cell(cell.id, cell.device, len(cell.variants))
-        total += cost
+        whole = costs.cell(cell.id, cell.device)
+        times = {v: costs.variant(cell.id, v) for v in cell.variants}
+        total = sum(times.values(), total + whole)
         runs = {owner[v] for v in cell.variants if v in owner}
         for case in runs:
-            mine = sum(1 for v in cell.variants if owner.get(v) == case)
-            shares[case] += cost.scaled(mine / len(cell.variants))
-            counts[case] += 1
-            shared[case] += len(runs) > 1
-    return total, {case: CaseCost(counts[case], shared[case], shares[case]) for case in shares}
+            entry = cases[case]
+            entry[0] += 1
+            entry[1] += len(runs) > 1
+            entry[2] = sum((t for v, t in times.items() if owner.get(v) == case), entry[2] + whole)
+            entry[3] += whole.fixed if len(runs) > 1 else 0.0
+    return total, {case: CaseCost(*entry) for case, entry in cases.items()}
 
 
 def render_cost(profiles: Mapping[str, tuple[Price, dict[str, CaseCost]]]) -> list[str]:
-    """``nox -s plan -- --cost``: per profile its total, then each case: its cells and its share of their price."""
+    """``nox -s plan -- --cost``: per profile its total, then each case: the cells it runs in and its time, the shared part named."""
     lines = []
     for profile, (total, cases) in profiles.items():
-        lines.append(f"profile {profile}: {total.line()}")
+        lines.append(
+            f"profile {profile}: {total.cells()}; ~{total.minutes:.1f} min = fixed {total.fixed / 60:.1f} (each cell once) "
+            f"+ variants {total.variants / 60:.1f}{total.note()}"
+        )
         width = max((len(c) for c in cases), default=0)
-        lines += [
-            f"  {case:{width}}  {cost.cells:3} cells ({cost.shared:3} shared); its share: {cost.share.line()}"
-            for case, cost in cases.items()
-        ]
-    lines.append("estimates: lock lines from committed locks (else their mean), time from the committed reference runs (else per variant)")
+        for case, cost in cases.items():
+            own = cost.price
+            lines.append(
+                f"  {case:{width}}  {cost.cells:3} cells ({cost.shared} shared): ~{own.minutes:5.1f} min = variants "
+                f"{own.variants / 60:.1f} + fixed {own.fixed / 60:.1f} ({cost.shared_fixed / 60:.1f} in shared cells); {own.cells()}{own.note()}"
+            )
+    lines.append(
+        "estimates: time from each variant's own duration in the committed reference runs (else its mean there, else their mean "
+        "per variant) plus each cell's fixed cost (its wall less its variants), charged once per profile; a case's line counts "
+        "every cell it runs in, whole; lock lines from committed locks (else their mean)"
+    )
     return lines

@@ -16,6 +16,12 @@ the case's cells whose pin satisfies it, so the workaround runs in those cells
 themselves. Any other requirement (``setuptools<81``) is installed in a
 sibling environment beside the cells where the axis conditions hold. Every
 mistake names the case file.
+
+A case's own releases (``Case(versions={"transformers": ("4.51.3",)})``) are
+versions of a shared axis that matrix.toml does not list: every profile that
+lists the axis plans them in this case's slice, and since a cell belongs to a
+case only where each axis it spans is pinned at one of the axis's listed
+versions or the case's own, no other case is planned in them.
 """
 
 from __future__ import annotations
@@ -68,10 +74,15 @@ class Slice:
     members: tuple[Member, ...]
     cross: Mapping[str, SpecifierSet] = field(default_factory=dict)
     source: str = ""
+    versions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # its own releases, beyond the axes' lists
 
     def admits(self, pins: Mapping[str, str]) -> bool:
         """The cell is one this case's ``cross`` allows (an axis it narrows is pinned, at a version the narrowing holds)."""
         return _holds(self.cross, pins)
+
+    def own(self, axis: str, listed: tuple[str, ...]) -> tuple[str, ...]:
+        """``listed`` (a profile's versions of an axis) with this case's own releases of it added."""
+        return (*listed, *self.versions.get(axis, ()))
 
     @property
     def devices(self) -> set[str]:
@@ -94,6 +105,7 @@ def case_slice(matrix: Matrix, case: Case, source: str) -> Slice:
             f"add it to their axes=, or narrow one of {', '.join(spans) or 'no axes'}"
         )
         raise BugmatrixError(msg)
+    own = _own_versions(matrix, case, source, spans, narrowing)
     providers = _axis_of(matrix)
     members = []
     for variant in case.variants:
@@ -109,12 +121,40 @@ def case_slice(matrix: Matrix, case: Case, source: str) -> Slice:
             if axis not in spans:
                 msg = f"{where}, which the case does not span; add {axis!r} to its variants' axes= so its cells pin {axis}"
                 raise BugmatrixError(msg)
-            if not any(requirement.specifier.contains(v, prereleases=True) for v in matrix.axes[axis].versions):
+            if not any(requirement.specifier.contains(v, prereleases=True) for v in (*matrix.axes[axis].versions, *own.get(axis, ()))):
                 msg = f"{where}, but no release in axes.{axis}.versions of {matrix.path} satisfies it; list one there"
                 raise BugmatrixError(msg)
             when[axis] = when[axis] & requirement.specifier if axis in when else requirement.specifier
         members.append(Member(variant.id, variant.device, when, tuple(extra), variant.expect, variant.axes))
-    return Slice(case.id, spans, tuple(members), narrowing, source)
+    return Slice(case.id, spans, tuple(members), narrowing, source, own)
+
+
+def _own_versions(
+    matrix: Matrix, case: Case, source: str, spans: tuple[str, ...], narrowing: Mapping[str, SpecifierSet]
+) -> dict[str, tuple[str, ...]]:
+    """``Case(versions=...)``, checked against the matrix: releases of axes the case spans, beyond the axes' own lists.
+
+    A release the axis lists already is every case's (planned where the profiles list it), so it is left out here: one
+    matrix.toml lists is a one-line error where the plan starts from the file as declared
+    (:func:`bugmatrix.releases.existence.check_case_versions`), but ``latest`` resolving to a case's release must not stop a plan.
+    """
+    own = {}
+    for axis, versions in case.versions.items():
+        where = f"{source}: versions names axis {axis!r}"
+        if axis not in matrix.package_axes:
+            msg = f"{where}, which {matrix.path} does not declare; use one of {', '.join(matrix.package_axes)}"
+            raise BugmatrixError(msg)
+        if axis not in spans:
+            msg = f"{where}, which none of the case's variants spans; add it to their axes=, or remove it from versions"
+            raise BugmatrixError(msg)
+        outside = [v for v in versions if axis in narrowing and not narrowing[axis].contains(v, prereleases=True)]
+        if outside:
+            msg = (
+                f"{source}: versions.{axis} lists {outside[0]!r}, which its cross ({axis}{narrowing[axis]}) leaves out; remove one of them"
+            )
+            raise BugmatrixError(msg)
+        own[axis] = tuple(v for v in versions if v not in matrix.axes[axis].versions)
+    return own
 
 
 def source_of(directory: Path | None, case: Case) -> str:

@@ -33,7 +33,7 @@ from bugmatrix.paths import ROOT
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.registry import Fetch, RegistryUnreachable, Resolution, fetch_project, warn
 
-__all__ = ["CACHE_ENV", "cache_dir", "cached_versions", "check_resolved", "check_versions", "listed_versions"]
+__all__ = ["CACHE_ENV", "cache_dir", "cached_versions", "check_case_versions", "check_resolved", "check_versions", "listed_versions"]
 
 CACHE_ENV = "BUGMATRIX_REGISTRY_CACHE"
 
@@ -82,6 +82,36 @@ def listed_versions(distribution: str, *, cache: Path, fetch: Fetch | None = Non
     return _as_versions(versions)
 
 
+def _unreleased(
+    matrix: Matrix, name: str, versions: Iterable[str], *, folder: Path, fetch: Fetch | None, offline: bool
+) -> tuple[list[str], str]:
+    """The versions no distribution of axis ``name`` has released, and why some could not be checked ("" when all were).
+
+    ``offline``: the cache's answers only; a version is reported only when every distribution of its axis has a
+    cached answer without it, else it is left unchecked.
+    """
+    axis = matrix.axes[name]
+    remembered = set().union(*(cached_versions(d, cache=folder) for d, _ in axis.distributions))
+    missing = [v for v in versions if Version(v) not in remembered]
+    if offline:
+        every = all(_cache_file(folder, d).exists() for d, _ in axis.distributions)
+        return (missing if every else []), ""
+    unreachable = []
+    for distribution, _ in axis.distributions if missing else ():
+        try:
+            known = listed_versions(distribution, cache=folder, fetch=fetch)
+        except RegistryUnreachable as exc:
+            unreachable.append(str(exc))
+            continue
+        except BugmatrixError as exc:  # the registry answered: no such project
+            msg = f"{matrix.path}: axes.{name}.distributions.{distribution}: {exc}"
+            raise BugmatrixError(msg) from exc
+        missing = [v for v in missing if Version(v) not in known]
+        if not missing:
+            break
+    return missing, (unreachable[0] if missing and unreachable else "")
+
+
 def check_versions(
     matrix: Matrix, *, cache: Path | None = None, fetch: Fetch | None = None, warn: Callable[[str], None] = warn, offline: bool = False
 ) -> None:
@@ -92,30 +122,50 @@ def check_versions(
     """
     folder = cache or cache_dir()
     for name in matrix.package_axes:
-        axis = matrix.axes[name]
-        remembered = set().union(*(cached_versions(d, cache=folder) for d, _ in axis.distributions))
-        missing = [v for v in axis.versions if Version(v) not in remembered]
-        if offline:
-            if missing and all(_cache_file(folder, d).exists() for d, _ in axis.distributions):
-                raise _not_a_release(matrix, name, missing[0], f" (as cached in {folder}; `nox -s plan` asks the registry again)")
-            continue
-        unreachable = []
-        for distribution, _ in axis.distributions if missing else ():
-            try:
-                known = listed_versions(distribution, cache=folder, fetch=fetch)
-            except RegistryUnreachable as exc:
-                unreachable.append(str(exc))
-                continue
-            except BugmatrixError as exc:  # the registry answered: no such project
-                msg = f"{matrix.path}: axes.{name}.distributions.{distribution}: {exc}"
-                raise BugmatrixError(msg) from exc
-            missing = [v for v in missing if Version(v) not in known]
-            if not missing:
-                break
-        if missing and unreachable:
-            warn(f"{matrix.path}: axes.{name}.versions not checked against the registry ({unreachable[0]})")
+        missing, unreachable = _unreleased(matrix, name, matrix.axes[name].versions, folder=folder, fetch=fetch, offline=offline)
+        if unreachable:
+            warn(f"{matrix.path}: axes.{name}.versions not checked against the registry ({unreachable})")
         elif missing:
-            raise _not_a_release(matrix, name, missing[0])
+            cached = f" (as cached in {folder}; `nox -s plan` asks the registry again)" if offline else ""
+            raise _not_a_release(matrix, name, missing[0], cached)
+
+
+def check_case_versions(
+    declared: Matrix,
+    own: Iterable[tuple[str, str, tuple[str, ...]]],
+    *,
+    ask: bool = True,
+    cache: Path | None = None,
+    fetch: Fetch | None = None,
+    warn: Callable[[str], None] = warn,
+    offline: bool = False,
+) -> None:
+    """The cases' own releases (``Case(versions=...)``: (file, axis, versions)) held to matrix.toml's rules, in one line naming the case file.
+
+    A release the axis lists already would add nothing; one that is not a release on the registry would plan cells
+    that can only fail to install. ``ask=False`` (a plan without the registry) checks the first rule only.
+    """
+    folder = cache or cache_dir()
+    for source, axis, versions in own:
+        listed = [v for v in versions if v in declared.axes[axis].versions]
+        if listed:
+            msg = (
+                f"{source}: versions.{axis}: {listed[0]!r} is listed in axes.{axis}.versions of {declared.path} already, so the "
+                f"profiles that list it plan it for every case; remove it from the case"
+            )
+            raise BugmatrixError(msg)
+        if not ask:
+            continue
+        missing, unreachable = _unreleased(declared, axis, versions, folder=folder, fetch=fetch, offline=offline)
+        if unreachable:
+            warn(f"{source}: versions.{axis} not checked against the registry ({unreachable})")
+        elif missing:
+            where = " or ".join(d for d, _ in declared.axes[axis].distributions)
+            msg = (
+                f"{source}: versions.{axis}[{versions.index(missing[0])}]: {missing[0]!r} is not a release of {where} on the "
+                "registry; correct the version or remove it"
+            )
+            raise BugmatrixError(msg)
 
 
 def check_resolved(

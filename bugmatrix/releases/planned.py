@@ -3,7 +3,7 @@
 In order: each package axis's versions are checked against the registry
 (cached; :mod:`bugmatrix.releases.existence`), ``latest`` is made concrete
 (:mod:`bugmatrix.releases.tracking`), the cases are imported
-(:mod:`bugmatrix.plan.catalog`), and every profile is planned
+(:mod:`bugmatrix.plan.catalog`) and their own releases checked the same way, and every profile is planned
 (:func:`bugmatrix.plan.cells.plan_all`), which refuses a profile without
 cells, a cell whose requirements contradict and a broken ``within``. The first
 mistake is one :class:`~bugmatrix.errors.BugmatrixError` line.
@@ -19,7 +19,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.catalog import Catalog, load_catalog
 from bugmatrix.plan.cells import Cell, plan_all, plan_cells
 from bugmatrix.plan.matrix import Matrix
-from bugmatrix.releases.existence import check_versions
+from bugmatrix.releases.existence import check_case_versions, check_versions
 from bugmatrix.releases.registry import Resolution, warn
 from bugmatrix.releases.tracking import resolve_matrix, without_symbolic
 
@@ -72,4 +72,5 @@ def load_plan(
         warn(f"'latest' left out of every profile: {exc}")
         matrix, resolution = without_symbolic(declared), Resolution()
     catalog = load_catalog(cases_dir, matrix)
+    check_case_versions(declared, catalog.own_versions(), ask=registry, warn=warn, offline=offline)
     return Planned(declared, matrix, resolution, catalog, tuple(plan_all(matrix, catalog)))

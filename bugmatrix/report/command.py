@@ -20,6 +20,10 @@ Nothing is silent and nothing is half-written:
    written; a full disk or a permission error is one line naming the path,
    exit 3, with every previous output byte for byte as it was.
 
+``--readme README.md`` without ``--publish`` is no report: it regenerates the
+README's table from the committed reference (``reports/compat.json``) and
+reads or writes nothing else.
+
 Exit codes: 0 ok; 1 with ``--fail-on-regression`` when a result is missing,
 regressed, or a cell (of the baseline, or of a new release) does not install;
 2 bad input; 3 could not write. What is written is a registry
@@ -40,7 +44,7 @@ from pathlib import Path
 
 from bugmatrix.cell.runfile import RunRecord, read_run_dir
 from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
-from bugmatrix.files import locked_directories, write_files
+from bugmatrix.files import check_output_file, locked_directories, write_files
 from bugmatrix.plan.document import PlanDocument, read_plan_document
 from bugmatrix.provenance import git_commit
 from bugmatrix.releases.tracking import resolution_path
@@ -55,6 +59,7 @@ from bugmatrix.report.night import NightReport, analyse
 from bugmatrix.report.night_plan import computed_plan
 from bugmatrix.report.options import ReportOptions
 from bugmatrix.report.outputs import Night, wanted_outputs
+from bugmatrix.report.readme import check_readme, reference_table
 from bugmatrix.report.terminal import render_terminal, use_colour
 
 __all__ = ["git_commit", "night_date", "run_report"]
@@ -85,6 +90,8 @@ def _waiting(directory: Path) -> None:
 
 def run_report(options: ReportOptions) -> int:
     """Check, merge, analyse, render every wanted output, write all or nothing, say it; exit 1 on a failing night when asked."""
+    if options.readme is not None and not options.publish:
+        return _refresh_readme(options, options.readme)
     outputs = wanted_outputs(options)
     for output in outputs:  # every path, before anything is read or written
         output.check(options)
@@ -106,6 +113,34 @@ def run_report(options: ReportOptions) -> int:
         write_files(files, remove=remove)
     _say(night, [line for output in outputs if (line := output.line(night))])
     return FINDINGS_EXIT_CODE if (options.fail_on_regression and report.summary_lines()) else 0
+
+
+def _refresh_readme(options: ReportOptions, readme: Path) -> int:
+    """``--readme`` without ``--publish``: the README's table from the committed reference, nothing else read or written."""
+    asked = {
+        "--update-baseline": options.update_baseline,
+        "--step-summary": options.step_summary,
+        "--fail-on-regression": options.fail_on_regression,
+        "--plan": options.plan,
+        "--profile": options.profile,
+        "--baseline": options.baseline,
+        "--history": options.history,
+        "--date": options.date,
+        "--issue-bodies": options.extra,
+    }
+    other = [flag for flag, value in asked.items() if value]
+    if other:
+        msg = (
+            f"--readme {readme} without --publish only regenerates its table from {options.reference / 'compat.json'}; "
+            f"leave out {other[0]}, or add --publish to publish this report and its table"
+        )
+        raise BugmatrixError(msg)
+    check_readme(readme)
+    check_output_file(readme, "--readme")
+    text, compat = reference_table(readme, options.reference)
+    write_files({readme: text})
+    print(f"report: {readme}: table regenerated from {options.reference / 'compat.json'} ({compat.profile}, commit {compat.commit})")
+    return 0
 
 
 def _say(night: Night, lines: list[str]) -> None:

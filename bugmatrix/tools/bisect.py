@@ -8,9 +8,15 @@ take for the boundary is *said*, with why (yanked, with the registry's reason;
 no wheel for this Python; requires another Python), before the search and in
 the result file, and the summary warns when one lies between the two ends of
 the boundary: a yanked release can be the real first affected one (transformers
-4.52.0 was). The other axes are held at a cell's pins (or
-the matrix's base pins). Both ends are run, then a binary search runs about
-log2(n) more environments; each environment is built with uv and reused when
+4.52.0 was). The range is the matrix's own by default: from the axis's first
+listed release (or the case's own, ``Case(versions=...)``, if older) to the
+latest, and the first line says so; ``--from``/``--to`` choose another. The other
+axes are held at a cell's pins (or the matrix's base pins). Both ends are run,
+then a binary search for the reproduced <-> fixed boundary runs about log2(n)
+more environments: a change from or to any other outcome (``different ->
+reproduced`` where old releases fail another way) is said as such, and
+``--publish`` refuses it in one line, so what a case cites as its boundary is
+one; each environment is built with uv and reused when
 it already exists (a bisect env, or the venv of a planned cell with the same
 pins). A release that cannot be installed is skipped and reported, never
 treated as an outcome. Each probe runs the one variant through the same
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import itertools
 import os
 import re
 import signal
@@ -57,6 +64,8 @@ __all__ = [
     "Skipped",
     "bisect_versions",
     "env_dir",
+    "is_boundary",
+    "matrix_range",
     "registry_versions",
     "run_bisect",
     "run_variant_in",
@@ -106,22 +115,37 @@ class BisectResult:
     mode: str = "bisect"
     skipped: list[Skipped] = field(default_factory=list)
 
+    @property
+    def boundary(self) -> bool:
+        """The change found is reproduced <-> fixed: what ``--publish`` may put where a case cites it."""
+        return is_boundary(self.last_before, self.first_after)
+
     def summary(self) -> str:
         if self.last_before is None or self.first_after is None:
             ends = ", ".join(f"{p.version}: {p.outcome}" for p in self.probes if p.outcome != Outcome.INSTALL_FAILED)
             return f"{self.variant}: no change of outcome across {self.package} {self.versions[0]}..{self.versions[-1]} ({ends})"
         low, high = Version(self.last_before.version), Version(self.first_after.version)
+        change = (
+            f"{self.variant}: {self.package} {self.last_before.version} is {self.last_before.outcome}, "
+            f"{self.first_after.version} is {self.first_after.outcome}"
+        )
+        if not self.boundary:
+            return (
+                f"{change}: a change of outcome, not one between reproduced and fixed, so no boundary "
+                f"[{self.environments_built} environments for {len(self.versions)} releases]; read the probes' messages, "
+                "or bisect another range (--from/--to)"
+            )
         between = [s for s in self.skipped if low < Version(s.version) < high]
         warning = "; ".join(f"{self.package} {s.version} lies between and was not run ({s.reason})" for s in between)
         return (
-            f"{self.variant}: {self.package} {self.last_before.version} is {self.last_before.outcome}, "
-            f"{self.first_after.version} is {self.first_after.outcome} (first change"
+            f"{change} (first change"
             + (f" among the releases run; {warning}: it may be the first" if warning else "")
             + f") [{self.environments_built} environments for {len(self.versions)} releases]"
         )
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        """The result file: every field, and whether the change found is a reproduced <-> fixed boundary."""
+        return {**asdict(self), "boundary": self.boundary}
 
 
 @functools.cache
@@ -207,14 +231,29 @@ def registry_versions(
     return [str(v) for v in found]
 
 
+#: The two readings a boundary lies between: a bug's presence and its absence.
+OPPOSITES = (Outcome.REPRODUCED.value, Outcome.FIXED.value)
+
+
+def is_boundary(last_before: Probe | None, first_after: Probe | None) -> bool:
+    """The pair reads one outcome and its opposite (reproduced <-> fixed): a boundary a case may cite, not just a change."""
+    if last_before is None or first_after is None:
+        return False
+    return {last_before.outcome, first_after.outcome} == set(OPPOSITES)
+
+
 def bisect_versions(
     versions: list[str], probe: Callable[[str], Probe], *, linear: bool = False
 ) -> tuple[list[Probe], Probe | None, Probe | None]:
-    """Binary search for the first version whose outcome differs from the oldest one's.
+    """Binary search for the reproduced <-> fixed boundary: (every probe, the last release before it, the first after).
 
-    Install failures are skipped (the next untried version inside the interval
-    is probed instead). Assumes one change of outcome in the range, as a
-    bisect must; ``linear`` probes everything, to check that assumption.
+    A flip is read only from one outcome to its opposite. The search is anchored at an end of the range that reads
+    reproduced or fixed (the newest where both do) and looks for where that reading starts (or ends); any other
+    outcome on the way (``different``, ``skipped``, a crash) counts as "not the anchor's", so old releases that fail
+    another way are searched through, not mistaken for the boundary. Where the pair found does not read reproduced
+    and fixed (``different -> reproduced``; neither end reading either), it is returned as the change it is and
+    :func:`is_boundary` says no. Install failures are skipped (the next untried version inside the interval is
+    probed instead). Assumes one boundary in the range, as a bisect must; ``linear`` probes everything, to check that.
     """
     probes: dict[str, Probe] = {}
 
@@ -234,24 +273,33 @@ def bisect_versions(
         for index in range(len(versions)):
             run(index)
         ok = [probes[v] for v in versions if probes[v].outcome != Outcome.INSTALL_FAILED]
-        flip = next((i for i in range(1, len(ok)) if ok[i].outcome != ok[0].outcome), None)
-        return list(probes.values()), (ok[flip - 1] if flip else None), (ok[flip] if flip else None)
+        pairs = list(itertools.pairwise(ok))
+        found = next((p for p in pairs if is_boundary(*p)), None) or next((p for p in pairs if p[0].outcome != p[1].outcome), None)
+        return list(probes.values()), *(found or (None, None))
     lo = usable(range(len(versions)))
     hi = usable(range(len(versions) - 1, -1, -1))
     if lo is None or hi is None or lo >= hi or run(lo).outcome == run(hi).outcome:
         return list(probes.values()), None, None
-    start = run(lo).outcome
-    while hi - lo > 1:
+    # Anchored at the newest end that reads reproduced or fixed: a probe reading it moves `hi`, anything else `lo`
+    # (at the oldest end, mirrored); neither end reading either leaves the two ends as the change found.
+    anchor_high = run(hi).outcome in OPPOSITES
+    anchor = run(hi).outcome if anchor_high else run(lo).outcome
+    while hi - lo > 1 and anchor in OPPOSITES:
         mid = (lo + hi) // 2
         candidates = sorted(range(lo + 1, hi), key=lambda i: abs(i - mid))
         chosen = next((i for i in candidates if run(i).outcome != Outcome.INSTALL_FAILED), None)
         if chosen is None:
             break  # everything in between fails to install: the boundary is as narrow as it gets
-        if run(chosen).outcome == start:
-            lo = chosen
-        else:
+        if (run(chosen).outcome == anchor) == anchor_high:
             hi = chosen
+        else:
+            lo = chosen
     return list(probes.values()), run(lo), run(hi)
+
+
+def matrix_range(matrix: Matrix, package: str, own: Sequence[str] = ()) -> str:
+    """Where the matrix's range of an axis starts: its first listed release, or the case's own (``Case(versions=...)``) if older."""
+    return min([*matrix.axes[package].versions, *own], key=Version)
 
 
 def env_dir(root: Path, matrix: Matrix, pins: Mapping[str, str]) -> Path:
@@ -347,8 +395,11 @@ def default_out(variant: str, package: str, *, publish: bool = False) -> Path:
     return (REFERENCE if publish else output_dir()) / "bisect" / f"{slug}--{package}.json"
 
 
-def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held: dict[str, str]) -> int:
-    """The ``bisect`` subcommand: probe, print, write the result file."""
+def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held: dict[str, str], own: Sequence[str] = ()) -> int:
+    """The ``bisect`` subcommand: probe, print, write the result file (``--publish``: only a reproduced <-> fixed boundary).
+
+    ``own``: the case's own releases of the axis (``Case(versions=...)``), part of the matrix's range of it.
+    """
     axes = dict.fromkeys([*variant.axes, *(a for a in matrix.held_axes if a != matrix.interpreter)])
     if args.package not in axes:
         msg = f"{variant.id} does not depend on {args.package!r} (its axes: {', '.join(axes)}); bisect one of those"
@@ -356,7 +407,12 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
     distribution = matrix.providers({**held, args.package: held.get(args.package, matrix.base[args.package])})[args.package][0]
     skipped: list[Skipped] = []
     python = held.get(matrix.interpreter, matrix.base.get(matrix.interpreter))
-    versions = args.versions or registry_versions(distribution, low=args.low, high=args.high, pre=args.pre, python=python, skipped=skipped)
+    low = args.low or matrix_range(matrix, args.package, own)
+    start = "--from" if args.low else f"the matrix's first {args.package} release,"
+    where = f"from {start} {low} to {f'--to {args.high}' if args.high else 'the latest'}; --from/--to for another range"
+    if args.versions:
+        where = "the --versions given"
+    versions = args.versions or registry_versions(distribution, low=low, high=args.high, pre=args.pre, python=python, skipped=skipped)
     result = BisectResult(variant.id, args.package, {k: v for k, v in held.items() if k != args.package}, versions, skipped=skipped)
     result.mode = "linear" if args.linear else "bisect"
 
@@ -369,14 +425,26 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
         )
         return outcome
 
-    print(f"{variant.id}: {result.mode} over {len(versions)} {args.package} releases {versions[0]}..{versions[-1]}, holding {result.held}")
+    print(
+        f"{variant.id}: {result.mode} over {len(versions)} {args.package} releases {versions[0]}..{versions[-1]} ({where}), "
+        f"holding {result.held}"
+    )
     for left_out in skipped:
         print(f"  not run: {args.package}=={left_out.version}: {left_out.reason}")
     result.probes, result.last_before, result.first_after = bisect_versions(versions, probe, linear=args.linear)
     for p in (p for p in result.probes if p.outcome == Outcome.INSTALL_FAILED):
         print(f"  skipped {args.package}=={p.version}: cannot be installed ({p.message})")
     print(result.summary())
-    out = args.out or default_out(variant.id, args.package + ("-linear" if args.linear else ""), publish=getattr(args, "publish", False))
+    publish = getattr(args, "publish", False) and result.boundary
+    out = args.out or default_out(variant.id, args.package + ("-linear" if args.linear else ""), publish=publish)
     write_json_atomic(out, result.to_json())
     print(f"wrote {out}")
+    if getattr(args, "publish", False) and not result.boundary:
+        ends = [p for p in (result.last_before, result.first_after) if p is not None]
+        found = ", ".join(f"{args.package} {p.version} {p.outcome}" for p in ends) or "no change of outcome"
+        msg = (
+            f"--publish refused: {found}: the ends of the change do not disagree on reproduced/fixed, so no boundary is "
+            f"published (the result is in {out}); bisect a range whose ends read reproduced and fixed (--from/--to)"
+        )
+        raise BugmatrixError(msg)
     return 0
