@@ -232,8 +232,8 @@ def _missing(
 
 
 def _attach_workarounds(variants: Sequence[Variant], results: dict[str, dict[str, Entry]], siblings: Mapping[str, Sequence[str]]) -> None:
-    """For each reproduced entry: the workarounds of its case and device fixed in the same cell, or in one of its
-    ``siblings`` (an install workaround runs in a cell of the same pins built with its requirements)."""
+    """For each reproduced entry: the workarounds of its case and device fixed in the same pins: its cell, the cell it is a
+    sibling of, or any of their ``siblings`` (a case's environment runs in a cell of the same pins built with it)."""
     helpers: dict[tuple[str, str, str], list[Variant]] = {}
     for w in variants:
         if w.workaround_for:
@@ -245,7 +245,8 @@ def _attach_workarounds(variants: Sequence[Variant], results: dict[str, dict[str
         per_cell = results.get(variant.id, {})
         for cell, entry in per_cell.items():
             if entry.outcome is Outcome.REPRODUCED:
-                where = (cell, *siblings.get(cell, ()))
+                home = next((base for base, others in siblings.items() if cell in others), cell)
+                where = (home, *siblings.get(home, ()))
                 held = tuple(
                     w.name
                     for w in candidates
