@@ -252,13 +252,13 @@ def test_a_real_environment_level_case_reproduces_and_its_pin_workaround_fixes(t
     )
     night = run_smoke_night(FIXTURE, tmp_path)
     bug, fix = "utilities_pkg_resources::import_utilities[cpu]", "utilities_pkg_resources::setuptools_below_81[cpu]"
-    other = "utilities_apply::apply_to_collection[cpu]"
+    other, upgrade = "utilities_apply::apply_to_collection[cpu]", "utilities_pkg_resources::upgrade_utilities[cpu]"
     assert {c.id: c.variants for c in night.cells} == {
         "py311-lu0.11.3.post0": (other, fix),
         "py311-lu0.11.3.post0-without-setuptools": (bug,),
         "py311-lu0.11.5": (other,),
         "py311-lu0.11.5-with-setuptools-lt-81": (fix,),
-        "py311-lu0.11.5-without-setuptools": (bug,),
+        "py311-lu0.11.5-without-setuptools": (bug, upgrade),
     }
     assert [c.overrides for c in night.cells if c.overrides] == [
         (
@@ -286,7 +286,11 @@ def test_a_real_environment_level_case_reproduces_and_its_pin_workaround_fixes(t
     assert "setuptools" not in runs["py311-lu0.11.3.post0-without-setuptools"]["environment"]["distributions"]
     assert runs["py311-lu0.11.3.post0"]["environment"]["distributions"]["setuptools"].startswith("80.")
     out = capsys.readouterr().out
-    assert "workarounds fixed where it reproduced: setuptools_below_81 ✓ 1/1" in out, out[-2000:]
+    assert (
+        "workarounds fixed where it reproduced: setuptools_below_81 ✓ 1/1; "
+        "upgrade_utilities avoided by pinning lightning-utilities ≥ 0.11.5, where the bug is absent (1 cell)"
+    ) in out, out[-2000:]
+    assert results[upgrade] == {"py311-lu0.11.5-without-setuptools": results[upgrade]["py311-lu0.11.5-without-setuptools"]}
     assert main(["--matrix", str(tmp_path / "project" / "matrix.toml"), "--cases", str(tmp_path / "project" / "cases"), "check"]) == 1
     said = capsys.readouterr().out
     assert "bugmatrix: constraint: cases/utilities_pkg_resources.py: " in said and "takes over from constraints[0]" in said

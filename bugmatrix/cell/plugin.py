@@ -424,7 +424,17 @@ class VariantItem(pytest.Item):
             log=tail(executed.log),
             leaked=executed.leaked,
             axes=tuple(variant.axes),
+            pinned=self.pinned(),
         )
+
+    def pinned(self) -> str:
+        """What the variant's environment requires of an axis of this cell (a pin workaround: it runs where the pin holds)."""
+        from packaging.requirements import Requirement
+        from packaging.utils import canonicalize_name
+
+        axis_distributions = {canonicalize_name(d) for providers in active_spec().values() for d, _ in providers}
+        requires = self.case.environment_of(self.variant).requires
+        return ", ".join(r for r in requires if canonicalize_name(Requirement(r).name) in axis_distributions)
 
     def finish(self, executed: Executed) -> None:
         """Attach the record to the report; raise if it contradicts the expectation (skip if it did not run)."""

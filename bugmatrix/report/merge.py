@@ -189,6 +189,7 @@ def _variant(record: VariantRecord) -> Variant:
         counterpart=record.counterpart,
         evidence=record.evidence,
         axes=record.axes,
+        pinned=record.pinned,
     )
 
 
@@ -247,12 +248,10 @@ def _attach_workarounds(variants: Sequence[Variant], results: dict[str, dict[str
             if entry.outcome is Outcome.REPRODUCED:
                 home = next((base for base, others in siblings.items() if cell in others), cell)
                 where = (home, *siblings.get(home, ()))
-                held = tuple(
-                    w.name
-                    for w in candidates
-                    if any((o := results.get(w.id, {}).get(c)) is not None and o.outcome is Outcome.FIXED for c in where)
-                )
-                per_cell[cell] = dataclasses.replace(entry, workarounds=held)
+                found = {w.name: [o.outcome for c in where if (o := results.get(w.id, {}).get(c)) is not None] for w in candidates}
+                held = tuple(name for name, outcomes in found.items() if Outcome.FIXED in outcomes)
+                tried = tuple(name for name, outcomes in found.items() if any(o.ran for o in outcomes))
+                per_cell[cell] = dataclasses.replace(entry, workarounds=held, tried=tried)
 
 
 def merge_runs(
