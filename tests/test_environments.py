@@ -30,7 +30,9 @@ from bugmatrix.plan.matrix import load_matrix
 from bugmatrix.run.command import run_file_path
 from bugmatrix.run.envbuild import cell_venv, fresh_venv
 from bugmatrix.run.lock import lock_path
+from bugmatrix.tools.bisect import run_variant_in
 from bugmatrix.tools.check import constraint_changes
+from bugmatrix.tools.repro import export_repro
 from tests.fixtureproject import run_smoke_night
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +65,7 @@ def test_a_variant_names_the_environment_it_runs_in() -> None:
         ("demo::pinned[cuda]", "workaround", "core", "pinned"),
         ("demo::pinned[cpu]", "workaround", "core", "pinned"),
     ]
-    assert case.environment_of(cpu) == Env(requires=["numpy<2"]) and case.environment_of(case.variants[0]) == Env()
+    assert cpu.env == Env(requires=["numpy<2"]) and case.variants[0].env == Env()
 
 
 @pytest.mark.parametrize(
@@ -294,3 +296,13 @@ def test_a_real_environment_level_case_reproduces_and_its_pin_workaround_fixes(t
     assert main(["--matrix", str(tmp_path / "project" / "matrix.toml"), "--cases", str(tmp_path / "project" / "cases"), "check"]) == 1
     said = capsys.readouterr().out
     assert "bugmatrix: constraint: cases/utilities_pkg_resources.py: " in said and "takes over from constraints[0]" in said
+    # Every path builds the variant's own environment: a bisect probe runs in the sibling, a repro says how to make it.
+    root, variant = tmp_path / "project", load_catalog(tmp_path / "project" / "cases", matrix).find(bug)
+    probe, _ = run_variant_in(root, matrix, {"python": "3.11", "utilities": "0.11.3.post0"}, variant)
+    assert (probe.outcome, probe.message) == ("reproduced", reproduced["message"])
+    issue = (
+        export_repro(matrix, variant, {"python": "3.11", "utilities": "0.11.3.post0"}, tmp_path / "repro", root, fresh=False) / "ISSUE.md"
+    )
+    text = issue.read_text(encoding="utf-8")
+    assert (issue.parent / "requirements.txt").read_text(encoding="utf-8") == "lightning-utilities==0.11.3.post0\n", "no setuptools<81"
+    assert "uv pip uninstall --python venv/bin/python setuptools\nvenv/bin/python repro.py" in text

@@ -184,6 +184,7 @@ class Variant:
     expect: tuple[Expect, ...]
     doc: str
     environment: str = ""  # the name of its case's Env it runs in ("": the cell's own environment)
+    env: Env = field(default_factory=Env)  # that environment: what it has beyond the cell's pins
     at_import: bool = False  # its bug is raised while the cell imports its stack (a failure there is its outcome)
 
     @property
@@ -284,10 +285,6 @@ class Case:
                 msg = f"case {self.id!r}: environments[{name!r}] {problem}"
                 raise CaseError(msg)
 
-    def environment_of(self, variant: Variant) -> Env:
-        """The environment a variant runs in beyond its cell's pins (empty: the cell's own)."""
-        return self.environments.get(variant.environment, Env())
-
     @property
     def narrowing(self) -> dict[str, SpecifierSet]:
         """``cross`` as specifiers: axis -> the versions of it the case's cells may pin."""
@@ -373,6 +370,7 @@ class Case:
                         expect=tuple(expect),
                         doc=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "",
                         environment=environment,
+                        env=self.environments.get(environment, Env()),
                         at_import=bool(at_import),
                     )
                 )

@@ -343,7 +343,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         else:
             outside = allowed is not None and variant is not None and not set(variant.axes) <= set(allowed)
             # A variant with an environment of its own runs only where the cell was built with it, and nothing else runs there.
-            elsewhere = isinstance(item, VariantItem) and item.case.environment_of(item.variant).to_json() != built_with
+            elsewhere = isinstance(item, VariantItem) and item.variant.env.to_json() != built_with
         (drop if outside or elsewhere or (variant is not None and variant.id in done) else keep).append(item)
         if state is not None and isinstance(item, VariantItem) and item.variant.id in state.recovered:
             # Found running in a process that died: the full record (kind, expectation) now that the variant is known.
@@ -433,8 +433,7 @@ class VariantItem(pytest.Item):
         from packaging.utils import canonicalize_name
 
         axis_distributions = {canonicalize_name(d) for providers in active_spec().values() for d, _ in providers}
-        requires = self.case.environment_of(self.variant).requires
-        return ", ".join(r for r in requires if canonicalize_name(Requirement(r).name) in axis_distributions)
+        return ", ".join(r for r in self.variant.env.requires if canonicalize_name(Requirement(r).name) in axis_distributions)
 
     def finish(self, executed: Executed) -> None:
         """Attach the record to the report; raise if it contradicts the expectation (skip if it did not run)."""

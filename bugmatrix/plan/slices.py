@@ -29,13 +29,13 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from bugmatrix.cell.case import Case, Expect
+from bugmatrix.cell.case import Case, Expect, Variant
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.matrix import Matrix
 
-__all__ = ["Member", "Slice", "case_slice", "source_of"]
+__all__ = ["Member", "Slice", "case_slice", "source_of", "split_environment"]
 
 
 def _holds(when: Mapping[str, SpecifierSet], pins: Mapping[str, str]) -> bool:
@@ -99,33 +99,45 @@ def case_slice(matrix: Matrix, case: Case, source: str) -> Slice:
             f"add it to their axes=, or narrow one of {', '.join(spans) or 'no axes'}"
         )
         raise BugmatrixError(msg)
-    providers = _axis_of(matrix)
     members = []
     for variant in case.variants:
-        env = case.environment_of(variant)
-        when: dict[str, SpecifierSet] = {}
-        extra = []
-        where = f"{source}: environment {variant.environment!r} of variant {variant.name!r}"
-        for name in env.absent:
-            if canonicalize_name(name) in providers:
-                msg = f"{where} makes {name!r} absent, which provides axis {providers[canonicalize_name(name)]!r}; remove it from Env(absent=...): a cell installs the axes it pins"
-                raise BugmatrixError(msg)
-        for text in env.requires:
-            requirement = Requirement(text)
-            axis = providers.get(canonicalize_name(requirement.name))
-            if axis is None:
-                extra.append(text)
-                continue
-            said = f"{where} requires {text!r}, a release of axis {axis!r}"
-            if axis not in spans:
-                msg = f"{said}, which the case does not span; add {axis!r} to its variants' axes= so its cells pin {axis}"
-                raise BugmatrixError(msg)
-            if not any(requirement.specifier.contains(v, prereleases=True) for v in matrix.axes[axis].versions):
-                msg = f"{said}, but no release in axes.{axis}.versions of {matrix.path} satisfies it; list one there"
-                raise BugmatrixError(msg)
-            when[axis] = when[axis] & requirement.specifier if axis in when else requirement.specifier
-        members.append(Member(variant.id, variant.device, when, env.but(extra), variant.expect, variant.axes, variant.environment))
+        when, extra = split_environment(matrix, variant, spans, source)
+        members.append(Member(variant.id, variant.device, when, extra, variant.expect, variant.axes, variant.environment))
     return Slice(case.id, spans, tuple(members), narrowing, source)
+
+
+def split_environment(
+    matrix: Matrix, variant: Variant, spans: tuple[str, ...] | None = None, source: str = ""
+) -> tuple[dict[str, SpecifierSet], Env]:
+    """A variant's environment as the planner reads it: what it requires of an axis (where it runs) and the rest (its sibling).
+
+    ``spans``: the axes its case's cells pin (default: the variant's own); ``source`` names the case file in errors.
+    """
+    spans = variant.axes if spans is None else spans
+    providers = _axis_of(matrix)
+    when: dict[str, SpecifierSet] = {}
+    extra = []
+    where = f"{source or f'case {variant.case_id!r}'}: environment {variant.environment!r} of variant {variant.name!r}"
+    for name in variant.env.absent:
+        if canonicalize_name(name) in providers:
+            axis = providers[canonicalize_name(name)]
+            msg = f"{where} makes {name!r} absent, which provides axis {axis!r}; remove it from Env(absent=...): a cell installs the axes it pins"
+            raise BugmatrixError(msg)
+    for text in variant.env.requires:
+        requirement = Requirement(text)
+        axis = providers.get(canonicalize_name(requirement.name))
+        if axis is None:
+            extra.append(text)
+            continue
+        said = f"{where} requires {text!r}, a release of axis {axis!r}"
+        if axis not in spans:
+            msg = f"{said}, which the case does not span; add {axis!r} to its variants' axes= so its cells pin {axis}"
+            raise BugmatrixError(msg)
+        if not any(requirement.specifier.contains(v, prereleases=True) for v in matrix.axes[axis].versions):
+            msg = f"{said}, but no release in axes.{axis}.versions of {matrix.path} satisfies it; list one there"
+            raise BugmatrixError(msg)
+        when[axis] = when[axis] & requirement.specifier if axis in when else requirement.specifier
+    return when, variant.env.but(extra)
 
 
 def source_of(directory: Path | None, case: Case) -> str:
