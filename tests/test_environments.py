@@ -26,10 +26,12 @@ from bugmatrix.cli import main
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.catalog import Catalog, load_catalog
 from bugmatrix.plan.cells import override_notes, plan_cells, plan_document, sibling_id
+from bugmatrix.plan.computed import choose
 from bugmatrix.plan.matrix import load_matrix
 from bugmatrix.run.command import run_file_path
 from bugmatrix.run.envbuild import cell_venv, fresh_venv
 from bugmatrix.run.lock import lock_path
+from bugmatrix.run.runner import CellSpec, run_cell
 from bugmatrix.tools.bisect import run_variant_in
 from bugmatrix.tools.check import constraint_changes
 from bugmatrix.tools.repro import export_repro
@@ -306,3 +308,29 @@ def test_a_real_environment_level_case_reproduces_and_its_pin_workaround_fixes(t
     text = issue.read_text(encoding="utf-8")
     assert (issue.parent / "requirements.txt").read_text(encoding="utf-8") == "lightning-utilities==0.11.3.post0\n", "no setuptools<81"
     assert "uv pip uninstall --python venv/bin/python setuptools\nvenv/bin/python repro.py" in text
+
+
+def test_a_computed_profile_reads_a_siblings_outcomes_for_its_cell() -> None:
+    """An environment case's bug runs only in siblings: the smoke choice still finds it both ways, under the cells' own ids."""
+    case = Case(id="demo", title="t", signature=Signature("x"), axes=("torch",), environments={"bare": Env(absent=["setuptools"])})
+    expect = (Expect("reproduced", torch="<2.3"), Expect("fixed", torch=">=2.3"))
+    case.variant(devices=(CPU_BF16,), environment="bare", expect=expect)(core)
+    matrix = load_matrix(TINY)
+    catalog = Catalog((case,))
+    candidates = plan_cells(matrix, "nightly", catalog)
+    assert all(c.sibling_of for c in candidates), "the case runs nothing in a plain cell"
+    choice = choose(matrix, catalog.slices(matrix)[0], candidates)
+    assert choice.cells == ("py311-torch2.0.1", "py311-torch2.3.1") and "demo::core[cpu] reproduced" in choice.shows
+
+
+def test_a_siblings_variables_and_flags_reach_the_cells_process(tmp_path: Path) -> None:
+    """The runner starts the cell's pytest with the environment's interpreter flags and variables; its spec file says which."""
+    seen: list[tuple[list[str], dict[str, str]]] = []
+    extra = Env(variables={"PYTHONWARNINGS": "error::DeprecationWarning"}, flags=("-X", "dev"))
+    spec = CellSpec("system", None, extra=extra)
+    run_cell(
+        load_matrix(TINY), spec, tmp_path / "runs" / "system.json", execute=lambda c, e: seen.append((list(c), dict(e))) or 0, root=ROOT
+    )
+    ((command, env),) = seen
+    assert command[1:5] == ["-X", "dev", "-m", "pytest"] and env["PYTHONWARNINGS"] == "error::DeprecationWarning"
+    assert json.loads((tmp_path / "spec" / "system.json").read_text())["environment"] == extra.to_json()
