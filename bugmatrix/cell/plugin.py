@@ -490,11 +490,10 @@ def check_environment(config: pytest.Config) -> ImportFailure | None:
 
 def observed_at_import(item: VariantItem, failure: ImportFailure) -> Executed:
     """A variant's result where the stack does not import: its outcome from that failure when its bug is raised at that
-    import (``at_import``), else skipped with it; an unmet requirement is a skip first, as anywhere."""
-    from bugmatrix.cell.requirements import unmet_requirements
-
+    import (``at_import``), else skipped with it. An unmet version requirement is a skip first, as anywhere (a GPU or an
+    API is not asked for: that would import the stack that just failed)."""
     versions = installed_versions()
-    reasons = unmet_requirements(item.variant, versions)
+    reasons = [f"needs {a} (not installed here)" for a in item.variant.axes if a not in versions] or item.variant.requires.unmet(versions)
     if reasons:
         return Executed(Classified(Outcome.SKIPPED, "; ".join(reasons)), versions, 0.0)
     if not item.variant.at_import:

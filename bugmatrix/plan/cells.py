@@ -257,7 +257,7 @@ def recompute(matrix: Matrix, profile: str, catalog: Slices, reference: Referenc
 
 
 def _computed_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
-    """The chosen cells of a computed profile, with their install-workaround siblings and CUDA twins (``bugmatrix.plan.computed``)."""
+    """The chosen cells of a computed profile, with their siblings (case environments) and CUDA twins (``bugmatrix.plan.computed``)."""
     candidates, chosen = computed_choice(matrix, profile, catalog)
     ids = {i for cells in chosen.values() for i in cells}
     cells = [replace(c, profiles=(profile,)) for c in candidates if (c.sibling_of or c.id).removesuffix("-cuda") in ids]
