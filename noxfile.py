@@ -24,7 +24,6 @@ from nox.command import CommandFailed
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from bugmatrix.cell.preload import IMPORT_FAILED_EXIT
 from bugmatrix.errors import EXIT_MEANINGS, WRITE_EXIT_CODE, BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.lane import load_reresolved
@@ -123,9 +122,8 @@ def run_planned_cell(session: nox.Session, spec: CellSpec, run_file: Path, *, ve
         session.log(how + (f" from {environment.lock}" if environment.lock else ""))
 
     def execute(command: list[str], env: dict[str, str]) -> int:
-        # 1 = an outcome differs from its expectation: recorded, and judged by `report`;
-        # IMPORT_FAILED_EXIT = the stack does not import: the runner records the cell as install-failed.
-        session.run(*command, env=env, external=True, success_codes=[0, 1, IMPORT_FAILED_EXIT])
+        # 1 = an outcome differs from its expectation: recorded, and judged by `report`.
+        session.run(*command, env=env, external=True, success_codes=[0, 1])
         return 0
 
     done = run_cell(

@@ -16,6 +16,7 @@ from bugmatrix.cell.case import (
     SkipVariant,
     Source,
 )
+from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.outcomes import Outcome, Signature
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "CUDA_FP32",
     "Case",
     "Checks",
+    "Env",
     "Expect",
     "Outcome",
     "Requires",

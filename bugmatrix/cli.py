@@ -121,7 +121,7 @@ def _plan(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_output_file(args.out, "--out", forbidden=(args.cases,))
     from bugmatrix.files import write_json_atomic
-    from bugmatrix.plan.cells import plan_document
+    from bugmatrix.plan.cells import override_notes, plan_document
     from bugmatrix.plan.matrix import load_matrix
     from bugmatrix.releases.planned import load_plan
 
@@ -135,6 +135,8 @@ def _plan(args: argparse.Namespace) -> int:
     if args.compute or args.cost:
         return _plan_compute(args, planned) if args.compute else _plan_cost(args, planned)
     cells = planned.profile_cells(args.profile)
+    for note in override_notes(cells):  # a constraint never masks a case silently: where one's environment wins, it is said
+        print(f"note: {note}", file=sys.stderr)
     if args.out:
         write_json_atomic(args.out, {**plan_document(matrix, args.profile, cells), "resolution": resolution.to_json()})
     if args.json:

@@ -17,7 +17,7 @@ from bugmatrix.cli import main
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell, plan_cells, plan_document
 from bugmatrix.plan.matrix import load_matrix
-from bugmatrix.run.command import cell_env, run_file_path
+from bugmatrix.run.command import run_file_path
 from bugmatrix.run.runner import CellSpec, run_cell
 
 __all__ = ["Night", "run_smoke_night"]
@@ -48,8 +48,8 @@ def run_smoke_night(fixture: Path, tmp_path: Path) -> Night:
     cells = plan_cells(matrix, "smoke", load_catalog(root / "cases", matrix))
     reports = tmp_path / "reports"
 
-    def execute(command: list[str], env: dict[str, str]) -> int:
-        return subprocess.run(command, cwd=root, env=cell_env(root), capture_output=True, text=True, timeout=300, check=False).returncode
+    def execute(command: list[str], env: dict[str, str]) -> int:  # the runner's env: its import check, a case environment's variables
+        return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False).returncode
 
     for cell in cells:
         done = run_cell(

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from bugmatrix.cell.case import CPU_FP32, Case, CaseError
+from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.outcomes import Signature
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.catalog import Catalog
@@ -188,9 +189,9 @@ def test_the_plan_refuses_a_case_version_that_is_no_release(tmp_path: Path) -> N
 
 
 def test_an_install_workaround_pinned_to_a_case_s_own_release_runs_in_its_cells() -> None:
-    """``requires=["transformers==4.51.3"]``: read from the case's own 4.51.3 cells, where it runs; no release of the matrix holds it."""
-    case = newcomer(versions={"transformers": OWN})
-    case.install_workaround("pinned_4513", workaround_for="core", requires=["transformers==4.51.3"])
+    """``Env(requires=["transformers==4.51.3"])``: read from the case's own 4.51.3 cells, where it runs; no release of the matrix holds it."""
+    case = newcomer(versions={"transformers": OWN}, environments={"pinned": Env(requires=["transformers==4.51.3"])})
+    case.variant(devices=(CPU_FP32,), workaround_for="core", environment="pinned")(_body("pinned_4513"))
     cells = plan_cells(reference_matrix(), "nightly", Catalog((*reference_catalog().cases, case)))
     running = {c.pins["transformers"] for c in cells if "newcomer::pinned_4513[cpu]" in c.variants}
     assert running == {"4.51.3"} and not any(c.extra for c in cells if "newcomer::pinned_4513[cpu]" in c.variants)

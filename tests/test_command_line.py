@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.cellspec import read_options
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import plan_all
@@ -44,15 +45,19 @@ def test_every_planned_cells_command_is_one_short_line(tmp_path: Path, reports_i
     reports = root / "build" / "reports" if reports_inside else tmp_path / "_temp" / "bugmatrix-reports"
     lock = sorted((ROOT / "locks").glob("*.txt"))[0]
     key = input_key(ROOT, lock, (), sys.executable)
-    # Every planned cell, and the longest id an install workaround's sibling of a CUDA twin can have today.
+    # Every planned cell, and the longest id a case environment's sibling of a CUDA twin can have today.
     longest_planned = max(cells, key=lambda c: len(c.id))
-    sibling = (longest_planned.id.removesuffix("-cuda") + "-with-setuptools-lt-81-cuda", longest_planned.pins, ("setuptools<81",))
+    sibling = (
+        longest_planned.id.removesuffix("-cuda") + "-with-setuptools-lt-81-cuda",
+        longest_planned.pins,
+        Env(requires=["setuptools<81"]),
+    )
     lines = {}
     for cell_id, pins, extra in [*((c.id, c.pins, c.extra) for c in cells), sibling]:
         run_file = run_file_path(reports, cell_id)
         command = pytest_command(
             cell_venv(root, cell_id) / "bin" / "python", matrix, cell_id=cell_id, pins=pins, run_file=run_file,
-            junit=reports / "junit" / f"{cell_id}.xml", root=root, installed=extra, input_key=key,
+            junit=reports / "junit" / f"{cell_id}.xml", root=root, environment=extra, input_key=key,
             origin={"date": "2026-11-24", "commit": "0" * 40, "run": "https://github.com/o/r/actions/runs/1"},
         )  # fmt: skip
         lines[cell_id] = logged(command).replace(str(tmp_path), "/home/runner/work")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.files import file_digest
 from bugmatrix.plan.catalog import load_catalog
@@ -103,11 +104,11 @@ def test_a_stale_lock_means_no_key_at_all(checkout: Path) -> None:
     assert key is None and "no current lock" in why and "stale" in why
 
 
-def test_an_install_workarounds_sibling_is_keyed_by_its_own_lock_and_requirements(checkout: Path) -> None:
+def test_a_case_environments_sibling_is_keyed_by_its_own_lock_and_requirements(checkout: Path) -> None:
     """A ``-with-`` sibling installs its pins plus the workaround's requirements from its own lock: its key is that lock's, and a
     changed workaround requirement leaves it without a key (it runs) while its cell's key stays."""
     base = CELLS[0]
-    extra = ("filelock<4",)
+    extra = Env(requires=["filelock<4"])
     sibling = Cell(sibling_id(base.id, extra), base.pins, base.profiles, base.device, base.variants[:1], base.interpreter, extra, base.id)
     text = (checkout / "locks" / f"{base.id}.txt").read_text(encoding="utf-8")
     old = requirements_digest(MATRIX.requirements_for(base.pins))
@@ -122,7 +123,14 @@ def test_an_install_workarounds_sibling_is_keyed_by_its_own_lock_and_requirement
     assert key.parts["lock"] == file_digest(assembled_lock(checkout, lock)) != before[base.id].parts["lock"], "the complete lock's digest"
     assert next(iter(key.parts["cases"])) == f"cases/{VariantId.parse(sibling.variants[0]).case}.py"
     other = Cell(
-        sibling.id, sibling.pins, sibling.profiles, sibling.device, sibling.variants, sibling.interpreter, ("filelock<3.20",), base.id
+        sibling.id,
+        sibling.pins,
+        sibling.profiles,
+        sibling.device,
+        sibling.variants,
+        sibling.interpreter,
+        Env(requires=["filelock<3.20"]),
+        base.id,
     )
     key, why = cell_key(MATRIX, CellSpec.of(other), checkout)
     assert key is None and "stale" in why and "+filelock<3.20" in why and "-filelock<4" in why

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from bugmatrix.cell.case import CPU_BF16, Case
+from bugmatrix.cell.outcomes import Signature
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.run.envbuild import InstallFailed, ensure_environment, uv_command
 from bugmatrix.run.lock import create_lock, lock_for, lock_is_current, lock_path, lock_status, read_header
@@ -204,6 +206,11 @@ def test_stability_and_bisect_build_a_planned_cell_from_its_lock(tmp_path: Path,
     monkeypatch.setattr(bugmatrix.run.runner, "ensure_environment", record)
     with pytest.raises(BugmatrixError, match="cannot be built"):
         bugmatrix.tools.stability.cell_python(tmp_path, matrix, cell)
-    variant = type("V", (), {"id": "x::y[cpu]"})()
-    probe, _ = bugmatrix.tools.bisect.run_variant_in(tmp_path, matrix, pins, variant)  # type: ignore[arg-type]
+    case = Case(id="x", title="t", signature=Signature("x"), axes=("torch",))
+    case.variant(devices=(CPU_BF16,))(y)
+    probe, _ = bugmatrix.tools.bisect.run_variant_in(tmp_path, matrix, pins, case.variants[0])
     assert probe.outcome == "install-failed" and seen == [lock, lock]
+
+
+def y(device: str, dtype: object) -> dict[str, bool]:
+    return {}

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import bugmatrix.run.runner
+from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.cli import main
@@ -234,7 +235,7 @@ def test_a_sibling_run_of_the_same_lock_stands_in_once_the_patch_is_applied(root
 def test_a_workaround_sibling_is_keyed_with_its_extra_wherever_a_planned_cell_is_keyed(root: Path, tmp_path: Path) -> None:
     """The benchmark's kept setup night keys its cells as the cell sessions do (``CellSpec.of``): a ``-with-`` sibling with
     its workaround's requirements, so its own lock is current and last night's run of it stands (else: "no current lock")."""
-    extra = ("filelock<4",)
+    extra = Env(requires=["filelock<4"])
     sibling = Cell(sibling_id(CELL.id, extra), CELL.pins, CELL.profiles, CELL.device, CELL.variants, CELL.interpreter, extra, CELL.id)
     text = (root / "locks" / f"{CELL.id}.txt").read_text(encoding="utf-8")
     digest = requirements_digest(MATRIX.requirements_for(CELL.pins, extra=extra))
@@ -245,7 +246,7 @@ def test_a_workaround_sibling_is_keyed_with_its_extra_wherever_a_planned_cell_is
     recent = {**ORIGIN, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
     save(tmp_path, previous_run(root, cell=sibling.id, input_key=key.to_json(), origin=recent, started=recent["date"]))
     assert stale_setup(root, MATRIX, [sibling], tmp_path, root / "locks") == ""
-    without = stale_setup(root, MATRIX, [replace(sibling, extra=())], tmp_path, root / "locks")
+    without = stale_setup(root, MATRIX, [replace(sibling, extra=Env())], tmp_path, root / "locks")
     assert "no current lock" in without and "(-filelock<4)" in without, "without its extra the sibling's lock is stale"
 
 

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 
 from bugmatrix.cell.case import CPU_BF16, CUDA_FP16, Case, CaseError, Expect
+from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.outcomes import Signature
 from bugmatrix.cli import main
 from bugmatrix.errors import BugmatrixError
@@ -308,12 +309,12 @@ def test_plan_cost_prints_each_profile_and_case(capsys: pytest.CaptureFixture[st
     assert out[-1].startswith("estimates: ")
 
 
-def test_an_install_workaround_case_is_its_own_slice() -> None:
-    """Install workarounds ride in the case's slice: a sibling only beside the case's own cells."""
+def test_a_case_environment_is_its_own_slice() -> None:
+    """A case's environments ride in the case's slice: a sibling only beside the case's own cells."""
     matrix = load_matrix(Path(__file__).resolve().parent / "fixtures" / "matrix" / "tiny.toml")
-    mine = Case(id="mine", title="t", signature=Signature("x"), axes=("torch",))
+    mine = Case(id="mine", title="t", signature=Signature("x"), axes=("torch",), environments={"pinned": Env(requires=["setuptools<81"])})
     mine.variant(devices=(CUDA_FP16, CPU_BF16))(body)
-    mine.install_workaround("pinned", workaround_for="body", requires=["setuptools<81"], expect=(Expect("fixed"),))
+    mine.variant(devices=(CUDA_FP16, CPU_BF16), environment="pinned", workaround_for="body", expect=(Expect("fixed"),))(_named("pinned"))
     other = Case(id="other", title="t", signature=Signature("x"), axes=("torch", "lightning"))
     other.variant(devices=(CPU_BF16,))(_named("core"))
     cells = plan_cells(matrix, "nightly", Catalog((mine, other)))

@@ -5,10 +5,13 @@ from __future__ import annotations
 import dataclasses
 import io
 
+from bugmatrix.cell.outcomes import Kind, Outcome, judge
+from bugmatrix.cell.runfile import RunRecord, VariantRecord
 from bugmatrix.report.history import append_night, night_from_compat
+from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.model import ExpectationSource, ExpectationSummary
 from bugmatrix.report.night import analyse
-from bugmatrix.report.terminal import render_terminal, use_colour
+from bugmatrix.report.terminal import render_terminal, summary_rows, use_colour
 from tests.fullscale import full_compat
 from tests.test_history import DATES, three_nights
 from tests.test_report import CORE, FIXED, WORKS, fixture_compat, with_regression
@@ -82,3 +85,33 @@ def test_a_profile_that_is_a_subset_of_the_baselines_says_so_in_one_quiet_line()
     )
     same = analyse(dataclasses.replace(smoke, profile="nightly"), baseline).dropped_text
     assert same.startswith("1 baseline cell(s) are not in this plan") and "9 baseline result(s)" in same, "the same profile names them"
+
+
+def _record(name: str, outcome: str, workaround_for: str | None = None, pinned: str = "") -> VariantRecord:
+    kind = Kind.WORKAROUND if workaround_for else Kind.CORE
+    return VariantRecord(
+        id=f"c::{name}[cpu]", case="c", variant=name, device="cpu", kind=kind, workaround_for=workaround_for,
+        outcome=Outcome(outcome), expected=None, verdict=judge(Outcome(outcome), None), signature_matched=False,
+        message="", duration_s=0.1, axes=("transformers",), pinned=pinned,
+    )  # fmt: skip
+
+
+def test_a_workaround_that_did_not_run_where_the_bug_reproduced_and_a_pin_on_an_axis_read_as_what_they_are() -> None:
+    """Issue 44 / 47: ``fast_path_off 6/11`` counted skips as failures and ``0/n`` read as "did not hold"; a pin on an axis
+    (``transformers<=4.51.3``) runs only where the pin holds, where the bug is absent, and says so."""
+    outcomes = {"4.51.3": ("fixed", "skipped", "fixed", "fixed"), "4.52.1": ("reproduced", "fixed", "skipped", None)}
+    outcomes |= {"4.53.0": ("reproduced", "skipped", "skipped", None), "4.54.0": ("reproduced", "reproduced", "skipped", None)}
+    runs = []
+    for version, (bug, newer, gone, pin) in outcomes.items():
+        records = [_record("bug", bug), _record("newer_api", newer, "bug"), _record("gone", gone, "bug")]
+        records += [_record("pin", pin, "bug", pinned="transformers<=4.51.3")] if pin else []
+        runs.append(
+            RunRecord(f"py311-tf{version}", {"python": "3.11", "transformers": version}, {}, "2026-01-01", "2026-01-01", results=records)
+        )
+    compat = merge_runs(runs, profile="p", commit="c", generated="2026-01-01")
+    rows, _ = summary_rows(analyse(compat), with_history=False)
+    (held,) = [row[4] for row in rows if row[0] == "c::bug[cpu]"]
+    assert held == (
+        "gone not run where it reproduced (3 cells); newer_api 1/2 (not run where it reproduced: 1 cell); "
+        "pin avoided by pinning transformers ≤ 4.51.3, where the bug is absent (1 cell)"
+    )

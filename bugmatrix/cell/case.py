@@ -23,21 +23,28 @@ matrix.toml does not list to the case's own cells (and to no other case's),
 ``Requires(lightning=">=2.1")`` and ``Expect(..., torch="<2.11")`` take any
 axis in the same specifier grammar. A case cites the document it reproduces
 as a :class:`Source` (title, date, link where known), never as a path.
+
+What a case needs beyond the axes (a distribution absent or pinned, a
+variable, ``-W error``) is an :class:`~bugmatrix.cell.caseenv.Env` in
+``Case(environments={"bare": Env(absent=["setuptools"])})``, and each variant
+names the one it runs in (``environment="bare"``); a workaround that is an
+install change is a variant in such an environment, with its own body.
+``at_import=True`` says a variant's bug is raised while the cell imports its
+stack: where the stack does not import, that failure is its outcome.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Kind, Outcome, Signature
 from bugmatrix.errors import BugmatrixError
@@ -179,7 +186,9 @@ class Variant:
     requires: Requires
     expect: tuple[Expect, ...]
     doc: str
-    install: tuple[str, ...] = ()  # an install workaround: requirements added to the cell's, run in a sibling environment
+    environment: str = ""  # the name of its case's Env it runs in ("": the cell's own environment)
+    env: Env = field(default_factory=Env)  # that environment: what it has beyond the cell's pins
+    at_import: bool = False  # its bug is raised while the cell imports its stack (a failure there is its outcome)
 
     @property
     def id(self) -> str:
@@ -277,6 +286,8 @@ class Case:
     imports: tuple[str, ...] = ()
     cross: Mapping[str, str] = field(default_factory=dict)
     versions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: name -> :class:`~bugmatrix.cell.caseenv.Env`: the environments its variants may name beyond the cell's own.
+    environments: Mapping[str, Env] = field(default_factory=dict)
     seed: InitVar[object] = None
 
     def __post_init__(self, seed: object) -> None:
@@ -294,6 +305,16 @@ class Case:
             raise CaseError(msg)
         _specifiers(f"case {self.id!r}: cross", self.cross)
         self.versions = _own_versions(self.id, self.versions)
+        if not isinstance(self.environments, Mapping):
+            msg = f'case {self.id!r}: environments={self.environments!r} is not a mapping; write e.g. environments={{"bare": Env(absent=["setuptools"])}}'
+            raise CaseError(msg)
+        for name, env in self.environments.items():
+            problem = "is not an Env; write Env(requires=..., absent=...)" if not isinstance(env, Env) else env.problem()
+            if not (isinstance(name, str) and name.isidentifier()):
+                problem = "is not a name; use a Python identifier, e.g. without_setuptools"
+            if problem:
+                msg = f"case {self.id!r}: environments[{name!r}] {problem}"
+                raise CaseError(msg)
 
     @property
     def narrowing(self) -> dict[str, SpecifierSet]:
@@ -336,8 +357,14 @@ class Case:
         workaround_for: str | None = None,
         counterpart: str | None = None,
         kind: str | Kind | None = None,
+        environment: str = "",
+        at_import: bool = False,
     ) -> Callable[[VariantFn], VariantFn]:
-        """Register the decorated function once per ``(device, dtype)``; ``axes`` defaults to the case's."""
+        """Register the decorated function once per ``(device, dtype)``; ``axes`` defaults to the case's.
+
+        ``environment`` names one of ``Case(environments=...)`` (default: the cell's own); ``at_import``: its bug is
+        raised while the cell imports its stack, so where that import fails the failure is its outcome (by signature).
+        """
         spans = self.axes if axes is None else axes
 
         def register(fn: VariantFn) -> VariantFn:
@@ -352,6 +379,11 @@ class Case:
                 raise self._fail(name, f"axes={spans!r} is not a tuple of axis names", 'write e.g. axes=("torch", "lightning")')
             if not isinstance(requires, Requires):
                 raise self._fail(name, f"requires={requires!r} is not a Requires", 'write e.g. requires=Requires(lightning=">=2.1")')
+            if environment and environment not in self.environments:
+                declared = ", ".join(self.environments) or "none"
+                raise self._fail(
+                    name, f"environment={environment!r} is not declared", f"add it to Case(environments=...) (declared: {declared})"
+                )
             for device, dtype, tag in self._tags(name, tuple(devices)):
                 self.variants.append(
                     Variant(
@@ -368,51 +400,14 @@ class Case:
                         requires=requires,
                         expect=tuple(expect),
                         doc=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "",
+                        environment=environment,
+                        env=self.environments.get(environment, Env()),
+                        at_import=bool(at_import),
                     )
                 )
             return fn
 
         return register
-
-    def install_workaround(
-        self, name: str, *, workaround_for: str, requires: tuple[str, ...] | list[str], expect: tuple[Expect, ...] = ()
-    ) -> None:
-        """A workaround that is an install change (``requires=["setuptools<81"]``): the target's body, in a sibling environment.
-
-        Declared after its target; one variant per device the target declares.
-        The planner adds, beside every cell that runs the target, a cell with
-        the same pins and these requirements that runs only this workaround;
-        the report counts it where the target reproduced, like any workaround.
-        """
-        targets = [v for v in self.variants if v.name == workaround_for and not v.install]
-        if not targets:
-            raise self._fail(name, f"workaround_for={workaround_for!r} is not declared above", "declare the target variant first")
-        if any(v.name == name for v in self.variants):
-            raise self._fail(name, "is declared twice", "give each workaround its own name")
-        if not name.isidentifier():
-            raise self._fail(name, "is not a name", "use a Python identifier, e.g. setuptools_below_81")
-        listed = tuple(requires) if isinstance(requires, list | tuple) else ()
-        if not listed:
-            raise self._fail(name, f"requires={requires!r} names no requirement", 'write e.g. requires=["setuptools<81"]')
-        for text in listed:
-            try:
-                Requirement(str(text))
-            except InvalidRequirement:
-                raise self._fail(name, f"{text!r} is not a requirement", 'write it as pip would take it, e.g. "numpy<2"') from None
-        for target in targets:
-            doc = f"{workaround_for} with {', '.join(listed)} installed"
-            self.variants.append(
-                dataclasses.replace(
-                    target,
-                    name=name,
-                    kind=Kind.WORKAROUND,
-                    workaround_for=workaround_for,
-                    counterpart=None,
-                    expect=tuple(expect),
-                    doc=doc,
-                    install=listed,
-                )
-            )
 
 
 def case_of_module(namespace: Mapping[str, Any], stem: str, path: object) -> Case:

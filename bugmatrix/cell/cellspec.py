@@ -1,7 +1,7 @@
 """The one file a cell's pytest is handed: which cell, where it records, and what it records with its results.
 
 Why a file: the input key (about 25 file hashes), the axis spec, the pins, the
-install workaround and the run's origin used to be options of the pytest
+case environment and the run's origin used to be options of the pytest
 command, and nox logs that command: about 5 KB a cell. The runner
 (:mod:`bugmatrix.run.command`) writes them here, under the cell's build
 output, and passes one short option, ``--bugmatrix-spec FILE``. The run file
@@ -32,8 +32,9 @@ class CellOptions:
 
     ``pins``: the requested pins in display order; ``requested``: axis -> ``latest``/``latest-pre`` for the
     pins a profile's ``latest`` chose; ``axes``: only variants whose axes are all among these run (None: all);
-    ``installed``: an install workaround's requirements the cell was built with (only its variants run);
-    ``variants``: the planned variant ids, exactly what runs (None: what ``axes`` and ``installed`` admit);
+    ``environment``: the case environment the cell was built with (``bugmatrix.cell.caseenv.Env``, as JSON: only
+    variants declaring that environment run); ``variants``: the planned variant ids, exactly what runs (None: what
+    ``axes`` and ``environment`` admit);
     ``axis_spec``: axis -> providers and the device runtime (None: read ``matrix.toml``); ``input_key`` and
     ``origin``: recorded in the run file as given; ``cell_deadline_s``: ``[harness] cell_deadline_s``, the whole
     cell's deadline (None: none).
@@ -45,7 +46,7 @@ class CellOptions:
     pins: dict[str, str] = field(default_factory=dict)
     requested: dict[str, str] = field(default_factory=dict)
     axes: tuple[str, ...] | None = None
-    installed: tuple[str, ...] = ()
+    environment: dict[str, Any] | None = None
     variants: tuple[str, ...] | None = None
     axis_spec: dict[str, Any] | None = None
     input_key: dict[str, Any] | None = None
@@ -66,7 +67,7 @@ _TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
     "pins": (dict, "an object of axis -> version"),
     "requested": (dict, "an object of axis -> latest"),
     "axes": (list, "a list of axis names"),
-    "installed": (list, "a list of requirements"),
+    "environment": (dict, "an environment object"),
     "variants": (list, "a list of variant ids"),
     "axis_spec": (dict, "an axis spec object"),
     "input_key": (dict, "an input key object"),
@@ -102,7 +103,7 @@ def read_options(path: Path) -> CellOptions:
             problem = "unknown key" if key not in _TYPES else f"{value!r} is not {said}"
             msg = f"--bugmatrix-spec {path}: {key}: {problem}; {fix}"
             raise BugmatrixError(msg)
-    for key in ("axes", "installed", "variants"):
+    for key in ("axes", "variants"):
         if key in values:
             values[key] = tuple(values[key])
     return CellOptions(**values)

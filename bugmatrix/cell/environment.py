@@ -100,7 +100,10 @@ def observe_environment() -> dict[str, Any]:
     for axis, (dist, version) in installed_axis_versions().items():
         env[axis] = version
         env[f"{axis}_package"] = dist
-    runtime = device_runtime()
+    try:
+        runtime = device_runtime()
+    except Exception:  # noqa: BLE001 - a stack that does not import is the import check's observation, not this one's
+        runtime = None
     if runtime is not None:
         env["cuda"] = runtime.version.cuda
         env["cuda_available"] = bool(runtime.cuda.is_available())

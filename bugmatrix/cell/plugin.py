@@ -31,9 +31,11 @@ Design notes (why it is built this way):
   (:mod:`~bugmatrix.cell.preload`): the fork runner's speed, and a leak baseline
   that already holds what libraries set at import. Before that, the modules the
   runner asks to be checked (``$BUGMATRIX_IMPORT_CHECK``: every pinned
-  distribution's) are imported in the same process: a failure ends the run with
-  ``IMPORT_FAILED_EXIT`` and the runner records ``install-failed``, so the
-  environment's import check costs no second import of the stack.
+  distribution's) are imported in the same process, so the environment's import
+  check costs no second import of the stack. Where that import fails, the failure
+  is the cell's observation: a variant whose bug is raised there (``at_import=True``)
+  is classified from it by its signature, every other variant is ``skipped: the
+  stack does not import here (...)``; nothing is install-failed, nothing runs.
 * The cell process never initializes CUDA: the environment (CUDA, GPU) is observed
   in a child, and CUDA variants check and initialize it in theirs.
 * A cell ends whatever its variants do (:mod:`~bugmatrix.cell.cellend`): every process
@@ -71,8 +73,8 @@ from bugmatrix.cell.execution import Executed, execute_variant, installed_versio
 from bugmatrix.cell.forkloop import cuda_initialized_here, grace, probe_in_child, run_forked
 from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, can_fork, default_children
 from bugmatrix.cell.ids import VariantId
-from bugmatrix.cell.outcomes import Classified, Outcome, judge, tail
-from bugmatrix.cell.preload import IMPORT_FAILED_ENV, IMPORT_FAILED_EXIT, checked_modules, import_check, preload, uncovered_imports
+from bugmatrix.cell.outcomes import Classified, Outcome, classify_outcome, excerpt, judge, tail
+from bugmatrix.cell.preload import ImportFailure, checked_modules, import_check, preload, uncovered_imports
 from bugmatrix.cell.recording import DIED_INLINE, PROPERTY, Recorder, RunState, crash_record
 from bugmatrix.cell.runfile import VariantRecord
 from bugmatrix.errors import BugmatrixError
@@ -81,7 +83,7 @@ __all__ = ["CaseFile", "Runner", "VariantItem", "runner_of"]
 
 SPEC_DESC = (
     "the cell's spec file (JSON, written by bugmatrix.run.command): cell, run file, JUnit file, pins, axes, "
-    "install workaround, planned variants, axis spec, input key, origin; relative paths are from where pytest starts"
+    "case environment, planned variants, axis spec, input key, origin; relative paths are from where pytest starts"
 )
 RUN_FILE_DESC = "write the run file here (default: the spec's, else $BUGMATRIX_REPORTS or build/reports, /runs/<cell>.json)"
 CELL_DESC = "cell id recorded in the run file (default: the spec's, else system, the current environment as it is)"
@@ -106,6 +108,7 @@ EXECUTED_KEY = pytest.StashKey[Executed]()  # on an item: what its forked child 
 OUTPUT_KEY = pytest.StashKey[tuple[str, str]]()  # on an item: its child's stdout and stderr
 PRELOADED_KEY = pytest.StashKey[bool]()  # on the config: this process imported what its variants need
 CHECKED_KEY = pytest.StashKey[float]()  # on the config: seconds this process spent on the environment's import check
+IMPORT_FAILURE_KEY = pytest.StashKey["ImportFailure | None"]()  # on the config: what that check found (None: it imports)
 LEFT_THREADS_KEY = pytest.StashKey[dict[threading.Thread, str]]()  # non-daemon threads variants left -> who left them
 UNCOVERED_KEY = pytest.StashKey[dict[str, set[str]]]()  # package -> variants that imported it in their child
 EXIT_KEY = pytest.StashKey[int]()
@@ -328,7 +331,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     options = options_of(config)
-    allowed, installed = options.axes, options.installed
+    allowed, built_with = options.axes, options.environment or {}
     state = config.stash.get(STATE_KEY, None)
     done = set(state.previous) if state else set(getattr(config, "workerinput", {}).get("bugmatrix_resumed", ()))
     planned = set(options.variants) if options.variants is not None else None
@@ -339,8 +342,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             outside, elsewhere = variant is not None and variant.id not in planned, False
         else:
             outside = allowed is not None and variant is not None and not set(variant.axes) <= set(allowed)
-            # An install workaround runs only in the environment built with its requirements, and nothing else runs there.
-            elsewhere = variant is not None and tuple(variant.install) != installed
+            # A variant with an environment of its own runs only where the cell was built with it, and nothing else runs there.
+            elsewhere = isinstance(item, VariantItem) and item.variant.env.to_json() != built_with
         (drop if outside or elsewhere or (variant is not None and variant.id in done) else keep).append(item)
         if state is not None and isinstance(item, VariantItem) and item.variant.id in state.recovered:
             # Found running in a process that died: the full record (kind, expectation) now that the variant is known.
@@ -421,7 +424,16 @@ class VariantItem(pytest.Item):
             log=tail(executed.log),
             leaked=executed.leaked,
             axes=tuple(variant.axes),
+            pinned=self.pinned(),
         )
+
+    def pinned(self) -> str:
+        """What the variant's environment requires of an axis of this cell (a pin workaround: it runs where the pin holds)."""
+        from packaging.requirements import Requirement
+        from packaging.utils import canonicalize_name
+
+        axis_distributions = {canonicalize_name(d) for providers in active_spec().values() for d, _ in providers}
+        return ", ".join(r for r in self.variant.env.requires if canonicalize_name(Requirement(r).name) in axis_distributions)
 
     def finish(self, executed: Executed) -> None:
         """Attach the record to the report; raise if it contradicts the expectation (skip if it did not run)."""
@@ -457,33 +469,53 @@ def preload_once(config: pytest.Config, items: list[VariantItem]) -> None:
         terminal.write_line(f"bugmatrix: imported once before the variants ran: {', '.join(done.names)} ({seconds:.1f}s){failed}")
 
 
-def check_environment(config: pytest.Config) -> None:
-    """The environment's import check, in this process (the import the variants fork from); a failure ends the run.
+#: How a variant reads where its cell's stack does not import and its bug is not raised there.
+DOES_NOT_IMPORT = "the stack does not import here"
 
-    The runner reads the reason from ``$BUGMATRIX_IMPORT_FAILED`` and records the cell as install-failed.
-    xdist's workers leave it to the controller.
+
+def check_environment(config: pytest.Config) -> ImportFailure | None:
+    """The environment's import check, once, in the process that runs the variants (the import they fork from).
+
+    Not in xdist's controller, which runs none (each worker checks its own import).
     """
     modules = checked_modules()
-    if is_worker(config) or not modules or CHECKED_KEY in config.stash:
-        return
-    started = time.perf_counter()
-    failed = import_check(modules)
-    config.stash[CHECKED_KEY] = time.perf_counter() - started
-    if failed is None:
-        return
-    target = os.environ.get(IMPORT_FAILED_ENV)
-    if target:
-        Path(target).write_text(failed + "\n", encoding="utf-8")
-    pytest.exit(f"bugmatrix: the environment does not import: {failed}", returncode=IMPORT_FAILED_EXIT)
+    if runner_of(config).name == "none" or not modules:
+        return None
+    if CHECKED_KEY not in config.stash:
+        started = time.perf_counter()
+        config.stash[IMPORT_FAILURE_KEY] = import_check(modules)
+        config.stash[CHECKED_KEY] = time.perf_counter() - started
+    return config.stash[IMPORT_FAILURE_KEY]
+
+
+def observed_at_import(item: VariantItem, failure: ImportFailure) -> Executed:
+    """A variant's result where the stack does not import: its outcome from that failure when its bug is raised at that
+    import (``at_import``), else skipped with it. An unmet version requirement is a skip first, as anywhere (a GPU or an
+    API is not asked for: that would import the stack that just failed)."""
+    versions = installed_versions()
+    reasons = [f"needs {a} (not installed here)" for a in item.variant.axes if a not in versions] or item.variant.requires.unmet(versions)
+    if reasons:
+        return Executed(Classified(Outcome.SKIPPED, "; ".join(reasons)), versions, 0.0)
+    if not item.variant.at_import:
+        return Executed(Classified(Outcome.SKIPPED, excerpt(f"{DOES_NOT_IMPORT} ({failure.line})")), versions, 0.0)
+    found = classify_outcome(item.case.signature, failure.error)
+    return Executed(Classified(found.outcome, excerpt(failure.line), found.signature_matched), versions, 0.0, tail(failure.log))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
     """The fork runner: run the variants in forked children, then let pytest report each item from its child's result."""
     config = session.config
-    check_environment(config)
     runner = runner_of(config)
     variants = [i for i in session.items if isinstance(i, VariantItem)]
+    failure = None if config.option.collectonly or not variants else check_environment(config)
+    if failure is not None:  # nothing runs: each variant's result is what the failed import says of it, reported by pytest's loop
+        terminal = config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.write_line(f"bugmatrix: {DOES_NOT_IMPORT}: {failure.line}", yellow=True)
+        for item in variants:
+            item.stash[EXECUTED_KEY] = observed_at_import(item, failure)
+        return None
     if runner.name != "fork" or config.option.collectonly or not variants:
         return None  # pytest's own loop: inline, xdist, or nothing of ours to run
     if session.testsfailed and not config.option.continue_on_collection_errors:

@@ -24,13 +24,16 @@ importing a library does none of those (the tests check the first two).
 
 The same import is the environment's import check (:func:`import_check`):
 the runner (``bugmatrix.run.runner``) names the modules every pinned
-distribution must provide in ``$BUGMATRIX_IMPORT_CHECK``, the cell process
-imports them before anything else, and a failure is written to
-``$BUGMATRIX_IMPORT_FAILED`` and ends the run with :data:`IMPORT_FAILED_EXIT`;
-the runner then records the cell as ``install-failed`` with that reason. A
-separate check process would import the whole stack a second time (seconds
-per cell, every cell in lean mode); this way the import that is checked is
-the one the variants fork from.
+distribution must provide in ``$BUGMATRIX_IMPORT_CHECK``, and the process that
+runs the variants imports them before anything else. A separate check process
+would import the whole stack a second time (seconds per cell, every cell in
+lean mode); this way the import that is checked is the one the variants fork
+from. A stack that installed but does not import is an observation, not an
+install failure (an old release that imports ``pkg_resources``, a NumPy-2
+alias gone, ``-W error`` meeting a deprecation): :class:`ImportFailure` keeps
+the module, the exception, its first line and the file:line that raised it,
+and the plugin classifies from it every variant whose bug is raised at that
+import (``at_import=True``) and records the others as skipped with it.
 """
 
 from __future__ import annotations
@@ -38,18 +41,19 @@ from __future__ import annotations
 import importlib
 import os
 import time
+import traceback
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from bugmatrix.cell.axes import device_runtime_axis, import_axis, installed_axis_versions
 from bugmatrix.cell.case import Case, Variant
 
 __all__ = [
     "IMPORT_CHECK_ENV",
-    "IMPORT_FAILED_ENV",
-    "IMPORT_FAILED_EXIT",
     "MANY_MODULES",
+    "ImportFailure",
     "Preloaded",
     "checked_modules",
     "import_check",
@@ -59,10 +63,32 @@ __all__ = [
 
 #: Comma-separated modules the cell's environment must import (set by the runner; unset: no check).
 IMPORT_CHECK_ENV = "BUGMATRIX_IMPORT_CHECK"
-#: Where the cell writes why the check failed (the runner records it as the cell's install failure).
-IMPORT_FAILED_ENV = "BUGMATRIX_IMPORT_FAILED"
-#: pytest's exit code when the check failed (pytest itself uses 0-5).
-IMPORT_FAILED_EXIT = 7
+#: Frames of the import machinery itself: never where a failure was raised.
+_MACHINERY = (str(Path(importlib.__file__).parent), __file__)
+
+
+@dataclass(frozen=True)
+class ImportFailure:
+    """The stack's import that failed: the module asked for, the exception, where it was raised and its traceback."""
+
+    module: str
+    error: BaseException = field(compare=False)
+    where: str = ""  # ``lightning_utilities/core/imports.py:13``: the last frame outside the import machinery ("" if none)
+    log: str = ""
+
+    @property
+    def line(self) -> str:
+        """``import x: ModuleNotFoundError: No module named 'pkg_resources' (x/core.py:13)``: what the records say."""
+        first = next((part for part in str(self.error).strip().splitlines() if part.strip()), "")
+        return f"import {self.module}: {type(self.error).__name__}: {first}" + (f" ({self.where})" if self.where else "")
+
+
+def _where(error: BaseException) -> str:
+    """The file:line that raised ``error``, relative to site-packages where it is there."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith(("<", *_MACHINERY))]
+    if not frames:
+        return ""
+    return f"{frames[-1].filename.rpartition('site-packages/')[2]}:{frames[-1].lineno}"
 
 
 @dataclass(frozen=True)
@@ -80,16 +106,13 @@ def checked_modules(environ: dict[str, str] | None = None) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
 
-def import_check(modules: Iterable[str]) -> str | None:
-    """Import ``modules`` in order; the first failure as one line (``import torch: ImportError: ...``), else None.
-
-    The same words the separate check process used to exit with, so an install failure reads as it always did.
-    """
+def import_check(modules: Iterable[str]) -> ImportFailure | None:
+    """Import ``modules`` in order; the first failure (a warning turned into an error by ``-W error`` too), else None."""
     for name in modules:
         try:
             importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - any import failure means the environment is not usable
-            return f"import {name}: {type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - any import failure is what this environment does: observed, never raised
+            return ImportFailure(name, exc, _where(exc), "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     return None
 
 

@@ -21,6 +21,8 @@ Schema ``bugmatrix.run/3`` (the only place it is written down)::
                                             #   so --bugmatrix-resume records it as crashed. [] once finished
       "results": [VariantRecord, ...],     # each with "axes": the axes the variant declares (optional:
                                             #   absent in older files; the report then reads the cases' declarations)
+                                            #   and "pinned": what its environment requires of an axis (a pin
+                                            #   workaround, "transformers<=4.51.3"; optional, "" where none)
       "input_key": {"digest": "sha256:...", "parts": {...}} or null,
                                             # what the results depend on (bugmatrix/run/inputkey.py): the
                                             #   lock's hash, the case files and harness code, platform,
@@ -60,7 +62,7 @@ ORIGIN_KEYS = ("date", "commit", "run")
 
 
 #: A result's fields that hold text; anything else there is a corrupt file.
-_TEXT_FIELDS = ("id", "case", "variant", "device", "message", "evidence", "log", "dtype")
+_TEXT_FIELDS = ("id", "case", "variant", "device", "message", "evidence", "log", "dtype", "pinned")
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ class VariantRecord:
     #: The axes the variant declares it spans (``axes=`` on it, else its case's): the only axes the report reads it along.
     #: None in files written before records carried them (the report takes them from the cases' declarations).
     axes: tuple[str, ...] | None = None
+    #: What its environment requires of an axis's own distribution (``transformers<=4.51.3``): it ran where the pin holds.
+    pinned: str = ""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VariantRecord:

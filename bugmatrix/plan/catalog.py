@@ -68,5 +68,5 @@ def load_catalog(cases_dir: Path, matrix: Matrix | None = None) -> Catalog:
                         f"which {matrix.path} does not declare; add [axes.{unknown[0]}] there or use one of {', '.join(matrix.package_axes)}"
                     )
                     raise BugmatrixError(msg)
-        catalog.slices(matrix)  # a case's cross or install workaround that cannot hold: one line naming its file, now
+        catalog.slices(matrix)  # a case's cross or environment that cannot hold: one line naming its file, now
     return catalog

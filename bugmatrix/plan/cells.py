@@ -21,6 +21,14 @@ axes it pins. A CUDA twin is planned only for a cell that runs a CUDA
 variant. Every cell carries the variant ids it runs, so the report can tell
 a result that is missing from one that was never planned, and the cell runs
 exactly those (the pytest plugin's ``--bugmatrix-variants``).
+
+A variant whose case declares an environment beyond the axes
+(:mod:`bugmatrix.cell.caseenv`) runs in a sibling of each of its cells: the
+same pins, plus that environment, keyed by what it holds. Where it names a
+distribution a ``[[constraints]]`` entry names, the case's environment wins
+there and the sibling says so (``Cell.overrides``, in the plan document and in
+``plan``'s output); where it adds nothing to what the cell already installs,
+the variant runs in the cell itself.
 """
 
 from __future__ import annotations
@@ -31,10 +39,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from bugmatrix.cell.caseenv import Env
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.computed import Choice, Reference, choose, committed_choices
 from bugmatrix.plan.conflicts import check_contradictions
@@ -47,6 +54,7 @@ __all__ = [
     "Slices",
     "computed_choice",
     "find_cell",
+    "override_notes",
     "plan_all",
     "plan_cells",
     "plan_document",
@@ -73,9 +81,11 @@ class Cell:
     device: str = "cpu"
     variants: tuple[str, ...] = field(default=(), compare=False)
     interpreter: str = field(default="", compare=False)  # the matrix's interpreter axis (set by the planner)
-    extra: tuple[str, ...] = field(default=(), compare=False)  # an install workaround's requirements, added to the pins'
+    extra: Env = field(default_factory=Env, compare=False)  # a case's environment beyond the pins: this cell is a sibling
     sibling_of: str = field(default="", compare=False)  # the cell whose pins it shares, where ``extra`` is set
     source: str = field(default="", compare=False)  # the case file that declares ``extra`` (errors name it)
+    #: Where ``extra`` takes a distribution over from a ``[[constraints]]`` entry: what the plan says about it, one note each.
+    overrides: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def python(self) -> str:
@@ -88,7 +98,8 @@ class Cell:
         return tuple(a for a in self.pins if a != self.interpreter)
 
     def to_json(self) -> dict[str, Any]:
-        sibling = {"requires": list(self.extra), "sibling_of": self.sibling_of} if self.extra else {}
+        sibling = {"environment": self.extra.to_json(), "sibling_of": self.sibling_of} if self.extra else {}
+        sibling |= {"overrides": list(self.overrides)} if self.overrides else {}
         return {
             "id": self.id,
             "pins": dict(self.pins),
@@ -99,17 +110,9 @@ class Cell:
         }
 
 
-_OPERATORS = {"<=": "le", ">=": "ge", "==": "eq", "!=": "ne", "~=": "compat", "===": "is", "<": "lt", ">": "gt"}
-
-
-def sibling_id(cell_id: str, requires: tuple[str, ...]) -> str:
-    """``py311-torch2.0.1-with-setuptools-lt-81``: the cell an install workaround runs in, beside ``cell_id``."""
-    parts = []
-    for text in requires:
-        requirement = Requirement(text)
-        specs = sorted(requirement.specifier, key=str)
-        parts.append("-".join([canonicalize_name(requirement.name), *(f"{_OPERATORS[s.operator]}-{s.version}" for s in specs)]))
-    return f"{cell_id}-with-{'-and-'.join(parts)}"
+def sibling_id(cell_id: str, extra: Env) -> str:
+    """``py311-torch2.0.1-with-setuptools-lt-81``: the cell a case's environment runs in, beside ``cell_id`` (from what it holds)."""
+    return f"{cell_id}-{extra.id_part()}"
 
 
 def _sort_key(matrix: Matrix, cell: Cell) -> tuple:
@@ -157,21 +160,23 @@ class _Members:
         return [s for s in self.slices if s.admits(pins) and (self._point(s, pins) or (included and set(s.axes) <= installed))]
 
     def cells(self, cell: Cell) -> list[Cell]:
-        """The cell with its variants, and one sibling per extra requirement set its cases' install workarounds need there.
+        """The cell with its variants, and one sibling per environment its cases' variants need there beyond its own.
 
         A CUDA twin's sibling is its CPU cell's sibling + ``-cuda`` (``py311-torch2.3.1-with-numpy-lt-2-cuda``), like every
         CUDA twin: it installs that CPU sibling's lock (``bugmatrix.run.lock.lock_path``) and the re-resolve lane finds it there.
         """
-        cases = self.cases(cell.pins)
-        runs = [(m, s.source) for s in cases for m in s.members if m.runs_at(cell.pins)]
-        own = tuple(m.id for m, _ in runs if not m.extra)
-        planned = [replace(cell, variants=own)] if own else []
-        groups: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+        runs = [(m, s.source) for s in self.cases(cell.pins) for m in s.members if m.runs_at(cell.pins)]
+        own = sorted(self.matrix.requirements_for(cell.pins))
+        groups: dict[Env, list[tuple[str, str]]] = {}
         for member, source in runs:
-            if member.extra:
-                groups.setdefault(member.extra, []).append((member.id, source))
+            # An environment that installs what the cell installs, and sets nothing, is the cell's own.
+            same = not (member.extra.absent or member.extra.variables or member.extra.flags)
+            extra = Env() if same and sorted(self.matrix.requirements_for(cell.pins, extra=member.extra)) == own else member.extra
+            groups.setdefault(extra, []).append((member.id, source))
         cuda = "-cuda" if cell.device == "cuda" else ""
+        planned = [replace(cell, variants=tuple(i for i, _ in groups.pop(Env(), [])))]
         for extra, found in groups.items():
+            named = {(m.environment, s) for m, s in runs if m.id in {i for i, _ in found}}
             planned.append(
                 replace(
                     cell,
@@ -180,9 +185,19 @@ class _Members:
                     extra=extra,
                     sibling_of=cell.id,
                     source=found[0][1],
+                    overrides=self._overrides(cell.pins, extra, sorted(named)),
                 )
             )
-        return planned
+        return [c for c in planned if c.variants]
+
+    def _overrides(self, pins: Mapping[str, str], extra: Env, named: list[tuple[str, str]]) -> tuple[str, ...]:
+        """What the plan says where ``extra`` takes a distribution over from a constraint (nothing where both say the same)."""
+        who = " and ".join(f"{source}'s environment {name!r}" for name, source in named)
+        return tuple(
+            f"{who} ({extra.describe()}) takes over from {constraint.describe()}: {text!r} is not installed there"
+            for constraint, text in self.matrix.taken_over(pins, extra)
+            if text not in extra.requires
+        )
 
     def has_cuda(self, pins: Mapping[str, str]) -> bool:
         return any(m.device == "cuda" and m.runs_at(pins) for s in self.cases(pins) for m in s.members)
@@ -243,7 +258,7 @@ def recompute(matrix: Matrix, profile: str, catalog: Slices, reference: Referenc
 
 
 def _computed_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
-    """The chosen cells of a computed profile, with their install-workaround siblings and CUDA twins (``bugmatrix.plan.computed``)."""
+    """The chosen cells of a computed profile, with their siblings (case environments) and CUDA twins (``bugmatrix.plan.computed``)."""
     candidates, chosen = computed_choice(matrix, profile, catalog)
     ids = {i for cells in chosen.values() for i in cells}
     cells = [replace(c, profiles=(profile,)) for c in candidates if (c.sibling_of or c.id).removesuffix("-cuda") in ids]
@@ -287,6 +302,12 @@ def plan_all(matrix: Matrix, catalog: Slices) -> list[Cell]:
         (replace(c, profiles=tuple(tags[c.id])) for c in cells.values()),
         key=lambda c: _sort_key(matrix, c),
     )
+
+
+def override_notes(cells: Iterable[Cell]) -> list[str]:
+    """Each constraint a case's environment takes over, once, with the number of (CPU) cells: what ``plan`` says."""
+    counted = Counter(note for c in cells if c.device == "cpu" for note in c.overrides)
+    return [f"{note} ({n} cell{'s' if n != 1 else ''})" for note, n in counted.items()]
 
 
 def find_cell(cells: Iterable[Cell], name: str) -> Cell:

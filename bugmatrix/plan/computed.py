@@ -23,11 +23,13 @@ profile's file (``python -m bugmatrix plan --compute smoke --write``), so
 ``nox -l`` reads one small file instead of the reference; a case the file does
 not hold (or whose cells no longer run it) is chosen at plan time from its
 ``expect=`` rules, and ``nox -s check`` says the file is stale. The chosen
-cells bring their install-workaround siblings and their CUDA twins along.
+cells bring their siblings (a case's environments) and their CUDA twins along,
+and what a variant shows in a sibling counts for the cell it is a sibling of.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,7 +60,7 @@ class CellLike(Protocol):
     pins: Mapping[str, str]
     device: str
     variants: tuple[str, ...]
-    extra: tuple[str, ...]
+    sibling_of: str
 
 
 @dataclass(frozen=True)
@@ -84,17 +86,24 @@ def _at_base(matrix: Matrix, cell: CellLike) -> int:
 
 def choose(matrix: Matrix, case: Slice, candidates: Sequence[CellLike], reference: Reference = {}) -> Choice:  # noqa: B006 - read only
     """The case's cells among ``candidates`` (CPU cells of the larger profile); see the module docstring for the rule."""
-    members = [m for m in case.members if m.device == "cpu" and not m.extra]
+    members = [m for m in case.members if m.device == "cpu"]
     ids = {m.id for m in members}
-    cells = sorted((c for c in candidates if c.device == "cpu" and not c.extra and ids & set(c.variants)), key=lambda c: _key(matrix, c))
+    ran: dict[str, dict[str, str]] = {}  # cell id -> its variants of the case -> where each ran (the cell, or a sibling of it)
+    home: dict[str, CellLike] = {}  # cell id -> the cell (a sibling stands in, under its cell's id, where the cell runs nothing)
+    for c in (c for c in candidates if c.device == "cpu" and ids & set(c.variants)):
+        key = c.sibling_of or c.id
+        ran.setdefault(key, {}).update({variant: c.id for variant in ids & set(c.variants)})
+        if key not in home or not c.sibling_of:
+            home[key] = dataclasses.replace(c, id=key, sibling_of="") if c.sibling_of else c  # type: ignore[type-var]
+    cells = sorted(home.values(), key=lambda c: _key(matrix, c))
     if not cells:
         return Choice(case.case, (), "no cell of this profile runs it", "expect")
     seen: dict[tuple[str, str], Outcome | None] = {}
     origin: dict[str, set[str]] = {}  # cell id -> where its outcomes come from
     for cell in cells:
         for member in members:
-            if member.id in cell.variants:
-                found = reference.get((member.id, cell.id))
+            if member.id in ran[cell.id]:
+                found = reference.get((member.id, ran[cell.id][member.id]))
                 origin.setdefault(cell.id, set()).add("reference" if found is not None else "expect")
                 seen[member.id, cell.id] = found if found is not None else member.expected(cell.pins)
 

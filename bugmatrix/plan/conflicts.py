@@ -7,9 +7,12 @@ distribution and no version satisfies both, uv would say "requirements are
 unsatisfiable" inside the cell, after the nightly has started, and the cell
 would be ``install-failed``. Neither side wins: the planner refuses the
 matrix, in one line naming both entries, the cell and the ways out (narrow a
-``when``, drop a requirement, or ``[[exclude]]`` the combination). Where one of
-them is an install workaround's requirement, the line starts with the case
-file that declares it, since that is where it is fixed.
+``when``, drop a requirement, or ``[[exclude]]`` the combination). A case's
+environment (:mod:`bugmatrix.cell.caseenv`) is not such a side: where it names
+a distribution a constraint names, it takes that distribution over in its own
+cells (``Matrix.taken_over``; the plan says so). Where two of its own
+requirements contradict, the line starts with the case file that declares
+them, since that is where it is fixed.
 
 Satisfiability is decided on the specifiers alone (no registry): a
 conjunction of PEP 440 specifiers holds somewhere iff it holds at one of the
@@ -28,6 +31,7 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from bugmatrix.cell.caseenv import Env
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.matrix import Matrix
 
@@ -77,20 +81,22 @@ def satisfiable(specifiers: Sequence[SpecifierSet]) -> bool:
     return any(all(specs.contains(str(v), prereleases=True) for specs in specifiers) for v in candidates)
 
 
-#: How a demand from an install workaround's requirements is named (``Demand.source``).
-WORKAROUND = "install workaround requires"
+#: How a demand from a case environment's requirements is named (``Demand.source``).
+ENVIRONMENT = "the case's environment requires"
 
 
-def _demands(matrix: Matrix, pins: Mapping[str, str], extra: Sequence[str] = ()) -> list[Demand]:
-    """The cell's requirements, each with the entry it comes from (markers evaluated for its interpreter); ``extra``: an install workaround's."""
+def _demands(matrix: Matrix, pins: Mapping[str, str], extra: Env | None = None) -> list[Demand]:
+    """The cell's requirements, each with the entry it comes from (markers evaluated for its interpreter); ``extra``: a case environment's."""
+    extra = extra or Env()
     demands = []
     for axis, (distribution, _) in matrix.providers(pins).items():
         demands.append(
             Demand(canonicalize_name(distribution), SpecifierSet(f"=={pins[axis]}"), f"{distribution}=={pins[axis]}", f"axes.{axis} pin")
         )
     python = pins.get(matrix.interpreter, matrix.base[matrix.interpreter])
-    sources = [(text, constraint.describe()) for constraint in matrix.matching_constraints(pins) for text in constraint.requires]
-    sources += [(text, WORKAROUND) for text in extra]
+    dropped = {text for _, text in matrix.taken_over(pins, extra)}
+    sources = [(text, c.describe()) for c in matrix.matching_constraints(pins) for text in c.requires if text not in dropped]
+    sources += [(text, ENVIRONMENT) for text in extra.requires]
     interpreter = {"python_version": python, "python_full_version": f"{python}.0"}
     for text, source in sources:
         requirement = Requirement(text)
@@ -99,7 +105,7 @@ def _demands(matrix: Matrix, pins: Mapping[str, str], extra: Sequence[str] = ())
     return demands
 
 
-def contradiction(matrix: Matrix, pins: Mapping[str, str], extra: Sequence[str] = ()) -> tuple[Demand, Demand] | None:
+def contradiction(matrix: Matrix, pins: Mapping[str, str], extra: Env | None = None) -> tuple[Demand, Demand] | None:
     """The first two requirements of this cell that no version satisfies together, or None."""
     by_name: dict[str, list[Demand]] = {}
     for demand in _demands(matrix, pins, extra):
@@ -114,21 +120,22 @@ def contradiction(matrix: Matrix, pins: Mapping[str, str], extra: Sequence[str] 
     return None
 
 
-def check_contradictions(matrix: Matrix, cells: Iterable[tuple[str, Mapping[str, str], Sequence[str], str]]) -> None:
+def check_contradictions(matrix: Matrix, cells: Iterable[tuple[str, Mapping[str, str], Env, str]]) -> None:
     """Refuse the plan when any cell's requirements contradict each other (one line: both entries, the cell, the fixes).
 
-    Each cell is ``(id, pins, extra, source)``: ``extra`` an install workaround's requirements, declared in ``source`` (its case file).
+    Each cell is ``(id, pins, extra, source)``: ``extra`` a case's environment, declared in ``source`` (its case file).
     """
     found = [(cell_id, pair, source) for cell_id, pins, extra, source in cells if (pair := contradiction(matrix, pins, extra)) is not None]
     if not found:
         return
     cell_id, (first, second), source = found[0]
     more = f" (and {len(found) - 1} more cells)" if len(found) > 1 else ""
-    if WORKAROUND in (first.source, second.source):
-        mine, theirs = (first, second) if first.source == WORKAROUND else (second, first)
+    if ENVIRONMENT in (first.source, second.source):
+        mine, theirs = (first, second) if first.source == ENVIRONMENT else (second, first)
+        said = "its own" if theirs.source == ENVIRONMENT else f"{theirs.source} of {matrix.path}:"
         msg = (
-            f"{source or 'a case'}: {mine.source} {mine.text!r}, which contradicts {theirs.source}: {theirs.text!r} of {matrix.path} "
-            f"in cell {cell_id}{more}; neither wins: narrow the workaround's requires, or [[exclude]] that combination in {matrix.path}"
+            f"{source or 'a case'}: {mine.source} {mine.text!r}, which contradicts {said} {theirs.text!r} in cell {cell_id}{more}; "
+            "no version satisfies both: fix the Env(requires=...)"
         )
         raise BugmatrixError(msg)
     msg = (

@@ -32,7 +32,7 @@ class PlannedAxis:
 
 @dataclass(frozen=True)
 class PlannedCell:
-    """One planned cell: its id, its pins, the variants it owes, and the cell it is an install-workaround sibling of."""
+    """One planned cell: its id, its pins, the variants it owes, and the cell it is a sibling of (a case environment's)."""
 
     id: str
     pins: Mapping[str, str]

@@ -20,13 +20,16 @@ and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
+from bugmatrix.cell.caseenv import Env
 from bugmatrix.errors import BugmatrixError
 
 __all__ = [
@@ -225,11 +228,26 @@ class Matrix:
                     chosen[axis] = next(p for p in self.axes[axis].distributions if p[0] == dist)
         return chosen
 
-    def requirements_for(self, pins: Mapping[str, str], *, harness: bool = True, extra: Sequence[str] = ()) -> list[str]:
-        """pip requirement strings that build this cell: pins, range constraints, an install workaround's ``extra``, (the harness's own)."""
+    def taken_over(self, pins: Mapping[str, str], extra: Env) -> list[tuple[Constraint, str]]:
+        """The constraints' requirements a case's environment ``extra`` takes over here: each names a distribution it names itself.
+
+        The case owns the environment it declares (``setuptools`` absent, or ``setuptools>=81``): the constraint,
+        written for every other case, does not apply in it, and the plan says so (:mod:`bugmatrix.plan.cells`).
+        """
+        owned = extra.distributions
+        return [(c, r) for c in self.matching_constraints(pins) for r in c.requires if canonicalize_name(Requirement(r).name) in owned]
+
+    def requirements_for(self, pins: Mapping[str, str], *, harness: bool = True, extra: Env | None = None) -> list[str]:
+        """pip requirement strings that build this cell: pins, range constraints, a case environment's ``extra`` (the harness's own).
+
+        A constraint's requirement on a distribution ``extra`` names is left out (:meth:`taken_over`); what ``extra``
+        makes absent is removed after the install (:mod:`bugmatrix.run.envbuild`), never a requirement.
+        """
+        extra = extra or Env()
         pinned = [f"{dist}=={pins[axis]}" for axis, (dist, _) in self.providers(pins).items()]
-        ranges = [r for c in self.matching_constraints(pins) for r in c.requires]
-        return pinned + list(dict.fromkeys([*ranges, *extra])) + (list(self.harness) if harness else [])
+        dropped = {r for _, r in self.taken_over(pins, extra)}
+        ranges = [r for c in self.matching_constraints(pins) for r in c.requires if r not in dropped]
+        return pinned + list(dict.fromkeys([*ranges, *extra.requires])) + (list(self.harness) if harness else [])
 
     def import_modules(self, pins: Mapping[str, str]) -> list[str]:
         """The modules that must import in this cell (the pinned distributions' own, no fallback)."""

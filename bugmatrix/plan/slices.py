@@ -9,13 +9,14 @@ the variants of the cases whose slice it is in, and nothing else: two cases
 with the same axes share their cells, and a case added beside them changes
 no other case's cells, pins or variant lists.
 
-An install workaround (``case.install_workaround(..., requires=[...])``) is
-split here. A requirement on an axis's own distribution (``numpy<2`` where
+A variant's environment (``Case(environments=...)``, :mod:`bugmatrix.cell.caseenv`)
+is split here. A requirement on an axis's own distribution (``numpy<2`` where
 numpy is an axis) is not installed on top of the cell's pin: it is read from
-the case's cells whose pin satisfies it, so the workaround runs in those cells
-themselves. Any other requirement (``setuptools<81``) is installed in a
-sibling environment beside the cells where the axis conditions hold. Every
-mistake names the case file.
+the case's cells whose pin satisfies it, so the variant runs in those cells
+themselves (a pin workaround, read as one: it runs where the bug is absent).
+Everything else (``setuptools<81``, a distribution absent, a variable, an
+interpreter flag) is a sibling environment beside the cells where the axis
+conditions hold. Every mistake names the case file.
 
 A case's own releases (``Case(versions={"transformers": ("4.51.3",)})``) are
 versions of a shared axis that matrix.toml does not list: every profile that
@@ -34,12 +35,13 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from bugmatrix.cell.case import Case, Expect
+from bugmatrix.cell.case import Case, Expect, Variant
+from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.matrix import Matrix
 
-__all__ = ["Member", "Slice", "case_slice", "source_of"]
+__all__ = ["Member", "Slice", "case_slice", "source_of", "split_environment"]
 
 
 def _holds(when: Mapping[str, SpecifierSet], pins: Mapping[str, str]) -> bool:
@@ -53,9 +55,12 @@ class Member:
     id: str
     device: str
     when: Mapping[str, SpecifierSet] = field(default_factory=dict)
-    extra: tuple[str, ...] = ()  # requirements beyond the cell's: run in a sibling environment
+    extra: Env = field(
+        default_factory=Env
+    )  # its environment beyond the cell's pins (axis requirements moved to ``when``): a sibling where set
     expect: tuple[Expect, ...] = ()  # its declared expectations (a computed profile reads them where no result is committed)
     axes: tuple[str, ...] = ()  # the axes it declares: it is read along these
+    environment: str = ""  # the name its case gives that environment (the plan's notes say it)
 
     def runs_at(self, pins: Mapping[str, str]) -> bool:
         return _holds(self.when, pins)
@@ -95,7 +100,7 @@ def _axis_of(matrix: Matrix) -> dict[str, str]:
 
 
 def case_slice(matrix: Matrix, case: Case, source: str) -> Slice:
-    """The case's slice; an install workaround on an axis's distribution that can never hold is one line naming ``source``."""
+    """The case's slice; an environment that pins an axis where it can never hold, or removes an axis, is one line naming ``source``."""
     spans = case.spans
     narrowing = case.narrowing
     outside = [axis for axis in narrowing if axis not in spans]
@@ -106,26 +111,10 @@ def case_slice(matrix: Matrix, case: Case, source: str) -> Slice:
         )
         raise BugmatrixError(msg)
     own = _own_versions(matrix, case, source, spans, narrowing)
-    providers = _axis_of(matrix)
     members = []
     for variant in case.variants:
-        when: dict[str, SpecifierSet] = {}
-        extra = []
-        for text in variant.install:
-            requirement = Requirement(text)
-            axis = providers.get(canonicalize_name(requirement.name))
-            if axis is None:
-                extra.append(text)
-                continue
-            where = f"{source}: install workaround {variant.name!r} requires {text!r}, a release of axis {axis!r}"
-            if axis not in spans:
-                msg = f"{where}, which the case does not span; add {axis!r} to its variants' axes= so its cells pin {axis}"
-                raise BugmatrixError(msg)
-            if not any(requirement.specifier.contains(v, prereleases=True) for v in (*matrix.axes[axis].versions, *own.get(axis, ()))):
-                msg = f"{where}, but no release in axes.{axis}.versions of {matrix.path} satisfies it; list one there"
-                raise BugmatrixError(msg)
-            when[axis] = when[axis] & requirement.specifier if axis in when else requirement.specifier
-        members.append(Member(variant.id, variant.device, when, tuple(extra), variant.expect, variant.axes))
+        when, extra = split_environment(matrix, variant, spans, source, own)
+        members.append(Member(variant.id, variant.device, when, extra, variant.expect, variant.axes, variant.environment))
     return Slice(case.id, spans, tuple(members), narrowing, source, own)
 
 
@@ -155,6 +144,46 @@ def _own_versions(
             raise BugmatrixError(msg)
         own[axis] = tuple(v for v in versions if v not in matrix.axes[axis].versions)
     return own
+
+
+def split_environment(
+    matrix: Matrix,
+    variant: Variant,
+    spans: tuple[str, ...] | None = None,
+    source: str = "",
+    own: Mapping[str, tuple[str, ...]] | None = None,
+) -> tuple[dict[str, SpecifierSet], Env]:
+    """A variant's environment as the planner reads it: what it requires of an axis (where it runs) and the rest (its sibling).
+
+    ``spans``: the axes its case's cells pin (default: the variant's own); ``source`` names the case file in errors;
+    ``own``: the case's own releases (``Case(versions=...)``), which a pin on an axis may name too.
+    """
+    spans = variant.axes if spans is None else spans
+    providers = _axis_of(matrix)
+    when: dict[str, SpecifierSet] = {}
+    extra = []
+    where = f"{source or f'case {variant.case_id!r}'}: environment {variant.environment!r} of variant {variant.name!r}"
+    for name in variant.env.absent:
+        if canonicalize_name(name) in providers:
+            axis = providers[canonicalize_name(name)]
+            msg = f"{where} makes {name!r} absent, which provides axis {axis!r}; remove it from Env(absent=...): a cell installs the axes it pins"
+            raise BugmatrixError(msg)
+    for text in variant.env.requires:
+        requirement = Requirement(text)
+        axis = providers.get(canonicalize_name(requirement.name))
+        if axis is None:
+            extra.append(text)
+            continue
+        said = f"{where} requires {text!r}, a release of axis {axis!r}"
+        if axis not in spans:
+            msg = f"{said}, which the case does not span; add {axis!r} to its variants' axes= so its cells pin {axis}"
+            raise BugmatrixError(msg)
+        releases = (*matrix.axes[axis].versions, *(own or {}).get(axis, ()))
+        if not any(requirement.specifier.contains(v, prereleases=True) for v in releases):
+            msg = f"{said}, but no release in axes.{axis}.versions of {matrix.path} satisfies it; list one there"
+            raise BugmatrixError(msg)
+        when[axis] = when[axis] & requirement.specifier if axis in when else requirement.specifier
+    return when, variant.env.but(extra)
 
 
 def source_of(directory: Path | None, case: Case) -> str:

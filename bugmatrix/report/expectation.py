@@ -47,7 +47,7 @@ class ExpectedCell:
     id: str
     pins: Mapping[str, str]
     variants: tuple[str, ...]
-    sibling_of: str = ""  # an install workaround's cell: the cell whose pins it shares (the plan says so)
+    sibling_of: str = ""  # a case environment's cell: the cell whose pins it shares (the plan says so)
 
 
 @dataclass(frozen=True)

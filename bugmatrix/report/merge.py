@@ -189,6 +189,7 @@ def _variant(record: VariantRecord) -> Variant:
         counterpart=record.counterpart,
         evidence=record.evidence,
         axes=record.axes,
+        pinned=record.pinned,
     )
 
 
@@ -232,8 +233,8 @@ def _missing(
 
 
 def _attach_workarounds(variants: Sequence[Variant], results: dict[str, dict[str, Entry]], siblings: Mapping[str, Sequence[str]]) -> None:
-    """For each reproduced entry: the workarounds of its case and device fixed in the same cell, or in one of its
-    ``siblings`` (an install workaround runs in a cell of the same pins built with its requirements)."""
+    """For each reproduced entry: the workarounds of its case and device fixed in the same pins: its cell, the cell it is a
+    sibling of, or any of their ``siblings`` (a case's environment runs in a cell of the same pins built with it)."""
     helpers: dict[tuple[str, str, str], list[Variant]] = {}
     for w in variants:
         if w.workaround_for:
@@ -245,13 +246,12 @@ def _attach_workarounds(variants: Sequence[Variant], results: dict[str, dict[str
         per_cell = results.get(variant.id, {})
         for cell, entry in per_cell.items():
             if entry.outcome is Outcome.REPRODUCED:
-                where = (cell, *siblings.get(cell, ()))
-                held = tuple(
-                    w.name
-                    for w in candidates
-                    if any((o := results.get(w.id, {}).get(c)) is not None and o.outcome is Outcome.FIXED for c in where)
-                )
-                per_cell[cell] = dataclasses.replace(entry, workarounds=held)
+                home = next((base for base, others in siblings.items() if cell in others), cell)
+                where = (home, *siblings.get(home, ()))
+                found = {w.name: [o.outcome for c in where if (o := results.get(w.id, {}).get(c)) is not None] for w in candidates}
+                held = tuple(name for name, outcomes in found.items() if Outcome.FIXED in outcomes)
+                tried = tuple(name for name, outcomes in found.items() if any(o.ran for o in outcomes))
+                per_cell[cell] = dataclasses.replace(entry, workarounds=held, tried=tried)
 
 
 def merge_runs(

@@ -233,6 +233,8 @@ class Variant:
     #: The axes the variant declares it spans: the only axes it is read along (:mod:`~bugmatrix.report.boundaries`).
     #: None where nothing said (an older document, a variant no run or case described).
     axes: tuple[str, ...] | None = None
+    #: A pin workaround's requirement on an axis (``transformers<=4.51.3``): read as avoiding the bug where it is absent.
+    pinned: str = ""
 
     @property
     def tag(self) -> str:
@@ -279,6 +281,8 @@ class Variant:
         }
         if self.axes is not None:  # absent where nothing said (an older document reads back the same)
             data["axes"] = list(self.axes)
+        if self.pinned:
+            data["pinned"] = self.pinned
         return data
 
     @classmethod
@@ -293,6 +297,7 @@ class Variant:
             counterpart=data.get("counterpart"),
             evidence=str(data.get("evidence") or ""),
             axes=tuple(str(a) for a in data["axes"]) if data.get("axes") is not None else None,
+            pinned=str(data.get("pinned") or ""),
         )
 
 
@@ -308,6 +313,7 @@ class Entry:
     leaked: tuple[str, ...] = ()
     duration_s: float | None = 0.0
     workarounds: tuple[str, ...] = ()  # for a reproduced entry: the workarounds of its case and device fixed in this cell
+    tried: tuple[str, ...] | None = None  # for a reproduced entry: those of them that ran here at all (None: not said, older)
 
     @property
     def flagged(self) -> bool:
@@ -329,6 +335,7 @@ class Entry:
             "leaked": list(self.leaked),
             "duration_s": self.duration_s,
             "workarounds": list(self.workarounds),
+            **({"tried": list(self.tried)} if self.tried is not None else {}),
         }
 
     @classmethod
@@ -342,6 +349,7 @@ class Entry:
             leaked=tuple(data.get("leaked") or ()),
             duration_s=data.get("duration_s", 0.0),
             workarounds=tuple(data.get("workarounds") or ()),
+            tried=tuple(data["tried"]) if data.get("tried") is not None else None,
         )
 
 

@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping
 from typing import TextIO
 
+from packaging.requirements import Requirement
+
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.boundaries import Picture, Track, boundary_text
 from bugmatrix.report.diff import ChangeKind, flaky_lines, summary_lines
@@ -68,21 +70,45 @@ def _where(picture: Picture, track: Track, outcome: Outcome) -> str:
     return f"{count} of {len(track.marks)} positions" if count else "—"
 
 
-def _held(track: Track, workarounds: list[Track], compat: Compat, history: Mapping[str, VariantHistory]) -> str:
-    """``cache_disabled ✓ 11/11, fresh_autocast 3/11``: in how many of the cells where the variant reproduced each was fixed.
+def _pin(requirement: str) -> str:
+    """``transformers ≤ 4.51.3``: a pin as a sentence says it."""
+    words = {"<=": "≤", ">=": "≥", "==": "=", "!=": "≠"}
+    parsed = [Requirement(r) for r in requirement.split(", ")]
+    return ", ".join(f"{r.name} {', '.join(f'{words.get(s.operator, s.operator)} {s.version}' for s in r.specifier)}" for r in parsed)
 
-    ✓ marks the ones that held in every such cell; the others get no symbol,
-    since "not fixed" may be skipped or not run rather than reproduced.
+
+def _cells(n: int) -> str:
+    return f"{n} cell{'s' if n != 1 else ''}"
+
+
+def _held(track: Track, workarounds: list[Track], compat: Compat, history: Mapping[str, VariantHistory]) -> str:
+    """``cache_disabled ✓ 11/11; fast_path_off ✓ 6/6 (not run where it reproduced: 5 cells)``: of the cells where the variant
+    reproduced, in how many each workaround ran and in how many of those it was fixed.
+
+    ✓ marks the ones that held in every cell where they ran. A workaround that did not run where the bug reproduced (skipped:
+    an API absent there) says so, never ``0/n``; a pin on an axis runs where the pin holds, and reads as what it is: the
+    bug avoided by the pin where it is absent there.
     """
-    reproduced = [e for e in compat.entries(track.variant.id).values() if e.outcome is Outcome.REPRODUCED]
+    entries = compat.entries(track.variant.id)
+    reproduced = [e for e in entries.values() if e.outcome is Outcome.REPRODUCED]
     if not reproduced or not workarounds:
         return ""
     parts = []
     for w in (w for w in workarounds if w.role == "workaround"):
-        held = sum(1 for e in reproduced if w.variant.name in e.workarounds)
         flaky = " ≈ flaky" if (h := history.get(w.variant.id)) is not None and h.flaky else ""
-        parts.append(f"{w.variant.name} {'✓ ' if held == len(reproduced) else ''}{held}/{len(reproduced)}{flaky}")
-    return ", ".join(parts)
+        held = sum(1 for e in reproduced if w.variant.name in e.workarounds)
+        ran = sum(1 for e in reproduced if e.tried is None or w.variant.name in e.tried)  # None: an older document, not said
+        said = [f"{'✓ ' if held == ran else ''}{held}/{ran}"] if ran else []
+        if w.variant.pinned:
+            absent = [c for c, e in compat.entries(w.variant.id).items() if e.outcome is Outcome.FIXED and c in entries]
+            absent = [c for c in absent if entries[c].outcome is not Outcome.REPRODUCED]
+            if absent:
+                where = f"avoided by pinning {_pin(w.variant.pinned)}, where the bug is absent ({_cells(len(absent))})"
+                said = [where, *(f"{s} where it reproduced" for s in said)]
+        elif said and ran < len(reproduced):
+            said[0] += f" (not run where it reproduced: {_cells(len(reproduced) - ran)})"
+        parts.append(f"{w.variant.name} {', '.join(said) or f'not run where it reproduced ({_cells(len(reproduced))})'}{flaky}")
+    return "; ".join(parts)
 
 
 def summary_rows(report: NightReport, *, with_history: bool = True) -> tuple[list[tuple[str, str, str, str, str]], int]:

@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.cellspec import CellOptions
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_text_atomic
@@ -80,7 +81,7 @@ def pytest_command(
     extra: Sequence[str] = (),
     root: Path = ROOT,
     tracked: Mapping[str, Mapping[str, str]] | None = None,
-    installed: Sequence[str] = (),
+    environment: Env | None = None,
     variants: Sequence[str] = (),
     input_key: InputKey | None = None,
     origin: Mapping[str, str] | None = None,
@@ -92,8 +93,9 @@ def pytest_command(
     variants run (:func:`runner_flags`); ``select`` narrows to node ids (``cases/x.py::v[cpu]``), else ``targets``
     are collected (both relative to ``root``, or absolute); ``extra`` is passed through (``-k``, ``--bugmatrix-resume``, a session's
     posargs); ``tracked`` (``bugmatrix.releases.tracking.tracked_for``) names the pins a ``latest`` chose;
-    ``installed`` is an install workaround's requirements the cell was built with (its sibling environment); ``variants``
-    are the planned variant ids, the only ones the cell runs (empty: those its axes and ``installed`` admit).
+    ``environment`` is the case environment the cell was built with (a sibling cell: its interpreter flags go on the
+    command line, its variables are the caller's to set); ``variants`` are the planned variant ids, the only ones the
+    cell runs (empty: those its axes and ``environment`` admit).
     ``input_key`` and ``origin`` are recorded in the run file as given; ``[harness] cell_deadline_s`` goes to the cell
     as its spec's ``cell_deadline_s`` (``--bugmatrix-cell-deadline`` overrides it by hand). Everything about the cell goes into the spec
     file, so the command nox logs stays one short line (``tests/test_command_line.py``).
@@ -106,7 +108,7 @@ def pytest_command(
         pins=ordered,
         requested={axis: t["requested"] for axis, t in (tracked or {}).items()},
         axes=tuple(a for a in ordered if a in matrix.package_axes) if pins is not None else None,
-        installed=tuple(installed),
+        environment=(environment or Env()).to_json() or None,
         variants=tuple(variants) or None,
         axis_spec=matrix.axis_spec(pins),
         input_key=input_key.to_json() if input_key is not None else None,
@@ -118,6 +120,7 @@ def pytest_command(
     found = [*select] or [*targets]  # relative to root, where pytest starts
     return [
         str(python),
+        *(environment.flags if environment else ()),
         "-m",
         "pytest",
         *found,

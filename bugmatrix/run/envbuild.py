@@ -45,7 +45,6 @@ __all__ = [
     "fresh_venv",
     "import_failure",
     "record_install_failure",
-    "unstamp",
     "uv_command",
 ]
 
@@ -111,18 +110,23 @@ def _tail(text: str) -> str:
     return "\n".join(lines[-REASON_LINES:])
 
 
-def _digest(python: str, requirements: Sequence[str], lock: Path | None = None, *, no_build: bool = False) -> str:
+def _digest(
+    python: str, requirements: Sequence[str], lock: Path | None = None, *, no_build: bool = False, absent: Sequence[str] = ()
+) -> str:
     # The lock's whole text: a re-created lock (new hashes, a moved transitive pin) is a new environment.
     locked = [f"lock {lock.read_text(encoding='utf-8')}"] if lock is not None else []
     # Only when set, so every venv built before the setting existed keeps its stamp.
     refused = ["no source builds"] if no_build else []
-    return hashlib.sha256("\n".join([f"python {python}", *requirements, *locked, *refused]).encode()).hexdigest()
+    removed = [f"absent {name}" for name in absent]
+    return hashlib.sha256("\n".join([f"python {python}", *requirements, *locked, *refused, *removed]).encode()).hexdigest()
 
 
-def is_current(venv: Path, python: str, requirements: Sequence[str], lock: Path | None = None, *, no_build: bool = False) -> bool:
-    """True when ``venv`` was completely built from exactly these requirements (and this lock, and this source-build setting)."""
+def is_current(
+    venv: Path, python: str, requirements: Sequence[str], lock: Path | None = None, *, no_build: bool = False, absent: Sequence[str] = ()
+) -> bool:
+    """True when ``venv`` was completely built from exactly these requirements (and this lock, source-build setting and absences)."""
     stamp = venv / STAMP
-    digest = _digest(python, requirements, lock, no_build=no_build)
+    digest = _digest(python, requirements, lock, no_build=no_build, absent=absent)
     return (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == digest
 
 
@@ -138,7 +142,14 @@ def _refused(output: str, python: str) -> str | None:
 
 
 def _build(
-    target: Path, python: str, requirements: Sequence[str], modules: Sequence[str], lock: Path | None, *, no_build: bool = False
+    target: Path,
+    python: str,
+    requirements: Sequence[str],
+    modules: Sequence[str],
+    lock: Path | None,
+    *,
+    no_build: bool = False,
+    absent: Sequence[str] = (),
 ) -> None:
     made = subprocess.run(
         [*uv_command(), "venv", "-q", "--no-python-downloads", "-p", find_interpreter(python), str(target)],
@@ -163,11 +174,17 @@ def _build(
     built = sorted({f"{m['name']}=={m['version']}" for m in BUILT.finditer(install.stderr + install.stdout)})
     if built:
         (target / SOURCE_BUILDS).write_text("".join(f"{line}\n" for line in built), encoding="utf-8")
+    if absent:  # after the install, whatever brought them (uv says, and goes on, where one was not installed)
+        removed = subprocess.run(
+            [*uv_command(), "pip", "uninstall", "--python", str(interpreter), *absent], capture_output=True, text=True, check=False
+        )
+        if removed.returncode != 0:
+            raise InstallFailed(f"removing {', '.join(absent)}: " + (_tail(removed.stderr) or f"uv exited {removed.returncode}"))
     if modules:
         imported = subprocess.run([str(interpreter), "-c", IMPORT_CHECK, *modules], capture_output=True, text=True, check=False)
         if imported.returncode != 0:
             raise InstallFailed(import_failure(imported.stderr))
-    (target / STAMP).write_text(_digest(python, requirements, lock, no_build=no_build) + "\n")
+    (target / STAMP).write_text(_digest(python, requirements, lock, no_build=no_build, absent=absent) + "\n")
 
 
 def import_failure(reason: str) -> str:
@@ -175,13 +192,15 @@ def import_failure(reason: str) -> str:
     return "installed, but does not import: " + _tail(reason)
 
 
-def unstamp(venv: Path) -> None:
-    """Forget that ``venv`` is current (it installed but does not import): the next run builds it again, as before."""
-    (venv / STAMP).unlink(missing_ok=True)
-
-
 def ensure_environment(
-    venv: Path, python: str, requirements: Sequence[str], modules: Sequence[str], *, lock: Path | None = None, no_build: bool = False
+    venv: Path,
+    python: str,
+    requirements: Sequence[str],
+    modules: Sequence[str],
+    *,
+    lock: Path | None = None,
+    no_build: bool = False,
+    absent: Sequence[str] = (),
 ) -> bool:
     """Reuse ``venv`` if it is current, else build it fresh and swap it in; True when it was built.
 
@@ -191,11 +210,12 @@ def ensure_environment(
     (which still go into the stamp, with the lock's text).
     ``no_build``: refuse to build any distribution from source (uv ``--no-build``): one with no wheel
     for this Python is an install failure naming it and the missing wheel.
+    ``absent``: distributions removed after the install (a case's ``Env(absent=...)``).
     Raises InstallFailed with the resolver's or the importer's reason; the
     failed build is removed and an existing venv is left as it was.
     """
     with _one_builder(venv):
-        return _ensure(venv, python, requirements, modules, lock=lock, no_build=no_build)
+        return _ensure(venv, python, requirements, modules, lock=lock, no_build=no_build, absent=absent)
 
 
 @contextlib.contextmanager
@@ -212,17 +232,26 @@ def _one_builder(venv: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock, also when the process dies
 
 
-def _ensure(venv: Path, python: str, requirements: Sequence[str], modules: Sequence[str], *, lock: Path | None, no_build: bool) -> bool:
+def _ensure(
+    venv: Path,
+    python: str,
+    requirements: Sequence[str],
+    modules: Sequence[str],
+    *,
+    lock: Path | None,
+    no_build: bool,
+    absent: Sequence[str],
+) -> bool:
     fresh, old = venv.with_name(venv.name + ".new"), venv.with_name(venv.name + ".old")
     # What a killed run left behind: a half build, or a replaced venv it was still deleting.
     # Cleared even when ``venv`` is current, or a kill during the last rmtree would leave it forever.
     shutil.rmtree(fresh, ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)
-    if is_current(venv, python, requirements, lock, no_build=no_build):
+    if is_current(venv, python, requirements, lock, no_build=no_build, absent=absent):
         return False
     venv.parent.mkdir(parents=True, exist_ok=True)
     try:
-        _build(fresh, python, requirements, modules, lock, no_build=no_build)
+        _build(fresh, python, requirements, modules, lock, no_build=no_build, absent=absent)
     except BaseException:
         shutil.rmtree(fresh, ignore_errors=True)
         raise

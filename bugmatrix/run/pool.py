@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.cell.preload import IMPORT_FAILED_EXIT
 from bugmatrix.cell.runfile import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import ROOT
@@ -48,8 +47,8 @@ __all__ = ["JOBS_ENV", "RECORDED_EXITS", "WORKERS_ENV", "Finished", "Job", "Slot
 
 JOBS_ENV = "BUGMATRIX_JOBS"
 WORKERS_ENV = "BUGMATRIX_WORKERS"
-#: pytest's exit codes that mean the cell ran and recorded: 0, 1 (an outcome differs), the import check's.
-RECORDED_EXITS = (0, 1, IMPORT_FAILED_EXIT)
+#: pytest's exit codes that mean the cell ran and recorded: 0, 1 (an outcome differs).
+RECORDED_EXITS = (0, 1)
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,12 @@ command is executed and timed), never a copy of a step:
    a cell that cannot be built gets a run file saying ``install-failed`` with
    the resolver's reason instead. The environment's import check is the cell's
    own import of its stack (``$BUGMATRIX_IMPORT_CHECK``, :mod:`bugmatrix.cell.preload`):
-   one import per cell, the one the variants fork from; a failure there is
-   recorded as ``install-failed``, in the words the separate check used. Callers that measure or compare runs
+   one import per cell, the one the variants fork from. A stack that installed
+   but does not import is an observation, recorded by the cell itself (each
+   variant whose bug is raised at that import classified from it, the others
+   skipped with that reason), never ``install-failed``. A sibling cell (a case's
+   environment, :mod:`bugmatrix.cell.caseenv`) gets its variables and interpreter
+   flags here. Callers that measure or compare runs
    (stability, bisect, the benchmark's floors) pass no policy: they never reuse;
 3. :func:`release`: ``BUGMATRIX_DISK=lean`` gives the cell's disk back
    (:mod:`~bugmatrix.run.diskbudget`).
@@ -33,12 +37,12 @@ from __future__ import annotations
 
 import functools
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bugmatrix.cell.preload import IMPORT_CHECK_ENV, IMPORT_FAILED_ENV
+from bugmatrix.cell.caseenv import Env
+from bugmatrix.cell.preload import IMPORT_CHECK_ENV
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
@@ -50,9 +54,7 @@ from bugmatrix.run.envbuild import (
     cell_venv,
     ensure_environment,
     find_interpreter,
-    import_failure,
     record_install_failure,
-    unstamp,
 )
 from bugmatrix.run.inputkey import InputKey, input_key
 from bugmatrix.run.lock import lock_for
@@ -91,13 +93,13 @@ class CellSpec:
     pins: Mapping[str, str] | None
     tracked: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     interpreter: Path | None = None  # pins=None only: an interpreter as it is (default: this one)
-    extra: tuple[str, ...] = ()  # an install workaround's requirements (a sibling cell: bugmatrix.plan.cells.Cell.extra)
+    extra: Env = field(default_factory=Env)  # a case's environment beyond the pins (a sibling cell: bugmatrix.plan.cells.Cell.extra)
     variants: tuple[str, ...] = ()
     locks: Path | None = None
 
     @classmethod
     def of(cls, cell: Cell, tracked: Mapping[str, Mapping[str, str]] | None = None) -> CellSpec:
-        """The spec of a planned cell: its id, pins, planned variants and (for an install workaround's sibling) extra requirements."""
+        """The spec of a planned cell: its id, pins, planned variants and (for a sibling cell) its case environment."""
         return cls(cell.id, cell.pins, dict(tracked or {}), extra=cell.extra, variants=tuple(cell.variants))
 
 
@@ -142,7 +144,9 @@ def prepare(matrix: Matrix, spec: CellSpec, *, root: Path = ROOT, venv: Path | N
     target = venv or cell_venv(root, spec.id)
     modules = matrix.import_modules(spec.pins) if check_imports else []
     with cache_lock(root, exclusive=False):  # a lean prune of uv's cache waits for this build (cells side by side)
-        built = ensure_environment(target, python, requirements, modules, lock=lock, no_build=matrix.refuse_source_builds)
+        built = ensure_environment(
+            target, python, requirements, modules, lock=lock, no_build=matrix.refuse_source_builds, absent=spec.extra.absent
+        )
     return Environment(target / "bin" / "python", target, lock, unlocked, built)
 
 
@@ -207,7 +211,7 @@ def run_cell(
         extra=extra,
         root=root,
         tracked=spec.tracked,
-        installed=spec.extra,
+        environment=spec.extra,
         variants=spec.variants,
         input_key=key if environment.lock else None,
         origin=origin,
@@ -215,17 +219,8 @@ def run_cell(
         **({"runner": runner} if runner else {}),
     )
     modules = matrix.import_modules(spec.pins) if spec.pins is not None else []
-    with tempfile.TemporaryDirectory(prefix="bugmatrix-import-") as scratch:
-        failed_file = Path(scratch) / "import-failed"
-        env = cell_env(root) | ({IMPORT_CHECK_ENV: ",".join(modules), IMPORT_FAILED_ENV: str(failed_file)} if modules else {})
-        code = execute(command, bytecode_env(env, environment.venv))
-        failed = failed_file.read_text(encoding="utf-8") if failed_file.exists() else None
-    if failed is not None:  # installed, but its stack does not import: what the separate check process used to say
-        assert spec.pins is not None and environment.venv is not None
-        reason = import_failure(failed)
-        unstamp(environment.venv)
-        record_install_failure(run_file, spec.id, spec.pins, reason, tracked=spec.tracked, input_key=key, origin=origin)
-        return CellRun(run_file, environment, install_failed=reason, returncode=code, decision=decision)
+    env = cell_env(root) | dict(spec.extra.variables) | ({IMPORT_CHECK_ENV: ",".join(modules)} if modules else {})
+    code = execute(command, bytecode_env(env, environment.venv))
     return CellRun(run_file, environment, returncode=code, decision=decision)
 
 

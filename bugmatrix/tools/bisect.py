@@ -53,7 +53,9 @@ from bugmatrix.cell.runfile import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import REFERENCE, output_dir
+from bugmatrix.plan.cells import sibling_id
 from bugmatrix.plan.matrix import Matrix
+from bugmatrix.plan.slices import split_environment
 from bugmatrix.releases.registry import Fetch, fetch_project, release_versions
 from bugmatrix.run.envbuild import cell_venv
 from bugmatrix.run.runner import CellSpec, run_cell
@@ -302,9 +304,9 @@ def matrix_range(matrix: Matrix, package: str, own: Sequence[str] = ()) -> str:
     return min([*matrix.axes[package].versions, *own], key=Version)
 
 
-def env_dir(root: Path, matrix: Matrix, pins: Mapping[str, str]) -> Path:
-    """Reuse a planned cell's venv when one exists for these pins; else a bisect venv."""
-    cid = matrix.cell_id(pins)
+def env_dir(root: Path, matrix: Matrix, pins: Mapping[str, str], cid: str | None = None) -> Path:
+    """Reuse a planned cell's venv when one exists for these pins (``cid``: a sibling's id); else a bisect venv."""
+    cid = cid or matrix.cell_id(pins)
     nox_venv = cell_venv(root, cid)
     return nox_venv if (nox_venv / "bin" / "python").exists() else root / ".nox" / "bisect" / cid
 
@@ -313,7 +315,8 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
     """Build (or reuse) the env for ``pins`` and run one variant there, through the one runner; (probe, built?).
 
     A planned cell's lock and venv are used where they exist, so a probe runs in the
-    very environment the cell does (and does not rebuild it unlocked).
+    very environment the cell does (and does not rebuild it unlocked); a variant with an
+    environment of its own (``Case(environments=...)``) runs in that cell's sibling.
     """
     label = ",".join(f"{k}={v}" for k, v in pins.items())
     started = time.perf_counter()
@@ -324,15 +327,17 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
         code, timed_out = run_probe(command, root, env, timeout)
         return code
 
+    _, extra = split_environment(matrix, variant, tuple(pins))
+    cid = sibling_id(matrix.cell_id(pins), extra) if extra else matrix.cell_id(pins)
     with tempfile.TemporaryDirectory() as tmp:
         run_file = Path(tmp) / "run.json"
         done = run_cell(
             matrix,
-            CellSpec(matrix.cell_id(pins), pins),
+            CellSpec(cid, pins, extra=extra),
             run_file,
             execute=execute,
             root=root,
-            venv=env_dir(root, matrix, pins),
+            venv=env_dir(root, matrix, pins, cid),
             workers="1",
             select=[VariantId.parse(variant.id).node()],
         )

@@ -24,25 +24,33 @@ Policies, per case:
   holds the case's cells as ``plan --compute <profile>`` chooses them now from
   the committed reference (``reports/runs/``), so a new case or a re-derived
   reference is followed by that command.
+
+Not a policy but what a case author must see (:func:`constraint_changes`): every
+case whose cells a ``[[constraints]]`` entry changes (a requirement added, a
+distribution swapped), how many of them, and where a case's own environment
+takes a distribution over from one. A constraint written for old releases
+(``setuptools<81`` for Lightning < 2.4) can hide exactly the bug a new case is
+about; these lines say where, whatever the exit code.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bugmatrix.cell.case import Case, Variant
 from bugmatrix.cell.outcomes import Kind, Outcome
 from bugmatrix.plan.catalog import Catalog, load_catalog
-from bugmatrix.plan.cells import Cell, plan_cells, recompute
+from bugmatrix.plan.cells import Cell, plan_all, plan_cells, recompute
 from bugmatrix.plan.computed import committed_choices, reference_outcomes
 from bugmatrix.plan.matrix import Matrix, load_matrix
 from bugmatrix.releases.tracking import load_resolved_matrix, without_symbolic
 
-__all__ = ["POLICIES", "Gap", "add_arguments", "catalogue_gaps", "run"]
+__all__ = ["POLICIES", "Gap", "add_arguments", "catalogue_gaps", "constraint_changes", "run"]
 
 POLICIES = ("source", "evidence", "upstream", "expectation", "boundary", "tables", "computed")
 #: A bisect result a case cites as evidence: ``reports/bisect/<name>.json``.
@@ -208,6 +216,27 @@ def catalogue_gaps(matrix: Matrix, catalog: Catalog, cases_dir: Path, root: Path
     return gaps
 
 
+def constraint_changes(matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], cases_dir: Path, root: Path) -> list[str]:
+    """One line per case and constraint that changes its CPU cells (or that its environment takes over), with how many."""
+    lines = []
+    for case in catalog.cases:
+        ids = {v.id for v in case.variants}
+        mine = [c for c in cells if c.device == "cpu" and ids & set(c.variants)]
+        counts: Counter[str] = Counter()
+        for cell in mine:
+            dropped = {text for _, text in matrix.taken_over(cell.pins, cell.extra)}
+            for constraint in matrix.matching_constraints(cell.pins):
+                changes = [f"requires {r}" for r in constraint.requires if r not in dropped]
+                changes += [f"installs {d} for {a}" for a, d in constraint.distribution.items() if a in cell.pins]
+                if changes:
+                    counts[f"{constraint.describe()} {', '.join(changes)}"] += 1
+            counts.update(cell.overrides)
+        path = cases_dir / f"{case.id}.py"
+        where = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+        lines += [f"{where}: {what} in {n} of its {len(mine)} cells" for what, n in counts.items()]
+    return lines
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``python -m bugmatrix check`` options."""
     parser.add_argument("--policy", action="append", choices=POLICIES, help="check only these policies (repeatable; default: all)")
@@ -220,6 +249,8 @@ def run(args: argparse.Namespace) -> int:
     root = args.cases.resolve().parent  # the checkout the cases live in: its READMEs and reports/bisect/
     gaps = catalogue_gaps(matrix, catalog, args.cases.resolve(), root, load_matrix(args.matrix))
     gaps = [g for g in gaps if not args.policy or g.policy in args.policy]
+    for line in constraint_changes(matrix, catalog, plan_all(matrix, catalog), args.cases.resolve(), root):
+        print(f"bugmatrix: constraint: {line}")  # not a gap: what a case author must see
     for gap in gaps:
         print(f"bugmatrix: check: {gap}")
     checked = ", ".join(args.policy or POLICIES)

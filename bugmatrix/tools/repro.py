@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import shutil
 import subprocess
 import textwrap
@@ -34,10 +35,13 @@ from pathlib import Path
 
 from bugmatrix.cell import outcomes
 from bugmatrix.cell.case import DEVICE_CONSTANTS, Case, SkipVariant, Variant
+from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.runfile import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import ROOT
+from bugmatrix.plan.cells import sibling_id
 from bugmatrix.plan.matrix import Matrix
+from bugmatrix.plan.slices import split_environment
 from bugmatrix.run.lock import lock_for
 from bugmatrix.run.runner import built_python
 
@@ -171,12 +175,14 @@ def _guard(out: Path, force: bool) -> None:
         raise BugmatrixError(msg)
 
 
-def _fresh_traceback(matrix: Matrix, pins: Mapping[str, str], script: Path) -> str | None:
-    """repro.py run in the cell's environment, where the runner has built one (nothing is built for an export)."""
-    python = built_python(ROOT, matrix.cell_id(pins))
+def _fresh_traceback(cell: str, extra: Env, script: Path) -> str | None:
+    """repro.py run in the cell's environment (its variables and interpreter flags too), where the runner has built one
+    (nothing is built for an export)."""
+    python = built_python(ROOT, cell)
     if python is None:
         return None
-    done = subprocess.run([str(python), str(script)], capture_output=True, text=True, timeout=600, check=False)
+    env = {**os.environ, **dict(extra.variables)}
+    done = subprocess.run([str(python), *extra.flags, str(script)], capture_output=True, text=True, timeout=600, check=False, env=env)
     return (done.stderr.strip() + "\n" + done.stdout.strip()).strip()
 
 
@@ -191,17 +197,18 @@ def export_repro(
     _guard(out, force)
     out.mkdir(parents=True, exist_ok=True)
     needed = {a: v for a, v in pins.items() if a in matrix.held_axes or a in variant.axes}
-    requirements = matrix.requirements_for(needed, harness=False)
+    _, extra = split_environment(matrix, variant, tuple(pins))  # the variant's own environment, beyond the cell's pins
+    requirements = matrix.requirements_for(needed, harness=False, extra=extra)
     (out / MANIFEST).write_text("\n".join(FILES) + "\n")
     (out / "repro.py").write_text(build_script(variant, matrix.axis_providers(needed)))
     (out / "requirements.txt").write_text("\n".join(requirements) + "\n")
-    cell = matrix.cell_id(pins)
-    lock, why_not = lock_for(ROOT, cell, matrix.requirements_for(pins), pins[matrix.interpreter])
+    cell = sibling_id(matrix.cell_id(pins), extra) if extra else matrix.cell_id(pins)
+    lock, why_not = lock_for(ROOT, cell, matrix.requirements_for(pins, extra=extra), pins[matrix.interpreter])
     if lock is not None:
         shutil.copyfile(lock, out / LOCKED)
     else:
         (out / LOCKED).unlink(missing_ok=True)  # an earlier export's lock would pin another environment
-    fresh_log = _fresh_traceback(matrix, pins, out / "repro.py") if fresh else None
+    fresh_log = _fresh_traceback(cell, extra, out / "repro.py") if fresh else None
     run_file = run_dir / f"{cell}.json"
     record = next((r for r in load_run_file(run_file).results if r.id == variant.id), None) if run_file.exists() else None
     (out / "ISSUE.md").write_text(
@@ -213,6 +220,7 @@ def export_repro(
             fresh_log,
             record,
             python=pins[matrix.interpreter],
+            extra=extra,
             locked=lock is not None,
             why_not=why_not,
         )
@@ -229,20 +237,26 @@ def _issue_text(
     record: object,
     *,
     python: str,
+    extra: Env | None = None,
     locked: bool = False,
     why_not: str | None = None,
 ) -> str:
     story = textwrap.dedent(variant.fn.__globals__.get("__doc__") or "").strip()
     lines = [f"# {story.splitlines()[0] if story else variant.id}", "", story, "", "## Environment", ""]
     lines += [f"- python {python}", *(f"- {r}" for r in requirements)]
+    extra = extra or Env()
+    # What the case's environment adds beyond an install: distributions removed, variables, interpreter flags.
+    removed = [f"uv pip uninstall --python venv/bin/python {' '.join(extra.absent)}"] if extra.absent else []
+    run = " ".join([*(f"{k}={v}" for k, v in extra.variables), "venv/bin/python", *extra.flags, "repro.py"])
     lines += ["", "## Reproduce", "", "```", f"uv venv -p {python} venv && uv pip install --python venv/bin/python -r requirements.txt"]
-    lines += ["venv/bin/python repro.py", "```", ""]
+    lines += [*removed, run, "```", ""]
     if locked:
         lines += [
             f"Exactly the environment of cell `{cell}` (every distribution, exact versions and hashes; made for x86_64 Linux):",
             "",
             "```",
             f"uv venv -p {python} venv && uv pip sync --require-hashes --python venv/bin/python {LOCKED}",
+            *removed,
             "```",
             "",
         ]

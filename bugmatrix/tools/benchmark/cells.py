@@ -24,7 +24,6 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from bugmatrix.cell.preload import IMPORT_FAILED_EXIT
 from bugmatrix.cell.runfile import RunRecord, load_run_file
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell
@@ -64,7 +63,7 @@ def _run_timed(
 
     def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
         nonlocal wall
-        wall = timed(command, env, ok=(0, 1, IMPORT_FAILED_EXIT), cwd=root)  # 1: an outcome differs; still a full run
+        wall = timed(command, env, ok=(0, 1), cwd=root)  # 1: an outcome differs; still a full run
         return 0
 
     done = run_cell(matrix, CellSpec.of(cell), run_file, execute=execute, root=root, runner=runner, workers=workers)

@@ -28,7 +28,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bugmatrix.cell.preload import IMPORT_FAILED_EXIT
 from bugmatrix.cell.runfile import load_run_file
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell
@@ -106,7 +105,7 @@ def _cell_seconds(root: Path, matrix: Matrix, cell: Cell, run_file: Path) -> flo
     """One whole cell through the runner (build or reuse, pytest, run file), timed from outside."""
 
     def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
-        timed(command, env, ok=(0, 1, IMPORT_FAILED_EXIT), cwd=root)
+        timed(command, env, ok=(0, 1), cwd=root)
         return 0
 
     started = time.perf_counter()
