@@ -391,7 +391,9 @@ def tests(session: nox.Session) -> None:
     # deadline is for the cells of a matrix, not for the session that tests the harness: on a loaded machine the suite
     # may take longer than any cell, and the deadline would kill it mid-run (no summary line; issue 42).
     run_file = run_file_path(Path(session.create_tmp()), "system")
-    targets, extra = test_targets(session.posargs), ["--durations=10", *session.posargs]
+    # loadgroup: a module whose tests share an expensive fixture (a built mini-matrix, a grown copy of the project) marks
+    # itself xdist_group and runs on one worker, so the fixture is built once, not once per worker.
+    targets, extra = test_targets(session.posargs), ["--dist", "loadgroup", "--durations=10", *session.posargs]
     harness = dataclasses.replace(DECLARED, cell_deadline_s=None)
     command = pytest_command(
         "python", harness, cell_id="system", pins=None, run_file=run_file, runner="xdist", targets=targets, extra=extra

@@ -41,6 +41,8 @@ def _cell(lightning: str) -> str:
 REPRODUCED, FIXED = _cell("2.0.3"), _cell("2.6.6")
 #: One quick variant of FIXED's own cases (a cell runs only the variants of the cases it was planned for): T5 + Adafactor.
 QUICK, QUICK_ID = "adafactor_closure", "t5_loss_no_grad_fn::adafactor_closure[cpu]"
+#: The tests of the mini-matrix run on one xdist worker (--dist loadgroup), so its two cells are built and run once.
+MINI = pytest.mark.xdist_group("mini-matrix")
 #: What nox printed while the mini-matrix's cells ran (set by the fixture).
 LOGGED: dict[str, str] = {}
 
@@ -71,6 +73,7 @@ def _outcome(reports: Path, cell: str, variant: str) -> str:
     return next(r["outcome"] for r in data["results"] if r["id"] == variant)
 
 
+@MINI
 def test_cells_record_the_seed_story(mini_matrix: Path) -> None:
     """Lightning 2.0.3 reproduces, 2.6.6 is fixed, the workaround holds in both."""
     assert _outcome(mini_matrix, REPRODUCED, T5) == "reproduced"
@@ -100,6 +103,7 @@ def html_cell(html: str, variant: str, cell: str) -> str:
     return entry.group(1)
 
 
+@MINI
 def test_a_cell_sessions_log_lines_are_short(mini_matrix: Path) -> None:
     """Issue 35: the input key and axis spec travel in the cell's spec file, so nox logs a short command (< 400 characters)."""
     lines = LOGGED["cells"].splitlines()
@@ -109,6 +113,7 @@ def test_a_cell_sessions_log_lines_are_short(mini_matrix: Path) -> None:
     assert len(longest) < 400, f"{len(longest)} characters: {longest}"
 
 
+@MINI
 def test_report_shows_both_outcomes_and_the_workaround(mini_matrix: Path) -> None:
     """The generated report carries what the cells recorded, in every format: read from the table cells, not the legend."""
     compat = json.loads((mini_matrix / "compat.json").read_text())
@@ -125,6 +130,7 @@ def test_report_shows_both_outcomes_and_the_workaround(mini_matrix: Path) -> Non
     assert html_cell(html, "t5_loss_no_grad_fn::enable_grad_closure[cpu]", REPRODUCED) == "fixed"
 
 
+@MINI
 def test_exported_repro_reproduces_in_a_fresh_venv(mini_matrix: Path, tmp_path: Path) -> None:
     """``repro`` writes a script that, in a new venv from its requirements.txt, gives the suite's outcome."""
     out = tmp_path / "repro"
