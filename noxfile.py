@@ -140,7 +140,14 @@ def run_planned_cell(session: nox.Session, spec: CellSpec, run_file: Path, *, ve
     )
     if done.install_failed:
         session.warn(f"install-failed, recorded: {done.install_failed.splitlines()[-1]}")
+    require_finished(session, spec.id, done)
     return done
+
+
+def require_finished(session: nox.Session, cell_id: str, done: CellRun) -> None:
+    """A run whose run file is not its whole record fails the session, whatever pytest's exit code said (issue 45)."""
+    if done.unfinished:
+        session.error(f"{cell_id}: the cell did not finish: {done.unfinished}")
 
 
 @nox.session(python=False)
@@ -219,9 +226,15 @@ def system(session: nox.Session) -> None:
         session.run(*command, env=env, success_codes=[0, 1])
         return 0
 
-    run_cell(
-        planned(session).matrix, CellSpec("system", None), run_file_path(output_dir(), "system"), execute=execute, extra=session.posargs
+    done = run_cell(
+        planned(session).matrix,
+        CellSpec("system", None),
+        run_file_path(output_dir(), "system"),
+        execute=execute,
+        extra=session.posargs,
+        log=session.log,
     )
+    require_finished(session, "system", done)
 
 
 def run_cli(session: nox.Session, command: str, *args: str) -> None:

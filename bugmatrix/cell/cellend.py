@@ -6,8 +6,10 @@
   waits until the first ends; the kernel releases the lock when its holder dies.
 * **The cell dies with its parent.** The controlling process and xdist's
   workers ask for SIGKILL when their parent dies (``PR_SET_PDEATHSIG``): killing
-  nox leaves no pytest writing on. (Strictly the signal follows the *thread*
-  that started the process: the runner waits for a cell in the thread that started it.)
+  nox leaves no pytest writing on. The runner names itself in the cell's
+  environment, so its pytest asks at its first line and ends at once if nox died
+  before (:func:`~bugmatrix.cell.descendants.die_with_runner`). (Strictly the signal
+  follows the *thread* that started the process: the runner waits for a cell in the thread that started it.)
 * **A deadline for the whole cell** (``[harness] cell_deadline_s``, passed in the
   cell's spec, or ``--bugmatrix-cell-deadline``): when it passes, everything the
   cell still runs is killed, every selected variant not yet recorded is

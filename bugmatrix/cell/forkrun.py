@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bugmatrix.cell.descendants import become_subreaper, die_with_parent, is_subreaper, kill_descendants
+from bugmatrix.cell.descendants import REAP_S, become_subreaper, die_with, is_subreaper, kill_descendants, reap
 
 __all__ = ["Child", "ChildEnd", "DeadlinePassed", "ForkPool", "can_fork", "default_children", "describe_status"]
 
@@ -133,20 +133,13 @@ def _redirect_output(files: Path) -> None:
     faulthandler.enable(file=sys.stderr)
 
 
-def _die_with(parent: int) -> None:
-    """Linux: SIGKILL this child when the cell process dies (its own process group would outlive a kill of the cell's)."""
-    die_with_parent(signal.SIGKILL)
-    if os.getppid() != parent:  # the cell process died before the line above took effect
-        os._exit(70)
-
-
 def _child_main(fn: Callable[[], Any], files: Path, parent: int) -> None:
     """The child's whole life: run ``fn``, write its JSON result, ``os._exit`` (no atexit, no pytest teardown)."""
     pid = os.getpid()
     code = 0
     try:
         os.setpgid(0, 0)  # its own group: the parent kills it with everything it started
-        _die_with(parent)
+        die_with(parent)  # its own process group would outlive a kill of the cell's
         # Its descendants stay its own while it lives, so what reaches the cell process after it ended is its own.
         become_subreaper()
         _redirect_output(files)
@@ -306,14 +299,13 @@ class ForkPool:
             os.killpg(child.pid, signal.SIGKILL)
 
     def close(self) -> None:
-        """Kill and reap every child still running; remove the pool's files."""
-        for child in list(self.running.values()):
+        """Kill and reap every child still running (never waiting on one for long: :func:`reap`); remove the pool's files."""
+        for child in self.running.values():
             self._kill(child)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(child.pid, 0)
             if child.pidfd is not None:
                 self._selector.unregister(child.pidfd)
                 os.close(child.pidfd)
+        reap([c.pid for c in self.running.values()], time.monotonic() + REAP_S)
         self.running.clear()
         self._reap_orphans()
         if (

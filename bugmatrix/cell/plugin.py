@@ -68,7 +68,7 @@ from bugmatrix.cell.axes import active_spec, parse_spec, set_active_spec, spec_f
 from bugmatrix.cell.case import Case, Variant, case_of_module
 from bugmatrix.cell.cellend import CellDeadline, WorkerWatch, expire, say_past_capture, worker_pid
 from bugmatrix.cell.cellspec import CellOptions, read_options
-from bugmatrix.cell.descendants import become_subreaper, die_with_parent, kill_descendants
+from bugmatrix.cell.descendants import become_subreaper, die_with, die_with_runner, kill_descendants
 from bugmatrix.cell.execution import Executed, execute_variant, installed_versions
 from bugmatrix.cell.forkloop import cuda_initialized_here, grace, probe_in_child, run_forked
 from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, can_fork, default_children
@@ -80,6 +80,10 @@ from bugmatrix.cell.runfile import VariantRecord
 from bugmatrix.errors import BugmatrixError
 
 __all__ = ["CaseFile", "Runner", "VariantItem", "runner_of"]
+
+#: Who started this process. First thing, before pytest gets further: a cell the runner started dies with it from here
+#: on, and ends now if it is gone already (nox SIGKILLed before pytest configured would leave an orphan writing on).
+STARTED_BY = die_with_runner()
 
 SPEC_DESC = (
     "the cell's spec file (JSON, written by bugmatrix.run.command): cell, run file, JUnit file, pins, axes, "
@@ -226,7 +230,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # What a variant leaves running comes back here (setsid included) to be killed and named; and this process
         # (a worker: with its controller) dies with its parent: killing nox leaves no pytest writing on (cellend.py).
         become_subreaper()
-        die_with_parent()
+        die_with(STARTED_BY)
     if is_worker(config):
         return
     state = config.stash[STATE_KEY] = RunState(config, options, _observer(config), exclusive=is_a_cell(config))

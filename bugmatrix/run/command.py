@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.cellspec import CellOptions
+from bugmatrix.cell.descendants import PARENT_ENV
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_text_atomic
 from bugmatrix.paths import ROOT
@@ -136,5 +137,7 @@ def pytest_command(
 
 
 def cell_env(root: Path = ROOT) -> dict[str, str]:
-    """The environment a cell's pytest gets: the harness importable (not installed), hashes seeded."""
-    return {**os.environ, "PYTHONPATH": str(root), "PYTHONHASHSEED": "0"}
+    """The environment a cell's pytest gets: the harness importable (not installed), hashes seeded, and the pid of
+    this process, which starts it: the cell dies with it, even when it dies before the cell's pytest got going
+    (:func:`~bugmatrix.cell.descendants.die_with_runner`)."""
+    return {**os.environ, "PYTHONPATH": str(root), "PYTHONHASHSEED": "0", PARENT_ENV: str(os.getpid())}

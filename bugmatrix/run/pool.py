@@ -43,12 +43,10 @@ from bugmatrix.run.diskbudget import MARGIN_GIB, STACK_GIB
 from bugmatrix.run.reuse import ReusePolicy
 from bugmatrix.run.runner import CellSpec, release, run_cell
 
-__all__ = ["JOBS_ENV", "RECORDED_EXITS", "WORKERS_ENV", "Finished", "Job", "Slots", "describe", "run_cells", "run_job", "slots"]
+__all__ = ["JOBS_ENV", "WORKERS_ENV", "Finished", "Job", "Slots", "describe", "run_cells", "run_job", "slots"]
 
 JOBS_ENV = "BUGMATRIX_JOBS"
 WORKERS_ENV = "BUGMATRIX_WORKERS"
-#: pytest's exit codes that mean the cell ran and recorded: 0, 1 (an outcome differs).
-RECORDED_EXITS = (0, 1)
 
 
 @dataclass(frozen=True)
@@ -125,6 +123,7 @@ class Finished:
     returncode: int | None
     install_failed: str | None
     reused: bool
+    unfinished: str | None = None  # why its run file is not the whole record of its run (runner.unfinished)
 
 
 def run_job(job: Job) -> Finished:
@@ -153,7 +152,7 @@ def run_job(job: Job) -> Finished:
             reuse=job.reuse,
             log=said,
         )
-    return Finished(job.spec.id, time.perf_counter() - started, done.returncode, done.install_failed, done.reused)
+    return Finished(job.spec.id, time.perf_counter() - started, done.returncode, done.install_failed, done.reused, done.unfinished)
 
 
 def describe(finished: Finished, run_file: Path, log: Path) -> str:
@@ -161,8 +160,8 @@ def describe(finished: Finished, run_file: Path, log: Path) -> str:
     timing = f"({finished.seconds:.1f} s)"
     if finished.install_failed is not None:
         return f"{finished.cell} install-failed: {finished.install_failed.strip().splitlines()[-1]} {timing}"
-    if finished.returncode is not None and finished.returncode not in RECORDED_EXITS:
-        return f"{finished.cell} pytest exited {finished.returncode}, see {log} {timing}"
+    if finished.unfinished is not None:
+        return f"{finished.cell} did not finish (pytest exited {finished.returncode}): {finished.unfinished}; see {log} {timing}"
     try:
         record = load_run_file(run_file)
     except (OSError, ValueError, BugmatrixError) as exc:

@@ -35,6 +35,7 @@ command is executed and timed), never a copy of a step:
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bugmatrix.cell.caseenv import Env
+from bugmatrix.cell.descendants import reaping
 from bugmatrix.cell.preload import IMPORT_CHECK_ENV
+from bugmatrix.cell.runfile import load_run_file
+from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
@@ -72,6 +76,7 @@ __all__ = [
     "prepare",
     "release",
     "run_cell",
+    "unfinished",
 ]
 
 #: Runs a command with an environment and returns its exit code (nox's session.run, a subprocess with a timeout, ...).
@@ -123,6 +128,8 @@ class CellRun:
     install_failed: str | None = None
     returncode: int | None = None
     decision: Decision | None = None
+    #: Why the run file is not the whole record of the pytest that ran (None: it is, or pytest did not run): a failure.
+    unfinished: str | None = None
 
     @property
     def reused(self) -> bool:
@@ -219,9 +226,39 @@ def run_cell(
         **({"runner": runner} if runner else {}),
     )
     modules = matrix.import_modules(spec.pins) if spec.pins is not None else []
+    since = dt.datetime.now(dt.UTC).replace(microsecond=0)
     env = cell_env(root) | dict(spec.extra.variables) | ({IMPORT_CHECK_ENV: ",".join(modules)} if modules else {})
-    code = execute(command, bytecode_env(env, environment.venv))
-    return CellRun(run_file, environment, returncode=code, decision=decision)
+    # What the cell leaves running when it dies itself (a variant aborts the process that runs it) comes back here.
+    with reaping(when="after the cell's pytest ended") as left:
+        code = execute(command, bytecode_env(env, environment.venv))
+    if left and log is not None:
+        log(f"killed {len(left)} process(es) the cell left running: " + "; ".join(left))
+    return CellRun(run_file, environment, returncode=code, decision=decision, unfinished=unfinished(run_file, since))
+
+def unfinished(run_file: Path, since: dt.datetime) -> str | None:
+    """Why ``run_file`` is not the whole record of a cell run that started at ``since`` (None: it is).
+
+    Decided from the run file, never from pytest's exit code alone: a variant can end the process that runs it with
+    any code (``os._exit(7)`` is also the code of a stack that does not import), and a cell killed or hung leaves the
+    previous run's file in place, looking like tonight's.
+    """
+    try:
+        run = load_run_file(run_file)
+    except BugmatrixError as exc:
+        return f"no readable run file: {exc}"
+    try:
+        started = dt.datetime.fromisoformat(run.started)
+    except ValueError:
+        started = None
+    if started is None or started < since:
+        return f"{run_file} was not written by this run (it is from a run started {run.started or 'at an unknown time'}): the cell ended before it recorded anything"
+    if not run.complete:
+        recorded = {r.id for r in run.results}
+        running = f"; it was running {', '.join(run.running)}" if run.running else ""
+        return (
+            f"{run_file} is not complete: {len(recorded & set(run.selected))} of {len(run.selected)} selected variant(s) recorded{running}"
+        )
+    return None
 
 
 def bytecode_env(env: Mapping[str, str], venv: Path | None) -> dict[str, str]:

@@ -17,7 +17,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import output_dir
 from bugmatrix.report.history import flaky_in_history
 from bugmatrix.run.diskbudget import free_gib, uv_cache_dir
-from bugmatrix.run.pool import JOBS_ENV, RECORDED_EXITS, WORKERS_ENV, run_cells, slots
+from bugmatrix.run.pool import JOBS_ENV, WORKERS_ENV, run_cells, slots
 from bugmatrix.run.runner import CellSpec
 
 __all__ = ["add_arguments", "run"]
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     order = [CellSpec.of(c) for c in plan.cells]
     done = run_cells(plan.matrix, specs, reports, jobs=chosen.jobs, workers=chosen.workers, reuse=policy, order=order)
-    broken = [d.cell for d in done if d.install_failed is None and d.returncode is not None and d.returncode not in RECORDED_EXITS]
+    broken = [d.cell for d in done if d.unfinished is not None]
     print(f"bugmatrix: {len(done)} cell(s) in {time.perf_counter() - started:.1f} s -> {reports / 'runs'}")
     if broken:
         print(f"bugmatrix: {len(broken)} cell(s) did not run to the end: {', '.join(broken)} (their logs: {reports / 'logs'})")
