@@ -235,6 +235,7 @@ def run_cell(
         log(f"killed {len(left)} process(es) the cell left running: " + "; ".join(left))
     return CellRun(run_file, environment, returncode=code, decision=decision, unfinished=unfinished(run_file, since))
 
+
 def unfinished(run_file: Path, since: dt.datetime) -> str | None:
     """Why ``run_file`` is not the whole record of a cell run that started at ``since`` (None: it is).
 
