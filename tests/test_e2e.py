@@ -55,7 +55,7 @@ def _nox(*args: str, reports: Path, env: dict[str, str] | None = None) -> subpro
     return subprocess.run([nox, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800, check=False)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker: its group runs on one, but other modules may come between its tests
 def mini_matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Run the two cells (T5 variants only, to stay fast) and the report, once."""
     reports = tmp_path_factory.mktemp("reports")

@@ -15,15 +15,15 @@ Then, in the copy (one copy for the module's tests, on one xdist worker):
 
 * ``nox -l`` lists every session of the original checkout plus the new cells;
 * smoke's committed choice is recomputed, as step 4 says;
-* the harness tests that plan, key, price or read the catalogue pass there as
-  they do here, but the catalogue's policy check, which names the new cases
-  only (a newcomer's fifth case once failed tests/test_reuse.py with
+* the harness tests that read the catalogue or the matrix pass there as they
+  do here, but the catalogue's policy check, which names the new cases only (a newcomer's fifth case once failed tests/test_reuse.py with
   StopIteration, two tests of tests/test_slices.py and this test);
 * both cells of ``table_separator`` are built with uv and run through nox
   (``-- -k <case>``), and the report shows one reproduced and one fixed.
 
-The harness tests run in three shards, each a test of its own, so no single
-test holds minutes of them; the two cells link torch 2.15.0 from uv's cache,
+The harness tests that read the catalogue on purpose run in two shards, each a
+test of its own (every other test plans a fixture catalogue, which a static
+check here holds them to); the two cells link torch 2.15.0 from uv's cache,
 where the tests session put it (no download).
 """
 
@@ -80,16 +80,36 @@ SCRATCH = {
     "scratch_own": ("torch", "transformers"),
 }
 NEW = (CASE, *SCRATCH)
-#: The harness tests that plan (cells, keys, costs, smoke's choice, bisect's range) or read the catalogue or the live
-#: matrix to do so, in three shards of about equal cost; the policy check is the one expected to fail.
+#: The harness test files that read this checkout's catalogue or matrix on purpose (every other test plans a fixture
+#: catalogue: :func:`test_only_the_listed_tests_read_the_live_catalogue` holds them to it), in two shards of about equal
+#: cost; in the grown copy only the policy check may fail, and only for the new cases.
+LIVE = {
+    "tests/test_axis_isolation.py": "its [live] parametrization plans the real catalogue and matrix",
+    "tests/test_benchmark_stability.py": "the stability benchmark's smoke row plans the real catalogue",
+    "tests/test_case_api.py": "the real case modules against the case API (the loader, the catalog against pytest)",
+    "tests/test_command_line.py": "every planned cell's logged command",
+    "tests/test_inputkey.py": "every nightly cell of the real plan has a key",
+    "tests/test_matrix.py": "the live matrix and catalogue plan every profile",
+    "tests/test_reading.py": "the real variants' declared axes",
+    "tests/test_catalogue.py": "the project's policies for its catalogue (the one expected to name the new cases)",
+    "tests/test_no_axis_named.py": "no module names an axis of the live matrix (a fifth one included)",
+}
 SHARDS = {
-    "plan": ("tests/test_plan.py", "tests/test_slices.py", "tests/test_matrix.py", "tests/test_catalogue.py", "tests/test_no_axis_named.py"),
-    "keys": ("tests/test_reuse.py", "tests/test_inputkey.py", "tests/test_command_line.py", "tests/test_case_api.py", "tests/test_reading.py"),
-    "read": (
-        "tests/test_case_versions.py", "tests/test_case_cost.py", "tests/test_expectation.py", "tests/test_axis_isolation.py",
-        "tests/test_bisect_logic.py", "tests/test_benchmark_stability.py",
-    ),
-}  # fmt: skip
+    "catalogue": tuple(f for f in LIVE if f.endswith(("isolation.py", "stability.py", "catalogue.py", "no_axis_named.py", "reading.py"))),
+    "keys": tuple(f for f in LIVE if f.endswith(("case_api.py", "command_line.py", "inputkey.py", "matrix.py"))),
+}
+#: Test files that name the live cases/ or matrix.toml but cannot be moved by a new case: why each.
+NAMES_LIVE_ONLY = {
+    "tests/test_cell_ends.py": "planted cases",
+    "tests/test_faults.py": "planted cases and the two real case files it names",
+    "tests/test_fork_runner.py": "planted cases",
+    "tests/test_cli_errors.py": "only checks that nothing lands in cases/",
+    "tests/test_docs_links.py": "cases/README.md's links",
+    "tests/test_issue_bodies.py": "the repro export of one named variant",
+    "tests/test_site_links.py": "the repro export of one named variant",
+    "tests/test_e2e.py": "e2e: runs the real cases (and plans its two named cells)",
+    "tests/test_new_case_and_axis.py": "this file",
+}
 POLICY = "tests/test_catalogue.py::test_the_catalogue_keeps_the_project_policies"
 
 
@@ -152,7 +172,7 @@ def in_clone(root: Path, *args: str, timeout: int = 600) -> subprocess.Completed
     return subprocess.run([sys.executable, "-m", *args], cwd=root, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def grown(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The copy with the fifth axis and the three new cases: each one file, the axis one entry more."""
     root = tmp_path_factory.mktemp("grown") / "clone"
@@ -167,19 +187,30 @@ def grown(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_nox_lists_every_session_it_did_and_the_new_cells(grown: Path) -> None:
     before, after = sessions(ROOT), sessions(grown)
     assert before <= after, f"sessions gone or renamed: {sorted(before - after)[:5]}"
-    added = after - before
-    smoke = {f"cell(py311-torch2.15.0-tab{v})" for v in ("0.8.10", "0.9.0")}
-    # Each new cell is a cell session and its re-resolve lane twin (fresh), named for the new axis or the case's own release.
-    assert smoke <= added and all(s.startswith(("cell(", "fresh(")) and ("-tab0." in s or "-tf4.51.3" in s) for s in added), sorted(added)
-    planned = in_clone(grown, "bugmatrix", "plan", "--profile", "nightly", "--variants")
+    planned = in_clone(grown, "bugmatrix", "plan", "--profile", "full", "--variants")
     assert planned.returncode == 0, planned.stderr[-2000:]
+    runs = dict(re.findall(r"^(\S+) .*\n    runs (.*)$", planned.stdout, flags=re.M))
     assert "scratch_shared::core[cpu]" in planned.stdout and "tf4.51.3" in planned.stdout, "the scratch cases are planned there"
+    added = after - before
+    assert {f"cell(py311-torch2.15.0-tab{v})" for v in ("0.8.10", "0.9.0")} <= added
+    # Each new session is a cell (or its re-resolve lane twin, fresh) where a new case runs: no other case gained one.
+    for session in added:
+        kind, cell = session.rstrip(")").split("(", 1)
+        assert kind in ("cell", "fresh") and any(v.split("::")[0] in NEW for v in runs[cell].split(", ")), (session, runs.get(cell))
 
 
 def test_smoke_is_recomputed_with_the_new_cases(grown: Path) -> None:
     """docs/cases.md step 4: smoke is computed; a new case (and axis) is followed by recomputing its committed choice."""
     recomputed = in_clone(grown, "bugmatrix", "plan", "--compute", "smoke", "--write")
     assert recomputed.returncode == 0 and CASE in recomputed.stdout, recomputed.stdout[-2000:] + recomputed.stderr[-2000:]
+
+
+def test_only_the_listed_tests_read_the_live_catalogue() -> None:
+    """Issue 44: tests plan fixture catalogues (tests/reference.py), never cases/ (a newcomer's case failed three of them)."""
+    reads = re.compile(r'ROOT / "cases"|load_catalog\(ROOT|\bcase_modules\b|parent\.parent / "cases"')
+    found = {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py") if reads.search(p.read_text(encoding="utf-8"))}
+    unlisted = sorted(found - set(LIVE) - set(NAMES_LIVE_ONLY))
+    assert not unlisted, f"tests that read cases/ without a reason here (plan tests.reference's catalogue instead): {unlisted}"
 
 
 @pytest.mark.parametrize("shard", list(SHARDS))
