@@ -128,7 +128,7 @@ def test_the_resolution_round_trips_through_its_file(registry: Path, tmp_path: P
     save_resolution(path, resolution)
     assert load_resolution(path) == resolution
     path.write_text("{")
-    with pytest.raises(BugmatrixError, match=r"resolution.json: unreadable resolution .* re-run the plan"):
+    with pytest.raises(BugmatrixError, match=r"resolution.json: not valid JSON .* re-run the plan"):
         load_resolution(path)
 
 

@@ -9,14 +9,14 @@ as the report escapes it.
 from __future__ import annotations
 
 import html
-import json
 import re
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 import bugmatrix.report as report_package
-from bugmatrix.files import write_json_atomic, write_text_atomic
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import read_json, read_text, write_json_atomic, write_text_atomic
 from bugmatrix.publish.issue_html import render_markdown
 from bugmatrix.publish.markers import parse_markers
 
@@ -86,7 +86,7 @@ def _issues(directory: Path) -> tuple[tuple[str, str], ...]:
     """The night's issue bodies (``<stem>.md``), each with the title and key its marker carries."""
     found = []
     for path in sorted(directory.glob("*.md")) if directory.is_dir() else ():
-        markers = parse_markers(path.read_text(encoding="utf-8", errors="replace"))
+        markers = parse_markers(read_text(path, "issue body"))
         found.append((path.stem, markers[0].title if markers and markers[0].title else path.stem, markers[0].key if markers else ""))
     return tuple(found)
 
@@ -97,7 +97,7 @@ def summarize(site: Path, date: str, profile: str, commit: str, path: str) -> Ni
     issues = tuple((stem, title) for stem, title, _ in found)
     flaky = sum(1 for _, _, key in found if key.startswith("flaky:"))
     try:
-        data = json.loads((site / path / "compat.json").read_text(encoding="utf-8"))
+        data = read_json(site / path / "compat.json", "compat document")
         verdicts: dict[str, int] = {}
         outcomes = {"reproduced": 0, "fixed": 0, "other": 0}
         for per_cell in (data.get("results") or {}).values():
@@ -128,7 +128,7 @@ def summarize(site: Path, date: str, profile: str, commit: str, path: str) -> Ni
             other=outcomes["other"],
             issues=issues,
         )
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError):
+    except (BugmatrixError, ValueError, AttributeError, TypeError):
         return NightSummary(date, profile, commit, path, flaky=flaky, issues=issues, readable=False)
 
 
@@ -270,9 +270,7 @@ def write_history_pages(site: Path, nights: list[tuple[str, str, str, str]], roo
     for s in summaries:
         for stem, title in s.issues:
             source = site / s.path / "issues" / f"{stem}.md"
-            write_text_atomic(
-                source.with_suffix(".html"), issue_page(title, source.read_text(encoding="utf-8", errors="replace"), source.name)
-            )
+            write_text_atomic(source.with_suffix(".html"), issue_page(title, read_text(source, "issue body"), source.name))
     write_text_atomic(site / "nights.html", nights_page(summaries))
     document = badge(next((s for s in summaries if s.profile == root_profile), None))
     write_json_atomic(site / "badge.json", document)

@@ -9,10 +9,10 @@ hand-edited file fails here, by name, never as a traceback further on.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import read_json
 from bugmatrix.report.model import COMPAT_SCHEMA, OLD_COMPAT_SCHEMAS, Compat
 
 __all__ = ["SCHEMA_FILE", "load_compat"]
@@ -43,11 +43,7 @@ def _check_shape(path: Path, data: object) -> dict:
 
 def load_compat(path: Path) -> Compat:
     """Read a compat document (the baseline) of any known version."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        msg = f"{path}: unreadable compat file ({exc}); {FIX}"
-        raise BugmatrixError(msg) from exc
+    data = read_json(path, "compat document", fix=FIX)
     try:
         return Compat.from_json(_check_shape(path, data))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

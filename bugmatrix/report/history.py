@@ -40,6 +40,7 @@ downgraded.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,7 @@ from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_text_atomic
+from bugmatrix.files import parse_json, read_text, write_text_atomic
 from bugmatrix.report.model import Compat
 
 __all__ = [
@@ -156,29 +157,30 @@ def night_from_compat(compat: Compat, date: str) -> Night:
 
 def load_history(path: Path) -> list[Night]:
     """Every night in ``path``, oldest first; a missing file is a new, empty history."""
-    if not path.exists():
+    if not os.path.lexists(path):
         return []
     fix = f"move it aside (mv {path} {path}.bad) to start a new history, or restore it from the last nightly's artifact"
     nights = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        msg = f"{path}: unreadable history ({exc}); {fix}"
-        raise BugmatrixError(msg) from exc
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(read_text(path, "history", fix=fix).splitlines(), 1):
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = parse_json(line)
             if data.get("schema") != HISTORY_SCHEMA:
                 msg = f"schema {data.get('schema')!r} is not {HISTORY_SCHEMA!r}"
                 raise ValueError(msg)
-            cells = tuple(str(c) for c in data["cells"])
-            outcomes = {str(k): str(v) for k, v in data["outcomes"].items()}
+            cells, outcomes = data["cells"], data["outcomes"]
+            if not isinstance(cells, list) or not all(isinstance(c, str) for c in cells):
+                msg = "cells is not a list of cell ids"
+                raise ValueError(msg)
+            if not isinstance(outcomes, dict) or not all(isinstance(v, str) for v in outcomes.values()):
+                msg = "outcomes is not an object of strings"
+                raise ValueError(msg)
             if any(len(v) != len(cells) for v in outcomes.values()):
                 msg = "an outcome string's length differs from the number of cells"
                 raise ValueError(msg)
-            nights.append(Night(str(data["date"]), str(data.get("commit", "")), str(data.get("profile", "")), cells, outcomes))
+            night = Night(str(data["date"]), str(data.get("commit", "")), str(data.get("profile", "")), tuple(cells), outcomes)
+            nights.append(night)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             msg = f"{path}:{number}: corrupt history line ({exc}); {fix}"
             raise BugmatrixError(msg) from exc

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import read_text
 from bugmatrix.report.markdown import code, escape_md
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.terminal import summary_rows
@@ -49,9 +50,9 @@ def readme_table(report: NightReport) -> str:
 def _read(path: Path) -> tuple[str, int, int]:
     """The README's text and where its markers start; one-line errors for a missing file or markers."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        msg = f"--readme {path}: cannot read it ({exc.strerror}); pass the README that holds the table"
+        text = read_text(path, "README", fix="pass the README that holds the table")
+    except BugmatrixError as exc:
+        msg = f"--readme {exc}"
         raise BugmatrixError(msg) from None
     start, end = text.find(START), text.find(END)
     if start < 0 or end < start:

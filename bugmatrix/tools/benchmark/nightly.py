@@ -37,7 +37,6 @@ needs, so a final size would undercount). Each night's reports stay in
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import shutil
 import sys
@@ -48,7 +47,8 @@ from pathlib import Path
 
 from bugmatrix.cell.runfile import load_run_dir
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_json_atomic
+from bugmatrix.files import read_json, write_json_atomic
+from bugmatrix.lane import load_reresolved
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell, plan_cells
@@ -119,8 +119,8 @@ def _night(root: Path, profile: str, reports: Path, env: Mapping[str, str], *, l
         wall = time.perf_counter() - started
     runs = load_run_dir(reports / "runs") if (reports / "runs").is_dir() else []
     siblings = load_run_dir(reports / "fresh" / "runs") if (reports / "fresh" / "runs").is_dir() else []
-    lane_file = reports / "fresh" / "resolve.json"
-    moved = [c["cell"] for c in json.loads(lane_file.read_text())["cells"] if c["status"] == "moved"] if lane_file.exists() else []
+    lane = load_reresolved(reports / "fresh")
+    moved = [c.cell for c in lane.cells.values() if c.status == "moved"] if lane else []
     return Night(
         wall / 60,
         frozenset(r.cell for r in runs if r.reused_from is None),
@@ -160,7 +160,7 @@ def _full_figure(work: Path, profile: str, measured: float | None) -> tuple[floa
     if measured is not None:
         write_json_atomic(record, {"profile": profile, "wall_min": measured, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
         return measured, "the setup night, measured now"
-    data = json.loads(record.read_text()) if record.exists() else {}
+    data = read_json(record, "benchmark record") if record.exists() else {}
     if data.get("profile") != profile:
         return None, f"no setup night of the {profile} profile recorded; pass --fresh-setup"
     return float(data["wall_min"]), f"the setup night of {data['date']}"
@@ -276,7 +276,7 @@ def measure_nightly_reuse(
     out = output_dir() / "benchmark-nightly"
     previous, locks = work / "previous", work / "locks"
     measured = None
-    recorded = json.loads((work / "setup.json").read_text()).get("profile") if (work / "setup.json").exists() else None
+    recorded = read_json(work / "setup.json", "benchmark record").get("profile") if (work / "setup.json").exists() else None
     kept = not fresh_setup and recorded == profile and (previous / "runs").is_dir() and locks.is_dir()
     stale = stale_setup(root, matrix, cells, previous, locks) if kept else ""
     if stale:
