@@ -112,7 +112,9 @@ def _lane_lines(report: NightReport) -> list[str]:
         if cell.breaks:
             lines.append(f"    ⚠ {cell.cell}: {cell.breaks}")
             continue
-        sibling = {"ran": "ran fresh", "reused": f"fresh run {REUSED} reused", "not-run": "NOT run fresh"}.get(cell.sibling, cell.sibling)
+        sibling = {"ran": "ran fresh", "reused": f"fresh run {REUSED} reused", "not-run": f"NOT run fresh: {cell.reason}"}.get(
+            cell.sibling, cell.sibling
+        )
         lines.append(f"    {cell.cell}: moved {'; '.join(cell.moved)} ({sibling})")
         lines += [f"      {d.variant}: locked {d.locked} → fresh {d.fresh}" for d in cell.differences]
     lines += [f"    {len(cells)} cell(s) moved {'; '.join(moved)}: no outcome differs" for moved, cells in quiet[:HEADLINE_LIMIT]]
