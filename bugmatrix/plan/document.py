@@ -17,6 +17,7 @@ from typing import Any
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_json
 from bugmatrix.plan.cells import PLAN_SCHEMA
+from bugmatrix.values import profile_name
 
 __all__ = ["PlanDocument", "PlannedAxis", "PlannedCell", "read_plan_document"]
 
@@ -76,7 +77,11 @@ class PlanDocument:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             msg = f"a cell or axis entry is malformed ({exc!r})"
             raise ValueError(msg) from None
-        return cls(str(data.get("profile") or ""), cells, axes, resolution)
+        try:  # the profile reaches file names, the site's paths and the issue bodies' links: one rule, here too
+            profile = profile_name(data.get("profile"), "profile")
+        except BugmatrixError as exc:
+            raise ValueError(str(exc)) from None
+        return cls(profile, cells, axes, resolution)
 
 
 def read_plan_document(path: Path, option: str = "--plan") -> PlanDocument:

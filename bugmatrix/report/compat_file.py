@@ -14,6 +14,7 @@ from pathlib import Path
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_json
 from bugmatrix.report.model import COMPAT_SCHEMA, OLD_COMPAT_SCHEMAS, Compat
+from bugmatrix.values import profile_name
 
 __all__ = ["SCHEMA_FILE", "load_compat"]
 
@@ -27,6 +28,11 @@ def _check_shape(path: Path, data: object) -> dict:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         msg = f"{path}: schema {found!r} is not {COMPAT_SCHEMA!r}; {FIX}"
         raise BugmatrixError(msg)
+    try:  # the profile reaches file names, the site's paths and the issue bodies' links: one rule for it everywhere
+        profile_name(data.get("profile"), "key 'profile'")
+    except BugmatrixError as exc:
+        msg = f"{path}: {exc}; {FIX}"
+        raise BugmatrixError(msg) from None
     for key, kind in {"cells": list, "variants": list, "results": dict}.items():
         if not isinstance(data.get(key), kind):
             msg = f"{path}: key {key!r} must be a JSON {'array' if kind is list else 'object'}; {FIX}"

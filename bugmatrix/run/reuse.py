@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bugmatrix import values
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord, load_run_file
 from bugmatrix.errors import BugmatrixError
@@ -79,9 +80,9 @@ class ReuseOptions:
 
 def split_reuse_options(args: Sequence[str]) -> tuple[ReuseOptions, list[str]]:
     """``--no-reuse`` and ``--reuse-from DIR`` out of a session's arguments; the rest is pytest's."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser = argparse.ArgumentParser(prog="--", add_help=False, allow_abbrev=False)
     parser.add_argument("--no-reuse", action="store_true")
-    parser.add_argument("--reuse-from", type=Path)
+    parser.add_argument("--reuse-from", type=values.existing_dir)  # a mistyped directory is an error, not "reuse nothing"
     known, rest = parser.parse_known_args(list(args))
     return ReuseOptions(known.no_reuse, known.reuse_from), rest
 
