@@ -212,6 +212,10 @@ def _profiles(
                 continue
             profiles[name][axis] = check.versions(values, f"{key}.{axis}", symbolic=not axes[axis].is_interpreter)
             check.listed(profiles[name][axis], f"{key}.{axis}", axes[axis], f"add it to axes.{axis}.versions or remove it")
+        if not profiles[name] and "computed" not in table:
+            example = next((a for a in axes.values() if not a.is_interpreter), next(iter(axes.values())))
+            fix = f'list the versions it runs, e.g. {example.name} = ["{example.versions[-1]}"], or remove it'
+            raise check.fail(key, "lists no versions (and is not computed): it would plan the base cells alone", fix)
         if "within" in table:
             within[name] = table["within"]
         if "computed" in table:
