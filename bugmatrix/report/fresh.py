@@ -123,6 +123,8 @@ class FreshLane:
     held: Mapping[str, str] = field(default_factory=dict)
     cells: tuple[FreshCell, ...] = ()
     stale: tuple[str, ...] = ()
+    #: The sibling run files shown as tonight's (``fresh/runs/<cell>.json`` -> digest): what the history records of them.
+    files: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def count(self, status: str) -> int:
         return sum(1 for c in self.cells if c.status == status and not c.cell.endswith("-cuda"))
@@ -232,7 +234,7 @@ def load_fresh_lane(
     broken = {u.cell: u.why for u in unreadable}
     resolved_at = _moment(record.resolved_at)
     stale = sorted(cid for cid, run in siblings.items() if not _is_tonights(run, lane_dir, resolved_at))
-    cells = []
+    cells, files = [], {}
     for cell in compat.cells:
         resolved = record.cells.get(cell.id.removesuffix("-cuda"))
         if resolved is None:
@@ -247,9 +249,10 @@ def load_fresh_lane(
             )
             cells.append(FreshCell(cell.id, "moved", resolved.moved, why, "not-run"))
             continue
+        files[f"fresh/runs/{cell.id}.json"] = sibling.digest
         failed = sibling.install.get("status") == "failed"
         kind = "install-failed" if failed else "reused" if sibling.reused_from else "ran"
         origin = Origin.from_json(sibling.observed)
         reason = sibling.install.get("reason", "") if failed else ""
         cells.append(FreshCell(cell.id, "moved", resolved.moved, reason, kind, origin, () if failed else _differences(compat, sibling)))
-    return FreshLane(record.resolved_at, record.as_of, dict(record.held), tuple(cells), tuple(stale))
+    return FreshLane(record.resolved_at, record.as_of, dict(record.held), tuple(cells), tuple(stale), files)

@@ -96,7 +96,9 @@ def summary_rows(report: NightReport, *, with_history: bool = True) -> tuple[lis
     for picture in drawn:
         track = picture.tracks[0]
         flaky = history.get(track.variant.id)
-        name = track.variant.id + (" ≈ flaky" if flaky is not None and flaky.flaky else "")
+        # A reading that takes in a reused result says so on its own line (the REUSED lines above name whose).
+        reused = f" {REUSED}" if report.compat.reuses(track.variant.id) else ""
+        name = track.variant.id + reused + (" ≈ flaky" if flaky is not None and flaky.flaky else "")
         held = _held(track, picture.tracks[1:], report.compat, history)
         rows.append((name, _where(picture, track, Outcome.REPRODUCED), _where(picture, track, Outcome.FIXED), boundary_text(picture), held))
     return rows, len(idle)

@@ -15,7 +15,7 @@ import time
 from bugmatrix import values
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import output_dir
-from bugmatrix.report.history import flaky_in_history
+from bugmatrix.report.history import reuse_facts
 from bugmatrix.run.diskbudget import free_gib, uv_cache_dir
 from bugmatrix.run.pool import JOBS_ENV, RECORDED_EXITS, WORKERS_ENV, run_cells, slots
 from bugmatrix.run.runner import CellSpec
@@ -65,9 +65,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs or os.environ.get(JOBS_ENV) or None,
         workers=os.environ.get(WORKERS_ENV) or None,
     )
-    policy = reuse_policy(
-        plan.matrix.reuse_max_age_days, ReuseOptions(args.no_reuse, args.reuse_from), warn=_warn, flaky_of=flaky_in_history
-    )
+    policy = reuse_policy(plan.matrix.reuse_max_age_days, ReuseOptions(args.no_reuse, args.reuse_from), warn=_warn, history_of=reuse_facts)
     reports = output_dir()
     print(f"bugmatrix: {len(specs)} {profile} cell(s), {chosen.jobs} at once x {chosen.workers} variant process(es) ({chosen.why})")
     started = time.perf_counter()

@@ -55,6 +55,7 @@ from bugmatrix.plan.cells import Cell, plan_cells
 from bugmatrix.plan.matrix import Matrix, load_matrix
 from bugmatrix.releases.registry import Resolution, Resolved, fetch_project, load_resolution, release_versions, save_resolution
 from bugmatrix.releases.tracking import apply_resolution, requests, resolve_matrix
+from bugmatrix.report.history import reuse_facts
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.lock import LOCKS_ENV, create_lock, lock_path
 from bugmatrix.run.reresolve import lock_entries, reresolve_cells
@@ -145,7 +146,7 @@ def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path)
 
 def stale_setup(root: Path, matrix: Matrix, cells: Sequence[Cell], previous: Path, locks: Path) -> str:
     """Why a kept setup night cannot stand for last night ("" when every cell would be reused): the harness moved since, say."""
-    policy = ReusePolicy(previous, matrix.reuse_max_age_days)
+    policy = ReusePolicy(previous, matrix.reuse_max_age_days, *reuse_facts(previous / "history.jsonl"))
     for cell in cells:
         key, why = cell_key(matrix, replace(CellSpec.of(cell), locks=locks), root)  # a sibling: with its extra
         decision = decide(policy, cell.id, cell.pins, key, cell.variants, unkeyed=why)
@@ -333,7 +334,8 @@ def measure_nightly_reuse(
     previous_c = work / "previous-before"
     shutil.rmtree(previous_c, ignore_errors=True)
     shutil.copytree(previous, previous_c)
-    selected = [f"cell({c})" for c in holders]
+    # The holders run again as yesterday ran them, and yesterday's report records their run files' digests (reuse trusts no other).
+    selected = [*(f"cell({c})" for c in holders), f"report-{profile}"]
     env_c = {
         **os.environ,
         "BUGMATRIX_REPORTS": str(previous_c),
