@@ -103,7 +103,10 @@ def spec_of(plan: Planned, cell: Cell) -> CellSpec:
 def session_reuse(session: nox.Session, plan: Planned) -> tuple[ReusePolicy | None, list[str]]:
     """The reuse policy of a cell session (``$BUGMATRIX_PREVIOUS`` / ``-- --reuse-from DIR``, ``--no-reuse``) and the arguments left for pytest."""
     options, extra = split_reuse_options(session.posargs)
-    return reuse_policy(plan.matrix.reuse_max_age_days, options, warn=session.warn, history_of=reuse_facts), extra
+    try:
+        return reuse_policy(plan.matrix.reuse_max_age_days, options, warn=session.warn, history_of=reuse_facts), extra
+    except BugmatrixError as exc:
+        session.error(str(exc))
 
 
 def run_planned_cell(session: nox.Session, spec: CellSpec, run_file: Path, *, venv: Path | None = None) -> CellRun:

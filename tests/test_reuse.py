@@ -20,6 +20,7 @@ import bugmatrix.run.runner
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.cli import main
+from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import file_digest, write_json_atomic, write_text_atomic
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell, plan_cells, sibling_id
@@ -322,6 +323,8 @@ def test_the_policy_comes_from_the_session_options_and_the_environment(tmp_path:
     assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path), NO_REUSE_ENV: "1"}, history_of=reuse_facts) is None
     assert reuse_policy(0, environ={PREVIOUS_ENV: str(tmp_path)}, history_of=reuse_facts) is None, "max_age_days = 0: never reuse"
     assert reuse_policy(7, ReuseOptions(no_reuse=True), environ={PREVIOUS_ENV: str(tmp_path)}, history_of=reuse_facts) is None
+    with pytest.raises(BugmatrixError, match=r"^--reuse-from \S+/missing: no such directory of previous results"):
+        reuse_policy(7, ReuseOptions(previous=tmp_path / "missing"), environ={}, history_of=reuse_facts)  # a typo: never "none"
     warned: list[str] = []
     (tmp_path / "history.jsonl").write_text("not json\n")
     assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path)}, warn=warned.append, history_of=reuse_facts) is None

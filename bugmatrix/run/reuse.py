@@ -50,7 +50,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bugmatrix import values
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord, load_run_file
 from bugmatrix.errors import BugmatrixError
@@ -86,9 +85,9 @@ class ReuseOptions:
 
 def split_reuse_options(args: Sequence[str]) -> tuple[ReuseOptions, list[str]]:
     """``--no-reuse`` and ``--reuse-from DIR`` out of a session's arguments; the rest is pytest's."""
-    parser = argparse.ArgumentParser(prog="--", add_help=False, allow_abbrev=False)
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--no-reuse", action="store_true")
-    parser.add_argument("--reuse-from", type=values.existing_dir)  # a mistyped directory is an error, not "reuse nothing"
+    parser.add_argument("--reuse-from", type=Path)
     known, rest = parser.parse_known_args(list(args))
     return ReuseOptions(known.no_reuse, known.reuse_from), rest
 
@@ -123,6 +122,9 @@ def reuse_policy(
     history_of: Callable[[Path], tuple[frozenset[tuple[str, str]], Mapping[str, tuple[str, str]]]],
 ) -> ReusePolicy | None:
     """The policy a cell session runs under: None (run everything) without previous results, with ``--no-reuse``, or at ``max_age_days`` 0."""
+    if options.previous is not None and not options.previous.is_dir():  # named by hand: a typo is an error, not "reuse nothing"
+        msg = f"--reuse-from {options.previous}: no such directory of previous results; pass a reports directory (runs/, history.jsonl)"
+        raise BugmatrixError(msg)
     env = os.environ if environ is None else environ
     previous = options.previous or (Path(env[PREVIOUS_ENV]) if env.get(PREVIOUS_ENV) else None)
     if options.no_reuse or env.get(NO_REUSE_ENV, "") not in ("", "0") or previous is None or max_age_days <= 0:
