@@ -32,7 +32,7 @@ from bugmatrix.plan.cells import Cell, plan_cells, plan_document
 from bugmatrix.plan.matrix import Matrix, load_matrix
 from bugmatrix.releases.planned import Planned, load_plan
 from bugmatrix.releases.tracking import tracked_for
-from bugmatrix.report.history import flaky_in_history
+from bugmatrix.report.history import reuse_facts
 from bugmatrix.run.command import pytest_command, run_file_path
 from bugmatrix.run.envbuild import fresh_venv
 from bugmatrix.run.reuse import ReusePolicy, reuse_policy, split_reuse_options
@@ -107,7 +107,10 @@ def spec_of(plan: Planned, cell: Cell) -> CellSpec:
 def session_reuse(session: nox.Session, plan: Planned) -> tuple[ReusePolicy | None, list[str]]:
     """The reuse policy of a cell session (``$BUGMATRIX_PREVIOUS`` / ``-- --reuse-from DIR``, ``--no-reuse``) and the arguments left for pytest."""
     options, extra = split_reuse_options(session.posargs)
-    return reuse_policy(plan.matrix.reuse_max_age_days, options, warn=session.warn, flaky_of=flaky_in_history), extra
+    try:
+        return reuse_policy(plan.matrix.reuse_max_age_days, options, warn=session.warn, history_of=reuse_facts), extra
+    except BugmatrixError as exc:
+        session.error(str(exc))
 
 
 def run_planned_cell(session: nox.Session, spec: CellSpec, run_file: Path, *, venv: Path | None = None) -> CellRun:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import importlib
 import json
 import sys
@@ -19,8 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from bugmatrix import values
 from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.files import check_output_dir, check_output_file
 from bugmatrix.paths import ROOT, output_dir
@@ -53,64 +53,8 @@ TOOLS = (
 )
 
 
-def _version(text: str) -> str:
-    """argparse type: a release version (``--from 2.4``), or a one-line usage error."""
-    try:
-        return str(Version(text))
-    except InvalidVersion:
-        msg = f"{text!r} is not a version; write a release such as 2.4.1"
-        raise argparse.ArgumentTypeError(msg) from None
-
-
-def _moment(text: str) -> str:
-    """argparse type: an RFC 3339 timestamp or a date (``2026-11-23T11:35:00Z``), as uv's ``--exclude-newer`` takes it."""
-    try:
-        dt.datetime.fromisoformat(text)
-    except ValueError:
-        msg = f"{text!r} is not a timestamp; write e.g. 2026-11-23T11:35:00Z or 2026-11-23"
-        raise argparse.ArgumentTypeError(msg) from None
-    return text
-
-
-def _held(text: str) -> tuple[str, str]:
-    """argparse type: ``DIST=TIMESTAMP`` (resolve that distribution as the registry stood then)."""
-    name, sep, moment = text.partition("=")
-    if not sep or not name:
-        msg = f"{text!r} is not DIST=TIMESTAMP, e.g. tokenizers=2026-11-01T00:00:00Z"
-        raise argparse.ArgumentTypeError(msg)
-    return name, _moment(moment)
-
-
-def _name(text: str) -> str:
-    """argparse type: a non-empty name (a profile, a cell, a variant); ``''`` would quietly mean "the default" or nothing."""
-    if not text.strip():
-        msg = "an empty name; give one (plan --list prints the profiles and cells)"
-        raise argparse.ArgumentTypeError(msg)
-    return text
-
-
-def _seconds(text: str) -> float:
-    """argparse type: a positive number of seconds (``--timeout -1`` would time out every probe and bisect nothing)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        msg = f"{text!r} is not a positive number of seconds, e.g. 900"
-        raise argparse.ArgumentTypeError(msg)
-    return value
-
-
-def _count(text: str) -> int:
-    """argparse type: a whole number of at least 1."""
-    if not text.strip().isdigit() or int(text) < 1:
-        msg = f"{text!r} is not a whole number of at least 1"
-        raise argparse.ArgumentTypeError(msg)
-    return int(text)
-
-
 def _versions(text: str) -> list[str]:
-    listed = [_version(v.strip()) for v in text.split(",") if v.strip()]
+    listed = [values.version(v.strip()) for v in text.split(",") if v.strip()]
     if len(listed) < 2:
         msg = "a bisect needs at least two releases, e.g. 2.4.1,2.5.1"
         raise argparse.ArgumentTypeError(msg)
@@ -306,7 +250,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     plan = sub.add_parser("plan", help="print the cells of a profile")
-    plan.add_argument("--profile", type=_name, help="a [profiles.<name>] of the matrix (default: the first one declared)")
+    plan.add_argument("--profile", type=values.profile, help="a [profiles.<name>] of the matrix (default: the first one declared)")
     plan.add_argument("--json", action="store_true", help='GitHub Actions matrix: {"include": [...]}')
     plan.add_argument("--variants", action="store_true", help="also list the variants each cell runs")
     plan.add_argument("--out", type=Path, help="also write the plan document (the report's completeness check) here")
@@ -314,23 +258,31 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     plan.add_argument(
         "--cost", action="store_true", help="cells, environments, lock lines and time per profile (or --profile) and per case"
     )
-    plan.add_argument("--compute", metavar="PROFILE", help="each case's cells of a computed profile (e.g. smoke), from the reference runs")
+    plan.add_argument(
+        "--compute",
+        type=values.profile,
+        metavar="PROFILE",
+        help="each case's cells of a computed profile (e.g. smoke), from the reference runs",
+    )
     plan.add_argument("--write", action="store_true", help="with --compute: commit the choice to the profile's file (computed = ...)")
     plan.add_argument(
-        "--reference", type=Path, default=ROOT / "reports" / "runs", help="the committed reference's run files (default: %(default)s)"
+        "--reference",
+        type=values.existing_dir,
+        default=ROOT / "reports" / "runs",
+        help="the committed reference's run files (default: %(default)s)",
     )
     plan.set_defaults(func=_plan)
 
     bisect = sub.add_parser("bisect", help="find the first release where a variant's outcome changes")
     bisect.add_argument("variant", help="CASE::VARIANT[DEVICE], e.g. autocast_cache::core[cpu]")
     bisect.add_argument("package", help="the axis to bisect, e.g. torch, lightning or transformers")
-    bisect.add_argument("--from", dest="low", type=_version, help="oldest release to consider")
-    bisect.add_argument("--to", dest="high", type=_version, help="newest release to consider")
+    bisect.add_argument("--from", dest="low", type=values.version, help="oldest release to consider")
+    bisect.add_argument("--to", dest="high", type=values.version, help="newest release to consider")
     bisect.add_argument("--pre", action="store_true", help="include pre-releases")
-    bisect.add_argument("--cell", type=_name, help="hold the other axes at this cell's pins (default: the matrix's base pins)")
+    bisect.add_argument("--cell", type=values.name, help="hold the other axes at this cell's pins (default: the matrix's base pins)")
     bisect.add_argument("--versions", type=_versions, help="comma-separated versions instead of the registry's list")
     bisect.add_argument("--linear", action="store_true", help="run every release (to check a bisect)")
-    bisect.add_argument("--timeout", type=_seconds, default=900.0, help="seconds one probe may take before it is a timeout")
+    bisect.add_argument("--timeout", type=values.seconds, default=900.0, help="seconds one probe may take before it is a timeout")
     bisect.add_argument("--out", type=Path, help="result file (default: <reports>/bisect/<variant>--<package>.json)")
     bisect.add_argument(
         "--publish", action="store_true", help="write the result into reports/bisect/ (committed), where a case cites it as evidence"
@@ -338,15 +290,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     bisect.set_defaults(func=_bisect, root=ROOT)
 
     repro = sub.add_parser("repro", help="export one variant as a standalone script for an upstream issue")
-    repro.add_argument("variant", type=_name)
-    repro.add_argument("--cell", type=_name, help="the cell whose pins to export (default: base pins)")
+    repro.add_argument("variant", type=values.name)
+    repro.add_argument("--cell", type=values.name, help="the cell whose pins to export (default: base pins)")
     repro.add_argument("--out", type=Path, default=ROOT / "build" / "repro", help="an empty or bugmatrix-written directory")
     repro.add_argument("--force", action="store_true", help="overwrite files this command did not write")
-    repro.add_argument("--reports", type=Path, default=output_dir(), help="where run files are (for the observed outcome)")
+    repro.add_argument("--reports", type=values.existing_dir, default=output_dir(), help="where run files are (for the observed outcome)")
     repro.set_defaults(func=_repro)
 
     lock = sub.add_parser("lock", help="(re)create the committed locks of the planned cells under locks/")
-    lock.add_argument("--profile", type=_name, help="only this [profiles.<name>]'s cells (default: every profile's)")
+    lock.add_argument("--profile", type=values.profile, help="only this [profiles.<name>]'s cells (default: every profile's)")
     lock.add_argument("--check", action="store_true", help="only say which locks are missing or stale (exit 1 if any)")
     lock.add_argument(
         "--era", action="store_true", help="resolve each cell as the registry stood a day after its newest pin (uv --exclude-newer)"
@@ -356,18 +308,20 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     reresolve = sub.add_parser(
         "reresolve", help="resolve a profile's cells again against today's registry (metadata only): what moved below the locks"
     )
-    reresolve.add_argument("--profile", type=_name, default="nightly")
+    reresolve.add_argument("--profile", type=values.profile, default="nightly")
     reresolve.add_argument("--out", type=Path, help="where resolve.json, the fresh locks and locks.patch go (default: <reports>/fresh)")
-    reresolve.add_argument("--as-of", type=_moment, help="resolve as the registry stood then (uv --exclude-newer), not as it is now")
+    reresolve.add_argument("--as-of", type=values.moment, help="resolve as the registry stood then (uv --exclude-newer), not as it is now")
     reresolve.add_argument(
         "--hold",
-        type=_held,
+        type=values.held,
         action="append",
         default=[],
         metavar="DIST=TIMESTAMP",
         help="resolve this distribution as the registry stood then (repeatable; uv --exclude-newer-package)",
     )
-    reresolve.add_argument("--jobs", type=_count, default=4, help="cells resolved at once (default 4: the resolver waits on the registry)")
+    reresolve.add_argument(
+        "--jobs", type=values.count, default=4, help="cells resolved at once (default 4: the resolver waits on the registry)"
+    )
     reresolve.set_defaults(func=_reresolve, root=ROOT)
 
     for name, module, help_text in TOOLS:
@@ -382,7 +336,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     report.add_argument("--reports", type=Path, default=output_dir(), help="reports directory, runs/ inside (default: %(default)s)")
     report.add_argument(
         "--profile",
-        type=_name,
+        type=values.profile,
         help="profile of these runs (default: the plan's; else the baseline's when every cell is one of its cells; else ad-hoc-<digest>)",
     )
     report.add_argument(

@@ -20,7 +20,9 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,15 +30,157 @@ from typing import Any
 from bugmatrix.errors import BugmatrixError, OutputError
 
 __all__ = [
+    "LIMITS",
+    "READ_SECONDS",
     "check_output_dir",
     "check_output_file",
     "check_writable_dir",
+    "decode_json",
+    "digest_of",
     "file_digest",
     "locked_directories",
+    "parse_json",
+    "read_bytes",
+    "read_json",
+    "read_text",
     "write_files",
     "write_json_atomic",
     "write_text_atomic",
 ]
+
+
+_MIB = 1024 * 1024
+#: The most bytes read from a file of each kind (what a full night of 1,000 cells writes, several times over): a planted
+#: /dev/zero, a sparse 100 GB file or a runaway log is refused by its size, never read into memory.
+LIMITS = {
+    "run file": 64 * _MIB,  # a 47-variant cell with its log excerpts: ~60 kB
+    "compat document": 256 * _MIB,  # the full profile's compat.json: ~2 MB
+    "history": 256 * _MIB,  # 90 nights of 1,000 cells x 20 variants, with each run file's digest: ~10 MB
+    "lane record": 16 * _MIB,
+    "plan document": 16 * _MIB,
+    "saved resolution": _MIB,
+    "site index": 16 * _MIB,  # nights.json
+    "site file": 32 * _MIB,  # a page, an issue body, a lock of a previous site (publish.site.MAX_FILE_BYTES)
+    "cell spec": 16 * _MIB,
+    "registry cache": 16 * _MIB,
+    "step summary": 16 * _MIB,  # $GITHUB_STEP_SUMMARY, appended to (GitHub shows its first MiB)
+    "README": 4 * _MIB,
+    "issue body": 4 * _MIB,
+    "manifest": _MIB,
+    "benchmark record": _MIB,  # a benchmark's kept setup night (tools/benchmark)  # the list of files a command wrote into its output directory
+    "hashed file": 64 * _MIB,  # a lock, a case or harness file named in an input key
+}
+#: How long one read may take: a file on a wedged mount is an error naming it, not a night that never ends.
+READ_SECONDS = 60.0
+_CHUNK = _MIB
+
+
+def _kind_of(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_bytes(path: Path, kind: str, *, fix: str = "", seconds: float = READ_SECONDS) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``LIMITS[kind]`` bytes read within ``seconds``; else one-line BugmatrixError.
+
+    ``lstat`` first, so a FIFO or a device is never opened; then the open
+    descriptor's ``fstat`` must be the same regular file (a swap between the
+    two is refused), and the read stops at the cap whatever the size said
+    (``/proc`` files say 0).
+    """
+    limit = LIMITS[kind]
+    tail = f"; {fix}" if fix else ""
+
+    def refuse(problem: str) -> BugmatrixError:
+        return BugmatrixError(f"{path}: {problem} (a {kind} is read from a regular file only){tail}")
+
+    try:
+        before = os.lstat(path)
+        if not stat.S_ISREG(before.st_mode):
+            raise refuse(_kind_of(before.st_mode))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        msg = f"{path}: no such file{tail}"
+        raise BugmatrixError(msg) from None
+    except OSError as exc:
+        msg = f"{path}: cannot open the {kind} ({exc.strerror or exc}){tail}"
+        raise BugmatrixError(msg) from None
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (before.st_dev, before.st_ino):
+            raise refuse(f"{_kind_of(opened.st_mode)} once opened, or replaced while it was opened")
+        if opened.st_size > limit:
+            msg = f"{path}: {opened.st_size:,} bytes, over the cap of {limit:,} bytes for a {kind} (refused){tail}"
+            raise BugmatrixError(msg)
+        chunks, size, deadline = [], 0, time.monotonic() + seconds
+        while chunk := os.read(fd, min(_CHUNK, limit + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                msg = f"{path}: grew past the cap of {limit:,} bytes for a {kind} while it was read (refused){tail}"
+                raise BugmatrixError(msg)
+            if time.monotonic() > deadline:
+                msg = f"{path}: reading the {kind} took longer than {seconds:g} s (refused){tail}"
+                raise BugmatrixError(msg)
+        return b"".join(chunks)
+    except OSError as exc:
+        msg = f"{path}: cannot read the {kind} ({exc.strerror or exc}){tail}"
+        raise BugmatrixError(msg) from None
+    finally:
+        os.close(fd)
+
+
+def _decoded(data: bytes, path: Path, fix: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"{path}: not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start}){f'; {fix}' if fix else ''}"
+        raise BugmatrixError(msg) from None
+
+
+def read_text(path: Path, kind: str, *, fix: str = "", seconds: float = READ_SECONDS) -> str:
+    """:func:`read_bytes`, decoded as strict UTF-8 (a stray byte is an error naming its offset, never a replacement character)."""
+    return _decoded(read_bytes(path, kind, fix=fix, seconds=seconds), path, fix)
+
+
+def _no_constant(name: str) -> Any:
+    msg = f"{name} is not a JSON value"
+    raise ValueError(msg)
+
+
+def parse_json(text: str) -> Any:
+    """Strict JSON: ``NaN`` and ``Infinity`` (which ``json.loads`` accepts) are refused with a ValueError."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
+def decode_json(data: bytes, path: Path, kind: str, *, fix: str = "") -> Any:
+    """Bytes :func:`read_bytes` returned, as strict UTF-8 JSON; a defect is one line naming the file (and the line and column)."""
+    try:
+        return parse_json(_decoded(data, path, fix))
+    except json.JSONDecodeError as exc:
+        msg = f"{path}: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg}); the {kind} is truncated or corrupt"
+    except ValueError as exc:
+        msg = f"{path}: not valid JSON ({exc}); the {kind} is corrupt"
+    raise BugmatrixError(msg + (f"; {fix}" if fix else ""))
+
+
+def read_json(path: Path, kind: str, *, fix: str = "", seconds: float = READ_SECONDS) -> Any:
+    """:func:`read_bytes`, parsed by :func:`decode_json`: the one way a JSON file from outside is read."""
+    return decode_json(read_bytes(path, kind, fix=fix, seconds=seconds), path, kind, fix=fix)
+
+
+def digest_of(data: bytes) -> str:
+    """``sha256:<hex>``: how an input key, the re-resolve lane and the history name a file's content."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -177,7 +321,7 @@ def check_output_dir(
     _check_not_inside(path, option, forbidden)
     if path.is_dir() and not force:
         listed = path / manifest if manifest else None
-        ours = set(listed.read_text(encoding="utf-8").split()) | {manifest} if listed is not None and listed.is_file() else set()
+        ours = set(read_text(listed, "manifest").split()) | {manifest} if listed is not None and listed.is_file() else set()
         foreign = sorted(p.name for p in path.iterdir() if p.name not in ours)
         if foreign:
             msg = f"{option} {path}: holds {foreign[0]}, which this command did not write; choose an empty directory or pass --force"
@@ -213,5 +357,5 @@ def locked_directories(directories: Iterable[Path], on_wait: Callable[[Path], No
 
 
 def file_digest(path: Path) -> str:
-    """``sha256:<hex>`` of a file's bytes: how an input key and the re-resolve lane name a file's content."""
-    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    """:func:`digest_of` a file's bytes, read as any file from outside is."""
+    return digest_of(read_bytes(path, "hashed file"))

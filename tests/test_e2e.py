@@ -187,6 +187,9 @@ def test_an_unchanged_cell_is_reused_and_a_moved_one_also_runs_fresh(tmp_path: P
     assert done.returncode == 0, done.stderr[-3000:]
     ran = json.loads((first / "runs" / f"{FIXED}.json").read_text())
     assert ran["input_key"]["parts"]["lock"].startswith("sha256:") and ran["complete"] and ran["reused_from"] is None
+    # The night's report records the run file's digest in the history: reuse trusts that file and no other.
+    done = _nox("-s", "report", "--", "--plan", plan_of_runs(first), reports=first)
+    assert done.returncode == 0, done.stderr[-3000:]
     previous = {"BUGMATRIX_PREVIOUS": str(first)}
     done = _nox("-s", f"cell({FIXED})", reports=second, env=previous)
     assert done.returncode == 0 and "reused: inputs unchanged since" in done.stderr, done.stderr[-3000:]

@@ -92,6 +92,8 @@ BROKEN = [
      "'2.14.9' is not in axes.torch"),
     ("cell-deadline-not-seconds", HARNESS_REQUIRES, f'{HARNESS_REQUIRES}cell_deadline_s = "30m"\n', "harness.cell_deadline_s", "'30m' is not a number of seconds"),
     ("cell-deadline-negative", HARNESS_REQUIRES, f"{HARNESS_REQUIRES}cell_deadline_s = -1\n", "harness.cell_deadline_s", "-1 is not a number of seconds"),
+    ("empty-profile", "[profiles.full]\n", '[profiles.weekly]\n\n[profiles.full]\n', "profiles.weekly", "lists no versions"),
+    ("within-only-profile", "[profiles.full]\n", '[profiles.weekly]\nwithin = "full"\n\n[profiles.full]\n', "profiles.weekly", "lists no versions"),
     ("gpu-runner-not-a-list", 'runner = ["self-hosted", "gpu"]', 'runner = "gpu"', "gpu.runner", "'gpu'"),
 ]  # fmt: skip
 BY_ID = {b[0]: b[1:] for b in BROKEN}

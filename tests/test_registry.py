@@ -128,7 +128,7 @@ def test_the_resolution_round_trips_through_its_file(registry: Path, tmp_path: P
     save_resolution(path, resolution)
     assert load_resolution(path) == resolution
     path.write_text("{")
-    with pytest.raises(BugmatrixError, match=r"resolution.json: unreadable resolution .* re-run the plan"):
+    with pytest.raises(BugmatrixError, match=r"resolution.json: not valid JSON .* re-run the plan"):
         load_resolution(path)
 
 
@@ -305,7 +305,8 @@ def test_a_saved_resolution_is_read_like_the_matrix(tmp_path: Path) -> None:
     wanted = requests(matrix)
     assert wanted, "matrix.toml asks for a latest release somewhere"
     saved = tmp_path / "resolution.json"
-    entries = [Resolved(axis, requested, "2.15.0") for axis, rs in wanted.items() for requested in rs]
+    released = {"torch": "2.15.0", "lightning": "2.6.6", "transformers": "5.23.0"}  # real releases: a saved resolution is checked
+    entries = [Resolved(axis, requested, released[axis]) for axis, rs in wanted.items() for requested in rs]
     save_resolution(saved, Resolution((*entries, Resolved("removed_axis", "latest", "1.0"))))
     resolved, resolution = resolve_matrix(matrix, saved=saved, offline=True)
     assert {e.axis for e in resolution.entries} == set(wanted) and "removed_axis" not in resolved.axes
@@ -348,3 +349,30 @@ def test_a_saved_resolution_naming_no_release_is_refused_before_a_cell_is_planne
         check_resolved(bad, matrix, saved, cache=tmp_path / "cache", fetch=registry)
     assert asked[0] == "torch"
     check_resolved(Resolution(tuple(entries)), matrix, saved, cache=tmp_path / "cache", fetch=registry)  # a real release passes
+
+
+@pytest.mark.parametrize("command", ["report", "repro"])
+def test_every_command_checks_a_saved_resolution_as_plan_does(
+    registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """Issue 45, item 11: ``report --profile nightly`` planned 4 cells on a saved ``latest = 9.9.9`` that plan refuses."""
+    from bugmatrix.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    cache = tmp_path / "cache"  # the stand-in's answers land here, never in the cache other tests plan from
+    shutil.copytree(root / "tests" / "fixtures" / "registry", cache)
+    monkeypatch.setenv("BUGMATRIX_REGISTRY_CACHE", str(cache))
+    saved = json.loads((root / "tests" / "fixtures" / "resolution.json").read_text())
+    saved["axes"]["torch"]["resolved"] = "9.9.9"
+    (tmp_path / "resolution.json").write_text(json.dumps(saved))
+    monkeypatch.setenv(RESOLUTION_ENV, str(tmp_path / "resolution.json"))
+    reports = tmp_path / "reports"
+    shutil.copytree(root / "reports" / "runs", reports / "runs")
+    argv = {
+        "report": ["report", "--reports", str(reports), "--profile", "nightly", "--date", "2026-11-24"],
+        "repro": ["repro", "autocast_cache::core[cpu]", "--out", str(tmp_path / "repro")],
+    }[command]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "torch.resolved: '9.9.9' is not a release of torch on the registry" in err, err
+    assert not (reports / "compat.json").exists() and not (tmp_path / "repro").exists()

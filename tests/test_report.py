@@ -149,7 +149,7 @@ def test_load_compat_round_trips(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "names"),
     [
-        ("{", "unreadable"),
+        ("{", "not valid JSON"),
         ("[1, 2]", "'list'"),
         ('{"schema": "bugmatrix.compat/0"}', "compat/0"),
         ('{"schema": "bugmatrix.compat/1", "cells": {}, "variants": [], "results": {}}', "'cells'"),

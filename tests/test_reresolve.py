@@ -265,3 +265,72 @@ def test_a_lane_of_another_profile_or_night_is_left_out_in_one_line(
     assert said == [f"report: left out the re-resolve lane in {fresh}: {why}"]
     if not change:
         assert load_fresh_lane(fresh, compat, night="2026-11-24") is not None, "the day after a night that crossed midnight"
+
+
+def _report_of_lane(tmp_path: Path, runs: list[RunRecord], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str, str]:
+    """The real report over the locked night beside ``<tmp>/fresh``: its exit code, terminal, stderr and compat.md."""
+    for run in runs:
+        write_json_atomic(tmp_path / "runs" / f"{run.cell}.json", run.to_json())
+    code = main(
+        ["report", "--reports", str(tmp_path), "--profile", "smoke", "--date", "2026-11-23", "--history", str(tmp_path / "h.jsonl")]
+    )
+    captured = capsys.readouterr()
+    markdown = (tmp_path / "compat.md").read_text() if (tmp_path / "compat.md").exists() else ""
+    return code, captured.out, captured.err, markdown
+
+
+def test_a_corrupt_lane_file_is_its_cells_finding_and_never_a_lost_night(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 45, item 8: one corrupt sibling (even of a cell the lane does not list) used to be exit 2 and no report."""
+    fresh, runs = lane(tmp_path)
+    moved = SMOKE[0].id
+    (fresh / "runs" / f"{moved}.json").write_text('{"schema": "bugmatrix.run/3", "cell": ')  # truncated mid-write
+    (fresh / "runs" / "py399-torch0.0.1.json").write_text("not json")  # a cell the lane does not list
+    code, terminal, err, markdown = _report_of_lane(tmp_path, runs, capsys)
+    assert code == 0, err
+    assert f"{moved}: moved numpy 2.4.6 → 2.5.0 (NOT run fresh: its sibling run file cannot be read:" in terminal, terminal
+    assert "**not run** in the fresh environment (its sibling run file cannot be read:" in markdown
+    assert "not valid JSON" in terminal and "py399" not in terminal
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("{", "not valid JSON"),
+        ({"moved": "numpy 2.4.6 → 2.5.0"}, "moved 'numpy 2.4.6 → 2.5.0' is not a list of distributions"),
+        ({"cell": 7}, "cell 7 is not a cell id"),
+    ],
+    ids=["truncated", "moved-a-string", "cell-a-number"],
+)
+def test_a_corrupt_resolve_json_leaves_the_lane_out_in_one_line_and_the_night_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str | dict[str, object], said: str
+) -> None:
+    fresh, runs = lane(tmp_path)
+    if isinstance(change, str):
+        (fresh / "resolve.json").write_text(change)
+    else:
+        document = json.loads((fresh / "resolve.json").read_text())
+        document["cells"][0].update(change)
+        write_json_atomic(fresh / "resolve.json", document)
+    code, terminal, err, markdown = _report_of_lane(tmp_path, runs, capsys)
+    assert code == 0 and markdown, err
+    lines = [line for line in err.splitlines() if line.startswith(f"report: left out the re-resolve lane in {fresh}: ")]
+    assert len(lines) == 1 and "resolve.json" in lines[0] and said in lines[0], err
+    assert "n; u; m; p; y" not in terminal + markdown, "a string is never read as a list, one character at a time"
+
+
+def test_a_sibling_run_of_an_earlier_night_is_not_shown_as_tonights(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same fresh lock (nothing moved since), but the sibling ran on 2026-11-01: stale, never "(ran fresh)" tonight."""
+    fresh, runs = lane(tmp_path)
+    moved = SMOKE[0].id
+    path = fresh / "runs" / f"{moved}.json"
+    old = json.loads(path.read_text())
+    write_json_atomic(
+        path, {**old, "origin": {**old["origin"], "date": "2026-11-01T03:10:00+00:00"}, "started": "2026-11-01T03:10:00+00:00"}
+    )
+    compat = merge_runs(runs, profile="smoke", commit="c", generated="g")
+    found = load_fresh_lane(fresh, compat, night="2026-11-23")
+    assert found is not None and moved in found.stale
+    cell = next(c for c in found.cells if c.cell == moved)
+    assert cell.sibling == "not-run" and not cell.differences
+    code, terminal, _, _ = _report_of_lane(tmp_path, runs, capsys)
+    assert code == 0 and "ran fresh" not in terminal and f"{moved}: moved numpy 2.4.6 → 2.5.0 (NOT run fresh" in terminal

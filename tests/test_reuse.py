@@ -21,12 +21,13 @@ from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.cli import main
-from bugmatrix.files import write_json_atomic, write_text_atomic
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import file_digest, write_json_atomic, write_text_atomic
 from bugmatrix.plan.cells import Cell, plan_cells, sibling_id
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.report.history import CODES, HISTORY_SCHEMA, flaky_in_history
+from bugmatrix.report.history import CODES, HISTORY_SCHEMA, Night, load_history, reuse_facts, write_history
 from bugmatrix.run.envbuild import InstallFailed
-from bugmatrix.run.lock import requirements_digest
+from bugmatrix.run.lock import lock_for, requirements_digest
 from bugmatrix.run.reuse import NO_REUSE_ENV, PREVIOUS_ENV, ReuseOptions, ReusePolicy, decide, reuse_policy, split_reuse_options
 from bugmatrix.run.runner import CellSpec, cell_key, run_cell
 from bugmatrix.tools.benchmark.nightly import stale_setup
@@ -75,9 +76,17 @@ def previous_run(root: Path, **changes: object) -> RunRecord:
 
 
 def save(previous: Path, run: RunRecord, where: str = "runs") -> Path:
+    """Write a previous run file and record its digest in the previous results' history, as that night's report did."""
     path = previous / where / f"{run.cell}.json"
     write_json_atomic(path, run.to_json())
+    recorded = Night("2026-11-22", "abc1234", "smoke", (), {}, {f"{where}/{run.cell}.json": file_digest(path)})
+    write_history(previous / "history.jsonl", [*load_history(previous / "history.jsonl"), recorded])
     return path
+
+
+def policy_of(previous: Path, now: dt.datetime = NOW) -> ReusePolicy:
+    """The policy a cell session gets for ``previous`` (its history's flaky pairs and recorded digests), at ``now``."""
+    return ReusePolicy(previous, 7, *reuse_facts(previous / "history.jsonl"), now=now)
 
 
 @pytest.fixture
@@ -108,7 +117,7 @@ def test_same_inputs_are_reused_with_their_origin_and_nothing_is_built(root: Pat
     tonight = {"torch": {"requested": "latest", "resolved": CELL.pins["torch"]}}
     out = tmp_path / "tonight" / f"{CELL.id}.json"
     said: list[str] = []
-    done = run_cell(MATRIX, spec(tracked=tonight), out, execute=never, root=root, reuse=ReusePolicy(previous, 7, now=NOW), log=said.append)
+    done = run_cell(MATRIX, spec(tracked=tonight), out, execute=never, root=root, reuse=policy_of(previous), log=said.append)
     assert (
         done.reused and no_builds == [] and said[0].startswith("reused: inputs unchanged since 2026-11-22T03:20:00+00:00, commit abc1234")
     )
@@ -120,8 +129,56 @@ def test_same_inputs_are_reused_with_their_origin_and_nothing_is_built(root: Pat
     # Reusing a reused file carries the first origin on: the age is the observation's, never the copy's.
     again = tmp_path / "again"
     save(again, reused)
-    run_cell(MATRIX, spec(), again / "out.json", execute=never, root=root, reuse=ReusePolicy(again, 7, now=NOW))
+    run_cell(MATRIX, spec(), again / "out.json", execute=never, root=root, reuse=policy_of(again))
     assert load_run_file(again / "out.json").reused_from == ORIGIN
+
+
+@pytest.mark.parametrize("where", ["runs", "fresh/runs"])
+def test_a_previous_run_file_edited_since_its_night_recorded_it_is_not_trusted(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], no_builds: list[str], where: str
+) -> None:
+    """Issue 45, item 12: a previous run file edited to say ``fixed`` where it said ``reproduced``, its key unchanged, was
+    reused as tonight's truth (also through fresh/runs/). The night's real report records each file's digest in the
+    history; reuse trusts only that file: an edit is named and the cell runs."""
+    previous = tmp_path / "previous"
+    first = CELL.variants[0]
+    results = [replace(record(first), outcome=Outcome.REPRODUCED, signature_matched=True), *map(record, CELL.variants[1:])]
+    path = previous / where / f"{CELL.id}.json"
+    write_json_atomic(path, previous_run(root, results=results).to_json())
+    if where == "fresh/runs":  # the lane's sibling of that night: its lock and its record, as the lane writes them
+        fresh_lock = previous / "fresh" / "locks" / f"{CELL.id}.txt"  # tonight's committed lock is that night's fresh one
+        fresh_lock.parent.mkdir(parents=True)
+        assembled, why = lock_for(root, CELL.id, MATRIX.requirements_for(CELL.pins), CELL.pins[MATRIX.interpreter])
+        assert assembled is not None, why
+        fresh_lock.write_bytes(assembled.read_bytes())
+        older = {"digest": "sha256:0", "parts": {"lock": "sha256:1"}}  # the locked run of that night: another lock
+        write_json_atomic(previous / "runs" / f"{CELL.id}.json", previous_run(root, input_key=older).to_json())
+        lane = {"schema": "bugmatrix.reresolve/1", "resolved_at": "2026-11-22T03:00:00+00:00", "as_of": None, "held": {},
+                "profile": "smoke", "cells": [{"cell": CELL.id, "status": "moved", "moved": ["filelock 4.2.11 → 4.2.12"]}]}  # fmt: skip
+        write_json_atomic(previous / "fresh" / "resolve.json", lane)
+    summary = tmp_path / "summary.md"
+    summary.write_text("")
+    assert main([*report_argv(previous, summary), "--date", "2026-11-22", "--profile", "smoke"]) == 0
+    capsys.readouterr()
+    recorded = load_history(previous / "history.jsonl")[-1].files
+    assert recorded[f"{where}/{CELL.id}.json"] == file_digest(path), "the report records the digest of each run file it read"
+    assert decide(policy_of(previous), CELL.id, CELL.pins, cell_key(MATRIX, spec(), root)[0], CELL.variants).source == path
+    data = json.loads(path.read_text())
+    data["results"][0].update(outcome="fixed", signature_matched=False)  # the edit: the key, the dates, the shape all unchanged
+    write_json_atomic(path, data)
+    load_run_file(path)  # still a well-formed run file
+    said: list[str] = []
+    done = run_cell(MATRIX, spec(), tmp_path / "out.json", execute=never, root=root, reuse=policy_of(previous), log=said.append)
+    assert not done.reused and no_builds, "the cell runs"
+    assert f"{where}/{CELL.id}.json is not the file the night of 2026-11-22 recorded (its digest {file_digest(path)}" in said[0], said
+    assert "edited since, not trusted" in said[0] and "\n" not in said[0]
+
+
+def test_a_previous_run_file_no_night_recorded_is_not_trusted(root: Path, tmp_path: Path) -> None:
+    """Previous results without the history that recorded them (or a file it never read) are not reused: nothing vouches for them."""
+    write_json_atomic(tmp_path / "runs" / f"{CELL.id}.json", previous_run(root).to_json())
+    decision = decide(policy_of(tmp_path), CELL.id, CELL.pins, cell_key(MATRIX, spec(), root)[0], CELL.variants)
+    assert decision.reused is None and f"runs/{CELL.id}.json: no night of {tmp_path / 'history.jsonl'} recorded its digest" in decision.why
 
 
 def test_results_older_than_max_age_are_observed_again(root: Path, tmp_path: Path, no_builds: list[str]) -> None:
@@ -129,9 +186,7 @@ def test_results_older_than_max_age_are_observed_again(root: Path, tmp_path: Pat
     save(previous, previous_run(root))
     said: list[str] = []
     later = NOW + dt.timedelta(days=7)
-    done = run_cell(
-        MATRIX, spec(), tmp_path / "out.json", execute=never, root=root, reuse=ReusePolicy(previous, 7, now=later), log=said.append
-    )
+    done = run_cell(MATRIX, spec(), tmp_path / "out.json", execute=never, root=root, reuse=policy_of(previous, later), log=said.append)
     assert not done.reused and done.install_failed and no_builds, "it ran (here: its stubbed build failed)"
     assert "its results are from 2026-11-22, 8 days ago ([reuse] max_age_days = 7)" in said[0]
     assert load_run_file(tmp_path / "out.json").reused_from is None
@@ -144,7 +199,7 @@ def test_a_changed_key_runs_and_says_which_part_moved(root: Path, tmp_path: Path
     stale = {**run.input_key, "digest": "sha256:0", "parts": {**run.input_key["parts"], "lock": "sha256:0"}}
     save(previous, previous_run(root, input_key=stale))
     key, _ = cell_key(MATRIX, spec(), root)
-    decision = decide(ReusePolicy(previous, 7, now=NOW), CELL.id, CELL.pins, key, CELL.variants)
+    decision = decide(policy_of(previous), CELL.id, CELL.pins, key, CELL.variants)
     assert decision.reused is None and decision.why == "runs: the previous run inputs changed: lock changed"
 
 
@@ -162,7 +217,7 @@ def test_a_changed_key_runs_and_says_which_part_moved(root: Path, tmp_path: Path
 def test_runs_that_are_no_whole_observation_are_not_reused(root: Path, tmp_path: Path, changes: dict[str, object], why: str) -> None:
     save(tmp_path, previous_run(root, **changes))
     key, _ = cell_key(MATRIX, spec(), root)
-    decision = decide(ReusePolicy(tmp_path, 7, now=NOW), CELL.id, CELL.pins, key, CELL.variants)
+    decision = decide(policy_of(tmp_path), CELL.id, CELL.pins, key, CELL.variants)
     assert decision.reused is None and why in decision.why
 
 
@@ -171,9 +226,7 @@ def test_a_future_dated_previous_run_runs_again_and_says_why(root: Path, tmp_pat
     previous = tmp_path / "previous"
     save(previous, previous_run(root, origin={**ORIGIN, "date": "2099-01-01T00:00:00+00:00"}))
     said: list[str] = []
-    done = run_cell(
-        MATRIX, spec(), tmp_path / "out.json", execute=never, root=root, reuse=ReusePolicy(previous, 7, now=NOW), log=said.append
-    )
+    done = run_cell(MATRIX, spec(), tmp_path / "out.json", execute=never, root=root, reuse=policy_of(previous), log=said.append)
     assert not done.reused and no_builds, "it ran"
     assert "its results are dated 2099-01-01, in the future: refused" in said[0]
 
@@ -196,9 +249,7 @@ def test_a_short_or_type_corrupt_previous_run_runs_again_and_says_why(
     corrupt(data)  # type: ignore[operator]
     path.write_text(json.dumps(data))
     said: list[str] = []
-    done = run_cell(
-        MATRIX, spec(), tmp_path / "out.json", execute=never, root=root, reuse=ReusePolicy(previous, 7, now=NOW), log=said.append
-    )
+    done = run_cell(MATRIX, spec(), tmp_path / "out.json", execute=never, root=root, reuse=policy_of(previous), log=said.append)
     assert not done.reused and no_builds, "it ran"
     assert said[0].startswith(f"runs: the previous run {path.name} cannot be read") and why in said[0], said[0]
     assert len(said[0].splitlines()) == 1
@@ -206,16 +257,16 @@ def test_a_short_or_type_corrupt_previous_run_runs_again_and_says_why(
 
 def test_a_pair_the_history_calls_flaky_is_observed_again(root: Path, tmp_path: Path) -> None:
     """Flip-flopping for three nights in the previous results' history: that cell runs, the others may be reused."""
-    save(tmp_path, previous_run(root))
+    path = save(tmp_path, previous_run(root))
     variant, other = CELL.variants[0], SMOKE[1].id
     letters = [CODES[Outcome.FIXED], CODES[Outcome.REPRODUCED], CODES[Outcome.FIXED]]
     lines = [
         {"schema": HISTORY_SCHEMA, "date": f"2026-11-2{i}", "commit": "c", "profile": "smoke", "cells": [CELL.id, other],
-         "outcomes": {variant: letter + "F"}}
+         "outcomes": {variant: letter + "F"}, "files": {f"runs/{CELL.id}.json": file_digest(path)}}
         for i, letter in enumerate(letters)
     ]  # fmt: skip
     write_text_atomic(tmp_path / "history.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
-    policy = reuse_policy(7, ReuseOptions(previous=tmp_path), flaky_of=flaky_in_history)
+    policy = reuse_policy(7, ReuseOptions(previous=tmp_path), history_of=reuse_facts)
     assert policy is not None and policy.flaky == {(variant, CELL.id)}
     key, _ = cell_key(MATRIX, spec(), root)
     decision = decide(policy, CELL.id, CELL.pins, key, CELL.variants)
@@ -228,7 +279,7 @@ def test_a_sibling_run_of_the_same_lock_stands_in_once_the_patch_is_applied(root
     save(tmp_path, other_lock)
     sibling = save(tmp_path, previous_run(root), where="fresh/runs")
     key, _ = cell_key(MATRIX, spec(), root)
-    decision = decide(ReusePolicy(tmp_path, 7, now=NOW), CELL.id, CELL.pins, key, CELL.variants)
+    decision = decide(policy_of(tmp_path), CELL.id, CELL.pins, key, CELL.variants)
     assert decision.reused is not None and decision.source == sibling
 
 
@@ -252,7 +303,7 @@ def test_a_workaround_sibling_is_keyed_with_its_extra_wherever_a_planned_cell_is
 
 def test_when_reuse_is_off_or_impossible(root: Path, tmp_path: Path) -> None:
     key, _ = cell_key(MATRIX, spec(), root)
-    policy = ReusePolicy(tmp_path, 7, now=NOW)
+    policy = policy_of(tmp_path)
     assert "reuse is off" in decide(None, CELL.id, CELL.pins, key).why
     assert "no previous run file" in decide(policy, CELL.id, CELL.pins, key).why
     assert "not reusable, no current lock" in decide(policy, CELL.id, CELL.pins, None, unkeyed="no current lock").why
@@ -268,15 +319,17 @@ def test_when_reuse_is_off_or_impossible(root: Path, tmp_path: Path) -> None:
 def test_the_policy_comes_from_the_session_options_and_the_environment(tmp_path: Path) -> None:
     options, rest = split_reuse_options(["--no-reuse", "-k", "t5", "--reuse-from", str(tmp_path), "--no-reuse-x"])
     assert options == ReuseOptions(True, tmp_path) and rest == ["-k", "t5", "--no-reuse-x"]
-    assert reuse_policy(7, environ={}, flaky_of=flaky_in_history) is None, "no previous results named: nothing is reused"
-    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path)}, flaky_of=flaky_in_history) == ReusePolicy(tmp_path, 7)
-    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path), NO_REUSE_ENV: "1"}, flaky_of=flaky_in_history) is None
-    assert reuse_policy(0, environ={PREVIOUS_ENV: str(tmp_path)}, flaky_of=flaky_in_history) is None, "max_age_days = 0: never reuse"
-    assert reuse_policy(7, ReuseOptions(no_reuse=True), environ={PREVIOUS_ENV: str(tmp_path)}, flaky_of=flaky_in_history) is None
+    assert reuse_policy(7, environ={}, history_of=reuse_facts) is None, "no previous results named: nothing is reused"
+    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path)}, history_of=reuse_facts) == ReusePolicy(tmp_path, 7)
+    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path), NO_REUSE_ENV: "1"}, history_of=reuse_facts) is None
+    assert reuse_policy(0, environ={PREVIOUS_ENV: str(tmp_path)}, history_of=reuse_facts) is None, "max_age_days = 0: never reuse"
+    assert reuse_policy(7, ReuseOptions(no_reuse=True), environ={PREVIOUS_ENV: str(tmp_path)}, history_of=reuse_facts) is None
+    with pytest.raises(BugmatrixError, match=r"^--reuse-from \S+/missing: no such directory of previous results"):
+        reuse_policy(7, ReuseOptions(previous=tmp_path / "missing"), environ={}, history_of=reuse_facts)  # a typo: never "none"
     warned: list[str] = []
     (tmp_path / "history.jsonl").write_text("not json\n")
-    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path)}, warn=warned.append, flaky_of=flaky_in_history) is None
-    assert "history that names flaky results cannot be read" in warned[0], "unknown flaky pairs: nothing is reused"
+    assert reuse_policy(7, environ={PREVIOUS_ENV: str(tmp_path)}, warn=warned.append, history_of=reuse_facts) is None
+    assert "history that names flaky results and the run files' digests cannot be read" in warned[0], "nothing is reused"
 
 
 def test_a_reused_result_is_never_shown_without_its_origin(root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -321,7 +374,7 @@ def test_a_new_release_has_no_key_so_its_cells_run_the_same_night(root: Path, tm
     assert key is None and "no lock for this cell" in why
     save(tmp_path, previous_run(root, cell=new.id, pins=dict(pins)))
     said: list[str] = []
-    done = run_cell(MATRIX, new, tmp_path / "out.json", execute=never, root=root, reuse=ReusePolicy(tmp_path, 7, now=NOW), log=said.append)
+    done = run_cell(MATRIX, new, tmp_path / "out.json", execute=never, root=root, reuse=policy_of(tmp_path), log=said.append)
     assert not done.reused and no_builds and said[0].startswith("runs: not reusable, no current lock")
 
 
@@ -352,3 +405,40 @@ def test_a_reused_regression_carries_its_origin_on_every_finding_line(
     assert f"♻ reused from {ORIGIN['date']}, commit abc1234" in section
     body = "\n".join(p.read_text() for p in bodies.glob("*.md"))
     assert "reproduced ♻ reused from `2026-11-22T03:20:00+00:00, commit abc1234" in body, body[:1500]
+
+
+def test_every_line_that_shows_a_reused_result_carries_the_mark(root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 45, item 12: "Outcomes that changed since the baseline" (compat.md, step summary, index.html), the upstream
+    agreement lines and the terminal's per-variant lines showed a reused result without ♻. Each output is rendered and read."""
+    reports = tmp_path / "reports"
+    first = CELL.variants[0]
+    declared = {v.id: v for v in reference_catalog().variants}
+    results = [  # each as its variant declares it: the upstream ones with the counterpart they are compared with
+        replace(record(v), kind=declared[v].kind, counterpart=declared[v].counterpart, workaround_for=declared[v].workaround_for)
+        for v in CELL.variants
+    ]
+    results[0] = replace(results[0], outcome=Outcome.REPRODUCED, verdict=Verdict.REGRESSION, message="the documented failure")
+    assert first == results[0].id and any(r.counterpart for r in results), "the cell runs upstream variants and their counterparts"
+    tonight = {**ORIGIN, "date": "2026-11-23T03:20:00+00:00", "run": "tonight"}
+    save(reports, previous_run(root, results=results, reused_from=dict(ORIGIN), origin=tonight))
+    summary = tmp_path / "summary.md"
+    summary.write_text("")
+    assert main([*report_argv(reports, summary), "--history", str(tmp_path / "h.jsonl")]) == 0
+    terminal = capsys.readouterr().out
+    # The only cell of this night is the reused one: every line below shows a reused result.
+    for name, text in (("compat.md", (reports / "compat.md").read_text()), ("step summary", summary.read_text())):
+        section = text[text.index("## Outcomes that changed since the baseline") :].split("\n\n")[1]
+        moved = [line for line in section.splitlines() if not line.startswith("- … and")]  # "… and 12 more" shows no result
+        assert moved and all("♻ reused from 2026-11-22" in line for line in moved), (name, moved)
+    markdown = (reports / "compat.md").read_text()
+    agreement = [line for line in markdown.splitlines() if line.startswith("- `upstream") and "` vs `" in line]
+    assert agreement and all(f"♻ {CELL.id} reused" in line for line in agreement), agreement
+    boundaries = [line for block in markdown.split("**Boundaries**\n\n")[1:] for line in block.split("\n\n")[0].splitlines()]
+    assert boundaries and all("♻:" in line for line in boundaries), boundaries[:3]
+    html = (reports / "index.html").read_text()
+    items = re.findall(r'<li class="moved">.*?</li>', html, flags=re.S)
+    assert items and all("♻ reused from 2026-11-22" in item for item in items), items[:2]
+    rows = re.findall(r'<li class="agreement-row".*?</li>', html, flags=re.S)
+    assert rows and all(f"♻ {CELL.id} reused" in row for row in rows), rows[:2]
+    per_variant = [line for line in terminal.splitlines() if line.split(" ")[0] in CELL.variants]
+    assert per_variant and all(line.split("  ")[0].endswith("♻") for line in per_variant), per_variant[:3]

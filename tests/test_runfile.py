@@ -135,7 +135,7 @@ def test_unreadable_path_is_one_line(tmp_path: Path) -> None:
     """A missing file (or a directory in its place) is reported with its path."""
     with pytest.raises(BugmatrixError) as info:
         load_run_file(tmp_path)
-    assert_one_line(info, tmp_path, "cannot read run file")
+    assert_one_line(info, tmp_path, "a directory (a run file is read from a regular file only)")
 
 
 def test_unknown_record_fields_are_ignored(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,39 @@ def test_a_past_night_missing_a_page_is_named_and_skipped(tmp_path: Path, capsys
     assert not (out / "2026-11-23").exists() and (out / "2026-11-24" / "index.html").is_file()
     assert not (out / "2026-11-24" / "notes.sh").exists()
     assert [n["date"] for n in json.loads((out / "nights.json").read_text())["nights"]] == ["2026-11-25", "2026-11-24"]
+
+
+def test_a_hard_link_in_a_previous_site_is_refused_and_nothing_of_it_is_published(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 45, item 6: a second name of a file outside the tree (a hard link to a secret) was published as a page."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:the secret\n")
+    (tmp_path / "a").mkdir()
+    site = nights(tmp_path / "a", ["2026-11-23", "2026-11-24"])
+    os.link(secret, site / "2026-11-23" / "passwd.txt")
+    _refused(tmp_path, site, capsys, "passwd.txt: a hard link (2 names for one file)")
+    # Every page that is published is a new file: nothing in a built site is a link to what it was made from.
+    out = tmp_path / "fresh-site"
+    build_site(report(tmp_path, "n"), out, date="2026-11-25", profile="nightly", previous=nights(tmp_path / "a", ["2026-11-20"]))
+    assert all(p.stat().st_nlink == 1 for p in out.rglob("*") if p.is_file())
+
+
+def test_a_name_that_is_not_utf8_in_a_previous_site_is_left_out_and_the_site_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 45, item 7: a file name that is not UTF-8 was a UnicodeEncodeError traceback from write_text_atomic."""
+    (tmp_path / "a").mkdir()
+    site = nights(tmp_path / "a", ["2026-11-23", "2026-11-24"])
+    issues = os.fsencode(site / "2026-11-23" / "issues")
+    os.mkdir(issues)
+    with open(os.path.join(issues, b"regression-\xff.md"), "wb") as handle:
+        handle.write(b"<!-- bugmatrix:finding -->\n# a finding\n")
+    os.mkdir(os.path.join(issues, b"dir-\xfe"))
+    out = tmp_path / "site"
+    args = ["site", "--reports", str(report(tmp_path, "tonight")), "--out", str(out), "--date", "2026-11-25", "--previous", str(site)]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "regression-\\udcff.md" in err and "its name is not UTF-8" in err and "dir-\\udcfe" in err, err
+    assert (out / "2026-11-23" / "index.html").is_file() and not list((out / "2026-11-23").glob("issues/*"))
+    assert "regression-" not in (out / "nights.html").read_text()

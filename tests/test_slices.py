@@ -67,7 +67,7 @@ def catalogues(draw: st.DrawFn) -> tuple[Matrix, Catalog]:
         if name in held:
             axes[name]["every_cell"] = True
     base = {"python": "3.11", **{n: draw(st.sampled_from(axes[n]["versions"])) for n in names}}
-    profile = {}
+    profile = {"python": ["3.11"]}  # a profile lists something (an empty one is refused): here at least the interpreter
     for name in names:
         if draw(st.booleans()):
             profile[name] = sorted(draw(st.sets(st.sampled_from(axes[name]["versions"]), min_size=1)))

@@ -14,12 +14,12 @@ Read with the standard library only: a cell runs any Python the matrix lists, 3.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import read_json
 
 __all__ = ["SCHEMA", "CellOptions", "read_options"]
 
@@ -80,12 +80,9 @@ def read_options(path: Path) -> CellOptions:
     """Read a spec file; anything unreadable or malformed is one line naming the file and the key."""
     fix = "it is written by bugmatrix.run.command for each run; run the cell through nox (or the runner) again"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        msg = f"--bugmatrix-spec {path}: cannot read it ({exc.strerror}); {fix}"
-        raise BugmatrixError(msg) from None
-    except ValueError as exc:
-        msg = f"--bugmatrix-spec {path}: not JSON ({exc}); {fix}"
+        data = read_json(path, "cell spec", fix=fix)
+    except BugmatrixError as exc:
+        msg = f"--bugmatrix-spec {exc}"
         raise BugmatrixError(msg) from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         schema = data.get("schema") if isinstance(data, dict) else None

@@ -57,6 +57,7 @@ import os
 import sys
 import threading
 import time
+from argparse import ArgumentTypeError
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,7 @@ from typing import Any
 
 import pytest
 
+from bugmatrix import values
 from bugmatrix.cell.axes import active_spec, parse_spec, set_active_spec, spec_from_matrix_file
 from bugmatrix.cell.case import Case, Variant, case_of_module
 from bugmatrix.cell.cellend import CellDeadline, WorkerWatch, expire, say_past_capture, worker_pid
@@ -132,10 +134,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bugmatrix-spec", default=None, metavar="FILE", help=SPEC_DESC)
     group.addoption("--bugmatrix-run-file", default=None, help=RUN_FILE_DESC)
     group.addoption("--bugmatrix-cell", default=None, help=CELL_DESC)
-    group.addoption("--bugmatrix-timeout", type=float, default=None, help=TIMEOUT_DESC)
+    group.addoption("--bugmatrix-timeout", type=values.seconds, default=None, help=TIMEOUT_DESC)
     group.addoption("--bugmatrix-resume", action="store_true", help=RESUME_DESC)
     group.addoption("--bugmatrix-forks", type=int, default=None, metavar="N", help=FORKS_DESC)
-    group.addoption("--bugmatrix-cell-deadline", type=float, default=None, metavar="SECONDS", help=CELL_DEADLINE_DESC)
+    group.addoption("--bugmatrix-cell-deadline", type=values.seconds_or_zero, default=None, metavar="SECONDS", help=CELL_DEADLINE_DESC)
     parser.addini("bugmatrix_timeout", TIMEOUT_DESC, default=str(DEFAULT_TIMEOUT))
 
 
@@ -160,6 +162,10 @@ def is_worker(config: pytest.Config) -> bool:
 
 def runner_of(config: pytest.Config) -> Runner:
     """The runner for this process: xdist's workers run inline and its controller runs nothing; else ``--bugmatrix-forks``."""
+    workers = getattr(config.option, "numprocesses", None)
+    if isinstance(workers, int) and workers < 0:  # xdist takes -n -2 and starts no worker
+        msg = f"-n {workers}: give a number of xdist workers (0: none), or auto"
+        raise pytest.UsageError(msg)
     if is_worker(config):
         return Runner("inline")
     if getattr(config.option, "dist", "no") != "no":
@@ -222,7 +228,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if options.junit and not config.option.xmlpath:
         config.option.xmlpath = str(Path(config.invocation_params.dir, options.junit))
     _configure_axes(config)
-    runner = runner_of(config)  # a bad --bugmatrix-forks or BUGMATRIX_WORKERS is a usage error now, not mid-run
+    runner = runner_of(config)  # a bad --bugmatrix-forks, -n or BUGMATRIX_WORKERS is a usage error now, not mid-run
+    timeout_of(config)  # and so is a bad bugmatrix_timeout ini value (the option itself argparse checks)
     config.stash[LEFT_THREADS_KEY] = {}
     config.stash[UNCOVERED_KEY] = {}
     config.stash[STARTED_KEY] = time.monotonic()
@@ -360,8 +367,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def timeout_of(config: pytest.Config) -> float:
+    """``--bugmatrix-timeout`` (checked by argparse), else the ini value, checked here: positive and finite either way."""
     value = config.getoption("--bugmatrix-timeout")
-    return float(value if value is not None else config.getini("bugmatrix_timeout"))
+    if value is not None:
+        return float(value)
+    try:
+        return values.seconds(str(config.getini("bugmatrix_timeout")))
+    except ArgumentTypeError as exc:
+        msg = f"bugmatrix_timeout (ini): {exc}"
+        raise pytest.UsageError(msg) from None
 
 
 class VariantItem(pytest.Item):

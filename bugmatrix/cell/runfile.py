@@ -44,7 +44,6 @@ previous file intact. Loading validates: a defect is one line naming the file.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -52,6 +51,7 @@ from typing import Any
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import decode_json, digest_of, read_bytes, read_json
 
 __all__ = ["ORIGIN_KEYS", "SCHEMA", "RunRecord", "UnreadableRun", "VariantRecord", "load_run_dir", "load_run_file", "read_run_dir"]
 
@@ -156,6 +156,8 @@ class RunRecord:
     origin: dict[str, str] | None = None
     reused_from: dict[str, str] | None = None
     schema: str = SCHEMA
+    #: ``sha256:<hex>`` of the bytes this record was read from ("" for one made in memory); never written into the file.
+    digest: str = field(default="", compare=False, repr=False)
 
     @property
     def observed(self) -> dict[str, str] | None:
@@ -166,18 +168,14 @@ class RunRecord:
         """Plain data, ready for json.dumps."""
         data = asdict(self)
         data["results"] = [r.to_json() for r in self.results]
+        del data["digest"]
         return data
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        msg = f"{path}: cannot read run file ({exc}); re-run its cell"
-        raise BugmatrixError(msg) from exc
-    except json.JSONDecodeError as exc:
-        msg = f"{path}: not valid JSON (line {exc.lineno}: {exc.msg}); the file is truncated or corrupt, re-run its cell"
-        raise BugmatrixError(msg) from exc
+def _read(path: Path) -> tuple[dict[str, Any], str]:
+    """The file's document and the digest of the bytes it was parsed from (what the history records, and reuse checks)."""
+    raw = read_bytes(path, "run file", fix="re-run its cell")
+    data = decode_json(raw, path, "run file", fix="re-run its cell")
     if not isinstance(data, dict):
         msg = f"{path}: a run file must be a JSON object; re-run its cell"
         raise BugmatrixError(msg)
@@ -185,7 +183,7 @@ def _read(path: Path) -> dict[str, Any]:
     if schema not in (SCHEMA, *OLD_SCHEMAS):
         msg = f"{path}: schema {schema!r} is not {SCHEMA!r}; re-run its cell with this version of bugmatrix"
         raise BugmatrixError(msg)
-    return data
+    return data, digest_of(raw)
 
 
 def _origin(value: Any, key: str) -> dict[str, str] | None:
@@ -208,7 +206,7 @@ def _input_key(value: Any) -> dict[str, Any] | None:
 
 def load_run_file(path: Path) -> RunRecord:
     """Read and validate one run file; any defect is a one-line BugmatrixError."""
-    data = _read(path)
+    data, digest = _read(path)
     try:
         if data["install"].get("status") not in ("ok", "failed"):
             msg = f"install.status {data['install'].get('status')!r} is neither 'ok' nor 'failed'"
@@ -232,6 +230,7 @@ def load_run_file(path: Path) -> RunRecord:
             input_key=_input_key(data.get("input_key")),
             origin=_origin(data.get("origin"), "origin"),
             reused_from=_origin(data.get("reused_from"), "reused_from"),
+            digest=digest,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         msg = f"{path}: malformed run file ({type(exc).__name__}: {exc}); re-run its cell"
@@ -265,8 +264,8 @@ class UnreadableRun:
 
 def _salvage(path: Path, why: str) -> UnreadableRun:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = read_json(path, "run file")
+    except BugmatrixError:
         data = None
     pins = data.get("pins") if isinstance(data, dict) else None
     selected = data.get("selected") if isinstance(data, dict) else None

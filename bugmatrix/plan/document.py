@@ -9,14 +9,15 @@ uses has a type.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import read_json
 from bugmatrix.plan.cells import PLAN_SCHEMA
+from bugmatrix.values import profile_name
 
 __all__ = ["PlanDocument", "PlannedAxis", "PlannedCell", "read_plan_document"]
 
@@ -76,16 +77,20 @@ class PlanDocument:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             msg = f"a cell or axis entry is malformed ({exc!r})"
             raise ValueError(msg) from None
-        return cls(str(data.get("profile") or ""), cells, axes, resolution)
+        try:  # the profile reaches file names, the site's paths and the issue bodies' links: one rule, here too
+            profile = profile_name(data.get("profile"), "profile")
+        except BugmatrixError as exc:
+            raise ValueError(str(exc)) from None
+        return cls(profile, cells, axes, resolution)
 
 
 def read_plan_document(path: Path, option: str = "--plan") -> PlanDocument:
     """A plan document written by ``plan --out`` (or the nox report sessions); a defect is one line."""
     fix = f"write it with: python -m bugmatrix plan --profile P --out {path}"
     try:
-        return PlanDocument.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        msg = f"{option} {path}: cannot read the plan ({exc}); {fix}"
+        return PlanDocument.from_json(read_json(path, "plan document", fix=fix))
+    except BugmatrixError as exc:
+        msg = f"{option} {exc}"
         raise BugmatrixError(msg) from None
     except ValueError as exc:
         msg = f"{option} {path}: {exc}; {fix}"

@@ -10,7 +10,6 @@ file; one function per table checks it against the tables before it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.matrix_model import DEFAULT_REUSE_MAX_AGE_DAYS, SCHEMA, SYMBOLIC, Axis, BaseWhen, Constraint, Matrix, Rule
+from bugmatrix.values import PROFILE_RULE, profile_name
 
 __all__ = ["Checker", "check_matrix"]
 
@@ -38,8 +38,6 @@ KEYS = {
     "gpu": {"runner"},
     "reuse": {"max_age_days"},
 }
-#: A profile's name becomes a nox tag, a session name (``report-<name>``) and a file name (``plan-<name>.json``).
-PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
 
 class Checker:
@@ -203,10 +201,10 @@ def _profiles(
     computed: dict[str, Path] = {}
     for name, entry in data.items():
         key = f"profiles.{name}"
-        if not PROFILE_NAME.fullmatch(name) or name.startswith("gpu-"):
-            raise check.fail(
-                key, f"{name!r} is not a usable profile name", "use lowercase letters, digits, - and _, not starting with gpu-"
-            )
+        try:
+            profile_name(name, key)
+        except BugmatrixError:
+            raise check.fail(key, f"{name!r} is not a usable profile name", f"use {PROFILE_RULE}") from None
         table = check.table(entry, key, set(axes) | KEYS["profiles"])
         profiles[name] = {}
         for axis, values in table.items():
@@ -214,6 +212,10 @@ def _profiles(
                 continue
             profiles[name][axis] = check.versions(values, f"{key}.{axis}", symbolic=not axes[axis].is_interpreter)
             check.listed(profiles[name][axis], f"{key}.{axis}", axes[axis], f"add it to axes.{axis}.versions or remove it")
+        if not profiles[name] and "computed" not in table:
+            example = next((a for a in axes.values() if not a.is_interpreter), next(iter(axes.values())))
+            fix = f'list the versions it runs, e.g. {example.name} = ["{example.versions[-1]}"], or remove it'
+            raise check.fail(key, "lists no versions (and is not computed): it would plan the base cells alone", fix)
         if "within" in table:
             within[name] = table["within"]
         if "computed" in table:

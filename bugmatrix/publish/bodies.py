@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import check_writable_dir
+from bugmatrix.files import check_writable_dir, read_text
 from bugmatrix.publish.attachments import Attachment, ReproExporter
 from bugmatrix.publish.issue_body import Links, render_issue
 from bugmatrix.publish.markers import MARKER, Marker, State, file_stem, parse_markers
@@ -37,7 +37,10 @@ class Body:
 
 def _ours(directory: Path, entry: Path) -> bool:
     if entry.is_file() and entry.suffix == ".md":
-        return entry.read_text(encoding="utf-8", errors="replace").startswith(f"<!-- {MARKER} ")
+        try:
+            return read_text(entry, "issue body").startswith(f"<!-- {MARKER} ")
+        except BugmatrixError:  # not UTF-8, a FIFO, too large: not a body this command wrote
+            return False
     return entry.is_dir() and (directory / f"{entry.name}.md").is_file()
 
 
@@ -103,7 +106,7 @@ def read_bodies(directory: Path) -> list[Body]:
         raise BugmatrixError(msg)
     bodies = []
     for path in sorted(directory.glob("*.md")):
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, "issue body", fix="write the bodies again: nox -s report -- --issue-bodies DIR")
         markers = parse_markers(text)
         if not markers or markers[0].state is not State.OPENED or not markers[0].title:
             msg = f"{path}: not an issue body written by report --issue-bodies (no {MARKER} marker first); write it again"

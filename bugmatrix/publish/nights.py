@@ -12,13 +12,13 @@ links relative to where that copy of the page sits.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.files import write_json_atomic, write_text_atomic
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import read_json, read_text, write_json_atomic, write_text_atomic
 from bugmatrix.publish.grid import NightOutcomes, variant_grid
 from bugmatrix.publish.issue_html import parse_markdown
 from bugmatrix.publish.markers import parse_markers
@@ -114,7 +114,7 @@ def _issues(directory: Path) -> tuple[Issue, ...]:
     """The night's issue bodies (``<stem>.md``), each with the title and key its marker carries and the files beside it."""
     found = []
     for path in sorted(directory.glob("*.md")) if directory.is_dir() else ():
-        markers = parse_markers(path.read_text(encoding="utf-8", errors="replace"))
+        markers = parse_markers(read_text(path, "issue body"))
         title = markers[0].title if markers and markers[0].title else path.stem
         attached = directory / path.stem
         files = sorted(p.relative_to(attached).as_posix() for p in attached.rglob("*") if p.is_file()) if attached.is_dir() else []
@@ -128,7 +128,7 @@ def summarize(site: Path, date: str, profile: str, commit: str, path: str) -> Ni
     flaky = sum(1 for issue in issues if issue.key.startswith("flaky:"))
     subjects = frozenset(issue.key.partition(":")[2] for issue in issues)
     try:
-        data = json.loads((site / path / "compat.json").read_text(encoding="utf-8"))
+        data = read_json(site / path / "compat.json", "compat document")
         verdicts: dict[str, int] = {}
         outcomes: dict[str, dict[str, str]] = {}
         flagged = set(subjects)
@@ -161,7 +161,7 @@ def summarize(site: Path, date: str, profile: str, commit: str, path: str) -> Ni
             outcomes=outcomes,
             flagged=frozenset(flagged),
         )
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError):
+    except (BugmatrixError, ValueError, AttributeError, TypeError):
         return NightSummary(date, profile, commit, path, flaky=flaky, issues=issues, readable=False, flagged=subjects)
 
 
@@ -243,7 +243,7 @@ def write_history_pages(site: Path, nights: list[tuple[str, str, str, str]], roo
         up = _up(s.path)
         for issue in s.issues:
             source = site / s.path / "issues" / f"{issue.stem}.md"
-            blocks = parse_markdown(source.read_text(encoding="utf-8", errors="replace"), top=2)
+            blocks = parse_markdown(read_text(source, "issue body"), top=2)
             write_text_atomic(source.with_suffix(".html"), render("issue.html.j2", issue=issue, night=s, blocks=blocks, to_root=up + "../"))
         _fill_slot(site / s.path / "index.html", s, up, "")
     newest: dict[str, NightSummary] = {}

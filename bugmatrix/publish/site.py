@@ -25,32 +25,36 @@ run's site).
 The previous site is an artifact, not something this code made tonight, so
 only what the site itself writes is taken from it: regular files of its
 kinds (:data:`KINDS`), at most :data:`MAX_FILE_BYTES` each and
-:data:`MAX_SITE_BYTES` in all. A symlink, a device or a pipe anywhere in it,
-or a file over a cap, stops the build with one line naming it; a file of
-another kind is left out, and a past night missing one of its pages is
-named and skipped. A build that stops leaves nothing behind (no
-``.<out>.partial``).
+:data:`MAX_SITE_BYTES` in all, each read through the one guarded reader
+(:func:`bugmatrix.files.read_bytes`) and written as a new file of the bytes
+read: nothing is ever linked or copied by name. A symlink, a hard link (a
+file with a second name, e.g. ``/etc/passwd``'s: the site never makes one),
+a device or a pipe anywhere in it, or a file over a cap, stops the build
+with one line naming it; a file of another kind, or a name that is not
+UTF-8, is left out (said on stderr), and a past night missing one of its
+pages is named and skipped. Tonight's pages and issue bodies are taken the
+same way. A build that stops leaves nothing behind (no ``.<out>.partial``).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
-import re
 import shutil
 import stat
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bugmatrix import values
 from bugmatrix.errors import BugmatrixError, OutputError
-from bugmatrix.files import check_writable_dir, write_json_atomic
+from bugmatrix.files import LIMITS, check_writable_dir, read_bytes, read_json, write_json_atomic
 from bugmatrix.publish.nights import write_history_pages
 from bugmatrix.report.history import KEEP_NIGHTS
 from bugmatrix.report.outputs import PAGES
+from bugmatrix.tools.repro import MANIFEST as REPRO_MANIFEST
 
 __all__ = [
     "KEEP_NIGHTS",
@@ -71,11 +75,10 @@ __all__ = [
 SITE_SCHEMA = "bugmatrix.site/1"
 #: The profile the scheduled nightly runs: the workflow makes its newest night the site's root (``--root-profile``).
 ROOT_PROFILE = "nightly"
-_PROFILE = re.compile(r"[A-Za-z][\w-]*")
 #: The kinds of file the site writes (pages, nights.json, issue bodies, repro scripts, requirements and locks).
 KINDS = frozenset({".html", ".md", ".json", ".py", ".txt"})
 #: The largest file taken from a previous site (a night's compat.json of the full profile is about 2 MB).
-MAX_FILE_BYTES = 32 * 1024 * 1024
+MAX_FILE_BYTES = LIMITS["site file"]
 #: The whole site, previous nights and tonight together (GitHub Pages' own limit is 1 GB).
 MAX_SITE_BYTES = 900 * 1024 * 1024
 
@@ -123,27 +126,24 @@ def load_site_nights(site: Path) -> tuple[list[SiteNight], str | None]:
         raise BugmatrixError(msg)
     fix = f"remove {site} to start a new site (the nightly falls back to an older run's site by itself)"
     try:
-        data = json.loads(index.read_text(encoding="utf-8"))
-        if data.get("schema") != SITE_SCHEMA:
-            msg = f"schema {data.get('schema')!r} is not {SITE_SCHEMA!r}"
+        data = read_json(index, "site index")
+        if not isinstance(data, dict) or data.get("schema") != SITE_SCHEMA:
+            msg = f"schema {data.get('schema') if isinstance(data, dict) else data!r} is not {SITE_SCHEMA!r}"
             raise ValueError(msg)
         nights = []
         for entry in data["nights"]:
             date = _checked_date(entry["date"], str(index))
-            profile = str(entry["profile"])
-            if not _PROFILE.fullmatch(profile):
-                msg = f"profile {profile!r} is not a profile name"
-                raise ValueError(msg)
+            profile = values.profile_name(entry["profile"], "profile")
             path = str(entry.get("path") or night_path(profile, date))
             if path not in (date, f"{profile}/{date}") or not (site / path).is_dir():
                 msg = f"the night {path}/ it lists is not in the site"
                 raise ValueError(msg)
             nights.append(SiteNight(date, profile, str(entry.get("commit", "")), path))
-        root = data.get("root") or next((n.profile for n in nights if n.path == n.date), ROOT_PROFILE)
-        if not _PROFILE.fullmatch(str(root)) or any(n.path != night_path(n.profile, n.date, root) for n in nights):
+        root = values.profile_name(data.get("root") or next((n.profile for n in nights if n.path == n.date), ROOT_PROFILE), "root")
+        if any(n.path != night_path(n.profile, n.date, root) for n in nights):
             msg = f"its nights are not where its root profile {root!r} puts them"
             raise ValueError(msg)
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (BugmatrixError, ValueError, KeyError, TypeError, AttributeError) as exc:
         msg = f"{index}: not a readable bugmatrix site ({exc}); {fix}"
         raise BugmatrixError(msg) from None
     return nights, root
@@ -161,45 +161,69 @@ def _kept(nights: Iterable[SiteNight], tonight: SiteNight, keep: int) -> list[Si
 def _tonight(reports: Path) -> tuple[str, str]:
     """The commit and the profile tonight's report recorded."""
     compat = reports / "compat.json"
-    try:
-        data = json.loads(compat.read_text(encoding="utf-8"))
-        return str(data.get("commit", "")), str(data.get("profile", ""))
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as exc:
-        msg = f"{compat}: cannot read tonight's report ({exc}); run the report first (nox -s report)"
-        raise BugmatrixError(msg) from None
+    data = read_json(compat, "compat document", fix="run the report first (nox -s report)")
+    if not isinstance(data, dict):
+        return "", ""
+    return str(data.get("commit", "")), str(data.get("profile", ""))
+
+
+def _site_files(source: Path, option: str, notes: list[str]) -> Iterator[tuple[Path, int]]:
+    """Each file under ``source`` the site may take (relative path, size); anything it never writes refused or left out.
+
+    A symlink, a hard link, a device, a pipe or a socket is refused (one line);
+    a name that is not UTF-8 or a file of another kind is left out, with a note.
+    """
+    refused = "refused; the nightly falls back to an older site"
+    for top, dirs, files in os.walk(source, followlinks=False):
+        for name in sorted(dirs + files):
+            path = Path(top) / name
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode) or not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+                kind = "a symlink" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+                msg = f"{option} {path}: {kind}; a site holds regular files only ({refused})"
+                raise BugmatrixError(msg)
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:  # os.walk's surrogate escapes: a name no page could link or write
+                notes.append(f"site: left out {str(path)!a} (its name is not UTF-8; the site never writes one)")
+                if name in dirs:
+                    dirs.remove(name)
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                continue
+            if info.st_nlink > 1:
+                msg = f"{option} {path}: a hard link ({info.st_nlink} names for one file); the site never writes one ({refused})"
+                raise BugmatrixError(msg)
+            if path.suffix not in KINDS:
+                if name != REPRO_MANIFEST:  # the repro export's own bookkeeping, never published
+                    notes.append(f"site: left out {path} (not a kind of file the site writes)")
+                continue
+            yield path.relative_to(source), info.st_size
+
+
+def _take(source: Path, target: Path, option: str, used: int, notes: list[str]) -> int:
+    """Write ``source``'s files the site may take under ``target`` as new files of the bytes read; the bytes used so far after it."""
+    for relative, size in _site_files(source, option, notes):
+        used += size
+        if size > MAX_FILE_BYTES or used > MAX_SITE_BYTES:
+            cap = f"{MAX_FILE_BYTES:,} bytes per file" if size > MAX_FILE_BYTES else f"{MAX_SITE_BYTES:,} bytes for the site"
+            msg = f"{option} {source / relative}: {size:,} bytes, over the cap of {cap} (refused)"
+            raise BugmatrixError(msg)
+        content = read_bytes(source / relative, "site file", fix="refused; the nightly falls back to an older site")
+        copy = target / relative
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(content)
+    return used
 
 
 def _copy_previous(previous: Path, night: str, target: Path, used: int, notes: list[str]) -> int:
-    """Copy one past night's regular files of the site's kinds, refusing anything else; the bytes used so far after it."""
-    source = previous / night
+    """Take one past night's regular files of the site's kinds, refusing anything else; the bytes used so far after it."""
     for depth in range(1, len(Path(night).parts) + 1):  # the night's own directory and those above it, inside the site
         above = previous.joinpath(*Path(night).parts[:depth])
         if above.is_symlink():
             msg = f"--previous {above}: a symlink; a previous site holds regular files only (refused; the nightly falls back to an older site)"
             raise BugmatrixError(msg)
-    for top, dirs, files in os.walk(source, followlinks=False):
-        for name in sorted(dirs + files):
-            path = Path(top) / name
-            mode = path.lstat().st_mode
-            if stat.S_ISLNK(mode) or not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                kind = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
-                msg = f"--previous {path}: {kind}; a previous site holds regular files only (refused; the nightly falls back to an older site)"
-                raise BugmatrixError(msg)
-            if stat.S_ISDIR(mode):
-                continue
-            if path.suffix not in KINDS:
-                notes.append(f"site: left out {path} (not a kind of file the site writes)")
-                continue
-            size = path.stat().st_size
-            used += size
-            if size > MAX_FILE_BYTES or used > MAX_SITE_BYTES:
-                cap = f"{MAX_FILE_BYTES:,} bytes per file" if size > MAX_FILE_BYTES else f"{MAX_SITE_BYTES:,} bytes for the site"
-                msg = f"--previous {path}: {size:,} bytes, over the cap of {cap} (refused)"
-                raise BugmatrixError(msg)
-            copy = target / path.relative_to(source)
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, copy, follow_symlinks=False)
-    return used
+    return _take(previous / night, target, "--previous", used, notes)
 
 
 def _complete(previous: Path, night: SiteNight, notes: list[str]) -> bool:
@@ -226,9 +250,7 @@ def _profiles(reports: Path, profile: str | None, root_profile: str | None, prev
         raise BugmatrixError(msg)
     root = root_profile or previous_root or profile
     for option, name in (("--profile", profile), ("--root-profile", root)):
-        if not _PROFILE.fullmatch(name):
-            msg = f"{option} {name!r}: not a profile name (letters, digits, - and _)"
-            raise BugmatrixError(msg)
+        values.profile_name(name, option)
     return commit, profile, root
 
 
@@ -316,23 +338,23 @@ def _stage(
         if night is tonight:
             (staging / night.path).mkdir(parents=True)
             for name in PAGES:
-                shutil.copy2(reports / name, staging / night.path / name)
-            if attachments is not None and any(attachments.iterdir()):
-                shutil.copytree(attachments, staging / night.path / "issues")
+                (staging / night.path / name).write_bytes(read_bytes(reports / name, "site file", fix="run the report again"))
+            if attachments is not None:
+                used = _take(attachments, staging / night.path / "issues", "--issues", used, notes)
         else:
             assert site is not None  # only tonight comes from elsewhere
             used = _copy_previous(site, sources[(night.date, night.profile)], staging / night.path, used, notes)
     newest = {}
     for night in nights:  # newest first: the first of each profile is its root
         newest.setdefault(night.profile, night)
-    for night in newest.values():
+    for night in newest.values():  # the staging holds only what was written above: its own pages, copied
         root = staging / _profile_root(night.profile, root_profile)
         for name in PAGES:
-            shutil.copy2(staging / night.path / name, root / name)
+            shutil.copyfile(staging / night.path / name, root / name)
     write_json_atomic(staging / "nights.json", {"schema": SITE_SCHEMA, "root": root_profile, "nights": [asdict(n) for n in nights]})
     write_history_pages(staging, [(n.date, n.profile, n.commit, n.path) for n in nights], root_profile)  # nights.html, badge, issue pages
     if root_profile not in newest:  # no night of the root profile yet (another profile ran first): the root lists the nights
-        shutil.copy2(staging / "nights.html", staging / "index.html")
+        shutil.copyfile(staging / "nights.html", staging / "index.html")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -340,12 +362,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reports", type=Path, required=True, help="the report's directory (index.html, compat.md, compat.json)")
     parser.add_argument("--out", type=Path, required=True, help="where to write the site (absent or empty)")
     parser.add_argument("--date", required=True, help="tonight's date, YYYY-MM-DD (the report's --date)")
-    parser.add_argument("--profile", help="the report's profile (default: the one its compat.json records)")
+    parser.add_argument("--profile", type=values.profile, help="the report's profile (default: the one its compat.json records)")
     parser.add_argument("--previous", type=Path, help="the previous site, unpacked (absent or empty: a new site)")
     parser.add_argument("--issues", type=Path, help="the report's --issue-bodies directory, published as <night>/issues/")
-    parser.add_argument("--keep", type=int, default=KEEP_NIGHTS, help="nights kept per profile (default: %(default)s)")
+    parser.add_argument("--keep", type=values.count, default=KEEP_NIGHTS, help="nights kept per profile (default: %(default)s)")
     parser.add_argument(
-        "--root-profile", help="the profile whose newest night is the root (default: the previous site's, else the report's profile)"
+        "--root-profile",
+        type=values.profile,
+        help="the profile whose newest night is the root (default: the previous site's, else the report's profile)",
     )
 
 
@@ -367,7 +391,7 @@ def run(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     profile = args.profile or _tonight(args.reports)[1]
     own = [n for n in nights if n.profile == profile]
-    root = json.loads((args.out / "nights.json").read_text(encoding="utf-8"))["root"]
+    root = read_json(args.out / "nights.json", "site index")["root"]
     print(
         f"site: {args.out} holds {len(nights)} night(s); {profile}: {own[-1].date} to {own[0].date} ({len(own)} of at most {args.keep});"
         f" root profile: {root}"

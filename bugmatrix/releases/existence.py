@@ -19,7 +19,6 @@ which must neither ask nor write) checks against the cache alone.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -28,7 +27,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_json_atomic
+from bugmatrix.files import read_json, write_json_atomic
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.registry import Fetch, RegistryUnreachable, Resolution, fetch_project, warn
@@ -65,8 +64,8 @@ def _cache_file(cache: Path, distribution: str) -> Path:
 def cached_versions(distribution: str, *, cache: Path) -> set[Version]:
     """The releases of ``distribution`` the cache remembers (none when there is no cache or it is damaged: only a cache)."""
     try:
-        return _as_versions(json.loads(_cache_file(cache, distribution).read_text(encoding="utf-8"))["versions"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return _as_versions(read_json(_cache_file(cache, distribution), "registry cache")["versions"])
+    except (BugmatrixError, KeyError, TypeError):
         return set()
 
 

@@ -41,7 +41,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_json_atomic
+from bugmatrix.files import read_json, write_json_atomic
 from bugmatrix.plan.matrix import SYMBOLIC
 
 __all__ = [
@@ -214,10 +214,12 @@ def save_resolution(path: Path, resolution: Resolution) -> None:
 
 def load_resolution(path: Path) -> Resolution:
     """Read a saved resolution; a defect is one line naming the file and the fix."""
+    fix = "delete it and re-run the plan with the registry reachable"
+    data = read_json(path, "saved resolution", fix=fix)
     try:
-        return Resolution.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        msg = f"{path}: unreadable resolution ({type(exc).__name__}: {exc}); delete it and re-run the plan with the registry reachable"
+        return Resolution.from_json(data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        msg = f"{path}: unreadable resolution ({type(exc).__name__}: {exc}); {fix}"
         raise BugmatrixError(msg) from exc
 
 

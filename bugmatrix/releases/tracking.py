@@ -85,7 +85,7 @@ def resolve_matrix(
     saved: Path | None = None,
     warn: Callable[[str], None] | None = None,
     offline: bool = False,
-    check: bool = False,
+    check: bool = True,
 ) -> tuple[Matrix, Resolution]:
     """The concrete matrix and the resolution it used.
 
@@ -94,9 +94,10 @@ def resolve_matrix(
     ``refresh``, or when none is saved, the registry is asked and the answer
     saved; an unreachable registry falls back to the saved one with a warning,
     or is a one-line error when there is none (see ``bugmatrix.releases.registry``). ``offline`` (``nox -l``):
-    the saved resolution or that one-line error, never the registry and never a write. ``check``: a *saved*
-    resolution's versions must be releases (:func:`~bugmatrix.releases.existence.check_resolved`; one the registry
-    just gave needs no check).
+    the saved resolution or that one-line error, never the registry and never a write. A *saved*
+    resolution's versions must be releases (:func:`~bugmatrix.releases.existence.check_resolved`, the same check
+    for every command; one the registry just gave needs none); ``check=False`` only for the planner's tests on
+    fixture matrices.
     """
     wanted = requests(matrix)
     if not wanted:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bugmatrix.cell.outcomes import Kind, Outcome
-from bugmatrix.report.model import Compat, Entry
+from bugmatrix.report.model import REUSED, Compat, Entry
 
 __all__ = ["DIFFER_SHOWN", "AgreementLine", "AgreementRow", "agreement", "per_case", "sentence"]
 
@@ -39,6 +39,7 @@ class AgreementRow:
     agree: int = 0
     total: int = 0
     differ: tuple[str, ...] = field(default=())
+    reused: tuple[str, ...] = field(default=())  # compared cells whose results were reused from an earlier run
 
 
 def _ran(entry: Entry) -> Outcome | None:
@@ -63,17 +64,19 @@ def agreement(compat: Compat) -> list[AgreementRow]:
             continue
         mine, theirs = compat.entries(variant.id), compat.entries(other)
         shared = set(mine) & set(theirs)
-        agree, total, differ = 0, 0, []
+        agree, total, differ, reused = 0, 0, [], []
         for cell in [c for c in order if c in shared] + sorted(shared.difference(order)):
             a, b = _ran(mine[cell]), _ran(theirs[cell])
             if a is None or b is None:
                 continue
             total += 1
+            if cell in compat.reused_origins:
+                reused.append(cell)
             if a is b:
                 agree += 1
             else:
                 differ.append(cell)
-        rows.append(AgreementRow(variant.id, other, agree, total, tuple(differ)))
+        rows.append(AgreementRow(variant.id, other, agree, total, tuple(differ), tuple(reused)))
     return rows
 
 
@@ -81,11 +84,16 @@ def sentence(row: AgreementRow) -> str:
     """``agrees in 17/19 cells; differs in: a, b`` for one :func:`agreement` row."""
     if row.counterpart is None:
         return "its counterpart is not in this report on the same device: nothing to compare"
+    reused = f"; {REUSED} {_cells(row.reused)} reused from an earlier run (see Reused)" if row.reused else ""
     if row.agree == row.total:
-        return f"agrees in {row.agree}/{row.total} cells"
-    shown = ", ".join(row.differ[:DIFFER_SHOWN])
-    more = f" +{len(row.differ) - DIFFER_SHOWN} more" if len(row.differ) > DIFFER_SHOWN else ""
-    return f"agrees in {row.agree}/{row.total} cells; differs in: {shown}{more}"
+        return f"agrees in {row.agree}/{row.total} cells{reused}"
+    return f"agrees in {row.agree}/{row.total} cells; differs in: {_cells(row.differ)}{reused}"
+
+
+def _cells(cells: tuple[str, ...]) -> str:
+    """``a, b`` (the first :data:`DIFFER_SHOWN`, the rest counted)."""
+    more = f" +{len(cells) - DIFFER_SHOWN} more" if len(cells) > DIFFER_SHOWN else ""
+    return ", ".join(cells[:DIFFER_SHOWN]) + more
 
 
 @dataclass(frozen=True)

@@ -218,9 +218,11 @@ def _build(
         declared=_declared_axes(options, runs),
         unreadable=unreadable,
     )
-    # Tonight joins the history before the diff, so a flap that came back tonight is already called flaky.
-    nights = append_night(load_history(options.history_path), night_from_compat(compat, date))
     # The re-resolve lane (<reports>/fresh, when it ran): tonight's fresh resolutions and their sibling runs, against this night.
     fresh = load_fresh_lane(options.reports / "fresh", compat, night=date, warn=lambda line: print(line, file=sys.stderr))
+    # Tonight joins the history before the diff, so a flap that came back tonight is already called flaky; with the digest of
+    # every run file it was read from, the only previous results reuse will trust (run/reuse.py).
+    files = {f"runs/{run.cell}.json": run.digest for run in runs} | dict(fresh.files if fresh else {})
+    nights = append_night(load_history(options.history_path), night_from_compat(compat, date, files))
     report = analyse(compat, baseline, nights, baseline_path=str(baseline_path), fresh=fresh)
     return report, nights, [r.cell for r in runs]

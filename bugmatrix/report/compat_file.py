@@ -9,11 +9,12 @@ hand-edited file fails here, by name, never as a traceback further on.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import read_json
 from bugmatrix.report.model import COMPAT_SCHEMA, OLD_COMPAT_SCHEMAS, Compat
+from bugmatrix.values import profile_name
 
 __all__ = ["SCHEMA_FILE", "load_compat"]
 
@@ -38,16 +39,18 @@ def _check_shape(path: Path, data: object) -> dict:
         if not isinstance(per_cell, dict) or not all(isinstance(e, dict) and "outcome" in e for e in per_cell.values()):
             msg = f"{path}: results[{variant_id!r}] must map cell ids to entries with an 'outcome'; {FIX}"
             raise BugmatrixError(msg)
+    if "profile" in data:  # the profile reaches file names, the site's paths and the issue bodies' links: one rule everywhere
+        try:
+            profile_name(data["profile"], "key 'profile'")
+        except BugmatrixError as exc:
+            msg = f"{path}: {exc}; {FIX}"
+            raise BugmatrixError(msg) from None
     return data
 
 
 def load_compat(path: Path) -> Compat:
     """Read a compat document (the baseline) of any known version."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        msg = f"{path}: unreadable compat file ({exc}); {FIX}"
-        raise BugmatrixError(msg) from exc
+    data = read_json(path, "compat document", fix=FIX)
     try:
         return Compat.from_json(_check_shape(path, data))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -30,7 +30,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
-from bugmatrix.report.model import REUSED, Compat
+from bugmatrix.report.model import Compat, reused_note
 
 __all__ = [
     "DOWNGRADED",
@@ -104,7 +104,7 @@ class Change:
     @property
     def reused_note(self) -> str:
         """`` (♻ reused from <date, commit, run>)`` for a reused result: a finding never passes as tonight's observation."""
-        return f" ({REUSED} reused from {self.reused})" if self.reused else ""
+        return reused_note(self.reused)
 
 
 def _classify(before: Outcome | None, after: Outcome) -> ChangeKind | None:
@@ -134,7 +134,7 @@ def diff_against_baseline(current: Compat, baseline: Compat | None, flaky: Colle
     """
     changes: list[Change] = []
     old = baseline.results if baseline is not None else {}
-    origins = {c.id: c.reused_from.text for c in current.cells if c.reused_from is not None}
+    origins = current.reused_origins
     for variant_id, per_cell in current.results.items():
         was = old.get(variant_id, {})
         for cell_id, entry in per_cell.items():

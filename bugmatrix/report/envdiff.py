@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.report.model import Cell, Compat
+from bugmatrix.report.model import Cell, Compat, reused_note
 from bugmatrix.versions import distribution_changes
 
 __all__ = ["Moved", "cell_distribution_changes", "distributions_of", "environment_changes", "explain_changes", "source_build_lines"]
@@ -30,6 +30,12 @@ class Moved:
     before: Outcome
     after: Outcome
     moved: tuple[str, ...]  # empty: the two runs recorded the same distributions (or either recorded none)
+    reused: str = ""  # the origin of a reused result (compat.json has it on the cell); "" when tonight observed it
+
+    @property
+    def reused_note(self) -> str:
+        """`` (♻ reused from <date, commit, run>)``: an outcome that changed is never shown as tonight's when it is not."""
+        return reused_note(self.reused)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -90,7 +96,8 @@ def explain_changes(baseline: Compat | None, current: Compat) -> list[Moved]:
             before = was.get(cell)
             if before is None or before.outcome is entry.outcome or entry.outcome is Outcome.MISSING:
                 continue
-            explained.append(Moved(variant, cell, before.outcome, entry.outcome, tuple(moved.get(cell, ()))))
+            reused = current.reused_origins.get(cell, "")
+            explained.append(Moved(variant, cell, before.outcome, entry.outcome, tuple(moved.get(cell, ())), reused))
     return sorted(explained, key=lambda e: (e.cell, e.variant))
 
 

@@ -11,8 +11,14 @@ Here the two are read once and set against the locked night:
   distributions (nothing else differs between the two runs);
 * each cell whose fresh resolution fails, or whose fresh environment does not
   install: a new dependency release breaks the cell once its lock is refreshed;
-* a sibling whose input key names another lock than tonight's fresh lock is
-  stale (an earlier night's) and is left out, said so;
+* a sibling whose input key names another lock than tonight's fresh lock, or
+  that was written before tonight's lane resolved (an earlier night's run of
+  a lock that has not moved since), is stale and left out, said so: lane
+  results carry their night, and only tonight's are shown as tonight's;
+* a sibling file that cannot be read (truncated, of the wrong shape, a FIFO)
+  is that cell's finding, "not run" with the reader's line, like a corrupt
+  run file of the locked night; a ``resolve.json`` that cannot be read leaves
+  the lane out with one line, and the night is reported all the same;
 * the whole lane is used only when its recorded profile is the report's and
   it resolved on the report's night (that date or the day before, for a night
   that crosses midnight); otherwise one line says why it was left out (a smoke
@@ -33,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.cell.runfile import RunRecord, load_run_dir
+from bugmatrix.cell.runfile import RunRecord, read_run_dir
+from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import file_digest
 from bugmatrix.lane import Lane, load_reresolved
 from bugmatrix.report.model import Compat, Origin
@@ -116,6 +123,8 @@ class FreshLane:
     held: Mapping[str, str] = field(default_factory=dict)
     cells: tuple[FreshCell, ...] = ()
     stale: tuple[str, ...] = ()
+    #: The sibling run files shown as tonight's (``fresh/runs/<cell>.json`` -> digest): what the history records of them.
+    files: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def count(self, status: str) -> int:
         return sum(1 for c in self.cells if c.status == status and not c.cell.endswith("-cuda"))
@@ -166,11 +175,21 @@ def _differences(compat: Compat, sibling: RunRecord) -> tuple[FreshDifference, .
     return tuple(sorted(found, key=lambda d: d.variant))
 
 
-def _is_tonights(sibling: RunRecord, lane_dir: Path) -> bool:
-    """The sibling ran from tonight's fresh lock (its input key names that lock's hash)."""
+def _moment(text: object) -> dt.datetime | None:
+    try:
+        when = dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+def _is_tonights(sibling: RunRecord, lane_dir: Path, resolved_at: dt.datetime | None) -> bool:
+    """The sibling ran from tonight's fresh lock (its input key names that lock's hash), after tonight's lane resolved it."""
     lock = lane_dir / "locks" / f"{sibling.cell.removesuffix('-cuda')}.txt"
     recorded = ((sibling.input_key or {}).get("parts") or {}).get("lock")
-    return lock.is_file() and recorded == file_digest(lock)
+    written = _moment((sibling.origin or {}).get("date"))
+    tonight = resolved_at is not None and written is not None and written >= resolved_at
+    return tonight and lock.is_file() and recorded == file_digest(lock)
 
 
 def _not_this_night(record: Lane, profile: str, night: str | None) -> str | None:
@@ -198,7 +217,11 @@ def load_fresh_lane(
     None when no lane ran, or when it is not this night's (its profile, or its
     date with ``night``, differ from the report's): then ``warn`` gets one line why.
     """
-    record = load_reresolved(lane_dir)
+    try:
+        record = load_reresolved(lane_dir)
+    except BugmatrixError as exc:  # the lane is news beside the night: a corrupt record loses the lane, never the night
+        (warn or print)(f"report: left out the re-resolve lane in {lane_dir}: {exc}")
+        return None
     if record is None:
         return None
     why = _not_this_night(record, compat.profile, night)
@@ -206,9 +229,12 @@ def load_fresh_lane(
         (warn or print)(f"report: left out the re-resolve lane in {lane_dir}: {why}")
         return None
     runs_dir = lane_dir / "runs"
-    siblings = {r.cell: r for r in load_run_dir(runs_dir)} if runs_dir.is_dir() else {}
-    stale = sorted(cid for cid, run in siblings.items() if not _is_tonights(run, lane_dir))
-    cells = []
+    found, unreadable = read_run_dir(runs_dir) if runs_dir.is_dir() else ([], [])
+    siblings = {r.cell: r for r in found}
+    broken = {u.cell: u.why for u in unreadable}
+    resolved_at = _moment(record.resolved_at)
+    stale = sorted(cid for cid, run in siblings.items() if not _is_tonights(run, lane_dir, resolved_at))
+    cells, files = [], {}
     for cell in compat.cells:
         resolved = record.cells.get(cell.id.removesuffix("-cuda"))
         if resolved is None:
@@ -218,11 +244,15 @@ def load_fresh_lane(
             continue
         sibling = siblings.get(cell.id) if cell.id not in stale else None
         if sibling is None:
-            cells.append(FreshCell(cell.id, "moved", resolved.moved, "no sibling run of tonight's fresh lock", "not-run"))
+            why = (
+                f"its sibling run file cannot be read: {broken[cell.id]}" if cell.id in broken else "no sibling run of tonight's fresh lock"
+            )
+            cells.append(FreshCell(cell.id, "moved", resolved.moved, why, "not-run"))
             continue
+        files[f"fresh/runs/{cell.id}.json"] = sibling.digest
         failed = sibling.install.get("status") == "failed"
         kind = "install-failed" if failed else "reused" if sibling.reused_from else "ran"
         origin = Origin.from_json(sibling.observed)
         reason = sibling.install.get("reason", "") if failed else ""
         cells.append(FreshCell(cell.id, "moved", resolved.moved, reason, kind, origin, () if failed else _differences(compat, sibling)))
-    return FreshLane(record.resolved_at, record.as_of, dict(record.held), tuple(cells), tuple(stale))
+    return FreshLane(record.resolved_at, record.as_of, dict(record.held), tuple(cells), tuple(stale), files)

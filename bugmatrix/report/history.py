@@ -40,6 +40,7 @@ downgraded.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,7 @@ from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_text_atomic
+from bugmatrix.files import parse_json, read_text, write_text_atomic
 from bugmatrix.report.model import Compat
 
 __all__ = [
@@ -59,13 +60,14 @@ __all__ = [
     "Tick",
     "VariantHistory",
     "append_night",
-    "flaky_in_history",
     "flaky_pairs",
     "history_text",
     "load_history",
     "night_from_compat",
     "nights_of",
     "outcome_runs",
+    "recorded_files",
+    "reuse_facts",
     "summarise",
     "unchanged_since",
     "write_history",
@@ -106,6 +108,9 @@ class Night:
     profile: str
     cells: tuple[str, ...]
     outcomes: Mapping[str, str]
+    #: The run files the night's report read, relative to its reports directory (``runs/<cell>.json``,
+    #: ``fresh/runs/<cell>.json``) -> ``sha256:<hex>`` of their bytes: what reuse may trust of them later.
+    files: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,6 +120,7 @@ class Night:
             "profile": self.profile,
             "cells": list(self.cells),
             "outcomes": dict(self.outcomes),
+            "files": dict(self.files),
         }
 
 
@@ -144,41 +150,43 @@ class VariantHistory:
         return f"changed back and forth within the last {WINDOW} nights in: " + ", ".join(self.flaky)
 
 
-def night_from_compat(compat: Compat, date: str) -> Night:
-    """Tonight's line from a compat document."""
+def night_from_compat(compat: Compat, date: str, files: Mapping[str, str] | None = None) -> Night:
+    """Tonight's line from a compat document, with the digests of the run files it was merged from (``files``)."""
     cells = tuple(c.id for c in compat.cells)
     outcomes = {}
     for variant in compat.variants:
         per_cell = compat.entries(variant.id)
         outcomes[variant.id] = "".join(CODES[per_cell[c].outcome] if c in per_cell else ABSENT for c in cells)
-    return Night(date, compat.commit, compat.profile, cells, outcomes)
+    return Night(date, compat.commit, compat.profile, cells, outcomes, dict(files or {}))
 
 
 def load_history(path: Path) -> list[Night]:
     """Every night in ``path``, oldest first; a missing file is a new, empty history."""
-    if not path.exists():
+    if not os.path.lexists(path):
         return []
     fix = f"move it aside (mv {path} {path}.bad) to start a new history, or restore it from the last nightly's artifact"
     nights = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        msg = f"{path}: unreadable history ({exc}); {fix}"
-        raise BugmatrixError(msg) from exc
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(read_text(path, "history", fix=fix).splitlines(), 1):
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = parse_json(line)
             if data.get("schema") != HISTORY_SCHEMA:
                 msg = f"schema {data.get('schema')!r} is not {HISTORY_SCHEMA!r}"
                 raise ValueError(msg)
-            cells = tuple(str(c) for c in data["cells"])
-            outcomes = {str(k): str(v) for k, v in data["outcomes"].items()}
+            cells, outcomes, files = data["cells"], data["outcomes"], data.get("files") or {}
+            if not isinstance(cells, list) or not all(isinstance(c, str) for c in cells):
+                msg = "cells is not a list of cell ids"
+                raise ValueError(msg)
+            for key, value in (("outcomes", outcomes), ("files", files)):
+                if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                    msg = f"{key} is not an object of strings"
+                    raise ValueError(msg)
             if any(len(v) != len(cells) for v in outcomes.values()):
                 msg = "an outcome string's length differs from the number of cells"
                 raise ValueError(msg)
-            nights.append(Night(str(data["date"]), str(data.get("commit", "")), str(data.get("profile", "")), cells, outcomes))
+            night = Night(str(data["date"]), str(data.get("commit", "")), str(data.get("profile", "")), tuple(cells), outcomes, files)
+            nights.append(night)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             msg = f"{path}:{number}: corrupt history line ({exc}); {fix}"
             raise BugmatrixError(msg) from exc
@@ -331,10 +339,23 @@ def flaky_pairs(summary: Mapping[str, VariantHistory]) -> frozenset[tuple[str, s
     return frozenset((variant, cell) for variant, h in summary.items() for cell in h.flaky)
 
 
-def flaky_in_history(path: Path) -> frozenset[tuple[str, str]]:
-    """(variant, cell) pairs the history calls flaky, in any profile's nights (a missing file: none)."""
+def recorded_files(nights: Iterable[Night]) -> dict[str, tuple[str, str]]:
+    """Each run file a night's report read (``runs/<cell>.json``) -> (that night's date, its digest), the newest night's record."""
+    recorded: dict[str, tuple[str, str]] = {}
+    for night in sorted(nights, key=lambda n: n.date):  # a later night's record of the same path replaces an earlier one's
+        recorded.update({path: (night.date, digest) for path, digest in night.files.items()})
+    return recorded
+
+
+def reuse_facts(path: Path) -> tuple[frozenset[tuple[str, str]], dict[str, tuple[str, str]]]:
+    """What reuse takes from the previous results' history (a missing file: nothing, so nothing is trusted).
+
+    The (variant, cell) pairs it calls flaky, in any profile's nights, and
+    :func:`recorded_files`: a previous run file stands in for tonight only
+    when its bytes are the ones a report read and recorded.
+    """
     nights = load_history(path)
     pairs: set[tuple[str, str]] = set()
     for profile in dict.fromkeys(n.profile for n in nights):
         pairs |= flaky_pairs(summarise(nights_of(nights, profile)))
-    return frozenset(pairs)
+    return frozenset(pairs), recorded_files(nights)

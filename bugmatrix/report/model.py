@@ -42,6 +42,7 @@ __all__ = [
     "TrackedPin",
     "Tracking",
     "Variant",
+    "reused_note",
 ]
 
 #: The one place the compat document's version is named (compat.schema.json accepts it and the older ones).
@@ -108,6 +109,11 @@ class Tracking:
 
 #: The mark of a reused cell, its columns, its entries and its findings, in every view.
 REUSED = "♻"
+
+
+def reused_note(origin: str) -> str:
+    """`` (♻ reused from <date, commit, run>)`` after a line about a reused result ("" for one observed tonight)."""
+    return f" ({REUSED} reused from {origin})" if origin else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,6 +451,15 @@ class Compat:
     def reused_cells(self) -> tuple[Cell, ...]:
         """The cells whose results were taken over from an earlier run (each view names them with their origin)."""
         return tuple(c for c in self.cells if c.reused)
+
+    @cached_property
+    def reused_origins(self) -> dict[str, str]:
+        """Cell id -> whose results it holds (:attr:`Origin.text`), for the reused cells: every line about them says so."""
+        return {c.id: c.reused_from.text for c in self.cells if c.reused_from is not None}
+
+    def reuses(self, variant_id: str) -> bool:
+        """Whether one of the variant's entries is a reused cell's: a line that reads the variant then says ♻."""
+        return not self.reused_origins.keys().isdisjoint(self.entries(variant_id))
 
     @cached_property
     def axis_names(self) -> tuple[str, ...]:

@@ -8,7 +8,10 @@ have computed it that night: from matrix.toml, the cases, and the night's
 ``$BUGMATRIX_RESOLUTION``). The registry is never asked: a release published
 after the night must not show up as missing from it. Without a saved
 resolution that a symbolic version needs, the plan cannot be known, and that
-is one line, not a guess.
+is one line, not a guess. The saved resolution is checked as ``plan`` checks
+it (:func:`~bugmatrix.releases.existence.check_resolved`: each version a
+release, from the registry's cached answers, else one request): a hand-edited
+``latest = 9.9.9`` plans no cell that cannot exist.
 
 Which devices: the profile's CPU cells (what ``nox -t P`` runs); its CUDA
 twins too (``nox -t gpu-P``) when one of them left a run file in this night,
@@ -24,6 +27,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.cells import plan_document
 from bugmatrix.plan.document import PlanDocument
 from bugmatrix.plan.matrix import load_matrix
+from bugmatrix.releases.existence import check_resolved
 from bugmatrix.releases.planned import load_plan
 
 __all__ = ["computed_plan"]
@@ -33,6 +37,7 @@ def computed_plan(matrix: Path, cases: Path, profile: str, resolution: Path, ran
     """(the profile's plan that night, where it came from); a plan that cannot be computed offline is one line."""
     try:
         planned = load_plan(load_matrix(matrix), cases, registry=False, offline=True, saved=resolution)
+        check_resolved(planned.resolution, planned.declared, resolution)
         cells = planned.profile_cells(profile)
     except BugmatrixError as exc:
         msg = (

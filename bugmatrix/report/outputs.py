@@ -10,12 +10,13 @@ collects the files of all of them into one all-or-nothing write.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import check_output_file
+from bugmatrix.files import check_output_file, read_bytes, read_json, read_text
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.options import ReportOptions
 from bugmatrix.report.readme import check_readme, readme_text
@@ -91,7 +92,8 @@ def _history(night: Night) -> Files:
 def _step_summary(night: Night) -> Files:
     path = night.options.step_summary
     assert path is not None  # wanted() guarantees it
-    before = path.read_text(encoding="utf-8") if path.exists() else ""  # appended to, as $GITHUB_STEP_SUMMARY is meant to be
+    # Appended to, as $GITHUB_STEP_SUMMARY is meant to be (a FIFO or a device there is refused, never waited on).
+    before = read_text(path, "step summary", fix="pass a regular file") if os.path.lexists(path) else ""
     return {path: before + render_step_summary(night.report)}, []
 
 
@@ -111,7 +113,7 @@ def _publish(night: Night) -> Files:
         return {}, []
     files: dict[Path, str | bytes] = {reference / name: night.page(name) for name in PAGES}
     for cell in night.runs:
-        files[reference / "runs" / f"{cell}.json"] = (options.reports / "runs" / f"{cell}.json").read_bytes()
+        files[reference / "runs" / f"{cell}.json"] = read_bytes(options.reports / "runs" / f"{cell}.json", "run file")
     return files, [p for p in (reference / "runs").glob("*.json") if p.stem not in night.runs and not _observed_on_a_gpu(p)]
 
 
@@ -124,8 +126,8 @@ def _observed_on_a_gpu(path: Path) -> bool:
     reference's own, and the publish replaces it.
     """
     try:
-        environment = json.loads(path.read_text(encoding="utf-8")).get("environment") or {}
-    except (OSError, ValueError, AttributeError):
+        environment = read_json(path, "run file").get("environment") or {}
+    except (BugmatrixError, AttributeError):
         return False
     return isinstance(environment, dict) and environment.get("cuda_available") is True
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.report.compat_file import load_compat
+from bugmatrix.files import read_text
 from bugmatrix.report.markdown import code, escape_md
 from bugmatrix.report.model import Compat
 from bugmatrix.report.night import NightReport, analyse
@@ -57,9 +58,9 @@ def readme_table(report: NightReport) -> str:
 def _read(path: Path) -> tuple[str, int, int]:
     """The README's text and where its markers start; one-line errors for a missing file or markers."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        msg = f"--readme {path}: cannot read it ({exc.strerror}); pass the README that holds the table"
+        text = read_text(path, "README", fix="pass the README that holds the table")
+    except BugmatrixError as exc:
+        msg = f"--readme {exc}"
         raise BugmatrixError(msg) from None
     start, end = text.find(_OPENING), text.find(END)
     if start < 0 or end < start:

@@ -73,7 +73,7 @@ def _sibling(cell: FreshCell) -> str:
     return {
         "ran": f"ran in the fresh environment{origin}",
         "reused": f"{REUSED} reused an earlier run of the same fresh lock{origin}",
-        "not-run": "**not run** in the fresh environment (no sibling run file of tonight's fresh lock)",
+        "not-run": f"**not run** in the fresh environment ({escape_md(cell.reason)})",
     }.get(cell.sibling, cell.sibling)
 
 

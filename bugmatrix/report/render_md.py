@@ -149,8 +149,8 @@ def _environment_line(compat: Compat) -> str:
     return "Ran on: " + escape_md("; ".join(hosts)) if hosts else "Ran on: no cell recorded an environment."
 
 
-def _boundary_lines(drawn: list[Picture]) -> list[str]:
-    """One bullet per drawn variant: its flips, as the HTML labels them ("fixed in torch 2.11.0")."""
+def _boundary_lines(drawn: list[Picture], compat: Compat) -> list[str]:
+    """One bullet per drawn variant: its flips, as the HTML labels them ("fixed in torch 2.11.0"); ♻ when it reads a reused result."""
     lines = []
     for picture in drawn:
         for track in picture.tracks:
@@ -160,7 +160,8 @@ def _boundary_lines(drawn: list[Picture]) -> list[str]:
                 or "no flip along " + " × ".join(picture.short(a) for a in picture.axes)
             )
             role = f" *({track.role})*" if track.role else ""
-            lines.append(f"- {code(track.name)}{role}: {escape_md(flips)}")
+            reused = f" {REUSED}" if compat.reuses(track.variant.id) else ""
+            lines.append(f"- {code(track.name)}{role}{reused}: {escape_md(flips)}")
     return ["**Boundaries**", "", *lines, ""] if lines else []
 
 
@@ -226,7 +227,7 @@ def render_markdown(report: NightReport) -> str:
         # Rows that only skipped, or sat in cells that never installed, are counted below the table instead.
         ran = [v for v in variants if compat.ran_anywhere(v.id)]
         columns = [c for c in cells if any(c.id in compat.entries(v.id) for v in ran)]
-        lines += [f"## {escape_md(case)}", "", *_boundary_lines(drawn.get(case, [])), *_agreement_lines(case, report)]
+        lines += [f"## {escape_md(case)}", "", *_boundary_lines(drawn.get(case, []), report.compat), *_agreement_lines(case, report)]
         if not ran:
             lines += ["No variant ran in any cell: skipped everywhere, or no cell installed (see the HTML report for the reasons).", ""]
             continue
@@ -333,7 +334,9 @@ def explained_lines(report: NightReport, limit: int | None = LINE_LIMIT) -> list
         lines += ["## Outcomes that changed since the baseline, and what moved in their cell", ""]
         for entry in report.moved[:limit]:
             why = "; ".join(entry.moved) or "no installed distribution changed"
-            lines.append(f"- {code(entry.variant)} in {code(entry.cell)}: {entry.before} → {entry.after} — {escape_md(why)}")
+            lines.append(
+                f"- {code(entry.variant)} in {code(entry.cell)}: {entry.before} → {entry.after} — {escape_md(why + entry.reused_note)}"
+            )
         if limit is not None and len(report.moved) > limit:
             lines.append(f"- … and {len(report.moved) - limit} more (compat.json: moved)")
         lines.append("")

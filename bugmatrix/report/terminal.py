@@ -123,7 +123,9 @@ def summary_rows(report: NightReport, *, with_history: bool = True) -> tuple[lis
     for picture in drawn:
         track = picture.tracks[0]
         flaky = history.get(track.variant.id)
-        name = track.variant.id + (" ≈ flaky" if flaky is not None and flaky.flaky else "")
+        # A reading that takes in a reused result says so on its own line (the REUSED lines above name whose).
+        reused = f" {REUSED}" if report.compat.reuses(track.variant.id) else ""
+        name = track.variant.id + reused + (" ≈ flaky" if flaky is not None and flaky.flaky else "")
         held = _held(track, picture.tracks[1:], report.compat, history)
         rows.append((name, _where(picture, track, Outcome.REPRODUCED), _where(picture, track, Outcome.FIXED), boundary_text(picture), held))
     return rows, len(idle)
@@ -139,7 +141,9 @@ def _lane_lines(report: NightReport) -> list[str]:
         if cell.breaks:
             lines.append(f"    ⚠ {cell.cell}: {cell.breaks}")
             continue
-        sibling = {"ran": "ran fresh", "reused": f"fresh run {REUSED} reused", "not-run": "NOT run fresh"}.get(cell.sibling, cell.sibling)
+        sibling = {"ran": "ran fresh", "reused": f"fresh run {REUSED} reused", "not-run": f"NOT run fresh: {cell.reason}"}.get(
+            cell.sibling, cell.sibling
+        )
         lines.append(f"    {cell.cell}: moved {'; '.join(cell.moved)} ({sibling})")
         lines += [f"      {d.variant}: locked {d.locked} → fresh {d.fresh}" for d in cell.differences]
     lines += [f"    {len(cells)} cell(s) moved {'; '.join(moved)}: no outcome differs" for moved, cells in quiet[:HEADLINE_LIMIT]]

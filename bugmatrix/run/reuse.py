@@ -25,9 +25,15 @@ What bounds it:
 * a previous run file goes through the same validating reader as tonight's
   (types, and ``complete`` against its own ``selected``): one that fails it
   is not reused, and the decision's line names it and why;
+* a previous run file is trusted only when its bytes are the ones a report
+  read: the history records each run file's digest (``files``), and a file
+  whose digest is not the one the newest night recorded for it (edited to say
+  ``fixed`` where it said ``reproduced``, its key unchanged), or that no night
+  recorded, is named and not reused: the cell runs;
 * a (variant, cell) the history calls flaky is re-observed (its whole cell
   runs), and so is a run that crashed, timed out, did not complete or did not
-  install; a history that cannot be read turns reuse off (flaky pairs unknown);
+  install; a history that cannot be read turns reuse off (flaky pairs and
+  digests unknown);
 * callers that measure or compare runs never pass a policy: stability,
   bisect, the benchmark's floors (they refuse reuse explicitly).
 
@@ -41,7 +47,7 @@ import argparse
 import datetime as dt
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bugmatrix.cell.outcomes import Outcome
@@ -93,6 +99,8 @@ class ReusePolicy:
     previous: Path
     max_age_days: int
     flaky: frozenset[tuple[str, str]] = frozenset()
+    #: Run file, relative to ``previous`` -> (date, digest) the newest night of its history recorded: all that is trusted.
+    recorded: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     now: dt.datetime | None = None  # None: the moment of the decision
 
 
@@ -111,9 +119,12 @@ def reuse_policy(
     *,
     environ: Mapping[str, str] | None = None,
     warn: Callable[[str], None] | None = None,
-    flaky_of: Callable[[Path], frozenset[tuple[str, str]]],
+    history_of: Callable[[Path], tuple[frozenset[tuple[str, str]], Mapping[str, tuple[str, str]]]],
 ) -> ReusePolicy | None:
     """The policy a cell session runs under: None (run everything) without previous results, with ``--no-reuse``, or at ``max_age_days`` 0."""
+    if options.previous is not None and not options.previous.is_dir():  # named by hand: a typo is an error, not "reuse nothing"
+        msg = f"--reuse-from {options.previous}: no such directory of previous results; pass a reports directory (runs/, history.jsonl)"
+        raise BugmatrixError(msg)
     env = os.environ if environ is None else environ
     previous = options.previous or (Path(env[PREVIOUS_ENV]) if env.get(PREVIOUS_ENV) else None)
     if options.no_reuse or env.get(NO_REUSE_ENV, "") not in ("", "0") or previous is None or max_age_days <= 0:
@@ -122,11 +133,11 @@ def reuse_policy(
         (warn or print)(f"reuse: {previous} is not a directory of previous results; every cell runs")
         return None
     try:
-        flaky = flaky_of(previous / "history.jsonl")
+        flaky, recorded = history_of(previous / "history.jsonl")
     except BugmatrixError as exc:
-        (warn or print)(f"reuse: off, the history that names flaky results cannot be read ({exc})")
+        (warn or print)(f"reuse: off, the history that names flaky results and the run files' digests cannot be read ({exc})")
         return None
-    return ReusePolicy(previous, max_age_days, flaky)
+    return ReusePolicy(previous, max_age_days, flaky, dict(recorded))
 
 
 def previous_run_files(previous: Path, cell_id: str) -> list[Path]:
@@ -179,6 +190,19 @@ def _why_not(
     return None
 
 
+def _untrusted(run: RunRecord, name: str, policy: ReusePolicy) -> str | None:
+    """Why the previous file's bytes are not the ones its night's report read and recorded (None: they are)."""
+    recorded = policy.recorded.get(name)
+    if recorded is None:
+        return f"{name}: no night of {policy.previous / 'history.jsonl'} recorded its digest, so an edit could not be told: not trusted"
+    date, digest = recorded
+    if run.digest != digest:
+        return (
+            f"{name} is not the file the night of {date} recorded (its digest {run.digest}, recorded {digest}): edited since, not trusted"
+        )
+    return None
+
+
 def decide(
     policy: ReusePolicy | None,
     cell_id: str,
@@ -206,7 +230,7 @@ def decide(
         except BugmatrixError as exc:
             reasons.append(f"{path.name} cannot be read ({exc})")
             continue
-        why = _why_not(run, cell_id, pins, key, variants, policy)
+        why = _untrusted(run, path.relative_to(policy.previous).as_posix(), policy) or _why_not(run, cell_id, pins, key, variants, policy)
         if why is None:
             observed = run.observed or {}
             origin = f"{observed.get('date', '?')}, commit {observed.get('commit', '?')}, {observed.get('run', '?')}"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
+from bugmatrix import values
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.diskbudget import heavy_distributions
@@ -191,7 +192,7 @@ def measure(environments: Iterable[tuple[str, Sequence[str], str]]) -> CacheSize
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``python -m bugmatrix cachesize`` options."""
-    parser.add_argument("--profile", default="nightly")
+    parser.add_argument("--profile", type=values.profile, default="nightly", help="the profile whose cells' downloads are counted")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ from bugmatrix.cell.case import DEVICE_CONSTANTS, Case, SkipVariant, Variant
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.runfile import load_run_file
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import read_text
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.cells import sibling_id
 from bugmatrix.plan.matrix import Matrix
@@ -168,7 +169,7 @@ def _guard(out: Path, force: bool) -> None:
     if out.exists() and not out.is_dir():
         msg = f"--out {out}: is a file, not a directory; pass a directory (e.g. build/repro)"
         raise BugmatrixError(msg)
-    written = set((out / MANIFEST).read_text().split()) if (out / MANIFEST).exists() else set()
+    written = set(read_text(out / MANIFEST, "manifest").split()) if (out / MANIFEST).exists() else set()
     foreign = [name for name in FILES if (out / name).exists() and name not in written]
     if foreign and not force:
         msg = f"--out {out}: {foreign[0]} exists and was not written by bugmatrix repro; choose an empty directory or pass --force"

@@ -11,11 +11,11 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
+from bugmatrix import values
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import output_dir
-from bugmatrix.report.history import flaky_in_history
+from bugmatrix.report.history import reuse_facts
 from bugmatrix.run.diskbudget import free_gib, uv_cache_dir
 from bugmatrix.run.pool import JOBS_ENV, WORKERS_ENV, run_cells, slots
 from bugmatrix.run.runner import CellSpec
@@ -25,14 +25,18 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``python -m bugmatrix run`` options."""
-    parser.add_argument("--profile", help="the [profiles.<name>] whose cells run (default: the matrix's first)")
+    parser.add_argument("--profile", type=values.profile, help="the [profiles.<name>] whose cells run (default: the matrix's first)")
     parser.add_argument(
         "--gpu", action="store_true", help="run the profile's CUDA twins (nox's gpu-<profile> tag) instead of its CPU cells"
     )
-    parser.add_argument("--cell", action="append", default=[], metavar="ID", help="only this cell (repeatable)")
-    parser.add_argument("--jobs", help=f"cells at once (default: ${JOBS_ENV}, else the cores, fewer where the disk is short)")
+    parser.add_argument("--cell", type=values.name, action="append", default=[], metavar="ID", help="only this cell (repeatable)")
+    parser.add_argument(
+        "--jobs", type=values.count, help=f"cells at once (default: ${JOBS_ENV}, else the cores, fewer where the disk is short)"
+    )
     parser.add_argument("--no-reuse", action="store_true", help="run every cell, even where a previous run of the same inputs exists")
-    parser.add_argument("--reuse-from", type=Path, metavar="DIR", help="previous results to reuse (default: $BUGMATRIX_PREVIOUS)")
+    parser.add_argument(
+        "--reuse-from", type=values.existing_dir, metavar="DIR", help="previous results to reuse (default: $BUGMATRIX_PREVIOUS)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,9 +65,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs or os.environ.get(JOBS_ENV) or None,
         workers=os.environ.get(WORKERS_ENV) or None,
     )
-    policy = reuse_policy(
-        plan.matrix.reuse_max_age_days, ReuseOptions(args.no_reuse, args.reuse_from), warn=_warn, flaky_of=flaky_in_history
-    )
+    policy = reuse_policy(plan.matrix.reuse_max_age_days, ReuseOptions(args.no_reuse, args.reuse_from), warn=_warn, history_of=reuse_facts)
     reports = output_dir()
     print(f"bugmatrix: {len(specs)} {profile} cell(s), {chosen.jobs} at once x {chosen.workers} variant process(es) ({chosen.why})")
     started = time.perf_counter()

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from bugmatrix import values
 from bugmatrix.cell.runfile import RunRecord, load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
@@ -129,9 +130,9 @@ def _choose_cell(matrix: Matrix, cases: Path, name: str | None) -> Cell:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``python -m bugmatrix stability`` options."""
-    parser.add_argument("--repeat", type=int, default=20, help="runs to compare (default 20)")
+    parser.add_argument("--repeat", type=values.count, default=20, help="runs to compare (default 20)")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--cell", help="cell id (default: the first CPU cell of the smoke profile)")
+    where.add_argument("--cell", type=values.name, help="cell id (default: the first CPU cell of the smoke profile)")
     where.add_argument("--system", action="store_true", help="use the current interpreter as it is instead of a cell's venv")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression to narrow the variants")
 

@@ -44,11 +44,13 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from bugmatrix import values
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_json_atomic
+from bugmatrix.files import check_output_file, check_writable_dir, write_json_atomic
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import find_cell, plan_cells
+from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.tools.benchmark.builds import measure_builds
 from bugmatrix.tools.benchmark.cells import measure_full, measure_runners, measure_sessions, measure_smoke, smoke_from_runs
@@ -63,7 +65,9 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``python -m bugmatrix benchmark`` options."""
-    parser.add_argument("--cell", help="cell for the build and reuse measurements (default: the smoke CPU cell with the fewest packages)")
+    parser.add_argument(
+        "--cell", type=values.name, help="cell for the build and reuse measurements (default: the smoke CPU cell with the fewest packages)"
+    )
     parser.add_argument("--quick", action="store_true", help="skip the cold pip build (a cold CUDA torch install downloads ~3 GB)")
     parser.add_argument("--smoke", action="store_true", help="time `nox -t smoke` now instead of reading the last run's run files")
     parser.add_argument(
@@ -80,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--repeat",
-        type=int,
+        type=values.count,
         default=1,
         metavar="N",
         help="run each smoke cell N times per runner, alternating, and keep the fastest (a shared machine)",
@@ -90,21 +94,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also time nights with reuse and the re-resolve lane: (a) nothing moved, (b) a new axis release, (c) a new transitive release",
     )
-    parser.add_argument("--nightly-profile", default="full", help="the profile of those nights (default: full)")
+    parser.add_argument("--nightly-profile", type=values.profile, default="full", help="the profile of those nights (default: full)")
     parser.add_argument(
         "--fresh-setup", action="store_true", help="redo the nights' setup (a full run) even when .nox/benchmark-nightly has one"
     )
-    parser.add_argument("--new-release", metavar="AXIS=VERSION", help="(b)'s new release (default: the newest real release no axis lists)")
-    parser.add_argument("--moved", metavar="DIST", help="(c)'s transitive distribution (default: the one the fewest cells' locks hold)")
+    parser.add_argument(
+        "--new-release",
+        type=_axis_release,
+        metavar="AXIS=VERSION",
+        help="(b)'s new release (default: the newest real release no axis lists)",
+    )
+    parser.add_argument(
+        "--moved", type=values.name, metavar="DIST", help="(c)'s transitive distribution (default: the one the fewest cells' locks hold)"
+    )
     parser.add_argument(
         "--out", type=Path, help="where the JSON goes (default: <output>/benchmark.json; the committed one is reports/benchmark.json)"
     )
+
+
+def _axis_release(text: str) -> str:
+    """argparse type: ``AXIS=VERSION`` (``torch=2.16.0``); the axis is checked against the matrix before anything is measured."""
+    axis, sep, version = text.partition("=")
+    if not sep or not axis:
+        msg = f"{text!r} is not AXIS=VERSION, e.g. torch=2.16.0"
+        raise argparse.ArgumentTypeError(msg)
+    return f"{axis}={values.version(version)}"
+
+
+def _check(args: argparse.Namespace, matrix: Matrix, out: Path) -> None:
+    """Every option against the matrix and the disk, before the first measurement builds anything."""
+    check_output_file(out, "--out", forbidden=(args.cases,))
+    if args.full_keep is not None:
+        check_writable_dir(args.full_keep, "--full-keep")
+    nightly = {"--new-release": args.new_release, "--moved": args.moved, "--fresh-setup": args.fresh_setup or None}
+    given = [option for option, value in nightly.items() if value is not None]
+    if given and not args.nightly_reuse:
+        msg = f"{given[0]}: only with --nightly-reuse (it describes one of its nights); add --nightly-reuse or leave it out"
+        raise BugmatrixError(msg)
+    if args.full_only and not args.full:
+        msg = "--full-only needs --full cold|warm|both"
+        raise BugmatrixError(msg)
+    axis = args.new_release.partition("=")[0] if args.new_release else None
+    if axis is not None and axis not in matrix.axes:
+        msg = f"--new-release {args.new_release}: {axis} is not an axis of {matrix.path} (axes: {', '.join(matrix.axes)})"
+        raise BugmatrixError(msg)
+    if args.nightly_reuse and args.nightly_profile not in matrix.profiles:
+        msg = f"--nightly-profile {args.nightly_profile}: not a profile of {matrix.path} (profiles: {', '.join(matrix.profiles)})"
+        raise BugmatrixError(msg)
 
 
 def run(args: argparse.Namespace) -> int:
     """Measure, print the table, write <output>/benchmark.json (after every row, so a failure loses nothing)."""
     root, out = args.root, args.out or output_dir() / "benchmark.json"
     matrix = load_resolved_matrix(args.matrix)
+    _check(args, matrix, out)
     catalog = load_catalog(args.cases, matrix)  # imports every case module: once, for every step
     smoke = [c for c in plan_cells(matrix, "smoke", catalog) if c.device == "cpu"]
     cell = find_cell(smoke, args.cell) if args.cell else min(smoke, key=lambda c: len(matrix.requirements_for(c.pins)))
@@ -130,9 +173,6 @@ def run(args: argparse.Namespace) -> int:
         ("nightly download and CI cache", lambda: measure_ci_cache(matrix, catalog)),
     ]
     if args.full_only:
-        if not args.full:
-            msg = "--full-only needs --full cold|warm|both"
-            raise BugmatrixError(msg)
         steps = []
     if args.full:
         kinds = {"cold": (True,), "warm": (False,), "both": (True, False)}[args.full]
@@ -147,9 +187,6 @@ def run(args: argparse.Namespace) -> int:
             for c in kinds
         ]
     if args.nightly_reuse:
-        if args.new_release is not None and "=" not in args.new_release:
-            msg = f"--new-release {args.new_release!r}: write AXIS=VERSION"
-            raise BugmatrixError(msg)
         steps.append(
             (
                 f"nightly reuse ({args.nightly_profile})",

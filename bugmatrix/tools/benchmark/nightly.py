@@ -37,7 +37,6 @@ needs, so a final size would undercount). Each night's reports stay in
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import shutil
 import sys
@@ -48,13 +47,15 @@ from pathlib import Path
 
 from bugmatrix.cell.runfile import load_run_dir
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_json_atomic
+from bugmatrix.files import read_json, write_json_atomic
+from bugmatrix.lane import load_reresolved
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell, plan_cells
 from bugmatrix.plan.matrix import Matrix, load_matrix
 from bugmatrix.releases.registry import Resolution, Resolved, fetch_project, load_resolution, release_versions, save_resolution
 from bugmatrix.releases.tracking import apply_resolution, requests, resolve_matrix
+from bugmatrix.report.history import reuse_facts
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.lock import LOCKS_ENV, create_lock, lock_path
 from bugmatrix.run.reresolve import lock_entries, reresolve_cells
@@ -119,8 +120,8 @@ def _night(root: Path, profile: str, reports: Path, env: Mapping[str, str], *, l
         wall = time.perf_counter() - started
     runs = load_run_dir(reports / "runs") if (reports / "runs").is_dir() else []
     siblings = load_run_dir(reports / "fresh" / "runs") if (reports / "fresh" / "runs").is_dir() else []
-    lane_file = reports / "fresh" / "resolve.json"
-    moved = [c["cell"] for c in json.loads(lane_file.read_text())["cells"] if c["status"] == "moved"] if lane_file.exists() else []
+    lane = load_reresolved(reports / "fresh")
+    moved = [c.cell for c in lane.cells.values() if c.status == "moved"] if lane else []
     return Night(
         wall / 60,
         frozenset(r.cell for r in runs if r.reused_from is None),
@@ -145,7 +146,7 @@ def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path)
 
 def stale_setup(root: Path, matrix: Matrix, cells: Sequence[Cell], previous: Path, locks: Path) -> str:
     """Why a kept setup night cannot stand for last night ("" when every cell would be reused): the harness moved since, say."""
-    policy = ReusePolicy(previous, matrix.reuse_max_age_days)
+    policy = ReusePolicy(previous, matrix.reuse_max_age_days, *reuse_facts(previous / "history.jsonl"))
     for cell in cells:
         key, why = cell_key(matrix, replace(CellSpec.of(cell), locks=locks), root)  # a sibling: with its extra
         decision = decide(policy, cell.id, cell.pins, key, cell.variants, unkeyed=why)
@@ -160,7 +161,7 @@ def _full_figure(work: Path, profile: str, measured: float | None) -> tuple[floa
     if measured is not None:
         write_json_atomic(record, {"profile": profile, "wall_min": measured, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
         return measured, "the setup night, measured now"
-    data = json.loads(record.read_text()) if record.exists() else {}
+    data = read_json(record, "benchmark record") if record.exists() else {}
     if data.get("profile") != profile:
         return None, f"no setup night of the {profile} profile recorded; pass --fresh-setup"
     return float(data["wall_min"]), f"the setup night of {data['date']}"
@@ -276,7 +277,7 @@ def measure_nightly_reuse(
     out = output_dir() / "benchmark-nightly"
     previous, locks = work / "previous", work / "locks"
     measured = None
-    recorded = json.loads((work / "setup.json").read_text()).get("profile") if (work / "setup.json").exists() else None
+    recorded = read_json(work / "setup.json", "benchmark record").get("profile") if (work / "setup.json").exists() else None
     kept = not fresh_setup and recorded == profile and (previous / "runs").is_dir() and locks.is_dir()
     stale = stale_setup(root, matrix, cells, previous, locks) if kept else ""
     if stale:
@@ -333,7 +334,8 @@ def measure_nightly_reuse(
     previous_c = work / "previous-before"
     shutil.rmtree(previous_c, ignore_errors=True)
     shutil.copytree(previous, previous_c)
-    selected = [f"cell({c})" for c in holders]
+    # The holders run again as yesterday ran them, and yesterday's report records their run files' digests (reuse trusts no other).
+    selected = [*(f"cell({c})" for c in holders), f"report-{profile}"]
     env_c = {
         **os.environ,
         "BUGMATRIX_REPORTS": str(previous_c),

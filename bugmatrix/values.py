@@ -1,0 +1,156 @@
+"""Values from the command line and from files, checked where they are parsed: one rule per kind of value.
+
+Every option is refused in one line where argparse (or pytest's parser, which
+is argparse) reads it, before anything is read, built or written: a negative
+or ``nan`` timeout would turn every variant into an error, ``--repeat 0``
+measures nothing, ``--profile ''`` quietly meant the default, and a path
+that does not exist quietly meant "none". The functions here are argparse
+``type=`` callables (they raise ``ArgumentTypeError``, which argparse turns
+into its one usage line); :func:`profile_name` is also the check for a
+profile named inside a file (a plan document, the lane's record, a previous
+site), so a profile is one rule everywhere: it becomes a nox tag, a file
+name, a path on the site and text in an issue body's links.
+
+Imported inside cells too (the plugin's options): the standard library and
+``packaging`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import math
+import re
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from bugmatrix.errors import BugmatrixError
+
+__all__ = [
+    "PROFILE_NAME",
+    "PROFILE_RULE",
+    "count",
+    "existing_dir",
+    "existing_file",
+    "held",
+    "moment",
+    "name",
+    "profile",
+    "profile_name",
+    "seconds",
+    "seconds_or_zero",
+    "version",
+]
+
+#: A profile's name: a nox tag, a session name (``report-<name>``), a file name (``plan-<name>.json``), a site path.
+PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+#: Names a profile may not take: ``gpu-<profile>`` is the tag of a profile's CUDA cells.
+_RESERVED_PREFIX = "gpu-"
+PROFILE_RULE = "lowercase letters, digits, - and _, not starting with gpu-"
+
+
+def profile_name(value: object, where: str) -> str:
+    """``value`` when it is a profile name; else a one-line BugmatrixError naming ``where`` (a key, a file, an option)."""
+    if not isinstance(value, str) or not PROFILE_NAME.fullmatch(value) or value.startswith(_RESERVED_PREFIX):
+        msg = f"{where} {value!r}: not a profile name ({PROFILE_RULE})"
+        raise BugmatrixError(msg)
+    return value
+
+
+def _usage(message: str) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(message)
+
+
+def name(text: str) -> str:
+    """A non-empty name (a cell, a variant); ``''`` would quietly mean "the default" or nothing."""
+    if not text.strip():
+        msg = "an empty name; give one (plan --list prints the profiles and cells)"
+        raise _usage(msg)
+    return text
+
+
+def profile(text: str) -> str:
+    """A profile name (:func:`profile_name`'s rule): ``''``, a newline or Markdown never reaches a tag, a path or a link."""
+    name(text)
+    try:
+        return profile_name(text, "profile")
+    except BugmatrixError as exc:
+        raise _usage(str(exc)) from None
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (``-1`` or ``nan`` would time out everything, ``inf`` nothing)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        msg = f"{text!r} is not a positive number of seconds, e.g. 900"
+        raise _usage(msg)
+    return value
+
+
+def seconds_or_zero(text: str) -> float:
+    """A finite number of seconds, 0 meaning none (a deadline that can be turned off)."""
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    try:
+        return seconds(text)
+    except argparse.ArgumentTypeError:
+        msg = f"{text!r} is not a number of seconds (0: none), e.g. 1800"
+        raise _usage(msg) from None
+
+
+def count(text: str) -> int:
+    """A whole number of at least 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        msg = f"{text!r} is not a whole number of at least 1"
+        raise _usage(msg)
+    return int(text)
+
+
+def version(text: str) -> str:
+    """A release version (``--from 2.4``)."""
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        msg = f"{text!r} is not a version; write a release such as 2.4.1"
+        raise _usage(msg) from None
+
+
+def moment(text: str) -> str:
+    """An RFC 3339 timestamp or a date (``2026-11-23T11:35:00Z``), as uv's ``--exclude-newer`` takes it."""
+    try:
+        dt.datetime.fromisoformat(text)
+    except ValueError:
+        msg = f"{text!r} is not a timestamp; write e.g. 2026-11-23T11:35:00Z or 2026-11-23"
+        raise _usage(msg) from None
+    return text
+
+
+def held(text: str) -> tuple[str, str]:
+    """``DIST=TIMESTAMP`` (resolve that distribution as the registry stood then)."""
+    dist, sep, when = text.partition("=")
+    if not sep or not dist:
+        msg = f"{text!r} is not DIST=TIMESTAMP, e.g. tokenizers=2026-11-01T00:00:00Z"
+        raise _usage(msg)
+    return dist, moment(when)
+
+
+def existing_dir(text: str) -> Path:
+    """A directory that exists: a mistyped input directory is an error, never "nothing there"."""
+    path = Path(name(text))
+    if not path.is_dir():
+        msg = f"{text}: {'not a directory' if path.exists() else 'no such directory'}; pass an existing one"
+        raise _usage(msg)
+    return path
+
+
+def existing_file(text: str) -> Path:
+    """A file (or directory of files, for inputs that take either) that exists."""
+    path = Path(name(text))
+    if not path.exists():
+        msg = f"{text}: no such file or directory; pass an existing one"
+        raise _usage(msg)
+    return path
