@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.report.compat_file import load_compat
 from bugmatrix.files import read_text
+from bugmatrix.report.compat_file import load_compat
 from bugmatrix.report.markdown import code, escape_md
 from bugmatrix.report.model import Compat
 from bugmatrix.report.night import NightReport, analyse
