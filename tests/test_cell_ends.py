@@ -27,7 +27,6 @@ import pytest
 
 from bugmatrix.cell.cellend import deadline_message
 from bugmatrix.cell.cellspec import SCHEMA as SPEC_SCHEMA
-from bugmatrix.cell.preload import IMPORT_FAILED_EXIT
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.files import write_json_atomic
 from bugmatrix.plan.matrix import load_matrix
@@ -299,7 +298,7 @@ def test_a_variant_ending_the_cell_process_with_the_import_failed_code_is_an_unf
     does not import: the sessions accepted it, and nox said the cell succeeded over a run file saying ``complete: false``.
     The runner now decides from the run file, so the sessions fail the cell, saying why."""
     done, _, output = through_the_runner(tmp_path, "inline", "2", ["left_running.py::daemon_1[cpu]"])
-    assert (done.returncode, done.install_failed) == (IMPORT_FAILED_EXIT, None), output[-3000:]
+    assert (done.returncode, done.install_failed) == (7, None), output[-3000:]
     assert done.unfinished == (
         f"{done.run_file} is not complete: 0 of 1 selected variant(s) recorded; it was running left_running::daemon_1[cpu]"
     )

@@ -107,6 +107,7 @@ NAMES_LIVE_ONLY = {
     "tests/test_docs_links.py": "cases/README.md's links",
     "tests/test_issue_bodies.py": "the repro export of one named variant",
     "tests/test_site_links.py": "the repro export of one named variant",
+    "tests/test_slices.py": "copies cases/README.md (the catalogue's table), no case",
     "tests/test_e2e.py": "e2e: runs the real cases (and plans its two named cells)",
     "tests/test_new_case_and_axis.py": "this file",
 }

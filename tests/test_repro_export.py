@@ -28,8 +28,9 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, str]:
-    out = tmp_path / "repro"
-    assert main(["repro", T5, "--cell", CELL, "--out", str(out), "--reports", str(tmp_path / "reports")]) == 0
+    out, reports = tmp_path / "repro", tmp_path / "reports"
+    reports.mkdir(exist_ok=True)  # no run files there: the export says it observed nothing (a missing --reports is refused)
+    assert main(["repro", T5, "--cell", CELL, "--out", str(out), "--reports", str(reports)]) == 0
     return out, capsys.readouterr().out
 
 
