@@ -28,6 +28,7 @@ from bugmatrix.cell.cellend import RunFileLock
 from bugmatrix.cell.cellspec import CellOptions
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome, Verdict, excerpt, tail
+from bugmatrix.cell.portable import Portable
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
@@ -107,6 +108,8 @@ class RunState:
         self.environment: dict[str, Any] | None = None
         self.observe = observe
         self.input_key, self.origin = options.input_key, options.origin
+        #: Paths in what is recorded read relative to the checkout, installed code from its package on (portable.py).
+        self.portable = Portable.here(str(config.rootpath))
         if config.getoption("--bugmatrix-resume") and self.path.exists():
             try:
                 earlier = load_run_file(self.path)
@@ -128,6 +131,7 @@ class RunState:
         """Record results and rewrite the run file (once for all of them); nothing once the cell deadline has written its last."""
         with self.writing:
             for record in records:
+                record = dataclasses.replace(record, message=self.portable.text(record.message), log=self.portable.text(record.log))
                 self.results[record.id] = record
                 self.running.discard(record.id)
             if records:
@@ -145,7 +149,9 @@ class RunState:
 
     def write_unlocked(self, finished: str) -> None:
         if self.environment is None:
-            self.environment = self.observe()
+            observed = self.observe()
+            where = {"executable": self.portable.text(str(observed["executable"]))} if observed.get("executable") else {}
+            self.environment = {**observed, **where}
         merged = {**self.previous, **self.results}
         run = RunRecord(
             cell=self.cell,
