@@ -15,6 +15,7 @@ from bugmatrix.cell.case import (
     Requires,
     SkipVariant,
     Source,
+    observed,
 )
 from bugmatrix.cell.outcomes import Outcome, Signature
 
@@ -33,4 +34,5 @@ __all__ = [
     "Signature",
     "SkipVariant",
     "Source",
+    "observed",
 ]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import InitVar, dataclass, field
@@ -59,6 +60,7 @@ __all__ = [
     "Source",
     "Variant",
     "case_of_module",
+    "observed",
 ]
 
 Checks = Mapping[str, bool]
@@ -159,6 +161,21 @@ class Expect:
         return True
 
 
+def observed(outcome: str | Outcome, *, device: str, evidence: str, **releases: str | tuple[str, ...]) -> tuple[Expect, ...]:
+    """``outcome`` at exactly the releases a run observed on ``device``: one :class:`Expect` per combination, ``==`` each.
+
+    ``observed("fixed", device="cuda", evidence="reports/runs/…json", torch="2.11.0", lightning=("2.0.3", "2.6.6"))``.
+    A range (``torch=">=2.11"``) would claim the releases between and after
+    that no run on that device saw; this names only what ran.
+    """
+    axes = list(releases)
+    values = [(v,) if isinstance(v, str) else tuple(v) for v in releases.values()]
+    return tuple(
+        Expect(outcome, device=device, evidence=evidence, **{a: f"=={v}" for a, v in zip(axes, combo, strict=True)})
+        for combo in itertools.product(*values)
+    )
+
+
 @dataclass(frozen=True)
 class Variant:
     """One runnable program of a case, on one device with one dtype."""
@@ -177,6 +194,9 @@ class Variant:
     expect: tuple[Expect, ...]
     doc: str
     install: tuple[str, ...] = ()  # an install workaround: requirements added to the cell's, run in a sibling environment
+    #: Checks it made once and makes no more (their names, as results recorded them): a recorded result that names one
+    #: was taken under the old check, and the report says so beside it.
+    old_checks: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -305,8 +325,13 @@ class Case:
         workaround_for: str | None = None,
         counterpart: str | None = None,
         kind: str | Kind | None = None,
+        old_checks: tuple[str, ...] = (),
     ) -> Callable[[VariantFn], VariantFn]:
-        """Register the decorated function once per ``(device, dtype)``; ``axes`` defaults to the case's."""
+        """Register the decorated function once per ``(device, dtype)``; ``axes`` defaults to the case's.
+
+        ``old_checks``: the names of checks the variant made before and no longer makes (a check that was
+        wrong): results recorded under them stay as recorded, and the report marks them "under an old check".
+        """
         spans = self.axes if axes is None else axes
 
         def register(fn: VariantFn) -> VariantFn:
@@ -321,6 +346,10 @@ class Case:
                 raise self._fail(name, f"axes={spans!r} is not a tuple of axis names", 'write e.g. axes=("torch", "lightning")')
             if not isinstance(requires, Requires):
                 raise self._fail(name, f"requires={requires!r} is not a Requires", 'write e.g. requires=Requires(lightning=">=2.1")')
+            if not (isinstance(old_checks, tuple) and all(isinstance(c, str) and c for c in old_checks)):
+                raise self._fail(
+                    name, f"old_checks={old_checks!r} is not a tuple of check names", 'write e.g. old_checks=("output matches",)'
+                )
             for device, dtype, tag in self._tags(name, tuple(devices)):
                 self.variants.append(
                     Variant(
@@ -337,6 +366,7 @@ class Case:
                         requires=requires,
                         expect=tuple(expect),
                         doc=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "",
+                        old_checks=old_checks,
                     )
                 )
             return fn

@@ -45,8 +45,8 @@ from bugmatrix.releases.tracking import load_resolved_matrix, without_symbolic
 __all__ = ["POLICIES", "Gap", "add_arguments", "catalogue_gaps", "run"]
 
 POLICIES = ("source", "evidence", "upstream", "expectation", "boundary", "tables", "computed")
-#: A bisect result a case cites as evidence: ``reports/bisect/<name>.json``.
-BISECT_FILE = re.compile(r"reports/bisect/[\w.\-]+\.json")
+#: A result an expectation cites: a bisect's, or a committed run's (the GPU runs' evidence).
+CITED_FILE = re.compile(r"reports/(?:bisect|runs)/[\w.\-]+\.json")
 README_TABLES = ("docs/cases.md", "cases/README.md")
 
 
@@ -113,7 +113,7 @@ def _expectations(case: Case, where: str, root: Path) -> Iterator[Gap]:
                     f"{variant.id} expects {expect.outcome.value} ({when}) without evidence",
                     'say where it comes from: Expect(..., evidence="bisect (reports/bisect/<file>.json); upstream PR #<n>")',
                 )
-            for cited in BISECT_FILE.findall(expect.evidence):
+            for cited in CITED_FILE.findall(expect.evidence):
                 if not (root / cited).is_file():
                     yield Gap(
                         where,
