@@ -18,7 +18,7 @@ import datetime as dt
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 
-__all__ = ["PROPERTY", "Recorder", "RunState", "crash_record", "now", "record_from_report", "variant_id_of_node"]
+__all__ = ["PROPERTY", "Recorder", "RunState", "crash_record", "now", "record_from_report", "uncovered_results", "variant_id_of_node"]
 
 PROPERTY = "bugmatrix"
 
@@ -69,6 +69,20 @@ def crash_record(variant_id: str, message: str, log: str = "", duration: float =
         duration_s=round(duration, 3),
         log=tail(log),
     )
+
+
+def uncovered_results(records: Iterable[VariantRecord]) -> dict[str, list[str]]:
+    """Per device (``CUDA``), one line per result no expectation covers (``new``), for the end of a pytest run.
+
+    They do not fail the run (a new release, a first GPU run), but they must not pass as "55 passed" either:
+    the maintainer on that machine declares their expectations from them.
+    """
+    found: dict[str, list[str]] = {}
+    for record in sorted(records, key=lambda r: r.id):
+        if record.verdict is Verdict.NEW:
+            message = f" ({record.message})" if record.outcome is not Outcome.FIXED and record.message else ""
+            found.setdefault(record.device.upper(), []).append(f"{record.id} {record.outcome.value}{message}")
+    return found
 
 
 class RunState:

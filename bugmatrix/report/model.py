@@ -233,6 +233,13 @@ class Variant:
     #: The axes the variant declares it spans: the only axes it is read along (:mod:`~bugmatrix.report.boundaries`).
     #: None where nothing said (an older document, a variant no run or case described).
     axes: tuple[str, ...] | None = None
+    #: Checks the case says the variant no longer makes (``old_checks``): a result whose message names one was taken
+    #: under an old check, and every view says so beside it.
+    old_checks: tuple[str, ...] = ()
+
+    def old_check(self, entry: Entry) -> str:
+        """The old check ``entry``'s message names ("" if none): the result stands as recorded, under that check."""
+        return next((check for check in self.old_checks if check in entry.message), "")
 
     @property
     def tag(self) -> str:
@@ -279,6 +286,8 @@ class Variant:
         }
         if self.axes is not None:  # absent where nothing said (an older document reads back the same)
             data["axes"] = list(self.axes)
+        if self.old_checks:
+            data["old_checks"] = list(self.old_checks)
         return data
 
     @classmethod
@@ -293,6 +302,7 @@ class Variant:
             counterpart=data.get("counterpart"),
             evidence=str(data.get("evidence") or ""),
             axes=tuple(str(a) for a in data["axes"]) if data.get("axes") is not None else None,
+            old_checks=tuple(str(c) for c in data.get("old_checks") or ()),
         )
 
 
@@ -506,6 +516,20 @@ class Compat:
         when = f" (resolved {self.tracking.resolved_at})" if self.tracking.resolved_at else ""
         stale = "; registry unreachable: the last saved resolution" if self.tracking.stale else ""
         return " · ".join(parts) + when + stale
+
+    def gpu_runs_text(self) -> str:
+        """``NVIDIA H200 · CUDA 13.0 · 2026-11-27: system-cuda-h200 (torch 2.11.0 · pl 2.6.6 · tf 5.17.0); …``: the cells that
+        ran on a GPU, per GPU, with the day and the stack each observed; "" where none did."""
+        groups: dict[tuple[str, str, str], list[str]] = {}
+        for cell in self.cells:
+            gpu = cell.observed("gpu")
+            if not gpu:
+                continue
+            stack = " · ".join(f"{self.short(a)} {v}" for a in (x.name for x in self.axes if not x.interpreter) if (v := cell.observed(a)))
+            groups.setdefault((gpu, cell.observed("cuda"), cell.started[:10]), []).append(f"{cell.id} ({stack})" if stack else cell.id)
+        return "; ".join(
+            f"{gpu} · CUDA {cuda or '?'} · {day or 'date unknown'}: {', '.join(cells)}" for (gpu, cuda, day), cells in groups.items()
+        )
 
     # -- new documents from this one (tests, what-ifs) ------------------------------------------
 
