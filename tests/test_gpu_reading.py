@@ -122,3 +122,17 @@ def test_a_pytest_run_ends_with_each_result_no_expectation_covers(tmp_path: Path
     summary = proc.stdout[proc.stdout.index("bugmatrix: 2 CPU result(s) no expectation covers") :]
     assert "uncovered::checks_fail[cpu] different (check failed: output matches)" in summary
     assert "uncovered::holds[cpu] fixed" in summary and "covered[cpu]" not in summary.replace("uncovered::", ""), summary
+
+
+def test_no_line_of_the_committed_report_reads_a_cuda_variant_against_skipped_cells() -> None:
+    """The README table's CUDA rows and compat.md's CUDA boundary lines: no skip as an outcome, no "mixed", the GPU named."""
+    rows = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if line.startswith("| `") and "[cuda]`" in line]
+    bullets = [  # compat.md's boundary bullets ("- `core[cuda]`: …", "- `w[cuda]` *(workaround)*: …"), not its agreement lines
+        line
+        for line in (ROOT / "reports" / "compat.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("- `") and "[cuda]`" in line and "` vs `" not in line
+    ]
+    assert len(rows) >= 10 and len(bullets) >= 27, (len(rows), len(bullets))
+    for line in rows + bullets:
+        reading = line.split("|")[4] if line.startswith("|") else line.partition(": ")[2]
+        assert "–" not in reading and "mixed" not in reading and "NVIDIA H200" in reading, line
