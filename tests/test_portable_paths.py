@@ -72,8 +72,8 @@ def test_a_run_file_records_no_path_of_the_machine_that_ran_it(tmp_path: Path) -
     proc = run_cases(tmp_path, "-p", "no:xdist")
     record = recorded(tmp_path)["paths::raises_in_a_package[cpu]"]
     assert record.outcome == "reproduced", proc.stdout[-2000:]
-    # The checkout is pytest's rootdir: this temporary directory, or the repository when it lies inside it (nox's tmp).
-    assert re.search(r'File "(?!/)[^"]*cases/paths\.py"', record.log) and 'File "packaging/version.py"' in record.log, record.log
+    # The checkout is where pytest started (this temporary directory), even inside another project (nox's tmp is).
+    assert 'File "cases/paths.py"' in record.log and 'File "packaging/version.py"' in record.log, record.log
     text = (tmp_path / "run.json").read_text(encoding="utf-8")
     assert str(tmp_path) not in text, "the checkout's own path is recorded nowhere"
     assert "site-packages/" not in text, "installed code is named from its package on"

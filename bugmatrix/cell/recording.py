@@ -122,8 +122,10 @@ class RunState:
         self.environment: dict[str, Any] | None = None
         self.observe = observe
         self.input_key, self.origin = options.input_key, options.origin
-        #: Paths in what is recorded read relative to the checkout, installed code from its package on (portable.py).
-        self.portable = Portable.here(str(config.rootpath))
+        #: Paths in what is recorded read relative to the checkout, installed code from its package on (portable.py). The
+        #: checkout is where pytest started (a cell runs from its project's root; `python -m pytest cases/` from the
+        #: checkout), not pytest's rootdir, which walks up to any enclosing project's pyproject.toml.
+        self.portable = Portable.here(str(config.invocation_params.dir))
         if config.getoption("--bugmatrix-resume") and self.path.exists():
             try:
                 earlier = load_run_file(self.path)
