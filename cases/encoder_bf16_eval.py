@@ -84,8 +84,8 @@ encoder on the same machine, CUDA and CPU side by side, whose numbers follow):
   code path the issue is about, while on CPU the fast path runs it. So on
   CUDA it is no evidence for or against the bug. Its CUDA expectation says
   what was observed (``different``, at torch 2.11.0), and the agreement with
-  ``core`` counts no result that failed another way: it is named there as not
-  compared.
+  ``core`` does not count a result that fails another way as its expectation
+  declares: those cells are named there as not compared.
 """
 
 from __future__ import annotations
