@@ -15,6 +15,7 @@ from bugmatrix.cell.case import (
     Requires,
     SkipVariant,
     Source,
+    observed,
 )
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.outcomes import Outcome, Signature
@@ -35,4 +36,5 @@ __all__ = [
     "Signature",
     "SkipVariant",
     "Source",
+    "observed",
 ]

@@ -38,14 +38,20 @@ Citations, and what each is evidence of:
   later narrows it (cache on again, cleared when a nested ``no_grad`` exits);
   it is in no release up to 2.6.6 (absent from the 2.6.6 wheel).
 
-Boundaries found by running ``nox -s bisect`` (reports/bisect/).
+Boundaries found by running ``nox -s bisect`` (reports/bisect/). On a GPU
+(an NVIDIA H200, CUDA 13.0, torch 2.11.0+cu130, 2026-11-27; the run files
+``reports/runs/system-cuda-h200*.json``) every CUDA variant read ``fixed``
+with pytorch-lightning 2.0.3, 2.0.6, 2.0.7 and Lightning 2.6.6, as on CPU at
+torch 2.11.0: the fix is not device-specific there. Their CUDA expectations
+name those runs and hold at those releases only (``observed``); the CPU
+boundaries stay ``device="cpu"``: no GPU ran an affected torch yet.
 """
 
 from __future__ import annotations
 
 import torch
 
-from bugmatrix import CPU_BF16, CUDA_FP16, Case, Checks, Expect, Signature, Source
+from bugmatrix import CPU_BF16, CUDA_FP16, Case, Checks, Expect, Signature, Source, observed
 from bugmatrix.cell.checks import grads_finite, lightning, precision_for, quiet_trainer, tiny_loader
 
 case = Case(
@@ -76,16 +82,27 @@ PL_BOUNDARY = (
     "bisect (reports/bisect/autocast_cache-lightning_manual_optimization-cpu--lightning.json): "
     "first fixed Lightning 2.5.5 at torch 2.5.1; Lightning PR #20921 (autocast cache_enabled=False), first in tag 2.5.5"
 )
+#: The GPU runs: what each CUDA expectation rests on (and the releases it covers: nothing between them is inferred).
+H200 = (
+    "GPU runs on an NVIDIA H200 (CUDA 13.0, torch 2.11.0+cu130), 2026-11-27: reports/runs/system-cuda-h200.json (Lightning 2.6.6), "
+    "reports/runs/system-cuda-h200-pl2.0.3.json, reports/runs/system-cuda-h200-pl2.0.6.json, reports/runs/system-cuda-h200-pl2.0.7.json"
+)
+PL_ON_H200 = ("2.0.3", "2.0.6", "2.0.7", "2.6.6")
 EXPECT_TORCH = (
-    Expect("reproduced", torch="<2.11", evidence=BOUNDARY),
-    Expect("fixed", torch=">=2.11", evidence=BOUNDARY),
+    Expect("reproduced", torch="<2.11", device="cpu", evidence=BOUNDARY),
+    Expect("fixed", torch=">=2.11", device="cpu", evidence=BOUNDARY),
+    *observed("fixed", device="cuda", evidence=H200, torch="2.11.0"),
 )
 EXPECT_LIGHTNING = (
-    Expect("fixed", torch=">=2.11", evidence=BOUNDARY),
-    Expect("fixed", lightning=">=2.5.5", evidence=PL_BOUNDARY),
-    Expect("reproduced", torch="<2.11", lightning="<2.5.5", evidence=f"{BOUNDARY}; {PL_BOUNDARY}"),
+    Expect("fixed", torch=">=2.11", device="cpu", evidence=BOUNDARY),
+    Expect("fixed", lightning=">=2.5.5", device="cpu", evidence=PL_BOUNDARY),
+    Expect("reproduced", torch="<2.11", lightning="<2.5.5", device="cpu", evidence=f"{BOUNDARY}; {PL_BOUNDARY}"),
+    *observed("fixed", device="cuda", evidence=H200, torch="2.11.0", lightning=PL_ON_H200),
 )
-ALWAYS_FIXED = (Expect("fixed", evidence="the source post's workaround; leaves no stale cast in the cache"),)
+ALWAYS_FIXED = (
+    Expect("fixed", device="cpu", evidence="the source post's workaround; leaves no stale cast in the cache"),
+    *observed("fixed", device="cuda", evidence=H200, torch="2.11.0"),
+)
 
 
 def _model_and_input(device: str) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -275,7 +292,10 @@ def upstream_lightning_pr20921_test(device: str, dtype: torch.dtype) -> Checks:
     devices=(CUDA_FP16, CPU_BF16),
     kind="upstream",
     counterpart="fresh_autocast",
-    expect=(Expect("fixed", evidence="pytorch/pytorch#65766 (ptrblck's workaround); run fixed in torch 2.0.1, 2.10.0, 2.11.0"),),
+    expect=(
+        Expect("fixed", device="cpu", evidence="pytorch/pytorch#65766 (ptrblck's workaround); run fixed in torch 2.0.1, 2.10.0, 2.11.0"),
+        *observed("fixed", device="cuda", evidence=H200, torch="2.11.0"),
+    ),
 )
 def upstream_issue65766_workaround(device: str, dtype: torch.dtype) -> Checks:
     """The workaround suggested in pytorch/pytorch#65766: clear the autocast cache before the grad-enabled pass."""

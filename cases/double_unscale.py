@@ -40,13 +40,23 @@ Citations, and what each is evidence of:
   every Lightning this matrix runs (>= 2.0.3), so it is not a variant.
 
 CPU analog: ``torch.amp.GradScaler("cpu")``, where that API exists.
+
+On a GPU (an NVIDIA H200, CUDA 13.0, torch 2.11.0+cu130, 2026-11-27; the run
+files ``reports/runs/system-cuda-h200*.json``) the CUDA variants read as their
+CPU twins do: both guards raise (``unscale_twice``, ``fp16_parameters``,
+``upstream_unscale_docstring_warning``), the workarounds and the documented
+example hold, and ``lightning_user_unscale`` (CUDA only: ``16-mixed`` needs a
+GPU scaler) reproduces with pytorch-lightning 2.0.3, 2.0.6, 2.0.7 and
+Lightning 2.6.6. The CUDA expectations name those runs and hold at those
+releases only (``observed``); the guard is by design, but no GPU ran another
+torch yet.
 """
 
 from __future__ import annotations
 
 import torch
 
-from bugmatrix import CPU_FP16, CUDA_FP16, Case, Checks, Expect, Signature, SkipVariant, Source
+from bugmatrix import CPU_FP16, CUDA_FP16, Case, Checks, Expect, Signature, SkipVariant, Source, observed
 from bugmatrix.cell.checks import grads_finite, lightning, quiet_trainer, tiny_loader
 
 case = Case(
@@ -77,8 +87,19 @@ GUARD = (
     "bisect (reports/bisect/double_unscale-unscale_twice-cpu--torch.json): no change over torch 2.3.0..2.15.0 "
     "(the CPU scaler's first release to the newest); a guard by design"
 )
-ALWAYS_REPRODUCED = (Expect("reproduced", evidence=GUARD),)
-ALWAYS_FIXED = (Expect("fixed", evidence="the source post: unscale once per step; keep fp32 master weights"),)
+#: The GPU runs: what each CUDA expectation rests on (and the releases it covers: nothing between them is inferred).
+H200 = (
+    "GPU runs on an NVIDIA H200 (CUDA 13.0, torch 2.11.0+cu130), 2026-11-27: reports/runs/system-cuda-h200.json (Lightning 2.6.6), "
+    "reports/runs/system-cuda-h200-pl2.0.3.json, reports/runs/system-cuda-h200-pl2.0.6.json, reports/runs/system-cuda-h200-pl2.0.7.json"
+)
+ALWAYS_REPRODUCED = (
+    Expect("reproduced", device="cpu", evidence=GUARD),
+    *observed("reproduced", device="cuda", evidence=H200, torch="2.11.0"),
+)
+ALWAYS_FIXED = (
+    Expect("fixed", device="cpu", evidence="the source post: unscale once per step; keep fp32 master weights"),
+    *observed("fixed", device="cuda", evidence=H200, torch="2.11.0"),
+)
 
 
 def _scaler(device: str) -> torch.amp.GradScaler:
@@ -146,7 +167,12 @@ def fp32_master_weights(device: str, dtype: torch.dtype) -> Checks:
     return _step(model, optimizer, scaler)
 
 
-@case.variant(devices=(CUDA_FP16,), axes=("torch", "lightning"), kind="framework", expect=ALWAYS_REPRODUCED)
+@case.variant(
+    devices=(CUDA_FP16,),
+    axes=("torch", "lightning"),
+    kind="framework",
+    expect=observed("reproduced", device="cuda", evidence=H200, torch="2.11.0", lightning=("2.0.3", "2.0.6", "2.0.7", "2.6.6")),
+)
 def lightning_user_unscale(device: str, dtype: torch.dtype) -> Checks:
     """Lightning ``16-mixed`` unscales before ``on_before_optimizer_step``; the user unscales again there."""
     pl = lightning()

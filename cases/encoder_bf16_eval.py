@@ -38,8 +38,8 @@ Citations, and what each is evidence of:
   ``upstream_issue82783``. Its CPU bf16 analog flips earlier than ``core``:
   reproduced in torch 2.0.0 and 2.0.1, fixed from 2.1.0 (bisect, see EXPECT_82783_CPU),
   while the two-layer ``TransformerEncoder`` of ``core`` fails until 2.5.1. A
-  finding, not a wrong citation: the issue is about CUDA (no GPU run here yet,
-  so its CUDA outcome is shown as "new").
+  finding, not a wrong citation: the issue is about CUDA, and on a GPU (below)
+  its snippet reads ``fixed`` at torch 2.11.0, as ``core[cuda]`` does.
 
 ``padding_mask`` is this project's own finding. With a
 ``src_key_padding_mask`` and the default ``enable_nested_tensor=True`` the
@@ -54,13 +54,45 @@ dtype=torch.bfloat16)``; ``nox -s repro -- "encoder_bf16_eval::padding_mask[cpu]
 path was found (a comment on #107663 warns of "another issue" once that one
 is fixed, with a ``src_key_padding_mask`` traceback into the fast path; its
 snippet could not be read from the stored copy).
+
+What a GPU showed (an NVIDIA H200, CUDA 13.0, torch 2.11.0+cu130, with
+pytorch-lightning 2.0.3, 2.0.6, 2.0.7 and Lightning 2.6.6, 2026-11-27; the run
+files ``reports/runs/system-cuda-h200*.json``, and a probe of the case's own
+encoder on the same machine, CUDA and CPU side by side, whose numbers follow):
+
+* ``core``, ``fast_path_off``, ``lightning_validate``, ``bf16_true`` (Lightning
+  2.6.6 only: 2.0.x has no ``bf16-true``), ``upstream_issue132613`` and
+  ``upstream_issue82783`` read ``fixed`` on CUDA, as on CPU from torch 2.6.0.
+  Their CUDA expectations name those runs and hold at exactly those releases.
+* ``padding_mask[cuda]`` read ``different``: "output matches the fp32 result
+  (atol 0.1)" failed. The probe shows that was the *check*, not the GPU. Under
+  bf16 autocast CUDA keeps the encoder off the nested-tensor fast path; the
+  check's fp32 reference ran without autocast, took the fast path, and returned
+  zeros at the padded positions. On real positions the two agreed within
+  0.0039; on padded ones they were 1.92 apart. The same reference had zeros
+  there on CPU too (2.37 apart), hidden because the bf16 fast path raises
+  first. What an encoder returns at padded positions is undefined, so the
+  checks now compare real (non-padded) positions only, on CPU and CUDA alike
+  (``tests/test_encoder_checks.py`` rebuilds the GPU's situation on CPU). The
+  recorded ``different`` stays as it was recorded, marked as taken under the
+  old check (``old_checks``), and ``padding_mask[cuda]`` has no CUDA
+  expectation until a GPU runs the new check.
+* ``upstream_issue107663[cuda]`` read ``different``: ``RuntimeError: Need
+  attn_mask if specifying the is_causal hint`` (``torch/nn/functional.py``).
+  With autocast on CUDA the snippet raises whether the fast path is on or
+  off: its ``is_causal=True`` without an ``attn_mask`` is refused before the
+  code path the issue is about, while on CPU the fast path runs it. So on
+  CUDA it is no evidence for or against the bug. Its CUDA expectation says
+  what was observed (``different``, at torch 2.11.0), and the agreement with
+  ``core`` does not count a result that fails another way as its expectation
+  declares: those cells are named there as not compared.
 """
 
 from __future__ import annotations
 
 import torch
 
-from bugmatrix import CPU_BF16, CUDA_BF16, CUDA_FP16, Case, Checks, Expect, Requires, Signature, Source
+from bugmatrix import CPU_BF16, CUDA_BF16, CUDA_FP16, Case, Checks, Expect, Requires, Signature, Source, observed
 from bugmatrix.cell.checks import finite, lightning, quiet_trainer, tiny_loader
 
 case = Case(
@@ -88,12 +120,17 @@ BOUNDARY = (
     "bisect (reports/bisect/encoder_bf16_eval-core-cpu--torch.json): first fixed torch 2.6.0 on CPU; "
     "pytorch/pytorch#132613 describes it, and its snippet (upstream_issue132613) flips at the same release"
 )
-# CUDA expectations are not declared: no GPU run has recorded them yet, so a
-# CUDA outcome is shown as "new" in the report instead of being guessed.
+#: The GPU runs: what each CUDA expectation rests on (and the releases it covers: nothing between them is inferred).
+H200 = (
+    "GPU runs on an NVIDIA H200 (CUDA 13.0, torch 2.11.0+cu130), 2026-11-27: reports/runs/system-cuda-h200.json (Lightning 2.6.6), "
+    "reports/runs/system-cuda-h200-pl2.0.3.json, reports/runs/system-cuda-h200-pl2.0.6.json, reports/runs/system-cuda-h200-pl2.0.7.json"
+)
+PL_ON_H200 = ("2.0.3", "2.0.6", "2.0.7", "2.6.6")
 EXPECT_CPU = (
     Expect("reproduced", torch="<2.6", device="cpu", evidence=BOUNDARY),
     Expect("fixed", torch=">=2.6", device="cpu", evidence=BOUNDARY),
 )
+FIXED_ON_H200 = observed("fixed", device="cuda", evidence=H200, torch="2.11.0")
 
 
 def _encoder(device: str) -> torch.nn.Module:
@@ -101,19 +138,30 @@ def _encoder(device: str) -> torch.nn.Module:
     return torch.nn.TransformerEncoder(layer, num_layers=2).to(device).eval()
 
 
-def _eval_checks(encoder: torch.nn.Module, x: torch.Tensor, out: torch.Tensor, dtype: torch.dtype, **kwargs: object) -> Checks:
+def _eval_checks(
+    encoder: torch.nn.Module, x: torch.Tensor, out: torch.Tensor, dtype: torch.dtype, padding: torch.Tensor | None = None
+) -> Checks:
+    """The output against the fp32 result, at real positions only: what the encoder returns at padded ones is undefined.
+
+    With a ``src_key_padding_mask`` the fp32 reference (no autocast) takes the
+    nested-tensor fast path, which returns zeros at padded positions; a bf16
+    output that stayed off it (CUDA autocast) has other values there. Comparing
+    them there read ``different`` on an H200 with the outputs 0.0039 apart at
+    every real position (see the module docstring).
+    """
     with torch.no_grad():
-        reference = encoder(x.float(), **kwargs)
+        reference = encoder(x.float(), src_key_padding_mask=padding) if padding is not None else encoder(x.float())
+    real = ~padding if padding is not None else torch.ones(out.shape[:-1], dtype=torch.bool, device=out.device)
     return {
         # The fused path returns bf16; the composite path ends in LayerNorm,
         # which autocast runs in fp32. Both are autocast's own, valid choices.
         f"output dtype is {dtype} or float32": out.dtype in (dtype, torch.float32),
-        "output is finite": finite(out),
-        "output matches the fp32 result (atol 0.1)": bool(torch.allclose(out.float(), reference, atol=0.1)),
+        "output is finite at real positions": finite(out[real]),
+        "output matches the fp32 result at real positions (atol 0.1)": bool(torch.allclose(out.float()[real], reference[real], atol=0.1)),
     }
 
 
-@case.variant(devices=(CUDA_BF16, CPU_BF16), expect=EXPECT_CPU)
+@case.variant(devices=(CUDA_BF16, CPU_BF16), expect=(*EXPECT_CPU, *FIXED_ON_H200))
 def core(device: str, dtype: torch.dtype) -> Checks:
     """Encoder in eval mode, no_grad, bf16 autocast: the fast path runs."""
     encoder, x = _encoder(device), torch.randn(2, 5, 16, device=device)
@@ -136,6 +184,8 @@ def core(device: str, dtype: torch.dtype) -> Checks:
             ),
         ),
     ),
+    # Compared padded positions too, whose values are undefined: read `different` on an H200 (see the docstring).
+    old_checks=("output matches the fp32 result (atol 0.1)",),
 )
 def padding_mask(device: str, dtype: torch.dtype) -> Checks:
     """Same, with a ``src_key_padding_mask``: the nested-tensor fast path."""
@@ -144,15 +194,17 @@ def padding_mask(device: str, dtype: torch.dtype) -> Checks:
     with torch.no_grad(), torch.autocast(device, dtype=dtype):
         out = encoder(x, src_key_padding_mask=mask)
     with torch.no_grad(), torch.autocast(device, dtype=dtype, enabled=False):
-        checks = _eval_checks(encoder, x, out, dtype, src_key_padding_mask=mask)
-    return checks
+        return _eval_checks(encoder, x, out, dtype, padding=mask)
 
 
 @case.variant(
     devices=(CUDA_BF16, CPU_BF16),
     requires=Requires(api="torch.backends.mha.set_fastpath_enabled"),
     workaround_for="core",
-    expect=(Expect("fixed", evidence="the source post's workaround: no fast path, autocast applies to every matmul"),),
+    expect=(
+        Expect("fixed", device="cpu", evidence="the source post's workaround: no fast path, autocast applies to every matmul"),
+        *FIXED_ON_H200,
+    ),
 )
 def fast_path_off(device: str, dtype: torch.dtype) -> Checks:
     """Workaround: ``torch.backends.mha.set_fastpath_enabled(False)`` around the eval."""
@@ -193,7 +245,12 @@ def _validate(device: str, precision: str) -> Checks:
     }
 
 
-@case.variant(devices=(CUDA_BF16, CPU_BF16), axes=("torch", "lightning"), kind="framework", expect=EXPECT_CPU)
+@case.variant(
+    devices=(CUDA_BF16, CPU_BF16),
+    axes=("torch", "lightning"),
+    kind="framework",
+    expect=(*EXPECT_CPU, *observed("fixed", device="cuda", evidence=H200, torch="2.11.0", lightning=PL_ON_H200)),
+)
 def lightning_validate(device: str, dtype: torch.dtype) -> Checks:
     """The source post's setup: ``Trainer(precision="bf16-mixed").validate`` through the encoder."""
     return _validate(device, "bf16-mixed")
@@ -205,7 +262,10 @@ def lightning_validate(device: str, dtype: torch.dtype) -> Checks:
     # Trainer(precision="bf16-true") arrived in Lightning 2.1 (2.0.x rejects the flag).
     requires=Requires(lightning=">=2.1"),
     workaround_for="lightning_validate",
-    expect=(Expect("fixed", evidence="the source post's workaround: weights and inputs are both bf16"),),
+    expect=(
+        Expect("fixed", device="cpu", evidence="the source post's workaround: weights and inputs are both bf16"),
+        *observed("fixed", device="cuda", evidence=H200, torch="2.11.0", lightning="2.6.6"),
+    ),
 )
 def bf16_true(device: str, dtype: torch.dtype) -> Checks:
     """The source post's workaround: ``precision="bf16-true"``, so weights and inputs share one dtype."""
@@ -233,7 +293,7 @@ def _upstream_checks(out: torch.Tensor, dtype: torch.dtype, model: torch.nn.Modu
     }
 
 
-@case.variant(devices=(CUDA_BF16, CPU_BF16), kind="upstream", counterpart="core", expect=EXPECT_CPU)
+@case.variant(devices=(CUDA_BF16, CPU_BF16), kind="upstream", counterpart="core", expect=(*EXPECT_CPU, *FIXED_ON_H200))
 def upstream_issue132613(device: str, dtype: torch.dtype) -> Checks:
     """The snippet of pytorch/pytorch#132613 (the source post's report): a pose auto-encoder evaluated under bf16 autocast."""
     # Source: the issue's description (AmitMY, 2024-08-04). Changes: (1) sizes shrunk: pose_dims (178, 3)
@@ -269,7 +329,16 @@ def upstream_issue132613(device: str, dtype: torch.dtype) -> Checks:
         return _upstream_checks(out, dtype, model, batch)
 
 
-@case.variant(devices=(CUDA_BF16, CPU_BF16), kind="upstream", counterpart="core", expect=EXPECT_CPU)
+@case.variant(
+    devices=(CUDA_BF16, CPU_BF16),
+    kind="upstream",
+    counterpart="core",
+    expect=(
+        *EXPECT_CPU,
+        # Refused on CUDA before the bug's path (is_causal without attn_mask): no evidence for or against it (docstring).
+        *observed("different", device="cuda", evidence=f"{H200}: Need attn_mask if specifying the is_causal hint", torch="2.11.0"),
+    ),
+)
 def upstream_issue107663(device: str, dtype: torch.dtype) -> Checks:
     """The snippet of pytorch/pytorch#107663: ``enable_nested_tensor=False``, a float padding mask, ``is_causal=True``."""
     # Source: the issue's description (jingxu10, 2023-08-22). Changes: (1) sizes shrunk: d_model 512 -> 16,
@@ -299,7 +368,7 @@ EXPECT_82783_CPU = (
 )
 
 
-@case.variant(devices=(CUDA_FP16, CPU_BF16), kind="upstream", counterpart="core", expect=EXPECT_82783_CPU)
+@case.variant(devices=(CUDA_FP16, CPU_BF16), kind="upstream", counterpart="core", expect=(*EXPECT_82783_CPU, *FIXED_ON_H200))
 def upstream_issue82783(device: str, dtype: torch.dtype) -> Checks:
     """The snippet of pytorch/pytorch#82783: one ``TransformerEncoderLayer`` under ``inference_mode`` + autocast."""
     # Source: the issue's description (wendazhou, 2022-08-04; CUDA, float16; closed after PR #84722 made the

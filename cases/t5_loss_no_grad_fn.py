@@ -38,6 +38,14 @@ whose optimizer always disables grad, still reproduces on Lightning < 2.0.7
 (run: torch 2.15.0, pytorch-lightning 2.0.6, transformers 4.29.2). A real
 finding, not a wrong citation: the bug needs both halves, old Lightning *and*
 a ``no_grad`` ``step``; the upstream test pins only the Lightning half.
+
+On a GPU (an NVIDIA H200, CUDA 13.0, torch 2.11.0+cu130, transformers 5.17.0,
+2026-11-27; the run files ``reports/runs/system-cuda-h200*.json``) the CUDA
+variants read as on CPU: ``adafactor_closure`` reproduces, and
+``lightning_trainer`` and the upstream test flip at pytorch-lightning 2.0.6 ✗
+→ 2.0.7 ✓ (2.0.3 ✗, Lightning 2.6.6 ✓); the workaround holds in all four. The
+CUDA expectations name those runs and hold at exactly those releases
+(``observed``): no GPU ran another transformers or Lightning yet.
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ from types import ModuleType
 
 import torch
 
-from bugmatrix import CPU_FP32, CUDA_FP32, Case, Checks, Expect, Signature, Source
+from bugmatrix import CPU_FP32, CUDA_FP32, Case, Checks, Expect, Signature, Source, observed
 from bugmatrix.cell.checks import grads_finite, lightning, precision_for, quiet_trainer, tiny_loader
 
 case = Case(
@@ -74,6 +82,13 @@ PL_UPSTREAM = (
     "Lightning PR #18268 (git tag --contains: first in 2.0.7) and its own test; run at Lightning 2.0.6 (reproduced) and 2.0.7 (fixed)"
 )
 PL_BOUNDARY = "bisect (reports/bisect/t5_loss_no_grad_fn-lightning_trainer-cpu--lightning.json): closure runs under enable_grad from Lightning 2.0.7; PR #18268"
+#: The GPU runs: what each CUDA expectation rests on (and the releases it covers: nothing between them is inferred).
+H200 = (
+    "GPU runs on an NVIDIA H200 (CUDA 13.0, torch 2.11.0+cu130, transformers 5.17.0), 2026-11-27: reports/runs/system-cuda-h200.json "
+    "(Lightning 2.6.6), reports/runs/system-cuda-h200-pl2.0.3.json, reports/runs/system-cuda-h200-pl2.0.6.json, "
+    "reports/runs/system-cuda-h200-pl2.0.7.json"
+)
+ON_H200 = {"torch": "2.11.0", "transformers": "5.17.0"}
 
 
 def _t5_and_batch(device: str) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
@@ -100,8 +115,9 @@ def _adafactor(params: object) -> torch.optim.Optimizer:
     devices=(CUDA_FP32, CPU_FP32),
     axes=("transformers",),
     expect=(
-        Expect("reproduced", transformers=">=4.30", evidence=TF_BOUNDARY),
-        Expect("fixed", transformers="<4.30", evidence=TF_BOUNDARY),
+        Expect("reproduced", transformers=">=4.30", device="cpu", evidence=TF_BOUNDARY),
+        Expect("fixed", transformers="<4.30", device="cpu", evidence=TF_BOUNDARY),
+        *observed("reproduced", device="cuda", evidence=H200, **ON_H200),
     ),
 )
 def adafactor_closure(device: str, dtype: torch.dtype) -> Checks:
@@ -173,9 +189,11 @@ def _fit(device: str, dtype: torch.dtype, enable_grad_in_closure: bool) -> Check
     axes=("lightning", "transformers"),
     kind="framework",
     expect=(
-        Expect("fixed", transformers="<4.30", evidence=TF_BOUNDARY),
-        Expect("reproduced", lightning="<2.0.7", evidence=PL_BOUNDARY),
-        Expect("fixed", lightning=">=2.0.7", evidence=PL_BOUNDARY),
+        Expect("fixed", transformers="<4.30", device="cpu", evidence=TF_BOUNDARY),
+        Expect("reproduced", lightning="<2.0.7", device="cpu", evidence=PL_BOUNDARY),
+        Expect("fixed", lightning=">=2.0.7", device="cpu", evidence=PL_BOUNDARY),
+        *observed("reproduced", device="cuda", evidence=H200, lightning=("2.0.3", "2.0.6"), **ON_H200),
+        *observed("fixed", device="cuda", evidence=H200, lightning=("2.0.7", "2.6.6"), **ON_H200),
     ),
 )
 def lightning_trainer(device: str, dtype: torch.dtype) -> Checks:
@@ -187,7 +205,10 @@ def lightning_trainer(device: str, dtype: torch.dtype) -> Checks:
     devices=(CUDA_FP32, CPU_FP32),
     axes=("lightning", "transformers"),
     workaround_for="lightning_trainer",
-    expect=(Expect("fixed", evidence="Lightning PR #18268 applied by hand: the closure runs under enable_grad"),),
+    expect=(
+        Expect("fixed", device="cpu", evidence="Lightning PR #18268 applied by hand: the closure runs under enable_grad"),
+        *observed("fixed", device="cuda", evidence=H200, lightning=("2.0.3", "2.0.6", "2.0.7", "2.6.6"), **ON_H200),
+    ),
 )
 def enable_grad_closure(device: str, dtype: torch.dtype) -> Checks:
     """Workaround: override ``optimizer_step`` and run the closure under ``torch.enable_grad()``."""
@@ -223,8 +244,10 @@ def _boring_model(pl: ModuleType) -> type:
     kind="upstream",
     counterpart="lightning_trainer",
     expect=(
-        Expect("reproduced", lightning="<2.0.7", evidence=PL_UPSTREAM),
-        Expect("fixed", lightning=">=2.0.7", evidence=PL_UPSTREAM),
+        Expect("reproduced", lightning="<2.0.7", device="cpu", evidence=PL_UPSTREAM),
+        Expect("fixed", lightning=">=2.0.7", device="cpu", evidence=PL_UPSTREAM),
+        *observed("reproduced", device="cuda", evidence=H200, lightning=("2.0.3", "2.0.6"), **ON_H200),
+        *observed("fixed", device="cuda", evidence=H200, lightning=("2.0.7", "2.6.6"), **ON_H200),
     ),
 )
 def upstream_lightning_pr18268_test(device: str, dtype: torch.dtype) -> Checks:

@@ -118,3 +118,37 @@ def test_the_default_profile_is_the_first_declared(tmp_path: Path, capsys: pytes
     matrix.write_text(matrix.read_text().replace("[profiles.smoke]", '[profiles.quick]\ntorch = ["2.3.1"]\n\n[profiles.smoke]', 1))
     code, lines = check(root, capsys)
     assert code == 1 and lines[0].startswith("cases/good.py: profile quick has no CPU cell where a variant is expected reproduced")
+
+
+GPU = """
+from bugmatrix import CPU_BF16, CUDA_FP16, Case, Expect, Signature, observed
+
+case = Case(id="gpu", title="t", signature=Signature("x"), axes=("torch",))
+RUN = "reports/runs/system-cuda-x.json"
+
+
+@case.variant(devices=(CUDA_FP16, CPU_BF16), expect=(Expect("fixed", device="cpu", evidence="b"), *observed("fixed", device="cuda", evidence=RUN, torch="2.3.1")))
+def kept(device, dtype):
+    return {}
+
+
+@case.variant(devices=(CUDA_FP16,), expect=(Expect("fixed", evidence="b"), Expect("reproduced", device="cuda", torch="<2.3", evidence=RUN)))
+def inferred(device, dtype):
+    return {}
+"""
+
+
+def test_a_gpu_expectation_comes_from_a_committed_run_at_its_releases_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 43: a device-agnostic expectation, or a CUDA one over a range, claims what no GPU run observed."""
+    root = project(tmp_path, ("gpu", GPU))
+    (root / "reports" / "runs").mkdir()
+    (root / "reports" / "runs" / "system-cuda-x.json").write_text("{}")
+    _, lines = check(root, capsys, "--policy", "expectation")
+    assert lines == [
+        "cases/gpu.py: gpu::inferred[cuda] expects fixed (everywhere) on every device: nothing run on cuda is its evidence; "
+        'limit it with device="cpu", and declare cuda ones from a committed run: '
+        '*observed("fixed", device="cuda", evidence="reports/runs/<file>.json", <axis>="<release>")',
+        "cases/gpu.py: gpu::inferred[cuda] expects reproduced (torch<2.3) beyond what a committed run on cuda observed; "
+        'declare the releases a run file in reports/runs/ holds: *observed("reproduced", device="cuda", '
+        'evidence="reports/runs/<file>.json", <axis>="<release>")',
+    ]

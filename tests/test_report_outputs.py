@@ -255,20 +255,28 @@ def test_a_new_view_is_one_entry_in_the_outputs_registry(tmp_path: Path) -> None
 
 
 def test_a_gpu_run_committed_beside_the_reference_survives_a_cpu_publish(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--publish`` replaces the CPU reference's run files, and keeps a run recorded on a GPU (``cuda_available``)."""
+    """``--publish`` replaces the CPU reference's run files, keeps the runs recorded on a GPU, and its pages show them."""
     reports, reference = tmp_path / "reports", tmp_path / "reference"
     shutil.copytree(FIXTURES, reports / "runs")
     (reference / "runs").mkdir(parents=True)
-    gpu = json.loads(next(FIXTURES.glob("*.json")).read_text())
-    gpu["cell"] = "system-cuda-h100"
-    gpu["environment"] = {**(gpu.get("environment") or {}), "cuda_available": True, "gpu": "NVIDIA H100 80GB HBM3", "cuda": "13.0"}
-    write_json_atomic(reference / "runs" / "system-cuda-h100.json", gpu)
+    committed = sorted((ROOT / "reports" / "runs").glob("system-cuda-h200*.json"))
+    assert {p.stem for p in committed} == {f"system-cuda-h200{v}" for v in ("", "-pl2.0.3", "-pl2.0.6", "-pl2.0.7")}
+    for path in committed:
+        shutil.copy(path, reference / "runs")
+    gpu = json.loads(committed[0].read_text())
     write_json_atomic(reference / "runs" / "py311-gone.json", {**gpu, "cell": "py311-gone", "environment": {"cuda_available": False}})
     monkeypatch.setattr(options_module, "REFERENCE", reference)
     plan = str(fixture_plan(tmp_path / "plan.json"))
     assert main(["report", "--reports", str(reports), "--plan", plan, "--publish", "--baseline", str(tmp_path / "x.json")]) == 2
     assert main(["report", "--reports", str(reports), "--plan", plan, "--publish"]) == 0
     kept = sorted(p.stem for p in (reference / "runs").glob("*.json"))
-    assert "system-cuda-h100" in kept, "the GPU run survives"
+    assert {p.stem for p in committed} <= set(kept), "the GPU runs survive"
+    assert all((reference / "runs" / p.name).read_bytes() == p.read_bytes() for p in committed), "byte for byte"
     assert "py311-gone" not in kept, "a CPU cell no longer run is removed"
-    assert set(kept) - {"system-cuda-h100"} == {p.stem for p in FIXTURES.glob("*.json")}
+    assert set(kept) - {p.stem for p in committed} == {p.stem for p in FIXTURES.glob("*.json")}
+    published = json.loads((reference / "compat.json").read_text())
+    cells = {c["id"]: c for c in published["cells"]}
+    assert {p.stem for p in committed} <= set(cells), "the reference's pages read the GPU runs beside the night's"
+    assert cells["system-cuda-h200"]["environment"]["gpu"] == "NVIDIA H200" and cells["system-cuda-h200"]["environment"]["cuda"] == "13.0"
+    page = (reference / "compat.md").read_text()
+    assert "NVIDIA H200" in page and "CUDA: ✓ fixed at torch 2.11.0 (NVIDIA H200" in page, page[:3000]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import runpy
 import shutil
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import pytest
 
 import bugmatrix.tools.repro
 from bugmatrix.cli import main
+from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.run.lockpieces import assemble_lock
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,3 +63,18 @@ def test_without_a_current_lock_none_is_attached_and_an_old_one_is_removed(
     issue = (out / "ISSUE.md").read_text()
     assert f"No lock of cell `{CELL}` is attached" in issue and "no lock for this cell" in issue
     assert "requirements.lock.txt" not in said
+
+
+@pytest.mark.parametrize("case", sorted(p.stem for p in (ROOT / "cases").glob("*.py")))
+def test_every_case_exports_a_script_whose_module_body_runs(
+    case: str, sandbox: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A declaration helper at module level (``FIXED_ON_H200 = observed(...)``) is dropped with the other declarations."""
+    pytest.importorskip("torch", reason="the exported script imports the stack")
+    out = tmp_path / "repro"
+    pins = json.loads((ROOT / "reports" / "runs" / f"{CELL}.json").read_text(encoding="utf-8"))["pins"]
+    variants = [v.id for v in load_catalog(ROOT / "cases").variants if v.case_id == case and v.device == "cpu" and set(v.axes) <= set(pins)]
+    if not variants:
+        pytest.skip(f"no CPU variant of {case} spans only axes {CELL} pins")
+    assert main(["repro", variants[0], "--cell", CELL, "--out", str(out), "--reports", str(tmp_path / "reports")]) == 0
+    runpy.run_path(str(out / "repro.py"), run_name="exported")  # its module body, not the run at the bottom

@@ -36,6 +36,7 @@ stack: where the stack does not import, that failure is its outcome.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import InitVar, dataclass, field
@@ -69,6 +70,7 @@ __all__ = [
     "Source",
     "Variant",
     "case_of_module",
+    "observed",
 ]
 
 Checks = Mapping[str, bool]
@@ -169,6 +171,21 @@ class Expect:
         return True
 
 
+def observed(outcome: str | Outcome, *, device: str, evidence: str, **releases: str | tuple[str, ...]) -> tuple[Expect, ...]:
+    """``outcome`` at exactly the releases a run observed on ``device``: one :class:`Expect` per combination, ``==`` each.
+
+    ``observed("fixed", device="cuda", evidence="reports/runs/…json", torch="2.11.0", lightning=("2.0.3", "2.6.6"))``.
+    A range (``torch=">=2.11"``) would claim the releases between and after
+    that no run on that device saw; this names only what ran.
+    """
+    axes = list(releases)
+    values = [(v,) if isinstance(v, str) else tuple(v) for v in releases.values()]
+    return tuple(
+        Expect(outcome, device=device, evidence=evidence, **{a: f"=={v}" for a, v in zip(axes, combo, strict=True)})
+        for combo in itertools.product(*values)
+    )
+
+
 @dataclass(frozen=True)
 class Variant:
     """One runnable program of a case, on one device with one dtype."""
@@ -189,6 +206,9 @@ class Variant:
     environment: str = ""  # the name of its case's Env it runs in ("": the cell's own environment)
     env: Env = field(default_factory=Env)  # that environment: what it has beyond the cell's pins
     at_import: bool = False  # its bug is raised while the cell imports its stack (a failure there is its outcome)
+    #: Checks it made once and makes no more (their names, as results recorded them): a recorded result that names one
+    #: was taken under the old check, and the report says so beside it.
+    old_checks: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -359,11 +379,14 @@ class Case:
         kind: str | Kind | None = None,
         environment: str = "",
         at_import: bool = False,
+        old_checks: tuple[str, ...] = (),
     ) -> Callable[[VariantFn], VariantFn]:
         """Register the decorated function once per ``(device, dtype)``; ``axes`` defaults to the case's.
 
         ``environment`` names one of ``Case(environments=...)`` (default: the cell's own); ``at_import``: its bug is
         raised while the cell imports its stack, so where that import fails the failure is its outcome (by signature).
+        ``old_checks``: the names of checks the variant made before and no longer makes (a check that was
+        wrong): results recorded under them stay as recorded, and the report marks them "under an old check".
         """
         spans = self.axes if axes is None else axes
 
@@ -384,6 +407,10 @@ class Case:
                 raise self._fail(
                     name, f"environment={environment!r} is not declared", f"add it to Case(environments=...) (declared: {declared})"
                 )
+            if not (isinstance(old_checks, tuple) and all(isinstance(c, str) and c for c in old_checks)):
+                raise self._fail(
+                    name, f"old_checks={old_checks!r} is not a tuple of check names", 'write e.g. old_checks=("output matches",)'
+                )
             for device, dtype, tag in self._tags(name, tuple(devices)):
                 self.variants.append(
                     Variant(
@@ -403,6 +430,7 @@ class Case:
                         environment=environment,
                         env=self.environments.get(environment, Env()),
                         at_import=bool(at_import),
+                        old_checks=old_checks,
                     )
                 )
             return fn

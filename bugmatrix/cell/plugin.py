@@ -77,7 +77,7 @@ from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, can_fork, default_c
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Classified, Outcome, classify_outcome, excerpt, judge, tail
 from bugmatrix.cell.preload import ImportFailure, checked_modules, import_check, preload, uncovered_imports
-from bugmatrix.cell.recording import DIED_INLINE, PROPERTY, Recorder, RunState, crash_record
+from bugmatrix.cell.recording import DIED_INLINE, PROPERTY, Recorder, RunState, crash_record, uncovered_results
 from bugmatrix.cell.runfile import VariantRecord
 from bugmatrix.errors import BugmatrixError
 
@@ -590,6 +590,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             f"bugmatrix: {len(variants)} variant(s) imported {module} in their own process, each paying for it (e.g. "
             f"{sorted(variants)[0]}): add {module!r} to the case's Case(imports=...) to import it once for all"
         )
+    state = config.stash.get(STATE_KEY, None)
+    # Results no expectation covers pass the run (docs/report.md), and are said as loudly as a failure.
+    for device, lines in uncovered_results({**state.previous, **state.results}.values() if state else ()).items():
+        terminalreporter.write_sep("=", f"bugmatrix: {len(lines)} {device} result(s) no expectation covers", red=True, bold=True)
+        for line in lines:
+            terminalreporter.write_line(f"  {line}", red=True)
 
 
 @pytest.hookimpl(tryfirst=True)  # before the recorder's last write: the deadline must not add to a closed run

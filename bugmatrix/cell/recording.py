@@ -18,7 +18,7 @@ import datetime as dt
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,12 @@ from bugmatrix.cell.cellend import RunFileLock
 from bugmatrix.cell.cellspec import CellOptions
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome, Verdict, excerpt, tail
+from bugmatrix.cell.portable import Portable
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 
-__all__ = ["PROPERTY", "Recorder", "RunState", "crash_record", "now", "record_from_report", "variant_id_of_node"]
+__all__ = ["PROPERTY", "Recorder", "RunState", "crash_record", "now", "record_from_report", "uncovered_results", "variant_id_of_node"]
 
 PROPERTY = "bugmatrix"
 
@@ -68,6 +69,20 @@ def crash_record(variant_id: str, message: str, log: str = "", duration: float =
         duration_s=round(duration, 3),
         log=tail(log),
     )
+
+
+def uncovered_results(records: Iterable[VariantRecord]) -> dict[str, list[str]]:
+    """Per device (``CUDA``), one line per result no expectation covers (``new``), for the end of a pytest run.
+
+    They do not fail the run (a new release, a first GPU run), but they must not pass as "55 passed" either:
+    the maintainer on that machine declares their expectations from them.
+    """
+    found: dict[str, list[str]] = {}
+    for record in sorted(records, key=lambda r: r.id):
+        if record.verdict is Verdict.NEW:
+            message = f" ({record.message})" if record.outcome is not Outcome.FIXED and record.message else ""
+            found.setdefault(record.device.upper(), []).append(f"{record.id} {record.outcome.value}{message}")
+    return found
 
 
 class RunState:
@@ -107,6 +122,10 @@ class RunState:
         self.environment: dict[str, Any] | None = None
         self.observe = observe
         self.input_key, self.origin = options.input_key, options.origin
+        #: Paths in what is recorded read relative to the checkout, installed code from its package on (portable.py). The
+        #: checkout is where pytest started (a cell runs from its project's root; `python -m pytest cases/` from the
+        #: checkout), not pytest's rootdir, which walks up to any enclosing project's pyproject.toml.
+        self.portable = Portable.here(str(config.invocation_params.dir))
         if config.getoption("--bugmatrix-resume") and self.path.exists():
             try:
                 earlier = load_run_file(self.path)
@@ -128,6 +147,7 @@ class RunState:
         """Record results and rewrite the run file (once for all of them); nothing once the cell deadline has written its last."""
         with self.writing:
             for record in records:
+                record = dataclasses.replace(record, message=self.portable.text(record.message), log=self.portable.text(record.log))
                 self.results[record.id] = record
                 self.running.discard(record.id)
             if records:
@@ -145,7 +165,9 @@ class RunState:
 
     def write_unlocked(self, finished: str) -> None:
         if self.environment is None:
-            self.environment = self.observe()
+            observed = self.observe()
+            where = {"executable": self.portable.text(str(observed["executable"]))} if observed.get("executable") else {}
+            self.environment = {**observed, **where}
         merged = {**self.previous, **self.results}
         run = RunRecord(
             cell=self.cell,

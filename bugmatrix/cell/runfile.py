@@ -34,6 +34,11 @@ Schema ``bugmatrix.run/3`` (the only place it is written down)::
                                             #   (bugmatrix/run/reuse.py); the report never shows them as fresh
     }
 
+Paths in what a cell records (each result's ``log`` and ``message``, the
+environment's ``executable``) read relative to the checkout, and installed
+code from its package onward (``torch/autograd/graph.py``): a committed run
+file names no path of the machine that ran it (:mod:`bugmatrix.cell.portable`).
+
 Version 2 files (no ``input_key``/``origin``/``reused_from``: never reused)
 and version 1 files (no ``axes``/``selected``/``complete``, no
 ``dtype``/``tag``) still load: they are upgraded in memory, a v1 file's

@@ -6,7 +6,11 @@ variant it should agree with (its ``counterpart``). Curated bug databases take
 ground truth from the fixing commit's own test; this is the check that the
 suite's reading of its citations holds: in every cell where both ran, the two
 outcomes should be the same. A cell where they differ is either a finding
-(written into the case docstring) or a wrong citation (fixed there).
+(written into the case docstring) or a wrong citation (fixed there). A new
+failure mode in one of them is a disagreement, except where its expectation
+declares it: an outcome that is no reading of the bug (``different``,
+``crashed``, ``timeout``), declared as such (#107663's snippet is refused on
+CUDA before the bug's path), is no evidence for or against, and is named apart.
 
 Pure: reads the compat document (:class:`~bugmatrix.report.model.Compat`)
 and returns :class:`AgreementRow` values; :func:`per_case` words them once
@@ -40,6 +44,18 @@ class AgreementRow:
     total: int = 0
     differ: tuple[str, ...] = field(default=())
     reused: tuple[str, ...] = field(default=())  # compared cells whose results were reused from an earlier run
+    #: Cells where both ran but either failed another way as its expectation declares: no reading of the bug, never a
+    #: disagreement.
+    apart: tuple[str, ...] = field(default=())
+
+
+#: The outcomes that read the bug.
+READINGS = frozenset({Outcome.REPRODUCED, Outcome.FIXED})
+
+
+def _declared_apart(entry: Entry) -> bool:
+    """It failed another way, and its expectation says so: no evidence for or against the bug."""
+    return entry.outcome not in READINGS and entry.as_declared
 
 
 def _ran(entry: Entry) -> Outcome | None:
@@ -64,10 +80,13 @@ def agreement(compat: Compat) -> list[AgreementRow]:
             continue
         mine, theirs = compat.entries(variant.id), compat.entries(other)
         shared = set(mine) & set(theirs)
-        agree, total, differ, reused = 0, 0, [], []
+        agree, total, differ, apart, reused = 0, 0, [], [], []
         for cell in [c for c in order if c in shared] + sorted(shared.difference(order)):
             a, b = _ran(mine[cell]), _ran(theirs[cell])
             if a is None or b is None:
+                continue
+            if _declared_apart(mine[cell]) or _declared_apart(theirs[cell]):
+                apart.append(cell)
                 continue
             total += 1
             if cell in compat.reused_origins:
@@ -76,7 +95,7 @@ def agreement(compat: Compat) -> list[AgreementRow]:
                 agree += 1
             else:
                 differ.append(cell)
-        rows.append(AgreementRow(variant.id, other, agree, total, tuple(differ), tuple(reused)))
+        rows.append(AgreementRow(variant.id, other, agree, total, tuple(differ), tuple(reused), tuple(apart)))
     return rows
 
 
@@ -84,10 +103,17 @@ def sentence(row: AgreementRow) -> str:
     """``agrees in 17/19 cells; differs in: a, b`` for one :func:`agreement` row."""
     if row.counterpart is None:
         return "its counterpart is not in this report on the same device: nothing to compare"
-    reused = f"; {REUSED} {_cells(row.reused)} reused from an earlier run (see Reused)" if row.reused else ""
-    if row.agree == row.total:
-        return f"agrees in {row.agree}/{row.total} cells{reused}"
-    return f"agrees in {row.agree}/{row.total} cells; differs in: {_cells(row.differ)}{reused}"
+    reused = f"{REUSED} {_cells(row.reused)} reused from an earlier run (see Reused)" if row.reused else ""
+    apart = (
+        f"not compared in {len(row.apart)} cell(s) where one of them fails another way, as declared (no evidence for or against the bug): "
+        + _cells(row.apart)
+        if row.apart
+        else ""
+    )
+    if not row.total:
+        return "; ".join(p for p in (apart, reused) if p)
+    text = f"agrees in {row.agree}/{row.total} cells" + (f"; differs in: {_cells(row.differ)}" if row.differ else "")
+    return "; ".join(p for p in (text, apart, reused) if p)
 
 
 def _cells(cells: tuple[str, ...]) -> str:
@@ -103,7 +129,13 @@ class AgreementLine:
     upstream: str  # variant name with device, e.g. upstream_pr165068_test[cpu]
     counterpart: str
     text: str  # the whole sentence (compat.md)
-    agrees: bool  # every shared cell agrees (and there was at least one)
+    agrees: bool  # no compared cell differs (a cell where either failed another way is not compared)
+    compared: bool = True  # some shared cell had a reading of the bug on both sides
+
+    @property
+    def mark(self) -> str:
+        """✓ agrees, ≠ differs somewhere, – nothing compared (each failed another way where they met)."""
+        return "≠" if not self.agrees else "✓" if self.compared else "–"
 
     @property
     def count(self) -> str:
@@ -130,10 +162,10 @@ def per_case(compat: Compat) -> dict[str, tuple[list[AgreementLine], list[str]]]
 
     for row in agreement(compat):
         lines, idle = cases.setdefault(compat.variant_by_id[row.upstream].case, ([], []))
-        if row.counterpart is not None and row.total == 0:
+        if row.counterpart is not None and row.total == 0 and not row.apart:
             idle.append(_name(row.upstream))
             continue
         counterpart = _name(row.counterpart) if row.counterpart else "—"
-        agrees = row.total > 0 and row.agree == row.total
-        lines.append(AgreementLine(_name(row.upstream), counterpart, sentence(row), agrees))
+        agrees = not row.differ and (row.total > 0 or bool(row.apart))
+        lines.append(AgreementLine(_name(row.upstream), counterpart, sentence(row), agrees, row.total > 0))
     return cases

@@ -71,12 +71,12 @@ __all__ = ["Boundary", "Flip", "Mark", "Picture", "Track", "axis_values", "bound
 _RANK = {o: i for i, o in enumerate(Outcome)}
 
 
-_INSTALL_FAILED, _MISSING = Outcome.INSTALL_FAILED, Outcome.MISSING  # NOT_RUN, compared by identity (20,000 entries a picture set)
+_SKIPPED, _INSTALL_FAILED, _MISSING = Outcome.SKIPPED, Outcome.INSTALL_FAILED, Outcome.MISSING  # NOT_RUN, by identity
 
 
-def _ran(per_cell: Mapping[str, Entry]) -> dict[str, Outcome]:
-    """cell id -> outcome, for the cells where the variant's environment installed."""
-    return {cell: o for cell, e in per_cell.items() if (o := e.outcome) is not _INSTALL_FAILED and o is not _MISSING}
+def _ran(per_cell: Mapping[str, Entry]) -> set[str]:
+    """The cells where the variant ran: not skipped, installed, recorded (20,000 entries a picture set: identity tests)."""
+    return {cell for cell, e in per_cell.items() if (o := e.outcome) is not _SKIPPED and o is not _INSTALL_FAILED and o is not _MISSING}
 
 
 def _marks(per_cell: Mapping[str, Entry], pins: Mapping[str, Mapping[str, str]], axes: tuple[str, ...]) -> dict[tuple[str, ...], Mark]:
@@ -198,7 +198,13 @@ def _edges(
             neighbour = list(key)
             neighbour[along] = values[along][index - 1]
             other = marks.get(tuple(neighbour))
-            if other and other.single is not None and other.single is not mark.single:
+            if (
+                other
+                and other.single is not None
+                and other.single not in NOT_RUN
+                and mark.single not in NOT_RUN
+                and other.single is not mark.single
+            ):
                 edges.setdefault(key, set()).add(side)
     return edges
 
@@ -217,6 +223,8 @@ class _Cells:
         cells = tuple(c if c.pins else dataclasses.replace(c, pins=_observed_pins(c, self.axes)) for c in compat.cells)
         self.list = cells
         self.pins = {c.id: c.pins for c in cells}
+        self.gpu = {c.id: c.observed("gpu") for c in cells}
+        self.interpreter = compat.interpreter
         self.shorts = {a: compat.short(a) for a in self.axes}
         # Ranks instead of Version objects: sorting a subset is then integer comparisons.
         self.rank = {a: {v: i for i, v in enumerate(axis_values(cells, a))} for a in self.axes}
@@ -295,8 +303,20 @@ def _picture(group: list[Variant], results: Mapping[str, Mapping[str, Entry]], c
     counts = {a: len(cells.values(ran_ids, a)) for a in read}
     # Columns run along the axis with more values: the page is wider than it is tall per picture.
     axes = tuple(sorted(read, key=lambda a: -counts[a]))
-    # Drawn over every cell with an entry that has a pin on each axis read: an install failure shows as ⚠ and leaves a visible gap.
-    listed = [c for c in pins if any(c in results.get(v.id, {}) for v in group) and all(pins[c].get(a) for a in axes)]
+    # Drawn over every cell with an entry that has a pin on each axis read: an install failure shows as ⚠, a visible gap.
+    # A skip is drawn only between releases where it ran (a gap the boundary may lie in): a variant is read only where it
+    # ran, so a CPU cell's "needs a CUDA GPU" outside them is no position of a CUDA variant's picture.
+    span = {a: (min(r), max(r)) for a in axes if (r := [cells.rank[a][pins[c][a]] for c in ran_ids if pins[c].get(a)])}
+    listed = [
+        c
+        for c in pins
+        if all(pins[c].get(a) for a in axes)
+        and any(
+            (e := results.get(v.id, {}).get(c)) is not None
+            and (e.outcome is not _SKIPPED or all(a in span and span[a][0] <= cells.rank[a][pins[c][a]] <= span[a][1] for a in axes))
+            for v in group
+        )
+    ]
     values = tuple(tuple(cells.values(listed, a)) for a in axes)
     held = _held([c for c in ran_ids if all(pins[c].get(a) for a in axes)], axes, cells)
     tracks = []
@@ -304,7 +324,8 @@ def _picture(group: list[Variant], results: Mapping[str, Mapping[str, Entry]], c
     for v in group:
         marks = _marks(results.get(v.id, {}), listed_pins, axes)
         flips = _flips(marks, axes, values, cells.shorts) if axes else []
-        tracks.append(Track(v, marks, flips, "" if flips else _unread(marks, axes, dict(held), cells.shorts)))
+        old = tuple(c for c in ran[v.id] if c in listed_pins and v.old_check(results[v.id][c]))
+        tracks.append(Track(v, marks, flips, "" if flips else _unread(marks, axes, dict(held), cells.shorts), old))
     kind = "list" if not axes else "strip" if len(axes) == 1 else "grid"
     if axes and (len(values[0]) > MAX_COLUMNS or (len(axes) > 1 and len(values[1]) > MAX_ROWS)):
         # Wider than a 1280 px page can show: keep the flips, leave the drawing to the per-cell table.
@@ -325,7 +346,19 @@ def _picture(group: list[Variant], results: Mapping[str, Mapping[str, Entry]], c
         flip_edges=_edges(tracks[0].marks, axes, values) if kind != "list" else {},
         shorts=cells.shorts,
         held=held,
+        observed_on=_observed_on(group[0], ran[group[0].id], held, cells),
     )
+
+
+def _observed_on(variant: Variant, ran: set[str], held: tuple[tuple[str, tuple[str, ...]], ...], cells: _Cells) -> str:
+    """``NVIDIA H200; torch 2.11.0 · pl 2.0.3, 2.6.6``: the GPUs a non-CPU variant ran on and the pins it was held at."""
+    if variant.device == "cpu":
+        return ""
+    gpus = sorted({cells.gpu[c] for c in ran if cells.gpu.get(c)}) or ["no GPU named"]
+    context = " · ".join(
+        f"{cells.shorts.get(a, a)} {', '.join(v or 'not installed' for v in values)}" for a, values in held if a != cells.interpreter
+    )
+    return "; ".join(p for p in (", ".join(gpus), context) if p)
 
 
 #: What :func:`pictures` returns: the drawn pictures, and the variants that ran nowhere (listed, not drawn).

@@ -42,14 +42,15 @@ import datetime as dt
 import sys
 from pathlib import Path
 
-from bugmatrix.cell.runfile import RunRecord, read_run_dir
+from bugmatrix.cell.case import Variant as CaseVariant
+from bugmatrix.cell.runfile import RunRecord, load_run_file, read_run_dir
 from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
 from bugmatrix.files import check_output_file, locked_directories, write_files
 from bugmatrix.plan.document import PlanDocument, read_plan_document
 from bugmatrix.provenance import git_commit
 from bugmatrix.releases.tracking import resolution_path
 from bugmatrix.report.compat_file import load_compat
-from bugmatrix.report.expectation import choose_profile, expect
+from bugmatrix.report.expectation import choose_profile, expect, is_system
 from bugmatrix.report.fresh import load_fresh_lane
 from bugmatrix.report.history import Night as HistoryNight
 from bugmatrix.report.history import append_night, history_text, load_history, night_from_compat
@@ -58,7 +59,7 @@ from bugmatrix.report.model import Compat
 from bugmatrix.report.night import NightReport, analyse
 from bugmatrix.report.night_plan import computed_plan
 from bugmatrix.report.options import ReportOptions
-from bugmatrix.report.outputs import Night, wanted_outputs
+from bugmatrix.report.outputs import Night, kept_by_publish, wanted_outputs
 from bugmatrix.report.readme import check_readme, reference_table
 from bugmatrix.report.terminal import render_terminal, use_colour
 
@@ -102,8 +103,8 @@ def run_report(options: ReportOptions) -> int:
     date = night_date(options.date, now)
     locks = [directory for output in outputs for directory in output.locks(options)]
     with locked_directories(dict.fromkeys(locks), on_wait=_waiting):
-        report, nights, runs = _build(options, plan, baseline, now, date)
-        night = Night(options, report, date, tuple(runs), history_text(nights))
+        report, nights, runs, kept = _build(options, plan, baseline, now, date)
+        night = Night(options, report, date, tuple(runs), history_text(nights), tuple(kept))
         files: dict[Path, str | bytes] = {}
         remove: list[Path] = []
         for output in outputs:
@@ -152,6 +153,10 @@ def _say(night: Night, lines: list[str]) -> None:
     print(
         f"report: {len(night.runs)} cells ({compat.profile}, from {compat.profile_source}), {len(compat.variants)} variants -> {options.reports / 'index.html'}"
     )
+    if night.kept:
+        print(
+            f"report: with the {len(night.kept)} GPU run(s) committed beside the reference (--publish keeps them): {', '.join(night.kept)}"
+        )
     print(f"expected: {compat.expectation.text}")
     print(
         f"baseline: {report.baseline_path if report.baseline else 'none'}; {len(report.changes)} change(s), {len(failing)} missing,"
@@ -165,40 +170,52 @@ def _say(night: Night, lines: list[str]) -> None:
         print(f"  {line}", file=sys.stderr)
 
 
-def _declared_axes(options: ReportOptions, runs: list[RunRecord]) -> dict[str, tuple[str, ...]]:
-    """Each variant's declared axes from the cases, for run files written before their records carried them.
+def _declared(options: ReportOptions, runs: list[RunRecord]) -> tuple[dict[str, tuple[str, ...]], dict[str, CaseVariant]]:
+    """What the cases declare now, by variant id: the axes (for records that do not carry them), and each variant.
 
-    The one place the report reads the cases: a variant is read along the axes
+    The one place the report reads the cases. A variant is read along the axes
     it declares, and an older run file cannot say which (the cases' own
-    declarations say it, as the cells that wrote those files ran them).
+    declarations say it, as the cells that wrote those files ran them). A check
+    a case no longer makes (``old_checks``) marks the results recorded under it,
+    and a result no expectation covered when it ran is read against the one its
+    case declares now (merge.py). The matrix's axis modules are not imported
+    (as when planning): the report reads names only.
     """
-    if all(record.axes is not None for run in runs for record in run.results):
-        return {}
     if options.cases is None or not options.cases.is_dir():
-        return {}
+        return {}, {}
     from bugmatrix.plan.catalog import load_catalog
+    from bugmatrix.plan.matrix import load_matrix
 
-    return {v.id: tuple(v.axes) for v in load_catalog(options.cases).variants}
+    variants = load_catalog(options.cases, load_matrix(options.matrix) if options.matrix.is_file() else None).variants
+    axes = {} if all(record.axes is not None for run in runs for record in run.results) else {v.id: tuple(v.axes) for v in variants}
+    return axes, {v.id: v for v in variants}
 
 
 def _build(
     options: ReportOptions, plan: PlanDocument | None, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str
-) -> tuple[NightReport, list[HistoryNight], list[str]]:
-    """Inside the lock: read the runs, the baseline and the history; merge and analyse (the history with tonight's night)."""
+) -> tuple[NightReport, list[HistoryNight], list[str], list[str]]:
+    """Inside the lock: read the runs, the baseline and the history; merge and analyse (the history with tonight's night).
+
+    Returns the report, the history, the night's own cells and the GPU runs committed beside the reference that
+    ``--publish`` read with them (the reference's pages show both; the night's own run of a cell replaces it).
+    """
     found, unreadable = read_run_dir(options.reports / "runs")
     if not found and not unreadable:  # a report of nothing would pass as a clean night, and join the history as one
         msg = f"{options.reports / 'runs'}: no run files; run the cells first (nox -t smoke) or pass the night's --reports"
         raise BugmatrixError(msg)
+    own = {r.cell for r in found} | {u.cell for u in unreadable}
+    publishing = options.publish and options.reports.resolve() != options.reference.resolve()
+    kept = [load_run_file(p) for p in kept_by_publish(options.reference) if p.stem not in own] if publishing else []
+    found += kept
     plan_where = str(options.plan or "")
     if plan is None and options.profile:  # a profile is a set of cells: a lost one is missing, never silent
         ran = [r.cell for r in found] + [u.cell for u in unreadable]
         cases = options.cases or options.root / "cases"
         plan, plan_where = computed_plan(options.matrix, cases, options.profile, resolution_path(options.reports), ran)
-    if plan is not None:
-        planned = plan.cell_ids | {"system"}
-        runs = [r for r in found if r.cell in planned]
-        unreadable = [u for u in unreadable if u.cell in planned]
-        ignored = sorted(r.cell for r in found if r.cell not in planned)
+    if plan is not None:  # a system cell (a GPU's baked image) is never planned, and read beside the planned ones
+        runs = [r for r in found if r.cell in plan.cell_ids or is_system(r.cell)]
+        unreadable = [u for u in unreadable if u.cell in plan.cell_ids or is_system(u.cell)]
+        ignored = sorted(r.cell for r in found if r.cell not in plan.cell_ids and not is_system(r.cell))
         if ignored:
             print(f"report: left out {len(ignored)} run file(s) of cells not in this plan: {', '.join(ignored)}", file=sys.stderr)
     else:
@@ -208,6 +225,7 @@ def _build(
     baseline_path, baseline = baseline_of
     profile, source = choose_profile(options.profile, runs, plan=plan, baseline=baseline)
     expectation = expect(runs, profile, plan=plan, plan_path=plan_where, baseline=baseline, baseline_path=str(baseline_path))
+    declared, cases = _declared(options, runs)
     compat = merge_runs(
         runs,
         profile=profile,
@@ -215,7 +233,8 @@ def _build(
         generated=now.isoformat(timespec="seconds"),
         expectation=expectation,
         profile_source=source,
-        declared=_declared_axes(options, runs),
+        declared=declared,
+        cases=cases,
         unreadable=unreadable,
     )
     # The re-resolve lane (<reports>/fresh, when it ran): tonight's fresh resolutions and their sibling runs, against this night.
@@ -225,4 +244,4 @@ def _build(
     files = {f"runs/{run.cell}.json": run.digest for run in runs} | dict(fresh.files if fresh else {})
     nights = append_night(load_history(options.history_path), night_from_compat(compat, date, files))
     report = analyse(compat, baseline, nights, baseline_path=str(baseline_path), fresh=fresh)
-    return report, nights, [r.cell for r in runs]
+    return report, nights, [r.cell for r in runs if r.cell in own], [r.cell for r in kept]

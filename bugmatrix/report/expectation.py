@@ -34,10 +34,19 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.document import PlanDocument
 from bugmatrix.report.model import Axis, Compat, ExpectationSource, ExpectationSummary, TrackedPin, Tracking
 
-__all__ = ["SYSTEM_CELL", "Expectation", "ExpectedCell", "choose_profile", "expect", "from_plan"]
+__all__ = ["SYSTEM_CELL", "Expectation", "ExpectedCell", "choose_profile", "expect", "from_plan", "is_system"]
 
 #: The cell that runs the cases in the current interpreter (``nox -s system``): never planned, never expected.
 SYSTEM_CELL = "system"
+
+
+def is_system(cell_id: str) -> bool:
+    """A cell run in an interpreter as it is (``system``, or ``system-<what>``: ``system-cuda-h200`` on a GPU's baked image).
+
+    Never planned and never expected; a report with a plan keeps its run beside the planned cells, so a GPU
+    run committed beside the CPU reference is read with it.
+    """
+    return cell_id == SYSTEM_CELL or cell_id.startswith(f"{SYSTEM_CELL}-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +115,9 @@ def from_plan(plan: PlanDocument, where: str = "", baseline: Compat | None = Non
     dropped_results = 0
     if baseline is not None:
         planned = {c.id: set(c.variants) for c in cells}
-        dropped = tuple(c.id for c in baseline.cells if c.id not in planned and c.id != SYSTEM_CELL)
+        dropped = tuple(c.id for c in baseline.cells if c.id not in planned and not is_system(c.id))
         dropped_results = sum(
-            1 for vid, per_cell in baseline.results.items() for cid in per_cell if cid != SYSTEM_CELL and vid not in planned.get(cid, ())
+            1 for vid, per_cell in baseline.results.items() for cid in per_cell if not is_system(cid) and vid not in planned.get(cid, ())
         )
     text = f"the plan{' ' + where if where else ''} ({len(cells)} cells)"
     return Expectation(ExpectationSource.PLAN, text, cells, _plan_axes(plan), _plan_tracking(plan), dropped, dropped_results)
@@ -120,7 +129,7 @@ def _from_baseline(baseline: Compat, where: str, runs: Sequence[RunRecord]) -> E
     for vid, per_cell in baseline.results.items():
         for cid in per_cell:
             by_cell.setdefault(cid, []).append(vid)
-    cells = tuple(ExpectedCell(c.id, dict(c.pins), tuple(by_cell.get(c.id, ()))) for c in baseline.cells if c.id != SYSTEM_CELL)
+    cells = tuple(ExpectedCell(c.id, dict(c.pins), tuple(by_cell.get(c.id, ()))) for c in baseline.cells if not is_system(c.id))
     dropped_results = 0
     for run in runs:
         if run.selected and not run.deselected_by and run.cell in by_cell:
@@ -163,7 +172,7 @@ def choose_profile(
             return planned, "the plan"
     if requested:
         return requested, "--profile"
-    ran = sorted(r.cell for r in runs if r.cell != SYSTEM_CELL)
+    ran = sorted(r.cell for r in runs if not is_system(r.cell))
     if baseline is not None and baseline.profile and set(ran) <= set(baseline.cell_by_id):
         return baseline.profile, "the baseline (every cell that ran is one of its cells)"
     digest = hashlib.sha256("\n".join(ran).encode()).hexdigest()[:8]

@@ -30,8 +30,9 @@ __all__ = [
     "version_key",
 ]
 
-#: Outcomes that say nothing about the bug: they never make an axis drawn nor a flip (a gap on the picture).
-NOT_RUN = frozenset({Outcome.INSTALL_FAILED, Outcome.MISSING})
+#: Outcomes that say nothing about the bug: they never make an axis drawn nor a flip (a gap on the picture). A skip
+#: ("needs a CUDA GPU", "needs lightning>=2.1") is one: a variant is read only where it ran, on every device.
+NOT_RUN = frozenset({Outcome.SKIPPED, Outcome.INSTALL_FAILED, Outcome.MISSING})
 #: Roles a variant can play on another variant's picture: the kind, and the field naming its target.
 JOINS = {Kind.WORKAROUND: "workaround_for", Kind.UPSTREAM: "counterpart"}
 #: The most releases a strip or grid draws along its columns / rows and still fits 1280 px.
@@ -46,7 +47,6 @@ _VERBS = {
     Outcome.REPRODUCED: "reproduced from",
     Outcome.FIXED: "fixed in",
     Outcome.DIFFERENT: "fails differently from",
-    Outcome.SKIPPED: "skipped from",
     Outcome.CRASHED: "crashes from",
     Outcome.TIMEOUT: "hangs from",
 }
@@ -114,8 +114,6 @@ class Flip:
 
     @property
     def verb(self) -> str:
-        if self.was is Outcome.SKIPPED:
-            return f"{self.now} from"  # it starts running here; "fixed in" would claim a fix
         if self.declared:
             return _VERBS.get(self.now, f"{self.now} from")
         return _PAIR_VERBS.get((self.was, self.now), _VERBS.get(self.now, f"{self.now} from"))
@@ -142,6 +140,8 @@ class Track:
     #: Where it has more than one outcome and no flip: why, in words (cells that differ on both axes read at once,
     #: or outcomes that differ with pins it does not declare); "" otherwise.
     unread: str = ""
+    #: The cells where its result was taken under a check its case no longer makes (``old_checks``): said on its line.
+    old: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -174,6 +174,9 @@ class Picture:
     flip_edges: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
     shorts: Mapping[str, str] = field(default_factory=dict)  # axis -> short name, from the document
     held: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: Where a variant of another device than the CPU was observed: ``NVIDIA H200; torch 2.11.0`` (the GPUs of its cells,
+    #: and the pins it was held at, the interpreter left out); "" for a CPU variant. Its line says it, and only it.
+    observed_on: str = ""
 
     @property
     def held_text(self) -> str:
@@ -195,18 +198,40 @@ class Picture:
         return self.tracks[0].variant
 
 
+def _at(picture: Picture, track: Track) -> str:
+    """``pl 2.0.3, 2.6.6 · tf 5.17.0``: the values of each axis read where the track ran."""
+    ran = [key for key, mark in track.marks.items() if any(o not in NOT_RUN for o in mark.outcomes)]
+    parts = [
+        f"{picture.short(axis)} {', '.join(v for v in picture.values[i] if any(key[i] == v for key in ran))}"
+        for i, axis in enumerate(picture.axes)
+    ]
+    return " · ".join(parts) or "every cell it ran in"
+
+
 def boundary_text(picture: Picture, track: Track | None = None) -> str:
-    """``torch 2.10.0 ✗ → 2.11.0 ✓; …`` for a track's flips, or a plain "✓ fixed everywhere"."""
+    """``torch 2.10.0 ✗ → 2.11.0 ✓; …`` for a track's flips, or a plain "✓ fixed everywhere".
+
+    A variant of another device says so, and where it was observed, and no more:
+    ``CUDA: ✓ fixed at torch 2.11.0 (NVIDIA H200; pl 2.0.3, 2.6.6)``; a release no GPU ran is not on its line.
+    """
     track = track or picture.tracks[0]
+    device = picture.variant.device.upper() if picture.observed_on else ""
+    old = f", {len(track.old)} of them under an old check" if track.old else ""
     if not track.flips:
         outcomes = {o for m in track.marks.values() for o in m.outcomes if o not in NOT_RUN}
+        ran = sum(len(m.cells) for m in track.marks.values() if m.single is not None and m.single not in NOT_RUN)
+        if track.old and len(track.old) == ran:
+            old = ", under an old check"
         if len(outcomes) == 1:
-            return f"{outcomes.pop().label} everywhere"
-        return track.unread or "no outcome to read"
+            text = f"{outcomes.pop().label} " + (f"at {_at(picture, track)}" if device else "everywhere") + old
+        else:
+            text = (track.unread or "no outcome to read") + old
+        return f"{device}: {text} ({picture.observed_on})" if device else text
     parts = []
     for f in track.flips:
         text = f"{picture.short(f.axis)} {f.before} {symbol(f.was)} → {f.after} {symbol(f.now)}"
         if f.at:
             text += f" (at {picture.short(f.other_axis)} {', '.join(f.at[:2])}{' …' if len(f.at) > 2 else ''})"
         parts.append(text)
-    return "; ".join(parts)
+    text = "; ".join(parts) + old
+    return f"{device}: {text} ({picture.observed_on})" if device else text

@@ -22,12 +22,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.cell.case import Variant as CaseVariant
+from bugmatrix.cell.outcomes import Kind, Outcome, Verdict, judge
 from bugmatrix.cell.runfile import RunRecord, UnreadableRun, VariantRecord
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.document import PlanDocument
-from bugmatrix.report.expectation import SYSTEM_CELL, Expectation, from_plan
+from bugmatrix.report.expectation import Expectation, from_plan, is_system
 from bugmatrix.report.model import (
     Axis,
     Cell,
@@ -117,9 +119,16 @@ def _environments(runs: Sequence[RunRecord], interpreter: str | None) -> tuple[H
     return tuple(Host(key[0], gpu, tuple(cuda), tuple(py), tuple(cells)) for key, (gpu, cuda, py, cells) in hosts.items())
 
 
-def _entry(record: VariantRecord) -> Entry:
+def _entry(record: VariantRecord, declared: CaseVariant | None = None, versions: Mapping[str, Any] | None = None) -> Entry:
+    """The record as an entry; one no expectation covered when it ran is judged against what its case declares now.
+
+    A CUDA result recorded ``new`` on the first GPU run is where its case's CUDA expectation came from:
+    the report reads it against that expectation (its outcome stays as recorded).
+    """
     # A record built in code (not loaded from a file) may carry the enums' words; the model holds the enums.
     outcome, verdict, expected = record.outcome, record.verdict, record.expected
+    if Verdict(verdict) is Verdict.NEW and declared is not None and (now := declared.expectation(versions or {})) is not None:
+        expected, verdict = now.outcome, judge(Outcome(outcome), now.outcome)
     return Entry(
         outcome=outcome if type(outcome) is Outcome else Outcome(outcome),
         verdict=verdict if type(verdict) is Verdict or verdict is None else Verdict(verdict),
@@ -264,6 +273,7 @@ def merge_runs(
     expectation: Expectation | None = None,
     profile_source: str = "",
     declared: Mapping[str, tuple[str, ...]] | None = None,
+    cases: Mapping[str, CaseVariant] | None = None,
     unreadable: Sequence[UnreadableRun] = (),
 ) -> Compat:
     """One compat document from many run files: cells in the plan's order, else in the order given, then the expected cells no run holds.
@@ -272,6 +282,8 @@ def merge_runs(
     a bare ``plan`` stands for ``from_plan(plan)``; neither: each run file's own selection.
     ``declared`` (variant id -> the axes it declares) stands in where a run file does not record a variant's
     axes (files written before records carried them): the report reads a variant along those axes only.
+    ``cases`` (variant id -> its declaration in the cases now): the checks it no longer makes (a result naming one
+    is marked, never changed), and the expectation a result recorded ``new`` is read against.
     ``unreadable``: tonight's run files the reader refused; each is its cell's finding, its results missing.
     """
     if expectation is None:
@@ -286,8 +298,8 @@ def merge_runs(
     planned = expectation.source is ExpectationSource.PLAN
     if planned:
         _check_against_plan(runs, expectation)
-        order = {SYSTEM_CELL: -1} | {c.id: i for i, c in enumerate(expectation.cells)}
-        runs = sorted(runs, key=lambda r: (order.get(r.cell, len(order)), r.cell))
+        order = {c.id: i for i, c in enumerate(expectation.cells)}
+        runs = sorted(runs, key=lambda r: (-1 if is_system(r.cell) else order.get(r.cell, len(order)), r.cell))
 
     variants: dict[str, Variant] = {}
     results: dict[str, dict[str, Entry]] = {}
@@ -302,7 +314,7 @@ def merge_runs(
                 )
             elif known.axes is None and record.axes is not None:
                 variants[record.id] = dataclasses.replace(known, axes=record.axes)
-            results.setdefault(record.id, {})[run.cell] = _entry(record)
+            results.setdefault(record.id, {})[run.cell] = _entry(record, (cases or {}).get(record.id), run.environment)
     for run in runs:
         if _failed(run):
             reason = run.install.get("reason", "")
@@ -315,7 +327,7 @@ def merge_runs(
     cells = [_cell(run) for run in runs]
     if planned:
         planned_ids = {v for c in expectation.cells for v in c.variants}
-        stale = tuple(sorted(v for v in variants if v not in planned_ids and any(c != SYSTEM_CELL for c in results.get(v, {}))))
+        stale = tuple(sorted(v for v in variants if v not in planned_ids and any(not is_system(c) for c in results.get(v, {}))))
     ran = {run.cell for run in runs}
     cells += [
         Cell(c.id, dict(c.pins), install=Install(InstallStatus.MISSING, "unreadable run file" if c.id in refused else "no run file"))
@@ -332,6 +344,9 @@ def merge_runs(
         for vid, variant in variants.items():
             if variant.axes is None and vid in declared:
                 variants[vid] = dataclasses.replace(variant, axes=tuple(declared[vid]))
+    for vid, case_variant in (cases or {}).items():
+        if vid in variants and case_variant.old_checks:
+            variants[vid] = dataclasses.replace(variants[vid], old_checks=case_variant.old_checks)
     ordered = sorted(variants.values(), key=lambda v: (v.case, v.kind.order if v.kind else 9, v.name, v.device))
     siblings: dict[str, list[str]] = {}
     for expected in expectation.cells:
@@ -357,8 +372,8 @@ def merge_runs(
 
 
 def version_order(run: RunRecord) -> tuple:
-    """Sort key without a plan: the system cell first, then by the pins' versions (2.5.1 before 2.10.0)."""
+    """Sort key without a plan: the system cells first, then by the pins' versions (2.5.1 before 2.10.0)."""
     key = []
     for axis in run.axes or sorted(run.pins):
         key.append(parse_version(run.pins.get(axis, "0")) or parse_version("0"))
-    return (run.cell != SYSTEM_CELL, tuple(key), run.cell)
+    return (not is_system(run.cell), tuple(key), run.cell)

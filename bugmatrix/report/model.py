@@ -241,6 +241,13 @@ class Variant:
     axes: tuple[str, ...] | None = None
     #: A pin workaround's requirement on an axis (``transformers<=4.51.3``): read as avoiding the bug where it is absent.
     pinned: str = ""
+    #: Checks the case says the variant no longer makes (``old_checks``): a result whose message names one was taken
+    #: under an old check, and every view says so beside it.
+    old_checks: tuple[str, ...] = ()
+
+    def old_check(self, entry: Entry) -> str:
+        """The old check ``entry``'s message names ("" if none): the result stands as recorded, under that check."""
+        return next((check for check in self.old_checks if check in entry.message), "")
 
     @property
     def tag(self) -> str:
@@ -289,6 +296,8 @@ class Variant:
             data["axes"] = list(self.axes)
         if self.pinned:
             data["pinned"] = self.pinned
+        if self.old_checks:
+            data["old_checks"] = list(self.old_checks)
         return data
 
     @classmethod
@@ -304,6 +313,7 @@ class Variant:
             evidence=str(data.get("evidence") or ""),
             axes=tuple(str(a) for a in data["axes"]) if data.get("axes") is not None else None,
             pinned=str(data.get("pinned") or ""),
+            old_checks=tuple(str(c) for c in data.get("old_checks") or ()),
         )
 
 
@@ -529,6 +539,20 @@ class Compat:
         when = f" (resolved {self.tracking.resolved_at})" if self.tracking.resolved_at else ""
         stale = "; registry unreachable: the last saved resolution" if self.tracking.stale else ""
         return " · ".join(parts) + when + stale
+
+    def gpu_runs_text(self) -> str:
+        """``NVIDIA H200 · CUDA 13.0 · 2026-11-27: system-cuda-h200 (torch 2.11.0 · pl 2.6.6 · tf 5.17.0); …``: the cells that
+        ran on a GPU, per GPU, with the day and the stack each observed; "" where none did."""
+        groups: dict[tuple[str, str, str], list[str]] = {}
+        for cell in self.cells:
+            gpu = cell.observed("gpu")
+            if not gpu:
+                continue
+            stack = " · ".join(f"{self.short(a)} {v}" for a in (x.name for x in self.axes if not x.interpreter) if (v := cell.observed(a)))
+            groups.setdefault((gpu, cell.observed("cuda"), cell.started[:10]), []).append(f"{cell.id} ({stack})" if stack else cell.id)
+        return "; ".join(
+            f"{gpu} · CUDA {cuda or '?'} · {day or 'date unknown'}: {', '.join(cells)}" for (gpu, cuda, day), cells in groups.items()
+        )
 
     # -- new documents from this one (tests, what-ifs) ------------------------------------------
 

@@ -23,7 +23,7 @@ from bugmatrix.report.readme import check_readme, readme_text
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import render_markdown, render_step_summary
 
-__all__ = ["PAGES", "Files", "Night", "Output", "builtin_outputs", "wanted_outputs"]
+__all__ = ["PAGES", "Files", "Night", "Output", "builtin_outputs", "kept_by_publish", "wanted_outputs"]
 
 #: The report's own pages, in ``<reports>/`` (and in ``reports/`` with ``--publish``).
 PAGES = ("compat.json", "compat.md", "index.html")
@@ -34,13 +34,18 @@ Files = tuple[dict[Path, str | bytes], list[Path]]
 
 @dataclass(frozen=True)
 class Night:
-    """What the renderers get: the analysed night, its date, the run files it read, the new history text."""
+    """What the renderers get: the analysed night, its date, the run files it read, the new history text.
+
+    ``runs`` are the night's own run files (``<reports>/runs``); ``kept`` the GPU runs committed beside the
+    reference that ``--publish`` read with them (:func:`kept_by_publish`) and leaves where they are.
+    """
 
     options: ReportOptions
     report: NightReport
     date: str
     runs: tuple[str, ...]
     history: str
+    kept: tuple[str, ...] = ()
 
     def page(self, name: str) -> str:
         """One of :data:`PAGES`, rendered (the same text wherever it is written)."""
@@ -114,17 +119,24 @@ def _publish(night: Night) -> Files:
     files: dict[Path, str | bytes] = {reference / name: night.page(name) for name in PAGES}
     for cell in night.runs:
         files[reference / "runs" / f"{cell}.json"] = read_bytes(options.reports / "runs" / f"{cell}.json", "run file")
-    return files, [p for p in (reference / "runs").glob("*.json") if p.stem not in night.runs and not _observed_on_a_gpu(p)]
+    kept = set(kept_by_publish(reference))
+    return files, [p for p in (reference / "runs").glob("*.json") if p.stem not in night.runs and p not in kept]
 
 
-def _observed_on_a_gpu(path: Path) -> bool:
-    """A committed run recorded on a GPU (``cuda_available``): a CPU night's ``--publish`` keeps it beside its own runs.
+def kept_by_publish(reference: Path) -> list[Path]:
+    """The committed run files a CPU night's ``--publish`` keeps, and reads beside its own: those recorded on a GPU.
 
     GPU results come from another machine (a GPU runner, the baked image) and
     cannot be re-observed by a CPU run; replacing the CPU reference must not
-    drop them. An unreadable file is not kept on that ground: it is the
-    reference's own, and the publish replaces it.
+    drop them, and the reference's pages show them with the night's. A night
+    that ran the same cell itself replaces it.
     """
+    return sorted(p for p in (reference / "runs").glob("*.json") if _observed_on_a_gpu(p))
+
+
+def _observed_on_a_gpu(path: Path) -> bool:
+    """A run recorded on a GPU (``cuda_available``). An unreadable file is not kept on that ground: it is the
+    reference's own, and the publish replaces it."""
     try:
         environment = read_json(path, "run file").get("environment") or {}
     except (BugmatrixError, AttributeError):

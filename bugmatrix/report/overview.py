@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from bugmatrix.report.boundaries import Boundary, Mark, Picture, symbol
+from bugmatrix.report.boundaries import Boundary, Mark, Picture, boundary_text, symbol
 from bugmatrix.report.history import VariantHistory
+from bugmatrix.report.marks import NOT_RUN
 from bugmatrix.report.model import Compat
 
 __all__ = ["CaseOverview", "Figure", "overview"]
@@ -87,7 +88,7 @@ def _spot(mark: Mark, prefix: str, edges: set[str] = frozenset(), subs: list[Mar
 def _strip_edges(marks: dict[tuple[str, ...], Mark], values: tuple[str, ...], index: int) -> set[str]:
     """A thick left edge where this position's single outcome differs from its left neighbour's."""
     here, left = marks.get((values[index],)), marks.get((values[index - 1],)) if index else None
-    if not here or not left or here.single is None or left.single is None:
+    if not here or not left or here.single is None or left.single is None or {here.single, left.single} & NOT_RUN:
         return set()
     return {"l"} if here.single is not left.single else set()
 
@@ -149,7 +150,8 @@ def _figure(picture: Picture, history: Mapping[str, VariantHistory]) -> Figure:
         heads=heads,
         lines=lines,
         flips=flips,
-        note=picture.note,
+        # Another device than the CPU: what was observed and where (boundaries.py), above any note.
+        note="; ".join(text for text in (boundary_text(picture) if picture.observed_on else "", picture.note) if text),
         companions=[t.name for t in picture.tracks[1:]],
         history=history.get(target.variant.id),
     )

@@ -41,9 +41,11 @@ def readme_table(report: NightReport) -> str:
     rows, idle = summary_rows(report, with_history=False)
     cpu = sum(1 for c in compat.cells if not c.observed("gpu"))
     date = compat.generated[:10]
+    gpu = compat.gpu_runs_text()
     lines = [
-        f"Generated from the committed {code(compat.profile)} run ({cpu} CPU cells, {date}, commit {code(compat.commit)}); "
-        "full table: [`reports/compat.md`](reports/compat.md), HTML report: `reports/index.html`.",
+        f"Generated from the committed {code(compat.profile)} run ({cpu} CPU cells, {date}, commit {code(compat.commit)})"
+        + (f" and the GPU runs committed beside it ({escape_md(gpu)})" if gpu else "")
+        + "; full table: [`reports/compat.md`](reports/compat.md), HTML report: `reports/index.html`.",
         "",
         "| variant | ✗ reproduced in | ✓ fixed in | boundary | workarounds that held where it reproduced |",
         "|---|---|---|---|---|",
@@ -51,7 +53,7 @@ def readme_table(report: NightReport) -> str:
     for name, reproduced, fixed, flip, held in rows:
         lines.append(f"| {code(name)} | {_cell(reproduced)} | {_cell(fixed)} | {_cell(flip)} | {_cell(held)} |")
     if idle:
-        lines += ["", f"{idle} variant(s) ran in no cell of this run (CUDA-only, or skipped everywhere)."]
+        lines += ["", f"{idle} variant(s) ran in no cell of this run (CUDA variants not run on a GPU, or skipped everywhere)."]
     return "\n".join(lines)
 
 

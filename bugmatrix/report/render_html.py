@@ -23,7 +23,7 @@ from markupsafe import Markup, escape
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.report.diff import FAILING, Change, ChangeKind
-from bugmatrix.report.model import Cell, Compat, Entry
+from bugmatrix.report.model import Cell, Compat, Entry, Variant
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.overview import overview
 from bugmatrix.report.render_lane import REUSED, lane_groups, reuse_groups
@@ -160,7 +160,7 @@ def _td_attrs(esc: _Escaped, cls: str, outcome: str, case: str, cell_id: str, an
     return Markup(text)  # noqa: S704 -- every value went through markupsafe.escape above
 
 
-def _entry(esc: _Escaped, case: str, cell_id: str, entry: Entry | None, anchor: str, reused: str = "") -> str:
+def _entry(esc: _Escaped, variant: Variant, cell_id: str, entry: Entry | None, anchor: str, reused: str = "") -> str:
     """One ``<td>``, already HTML: every text through (memoised) markupsafe.escape.
 
     Built here rather than in the template: at 1,000 cells x 20 variants the
@@ -168,6 +168,7 @@ def _entry(esc: _Escaped, case: str, cell_id: str, entry: Entry | None, anchor: 
     ``reused`` ("♻ reused from <date, commit, run>") marks an entry of a reused
     cell: its summary, its attribute and its details all say so.
     """
+    case = variant.case
     if entry is None:
         return f'<td {_td_attrs(esc, "na", "", case, cell_id)} title="not in this cell\'s run">·</td>'
     outcome, verdict = entry.outcome.value, entry.verdict.value if entry.verdict else ""
@@ -176,12 +177,20 @@ def _entry(esc: _Escaped, case: str, cell_id: str, entry: Entry | None, anchor: 
     cls = f"o-{outcome}" + (" flag" if flagged or anchor else "") + (" reused" if reused else "")
     duration = entry.duration_s
     message, log = entry.message or "(no message recorded)", entry.log
+    old = variant.old_check(entry)
     summary = entry.outcome.label + (f" ({verdict})" if flagged or entry.verdict is Verdict.NEW else "") + (f" {REUSED}" if reused else "")
+    summary += " (under an old check)" if old else ""
     workarounds = entry.workarounds
     works = _short_list(workarounds)  # the first working workaround (+N): keeps columns narrow enough for 1280 px
-    expected = entry.expected.value if entry.expected else "— (no expectation covers this version)"
+    # A result that did not run is judged by nothing: "no expectation covers" would read like a new release.
+    expected = (
+        entry.expected.value
+        if entry.expected
+        else ("— (not run here)" if entry.verdict is Verdict.NOT_RUN else "— (no expectation covers this version)")
+    )
     note = f"expected: {expected} · verdict {verdict or '—'}" + (f" · {duration:.2f} s" if isinstance(duration, int | float) else "")
     note += f" · {reused}" if reused else ""
+    note += f" · taken under a check the case no longer makes: {old!r}" if old else ""
     detail = f"{message}\n\n{log}" if log else message
     return "".join(
         (
@@ -200,7 +209,7 @@ def _rows(compat: Compat, cells: list[dict[str, object]], anchors: dict[tuple[st
     ids = [(str(c["id"]), str(c["reused"])) for c in cells]
     for variant in compat.variants:
         per_cell = compat.entries(variant.id)
-        entries = [_entry(esc, variant.case, c, per_cell.get(c), anchors.get((variant.id, c), ""), reused) for c, reused in ids]
+        entries = [_entry(esc, variant, c, per_cell.get(c), anchors.get((variant.id, c), ""), reused) for c, reused in ids]
         rows.append(
             _Row(
                 id=variant.id,
@@ -264,6 +273,7 @@ def render_html(report: NightReport) -> str:
         axes=[(_attr_name(a), a) for a in compat.axis_names],
         shared=", ".join(f"{compat.short(a)} {v}" for a, v in shared.items()),
         environments=compat.environments,
+        gpu_runs=compat.gpu_runs_text(),
         host_interpreter=host_interpreter,
         environment_axes=compat.axis_names,
         environment_rows=_environment_rows(compat),

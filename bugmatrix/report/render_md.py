@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
-from bugmatrix.report.boundaries import Picture
+from bugmatrix.report.boundaries import Picture, boundary_text
 from bugmatrix.report.diff import INFORMATIONAL, PER_CELL, Change, ChangeKind
 from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import WINDOW
@@ -36,7 +36,7 @@ MESSAGE_CHARS = 200
 LINE_LIMIT = 40
 
 
-def _entry(entry: Entry | None) -> str:
+def _entry(entry: Entry | None, variant: Variant) -> str:
     if entry is None:
         return "·"  # the variant was not part of this cell's run (e.g. selected out with -k)
     text = entry.outcome.label
@@ -44,6 +44,8 @@ def _entry(entry: Entry | None) -> str:
         text = f"**{text}** ({entry.verdict})"
     elif entry.verdict is Verdict.NEW:
         text += " (new)"
+    if variant.old_check(entry):
+        text += " (under an old check)"
     if entry.workarounds:
         text += " — works: " + ", ".join(escape_md(w) for w in entry.workarounds)
     return text
@@ -94,10 +96,10 @@ def _column_groups(compat: Compat, columns: list[Cell], ran: list[Variant], vary
     entries merged are identical.
     """
     groups: list[tuple[list[Cell], str | None, list[str]]] = []
-    rows = [compat.entries(v.id) for v in ran]
+    rows = [(v, compat.entries(v.id)) for v in ran]
     for cell in columns:
         mark = f" {REUSED}" if cell.reused else ""  # never shown as fresh: the Reused section names its origin
-        entries = [_entry(per_cell.get(cell.id)) + (mark if cell.id in per_cell else "") for per_cell in rows]
+        entries = [_entry(per_cell.get(cell.id), v) + (mark if cell.id in per_cell else "") for v, per_cell in rows]
         if groups:
             cells, axis, previous = groups[-1]
             first, pins = cells[0].pins, cell.pins
@@ -146,16 +148,20 @@ def _environment_line(compat: Compat) -> str:
     for host in compat.environments:
         cuda = ", ".join(host.cuda) or "none"
         hosts.append(f"{host.platform} · GPU: {host.gpu or 'none'} · CUDA builds: {cuda} · {interpreter} {', '.join(host.interpreters)}")
-    return "Ran on: " + escape_md("; ".join(hosts)) if hosts else "Ran on: no cell recorded an environment."
+    gpu = f"\n\nGPU runs: {escape_md(compat.gpu_runs_text())}" if compat.gpu_runs_text() else ""
+    return ("Ran on: " + escape_md("; ".join(hosts)) if hosts else "Ran on: no cell recorded an environment.") + gpu
 
 
 def _boundary_lines(drawn: list[Picture], compat: Compat) -> list[str]:
-    """One bullet per drawn variant: its flips, as the HTML labels them ("fixed in torch 2.11.0"); ♻ when it reads a reused result."""
+    """One bullet per drawn variant: its flips, as the HTML labels them ("fixed in torch 2.11.0"), a GPU variant's line;
+    ♻ when it reads a reused result."""
     lines = []
     for picture in drawn:
         for track in picture.tracks:
             flips = (
-                "; ".join(f.label for f in track.flips)
+                # Another device than the CPU says what was observed and where, and nothing else (boundaries.py).
+                (boundary_text(picture, track) if picture.observed_on else "")
+                or "; ".join(f.label for f in track.flips)
                 or track.unread
                 or "no flip along " + " × ".join(picture.short(a) for a in picture.axes)
             )
@@ -241,7 +247,7 @@ def render_markdown(report: NightReport) -> str:
             lines.append(f"| {name} | " + " | ".join(entries[i] for _, entries in groups) + " |")
         skipped = len(variants) - len(ran)
         if skipped:
-            lines.append(f"\n{skipped} variant(s) ran in no cell (CUDA variants without a GPU, or an unmet requirement).")
+            lines.append(f"\n{skipped} variant(s) ran in no cell (CUDA variants not run on a GPU, or an unmet requirement).")
         lines.append("")
     lines += closing_lines(report)
     return "\n".join(lines) + "\n"

@@ -227,6 +227,6 @@ def render_terminal(report: NightReport, *, colour: bool = False) -> str:
         if row[4]:
             lines.append("    " + _paint(HELD + row[4], colour))
     if idle:
-        lines.append(f"ran nowhere (skipped or not installed in every cell): {idle} variant(s)")
+        lines.append(f"ran nowhere (not run on a GPU, or skipped or not installed in every cell): {idle} variant(s)")
     lines += [_paint(line, colour) for line in trailing_lines(report)]
     return "\n".join([*(_paint(line, colour) for line in headline_lines(report)), *lines])

@@ -53,8 +53,10 @@ from bugmatrix.releases.tracking import load_resolved_matrix, without_symbolic
 __all__ = ["POLICIES", "Gap", "add_arguments", "catalogue_gaps", "constraint_changes", "run"]
 
 POLICIES = ("source", "evidence", "upstream", "expectation", "boundary", "tables", "computed")
-#: A bisect result a case cites as evidence: ``reports/bisect/<name>.json``.
-BISECT_FILE = re.compile(r"reports/bisect/[\w.\-]+\.json")
+#: A result an expectation cites: a bisect's, or a committed run's (the GPU runs' evidence).
+CITED_FILE = re.compile(r"reports/(?:bisect|runs)/[\w.\-]+\.json")
+#: A committed run: the only evidence for an expectation on a device other than the CPU.
+RUN_FILE = re.compile(r"reports/runs/[\w.\-]+\.json")
 README_TABLES = ("docs/cases.md", "cases/README.md")
 
 
@@ -112,6 +114,8 @@ def _expectations(case: Case, where: str, root: Path) -> Iterator[Gap]:
                 f"{variant.id} expects nothing (every result is 'new')",
                 'add expect=(Expect("reproduced", <axis>="<spec>", evidence=...), ...)',
             )
+        if variant.device != "cpu":
+            yield from _device_expectations(variant, where)
         for expect in variant.expect:
             if not expect.evidence.strip():
                 when = ", ".join(f"{axis}{spec}" for axis, spec in expect.when.items()) or "everywhere"
@@ -121,7 +125,7 @@ def _expectations(case: Case, where: str, root: Path) -> Iterator[Gap]:
                     f"{variant.id} expects {expect.outcome.value} ({when}) without evidence",
                     'say where it comes from: Expect(..., evidence="bisect (reports/bisect/<file>.json); upstream PR #<n>")',
                 )
-            for cited in BISECT_FILE.findall(expect.evidence):
+            for cited in CITED_FILE.findall(expect.evidence):
                 if not (root / cited).is_file():
                     yield Gap(
                         where,
@@ -129,6 +133,34 @@ def _expectations(case: Case, where: str, root: Path) -> Iterator[Gap]:
                         f"{variant.id} cites {cited}, which is not in the repository",
                         "publish the bisect result there (nox -s bisect -- ... --publish) or correct the path",
                     )
+
+
+def _device_expectations(variant: Variant, where: str) -> Iterator[Gap]:
+    """A GPU variant's expectations come from a committed run on that device, at exactly the releases it ran.
+
+    A device-agnostic expectation with CPU evidence covered every CUDA result before any GPU ran one (issue 43):
+    such an expectation must name its device, and one for the GPU must cite a run file and pin ``==`` releases.
+    """
+    for expect in variant.expect:
+        when = ", ".join(f"{axis}{spec}" for axis, spec in expect.when.items()) or "everywhere"
+        if expect.device is None:
+            yield Gap(
+                where,
+                "expectation",
+                f"{variant.id} expects {expect.outcome.value} ({when}) on every device: nothing run on {variant.device} is its evidence",
+                f'limit it with device="cpu", and declare {variant.device} ones from a committed run: '
+                f'*observed("{expect.outcome.value}", device="{variant.device}", evidence="reports/runs/<file>.json", <axis>="<release>")',
+            )
+        elif expect.device == variant.device and (
+            not RUN_FILE.search(expect.evidence) or any(not str(spec).startswith("==") for spec in expect.when.values()) or not expect.when
+        ):
+            yield Gap(
+                where,
+                "expectation",
+                f"{variant.id} expects {expect.outcome.value} ({when}) beyond what a committed run on {variant.device} observed",
+                f'declare the releases a run file in reports/runs/ holds: *observed("{expect.outcome.value}", device="{variant.device}", '
+                'evidence="reports/runs/<file>.json", <axis>="<release>")',
+            )
 
 
 def _runs(variant: Variant, cell: Cell) -> bool:

@@ -53,7 +53,7 @@ LOCKED = "requirements.lock.txt"
 FILES = ("repro.py", "requirements.txt", LOCKED, "ISSUE.md")
 #: Names whose only job is to declare a case to the harness; the script has no use for them.
 DECLARING_MODULES = ("bugmatrix", "bugmatrix.cell.case", "bugmatrix.cell.outcomes")
-DECLARATIONS = {"Case", "Expect", "Requires", "Signature", "Source", *DEVICE_CONSTANTS}
+DECLARATIONS = {"Case", "Expect", "Requires", "Signature", "Source", "observed", *DEVICE_CONSTANTS}
 
 MAIN = """
 
