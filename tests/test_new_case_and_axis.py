@@ -93,14 +93,22 @@ LIVE = {
     "tests/test_reading.py": "the real variants' declared axes",
     "tests/test_catalogue.py": "the project's policies for its catalogue (the one expected to name the new cases)",
     "tests/test_no_axis_named.py": "no module names an axis of the live matrix (a fifth one included)",
+    "tests/test_gpu_expectations.py": "every case's GPU expectations against the committed GPU runs",
+    "tests/test_gpu_reading.py": "the committed reference read with the live cases' expectations",
+    "tests/test_repro_export.py": "every case exports a script whose module body runs",
 }
 SHARDS = {
-    "catalogue": tuple(f for f in LIVE if f.endswith(("isolation.py", "stability.py", "catalogue.py", "no_axis_named.py", "reading.py"))),
-    "keys": tuple(f for f in LIVE if f.endswith(("case_api.py", "command_line.py", "inputkey.py", "matrix.py"))),
+    "catalogue": tuple(
+        f for f in LIVE if f.endswith(("isolation.py", "stability.py", "catalogue.py", "no_axis_named.py", "reading.py", "gpu_reading.py"))
+    ),
+    "keys": tuple(
+        f for f in LIVE if f.endswith(("case_api.py", "command_line.py", "inputkey.py", "matrix.py", "expectations.py", "export.py"))
+    ),
 }
 #: Test files that name the live cases/ or matrix.toml but cannot be moved by a new case: why each.
 NAMES_LIVE_ONLY = {
     "tests/test_cell_ends.py": "planted cases",
+    "tests/test_encoder_checks.py": "the encoder case's own checks, one named case file",
     "tests/test_faults.py": "planted cases and the two real case files it names",
     "tests/test_fork_runner.py": "planted cases",
     "tests/test_cli_errors.py": "only checks that nothing lands in cases/",

@@ -76,5 +76,7 @@ def test_every_case_exports_a_script_whose_module_body_runs(
     variants = [v.id for v in load_catalog(ROOT / "cases").variants if v.case_id == case and v.device == "cpu" and set(v.axes) <= set(pins)]
     if not variants:
         pytest.skip(f"no CPU variant of {case} spans only axes {CELL} pins")
-    assert main(["repro", variants[0], "--cell", CELL, "--out", str(out), "--reports", str(tmp_path / "reports")]) == 0
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    assert main(["repro", variants[0], "--cell", CELL, "--out", str(out), "--reports", str(reports)]) == 0
     runpy.run_path(str(out / "repro.py"), run_name="exported")  # its module body, not the run at the bottom
