@@ -406,3 +406,21 @@ def test_the_cell_dies_with_a_runner_killed_before_its_pytest_configured(tmp_pat
         if pidfd is not None:
             os.close(pidfd)
         end_for_good(pid)
+
+
+def test_a_worker_that_finished_its_tests_is_not_waited_for_a_dead_one_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """xdist's controller calls pytest_testnodedown for a worker that finished normally while that worker is still alive
+    (it waits for the controller to let it go): waiting there for its end only timed out, 30 s at the end of every xdist
+    cell (the tests session's own included). A worker that died is still waited for: what it left is named."""
+    from types import SimpleNamespace
+
+    from bugmatrix.cell import plugin
+
+    asked: list[int] = []
+    watch = SimpleNamespace(leaked_by=lambda pid: asked.append(pid) or ())
+    config = SimpleNamespace(stash={plugin.WATCH_KEY: watch})
+    node = SimpleNamespace(config=config, gateway=SimpleNamespace(_rinfo=lambda: SimpleNamespace(pid=4242)))
+    plugin.pytest_testnodedown(node, None)
+    assert asked == [], "a finished worker is not waited for"
+    plugin.pytest_testnodedown(node, "worker 'gw0' crashed while running 'x'")
+    assert asked == [4242], "a dead worker's leftovers are waited for and named"

@@ -236,7 +236,12 @@ def test_failed_download_is_install_failed(tmp_path: Path, monkeypatch: pytest.M
 
 
 REAL_CASES = ("autocast_cache", "encoder_bf16_eval")
-REAL_SELECTION = ("-k", "not lightning and not bf16_true")
+#: The planted module and the real variants each process-wide leak of a_leaks_first would flip if it reached them (measured in one process without
+#: the harness's isolation, torch 2.15.0): float64 default dtype -> encoder core, padding_mask and fast_path_off read
+#: `different`; grad disabled -> autocast core reads `reproduced`; the MHA fast path off -> padding_mask reads `fixed`.
+#: The cwd and environment leaks are checked where the leaker names them. Four variants, not the cases' thirty: the same
+#: check in a fifth of the time.
+REAL_SELECTION = ("-k", "core or padding_mask or fast_path_off or a_leaks_first")
 
 
 def _outcomes_with(

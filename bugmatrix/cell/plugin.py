@@ -334,9 +334,14 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """xdist's controller, a worker gone: before xdist replaces it, what the worker left is killed (a replacement is never taken for it)."""
+    """xdist's controller, a worker gone: before xdist replaces it, what the worker left is killed (a replacement is never taken for it).
+
+    Only a worker that died (``error``) is waited for: one that finished its tests is still alive here, waiting for the
+    controller to let it go, so waiting for its end would only time out (30 s per cell); what it leaves when it does
+    exit is still killed by the watch.
+    """
     watch = node.config.stash.get(WATCH_KEY, None)
-    if watch is not None:
+    if watch is not None and error is not None:
         watch.leaked_by(worker_pid(node))
 
 
