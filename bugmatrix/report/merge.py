@@ -27,8 +27,8 @@ from typing import Any
 from bugmatrix.cell.case import Variant as CaseVariant
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict, judge
 from bugmatrix.cell.runfile import RunRecord, UnreadableRun, VariantRecord
+from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.plan.document import PlanDocument
 from bugmatrix.report.expectation import Expectation, from_plan, is_system
 from bugmatrix.report.model import (
     Axis,

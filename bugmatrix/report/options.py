@@ -1,20 +1,35 @@
 """What one ``report`` is asked to do, as one typed value built from the command line once.
 
-The orchestrator (:mod:`bugmatrix.report.command`) and every output
+The report (:mod:`bugmatrix.report.command`) and every output
 (:mod:`bugmatrix.report.outputs`) read this value, never ``argparse``'s
 namespace: a misspelt option is a type error here, not a silent ``None``.
+What the stages below the report say (the plan, the cases) comes beside it as
+an :class:`Upstream`, read by the orchestrator (:mod:`bugmatrix.orchestrate`).
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from bugmatrix.cell.case import Variant
+from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.paths import REFERENCE, ROOT
 
-__all__ = ["ReportOptions"]
+__all__ = ["ReportOptions", "Upstream"]
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """What the orchestrator read below the report: ``--profile``'s plan when no ``--plan`` was given (and where it
+    came from), and what the cases declare now, by variant id."""
+
+    plan: PlanDocument | None = None
+    plan_source: str = ""
+    variants: Mapping[str, Variant] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -24,7 +39,7 @@ class ReportOptions:
     reports: Path
     root: Path = ROOT
     cases: Path | None = None
-    matrix: Path = ROOT / "matrix.toml"  # with --profile and no --plan: the profile's plan is computed from it
+    matrix: Path = ROOT / "matrix.toml"  # with --profile and no --plan: the orchestrator computes the profile's plan from it
     profile: str | None = None
     plan: Path | None = None
     baseline: Path | None = None
@@ -43,6 +58,11 @@ class ReportOptions:
         """The ``report`` subcommand's namespace, read once (the issue-bodies options belong to their output, not here)."""
         read = {f.name for f in fields(cls)} - {"extra", "reference"}  # every option the subcommand declares, by its own name
         return cls(**{name: getattr(args, name) for name in read}, reference=REFERENCE)
+
+    @property
+    def readme_only(self) -> bool:
+        """``--readme`` without ``--publish``: the README's table from the committed reference, nothing else."""
+        return self.readme is not None and not self.publish
 
     @property
     def history_path(self) -> Path:
