@@ -44,7 +44,6 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.errors import BugmatrixError
@@ -102,7 +101,7 @@ class Night:
     #: ``fresh/runs/<cell>.json``) -> ``sha256:<hex>`` of their bytes: what reuse may trust of them later.
     files: Mapping[str, str] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | list[str] | dict[str, str]]:
         return {
             "schema": HISTORY_SCHEMA,
             "date": self.date,
