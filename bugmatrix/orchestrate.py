@@ -1,19 +1,13 @@
 """The orchestrator of ``report``: what the report needs from the stages below it, read once and handed on as plain data.
 
-The report stage reads run files and documents, never the planner: what the cases declare and, for ``--profile``
-without ``--plan``, the plan the night was held to, are read here (from ``plan/`` and ``releases/``) and passed to
-:func:`bugmatrix.report.command.run_report` as a :class:`~bugmatrix.report.options.Upstream`.
-
-The plan of ``--profile`` without ``--plan``: a profile names a set of cells; reporting it from its run files alone
-would let a lost run file pass as a clean night (no file, no result, nothing missing). So the expectation is that
-profile's plan, computed as ``plan`` would have computed it that night: from matrix.toml, the cases, and the night's
-*saved* resolution of ``latest`` (``<reports>/resolution.json``, or ``$BUGMATRIX_RESOLUTION``). The registry is
-never asked: a release published after the night must not show up as missing from it. Without a saved resolution
-that a symbolic version needs, the plan cannot be known, and that is one line, not a guess. The saved resolution is
-checked as ``plan`` checks it (:func:`~bugmatrix.releases.existence.check_resolved`: each version a release, from
-the registry's cached answers, else one request): a hand-edited ``latest = 9.9.9`` plans no cell that cannot exist.
-Which devices: the profile's CPU cells (what ``nox -t P`` runs); its CUDA twins too (``nox -t gpu-P``) when one of
-them left a run file in this night, since then the night ran on a GPU runner as well.
+The report reads run files and documents, never the planner: what the cases declare and, for ``--profile`` without
+``--plan``, the night's plan are read here and passed to :func:`~bugmatrix.report.command.run_report` as an
+:class:`~bugmatrix.report.options.Upstream`. That plan is the profile's as ``plan`` computed it that night: from
+matrix.toml, the cases and the night's *saved* resolution of ``latest`` (``<reports>/resolution.json``, or
+``$BUGMATRIX_RESOLUTION``), checked as ``plan`` checks it (a hand-edited ``latest = 9.9.9`` plans no cell that cannot
+exist), never the registry (a release published after the night is not missing from it); without a saved resolution a
+symbolic version needs, one line, not a guess. Its CPU cells (``nox -t P``), and its CUDA twins (``nox -t gpu-P``)
+when one of them left a run file this night. A lost run file can never pass as a clean night.
 """
 
 from __future__ import annotations
@@ -38,10 +32,10 @@ __all__ = ["computed_plan", "declared_variants", "report"]
 
 def report(options: ReportOptions) -> int:
     """``python -m bugmatrix report``: the plan and the cases' declarations read here, then the report stage runs on them."""
-    if options.readme_only:  # the README's table from the committed reference: nothing is planned, no case is read
+    if options.readme is not None and not options.publish:  # the README's table alone: nothing planned, no case read
         return run_report(options)
-    plan, source, ran = None, "", night_cells(options)
-    if options.profile and options.plan is None and ran:  # no run file at all: the report says so, not the planner
+    plan, source = None, ""
+    if options.profile and options.plan is None and (ran := night_cells(options)):  # none: the report says so, not the planner
         plan, source = computed_plan(
             options.matrix, options.cases or options.root / "cases", options.profile, resolution_path(options.reports), ran
         )

@@ -3,9 +3,8 @@
 Reads only what earlier stages wrote: the cells' run files
 (``<reports>/runs/*.json``), the plan document when given, the baseline and
 the history, and the re-resolve lane's ``<reports>/fresh/`` when it ran. Given ``--profile`` without a plan, it is
-held to that profile's plan as the night planned it, which the orchestrator computes (:mod:`bugmatrix.orchestrate`,
-with what the cases declare: an :class:`~bugmatrix.report.options.Upstream`), so the report of a nightly is the
-report of what that nightly planned and ran.
+held to that profile's plan as the night planned it, computed by :mod:`bugmatrix.orchestrate` (an ``Upstream``), so
+the report of a nightly is the report of what that nightly planned and ran.
 
 Nothing is silent and nothing is half-written:
 

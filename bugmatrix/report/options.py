@@ -3,8 +3,7 @@
 The report (:mod:`bugmatrix.report.command`) and every output
 (:mod:`bugmatrix.report.outputs`) read this value, never ``argparse``'s
 namespace: a misspelt option is a type error here, not a silent ``None``.
-What the stages below the report say (the plan, the cases) comes beside it as
-an :class:`Upstream`, read by the orchestrator (:mod:`bugmatrix.orchestrate`).
+Beside it, an :class:`Upstream`: what :mod:`bugmatrix.orchestrate` read below the report.
 """
 
 from __future__ import annotations
@@ -58,11 +57,6 @@ class ReportOptions:
         """The ``report`` subcommand's namespace, read once (the issue-bodies options belong to their output, not here)."""
         read = {f.name for f in fields(cls)} - {"extra", "reference"}  # every option the subcommand declares, by its own name
         return cls(**{name: getattr(args, name) for name in read}, reference=REFERENCE)
-
-    @property
-    def readme_only(self) -> bool:
-        """``--readme`` without ``--publish``: the README's table from the committed reference, nothing else."""
-        return self.readme is not None and not self.publish
 
     @property
     def history_path(self) -> Path:
