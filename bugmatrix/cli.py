@@ -221,7 +221,7 @@ def _reresolve(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     """``report``: the report stage's typed options; ``--issue-bodies`` adds the publish stage's output to its registry."""
-    from bugmatrix.report.command import run_report
+    from bugmatrix.orchestrate import report
     from bugmatrix.report.options import ReportOptions
 
     options = ReportOptions.from_args(args)
@@ -232,7 +232,7 @@ def _report(args: argparse.Namespace) -> int:
             args.issue_bodies, site_url=args.site_url or "", run_url=args.run_url or "", matrix=args.matrix, cases=args.cases
         )
         options = dataclasses.replace(options, extra=(bodies,))
-    return run_report(options)
+    return report(options)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -27,8 +27,8 @@ from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
+from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.plan.cells import plan_cells, plan_document
-from bugmatrix.plan.document import PlanDocument
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.model import Compat
 from tests.reference import reference_catalog, reference_matrix

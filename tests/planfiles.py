@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bugmatrix.documents.plan import PLAN_SCHEMA
 from bugmatrix.files import write_json_atomic
-from bugmatrix.plan.cells import PLAN_SCHEMA
 
 
 def plan_of_runs(reports: Path, profile: str = "smoke", out: Path | None = None) -> str:

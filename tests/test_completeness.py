@@ -9,9 +9,9 @@ import pytest
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_dir, load_run_file
+from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
-from bugmatrix.plan.document import PlanDocument
 from bugmatrix.report.command import run_report
 from bugmatrix.report.diff import ChangeKind, diff_against_baseline, summary_lines
 from bugmatrix.report.merge import merge_runs

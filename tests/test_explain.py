@@ -14,8 +14,8 @@ from pathlib import Path
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.cli import main
+from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.files import write_json_atomic
-from bugmatrix.plan.document import PlanDocument
 from bugmatrix.report.envdiff import Moved, explain_changes
 from bugmatrix.report.markdown import escape_md
 from bugmatrix.report.merge import merge_runs

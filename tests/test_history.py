@@ -15,10 +15,10 @@ from bugmatrix.cli import main
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.report.diff import FAILING, ChangeKind, diff_against_baseline, summary_lines
 from bugmatrix.report.history import (
-    CODES,
     FLIPS,
     HISTORY_SCHEMA,
     WINDOW,
+    WORDS,
     Night,
     append_night,
     flaky_pairs,
@@ -114,7 +114,7 @@ def test_a_flaky_regression_verdict_is_flaky_but_a_missing_result_never_is() -> 
 
 
 def test_every_outcome_has_its_own_history_letter() -> None:
-    assert set(CODES) == set(Outcome) and len(set(CODES.values())) == len(CODES)
+    assert len({o.code for o in Outcome}) == len(Outcome) and set(WORDS.values()) == {o.value for o in Outcome}
 
 
 def test_missing_nights_are_gaps_not_changes_nor_flaps() -> None:

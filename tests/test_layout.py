@@ -24,6 +24,7 @@ HOST_PACKAGES = (
     "bugmatrix.tools",
     "bugmatrix.publish",
     "bugmatrix.cli",
+    "bugmatrix.orchestrate",
 )
 
 

@@ -25,7 +25,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import file_digest, write_json_atomic, write_text_atomic
 from bugmatrix.plan.cells import Cell, plan_cells, sibling_id
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.report.history import CODES, HISTORY_SCHEMA, Night, load_history, reuse_facts, write_history
+from bugmatrix.report.history import HISTORY_SCHEMA, Night, load_history, reuse_facts, write_history
 from bugmatrix.run.envbuild import InstallFailed
 from bugmatrix.run.lock import lock_for, requirements_digest
 from bugmatrix.run.reuse import NO_REUSE_ENV, PREVIOUS_ENV, ReuseOptions, ReusePolicy, decide, reuse_policy, split_reuse_options
@@ -259,7 +259,7 @@ def test_a_pair_the_history_calls_flaky_is_observed_again(root: Path, tmp_path: 
     """Flip-flopping for three nights in the previous results' history: that cell runs, the others may be reused."""
     path = save(tmp_path, previous_run(root))
     variant, other = CELL.variants[0], SMOKE[1].id
-    letters = [CODES[Outcome.FIXED], CODES[Outcome.REPRODUCED], CODES[Outcome.FIXED]]
+    letters = [Outcome.FIXED.code, Outcome.REPRODUCED.code, Outcome.FIXED.code]
     lines = [
         {"schema": HISTORY_SCHEMA, "date": f"2026-11-2{i}", "commit": "c", "profile": "smoke", "cells": [CELL.id, other],
          "outcomes": {variant: letter + "F"}, "files": {f"runs/{CELL.id}.json": file_digest(path)}}

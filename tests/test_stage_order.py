@@ -2,14 +2,18 @@
 
 The order is data here and nowhere else: reading it top to bottom is reading the
 pipeline bottom to top. A neutral top-level module (errors, files, versions,
-paths, provenance, ...) is importable by every stage and imports no stage.
-Imports inside functions count too: a lazy import is still a dependency.
+paths, provenance, ...) or package (documents: the documents between stages) is
+importable by every stage and imports no stage. The report reads what plan and
+releases say only as documents, handed on by the orchestrator (orchestrate.py,
+beside the CLI). Imports inside functions count too: a lazy import is still a
+dependency; and no module imports itself back through others (no cycle).
 """
 
 from __future__ import annotations
 
 import ast
 import shutil
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import pytest
@@ -19,15 +23,24 @@ PACKAGE = ROOT / "bugmatrix"
 
 #: Lowest first. ``cli`` (and the noxfile, outside the package) sit on top of everything.
 ORDER = ("cell", "plan", "releases", "run", "report", "tools", "publish", "cli")
+#: The entry points and the orchestrator they call: above every stage.
+ENTRY = ("cli", "__main__", "orchestrate")
+#: Packages as neutral as errors.py: importable from every stage, importing none.
+NEUTRAL_PACKAGES = ("documents",)
+#: Stages below a stage that it still may not import: what it needs of them reaches it as a document.
+SKIPPED = {"report": ("plan", "releases")}
 #: Importable from every stage; they import no stage themselves.
 NEUTRAL_OK = ("__init__",)  # the package's public case API re-exports cell/
 
 
 def _stage(path: Path, package: Path) -> str:
-    parts = path.relative_to(package).with_suffix("").parts
-    if len(parts) > 1:
-        return parts[0]
-    return "cli" if parts[0] in ("cli", "__main__") else f"neutral:{parts[0]}"
+    return _kind(path.relative_to(package).with_suffix("").parts, package)
+
+
+def _kind(parts: tuple[str, ...], package: Path) -> str:
+    if parts[0] in NEUTRAL_PACKAGES or not (package / parts[0]).is_dir():
+        return "cli" if parts[0] in ENTRY else f"neutral:{parts[0]}"
+    return parts[0]
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -41,12 +54,8 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 
 
 def _target(module: str, package: Path) -> str:
-    parts = module.split(".")[1:]
-    if not parts:
-        return "neutral:__init__"
-    if (package / parts[0]).is_dir():
-        return parts[0]
-    return "cli" if parts[0] in ("cli", "__main__") else f"neutral:{parts[0]}"
+    parts = tuple(module.split(".")[1:])
+    return _kind(parts, package) if parts else "neutral:__init__"
 
 
 def violations(package: Path = PACKAGE) -> list[str]:
@@ -65,7 +74,35 @@ def violations(package: Path = PACKAGE) -> list[str]:
                 continue
             if ORDER.index(target) > ORDER.index(source):
                 wrong.append(where + ": points up the order " + " < ".join(ORDER))
+            elif target in SKIPPED.get(source, ()):
+                wrong.append(where + ": read it as a document (bugmatrix.documents), handed on by bugmatrix.orchestrate")
     return wrong
+
+
+def _module(path: Path, package: Path) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_cycle(package: Path = PACKAGE) -> list[str]:
+    """One cycle among the package's modules (``a -> b -> a``), every import counted (lazy and type-only too); [] if none."""
+    modules = {_module(p, package): p for p in package.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        graph[name] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                named = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                named = [alias.name for alias in node.names]
+            else:
+                continue
+            graph[name] |= {m for m in named if m in modules and m != name}
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as exc:
+        return list(exc.args[1])
+    return []
 
 
 def test_stages_import_one_way() -> None:
@@ -73,8 +110,20 @@ def test_stages_import_one_way() -> None:
 
 
 def test_every_stage_package_is_in_the_order() -> None:
-    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()} - set(NEUTRAL_PACKAGES)
     assert packages <= set(ORDER), f"place {sorted(packages - set(ORDER))} in ORDER"
+
+
+def test_no_module_imports_itself_back() -> None:
+    assert import_cycle() == [], "move the shared piece into the lower module"
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
+    copy = tmp_path / "bugmatrix"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    with (copy / "errors.py").open("a", encoding="utf-8") as errors:
+        errors.write("\nfrom bugmatrix.files import read_json\n")
+    assert set(import_cycle(copy)) == {"bugmatrix.errors", "bugmatrix.files"}
 
 
 @pytest.mark.parametrize(
@@ -84,6 +133,9 @@ def test_every_stage_package_is_in_the_order() -> None:
         ("run/planted.py", "import bugmatrix.report.history"),
         ("plan/planted.py", "    from bugmatrix.releases.registry import Resolution"),  # lazy, inside a function
         ("files_planted.py", "from bugmatrix.cell.outcomes import Outcome"),  # a neutral module into a stage
+        ("documents/planted.py", "from bugmatrix.report.model import Compat"),  # a document into a stage
+        ("report/planted.py", "from bugmatrix.plan.cells import plan_document"),  # below, but handed on as a document
+        ("report/planted.py", "    import bugmatrix.releases.tracking"),
     ],
 )
 def test_the_check_sees_an_import_against_the_order(tmp_path: Path, planted: str, line: str) -> None:

@@ -13,7 +13,7 @@
 * **A deadline for the whole cell** (``[harness] cell_deadline_s``, passed in the
   cell's spec, or ``--bugmatrix-cell-deadline``): when it passes, everything the
   cell still runs is killed, every selected variant not yet recorded is
-  ``timeout`` (:func:`expire`), the run file is written complete and the process
+  ``timeout`` (:func:`~bugmatrix.cell.recording.expire`, beside the run state it ends), the run file is written complete and the process
   exits. The fork runner checks it in its own loop (a thread in a process that
   forks would be inherited half-locked); in-process and under xdist's controller
   a daemon thread waits for it (:class:`CellDeadline`).
@@ -34,17 +34,13 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from bugmatrix.cell.descendants import kill_descendants
 
-if TYPE_CHECKING:
-    from bugmatrix.cell.recording import RunState
-    from bugmatrix.cell.runfile import VariantRecord
-
-__all__ = ["DEADLINE_EXIT", "CellDeadline", "RunFileLock", "WorkerWatch", "deadline_message", "expire", "say_past_capture", "worker_pid"]
+__all__ = ["DEADLINE_EXIT", "CellDeadline", "RunFileLock", "WorkerWatch", "deadline_message", "say_past_capture", "worker_pid"]
 
 #: pytest's exit code when the cell deadline ended the run: "tests failed" (the unfinished variants are timeouts).
 DEADLINE_EXIT = 1
@@ -131,29 +127,6 @@ class CellDeadline:
                 return
             self._fired = True
         self._on_expiry()
-
-
-def expire(state: RunState, seconds: float, record_for: Callable[[str, str], VariantRecord], say: Callable[[str], None]) -> None:
-    """The cell deadline passed: kill what still runs, record the unfinished as ``timeout``, write a complete run file,
-    ``say`` so in one line, exit.
-
-    Holds the run state's lock to the end, so no other thread records anything after this (not even the crash
-    xdist reports for the workers killed here).
-    """
-    state.writing.acquire()
-    missing = sorted(state.selected - set(state.results) - set(state.previous))
-    killed = kill_descendants(when="when the cell deadline passed")
-    message = deadline_message(seconds)
-    if not state.collected:  # xdist's workers had not said what they collected: nothing to name, and not complete
-        said = "before its variants were collected: the run file is not complete"
-    else:
-        said = f"{len(missing)} unfinished variant(s) recorded as timeout in {state.path}"
-    for variant_id in missing:
-        state.results[variant_id] = record_for(variant_id, message)
-    state.close_unlocked()
-    names = f"; killed {len(killed)} process(es): " + "; ".join(killed) if killed else ""
-    say(f"bugmatrix: the cell deadline ({seconds:g}s) passed {said}{names}")
-    os._exit(DEADLINE_EXIT)
 
 
 class WorkerWatch:

@@ -3,9 +3,10 @@
 A variant either raises or returns its positive checks. :func:`classify_outcome`
 turns that into exactly one :class:`Outcome`; :func:`judge` compares it to the
 expectation and names the verdict a maintainer cares about (regression,
-unexpected fix, new failure mode, new version). Symbols and labels are
-properties of the enums, so every renderer writes an outcome the same way and
-adding one is an edit here only. Nothing here imports torch.
+unexpected fix, new failure mode, new version). What every view writes for an
+outcome (its symbol, its history letter, its verb) is carried by the enum's
+member, so every renderer writes it the same way and adding one is one line
+here. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -36,21 +37,30 @@ LOG_LIMIT = 3000
 
 
 class Outcome(str, enum.Enum):
-    """How one variant ended in one environment (see DESIGN.md, "Outcomes")."""
+    """How one variant ended in one environment (see DESIGN.md, "Outcomes").
 
-    REPRODUCED = "reproduced"
-    FIXED = "fixed"
-    DIFFERENT = "different"
-    SKIPPED = "skipped"
-    CRASHED = "crashed"
-    TIMEOUT = "timeout"
-    INSTALL_FAILED = "install-failed"
-    MISSING = "missing"  # planned, but no run recorded it: never written by a cell, only by the report
+    Each member is (value, ``symbol``: works without colour, the report never relies on colour alone; ``code``: its
+    one letter in the history file; ``verb``: a flip into it on a picture, "fixed in torch 2.11.0").
+    """
 
-    @property
-    def symbol(self) -> str:
-        """A symbol that works without colour (the report never relies on colour alone)."""
-        return _SYMBOLS[self]
+    symbol: str
+    code: str
+    verb: str
+
+    def __new__(cls, value: str, symbol: str, code: str, verb: str) -> Outcome:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.symbol, member.code, member.verb = symbol, code, verb
+        return member
+
+    REPRODUCED = ("reproduced", "✗", "R", "reproduced from")
+    FIXED = ("fixed", "✓", "F", "fixed in")
+    DIFFERENT = ("different", "≠", "D", "fails differently from")
+    SKIPPED = ("skipped", "–", "S", "skipped from")
+    CRASHED = ("crashed", "‼", "C", "crashes from")
+    TIMEOUT = ("timeout", "∞", "T", "hangs from")
+    INSTALL_FAILED = ("install-failed", "⚠", "I", "install-failed from")
+    MISSING = ("missing", "?", "M", "missing from")  # planned, but no run recorded it: never written by a cell, only by the report
 
     @property
     def label(self) -> str:
@@ -64,18 +74,6 @@ class Outcome(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-_SYMBOLS = {
-    Outcome.REPRODUCED: "✗",
-    Outcome.FIXED: "✓",
-    Outcome.DIFFERENT: "≠",
-    Outcome.SKIPPED: "–",
-    Outcome.CRASHED: "‼",
-    Outcome.TIMEOUT: "∞",
-    Outcome.INSTALL_FAILED: "⚠",
-    Outcome.MISSING: "?",
-}
 
 
 class Verdict(str, enum.Enum):

@@ -68,7 +68,7 @@ import pytest
 from bugmatrix import values
 from bugmatrix.cell.axes import active_spec, parse_spec, set_active_spec, spec_from_matrix_file
 from bugmatrix.cell.case import Case, Variant, case_of_module
-from bugmatrix.cell.cellend import CellDeadline, WorkerWatch, expire, say_past_capture, worker_pid
+from bugmatrix.cell.cellend import CellDeadline, WorkerWatch, say_past_capture, worker_pid
 from bugmatrix.cell.cellspec import CellOptions, read_options
 from bugmatrix.cell.descendants import become_subreaper, die_with, die_with_runner, kill_descendants
 from bugmatrix.cell.execution import Executed, execute_variant, installed_versions
@@ -77,7 +77,7 @@ from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, can_fork, default_c
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Classified, Outcome, classify_outcome, excerpt, judge, tail
 from bugmatrix.cell.preload import ImportFailure, checked_modules, import_check, preload, uncovered_imports
-from bugmatrix.cell.recording import DIED_INLINE, PROPERTY, Recorder, RunState, crash_record, uncovered_results
+from bugmatrix.cell.recording import DIED_INLINE, PROPERTY, Recorder, RunState, crash_record, expire, uncovered_results
 from bugmatrix.cell.runfile import VariantRecord
 from bugmatrix.errors import BugmatrixError
 

@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from bugmatrix.cell.cellend import RunFileLock
+from bugmatrix.cell.cellend import DEADLINE_EXIT, RunFileLock, deadline_message
 from bugmatrix.cell.cellspec import CellOptions
+from bugmatrix.cell.descendants import kill_descendants
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome, Verdict, excerpt, tail
 from bugmatrix.cell.portable import Portable
@@ -33,7 +34,17 @@ from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 
-__all__ = ["PROPERTY", "Recorder", "RunState", "crash_record", "now", "record_from_report", "uncovered_results", "variant_id_of_node"]
+__all__ = [
+    "PROPERTY",
+    "Recorder",
+    "RunState",
+    "crash_record",
+    "expire",
+    "now",
+    "record_from_report",
+    "uncovered_results",
+    "variant_id_of_node",
+]
 
 PROPERTY = "bugmatrix"
 
@@ -186,6 +197,29 @@ class RunState:
             origin=self.origin,
         )
         write_json_atomic(self.path, run.to_json())
+
+
+def expire(state: RunState, seconds: float, record_for: Callable[[str, str], VariantRecord], say: Callable[[str], None]) -> None:
+    """The cell deadline passed: kill what still runs, record the unfinished as ``timeout``, write a complete run file,
+    ``say`` so in one line, exit.
+
+    Holds the run state's lock to the end, so no other thread records anything after this (not even the crash
+    xdist reports for the workers killed here).
+    """
+    state.writing.acquire()
+    missing = sorted(state.selected - set(state.results) - set(state.previous))
+    killed = kill_descendants(when="when the cell deadline passed")
+    message = deadline_message(seconds)
+    if not state.collected:  # xdist's workers had not said what they collected: nothing to name, and not complete
+        said = "before its variants were collected: the run file is not complete"
+    else:
+        said = f"{len(missing)} unfinished variant(s) recorded as timeout in {state.path}"
+    for variant_id in missing:
+        state.results[variant_id] = record_for(variant_id, message)
+    state.close_unlocked()
+    names = f"; killed {len(killed)} process(es): " + "; ".join(killed) if killed else ""
+    say(f"bugmatrix: the cell deadline ({seconds:g}s) passed {said}{names}")
+    os._exit(DEADLINE_EXIT)
 
 
 #: Said on a variant that was running in the cell process when that process died (found by --bugmatrix-resume).

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 from packaging.version import Version
 
 from bugmatrix.cell.caseenv import Env
+from bugmatrix.documents.plan import PLAN_SCHEMA
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.computed import Choice, Reference, choose, committed_choices
 from bugmatrix.plan.conflicts import check_contradictions
@@ -49,7 +50,6 @@ from bugmatrix.plan.matrix import SYMBOLIC, Matrix
 from bugmatrix.plan.slices import Slice
 
 __all__ = [
-    "PLAN_SCHEMA",
     "Cell",
     "Slices",
     "computed_choice",
@@ -61,8 +61,6 @@ __all__ = [
     "recompute",
     "sibling_id",
 ]
-
-PLAN_SCHEMA = "bugmatrix.plan.cells/1"
 
 
 class Slices(Protocol):

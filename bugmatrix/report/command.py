@@ -2,9 +2,9 @@
 
 Reads only what earlier stages wrote: the cells' run files
 (``<reports>/runs/*.json``), the plan document when given, the baseline and
-the history, and the re-resolve lane's ``<reports>/fresh/`` when it ran. Given ``--profile`` without a plan, it computes
-that profile's plan from matrix.toml and the night's *saved* resolution, never the registry
-(:mod:`bugmatrix.report.night_plan`), so the report of a nightly is the report of what that nightly planned and ran.
+the history, and the re-resolve lane's ``<reports>/fresh/`` when it ran. Given ``--profile`` without a plan, it is
+held to that profile's plan as the night planned it, computed by :mod:`bugmatrix.orchestrate` (an ``Upstream``), so
+the report of a nightly is the report of what that nightly planned and ran.
 
 Nothing is silent and nothing is half-written:
 
@@ -40,15 +40,14 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from bugmatrix.cell.case import Variant as CaseVariant
-from bugmatrix.cell.runfile import RunRecord, load_run_file, read_run_dir
+from bugmatrix.cell.runfile import load_run_file, read_run_dir
+from bugmatrix.documents.plan import read_plan_document
 from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
 from bugmatrix.files import check_output_file, locked_directories, write_files
-from bugmatrix.plan.document import PlanDocument, read_plan_document
 from bugmatrix.provenance import git_commit
-from bugmatrix.releases.tracking import resolution_path
 from bugmatrix.report.compat_file import load_compat
 from bugmatrix.report.expectation import choose_profile, expect, is_system
 from bugmatrix.report.fresh import load_fresh_lane
@@ -57,13 +56,12 @@ from bugmatrix.report.history import append_night, history_text, load_history, n
 from bugmatrix.report.merge import merge_runs, version_order
 from bugmatrix.report.model import Compat
 from bugmatrix.report.night import NightReport, analyse
-from bugmatrix.report.night_plan import computed_plan
-from bugmatrix.report.options import ReportOptions
+from bugmatrix.report.options import ReportOptions, Upstream
 from bugmatrix.report.outputs import Night, kept_by_publish, wanted_outputs
 from bugmatrix.report.readme import check_readme, reference_table
 from bugmatrix.report.terminal import render_terminal, use_colour
 
-__all__ = ["git_commit", "night_date", "run_report"]
+__all__ = ["git_commit", "night_cells", "night_date", "run_report"]
 
 
 def night_date(value: str | None, now: dt.datetime) -> str:
@@ -89,21 +87,33 @@ def _waiting(directory: Path) -> None:
     print(f"report: waiting for another report writing into {directory} (one at a time; no night is lost)", file=sys.stderr, flush=True)
 
 
-def run_report(options: ReportOptions) -> int:
+def night_cells(options: ReportOptions) -> list[str]:
+    """The cells whose run files this report reads (by file name): the night's own, and the GPU runs ``--publish`` keeps."""
+    kept = [p.stem for p in kept_by_publish(options.reference)] if _publishing(options) else []
+    return [p.stem for p in (options.reports / "runs").glob("*.json")] + kept
+
+
+def _publishing(options: ReportOptions) -> bool:
+    return options.publish and options.reports.resolve() != options.reference.resolve()
+
+
+def run_report(options: ReportOptions, upstream: Upstream | None = None) -> int:
     """Check, merge, analyse, render every wanted output, write all or nothing, say it; exit 1 on a failing night when asked."""
     if options.readme is not None and not options.publish:
         return _refresh_readme(options, options.readme)
     outputs = wanted_outputs(options)
     for output in outputs:  # every path, before anything is read or written
         output.check(options)
-    plan = read_plan_document(options.plan) if options.plan else None
-    choose_profile(options.profile, (), plan=plan)  # a --profile the plan contradicts is bad input: one line, before anything is read
+    upstream = upstream or Upstream()  # none given: no plan but --plan's, no case read (orchestrate.report reads them)
+    if options.plan:  # the night's plan as written; the orchestrator computes one only without it
+        upstream = replace(upstream, plan=read_plan_document(options.plan), plan_source=str(options.plan))
+    choose_profile(options.profile, (), plan=upstream.plan)  # a --profile the plan contradicts: one line, before anything is read
     baseline = _baseline(options)
     now = dt.datetime.now(dt.UTC)
     date = night_date(options.date, now)
     locks = [directory for output in outputs for directory in output.locks(options)]
     with locked_directories(dict.fromkeys(locks), on_wait=_waiting):
-        report, nights, runs, kept = _build(options, plan, baseline, now, date)
+        report, nights, runs, kept = _build(options, upstream, baseline, now, date)
         night = Night(options, report, date, tuple(runs), history_text(nights), tuple(kept))
         files: dict[Path, str | bytes] = {}
         remove: list[Path] = []
@@ -170,29 +180,8 @@ def _say(night: Night, lines: list[str]) -> None:
         print(f"  {line}", file=sys.stderr)
 
 
-def _declared(options: ReportOptions, runs: list[RunRecord]) -> tuple[dict[str, tuple[str, ...]], dict[str, CaseVariant]]:
-    """What the cases declare now, by variant id: the axes (for records that do not carry them), and each variant.
-
-    The one place the report reads the cases. A variant is read along the axes
-    it declares, and an older run file cannot say which (the cases' own
-    declarations say it, as the cells that wrote those files ran them). A check
-    a case no longer makes (``old_checks``) marks the results recorded under it,
-    and a result no expectation covered when it ran is read against the one its
-    case declares now (merge.py). The matrix's axis modules are not imported
-    (as when planning): the report reads names only.
-    """
-    if options.cases is None or not options.cases.is_dir():
-        return {}, {}
-    from bugmatrix.plan.catalog import load_catalog
-    from bugmatrix.plan.matrix import load_matrix
-
-    variants = load_catalog(options.cases, load_matrix(options.matrix) if options.matrix.is_file() else None).variants
-    axes = {} if all(record.axes is not None for run in runs for record in run.results) else {v.id: tuple(v.axes) for v in variants}
-    return axes, {v.id: v for v in variants}
-
-
 def _build(
-    options: ReportOptions, plan: PlanDocument | None, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str
+    options: ReportOptions, upstream: Upstream, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str
 ) -> tuple[NightReport, list[HistoryNight], list[str], list[str]]:
     """Inside the lock: read the runs, the baseline and the history; merge and analyse (the history with tonight's night).
 
@@ -204,14 +193,9 @@ def _build(
         msg = f"{options.reports / 'runs'}: no run files; run the cells first (nox -t smoke) or pass the night's --reports"
         raise BugmatrixError(msg)
     own = {r.cell for r in found} | {u.cell for u in unreadable}
-    publishing = options.publish and options.reports.resolve() != options.reference.resolve()
-    kept = [load_run_file(p) for p in kept_by_publish(options.reference) if p.stem not in own] if publishing else []
+    kept = [load_run_file(p) for p in kept_by_publish(options.reference) if p.stem not in own] if _publishing(options) else []
     found += kept
-    plan_where = str(options.plan or "")
-    if plan is None and options.profile:  # a profile is a set of cells: a lost one is missing, never silent
-        ran = [r.cell for r in found] + [u.cell for u in unreadable]
-        cases = options.cases or options.root / "cases"
-        plan, plan_where = computed_plan(options.matrix, cases, options.profile, resolution_path(options.reports), ran)
+    plan, plan_where = upstream.plan, upstream.plan_source
     if plan is not None:  # a system cell (a GPU's baked image) is never planned, and read beside the planned ones
         runs = [r for r in found if r.cell in plan.cell_ids or is_system(r.cell)]
         unreadable = [u for u in unreadable if u.cell in plan.cell_ids or is_system(u.cell)]
@@ -225,7 +209,9 @@ def _build(
     baseline_path, baseline = baseline_of
     profile, source = choose_profile(options.profile, runs, plan=plan, baseline=baseline)
     expectation = expect(runs, profile, plan=plan, plan_path=plan_where, baseline=baseline, baseline_path=str(baseline_path))
-    declared, cases = _declared(options, runs)
+    # A run file written before records carried their axes: the cases' declarations say them (see orchestrate.py).
+    carried = all(record.axes is not None for run in runs for record in run.results)
+    declared = {} if carried else {v.id: tuple(v.axes) for v in upstream.variants.values()}
     compat = merge_runs(
         runs,
         profile=profile,
@@ -234,7 +220,7 @@ def _build(
         expectation=expectation,
         profile_source=source,
         declared=declared,
-        cases=cases,
+        cases=upstream.variants,
         unreadable=unreadable,
     )
     # The re-resolve lane (<reports>/fresh, when it ran): tonight's fresh resolutions and their sibling runs, against this night.

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.model import Cell, Compat, reused_note
@@ -37,7 +36,7 @@ class Moved:
         """`` (♻ reused from <date, commit, run>)``: an outcome that changed is never shown as tonight's when it is not."""
         return reused_note(self.reused)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | list[str]]:
         return {
             "variant": self.variant,
             "cell": self.cell,

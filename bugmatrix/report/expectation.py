@@ -5,9 +5,8 @@ against an expectation, and says which one it used:
 
 1. ``--plan``: the plan document -- every planned (variant, cell). A baseline
    cell the plan no longer has is *dropped on purpose*, not missing. With
-   ``--profile`` and no plan, the command computes that profile's plan from
-   matrix.toml and the night's saved resolution
-   (:mod:`bugmatrix.report.night_plan`) and passes it here as the plan.
+   ``--profile`` and no plan, the orchestrator computes that profile's plan from
+   matrix.toml and the night's saved resolution (:mod:`bugmatrix.orchestrate`).
 2. Without a plan: the baseline's (variant, cell) set, when the baseline is a
    report of the same profile -- a cell it held that has no run file now is
    missing -- plus each run file's own ``selected`` list (a run that stopped
@@ -30,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bugmatrix.cell.runfile import RunRecord
+from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.plan.document import PlanDocument
 from bugmatrix.report.model import Axis, Compat, ExpectationSource, ExpectationSummary, TrackedPin, Tracking
 
 __all__ = ["SYSTEM_CELL", "Expectation", "ExpectedCell", "choose_profile", "expect", "from_plan", "is_system"]

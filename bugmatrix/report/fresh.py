@@ -65,6 +65,10 @@ class FreshDifference:
         return cls(str(data["variant"]), Outcome(data["locked"]), Outcome(data["fresh"]), str(data.get("message", "")))
 
 
+#: A lane cell in resolve.json / compat.json (:meth:`FreshCell.to_json`).
+FreshCellJson = dict[str, str | list[str] | dict[str, str] | list[dict[str, str]] | None]
+
+
 @dataclass(frozen=True)
 class FreshCell:
     """One cell (or CUDA twin) of the lane: its fresh resolution, and its sibling run when it moved.
@@ -90,7 +94,7 @@ class FreshCell:
             return f"the fresh environment does not install: {self.reason}"
         return ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> FreshCellJson:
         return {
             "cell": self.cell,
             "status": self.status,
@@ -142,7 +146,7 @@ class FreshLane:
         counts = ", ".join(f"{self.count(s)} {s}" for s in ("same", "moved", "failed", "unlocked"))
         return f"re-resolved {sum(self.count(s) for s in ('same', 'moved', 'failed', 'unlocked'))} cells {when}{held} ({self.resolved_at}): {counts}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | dict[str, str] | list[str] | list[FreshCellJson] | None]:
         return {
             "resolved_at": self.resolved_at,
             "as_of": self.as_of,

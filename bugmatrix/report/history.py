@@ -44,7 +44,6 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.errors import BugmatrixError
@@ -80,21 +79,11 @@ KEEP_NIGHTS = 90
 WINDOW = 30
 #: Changes within the window (one of them back to an earlier outcome) that make a (variant, cell) flaky.
 FLIPS = 2
-#: One letter per outcome; every Outcome has one (tests/test_history.py checks), so a new outcome cannot be lost.
-CODES = {
-    Outcome.REPRODUCED: "R",
-    Outcome.FIXED: "F",
-    Outcome.DIFFERENT: "D",
-    Outcome.SKIPPED: "S",
-    Outcome.CRASHED: "C",
-    Outcome.TIMEOUT: "T",
-    Outcome.INSTALL_FAILED: "I",
-    Outcome.MISSING: "M",
-}
-WORDS = {code: str(word) for word, code in CODES.items()}
+#: One letter per outcome (``Outcome.code``; tests/test_history.py checks they differ) -> the outcome's word.
+WORDS = {o.code: o.value for o in Outcome}
 ABSENT = "."
 #: Letters that are no outcome of the bug: a gap on the timeline, never a change, never flaky.
-GAPS = frozenset({ABSENT, CODES[Outcome.MISSING]})
+GAPS = frozenset({ABSENT, Outcome.MISSING.code})
 #: Timeline symbols: shape first, the CSS colour only repeats them.
 TICK_SYMBOLS = {"none": "○", "first": "•", "same": "·", "missing": "?", "changed": "Δ", "flap": "↯"}
 
@@ -112,7 +101,7 @@ class Night:
     #: ``fresh/runs/<cell>.json``) -> ``sha256:<hex>`` of their bytes: what reuse may trust of them later.
     files: Mapping[str, str] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | list[str] | dict[str, str]]:
         return {
             "schema": HISTORY_SCHEMA,
             "date": self.date,
@@ -156,7 +145,7 @@ def night_from_compat(compat: Compat, date: str, files: Mapping[str, str] | None
     outcomes = {}
     for variant in compat.variants:
         per_cell = compat.entries(variant.id)
-        outcomes[variant.id] = "".join(CODES[per_cell[c].outcome] if c in per_cell else ABSENT for c in cells)
+        outcomes[variant.id] = "".join(per_cell[c].outcome.code if c in per_cell else ABSENT for c in cells)
     return Night(date, compat.commit, compat.profile, cells, outcomes, dict(files or {}))
 
 
@@ -275,7 +264,7 @@ def summarise(nights: list[Night], window: int = WINDOW) -> dict[str, VariantHis
                 state = "first" if since is None else "changed"
                 since = night.date
             else:
-                state = "missing" if CODES[Outcome.MISSING] in letters else "same"
+                state = "missing" if Outcome.MISSING.code in letters else "same"
             if not recent:
                 continue
             flapped = False

@@ -32,7 +32,7 @@ __all__ = [
 
 #: Outcomes that say nothing about the bug: they never make an axis drawn nor a flip (a gap on the picture). A skip
 #: ("needs a CUDA GPU", "needs lightning>=2.1") is one: a variant is read only where it ran, on every device.
-NOT_RUN = frozenset({Outcome.SKIPPED, Outcome.INSTALL_FAILED, Outcome.MISSING})
+NOT_RUN = frozenset(o for o in Outcome if not o.ran)
 #: Roles a variant can play on another variant's picture: the kind, and the field naming its target.
 JOINS = {Kind.WORKAROUND: "workaround_for", Kind.UPSTREAM: "counterpart"}
 #: The most releases a strip or grid draws along its columns / rows and still fits 1280 px.
@@ -40,16 +40,9 @@ MAX_COLUMNS = 20
 MAX_ROWS = 40
 #: The most values of one held axis a picture's caption names before it says "…".
 HELD_SHOWN = 4
-#: Verbs for a flip from ``was`` to ``now``; the default is keyed by ``now`` alone. "regressed in" only
+#: Verbs for a flip from ``was`` to ``now``; the default is ``now``'s own (``Outcome.verb``). "regressed in" only
 #: where the new outcome is not what its expectation declares (see :attr:`Flip.declared`).
 _PAIR_VERBS = {(Outcome.REPRODUCED, Outcome.FIXED): "fixed in", (Outcome.FIXED, Outcome.REPRODUCED): "regressed in"}
-_VERBS = {
-    Outcome.REPRODUCED: "reproduced from",
-    Outcome.FIXED: "fixed in",
-    Outcome.DIFFERENT: "fails differently from",
-    Outcome.CRASHED: "crashes from",
-    Outcome.TIMEOUT: "hangs from",
-}
 
 
 def symbol(outcome: Outcome | None) -> str:
@@ -115,8 +108,8 @@ class Flip:
     @property
     def verb(self) -> str:
         if self.declared:
-            return _VERBS.get(self.now, f"{self.now} from")
-        return _PAIR_VERBS.get((self.was, self.now), _VERBS.get(self.now, f"{self.now} from"))
+            return self.now.verb
+        return _PAIR_VERBS.get((self.was, self.now), self.now.verb)
 
     @property
     def label(self) -> str:

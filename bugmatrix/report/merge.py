@@ -22,13 +22,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from bugmatrix.cell.case import Variant as CaseVariant
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict, judge
 from bugmatrix.cell.runfile import RunRecord, UnreadableRun, VariantRecord
+from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.plan.document import PlanDocument
 from bugmatrix.report.expectation import Expectation, from_plan, is_system
 from bugmatrix.report.model import (
     Axis,
@@ -119,7 +118,7 @@ def _environments(runs: Sequence[RunRecord], interpreter: str | None) -> tuple[H
     return tuple(Host(key[0], gpu, tuple(cuda), tuple(py), tuple(cells)) for key, (gpu, cuda, py, cells) in hosts.items())
 
 
-def _entry(record: VariantRecord, declared: CaseVariant | None = None, versions: Mapping[str, Any] | None = None) -> Entry:
+def _entry(record: VariantRecord, declared: CaseVariant | None = None, versions: Mapping[str, str] | None = None) -> Entry:
     """The record as an entry; one no expectation covered when it ran is judged against what its case declares now.
 
     A CUDA result recorded ``new`` on the first GPU run is where its case's CUDA expectation came from:

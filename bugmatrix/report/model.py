@@ -74,7 +74,7 @@ class Axis:
     prefix: str
     interpreter: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | bool]:
         return {"name": self.name, "prefix": self.prefix, "interpreter": self.interpreter}
 
 
@@ -97,7 +97,7 @@ class Tracking:
     resolved_at: str | None = None
     stale: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, dict[str, dict[str, str]] | str | bool | None]:
         return {"axes": {a: t.to_json() for a, t in self.axes.items()}, "resolved_at": self.resolved_at, "stale": self.stale}
 
     @classmethod
@@ -281,8 +281,8 @@ class Variant:
         parsed = VariantId.parse(variant_id)
         return cls(variant_id, parsed.case, parsed.name, parsed.device)
 
-    def to_json(self) -> dict[str, Any]:
-        data = {
+    def to_json(self) -> dict[str, str | list[str] | None]:
+        data: dict[str, str | list[str] | None] = {
             "id": self.id,
             "case": self.case,
             "variant": self.name,
@@ -341,7 +341,7 @@ class Entry:
         """The outcome is what its expectation declares here: a change into it is no regression (candidate)."""
         return self.expected is not None and self.outcome is self.expected
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | float | list[str] | None]:
         return {
             "outcome": self.outcome.value,
             "verdict": self.verdict.value if self.verdict else None,
@@ -379,7 +379,7 @@ class Host:
     interpreters: tuple[str, ...] = ()
     cells: tuple[str, ...] = ()
 
-    def to_json(self, interpreter: str) -> dict[str, Any]:
+    def to_json(self, interpreter: str) -> dict[str, str | list[str] | None]:
         """The interpreters' versions under the interpreter axis's own name (as earlier documents have them)."""
         return {
             "platform": self.platform,
@@ -410,7 +410,7 @@ class ExpectationSummary:
     dropped: tuple[str, ...] = ()  # baseline cells the plan no longer has (dropped on purpose, not missing)
     dropped_results: int = 0  # baseline (variant, cell) results no longer planned or collected
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | int | list[str]]:
         return {"source": self.source.value, "text": self.text, "dropped": list(self.dropped), "dropped_results": self.dropped_results}
 
     @classmethod

@@ -31,7 +31,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from packaging.version import Version
 
@@ -85,7 +84,7 @@ class ReleaseNote:
     reason: str = ""  # uv's one-line reason, for a cell that did not install
     addition: bool = False  # new to this matrix (a new axis, an older release added on purpose), not a new upstream release
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | None]:
         return {
             "axis": self.axis,
             "version": self.version,
@@ -327,38 +326,27 @@ class ReleaseGroup:
 def release_groups(notes: Iterable[ReleaseNote]) -> list[ReleaseGroup]:
     """The notes per new release: a release that does not install first, then upstream releases before additions, those with a
     regression candidate first, else first-seen order."""
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    by_release: dict[tuple[str, str], list[ReleaseNote]] = {}
     for note in notes:
-        group = groups.setdefault(
-            (note.axis, note.version),
-            {"total": 0, "same": 0, "first": 0, "previous": [], "notable": [], "not_installed": [], "addition": note.addition},
+        by_release.setdefault((note.axis, note.version), []).append(note)
+    built = []
+    for (axis, version), group in by_release.items():
+        ran = [n for n in group if n.kind is not NoteKind.DOES_NOT_INSTALL]
+        previous = dict.fromkeys(n.previous_version for n in ran if n.kind is NoteKind.SAME)
+        notable = [n for n in ran if n.kind not in (NoteKind.FIRST, NoteKind.SAME)]
+        built.append(
+            ReleaseGroup(
+                axis,
+                version,
+                len(ran),
+                sum(n.kind is NoteKind.SAME for n in ran),
+                sum(n.kind is NoteKind.FIRST for n in ran),
+                tuple(sorted(previous, key=lambda v: parse_version(v) or Version("0"))),
+                tuple(sorted(notable, key=lambda n: n.kind is not NoteKind.REGRESSION_CANDIDATE)),
+                tuple(n for n in group if n.kind is NoteKind.DOES_NOT_INSTALL),
+                group[0].addition,  # the release's first note says whether it is new to the matrix
+            )
         )
-        if note.kind is NoteKind.DOES_NOT_INSTALL:
-            group["not_installed"].append(note)
-            continue
-        group["total"] += 1
-        if note.kind is NoteKind.FIRST:
-            group["first"] += 1
-        elif note.kind is NoteKind.SAME:
-            group["same"] += 1
-            if note.previous_version not in group["previous"]:
-                group["previous"].append(note.previous_version)
-        else:
-            group["notable"].append(note)
-    built = [
-        ReleaseGroup(
-            axis,
-            version,
-            g["total"],
-            g["same"],
-            g["first"],
-            tuple(sorted(g["previous"], key=lambda v: parse_version(v) or Version("0"))),
-            tuple(sorted(g["notable"], key=lambda n: n.kind is not NoteKind.REGRESSION_CANDIDATE)),
-            tuple(g["not_installed"]),
-            g["addition"],
-        )
-        for (axis, version), g in groups.items()
-    ]
     return sorted(built, key=lambda g: (g.installs, g.addition, not g.has_regression_candidate))
 
 

@@ -1,20 +1,34 @@
 """What one ``report`` is asked to do, as one typed value built from the command line once.
 
-The orchestrator (:mod:`bugmatrix.report.command`) and every output
+The report (:mod:`bugmatrix.report.command`) and every output
 (:mod:`bugmatrix.report.outputs`) read this value, never ``argparse``'s
 namespace: a misspelt option is a type error here, not a silent ``None``.
+Beside it, an :class:`Upstream`: what :mod:`bugmatrix.orchestrate` read below the report.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from bugmatrix.cell.case import Variant
+from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.paths import REFERENCE, ROOT
 
-__all__ = ["ReportOptions"]
+__all__ = ["ReportOptions", "Upstream"]
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """What the orchestrator read below the report: ``--profile``'s plan when no ``--plan`` was given (and where it
+    came from), and what the cases declare now, by variant id."""
+
+    plan: PlanDocument | None = None
+    plan_source: str = ""
+    variants: Mapping[str, Variant] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -24,7 +38,7 @@ class ReportOptions:
     reports: Path
     root: Path = ROOT
     cases: Path | None = None
-    matrix: Path = ROOT / "matrix.toml"  # with --profile and no --plan: the profile's plan is computed from it
+    matrix: Path = ROOT / "matrix.toml"  # with --profile and no --plan: the orchestrator computes the profile's plan from it
     profile: str | None = None
     plan: Path | None = None
     baseline: Path | None = None

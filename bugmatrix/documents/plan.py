@@ -1,10 +1,10 @@
 """The plan document (``bugmatrix.plan.cells/1``), read back as a typed value.
 
 ``plan --out`` and the nox report sessions write it (:func:`bugmatrix.plan.cells.plan_document`
-plus the night's resolution); the report reads it to know which (variant, cell)
-results the night owes. Reading it here, once, means the report never handles a
-raw dict: a defect in the file is one line naming it, and every field the report
-uses has a type.
+plus the night's resolution), and the orchestrator computes it for ``report --profile`` without
+``--plan``; the report reads it to know which (variant, cell) results the night owes. It lives
+here, below every stage, so the report reads the plan without importing the planner; read once,
+so the report never handles a raw dict: a defect in the file is one line naming it.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from typing import Any
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_json
-from bugmatrix.plan.cells import PLAN_SCHEMA
 from bugmatrix.values import profile_name
 
-__all__ = ["PlanDocument", "PlannedAxis", "PlannedCell", "read_plan_document"]
+__all__ = ["PLAN_SCHEMA", "PlanDocument", "PlannedAxis", "PlannedCell", "read_plan_document"]
+
+PLAN_SCHEMA = "bugmatrix.plan.cells/1"
 
 
 @dataclass(frozen=True)

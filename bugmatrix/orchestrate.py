@@ -1,0 +1,77 @@
+"""The orchestrator of ``report``: what the report needs from the stages below it, read once and handed on as plain data.
+
+The report reads run files and documents, never the planner: what the cases declare and, for ``--profile`` without
+``--plan``, the night's plan are read here and passed to :func:`~bugmatrix.report.command.run_report` as an
+:class:`~bugmatrix.report.options.Upstream`. That plan is the profile's as ``plan`` computed it that night: from
+matrix.toml, the cases and the night's *saved* resolution of ``latest`` (``<reports>/resolution.json``, or
+``$BUGMATRIX_RESOLUTION``), checked as ``plan`` checks it (a hand-edited ``latest = 9.9.9`` plans no cell that cannot
+exist), never the registry (a release published after the night is not missing from it); without a saved resolution a
+symbolic version needs, one line, not a guess. Its CPU cells (``nox -t P``), and its CUDA twins (``nox -t gpu-P``)
+when one of them left a run file this night. A lost run file can never pass as a clean night.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from bugmatrix.cell.case import Variant
+from bugmatrix.documents.plan import PlanDocument
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.catalog import load_catalog
+from bugmatrix.plan.cells import plan_document
+from bugmatrix.plan.matrix import load_matrix
+from bugmatrix.releases.existence import check_resolved
+from bugmatrix.releases.planned import load_plan
+from bugmatrix.releases.tracking import resolution_path
+from bugmatrix.report.command import night_cells, run_report
+from bugmatrix.report.options import ReportOptions, Upstream
+
+__all__ = ["computed_plan", "declared_variants", "report"]
+
+
+def report(options: ReportOptions) -> int:
+    """``python -m bugmatrix report``: the plan and the cases' declarations read here, then the report stage runs on them."""
+    if options.readme is not None and not options.publish:  # the README's table alone: nothing planned, no case read
+        return run_report(options)
+    plan, source = None, ""
+    if options.profile and options.plan is None and (ran := night_cells(options)):  # none: the report says so, not the planner
+        plan, source = computed_plan(
+            options.matrix, options.cases or options.root / "cases", options.profile, resolution_path(options.reports), ran
+        )
+    return run_report(options, Upstream(plan, source, declared_variants(options)))
+
+
+def computed_plan(matrix: Path, cases: Path, profile: str, resolution: Path, ran: Iterable[str]) -> tuple[PlanDocument, str]:
+    """(the profile's plan that night, where it came from); a plan that cannot be computed offline is one line."""
+    try:
+        planned = load_plan(load_matrix(matrix), cases, registry=False, offline=True, saved=resolution)
+        check_resolved(planned.resolution, planned.declared, resolution)
+        cells = planned.profile_cells(profile)
+    except BugmatrixError as exc:
+        msg = (
+            f"--profile {profile} without --plan: the night's plan cannot be computed ({exc}); pass the night's plan "
+            f"(--plan FILE, written by `python -m bugmatrix plan --profile {profile} --out FILE`) or its --reports with resolution.json"
+        )
+        raise BugmatrixError(msg) from None
+    ran = set(ran)
+    on_gpu = any(c.device != "cpu" and c.id in ran for c in cells)
+    kept = [c for c in cells if c.device == "cpu" or on_gpu]
+    document = PlanDocument.from_json({**plan_document(planned.matrix, profile, kept), "resolution": planned.resolution.to_json()})
+    source = f"computed from {matrix} and the saved resolution {resolution}" if planned.resolution.entries else f"computed from {matrix}"
+    return document, source
+
+
+def declared_variants(options: ReportOptions) -> dict[str, Variant]:
+    """What the cases declare now, by variant id: the one place the report's cases are read.
+
+    A variant is read along the axes it declares, and an older run file cannot say which (the cases' own
+    declarations say it, as the cells that wrote those files ran them). A check a case no longer makes
+    (``old_checks``) marks the results recorded under it, and a result no expectation covered when it ran is read
+    against the one its case declares now (merge.py). The matrix's axis modules are not imported (as when
+    planning): the report reads names only.
+    """
+    if options.cases is None or not options.cases.is_dir():
+        return {}
+    variants = load_catalog(options.cases, load_matrix(options.matrix) if options.matrix.is_file() else None).variants
+    return {v.id: v for v in variants}
