@@ -89,24 +89,6 @@ def test_only_the_cell_sessions_reuse_results() -> None:
     )
 
 
-#: Modules of publish/ that write Markdown for GitHub, whose raw HTML (``<details>``, ``<sub>``, the marker comment) is body text.
-MARKDOWN_WRITERS = {"bugmatrix/publish/issue_body.py", "bugmatrix/publish/markers.py", "bugmatrix/publish/bodies.py"}
-
-
-def test_the_site_writes_no_markup_in_python() -> None:
-    """The site's pages come from publish/'s autoescaped templates: an f-string that builds a tag is escaping by hand (issue 46)."""
-    tag = re.compile(r"<[a-zA-Z/!]")
-    found = []
-    for path in sorted((ROOT / "bugmatrix" / "publish").glob("*.py")):
-        if rel(path) in MARKDOWN_WRITERS:
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            parts = node.values if isinstance(node, ast.JoinedStr) else []
-            if any(isinstance(p, ast.Constant) and isinstance(p.value, str) and tag.search(p.value) for p in parts):
-                found.append(f"{rel(path)}:{node.lineno}")
-    assert not found, f"render markup with bugmatrix/publish/templates/ (bugmatrix.publish.render): {found}"
-
-
 def test_the_pages_a_night_publishes_are_defined_once() -> None:
     defined = [rel(p) for p in HARNESS if re.search(r"^PAGES\b.*=", p.read_text(encoding="utf-8"), re.M)]
     assert defined == ["bugmatrix/report/outputs.py"], defined

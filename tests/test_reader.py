@@ -173,7 +173,6 @@ ALLOWED = {
     ("bugmatrix/publish/attachments.py", "ReproExporter.export"): "the repro export written just now into its scratch directory",
     ("bugmatrix/publish/bodies.py", "body_files"): "the repro export written just now into its scratch directory",
     ("bugmatrix/publish/nights.py", "_fill_slot"): "pages the site wrote into its own staging directory a moment before",
-    ("bugmatrix/report/render_html.py", "stylesheet"): "the project's own stylesheet, a file of the report package",
     ("bugmatrix/tools/gpukit.py", "pack_kit"): "copies the project's own cases, harness and settings into the kit",
     (
         "bugmatrix/tools/gpukit_run.py",

@@ -13,7 +13,6 @@ from bugmatrix.publish import nights
 from bugmatrix.publish.markers import Marker, State, file_stem
 from bugmatrix.publish.site import build_site
 from bugmatrix.report.diff import ChangeKind
-from bugmatrix.report.render_html import stylesheet
 from tests.test_issue_bodies import CORE, body_of, finding, regression_night
 
 #: shields.io's endpoint badge (https://shields.io/badges/endpoint-badge), as data.
@@ -196,7 +195,8 @@ def test_status_colours_have_text_contrast_of_at_least_4_5() -> None:
     own = (resources.files("bugmatrix.publish") / "templates" / "site.css").read_text(encoding="utf-8")
     text_colours = set(re.findall(r"(?<!-)color: (#[0-9a-fA-F]{6})", own))
     assert {nights.RED, nights.GREY} <= text_colours, "the quiet and the loud count are coloured text"
-    page = re.search(r"body \{[^}]*background: (#[0-9a-f]{6})", str(stylesheet()))
+    shared = (resources.files("bugmatrix") / "styles" / "report.css").read_text(encoding="utf-8")
+    page = re.search(r"body \{[^}]*background: (#[0-9a-f]{6})", shared)
     assert page is not None, "the report's stylesheet names its background"
     for colour in text_colours:
         for background in (page.group(1), "#ffffff"):

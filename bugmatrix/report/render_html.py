@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
@@ -28,10 +26,11 @@ from bugmatrix.report.night import NightReport
 from bugmatrix.report.overview import overview
 from bugmatrix.report.render_lane import REUSED, lane_groups, reuse_groups
 
-__all__ = ["SITE_SLOT", "render_html", "stylesheet"]
+__all__ = ["SITE_SLOT", "render_html"]
 
 _ENV = Environment(
-    loader=PackageLoader("bugmatrix.report", "templates"),
+    # report.css lives in bugmatrix/styles/, the one stylesheet the report and the site (bugmatrix.publish) both include
+    loader=ChoiceLoader([PackageLoader("bugmatrix.report", "templates"), PackageLoader("bugmatrix", "styles")]),
     autoescape=select_autoescape(["html", "j2"]),
     trim_blocks=True,
     lstrip_blocks=True,
@@ -49,17 +48,6 @@ OPEN_TABLE_CELLS = 24
 CUDA, GPU = "cuda", "gpu"
 #: Change kinds set in the severe colour: what fails the run, and a new way of failing.
 SEVERE = FAILING | {ChangeKind.NEW_FAILURE_MODE}
-
-
-@cache
-def stylesheet() -> Markup:
-    """The report's stylesheet (``templates/report.css``), inlined by index.html and by the site's pages.
-
-    One package resource, so the site (:mod:`bugmatrix.publish`) looks like the
-    report it links without copying or scraping the report's template.
-    """
-    text = resources.files("bugmatrix.report").joinpath("templates", "report.css").read_text(encoding="utf-8")
-    return Markup(text)  # noqa: S704 -- our own stylesheet, shipped with the package; no run text reaches it
 
 
 def _attr_name(axis: str) -> str:
@@ -256,7 +244,6 @@ def render_html(report: NightReport) -> str:
     _, shared = compat.varying_and_shared
     host_interpreter = (compat.interpreter or "interpreter").capitalize()
     return _ENV.get_template("index.html.j2").render(
-        stylesheet=stylesheet(),
         site_slot=Markup("").join(Markup(s) for s in SITE_SLOT),  # noqa: S704 -- two constant comments
         compat=compat,
         report=report,
