@@ -17,8 +17,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "bugmatrix"
 
-#: Lowest first. ``cli`` (and the noxfile, outside the package) sit on top of everything.
-ORDER = ("cell", "plan", "releases", "run", "report", "tools", "publish", "cli")
+#: Lowest first. ``cli`` (and the noxfile, outside the package) sit on top of everything. ``documents`` (the typed
+#: documents between stages) sits just above ``cell``: it reads the cell's run file and enums, and every stage reads it.
+ORDER = ("cell", "documents", "plan", "releases", "run", "report", "tools", "publish", "cli")
 #: Importable from every stage; they import no stage themselves.
 NEUTRAL_OK = ("__init__",)  # the package's public case API re-exports cell/
 

@@ -1,6 +1,8 @@
 """The run file: one JSON document per cell run, rewritten atomically after every result.
 
-Schema ``bugmatrix.run/3`` (the only place it is written down)::
+Schema ``bugmatrix.run/3`` (the harness reads it through the model
+:class:`bugmatrix.documents.run.RunFile`, whose JSON Schema is generated;
+the cell side is standard library only, so it keeps this account)::
 
     {
       "schema": "bugmatrix.run/3",
@@ -50,6 +52,7 @@ previous file intact. Loading validates: a defect is one line naming the file.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -177,9 +180,11 @@ class RunRecord:
         return data
 
 
-def _read(path: Path) -> tuple[dict[str, Any], str]:
+def _read(path: Path, check: Callable[[bytes, Path], object] | None) -> tuple[dict[str, Any], str]:
     """The file's document and the digest of the bytes it was parsed from (what the history records, and reuse checks)."""
     raw = read_bytes(path, "run file", fix="re-run its cell")
+    if check is not None:
+        check(raw, path)
     data = decode_json(raw, path, "run file", fix="re-run its cell")
     if not isinstance(data, dict):
         msg = f"{path}: a run file must be a JSON object; re-run its cell"
@@ -209,9 +214,13 @@ def _input_key(value: Any) -> dict[str, Any] | None:
     return {"digest": value["digest"], "parts": dict(value["parts"])}
 
 
-def load_run_file(path: Path) -> RunRecord:
-    """Read and validate one run file; any defect is a one-line BugmatrixError."""
-    data, digest = _read(path)
+def load_run_file(path: Path, check: Callable[[bytes, Path], object] | None = None) -> RunRecord:
+    """Read and validate one run file; any defect is a one-line BugmatrixError.
+
+    ``check`` sees the bytes first: the harness passes its model of the file
+    (:mod:`bugmatrix.documents.run`), which a cell's interpreter does not hold.
+    """
+    data, digest = _read(path, check)
     try:
         if data["install"].get("status") not in ("ok", "failed"):
             msg = f"install.status {data['install'].get('status')!r} is neither 'ok' nor 'failed'"
@@ -279,7 +288,7 @@ def _salvage(path: Path, why: str) -> UnreadableRun:
     return UnreadableRun(path.stem, why, dict(pins) if good_pins else {}, tuple(selected) if good_selected else ())  # type: ignore[arg-type]
 
 
-def read_run_dir(directory: Path) -> tuple[list[RunRecord], list[UnreadableRun]]:
+def read_run_dir(directory: Path, load: Callable[[Path], RunRecord] = load_run_file) -> tuple[list[RunRecord], list[UnreadableRun]]:
     """The run files of a directory that read, sorted by cell id, and those that did not (one line each, why).
 
     A missing directory is still an error: there is no night to report.
@@ -290,7 +299,7 @@ def read_run_dir(directory: Path) -> tuple[list[RunRecord], list[UnreadableRun]]
     runs, unreadable = [], []
     for path in sorted(directory.glob("*.json")):
         try:
-            run = load_run_file(path)
+            run = load(path)
         except BugmatrixError as exc:
             unreadable.append(_salvage(path, str(exc)))
             continue
@@ -302,9 +311,9 @@ def read_run_dir(directory: Path) -> tuple[list[RunRecord], list[UnreadableRun]]
     return sorted(runs, key=lambda r: r.cell), unreadable
 
 
-def load_run_dir(directory: Path) -> list[RunRecord]:
+def load_run_dir(directory: Path, load: Callable[[Path], RunRecord] = load_run_file) -> list[RunRecord]:
     """All run files of a directory, sorted by cell id; each file must be named after its cell, and any defect is an error."""
-    runs, unreadable = read_run_dir(directory)
+    runs, unreadable = read_run_dir(directory, load)
     if unreadable:
         raise BugmatrixError(unreadable[0].why)
     return runs
