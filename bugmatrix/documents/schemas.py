@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from bugmatrix.documents.compat import Compat
+from bugmatrix.documents.history import NightLine
 from bugmatrix.documents.lane import LaneFile
 from bugmatrix.documents.run import RunFile
 from bugmatrix.files import write_text_atomic
@@ -28,6 +29,7 @@ DIRECTORY = Path(__file__).with_name("json")
 MODELS: dict[str, tuple[type[msgspec.Struct], str]] = {
     "run": (RunFile, "bugmatrix run file (reports/runs/<cell>.json), written by each cell"),
     "compat": (Compat, "bugmatrix compat document (compat.json, baseline.json), written by the report"),
+    "history": (NightLine, "bugmatrix history line (one line of history.jsonl per report run), written by the report"),
     "lane": (LaneFile, "bugmatrix re-resolve lane record (<out>/resolve.json), written by the reresolve session"),
 }
 
