@@ -73,10 +73,8 @@ def test_the_noxfile_script_block_lists_pyprojects_dependencies_and_nox() -> Non
     assert block["tool"]["nox"]["script-venv-backend"] == "uv"
 
 
-@pytest.mark.parametrize("name", _committed())
+@pytest.mark.parametrize("name", [n for n in _committed() if n not in TOOL_OUTPUTS])
 def test_every_committed_document_reads_back_unchanged(name: str) -> None:
-    if name in TOOL_OUTPUTS:
-        pytest.skip(f"reports/{name} is a tool's measurement for people: no stage reads it")
     raw = (ROOT / "reports" / name).read_bytes()
     original = json.loads(raw)
     encoded = json.loads(msgspec.json.encode(msgspec.json.decode(raw, type=_model(name))))
