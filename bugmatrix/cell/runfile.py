@@ -61,7 +61,17 @@ from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import decode_json, digest_of, read_bytes, read_json
 
-__all__ = ["ORIGIN_KEYS", "SCHEMA", "RunRecord", "UnreadableRun", "VariantRecord", "load_run_dir", "load_run_file", "read_run_dir"]
+__all__ = [
+    "ORIGIN_KEYS",
+    "SCHEMA",
+    "RunRecord",
+    "UnreadableRun",
+    "VariantRecord",
+    "checked",
+    "load_run_dir",
+    "load_run_file",
+    "read_run_dir",
+]
 
 SCHEMA = "bugmatrix.run/3"
 OLD_SCHEMAS = ("bugmatrix.run/1", "bugmatrix.run/2")
@@ -180,11 +190,9 @@ class RunRecord:
         return data
 
 
-def _read(path: Path, check: Callable[[bytes, Path], object] | None) -> tuple[dict[str, Any], str]:
+def _read(path: Path) -> tuple[dict[str, Any], str]:
     """The file's document and the digest of the bytes it was parsed from (what the history records, and reuse checks)."""
     raw = read_bytes(path, "run file", fix="re-run its cell")
-    if check is not None:
-        check(raw, path)
     data = decode_json(raw, path, "run file", fix="re-run its cell")
     if not isinstance(data, dict):
         msg = f"{path}: a run file must be a JSON object; re-run its cell"
@@ -214,13 +222,12 @@ def _input_key(value: Any) -> dict[str, Any] | None:
     return {"digest": value["digest"], "parts": dict(value["parts"])}
 
 
-def load_run_file(path: Path, check: Callable[[bytes, Path], object] | None = None) -> RunRecord:
-    """Read and validate one run file; any defect is a one-line BugmatrixError.
+def load_run_file(path: Path) -> RunRecord:
+    """Read and validate one run file with the standard library (the cell's own reader); any defect is a one-line BugmatrixError.
 
-    ``check`` sees the bytes first: the harness passes its model of the file
-    (:mod:`bugmatrix.documents.run`), which a cell's interpreter does not hold.
+    The harness reads through its model instead (:func:`bugmatrix.documents.run.load_run_file`).
     """
-    data, digest = _read(path, check)
+    data, digest = _read(path)
     try:
         if data["install"].get("status") not in ("ok", "failed"):
             msg = f"install.status {data['install'].get('status')!r} is neither 'ok' nor 'failed'"
@@ -249,11 +256,18 @@ def load_run_file(path: Path, check: Callable[[bytes, Path], object] | None = No
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         msg = f"{path}: malformed run file ({type(exc).__name__}: {exc}); re-run its cell"
         raise BugmatrixError(msg) from exc
+    return checked(path, run)
+
+
+def checked(path: Path, run: RunRecord) -> RunRecord:
+    """``run`` when it records each variant once and, when it says complete, every selected one; else a one-line BugmatrixError."""
+    results = run.results
     duplicated = [i for i, n in Counter(r.id for r in results).items() if n > 1]
     if duplicated:
         msg = f"{path}: variant {duplicated[0]!r} is recorded {Counter(r.id for r in results)[duplicated[0]]} times; a run file holds one result per variant, re-run its cell"
         raise BugmatrixError(msg)
-    missing = [s for s in run.selected if s not in {r.id for r in results}]
+    recorded = {r.id for r in results}
+    missing = [s for s in run.selected if s not in recorded]
     if run.complete and missing:
         msg = f"{path}: says complete but records {len(run.selected) - len(missing)} of its {len(run.selected)} selected variants (first missing: {missing[0]}); the file is truncated or corrupt, re-run its cell"
         raise BugmatrixError(msg)
