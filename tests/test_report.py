@@ -153,7 +153,10 @@ def test_load_compat_round_trips(tmp_path: Path) -> None:
         ("[1, 2]", "got `array`"),
         ('{"schema": "bugmatrix.compat/0"}', "compat/0"),
         ('{"schema": "bugmatrix.compat/1", "cells": {}, "variants": [], "results": {}}', "`$.cells`"),
-        ('{"schema": "bugmatrix.compat/1", "cells": [], "variants": [], "results": {"v": {"c": 1}}}', "got `int` - at `$.results[...][...]`"),
+        (
+            '{"schema": "bugmatrix.compat/1", "cells": [], "variants": [], "results": {"v": {"c": 1}}}',
+            "got `int` - at `$.results[...][...]`",
+        ),
         ('{"schema": "bugmatrix.compat/1", "cells": [{"pins": {}}], "variants": [], "results": {}}', "`id`"),
         ('{"schema": "bugmatrix.compat/4", "cells": [], "variants": [], "results": {}, "profile": "../x"}', "not a profile name"),
     ],
