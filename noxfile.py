@@ -1,3 +1,8 @@
+# /// script
+# dependencies = ["nox>=2025.2.9", "packaging>=23", "jinja2>=3.1", "msgspec>=0.18"]
+# [tool.nox]
+# script-venv-backend = "uv"
+# ///
 """bugmatrix sessions: one per matrix cell (and its re-resolved sibling), plus system, report, site, issues, plan, lock, reresolve, bisect, repro, stability, benchmark, tests, lint.
 
 ``nox`` alone runs the smoke profile and writes the report under build/reports
@@ -24,9 +29,9 @@ from nox.command import CommandFailed
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
+from bugmatrix.documents.lane import load_reresolved
 from bugmatrix.errors import EXIT_MEANINGS, WRITE_EXIT_CODE, BugmatrixError
 from bugmatrix.files import write_json_atomic
-from bugmatrix.lane import load_reresolved
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.cells import Cell, plan_cells, plan_document
 from bugmatrix.plan.matrix import Matrix, load_matrix
@@ -44,9 +49,11 @@ nox.options.error_on_missing_interpreters = True
 nox.options.reuse_venv = "yes"
 
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
-#: What the harness needs outside a cell (pyproject's dependencies), plus uv, which it builds cells with. nox's own
-#: interpreter holds only nox and uv (the README's and the workflow's `pip install nox uv`): every session that runs
-#: the harness's CLI gets a small venv of these (``tools``), the way the report always has.
+#: What the harness needs outside a cell (pyproject's dependencies), plus uv, which it builds cells with. The
+#: interpreter nox is started from holds only nox and uv (the README's and the workflow's `pip install nox uv`); the
+#: script block at the top of this file (nox's PEP 723 script mode) has nox load this file, and run every python=False
+#: session, in a uv venv of its own holding pyproject's dependencies (tests/test_documents.py keeps the two lists
+#: equal). Every session that runs the harness's CLI gets a small venv of these (``tools``), the way the report always has.
 TOOLS = [*PYPROJECT["project"]["dependencies"], *nox.project.dependency_groups(PYPROJECT, "host")]
 
 

@@ -167,6 +167,7 @@ ALLOWED = {
     ("bugmatrix/cell/forkrun.py", "_read"): "a forked child's output, in a temporary directory this cell made",
     ("bugmatrix/cell/forkrun.py", "_redirect_output"): "creates the child's output file in this cell's temporary directory",
     ("bugmatrix/cell/forkrun.py", "ForkPool._poll"): "a forked child's result, in a temporary directory this cell made",
+    ("bugmatrix/documents/schemas.py", "stale"): "the project's own generated schema files, compared with what the models give",
     ("bugmatrix/plan/computed.py", "committed_choices"): "the project's own committed <profile>.json beside matrix.toml",
     ("bugmatrix/plan/cost.py", "Costs.__init__"): "the project's own committed locks/",
     ("bugmatrix/plan/matrix.py", "load_matrix"): "the project's own matrix.toml",

@@ -150,11 +150,15 @@ def test_load_compat_round_trips(tmp_path: Path) -> None:
     ("content", "names"),
     [
         ("{", "not valid JSON"),
-        ("[1, 2]", "'list'"),
+        ("[1, 2]", "got `array`"),
         ('{"schema": "bugmatrix.compat/0"}', "compat/0"),
-        ('{"schema": "bugmatrix.compat/1", "cells": {}, "variants": [], "results": {}}', "'cells'"),
-        ('{"schema": "bugmatrix.compat/1", "cells": [], "variants": [], "results": {"v": {"c": 1}}}', "results['v']"),
-        ('{"schema": "bugmatrix.compat/1", "cells": [{"pins": {}}], "variants": [], "results": {}}', "'id'"),
+        ('{"schema": "bugmatrix.compat/1", "cells": {}, "variants": [], "results": {}}', "`$.cells`"),
+        (
+            '{"schema": "bugmatrix.compat/1", "cells": [], "variants": [], "results": {"v": {"c": 1}}}',
+            "got `int` - at `$.results[...][...]`",
+        ),
+        ('{"schema": "bugmatrix.compat/1", "cells": [{"pins": {}}], "variants": [], "results": {}}', "`id`"),
+        ('{"schema": "bugmatrix.compat/4", "cells": [], "variants": [], "results": {}, "profile": "../x"}', "not a profile name"),
     ],
 )
 def test_bad_compat_files_are_one_actionable_line(tmp_path: Path, content: str, names: str) -> None:

@@ -18,8 +18,8 @@ import pytest
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.cli import main
+from bugmatrix.documents.lane import RERESOLVE_SCHEMA, load_reresolved
 from bugmatrix.files import file_digest, write_json_atomic
-from bugmatrix.lane import RERESOLVE_SCHEMA, load_reresolved
 from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.fresh import load_fresh_lane
 from bugmatrix.report.merge import merge_runs
@@ -240,7 +240,7 @@ def test_every_view_names_the_moved_distribution(tmp_path: Path, capsys: pytest.
     assert '<b class="moved-dists">numpy 2.4.6 → 2.5.0</b>' in html and "fresh-breaks" in html
     assert f'data-variant="{variant}"' in html and "attributed to numpy 2.4.6 → 2.5.0" in html
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((ROOT / "bugmatrix" / "report" / "compat.schema.json").read_text())
+    schema = json.loads((ROOT / "bugmatrix" / "documents" / "json" / "compat.schema.json").read_text())
     jsonschema.validate(json.loads((reports / "compat.json").read_text()), schema)
 
 
@@ -296,8 +296,8 @@ def test_a_corrupt_lane_file_is_its_cells_finding_and_never_a_lost_night(tmp_pat
     ("change", "said"),
     [
         ("{", "not valid JSON"),
-        ({"moved": "numpy 2.4.6 → 2.5.0"}, "moved 'numpy 2.4.6 → 2.5.0' is not a list of distributions"),
-        ({"cell": 7}, "cell 7 is not a cell id"),
+        ({"moved": "numpy 2.4.6 → 2.5.0"}, "Expected `array`, got `str` - at `$.cells[0].moved`"),
+        ({"cell": 7}, "Expected `str`, got `int` - at `$.cells[0].cell`"),
     ],
     ids=["truncated", "moved-a-string", "cell-a-number"],
 )

@@ -235,8 +235,8 @@ def test_a_future_dated_previous_run_runs_again_and_says_why(root: Path, tmp_pat
     ("corrupt", "why"),
     [
         (lambda data: data.update(results=data["results"][:1]), "says complete but records 1 of its"),
-        (lambda data: data["results"][0].update(message={"a": 1}), "message must be a string, not dict"),
-        (lambda data: data["results"][0].update(duration_s="1"), "duration_s must be a number"),
+        (lambda data: data["results"][0].update(message={"a": 1}), "Expected `str`, got `object` - at `$.results[0].message`"),
+        (lambda data: data["results"][0].update(duration_s="1"), "Expected `float`, got `str` - at `$.results[0].duration_s`"),
     ],
 )
 def test_a_short_or_type_corrupt_previous_run_runs_again_and_says_why(

@@ -2,8 +2,9 @@
 
 The order is data here and nowhere else: reading it top to bottom is reading the
 pipeline bottom to top. A neutral top-level module (errors, files, versions,
-paths, provenance, ...) or package (documents: the documents between stages) is
-importable by every stage and imports no stage. The report reads what plan and
+paths, provenance, ...) is importable by every stage and imports no stage; the
+documents between stages (documents/) sit just above the cell, whose run file
+and enums they read. The report reads what plan and
 releases say only as documents, handed on by the orchestrator (orchestrate.py,
 beside the CLI). Imports inside functions count too: a lazy import is still a
 dependency; and no module imports itself back through others (no cycle).
@@ -21,12 +22,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "bugmatrix"
 
-#: Lowest first. ``cli`` (and the noxfile, outside the package) sit on top of everything.
-ORDER = ("cell", "plan", "releases", "run", "report", "tools", "publish", "cli")
+#: Lowest first. ``cli`` (and the noxfile, outside the package) sit on top of everything. ``documents`` (the typed
+#: documents between stages) sits just above ``cell``: it reads the cell's run file and enums, and every stage reads it.
+ORDER = ("cell", "documents", "plan", "releases", "run", "report", "tools", "publish", "cli")
 #: The entry points and the orchestrator they call: above every stage.
 ENTRY = ("cli", "__main__", "orchestrate")
-#: Packages as neutral as errors.py: importable from every stage, importing none.
-NEUTRAL_PACKAGES = ("documents",)
 #: Stages below a stage that it still may not import: what it needs of them reaches it as a document.
 SKIPPED = {"report": ("plan", "releases")}
 #: Importable from every stage; they import no stage themselves.
@@ -38,7 +38,7 @@ def _stage(path: Path, package: Path) -> str:
 
 
 def _kind(parts: tuple[str, ...], package: Path) -> str:
-    if parts[0] in NEUTRAL_PACKAGES or not (package / parts[0]).is_dir():
+    if not (package / parts[0]).is_dir():
         return "cli" if parts[0] in ENTRY else f"neutral:{parts[0]}"
     return parts[0]
 
@@ -110,7 +110,7 @@ def test_stages_import_one_way() -> None:
 
 
 def test_every_stage_package_is_in_the_order() -> None:
-    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()} - set(NEUTRAL_PACKAGES)
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     assert packages <= set(ORDER), f"place {sorted(packages - set(ORDER))} in ORDER"
 
 
@@ -133,7 +133,7 @@ def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
         ("run/planted.py", "import bugmatrix.report.history"),
         ("plan/planted.py", "    from bugmatrix.releases.registry import Resolution"),  # lazy, inside a function
         ("files_planted.py", "from bugmatrix.cell.outcomes import Outcome"),  # a neutral module into a stage
-        ("documents/planted.py", "from bugmatrix.report.model import Compat"),  # a document into a stage
+        ("documents/planted.py", "from bugmatrix.report.model import Compat"),  # a document into a stage above it
         ("report/planted.py", "from bugmatrix.plan.cells import plan_document"),  # below, but handed on as a document
         ("report/planted.py", "    import bugmatrix.releases.tracking"),
     ],

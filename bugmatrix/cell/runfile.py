@@ -1,6 +1,8 @@
 """The run file: one JSON document per cell run, rewritten atomically after every result.
 
-Schema ``bugmatrix.run/3`` (the only place it is written down)::
+Schema ``bugmatrix.run/3`` (the harness reads it through the model
+:class:`bugmatrix.documents.run.RunFile`, whose JSON Schema is generated;
+the cell side is standard library only, so it keeps this account)::
 
     {
       "schema": "bugmatrix.run/3",
@@ -50,6 +52,7 @@ previous file intact. Loading validates: a defect is one line naming the file.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -58,7 +61,17 @@ from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import decode_json, digest_of, read_bytes, read_json
 
-__all__ = ["ORIGIN_KEYS", "SCHEMA", "RunRecord", "UnreadableRun", "VariantRecord", "load_run_dir", "load_run_file", "read_run_dir"]
+__all__ = [
+    "ORIGIN_KEYS",
+    "SCHEMA",
+    "RunRecord",
+    "UnreadableRun",
+    "VariantRecord",
+    "checked",
+    "load_run_dir",
+    "load_run_file",
+    "read_run_dir",
+]
 
 SCHEMA = "bugmatrix.run/3"
 OLD_SCHEMAS = ("bugmatrix.run/1", "bugmatrix.run/2")
@@ -210,7 +223,10 @@ def _input_key(value: Any) -> dict[str, Any] | None:
 
 
 def load_run_file(path: Path) -> RunRecord:
-    """Read and validate one run file; any defect is a one-line BugmatrixError."""
+    """Read and validate one run file with the standard library (the cell's own reader); any defect is a one-line BugmatrixError.
+
+    The harness reads through its model instead (:func:`bugmatrix.documents.run.load_run_file`).
+    """
     data, digest = _read(path)
     try:
         if data["install"].get("status") not in ("ok", "failed"):
@@ -240,11 +256,18 @@ def load_run_file(path: Path) -> RunRecord:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         msg = f"{path}: malformed run file ({type(exc).__name__}: {exc}); re-run its cell"
         raise BugmatrixError(msg) from exc
+    return checked(path, run)
+
+
+def checked(path: Path, run: RunRecord) -> RunRecord:
+    """``run`` when it records each variant once and, when it says complete, every selected one; else a one-line BugmatrixError."""
+    results = run.results
     duplicated = [i for i, n in Counter(r.id for r in results).items() if n > 1]
     if duplicated:
         msg = f"{path}: variant {duplicated[0]!r} is recorded {Counter(r.id for r in results)[duplicated[0]]} times; a run file holds one result per variant, re-run its cell"
         raise BugmatrixError(msg)
-    missing = [s for s in run.selected if s not in {r.id for r in results}]
+    recorded = {r.id for r in results}
+    missing = [s for s in run.selected if s not in recorded]
     if run.complete and missing:
         msg = f"{path}: says complete but records {len(run.selected) - len(missing)} of its {len(run.selected)} selected variants (first missing: {missing[0]}); the file is truncated or corrupt, re-run its cell"
         raise BugmatrixError(msg)
@@ -279,7 +302,7 @@ def _salvage(path: Path, why: str) -> UnreadableRun:
     return UnreadableRun(path.stem, why, dict(pins) if good_pins else {}, tuple(selected) if good_selected else ())  # type: ignore[arg-type]
 
 
-def read_run_dir(directory: Path) -> tuple[list[RunRecord], list[UnreadableRun]]:
+def read_run_dir(directory: Path, load: Callable[[Path], RunRecord] = load_run_file) -> tuple[list[RunRecord], list[UnreadableRun]]:
     """The run files of a directory that read, sorted by cell id, and those that did not (one line each, why).
 
     A missing directory is still an error: there is no night to report.
@@ -290,7 +313,7 @@ def read_run_dir(directory: Path) -> tuple[list[RunRecord], list[UnreadableRun]]
     runs, unreadable = [], []
     for path in sorted(directory.glob("*.json")):
         try:
-            run = load_run_file(path)
+            run = load(path)
         except BugmatrixError as exc:
             unreadable.append(_salvage(path, str(exc)))
             continue
@@ -302,9 +325,9 @@ def read_run_dir(directory: Path) -> tuple[list[RunRecord], list[UnreadableRun]]
     return sorted(runs, key=lambda r: r.cell), unreadable
 
 
-def load_run_dir(directory: Path) -> list[RunRecord]:
+def load_run_dir(directory: Path, load: Callable[[Path], RunRecord] = load_run_file) -> list[RunRecord]:
     """All run files of a directory, sorted by cell id; each file must be named after its cell, and any defect is an error."""
-    runs, unreadable = read_run_dir(directory)
+    runs, unreadable = read_run_dir(directory, load)
     if unreadable:
         raise BugmatrixError(unreadable[0].why)
     return runs

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.cell.runfile import load_run_dir
+from bugmatrix.documents.run import load_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.plan.matrix import Matrix

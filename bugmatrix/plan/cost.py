@@ -34,7 +34,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Protocol
 
-from bugmatrix.cell.runfile import RunRecord, load_run_dir
+from bugmatrix.cell.runfile import RunRecord
+from bugmatrix.documents.run import load_run_dir
 from bugmatrix.plan.slices import Slice
 
 __all__ = ["CaseCost", "Costs", "Price", "price", "render_cost"]

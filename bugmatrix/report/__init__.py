@@ -6,7 +6,7 @@ The pipeline is one way and typed end to end:
   else the baseline and each run file's own selection) and under which profile;
 * :mod:`~bugmatrix.report.merge` turns run files into a
   :class:`~bugmatrix.report.model.Compat` (frozen values; its JSON form is
-  written down in ``compat.schema.json``), with every expected result that no
+  declared by :class:`bugmatrix.documents.compat.Compat`), with every expected result that no
   run holds as ``missing``;
 * :func:`~bugmatrix.report.night.analyse` runs every analysis once -- the
   baseline diff, the new-release notes, what moved below the pins, upstream

@@ -43,8 +43,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from bugmatrix.cell.runfile import load_run_file, read_run_dir
 from bugmatrix.documents.plan import read_plan_document
+from bugmatrix.documents.run import load_run_file, read_run_dir
 from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
 from bugmatrix.files import check_output_file, locked_directories, write_files
 from bugmatrix.provenance import git_commit

@@ -39,10 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.cell.runfile import RunRecord, read_run_dir
+from bugmatrix.cell.runfile import RunRecord
+from bugmatrix.documents.lane import Lane, load_reresolved
+from bugmatrix.documents.run import read_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import file_digest
-from bugmatrix.lane import Lane, load_reresolved
 from bugmatrix.report.model import Compat, Origin
 
 __all__ = ["FreshCell", "FreshDifference", "FreshLane", "load_fresh_lane"]

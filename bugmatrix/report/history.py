@@ -45,9 +45,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.documents.history import HISTORY_SCHEMA, NightLine
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import parse_json, read_text, write_text_atomic
+from bugmatrix.files import read_text, write_text_atomic
 from bugmatrix.report.model import Compat
 
 __all__ = [
@@ -72,7 +75,6 @@ __all__ = [
     "write_history",
 ]
 
-HISTORY_SCHEMA = "bugmatrix.history/1"
 #: Nights kept in the file: a season of nightlies, ~2 MB at 1,000 cells x 20 variants.
 KEEP_NIGHTS = 90
 #: Nights shown as a timeline and searched for flakiness.
@@ -84,6 +86,7 @@ WORDS = {o.code: o.value for o in Outcome}
 ABSENT = "."
 #: Letters that are no outcome of the bug: a gap on the timeline, never a change, never flaky.
 GAPS = frozenset({ABSENT, Outcome.MISSING.code})
+_DECODER = msgspec.json.Decoder(NightLine)
 #: Timeline symbols: shape first, the CSS colour only repeats them.
 TICK_SYMBOLS = {"none": "○", "first": "•", "same": "·", "missing": "?", "changed": "Δ", "flap": "↯"}
 
@@ -159,26 +162,11 @@ def load_history(path: Path) -> list[Night]:
         if not line.strip():
             continue
         try:
-            data = parse_json(line)
-            if data.get("schema") != HISTORY_SCHEMA:
-                msg = f"schema {data.get('schema')!r} is not {HISTORY_SCHEMA!r}"
-                raise ValueError(msg)
-            cells, outcomes, files = data["cells"], data["outcomes"], data.get("files") or {}
-            if not isinstance(cells, list) or not all(isinstance(c, str) for c in cells):
-                msg = "cells is not a list of cell ids"
-                raise ValueError(msg)
-            for key, value in (("outcomes", outcomes), ("files", files)):
-                if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-                    msg = f"{key} is not an object of strings"
-                    raise ValueError(msg)
-            if any(len(v) != len(cells) for v in outcomes.values()):
-                msg = "an outcome string's length differs from the number of cells"
-                raise ValueError(msg)
-            night = Night(str(data["date"]), str(data.get("commit", "")), str(data.get("profile", "")), tuple(cells), outcomes, files)
-            nights.append(night)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            data = _DECODER.decode(line)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             msg = f"{path}:{number}: corrupt history line ({exc}); {fix}"
             raise BugmatrixError(msg) from exc
+        nights.append(Night(data.date, data.commit, data.profile, tuple(data.cells), data.outcomes, data.files))
     return sorted(nights, key=lambda n: n.date)
 
 

@@ -1,8 +1,8 @@
 """Merge run files into one compat document (:class:`~bugmatrix.report.model.Compat`).
 
 The document is the single input of every analysis and view, and what
-``reports/baseline.json`` holds; its JSON form is written down in
-``compat.schema.json``. Here it is built:
+``reports/baseline.json`` holds; its JSON form is declared by
+:class:`bugmatrix.documents.compat.Compat`. Here it is built:
 
 * one entry per (variant, cell) a run recorded, its log cut to the tail
   (:data:`LOG_LIMIT`); a reproduced entry names the workaround variants of the

@@ -1,8 +1,8 @@
 """The compat document as typed values: what every analysis and every view reads.
 
-The document's JSON form is written down once, in ``compat.schema.json``
-beside this module (version :data:`COMPAT_SCHEMA`); this module is its only
-reader and writer. ``bugmatrix.compat/1``, ``/2`` and ``/3`` documents (older
+The document's JSON form is declared once, by the model
+:class:`bugmatrix.documents.compat.Compat` (version :data:`COMPAT_SCHEMA`; its
+JSON Schema is generated from it); this module builds it and reads it back. ``bugmatrix.compat/1``, ``/2`` and ``/3`` documents (older
 baselines) still load: keys they lack take their defaults.
 
 Values are frozen: an analysis (:mod:`~bugmatrix.report.diff`,
@@ -45,7 +45,7 @@ __all__ = [
     "reused_note",
 ]
 
-#: The one place the compat document's version is named (compat.schema.json accepts it and the older ones).
+#: The one place the compat document's version is named (the model in bugmatrix/documents/compat.py accepts it and the older ones).
 COMPAT_SCHEMA = "bugmatrix.compat/4"
 OLD_COMPAT_SCHEMAS = ("bugmatrix.compat/1", "bugmatrix.compat/2", "bugmatrix.compat/3")
 

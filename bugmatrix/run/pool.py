@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.cell.runfile import load_run_file
+from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.matrix import Matrix

@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 
+from bugmatrix.documents.lane import RERESOLVE_SCHEMA, STATUSES, LaneFile, Reresolved
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_files
-from bugmatrix.lane import RERESOLVE_SCHEMA, STATUSES, Reresolved
 from bugmatrix.run.lock import create_lock, lock_for, lock_path, read_header
 from bugmatrix.run.lockpieces import PIECES, referenced_pieces, stored_lock_files, unused_pieces
 from bugmatrix.versions import distribution_changes
@@ -204,15 +204,15 @@ def reresolve_cells(
         if log is not None:
             log(result)
     moved = [(r, name, old, new) for r, name, old, new in done if r.status == "moved"]
-    document = {
-        "schema": RERESOLVE_SCHEMA,
-        "resolved_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "as_of": as_of,
-        "profile": profile,  # the report uses the lane only for a night of this profile
-        "held": dict(sorted((held or {}).items())),
-        "cells": [r.to_json() for r in results],
-    }
-    files: dict[Path, str | bytes] = {out / "resolve.json": json.dumps(document, indent=1, sort_keys=True) + "\n"}
+    document = LaneFile(
+        RERESOLVE_SCHEMA,
+        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        results,
+        as_of,
+        dict(held or {}),
+        profile,  # the report uses the lane only for a night of this profile
+    )
+    files: dict[Path, str | bytes] = {out / "resolve.json": json.dumps(document.to_json(), indent=1, sort_keys=True) + "\n"}
     files |= {out / "locks" / f"{r.cell}.txt": new for r, _, _, new in moved}
     patch = patch_text(_committed_changes(root, [(r.cell, new) for r, _, _, new in moved]))
     if patch:

@@ -51,7 +51,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.cell.runfile import RunRecord, load_run_file
+from bugmatrix.cell.runfile import RunRecord
+from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.run.inputkey import InputKey, differences

@@ -45,7 +45,7 @@ from pathlib import Path
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.descendants import reaping
 from bugmatrix.cell.preload import IMPORT_CHECK_ENV
-from bugmatrix.cell.runfile import load_run_file
+from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.cells import Cell

@@ -49,7 +49,7 @@ from bugmatrix.cell.case import Variant
 from bugmatrix.cell.descendants import descendants_of
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.cell.runfile import load_run_file
+from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import REFERENCE, output_dir

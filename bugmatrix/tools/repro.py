@@ -36,7 +36,7 @@ from pathlib import Path
 from bugmatrix.cell import outcomes
 from bugmatrix.cell.case import DEVICE_CONSTANTS, Case, SkipVariant, Variant
 from bugmatrix.cell.caseenv import Env
-from bugmatrix.cell.runfile import load_run_file
+from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_text
 from bugmatrix.paths import ROOT

@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bugmatrix import values
-from bugmatrix.cell.runfile import RunRecord, load_run_file
+from bugmatrix.cell.runfile import RunRecord
+from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import output_dir

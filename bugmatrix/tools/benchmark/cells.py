@@ -24,7 +24,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from bugmatrix.cell.runfile import RunRecord, load_run_file
+from bugmatrix.cell.runfile import RunRecord
+from bugmatrix.documents.run import load_run_file
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix

@@ -45,10 +45,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bugmatrix.cell.runfile import load_run_dir
+from bugmatrix.documents.lane import load_reresolved
+from bugmatrix.documents.run import load_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_json, write_json_atomic
-from bugmatrix.lane import load_reresolved
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell, plan_cells

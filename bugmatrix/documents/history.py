@@ -1,0 +1,35 @@
+"""One line of the history (``history.jsonl``, ``bugmatrix.history/1``): one report run, its cells and each variant's outcome letters.
+
+The report appends a line per night (:mod:`bugmatrix.report.history`) and
+reads the file back the next night; reuse reads it for the run files a night
+trusted. Each line is decoded by :class:`NightLine`, so a line of the wrong
+shape is one error naming the key (the reader adds the file and the line number).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = ["HISTORY_SCHEMA", "NightLine"]
+
+HISTORY_SCHEMA = "bugmatrix.history/1"
+
+
+class NightLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One night: its date, commit and profile, its cells in order, and per variant one outcome letter per cell."""
+
+    schema: Literal["bugmatrix.history/1"]
+    date: str
+    cells: list[str]
+    outcomes: dict[str, str]
+    commit: str = ""
+    profile: str = ""
+    #: The run files the night's report read (``runs/<cell>.json``) -> ``sha256:<hex>`` of their bytes.
+    files: dict[str, str] = {}
+
+    def __post_init__(self) -> None:
+        if any(len(letters) != len(self.cells) for letters in self.outcomes.values()):
+            msg = "an outcome string's length differs from the number of cells"
+            raise ValueError(msg)

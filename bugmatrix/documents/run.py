@@ -1,0 +1,150 @@
+"""The run file as the harness reads it: one model, checked on every read (the cell writes it with the standard library).
+
+A cell's interpreter holds only what the cell installs, so the cell side
+(:mod:`bugmatrix.cell.runfile`) writes and re-reads its own file with ``json``
+alone. Everything above the cell reads run files through :func:`load_run_file`
+here: the bytes are decoded by :class:`RunFile` (msgspec, strict types, no
+unknown keys) into the cell's own records, so a hand-edited or foreign file is
+one line naming the file and the JSON path of the bad value, and 1,000 run
+files decode in a fraction of the time ``json`` and the hand checks take.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from bugmatrix.cell import runfile
+from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.cell.runfile import RunRecord, UnreadableRun, VariantRecord
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import digest_of, read_bytes
+
+__all__ = ["InputKey", "Install", "Origin", "Result", "RunFile", "TrackedPin", "check_run", "load_run_dir", "load_run_file", "read_run_dir"]
+
+
+class Origin(msgspec.Struct, forbid_unknown_fields=True):
+    """Who observed results: when, by which commit, in which run (a CI run's URL, or ``local <host>``)."""
+
+    date: str
+    commit: str
+    run: str
+
+
+class TrackedPin(msgspec.Struct, forbid_unknown_fields=True):
+    """A pin a profile asked for symbolically: ``latest`` resolved to ``2.15.0``."""
+
+    requested: str
+    resolved: str
+
+
+class Install(msgspec.Struct, forbid_unknown_fields=True):
+    """How the cell's environment build ended, with the resolver's reason when it failed."""
+
+    status: Literal["ok", "failed"]
+    reason: str = ""
+
+
+class InputKey(msgspec.Struct, forbid_unknown_fields=True):
+    """What the results depend on (bugmatrix/run/inputkey.py): a digest and the parts it was taken over."""
+
+    digest: str
+    parts: dict[str, Any]
+
+
+#: A variant's kind as written: a Kind's value, or "" in a crash record of an older harness (the cell's reader reads it as
+#: None; so does this one), so nights recorded before stay readable.
+KindWord = Literal[("", *(k.value for k in Kind))]
+
+
+class Result(msgspec.Struct, forbid_unknown_fields=True):
+    """What one variant did in one cell (``bugmatrix.cell.runfile.VariantRecord``)."""
+
+    id: str
+    case: str
+    variant: str
+    device: str
+    outcome: Outcome
+    verdict: Verdict
+    signature_matched: bool
+    message: str
+    duration_s: float
+    kind: KindWord | None = None
+    workaround_for: str | None = None
+    expected: Outcome | None = None
+    evidence: str = ""
+    log: str = ""
+    dtype: str = ""
+    counterpart: str | None = None
+    leaked: list[str] = []
+    axes: list[str] | None = None
+    pinned: str = ""
+
+
+class RunFile(msgspec.Struct, forbid_unknown_fields=True):
+    """One cell run, rewritten after every result (the format is described in :mod:`bugmatrix.cell.runfile`)."""
+
+    schema: Literal["bugmatrix.run/1", "bugmatrix.run/2", "bugmatrix.run/3"]
+    cell: str
+    pins: dict[str, str]
+    environment: dict[str, Any]
+    started: str
+    finished: str
+    install: Install
+    results: list[Result]
+    axes: list[str] = []
+    tracked: dict[str, TrackedPin] = {}
+    selected: list[str] = []
+    deselected_by: str = ""
+    complete: bool | None = None  # absent in a version 1 file: the reader takes it from ``finished``
+    running: list[str] = []
+    input_key: InputKey | None = None
+    origin: Origin | None = None
+    reused_from: Origin | None = None
+
+
+_DECODER = msgspec.json.Decoder(RunFile)
+FIX = "re-run its cell"
+
+
+def check_run(raw: bytes, path: Path) -> RunFile:
+    """``raw`` decoded as a run file; a wrong type, a missing or unknown key is one line naming the file and the key."""
+    try:
+        return _DECODER.decode(raw)
+    except msgspec.ValidationError as exc:
+        msg = f"{path}: malformed run file ({exc}); {FIX}"
+    except msgspec.DecodeError as exc:
+        msg = f"{path}: not valid JSON ({exc}); the run file is truncated or corrupt, {FIX}"
+    raise BugmatrixError(msg)
+
+
+def _record(document: RunFile, digest: str) -> RunRecord:
+    plain = msgspec.to_builtins(msgspec.structs.replace(document, results=[]))  # the plain dicts a RunRecord holds
+    results = [
+        VariantRecord(
+            **msgspec.structs.asdict(r)
+            | {"kind": Kind(r.kind) if r.kind else None, "leaked": tuple(r.leaked), "axes": None if r.axes is None else tuple(r.axes)}
+        )
+        for r in document.results
+    ]
+    # A v1 file cannot say what it was asked to run; "finished" was its only completeness mark.
+    complete = bool(document.finished) if document.complete is None else document.complete
+    return RunRecord(**{**plain, "results": results, "complete": complete, "digest": digest})
+
+
+def load_run_file(path: Path) -> RunRecord:
+    """One run file, decoded by :class:`RunFile`, as the cell's records; any defect is a one-line BugmatrixError."""
+    raw = read_bytes(path, "run file", fix=FIX)
+    return runfile.checked(path, _record(check_run(raw, path), digest_of(raw)))
+
+
+def read_run_dir(directory: Path) -> tuple[list[RunRecord], list[UnreadableRun]]:
+    """:func:`bugmatrix.cell.runfile.read_run_dir`, every file checked by :class:`RunFile`."""
+    return runfile.read_run_dir(directory, load=load_run_file)
+
+
+def load_run_dir(directory: Path) -> list[RunRecord]:
+    """:func:`bugmatrix.cell.runfile.load_run_dir`, every file checked by :class:`RunFile`."""
+    return runfile.load_run_dir(directory, load=load_run_file)
