@@ -29,6 +29,7 @@ from nox.command import CommandFailed
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
+from bugmatrix.cell.runners import Xdist, default_workers
 from bugmatrix.documents.lane import load_reresolved
 from bugmatrix.errors import EXIT_MEANINGS, WRITE_EXIT_CODE, BugmatrixError
 from bugmatrix.files import write_json_atomic
@@ -38,7 +39,7 @@ from bugmatrix.plan.matrix import Matrix, load_matrix
 from bugmatrix.releases.planned import Planned, load_plan
 from bugmatrix.releases.tracking import tracked_for
 from bugmatrix.report.history import reuse_facts
-from bugmatrix.run.command import pytest_command, run_file_path
+from bugmatrix.run.command import pytest_command, run_file_path, write_spec
 from bugmatrix.run.envbuild import fresh_venv
 from bugmatrix.run.reuse import ReusePolicy, reuse_policy, split_reuse_options
 from bugmatrix.run.runner import CellRun, CellSpec, Environment, release, run_cell
@@ -418,9 +419,8 @@ def tests(session: nox.Session) -> None:
     # itself xdist_group and runs on one worker, so the fixture is built once, not once per worker.
     targets, extra = test_targets(session.posargs), ["--dist", "loadgroup", "--durations=10", *session.posargs]
     harness = dataclasses.replace(DECLARED, cell_deadline_s=None)
-    command = pytest_command(
-        "python", harness, cell_id="system", pins=None, run_file=run_file, runner="xdist", targets=targets, extra=extra
-    )
+    spec = CellSpec("system", None, runner=Xdist(default_workers()))
+    command = pytest_command("python", spec, write_spec(harness, spec, run_file), targets=targets, extra=extra)
     session.run(*command, env={"PYTHONPATH": str(ROOT)})
 
 

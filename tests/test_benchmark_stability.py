@@ -18,7 +18,7 @@ from bugmatrix.files import write_json_atomic
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.run.command import pytest_command, spec_path
+from bugmatrix.run.command import CellSpec, pytest_command, spec_path, write_spec
 from bugmatrix.run.envbuild import cell_venv
 from bugmatrix.tools.benchmark.cells import cached_wheel_sets, compare_outcomes, heavy_wheels, smoke_floor, smoke_from_runs
 from bugmatrix.tools.benchmark.disk import disk_kib
@@ -115,7 +115,8 @@ def test_pytest_command_runs_only_the_cells_axes(tmp_path: Path) -> None:
     matrix = load_resolved_matrix(ROOT / "matrix.toml")
     pins = {"torch": "2.5.1", "python": "3.11", "lightning": "2.0.3"}
     run_file = tmp_path / "runs" / "c.json"
-    command = pytest_command("python", matrix, cell_id="c", pins=pins, run_file=run_file, extra=["-k", "encoder"])
+    spec = CellSpec("c", pins)
+    command = pytest_command("python", spec, write_spec(matrix, spec, run_file), extra=["-k", "encoder"])
     # Paths in the command and the spec are relative to the repository when inside it (a CI checkout's tmp is): join to ROOT.
     spec_file = ROOT / command[command.index("--bugmatrix-spec") + 1]
     assert spec_file == spec_path(run_file) == tmp_path / "spec" / "c.json", "beside runs/, never in it (the report reads runs/*.json)"
@@ -130,7 +131,7 @@ def test_pytest_command_runs_only_the_cells_axes(tmp_path: Path) -> None:
     )
     assert spec.axis_spec["device_runtime"] == matrix.device_runtime, "the axis the cell asks about CUDA comes from the matrix"
     assert "-n" in command and command[-2:] == ["-k", "encoder"]
-    pytest_command("python", matrix, cell_id="system", pins=None, run_file=tmp_path / "run.json")
+    write_spec(matrix, CellSpec("system", None), tmp_path / "run.json")
     assert read_options(tmp_path / "run.spec.json").axes is None, "the system cell runs every variant"
 
 

@@ -28,6 +28,7 @@ import pytest
 from bugmatrix.cell.cellend import deadline_message
 from bugmatrix.cell.cellspec import SCHEMA as SPEC_SCHEMA
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
+from bugmatrix.cell.runners import chosen_runner
 from bugmatrix.files import write_json_atomic
 from bugmatrix.plan.matrix import load_matrix
 from bugmatrix.run.runner import CellRun, CellSpec
@@ -250,14 +251,12 @@ def through_the_runner(
 
     done = runner_run_cell(
         load_matrix(ROOT / "matrix.toml"),
-        CellSpec("planted", None),
+        CellSpec("planted", None, runner=chosen_runner(runner, int(workers))),
         tmp_path / "runs" / "planted.json",
         execute=execute,
         root=tmp_path,
         select=[str(cases / node) for node in nodes],
         extra=("-p", "bugmatrix.cell.plugin", *extra),
-        runner=runner,
-        workers=workers,
         log=said.append,
     )
     return done, said, log.read_text()

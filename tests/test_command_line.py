@@ -22,7 +22,7 @@ from bugmatrix.cell.cellspec import read_options
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import plan_all
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.run.command import pytest_command, run_file_path
+from bugmatrix.run.command import CellSpec, pytest_command, run_file_path, write_spec
 from bugmatrix.run.envbuild import cell_venv
 from bugmatrix.run.inputkey import input_key
 
@@ -55,11 +55,12 @@ def test_every_planned_cells_command_is_one_short_line(tmp_path: Path, reports_i
     lines = {}
     for cell_id, pins, extra in [*((c.id, c.pins, c.extra) for c in cells), sibling]:
         run_file = run_file_path(reports, cell_id)
-        command = pytest_command(
-            cell_venv(root, cell_id) / "bin" / "python", matrix, cell_id=cell_id, pins=pins, run_file=run_file,
-            junit=reports / "junit" / f"{cell_id}.xml", root=root, environment=extra, input_key=key,
+        spec = CellSpec(cell_id, pins, extra=extra)
+        spec_file = write_spec(
+            matrix, spec, run_file, junit=reports / "junit" / f"{cell_id}.xml", root=root, input_key=key,
             origin={"date": "2026-11-24", "commit": "0" * 40, "run": "https://github.com/o/r/actions/runs/1"},
         )  # fmt: skip
+        command = pytest_command(cell_venv(root, cell_id) / "bin" / "python", spec, spec_file, root=root)
         lines[cell_id] = logged(command).replace(str(tmp_path), "/home/runner/work")
     longest = max(lines, key=lambda c: len(lines[c]))
     assert len(lines[longest]) < LIMIT, f"{len(lines[longest])} characters for {longest}: {lines[longest]}"

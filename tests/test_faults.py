@@ -470,15 +470,17 @@ def test_a_bisect_probe_that_outlives_its_limit_keeps_its_result_and_leaves_noth
     final, in a forked child (1) the child ends. A hang past the probe's limit (the plugin's own timeout is set longer)
     has its whole process group killed. Either way the recorded result counts and nothing is left running.
     """
+    from bugmatrix.cell.runners import Fork
     from bugmatrix.plan.matrix import load_matrix
-    from bugmatrix.run.command import cell_env, pytest_command
+    from bugmatrix.run.command import CellSpec, cell_env, pytest_command, write_spec
     from bugmatrix.tools.bisect import run_probe
 
     cases = plant(tmp_path, "planted_thread")
     run_file = tmp_path / "probe.json"
+    spec = CellSpec("bisect", None, runner=Fork(int(workers)))
     command = pytest_command(
-        sys.executable, load_matrix(ROOT / "matrix.toml"), cell_id="bisect", pins=None, run_file=run_file, workers=workers,
-        select=[f"{cases / 'planted_thread.py'}::{variant}[cpu]"], extra=["-p", "bugmatrix.cell.plugin", "--bugmatrix-timeout", "300"],
+        sys.executable, spec, write_spec(load_matrix(ROOT / "matrix.toml"), spec, run_file), targets=[f"{cases / 'planted_thread.py'}::{variant}[cpu]"],
+        extra=["-p", "bugmatrix.cell.plugin", "--bugmatrix-timeout", "300"],
     )  # fmt: skip
     _, timed_out = run_probe(command, ROOT, cell_env(ROOT), timeout=15)
     results = load_run_file(run_file).results if run_file.exists() else []

@@ -9,6 +9,7 @@ cell process running variants itself does call CUDA).
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import signal
@@ -19,11 +20,12 @@ from typing import NamedTuple
 
 import pytest
 
-from bugmatrix.cell.forkrun import ForkPool, default_children, describe_status
+from bugmatrix.cell.forkrun import ForkPool, describe_status
 from bugmatrix.cell.preload import MANY_MODULES, uncovered_imports
 from bugmatrix.cell.runfile import VariantRecord, load_run_file
+from bugmatrix.cell.runners import RUNNERS, Fork, Inline, Xdist, chosen_runner, default_workers
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.run.command import runner_flags
+from bugmatrix.run.command import CellSpec
 
 NEEDS_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 NEEDS_LIGHTNING = pytest.mark.skipif(importlib.util.find_spec("lightning") is None, reason="needs lightning (an axis module)")
@@ -131,19 +133,58 @@ def test_describe_status_names_the_signal() -> None:
 
 def test_workers_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BUGMATRIX_WORKERS", "3")
-    assert default_children() == 3
+    assert default_workers() == 3
     monkeypatch.setenv("BUGMATRIX_WORKERS", "two")
-    with pytest.raises(ValueError, match="BUGMATRIX_WORKERS='two' is not a number of processes"):
-        default_children()
+    with pytest.raises(BugmatrixError, match="BUGMATRIX_WORKERS='two' is not a number of processes"):
+        default_workers()
 
 
-def test_the_runner_flags_have_one_home() -> None:
-    """fork: one process imports, N children; xdist: N workers, each in-process; inline: one process."""
-    assert runner_flags("fork", "2") == ["-n", "0", "--bugmatrix-forks", "2"]
-    assert runner_flags("xdist", "2") == ["-n", "2", "--bugmatrix-forks", "0"]
-    assert runner_flags("inline", "2") == ["-n", "0", "--bugmatrix-forks", "0"]
-    with pytest.raises(BugmatrixError, match="BUGMATRIX_RUNNER='forks' is not a runner"):
-        runner_flags("forks", "2")
+def test_the_runner_modes_have_one_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fork: one process imports, N children; xdist: N workers, each in-process; inline: one process. The cell's spec
+    chooses its mode once, from $BUGMATRIX_RUNNER / $BUGMATRIX_WORKERS; an unknown mode is one line naming the choices."""
+    assert Fork(2).pytest_args() == ["-n", "0", "--bugmatrix-forks", "2"]
+    assert Xdist(2).pytest_args() == ["-n", "2", "--bugmatrix-forks", "0"]
+    assert Inline().pytest_args() == ["-n", "0", "--bugmatrix-forks", "0"]
+    assert [(m.forks, m.in_workers) for m in RUNNERS.values()] == [(True, False), (False, True), (False, False)]
+    monkeypatch.delenv("BUGMATRIX_RUNNER", raising=False)
+    monkeypatch.setenv("BUGMATRIX_WORKERS", "3")
+    assert CellSpec("c", None).runner == Fork(3) and chosen_runner("xdist", 1) == Xdist(1)
+    monkeypatch.setenv("BUGMATRIX_RUNNER", "inline")
+    spec = CellSpec("c", None)
+    monkeypatch.setenv("BUGMATRIX_RUNNER", "xdist")
+    assert spec.runner == Inline(3), "chosen when the spec was made, not again at each use"
+    monkeypatch.setenv("BUGMATRIX_RUNNER", "forks")
+    with pytest.raises(BugmatrixError) as info:
+        CellSpec("c", None)
+    assert str(info.value) == "BUGMATRIX_RUNNER='forks' is not a runner; use one of fork, xdist, inline"
+
+
+def mode_compares(package: Path) -> list[str]:
+    """Every comparison with a runner mode's name (``== "fork"``, ``in ("xdist", "fork")``) outside the registry."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).as_posix() == "cell/runners.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare | ast.For | ast.comprehension):
+                operands = [node.left, *node.comparators] if isinstance(node, ast.Compare) else [node.iter]
+                names = {c.value for o in operands for c in ast.walk(o) if isinstance(c, ast.Constant) and c.value in RUNNERS}
+                found += [f"{path.relative_to(package.parent)}:{node.lineno}: {n!r}" for n in sorted(names)]
+    return found
+
+
+def test_no_mode_name_is_compared_outside_the_registry(tmp_path: Path) -> None:
+    """A mode is a class of bugmatrix/cell/runners.py, read through its attributes; and the check can fail."""
+    assert mode_compares(ROOT / "bugmatrix") == []
+    copy = tmp_path / "bugmatrix"
+    (copy / "tools").mkdir(parents=True)
+    (copy / "tools" / "planted.py").write_text('def f(r):\n    return r.name != "fork"\n', encoding="utf-8")
+    (copy / "tools" / "looped.py").write_text('for r in ("xdist", "fork"):\n    pass\n', encoding="utf-8")
+    assert mode_compares(copy) == [
+        "bugmatrix/tools/looped.py:1: 'fork'",
+        "bugmatrix/tools/looped.py:1: 'xdist'",
+        "bugmatrix/tools/planted.py:2: 'fork'",
+    ]
 
 
 def test_uncovered_imports_name_only_heavy_imports_of_the_stack() -> None:

@@ -83,13 +83,13 @@ def test_the_report_and_the_cells_header_line_say_what_was_built_from_source() -
 def test_the_cell_deadline_is_read_from_matrix_toml_into_the_cells_spec(tmp_path: Path) -> None:
     """``[harness] cell_deadline_s``: read, absent or 0 is none, and the runner hands it to the cell in its spec file."""
     from bugmatrix.cell.cellspec import read_options
-    from bugmatrix.run.command import pytest_command, spec_path
+    from bugmatrix.run.command import CellSpec, spec_path, write_spec
 
     data = tomllib.loads((ROOT / "matrix.toml").read_text(encoding="utf-8"))
     matrix = parse_matrix(data, ROOT / "matrix.toml")
     assert matrix.cell_deadline_s == data["harness"]["cell_deadline_s"] > 0, "the live matrix sets one"
     run_file = tmp_path / "runs" / "system.json"
-    pytest_command(sys.executable, matrix, cell_id="system", pins=None, run_file=run_file, root=tmp_path)
+    assert write_spec(matrix, CellSpec("system", None), run_file, root=tmp_path) == spec_path(run_file)
     assert read_options(spec_path(run_file)).cell_deadline_s == matrix.cell_deadline_s
     data["harness"]["cell_deadline_s"] = 0
     assert parse_matrix(data, ROOT / "matrix.toml").cell_deadline_s is None

@@ -44,7 +44,7 @@ from typing import Any
 
 from bugmatrix.cell.descendants import REAP_S, become_subreaper, die_with, is_subreaper, kill_descendants, reap
 
-__all__ = ["Child", "ChildEnd", "DeadlinePassed", "ForkPool", "can_fork", "default_children", "describe_status"]
+__all__ = ["Child", "ChildEnd", "DeadlinePassed", "ForkPool", "can_fork", "describe_status"]
 
 
 class DeadlinePassed(Exception):
@@ -53,16 +53,6 @@ class DeadlinePassed(Exception):
 
 #: How often the parent looks at its children where no pidfd exists (not Linux): a result waits at most this long.
 POLL_S = 0.01
-
-
-def default_children() -> int:
-    """How many variants run at once: ``$BUGMATRIX_WORKERS`` (default 2, this project's 2-core machines)."""
-    text = os.environ.get("BUGMATRIX_WORKERS", "2")
-    try:
-        return max(0, int(text))
-    except ValueError:
-        msg = f"BUGMATRIX_WORKERS={text!r} is not a number of processes; set it to e.g. 2 (0: run variants in the cell process)"
-        raise ValueError(msg) from None
 
 
 def can_fork() -> bool:

@@ -5,16 +5,13 @@ Design notes (why it is built this way):
 * Case modules hold no test boilerplate: :class:`CaseFile` finds the module's
   ``Case`` (validated by :func:`~bugmatrix.cell.case.case_of_module`, the same
   check the planner's loader applies) and yields one item per declaration.
-* Where a variant runs is the runner's choice, made once (:func:`runner_of`):
-  by default each variant runs in a process of its own, forked from the cell
-  process after one import of the stack (:mod:`~bugmatrix.cell.forkrun`,
-  ``--bugmatrix-forks N`` at once), so a variant that exits, is killed, hangs
-  or poisons process state ends only its own process and is recorded as
-  ``crashed`` / ``timeout`` / ``leaked`` with the exit code or signal. The
-  children run from :func:`pytest_runtestloop`; each item's ``runtest`` then
-  reports the result its child left, so pytest's reporting, JUnit XML, ``-k``
-  and ``-x`` work as for any test. ``--bugmatrix-forks 0`` runs variants in
-  the pytest process itself, and so do xdist workers (``-n N``).
+* Where a variant runs is the runner's choice, a mode of :mod:`~bugmatrix.cell.runners` read once (:func:`runner_of`):
+  by default each variant runs in a process of its own, forked from the cell process after one import of the stack
+  (:mod:`~bugmatrix.cell.forkrun`, ``--bugmatrix-forks N`` at once), so a variant that exits, is killed, hangs or
+  poisons process state ends only its own process and is recorded as ``crashed`` / ``timeout`` / ``leaked`` with the
+  exit code or signal. The children run from :func:`pytest_runtestloop`; each item's ``runtest`` then reports the
+  result its child left, so pytest's reporting, JUnit XML, ``-k`` and ``-x`` work as for any test.
+  ``--bugmatrix-forks 0`` runs variants in the pytest process itself, and so do xdist workers (``-n N``).
 * A variant's outcome is computed by :func:`~bugmatrix.cell.execution.execute_variant`
   wherever it ran, and attached to the report as a user property. The run file is
   written by the *controlling* process only (the xdist controller, or pytest itself
@@ -59,7 +56,6 @@ import threading
 import time
 from argparse import ArgumentTypeError
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,15 +69,16 @@ from bugmatrix.cell.cellspec import CellOptions, read_options
 from bugmatrix.cell.descendants import become_subreaper, die_with, die_with_runner, kill_descendants
 from bugmatrix.cell.execution import Executed, execute_variant, installed_versions
 from bugmatrix.cell.forkloop import cuda_initialized_here, grace, probe_in_child, run_forked
-from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, can_fork, default_children
+from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, can_fork
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Classified, Outcome, classify_outcome, excerpt, judge, tail
 from bugmatrix.cell.preload import ImportFailure, checked_modules, import_check, preload, uncovered_imports
 from bugmatrix.cell.recording import DIED_INLINE, PROPERTY, Recorder, RunState, crash_record, expire, uncovered_results
 from bugmatrix.cell.runfile import VariantRecord
+from bugmatrix.cell.runners import Fork, Inline, Runner, Xdist, default_workers
 from bugmatrix.errors import BugmatrixError
 
-__all__ = ["CaseFile", "Runner", "VariantItem", "runner_of"]
+__all__ = ["CaseFile", "VariantItem", "runner_of"]
 
 #: Who started this process. First thing, before pytest gets further: a cell the runner started dies with it from here
 #: on, and ends now if it is gone already (nox SIGKILLed before pytest configured would leave an orphan writing on).
@@ -123,6 +120,7 @@ STARTED_KEY = pytest.StashKey[float]()  # on the config: time.monotonic() when t
 ITEMS_KEY = pytest.StashKey[dict[str, "VariantItem"]]()  # on the config: variant id -> its item (what a deadline record needs)
 DEADLINE_KEY = pytest.StashKey[CellDeadline]()  # on the config: the cell deadline's thread (in-process and xdist's controller)
 WATCH_KEY = pytest.StashKey[WorkerWatch]()  # on xdist's controller: what a dead worker left is killed and named
+RUNNER_KEY = pytest.StashKey[Runner]()  # on the config: how this process runs variants (runner_of), read once
 
 
 class VariantMismatch(Exception):
@@ -141,44 +139,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("bugmatrix_timeout", TIMEOUT_DESC, default=str(DEFAULT_TIMEOUT))
 
 
-@dataclass(frozen=True)
-class Runner:
-    """Where this process runs variants: ``fork`` (children, ``children`` at once), ``inline`` (here), or ``none`` (xdist's controller)."""
-
-    name: str
-    children: int = 0
-
-    def describe(self) -> str:
-        return {
-            "fork": f"each variant runs in its own process, forked from this one after one import (up to {self.children} at once)",
-            "inline": "variants run in this process, one after another (--bugmatrix-forks 0, or an xdist worker)",
-            "none": "variants run in xdist workers, in each worker's own process",
-        }[self.name]
-
-
 def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
 def runner_of(config: pytest.Config) -> Runner:
-    """The runner for this process: xdist's workers run inline and its controller runs nothing; else ``--bugmatrix-forks``."""
+    """This process's runner, from its command line (read once, by :func:`pytest_configure`, into ``RUNNER_KEY``): xdist's
+    workers run inline and its controller runs nothing; else ``--bugmatrix-forks``."""
     workers = getattr(config.option, "numprocesses", None)
     if isinstance(workers, int) and workers < 0:  # xdist takes -n -2 and starts no worker
         msg = f"-n {workers}: give a number of xdist workers (0: none), or auto"
         raise pytest.UsageError(msg)
     if is_worker(config):
-        return Runner("inline")
+        return Inline()
     if getattr(config.option, "dist", "no") != "no":
-        return Runner("none")
+        return Xdist(workers if isinstance(workers, int) else 0)
     chosen = config.getoption("--bugmatrix-forks")
     try:
-        children = default_children() if chosen is None else chosen
-    except ValueError as exc:
+        children = default_workers() if chosen is None else chosen
+    except BugmatrixError as exc:
         raise pytest.UsageError(str(exc)) from None
     if children < 0:
         msg = f"--bugmatrix-forks {children}: give a number of processes (0: run variants in this process)"
         raise pytest.UsageError(msg)
-    return Runner("fork", children) if children and can_fork() else Runner("inline")
+    return Fork(children) if children and can_fork() else Inline()
 
 
 def options_of(config: pytest.Config) -> CellOptions:
@@ -216,7 +200,7 @@ def _observer(config: pytest.Config) -> Callable[[], dict[str, Any]]:
     """How this process observes the environment: in a child under the fork runner (CUDA stays untouched here)."""
     from bugmatrix.cell.environment import observe_environment
 
-    if runner_of(config).name != "fork":
+    if not config.stash[RUNNER_KEY].forks:
         return observe_environment
     return lambda: probe_in_child(deadline_s=timeout_of(config) + grace(timeout_of(config)))[0]
 
@@ -228,7 +212,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if options.junit and not config.option.xmlpath:
         config.option.xmlpath = str(Path(config.invocation_params.dir, options.junit))
     _configure_axes(config)
-    runner = runner_of(config)  # a bad --bugmatrix-forks, -n or BUGMATRIX_WORKERS is a usage error now, not mid-run
+    # Read once, here: a bad --bugmatrix-forks, -n or BUGMATRIX_WORKERS is a usage error now, not mid-run.
+    runner = config.stash[RUNNER_KEY] = runner_of(config)
     timeout_of(config)  # and so is a bad bugmatrix_timeout ini value (the option itself argparse checks)
     config.stash[LEFT_THREADS_KEY] = {}
     config.stash[UNCOVERED_KEY] = {}
@@ -242,11 +227,11 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     state = config.stash[STATE_KEY] = RunState(config, options, _observer(config), exclusive=is_a_cell(config))
     config.pluginmanager.register(Recorder(config, STATE_KEY), "bugmatrix-recorder")
-    if runner.name == "none" and owns_its_processes(config):
+    if runner.in_workers and owns_its_processes(config):
         watch = config.stash[WATCH_KEY] = WorkerWatch()
         state.leaked_by = lambda report: watch.leaked_by(worker_pid(getattr(report, "node", None)))
     deadline = cell_deadline_of(config)
-    if deadline is not None and runner.name != "fork" and not config.option.collectonly:  # the fork runner's loop checks it
+    if deadline is not None and not runner.forks and not config.option.collectonly:  # the fork runner's loop checks it
         config.stash[DEADLINE_KEY] = CellDeadline(deadline, lambda: expire(state, deadline, _unfinished(config), say_past_capture(config)))
         config.stash[DEADLINE_KEY].start()
 
@@ -292,8 +277,8 @@ def _unfinished(config: pytest.Config) -> Callable[[str, str], VariantRecord]:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    runner = runner_of(config)
-    if runner.name == "fork":  # the environment line comes when the variants start, observed in a child
+    runner = config.stash[RUNNER_KEY]
+    if runner.forks:  # the environment line comes when the variants start, observed in a child
         return f"bugmatrix: {runner.describe()}"
     from bugmatrix.cell.environment import describe_environment, observe_environment
 
@@ -502,7 +487,7 @@ def check_environment(config: pytest.Config) -> ImportFailure | None:
     Not in xdist's controller, which runs none (each worker checks its own import).
     """
     modules = checked_modules()
-    if runner_of(config).name == "none" or not modules:
+    if config.stash[RUNNER_KEY].in_workers or not modules:
         return None
     if CHECKED_KEY not in config.stash:
         started = time.perf_counter()
@@ -529,7 +514,7 @@ def observed_at_import(item: VariantItem, failure: ImportFailure) -> Executed:
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
     """The fork runner: run the variants in forked children, then let pytest report each item from its child's result."""
     config = session.config
-    runner = runner_of(config)
+    runner = config.stash[RUNNER_KEY]
     variants = [i for i in session.items if isinstance(i, VariantItem)]
     failure = None if config.option.collectonly or not variants else check_environment(config)
     if failure is not None:  # nothing runs: each variant's result is what the failed import says of it, reported by pytest's loop
@@ -539,7 +524,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         for item in variants:
             item.stash[EXECUTED_KEY] = observed_at_import(item, failure)
         return None
-    if runner.name != "fork" or config.option.collectonly or not variants:
+    if not runner.forks or config.option.collectonly or not variants:
         return None  # pytest's own loop: inline, xdist, or nothing of ours to run
     if session.testsfailed and not config.option.continue_on_collection_errors:
         msg = f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} during collection"
@@ -573,7 +558,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     deadline = cell_deadline_of(config)
     until = config.stash[STARTED_KEY] + deadline if deadline is not None else None
     try:
-        run_forked(session, variants, runner.children, gpu, decided, ended, until)
+        run_forked(session, variants, runner.workers, gpu, decided, ended, until)
     except DeadlinePassed:  # every child is killed by now
         assert deadline is not None
         expire(state, deadline, _unfinished(config), say_past_capture(config))

@@ -1,10 +1,9 @@
-"""A cell's pytest command, its spec file, its environment variables and where its run file goes.
+"""A cell's spec (which cell, how its variants run), its spec file, its pytest command, its environment variables and
+where its run file goes.
 
-Built here only, and used by the one runner (:mod:`bugmatrix.run.runner`) that
-every path runs a cell through (the ``cell``/``system`` sessions, bisect,
-stability, the benchmark), so they cannot drift apart (bisect once dropped
-xdist and PATH, stability once dropped JUnit): what differs between them is an
-argument, not a copy.
+Built here only, and used by the one runner (:mod:`bugmatrix.run.runner`) that every path runs a cell through (the
+``cell``/``system`` sessions, bisect, stability, the benchmark), so they cannot drift apart (bisect once dropped xdist
+and PATH, stability once dropped JUnit): what differs between them is an argument, not a copy.
 """
 
 from __future__ import annotations
@@ -12,40 +11,46 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.cellspec import CellOptions
 from bugmatrix.cell.descendants import PARENT_ENV
-from bugmatrix.errors import BugmatrixError
+from bugmatrix.cell.runners import Runner, chosen_runner
 from bugmatrix.files import write_text_atomic
 from bugmatrix.paths import ROOT
+from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.inputkey import InputKey
 
-__all__ = ["RUNNERS", "WORKERS", "cell_env", "pytest_command", "run_file_path", "runner_flags", "spec_path"]
-
-#: Processes per cell (variants at once): 2 matches this project's 2-core machines.
-WORKERS = os.environ.get("BUGMATRIX_WORKERS", "2")
-
-#: How a cell runs its variants. ``fork`` (the default): the cell imports its stack once and forks a process per
-#: variant, ``WORKERS`` at once (measured on 2 cores: 1.0x its floor where xdist's 2 workers import the stack twice,
-#: see docs/performance.md); ``xdist``: ``WORKERS`` pytest-xdist workers, variants in-process in each;
-#: ``inline``: one process, no isolation (the variant being run is named in the run file, for --bugmatrix-resume).
-RUNNERS = ("fork", "xdist", "inline")
-RUNNER = os.environ.get("BUGMATRIX_RUNNER", "fork")
+__all__ = ["CellSpec", "cell_env", "pytest_command", "run_file_path", "spec_path", "write_spec"]
 
 
-def runner_flags(runner: str, workers: str) -> list[str]:
-    """The pytest flags of a runner: the one place a cell's default parallelism is decided."""
-    if runner not in RUNNERS:
-        msg = f"BUGMATRIX_RUNNER={runner!r} is not a runner; use one of {', '.join(RUNNERS)}"
-        raise BugmatrixError(msg)
-    return {
-        "fork": ["-n", "0", "--bugmatrix-forks", workers],
-        "xdist": ["-n", workers, "--bugmatrix-forks", "0"],
-        "inline": ["-n", "0", "--bugmatrix-forks", "0"],
-    }[runner]
+@dataclass(frozen=True)
+class CellSpec:
+    """Which cell: its id and pins as planned (``pins=None``: the current interpreter as it is, the system cell).
+
+    ``tracked`` names the pins a profile's ``latest`` chose (``bugmatrix.releases.tracking.tracked_for``), recorded in the
+    run file even when the cell cannot be installed. ``variants`` are the planned variant ids (their case files are part
+    of the input key; empty: every case file). ``locks`` is a directory of locks to install from instead of the committed
+    ones (a re-resolved sibling's fresh lock). ``runner``: how its variants run (:mod:`bugmatrix.cell.runners`), chosen
+    once, here: ``$BUGMATRIX_RUNNER`` with ``$BUGMATRIX_WORKERS`` at once, unless given.
+    """
+
+    id: str
+    pins: Mapping[str, str] | None
+    tracked: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    interpreter: Path | None = None  # pins=None only: an interpreter as it is (default: this one)
+    extra: Env = field(default_factory=Env)  # a case's environment beyond the pins (a sibling cell: bugmatrix.plan.cells.Cell.extra)
+    variants: tuple[str, ...] = ()
+    locks: Path | None = None
+    runner: Runner = field(default_factory=chosen_runner)
+
+    @classmethod
+    def of(cls, cell: Cell, tracked: Mapping[str, Mapping[str, str]] | None = None) -> CellSpec:
+        """The spec of a planned cell: its id, pins, planned variants and (for a sibling cell) its case environment."""
+        return cls(cell.id, cell.pins, dict(tracked or {}), extra=cell.extra, variants=tuple(cell.variants))
 
 
 def run_file_path(reports: Path, cell_id: str) -> Path:
@@ -68,72 +73,53 @@ def _short(path: Path, root: Path) -> str:
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
-def pytest_command(
-    python: str | Path,
+def write_spec(
     matrix: Matrix,
-    *,
-    cell_id: str,
-    pins: Mapping[str, str] | None,
+    spec: CellSpec,
     run_file: Path,
+    *,
     junit: Path | None = None,
-    workers: str = WORKERS,
-    runner: str = RUNNER,
-    select: Sequence[str] = (),
-    extra: Sequence[str] = (),
     root: Path = ROOT,
-    tracked: Mapping[str, Mapping[str, str]] | None = None,
-    environment: Env | None = None,
-    variants: Sequence[str] = (),
     input_key: InputKey | None = None,
     origin: Mapping[str, str] | None = None,
-    targets: Sequence[str] = ("cases",),
-) -> list[str]:
-    """The cell's pytest invocation, to be run from ``root``; writes the cell's spec file (:func:`spec_path`) it names.
+) -> Path:
+    """Write the spec file (:func:`spec_path`) of ``spec``'s run into ``run_file``: everything the cell's plugin is told,
+    so the command nox logs stays one short line (``tests/test_command_line.py``). Returns its path.
 
-    ``pins=None``: the current environment as it is (the ``system`` cell). ``runner`` and ``workers``: how the
-    variants run (:func:`runner_flags`); ``select`` narrows to node ids (``cases/x.py::v[cpu]``), else ``targets``
-    are collected (both relative to ``root``, or absolute); ``extra`` is passed through (``-k``, ``--bugmatrix-resume``, a session's
-    posargs); ``tracked`` (``bugmatrix.releases.tracking.tracked_for``) names the pins a ``latest`` chose;
-    ``environment`` is the case environment the cell was built with (a sibling cell: its interpreter flags go on the
-    command line, its variables are the caller's to set); ``variants`` are the planned variant ids, the only ones the
-    cell runs (empty: those its axes and ``environment`` admit).
-    ``input_key`` and ``origin`` are recorded in the run file as given; ``[harness] cell_deadline_s`` goes to the cell
-    as its spec's ``cell_deadline_s`` (``--bugmatrix-cell-deadline`` overrides it by hand). Everything about the cell goes into the spec
-    file, so the command nox logs stays one short line (``tests/test_command_line.py``).
+    Paths in it are relative to ``root``, where pytest starts; ``input_key`` and ``origin`` are recorded in the run
+    file as given; ``[harness] cell_deadline_s`` is the cell's deadline (``--bugmatrix-cell-deadline`` overrides it).
     """
-    ordered = matrix.ordered(pins) if pins is not None else {}
+    ordered = matrix.ordered(spec.pins) if spec.pins is not None else {}
     options = CellOptions(
-        cell=cell_id,
+        cell=spec.id,
         run_file=_short(run_file, root),
         junit=_short(junit, root) if junit else None,
         pins=ordered,
-        requested={axis: t["requested"] for axis, t in (tracked or {}).items()},
-        axes=tuple(a for a in ordered if a in matrix.package_axes) if pins is not None else None,
-        environment=(environment or Env()).to_json() or None,
-        variants=tuple(variants) or None,
-        axis_spec=matrix.axis_spec(pins),
+        requested={axis: t["requested"] for axis, t in spec.tracked.items()},
+        axes=tuple(a for a in ordered if a in matrix.package_axes) if spec.pins is not None else None,
+        environment=spec.extra.to_json() or None,
+        variants=spec.variants or None,
+        axis_spec=matrix.axis_spec(spec.pins),
         input_key=input_key.to_json() if input_key is not None else None,
         origin=dict(origin) if origin is not None else None,
         cell_deadline_s=matrix.cell_deadline_s,
     )
-    spec = spec_path(run_file)
-    write_text_atomic(spec, json.dumps(options.to_json(), indent=1) + "\n")  # unsorted: the pins' order is the display order
-    found = [*select] or [*targets]  # relative to root, where pytest starts
-    return [
-        str(python),
-        *(environment.flags if environment else ()),
-        "-m",
-        "pytest",
-        *found,
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "-rs",
-        "--bugmatrix-spec",
-        _short(spec, root),
-        *runner_flags(runner, workers),
-        *extra,
-    ]
+    path = spec_path(run_file)
+    write_text_atomic(path, json.dumps(options.to_json(), indent=1) + "\n")  # unsorted: the pins' order is the display order
+    return path
+
+
+def pytest_command(
+    python: str | Path, spec: CellSpec, spec_file: Path, targets: Sequence[str] = ("cases",), extra: Sequence[str] = (), root: Path = ROOT
+) -> list[str]:
+    """The cell's pytest invocation, to be run from ``root``, handed ``spec_file`` (:func:`write_spec`, the caller's step).
+
+    The spec's runner adds its arguments, and its case environment its interpreter flags (its variables are the
+    caller's to set). ``targets`` are collected: files, directories or node ids (``cases/x.py::v[cpu]``), relative to
+    ``root`` or absolute; ``extra`` is passed through (``-k``, ``--bugmatrix-resume``, a session's posargs).
+    """
+    head = [str(python), *spec.extra.flags, "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rs"]
+    return [*head, "--bugmatrix-spec", _short(spec_file, root), *spec.runner.pytest_args(), *extra]
 
 
 def cell_env(root: Path = ROOT) -> dict[str, str]:

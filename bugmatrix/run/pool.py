@@ -30,10 +30,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.cell.runners import WORKERS_ENV, chosen_runner
 from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import ROOT
@@ -46,7 +47,6 @@ from bugmatrix.run.runner import CellSpec, release, run_cell
 __all__ = ["JOBS_ENV", "WORKERS_ENV", "Finished", "Job", "Slots", "describe", "run_cells", "run_job", "slots"]
 
 JOBS_ENV = "BUGMATRIX_JOBS"
-WORKERS_ENV = "BUGMATRIX_WORKERS"
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,6 @@ class Job:
     junit: Path
     log: Path
     root: Path
-    workers: int
     reuse: ReusePolicy | None = None
 
 
@@ -148,7 +147,6 @@ def run_job(job: Job) -> Finished:
             execute=execute,
             root=job.root,
             junit=job.junit,
-            workers=str(job.workers),
             reuse=job.reuse,
             log=said,
         )
@@ -192,12 +190,11 @@ def run_cells(
     made = [
         Job(
             matrix,
-            spec,
+            replace(spec, runner=chosen_runner(spec.runner.name, workers)),  # the spec's mode, ``workers`` variants at once
             run_file_path(reports, spec.id),
             reports / "junit" / f"{spec.id}.xml",
             reports / "logs" / f"{spec.id}.log",
             root,
-            workers,
             reuse,
         )
         for spec in specs

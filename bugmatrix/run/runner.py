@@ -1,36 +1,27 @@
 """The one way to run a cell: lock, environment, import check, pytest, run file, cleanup.
 
-Every path that runs cases in a cell's environment comes through here: the
-``cell`` and ``system`` sessions, ``bisect`` (one variant per probe),
-``stability`` (one cell N times), the benchmark (a cell re-run against its
-floor) and ``repro`` (a cell's interpreter for a fresh traceback). They used to
-repeat these steps, and the copies drifted (bisect once rebuilt a locked cell
-unlocked; stability once dropped the JUnit file). What differs between callers
-is an argument here (which variants, how many workers, which venv, how the
-command is executed and timed), never a copy of a step:
+Every path that runs cases in a cell's environment comes through here: the ``cell`` and ``system`` sessions, ``bisect``
+(one variant per probe), ``stability`` (one cell N times), the benchmark (a cell re-run against its floor) and ``repro``
+(a cell's interpreter for a fresh traceback). They used to repeat these steps, and the copies drifted (bisect once
+rebuilt a locked cell unlocked; stability once dropped the JUnit file). What differs between callers is the cell's spec
+(:class:`~bugmatrix.run.command.CellSpec`: which variants, which runner mode and how many at once) or an argument here
+(which venv, how the command is executed and timed), never a copy of a step:
 
-1. :func:`prepare`: the cell's lock when it is current (else the pins from
-   ``matrix.toml``, and the reason the lock was not used), the venv built or
-   reused by :func:`~bugmatrix.run.envbuild.ensure_environment` (whole or not at
-   all; import-checked, unless the caller's own process checks the import);
-2. :func:`run_cell`: the cell's input key (:mod:`~bugmatrix.run.inputkey`,
-   locked cells only); under a caller's :class:`~bugmatrix.run.reuse.ReusePolicy`,
-   a previous run with the same key stands for tonight (its run file is
-   written as reused, nothing is built or run); else :func:`prepare`, then
-   the pytest command (:func:`~bugmatrix.run.command.pytest_command`, with the
-   key and the run's origin to record), executed by the caller's ``execute``;
-   a cell that cannot be built gets a run file saying ``install-failed`` with
-   the resolver's reason instead. The environment's import check is the cell's
-   own import of its stack (``$BUGMATRIX_IMPORT_CHECK``, :mod:`bugmatrix.cell.preload`):
-   one import per cell, the one the variants fork from. A stack that installed
-   but does not import is an observation, recorded by the cell itself (each
-   variant whose bug is raised at that import classified from it, the others
-   skipped with that reason), never ``install-failed``. A sibling cell (a case's
-   environment, :mod:`bugmatrix.cell.caseenv`) gets its variables and interpreter
-   flags here. Callers that measure or compare runs
-   (stability, bisect, the benchmark's floors) pass no policy: they never reuse;
-3. :func:`release`: ``BUGMATRIX_DISK=lean`` gives the cell's disk back
-   (:mod:`~bugmatrix.run.diskbudget`).
+1. :func:`prepare`: the cell's lock when it is current (else the pins from ``matrix.toml``, and the reason the lock was
+   not used), the venv built or reused by :func:`~bugmatrix.run.envbuild.ensure_environment` (whole or not at all;
+   import-checked, unless the caller's own process checks the import);
+2. :func:`run_cell`: the cell's input key (:mod:`~bugmatrix.run.inputkey`, locked cells only); under a caller's
+   :class:`~bugmatrix.run.reuse.ReusePolicy`, a previous run with the same key stands for tonight (its run file is
+   written as reused, nothing is built or run); else :func:`prepare`, then the spec file and the pytest command
+   (:mod:`~bugmatrix.run.command`, with the key and the run's origin to record), executed by the caller's ``execute``;
+   a cell that cannot be built gets a run file saying ``install-failed`` with the resolver's reason instead. The
+   environment's import check is the cell's own import of its stack (``$BUGMATRIX_IMPORT_CHECK``,
+   :mod:`bugmatrix.cell.preload`): one import per cell, the one the variants fork from. A stack that installed but does
+   not import is an observation, recorded by the cell itself (each variant whose bug is raised at that import
+   classified from it, the others skipped with that reason), never ``install-failed``. A sibling cell (a case's
+   environment, :mod:`bugmatrix.cell.caseenv`) gets its variables and interpreter flags here. Callers that measure or
+   compare runs (stability, bisect, the benchmark's floors) pass no policy: they never reuse;
+3. :func:`release`: ``BUGMATRIX_DISK=lean`` gives the cell's disk back (:mod:`~bugmatrix.run.diskbudget`).
 """
 
 from __future__ import annotations
@@ -39,19 +30,17 @@ import datetime as dt
 import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.descendants import reaping
 from bugmatrix.cell.preload import IMPORT_CHECK_ENV
 from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import ROOT
-from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.provenance import origin_now
-from bugmatrix.run.command import cell_env, pytest_command
+from bugmatrix.run.command import CellSpec, cell_env, pytest_command, write_spec
 from bugmatrix.run.diskbudget import cache_lock, lean_needed, needed_by, needed_later, release_cell
 from bugmatrix.run.envbuild import (
     InstallFailed,
@@ -81,31 +70,6 @@ __all__ = [
 
 #: Runs a command with an environment and returns its exit code (nox's session.run, a subprocess with a timeout, ...).
 Execute = Callable[[Sequence[str], Mapping[str, str]], int]
-
-
-@dataclass(frozen=True)
-class CellSpec:
-    """Which cell: its id and pins as planned (``pins=None``: the current interpreter as it is, the system cell).
-
-    ``tracked`` names the pins a profile's ``latest`` chose (``bugmatrix.releases.tracking.tracked_for``),
-    recorded in the run file even when the cell cannot be installed. ``variants``
-    are the planned variant ids (their case files are part of the input key;
-    empty: every case file). ``locks`` is a directory of locks to install from
-    instead of the committed ones (a re-resolved sibling's fresh lock).
-    """
-
-    id: str
-    pins: Mapping[str, str] | None
-    tracked: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    interpreter: Path | None = None  # pins=None only: an interpreter as it is (default: this one)
-    extra: Env = field(default_factory=Env)  # a case's environment beyond the pins (a sibling cell: bugmatrix.plan.cells.Cell.extra)
-    variants: tuple[str, ...] = ()
-    locks: Path | None = None
-
-    @classmethod
-    def of(cls, cell: Cell, tracked: Mapping[str, Mapping[str, str]] | None = None) -> CellSpec:
-        """The spec of a planned cell: its id, pins, planned variants and (for a sibling cell) its case environment."""
-        return cls(cell.id, cell.pins, dict(tracked or {}), extra=cell.extra, variants=tuple(cell.variants))
 
 
 @dataclass(frozen=True)
@@ -174,20 +138,16 @@ def run_cell(
     junit: Path | None = None,
     select: Sequence[str] = (),
     extra: Sequence[str] = (),
-    workers: str | None = None,
-    runner: str | None = None,
     prepared: Callable[[Environment], None] | None = None,
     reuse: ReusePolicy | None = None,
     log: Callable[[str], None] | None = None,
 ) -> CellRun:
     """Reuse a previous run of the same inputs, or prepare the cell and run its cases into ``run_file``; an environment that cannot be built is recorded as install-failed.
 
-    ``runner``/``workers`` override how the variants run (:func:`~bugmatrix.run.command.runner_flags`),
-    ``select`` narrows to node ids (bisect: one variant), ``extra`` is passed to pytest
-    (``-k``, ``--bugmatrix-resume``, a session's posargs; either one means no reuse),
-    ``prepared`` is told about the environment before pytest starts (the nox session logs
-    whether it was built and from which lock), ``log`` is told the reuse decision.
-    ``execute`` runs the command and returns its exit code. ``reuse`` None: always run.
+    ``spec.runner`` is how the variants run; ``select`` narrows to node ids (bisect: one variant), ``extra`` is passed to
+    pytest (``-k``, ``--bugmatrix-resume``, a session's posargs; either one means no reuse), ``prepared`` is told about
+    the environment before pytest starts (the nox session logs whether it was built and from which lock), ``log`` is told
+    the reuse decision. ``execute`` runs the command and returns its exit code. ``reuse`` None: always run.
     """
     origin = origin_now(root)
     key, unkeyed = cell_key(matrix, spec, root)
@@ -207,24 +167,8 @@ def run_cell(
         prepared(environment)
     if environment.lock is not None:  # the key of what is really there: the venv's own interpreter
         key = input_key(root, environment.lock, spec.variants, str(environment.python), providers=matrix.axis_spec(spec.pins))
-    command = pytest_command(
-        environment.python,
-        matrix,
-        cell_id=spec.id,
-        pins=spec.pins,
-        run_file=run_file,
-        junit=junit,
-        select=select,
-        extra=extra,
-        root=root,
-        tracked=spec.tracked,
-        environment=spec.extra,
-        variants=spec.variants,
-        input_key=key if environment.lock else None,
-        origin=origin,
-        **({"workers": workers} if workers else {}),
-        **({"runner": runner} if runner else {}),
-    )
+    spec_file = write_spec(matrix, spec, run_file, junit=junit, root=root, input_key=key if environment.lock else None, origin=origin)
+    command = pytest_command(environment.python, spec, spec_file, targets=select or ("cases",), extra=extra, root=root)
     modules = matrix.import_modules(spec.pins) if spec.pins is not None else []
     since = dt.datetime.now(dt.UTC).replace(microsecond=0)
     env = cell_env(root) | dict(spec.extra.variables) | ({IMPORT_CHECK_ENV: ",".join(modules)} if modules else {})

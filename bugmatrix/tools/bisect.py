@@ -49,6 +49,7 @@ from bugmatrix.cell.case import Variant
 from bugmatrix.cell.descendants import descendants_of
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.cell.runners import chosen_runner
 from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
@@ -333,12 +334,11 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
         run_file = Path(tmp) / "run.json"
         done = run_cell(
             matrix,
-            CellSpec(cid, pins, extra=extra),
+            CellSpec(cid, pins, extra=extra, runner=chosen_runner(workers=1)),
             run_file,
             execute=execute,
             root=root,
             venv=env_dir(root, matrix, pins, cid),
-            workers="1",
             select=[VariantId.parse(variant.id).node()],
         )
         results = load_run_file(run_file).results if done.environment is not None and run_file.exists() else []

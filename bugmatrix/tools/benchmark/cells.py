@@ -22,14 +22,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from bugmatrix.cell.runfile import RunRecord
+from bugmatrix.cell.runners import Fork, Runner, Xdist, default_workers
 from bugmatrix.documents.run import load_run_file
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
-from bugmatrix.run.command import WORKERS
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.runner import CellSpec, built_python, run_cell
@@ -56,10 +57,8 @@ def smoke_floor(run: RunRecord, imports: float) -> float:
     return imports + sum(r.duration_s for r in run.results)
 
 
-def _run_timed(
-    root: Path, matrix: Matrix, cell: Cell, runner: str, run_file: Path, workers: str | None = None
-) -> tuple[float, RunRecord, Path]:
-    """One run of the cell with ``runner`` (and ``workers``, default WORKERS): wall seconds, its run file, its interpreter."""
+def _run_timed(root: Path, matrix: Matrix, cell: Cell, runner: Runner, run_file: Path) -> tuple[float, RunRecord, Path]:
+    """One run of the cell with ``runner``: wall seconds, its run file, its interpreter."""
     wall = 0.0
 
     def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
@@ -67,7 +66,7 @@ def _run_timed(
         wall = timed(command, env, ok=(0, 1), cwd=root)  # 1: an outcome differs; still a full run
         return 0
 
-    done = run_cell(matrix, CellSpec.of(cell), run_file, execute=execute, root=root, runner=runner, workers=workers)
+    done = run_cell(matrix, replace(CellSpec.of(cell), runner=runner), run_file, execute=execute, root=root)
     if done.environment is None:
         raise CommandFailed(f"cell {cell.id} cannot be built: {(done.install_failed or '').splitlines()[-1:]}")
     return wall, load_run_file(run_file), done.environment.python
@@ -85,7 +84,7 @@ def compare_outcomes(old: RunRecord, new: RunRecord) -> dict[str, str]:
 
 
 def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], repeat: int = 1) -> list[Measurement]:
-    """Each cell (env reused) on xdist -n WORKERS and on the fork runner, against its floor; and whether their outcomes agree.
+    """Each cell (env reused) on xdist -n $BUGMATRIX_WORKERS and on the fork runner, against its floor; and whether their outcomes agree.
 
     ``repeat`` > 1 runs both runners that many times, alternating, and keeps each one's fastest run: on a
     machine others share, the fastest run is the one least disturbed. One more fork run with one child at a
@@ -93,23 +92,24 @@ def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequenc
     """
     rows: list[Measurement] = []
     pairs, differ = 0, []
+    xdist, fork = Xdist(default_workers()), Fork(default_workers())
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-") as tmp:
         for cell in cells:
-            runs: dict[str, list[tuple[float, RunRecord]]] = {"xdist": [], "fork": []}
+            runs: dict[Runner, list[tuple[float, RunRecord]]] = {xdist: [], fork: []}
             for attempt in range(max(1, repeat)):
-                for runner in ("xdist", "fork") if attempt % 2 == 0 else ("fork", "xdist"):
-                    wall, run, _ = _run_timed(root, matrix, cell, runner, Path(tmp) / f"{cell.id}-{runner}-{attempt}.json")
+                for runner in (xdist, fork) if attempt % 2 == 0 else (fork, xdist):
+                    wall, run, _ = _run_timed(root, matrix, cell, runner, Path(tmp) / f"{cell.id}-{runner.name}-{attempt}.json")
                     runs[runner].append((wall, run))
-            old_wall, new_wall = (min(w for w, _ in runs[r]) for r in ("xdist", "fork"))
-            _, alone, python = _run_timed(root, matrix, cell, "fork", Path(tmp) / f"{cell.id}-alone.json", workers="1")
-            runs["fork"].append((0.0, alone))  # its outcomes are compared too
+            old_wall, new_wall = (min(w for w, _ in runs[r]) for r in (xdist, fork))
+            _, alone, python = _run_timed(root, matrix, cell, Fork(1), Path(tmp) / f"{cell.id}-alone.json")
+            runs[fork].append((0.0, alone))  # its outcomes are compared too
             imports = import_seconds(python, *stack_imports(matrix, catalog, cell), root=root)
             compute = sum(r.duration_s for r in alone.results)
             note = f"floor: import {imports:.1f}s + compute {compute:.1f}s" + (f"; fastest of {repeat}" if repeat > 1 else "")
             rows.append(Measurement(f"cell {cell.id}: fork runner vs floor", new_wall, imports + compute, "s", "<=", 1.15, note=note))
-            rows.append(Measurement(f"cell {cell.id}: xdist -n {WORKERS} vs floor", old_wall, imports + compute, "s", note=note))
-            xdist_runs = [run for _, run in runs["xdist"]]
-            for index, (_, after) in enumerate(runs["fork"]):  # each fork run (the one-child run too) against an xdist run
+            rows.append(Measurement(f"cell {cell.id}: xdist -n {xdist.workers} vs floor", old_wall, imports + compute, "s", note=note))
+            xdist_runs = [run for _, run in runs[xdist]]
+            for index, (_, after) in enumerate(runs[fork]):  # each fork run (the one-child run too) against an xdist run
                 compared = compare_outcomes(xdist_runs[index % len(xdist_runs)], after)
                 pairs += len(compared)
                 differ += [f"{cell.id} {line}" for line in compared.values() if line]

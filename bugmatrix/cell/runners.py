@@ -1,0 +1,98 @@
+"""How a cell runs its variants: one class per runner mode, behind one protocol, in this one registry.
+
+The run side chooses a mode once per cell (its :class:`~bugmatrix.run.command.CellSpec`: ``$BUGMATRIX_RUNNER`` unless a
+caller names one) and puts its pytest arguments on the cell's command line; the plugin reads them back once per process
+(:func:`~bugmatrix.cell.plugin.runner_of`) into the same classes. A new mode is a class here, listed in :data:`RUNNERS`;
+nothing else compares mode names. Standard library only: the cell side imports it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+from bugmatrix.errors import BugmatrixError
+
+__all__ = ["RUNNERS", "RUNNER_ENV", "WORKERS_ENV", "Fork", "Inline", "Runner", "Xdist", "chosen_runner", "default_workers"]
+
+RUNNER_ENV, WORKERS_ENV = "BUGMATRIX_RUNNER", "BUGMATRIX_WORKERS"
+
+
+class Runner(Protocol):
+    """A runner mode: what it adds to pytest's command line, and where the variants then run."""
+
+    name: ClassVar[str]
+    forks: ClassVar[bool]  # each variant runs in a child forked from the cell process after one import of the stack
+    in_workers: ClassVar[bool]  # variants run in xdist workers: the process holding this (xdist's controller) runs none
+    workers: int
+
+    def pytest_args(self) -> list[str]: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class _Mode:
+    """A mode declared as data: its arguments and its description, ``{workers}`` filled in."""
+
+    name: ClassVar[str]
+    forks: ClassVar[bool] = False
+    in_workers: ClassVar[bool] = False
+    args: ClassVar[tuple[str, ...]]
+    text: ClassVar[str]
+    workers: int = 2
+
+    def pytest_args(self) -> list[str]:
+        return [arg.format(workers=self.workers) for arg in self.args]
+
+    def describe(self) -> str:
+        return self.text.format(workers=self.workers)
+
+
+class Fork(_Mode):
+    """The default: one import of the stack, then a forked process per variant, ``workers`` at once (docs/performance.md)."""
+
+    name = "fork"
+    forks = True
+    args = ("-n", "0", "--bugmatrix-forks", "{workers}")
+    text = "each variant runs in its own process, forked from this one after one import (up to {workers} at once)"
+
+
+class Xdist(_Mode):
+    """``workers`` pytest-xdist workers, each importing the stack and running variants in its own process."""
+
+    name = "xdist"
+    in_workers = True
+    args = ("-n", "{workers}", "--bugmatrix-forks", "0")
+    text = "variants run in xdist workers, in each worker's own process"
+
+
+class Inline(_Mode):
+    """One process, no isolation: the variant being run is named in the run file, for ``--bugmatrix-resume``."""
+
+    name = "inline"
+    args = ("-n", "0", "--bugmatrix-forks", "0")
+    text = "variants run in this process, one after another (--bugmatrix-forks 0, or an xdist worker)"
+
+
+RUNNERS: dict[str, type[_Mode]] = {mode.name: mode for mode in (Fork, Xdist, Inline)}
+
+
+def default_workers() -> int:
+    """How many variants run at once: ``$BUGMATRIX_WORKERS`` (default 2, this project's 2-core machines)."""
+    text = os.environ.get(WORKERS_ENV, "2")
+    try:
+        return max(0, int(text))
+    except ValueError:
+        msg = f"{WORKERS_ENV}={text!r} is not a number of processes; set it to e.g. 2 (0: run variants in the cell process)"
+        raise BugmatrixError(msg) from None
+
+
+def chosen_runner(name: str | None = None, workers: int | None = None) -> Runner:
+    """The mode ``name`` (default ``$BUGMATRIX_RUNNER``, else fork), running ``workers`` (default :func:`default_workers`) at once."""
+    name = os.environ.get(RUNNER_ENV, Fork.name) if name is None else name
+    if name not in RUNNERS:
+        msg = f"{RUNNER_ENV}={name!r} is not a runner; use one of {', '.join(RUNNERS)}"
+        raise BugmatrixError(msg)
+    return RUNNERS[name](default_workers() if workers is None else workers)
