@@ -161,5 +161,5 @@ def test_one_type_corrupt_run_file_is_its_cells_finding_and_the_night_is_still_r
     for v in VARIANTS:
         entry = results[v][CELLS[1]]
         assert entry["outcome"] == "missing" and entry["message"].startswith("unreadable run file: "), entry
-        assert "message must be a string, not dict" in entry["message"]
+        assert "Expected `str`, got `object` - at `$.results[1].message`" in entry["message"], "names the key and its type"
     assert "unreadable run file" in (tmp_path / "index.html").read_text()
