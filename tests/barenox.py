@@ -38,5 +38,8 @@ def bare_env(venv: Path, **extra: str) -> dict[str, str]:
     """This process's environment with ``venv`` first on PATH and the tests' venv (with everything in it) off it."""
     ours = str(Path(sys.prefix) / "bin")
     path = [str(venv / "bin"), *(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != ours)]
-    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"}}
+    # NOX_SCRIPT_MODE=none is what a script-mode nox sets for the nox it re-executes (the one running the tests session):
+    # a fresh runner has no such variable, and with it the noxfile would be loaded without its script dependencies.
+    dropped = {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "NOX_SCRIPT_MODE", "NOX_OUTER_PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     return {**env, "PATH": os.pathsep.join(path), **extra}
