@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.publish.render import render
+from bugmatrix.publish import render
 from tests.test_report import html_for_regression
 from tests.test_site_nights import site_of_three_nights
 

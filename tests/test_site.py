@@ -6,9 +6,11 @@ import json
 import os
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from bugmatrix.cli import main
+from bugmatrix.documents.nights import NightsFile, SiteNight
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.publish.site import PAGES, build_site, load_site_nights
 
@@ -148,6 +150,25 @@ def test_a_previous_site_that_cannot_be_read_is_one_line_and_nothing_is_written(
         build_site(report(tmp_path, "n"), out, date="2026-11-23", profile="nightly", previous=previous)
     assert "nights.json" in str(error.value) and "\n" not in str(error.value)
     assert not out.exists()
+
+
+def test_nights_json_is_its_model_and_an_index_from_before_root_and_path_still_loads(tmp_path: Path) -> None:
+    """nights.json is read and written through bugmatrix.documents.nights; keys an older site lacks take their defaults."""
+    site = nights(tmp_path, ["2026-11-22", "2026-11-23"])
+    written = msgspec.json.decode((site / "nights.json").read_bytes(), type=NightsFile)
+    assert written.root == "nightly" and [n.path for n in written.nights] == ["2026-11-23", "2026-11-22"]
+    older = {
+        "schema": "bugmatrix.site/1",
+        "nights": [{"date": "2026-11-23", "profile": "nightly"}, {"date": "2026-11-22", "profile": "nightly"}],
+    }
+    (site / "nights.json").write_text(json.dumps(older))
+    assert load_site_nights(site) == (
+        [SiteNight("2026-11-23", "nightly", "", "2026-11-23"), SiteNight("2026-11-22", "nightly", "", "2026-11-22")],
+        "nightly",
+    )
+    (site / "nights.json").write_text(json.dumps({**older, "surprise": 1}))
+    with pytest.raises(BugmatrixError, match=r"not a readable bugmatrix site.*surprise"):
+        load_site_nights(site)
 
 
 def test_the_cli_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,8 +1,28 @@
-"""After the report: findings reach maintainers where they already look.
+"""After the report: findings reach maintainers where they already look (the Pages site, one GitHub issue per finding).
 
-:mod:`~bugmatrix.publish.site` builds the GitHub Pages site (the latest night
-at the root, each night under its date); the issue modules turn the night's
-findings into one GitHub issue each, keyed by a hidden marker, so a finding is
-never filed twice. Everything here reads what the report wrote; nothing here
-changes a result.
+Everything here reads what the report wrote; nothing here changes a result. The site's pages come from
+:func:`render`: Jinja2 templates of this package (``templates/``), autoescaped, so no markup is written in Python;
+they inline ``bugmatrix/styles/report.css``, the stylesheet the report's page inlines too.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined
+
+__all__ = ["render"]
+
+_ENV = Environment(
+    loader=ChoiceLoader([PackageLoader("bugmatrix.publish", "templates"), PackageLoader("bugmatrix", "styles")]),
+    autoescape=True,  # HTML and SVG alike: nothing from a run reaches a page unescaped
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+
+
+def render(template: str, **context: Any) -> str:
+    """One template of ``bugmatrix/publish/templates/``, filled with ``context``."""
+    return _ENV.get_template(template).render(**context)

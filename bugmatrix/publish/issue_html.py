@@ -20,7 +20,7 @@ import html
 import re
 from dataclasses import dataclass
 
-from bugmatrix.publish.render import render
+from bugmatrix.publish import render
 
 __all__ = ["Block", "Span", "parse_markdown", "render_markdown"]
 

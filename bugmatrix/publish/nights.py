@@ -1,63 +1,45 @@
 """The site's history pages: ``nights.html`` (the variant × night grid, the findings trend, a row per night), issue pages, the badge.
 
-Everything here is read from what each night's report already wrote into the
-site (``<night>/compat.json`` and ``<night>/issues/*.md``): publishing never
-recomputes a result. The pages come from the templates of
-:mod:`~bugmatrix.publish.render` (autoescaped); this module only counts and
-places. Each night's report page leaves one slot for the site
-(:data:`~bugmatrix.report.render_html.SITE_SLOT`): the site fills it with where
-a maintainer goes next (the night's issue pages, their files, every night), with
-links relative to where that copy of the page sits.
+Everything is read from what each night's report wrote into the site (``<night>/compat.json``, ``<night>/issues/*.md``):
+publishing never recomputes a result. The grid's entry for a variant on a night is its outcome symbols across the
+night's cells; an outcome that differs from the night before is a flip. Each report page's site slot
+(:data:`~bugmatrix.report.render_html.SITE_SLOT`) gets the links onward, relative to where that copy sits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import datetime as dt
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.documents.nights import SiteNight
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_json, read_text, write_json_atomic, write_text_atomic
-from bugmatrix.publish.grid import NightOutcomes, variant_grid
+from bugmatrix.publish import render
 from bugmatrix.publish.issue_html import parse_markdown
 from bugmatrix.publish.markers import parse_markers
-from bugmatrix.publish.render import render
 from bugmatrix.report.render_html import SITE_SLOT
 
-__all__ = ["Issue", "NightSummary", "badge", "summarize", "trend", "write_history_pages"]
+__all__ = ["GRID_NIGHTS", "Grid", "Issue", "NightSummary", "badge", "summarize", "trend", "variant_grid", "write_history_pages"]
 
 #: The trend shows at most this many nights (the history's span).
 TREND_NIGHTS = 90
+#: Nights the grid shows (the history's flaky window is 30 nights too).
+GRID_NIGHTS = 30
 #: Status colours, the report's own: each has at least 4.5:1 contrast with the page's background and with white text.
 GREEN, RED, GREY, AMBER, PURPLE = "#2e7d32", "#b3261e", "#595959", "#8a5a00", "#5b2a86"
 #: The trend's findings, bottom to top: (what it counts, its colour).
 TREND_KINDS = (("regressions", RED), ("new failure modes", AMBER), ("missing", GREY), ("not installing", PURPLE))
-#: The columns of the table of nights.
-COLUMNS = (
-    "night",
-    "commit",
-    "regressions",
-    "new failure modes",
-    "unexpected fixes",
-    "flaky",
-    "missing",
-    "not installing",
-    "new releases",
-    "reused / run",
-    "issues",
-)
-#: What :attr:`NightSummary.findings` adds up, in the words of the table of nights (one, many).
-_FINDING_WORDS = (
-    ("regression", "regressions"),
-    ("new failure mode", "new failure modes"),
-    ("unexpected fix", "unexpected fixes"),
-    ("flaky", "flaky"),
-    ("missing", "missing"),
-    ("not installing", "not installing"),
-)
+#: The counted columns of the table of nights; all but the last are findings.
+COUNTED = ("regressions", "new failure modes", "unexpected fixes", "flaky", "missing", "not installing", "new releases")
+_ONE = {"regressions": "regression", "new failure modes": "new failure mode", "unexpected fixes": "unexpected fix"}
 #: The badge's colours: shields.io's names, drawn by badge.svg in the site's own.
 BADGE_COLOURS = {"green": GREEN, "red": RED, "lightgrey": GREY}
+#: Outcomes of a variant that did not run: shown only where nothing else was recorded that night.
+_NOT_RUN = (Outcome.SKIPPED.value, Outcome.INSTALL_FAILED.value)
 
 
 @dataclass(frozen=True)
@@ -72,19 +54,13 @@ class Issue:
 
 @dataclass(frozen=True)
 class NightSummary:
-    """What one night's report says, counted: the columns of ``nights.html``, and each variant's outcomes for the grid."""
+    """What one night's report says, counted: the columns of ``nights.html`` (:data:`COUNTED`), and each variant's outcomes."""
 
     date: str
     profile: str
     commit: str
     path: str
-    regressions: int = 0
-    new_failure_modes: int = 0
-    unexpected_fixes: int = 0
-    flaky: int = 0
-    missing: int = 0
-    not_installing: int = 0
-    new_releases: int = 0
+    counts: Mapping[str, int] = field(default_factory=dict)
     reused: int = 0
     ran: int = 0
     cells: int = 0
@@ -95,19 +71,18 @@ class NightSummary:
 
     @property
     def findings(self) -> int:
-        return self.regressions + self.new_failure_modes + self.unexpected_fixes + self.flaky + self.missing + self.not_installing
+        return sum(self.counts.get(name, 0) for name in COUNTED[:-1])
 
     @property
     def finding_text(self) -> str:
-        """``3 findings (1 regression, 2 missing)``: the count the badge shows, with the columns of the table of nights it adds up."""
-        counts = (self.regressions, self.new_failure_modes, self.unexpected_fixes, self.flaky, self.missing, self.not_installing)
-        said = ", ".join(f"{n} {one if n == 1 else many}" for (one, many), n in zip(_FINDING_WORDS, counts, strict=True) if n)
+        """``3 findings (1 regression, 2 missing)``: the count the badge shows, with the columns it adds up."""
+        said = ", ".join(f"{n} {_ONE.get(name, name) if n == 1 else name}" for name in COUNTED[:-1] if (n := self.counts.get(name, 0)))
         return f"{self.findings} finding{'' if self.findings == 1 else 's'}" + (f" ({said})" if said else "")
 
     @property
     def trend_counts(self) -> tuple[int, ...]:
         """The trend's findings (:data:`TREND_KINDS`), in its order."""
-        return (self.regressions, self.new_failure_modes, self.missing, self.not_installing)
+        return tuple(self.counts.get(name, 0) for name, _ in TREND_KINDS)
 
 
 def _issues(directory: Path) -> tuple[Issue, ...]:
@@ -122,55 +97,133 @@ def _issues(directory: Path) -> tuple[Issue, ...]:
     return tuple(found)
 
 
-def summarize(site: Path, date: str, profile: str, commit: str, path: str) -> NightSummary:
+def summarize(site: Path, night: SiteNight) -> NightSummary:
     """Count one published night from its own ``compat.json``; a night whose report cannot be read says so."""
-    issues = _issues(site / path / "issues")
+    issues = _issues(site / night.path / "issues")
     flaky = sum(1 for issue in issues if issue.key.startswith("flaky:"))
     subjects = frozenset(issue.key.partition(":")[2] for issue in issues)
+    known = (night.date, night.profile, night.commit, night.path)
     try:
-        data = read_json(site / path / "compat.json", "compat document")
-        verdicts: dict[str, int] = {}
+        data = read_json(site / night.path / "compat.json", "compat document")
+        verdicts: Counter[str] = Counter()
         outcomes: dict[str, dict[str, str]] = {}
         flagged = set(subjects)
         for variant, per_cell in (data.get("results") or {}).items():
             for cell, entry in per_cell.items():
                 verdict = str(entry.get("verdict") or "")
-                verdicts[verdict] = verdicts.get(verdict, 0) + 1
+                verdicts[verdict] += 1
                 outcomes.setdefault(str(variant), {})[str(cell)] = str(entry.get("outcome") or "")
                 if verdict in ("regression", "new-failure-mode", "unexpected-fix"):
                     flagged.add(str(variant))
         cells = [c for c in data.get("cells") or [] if isinstance(c, dict)]
-        status = [str((c.get("install") or {}).get("status", "ok")) for c in cells]
+        status = Counter(str((c.get("install") or {}).get("status", "ok")) for c in cells)
         reused = sum(1 for c in cells if c.get("reused_from"))
-        return NightSummary(
-            date,
-            profile,
-            commit,
-            path,
-            regressions=verdicts.get("regression", 0),
-            new_failure_modes=verdicts.get("new-failure-mode", 0),
-            unexpected_fixes=verdicts.get("unexpected-fix", 0),
-            flaky=flaky,
-            missing=status.count("missing"),
-            not_installing=status.count("failed"),
-            new_releases=len({(r.get("axis"), r.get("version")) for r in data.get("releases") or []}),
-            reused=reused,
-            ran=len(cells) - reused - status.count("missing"),
-            cells=len(cells),
-            issues=issues,
-            outcomes=outcomes,
-            flagged=frozenset(flagged),
+        releases = len({(r.get("axis"), r.get("version")) for r in data.get("releases") or []})
+        found = (
+            verdicts["regression"],
+            verdicts["new-failure-mode"],
+            verdicts["unexpected-fix"],
+            flaky,
+            status["missing"],
+            status["failed"],
         )
+        counts = dict(zip(COUNTED, (*found, releases), strict=True))
+        ran = len(cells) - reused - status["missing"]
+        return NightSummary(*known, counts, reused, ran, len(cells), issues, outcomes=outcomes, flagged=frozenset(flagged))
     except (BugmatrixError, ValueError, AttributeError, TypeError):
-        return NightSummary(date, profile, commit, path, flaky=flaky, issues=issues, readable=False, flagged=subjects)
+        return NightSummary(*known, {"flaky": flaky}, issues=issues, readable=False, flagged=subjects)
+
+
+@dataclass(frozen=True)
+class GridEntry:
+    """One variant on one night: its symbols ("" when the night has no result of it), a hover text, whether it flipped that night."""
+
+    symbols: str
+    title: str
+    flip: bool = False
+    finding: bool = False
+
+
+@dataclass(frozen=True)
+class GridRow:
+    variant: str
+    entries: tuple[GridEntry, ...]  # oldest night first, one per column
+    since: str  # the night of its newest flip in the window ("" when none)
+    finding: bool  # a finding on any shown night
+
+
+@dataclass(frozen=True)
+class Grid:
+    nights: tuple[NightSummary, ...]  # the columns, oldest first
+    rows: tuple[GridRow, ...]
+    idle: tuple[str, ...]  # ran nowhere (skipped or not installed) on every shown night: one folded line
+
+
+def _entry(night: NightSummary, variant: str, flipped: list[str]) -> GridEntry:
+    per_cell = night.outcomes.get(variant)
+    if not per_cell:
+        return GridEntry("", f"{night.date}: not in this night's report")
+    known = {o.value for o in Outcome}
+    counts = Counter(Outcome(value) for value in per_cell.values() if value in known)
+    ran = [o for o in Outcome if o in counts and o.value not in _NOT_RUN] or [o for o in Outcome if o in counts]
+    said = ", ".join(f"{o.label} in {counts[o]}" for o in Outcome if o in counts)
+    title = f"{night.date}: {said} (cells)" + (f"; flipped: {', '.join(flipped)}" if flipped else "")
+    finding = variant in night.flagged
+    return GridEntry("".join(o.symbol for o in ran), title + ("; a finding" if finding else ""), bool(flipped), finding)
+
+
+def _flips(before: Mapping[str, str] | None, after: Mapping[str, str] | None) -> list[str]:
+    """``a: fixed → reproduced`` per cell whose outcome differs between two nights (a missing result is a gap, not a flip)."""
+    if not before or not after:
+        return []
+    gap = Outcome.MISSING.value
+    return [
+        f"{cell} {before[cell]} → {now}"
+        for cell, now in after.items()
+        if cell in before and gap not in (before[cell], now) and before[cell] != now
+    ]
+
+
+def variant_grid(nights: Sequence[NightSummary], limit: int = GRID_NIGHTS) -> Grid:
+    """The grid of ``nights`` (newest first): the newest ``limit`` as columns, oldest left.
+
+    Rows with a finding come first, then rows that flipped, then the rest in the report's order; variants that ran
+    nowhere on the shown nights fold into one line.
+    """
+    columns = list(reversed(nights[:limit]))
+    before = nights[limit] if len(nights) > limit else None  # the night before the first column: a flip on it shows
+    variants = list(dict.fromkeys(v for night in reversed(columns) for v in night.outcomes))
+    rows, idle = [], []
+    for variant in variants:
+        values = [o for night in columns for o in (night.outcomes.get(variant) or {}).values()]
+        if all(v in _NOT_RUN for v in values) and not any(variant in night.flagged for night in columns):
+            idle.append(variant)
+            continue
+        entries, since, previous = [], "", before.outcomes.get(variant) if before else None
+        for night in columns:
+            now = night.outcomes.get(variant)
+            flipped = _flips(previous, now)
+            since = night.date if flipped else since
+            entries.append(_entry(night, variant, flipped))
+            previous = now or previous
+        rows.append(GridRow(variant, tuple(entries), since, any(e.finding for e in entries)))
+    newest_finding = {r.variant: max((n.date for n, e in zip(columns, r.entries, strict=True) if e.finding), default="") for r in rows}
+    order = {v: i for i, v in enumerate(variants)}
+    rows.sort(
+        key=lambda r: (not r.finding, _newest_first(newest_finding[r.variant]), not r.since, _newest_first(r.since), order[r.variant])
+    )
+    return Grid(tuple(columns), tuple(rows), tuple(idle))
+
+
+def _newest_first(date: str) -> int:
+    """A sort key that puts later nights first ("" is no night: equal for all)."""
+    return -dt.date.fromisoformat(date).toordinal() if date else 0
 
 
 def trend(nights: list[NightSummary], height: int = 80) -> dict[str, object]:
     """The findings trend's geometry, oldest left: per night a stack of :data:`TREND_KINDS`, each divided by the night's cells.
 
-    Per cell, so a night of 2 cells drawn beside nights of 5 does not look
-    like a collapse; the tallest night fills the height. A night without
-    findings gets a short green mark, one whose report cannot be read a "?".
+    Per cell, so a night of 2 cells beside nights of 5 does not look like a collapse; the tallest night fills the height.
     """
     shown = list(reversed(nights[:TREND_NIGHTS]))
     rate = {n.date: [count / max(n.cells, 1) for count in n.trend_counts] for n in shown}
@@ -197,28 +250,12 @@ def trend(nights: list[NightSummary], height: int = 80) -> dict[str, object]:
 
 def badge(night: NightSummary | None, profile: str) -> dict[str, object]:
     """The shields.io endpoint document: the profile, its newest night and that night's findings (green at none)."""
-    label = f"bugmatrix {profile}"
     if night is None or not night.readable:
-        return {
-            "schemaVersion": 1,
-            "label": label,
-            "message": "no night" if night is None else f"{night.date} unreadable",
-            "color": "lightgrey",
-        }
-    n = night.findings
-    return {
-        "schemaVersion": 1,
-        "label": label,
-        "message": f"{night.date} · {n} finding{'' if n == 1 else 's'}",
-        "color": "red" if n else "green",
-    }
-
-
-def _badge_svg(document: dict[str, object]) -> str:
-    """A self-contained flat badge (no fonts or images fetched): label on grey, message on its colour."""
-    label, message = str(document["label"]), str(document["message"])
-    widths = (7 * len(label) + 10, 7 * len(message) + 10)
-    return render("badge.svg.j2", label=label, message=message, widths=widths, colour=BADGE_COLOURS[str(document["color"])])
+        message, colour = ("no night" if night is None else f"{night.date} unreadable"), "lightgrey"
+    else:
+        n = night.findings
+        message, colour = f"{night.date} · {n} finding{'' if n == 1 else 's'}", "red" if n else "green"
+    return {"schemaVersion": 1, "label": f"bugmatrix {profile}", "message": message, "color": colour}
 
 
 def _up(path: str) -> str:
@@ -236,9 +273,9 @@ def _fill_slot(page: Path, night: NightSummary, to_root: str, to_night: str) -> 
         write_text_atomic(page, head + opened + links + closed + tail)
 
 
-def write_history_pages(site: Path, nights: list[tuple[str, str, str, str]], root_profile: str) -> list[NightSummary]:
+def write_history_pages(site: Path, nights: list[SiteNight], root_profile: str) -> list[NightSummary]:
     """Write ``nights.html``, ``badge.json``/``.svg``, each night's ``issues/*.html``, and the site's links into every report page."""
-    summaries = [summarize(site, *n) for n in nights]
+    summaries = [summarize(site, n) for n in nights]
     for s in summaries:
         up = _up(s.path)
         for issue in s.issues:
@@ -254,25 +291,15 @@ def write_history_pages(site: Path, nights: list[tuple[str, str, str, str]], roo
         _fill_slot(site / where / "index.html", s, _up(where), f"{Path(s.path).name}/")
     document = badge(newest.get(root_profile), root_profile)
     profiles = [
-        {"name": p, "root": p == root_profile, "nights": own, "grid": variant_grid([_outcomes(n) for n in own]), "trend": trend(own)}
+        {"name": p, "root": p == root_profile, "nights": own, "grid": variant_grid(own), "trend": trend(own)}
         for p in sorted(newest, key=lambda p: p != root_profile)  # the root profile first, then by their newest night
         for own in [[n for n in summaries if n.profile == p]]
     ]
-    page = render(
-        "nights.html.j2",
-        profiles=profiles,
-        badge=document,
-        legend=[o.label for o in Outcome],
-        columns=COLUMNS,
-        kinds=TREND_KINDS,
-        green=GREEN,
-        grey=GREY,
-    )
-    write_text_atomic(site / "nights.html", page)
+    context = {"legend": [o.label for o in Outcome], "counted": COUNTED, "kinds": TREND_KINDS, "green": GREEN, "grey": GREY}
+    write_text_atomic(site / "nights.html", render("nights.html.j2", profiles=profiles, badge=document, **context))
     write_json_atomic(site / "badge.json", document)
-    write_text_atomic(site / "badge.svg", _badge_svg(document))
+    label, message = str(document["label"]), str(document["message"])
+    widths = (7 * len(label) + 10, 7 * len(message) + 10)  # a flat badge drawn with no fonts or images fetched
+    svg = render("badge.svg.j2", label=label, message=message, widths=widths, colour=BADGE_COLOURS[str(document["color"])])
+    write_text_atomic(site / "badge.svg", svg)
     return summaries
-
-
-def _outcomes(night: NightSummary) -> NightOutcomes:
-    return NightOutcomes(night.date, night.path, night.outcomes, night.flagged)

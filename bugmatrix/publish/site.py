@@ -1,39 +1,10 @@
-"""The GitHub Pages site: the root profile's latest night at the root, each night under its date, a bounded number kept.
+"""The GitHub Pages site (``nox -s site``): the root profile's newest night at the root, each night under its date.
 
-GitHub Pages serves exactly what the last deployment uploaded, so a site with
-past nights has to be carried from night to night: the nightly restores the
-previous run's ``github-pages`` artifact, and :func:`build_site` makes the new
-site from it and tonight's report (``nox -s site``)::
-
-    index.html, compat.md, compat.json     the newest night of the root profile: the stable address
-    2026-11-23/                             that night's page (+ issues/: the issue bodies and their repro files)
-    full/index.html, full/2026-11-20/ ...   other profiles, under their own name, so a manual run never replaces the root
-    nights.json, nights.html                every night kept, newest first (and the root profile)
-
-The root profile is the one the site was built for: ``--root-profile``, else
-the previous site's, else the report's (the nightly workflow names
-``nightly``). When it changes, the old root's nights move under their
-profile's folder: nothing is deleted.
-
-A night is kept for :data:`KEEP_NIGHTS` nights of its profile (the history's
-span), so a link in an issue keeps working for a season; a re-run of a date
-replaces that date. The site is built beside ``--out`` and moved into place
-whole, and a previous site that cannot be read stops the build with one line
-(nothing half-built is deployed; the workflow then falls back to an older
-run's site).
-
-The previous site is an artifact, not something this code made tonight, so
-only what the site itself writes is taken from it: regular files of its
-kinds (:data:`KINDS`), at most :data:`MAX_FILE_BYTES` each and
-:data:`MAX_SITE_BYTES` in all, each read through the one guarded reader
-(:func:`bugmatrix.files.read_bytes`) and written as a new file of the bytes
-read: nothing is ever linked or copied by name. A symlink, a hard link (a
-file with a second name, e.g. ``/etc/passwd``'s: the site never makes one),
-a device or a pipe anywhere in it, or a file over a cap, stops the build
-with one line naming it; a file of another kind, or a name that is not
-UTF-8, is left out (said on stderr), and a past night missing one of its
-pages is named and skipped. Tonight's pages and issue bodies are taken the
-same way. A build that stops leaves nothing behind (no ``.<out>.partial``).
+Pages serves only what the last deployment uploaded, so :func:`build_site` makes the new site from the previous
+one (the nightly restores its artifact) and tonight's report, keeping :data:`KEEP_NIGHTS` nights per profile; other
+profiles live under their own name. The previous site is not something this code made tonight: only regular files of
+its kinds are taken, under caps, read through the guarded reader and written anew; anything else stops the build with
+one line. The site is built beside ``--out`` and moved into place whole (docs/site.md).
 """
 
 from __future__ import annotations
@@ -45,10 +16,13 @@ import shutil
 import stat
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import msgspec
+from msgspec.structs import replace
+
 from bugmatrix import values
+from bugmatrix.documents.nights import SITE_SCHEMA, NightsFile, SiteNight
 from bugmatrix.errors import BugmatrixError, OutputError
 from bugmatrix.files import LIMITS, check_writable_dir, read_bytes, read_json, write_json_atomic
 from bugmatrix.publish.nights import write_history_pages
@@ -72,7 +46,6 @@ __all__ = [
     "run",
 ]
 
-SITE_SCHEMA = "bugmatrix.site/1"
 #: The profile the scheduled nightly runs: the workflow makes its newest night the site's root (``--root-profile``).
 ROOT_PROFILE = "nightly"
 #: The kinds of file the site writes (pages, nights.json, issue bodies, repro scripts, requirements and locks).
@@ -81,16 +54,7 @@ KINDS = frozenset({".html", ".md", ".json", ".py", ".txt"})
 MAX_FILE_BYTES = LIMITS["site file"]
 #: The whole site, previous nights and tonight together (GitHub Pages' own limit is 1 GB).
 MAX_SITE_BYTES = 900 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class SiteNight:
-    """One published night: where its page is, relative to the site's root."""
-
-    date: str
-    profile: str
-    commit: str
-    path: str
+_REFUSED = "refused; the nightly falls back to an older site"
 
 
 def night_path(profile: str, date: str, root_profile: str = ROOT_PROFILE) -> str:
@@ -98,25 +62,22 @@ def night_path(profile: str, date: str, root_profile: str = ROOT_PROFILE) -> str
     return date if profile == root_profile else f"{profile}/{date}"
 
 
-def _profile_root(profile: str, root_profile: str) -> str:
-    return "" if profile == root_profile else profile
-
-
-def _checked_date(value: object, where: str) -> str:
+def _checked_date(value: str) -> str:
     try:
-        return dt.date.fromisoformat(str(value)).isoformat()
+        return dt.date.fromisoformat(value).isoformat()
     except ValueError:
-        msg = f"{where}: {value!r} is not a date (YYYY-MM-DD)"
+        msg = f"--date: {value!r} is not a date (YYYY-MM-DD)"
         raise BugmatrixError(msg) from None
+
+
+def _index(path: Path) -> NightsFile:
+    return msgspec.convert(read_json(path, "site index"), NightsFile)
 
 
 def load_site_nights(site: Path) -> tuple[list[SiteNight], str | None]:
     """The nights a previous site holds (``nights.json``) and its root profile; an empty or absent directory is a new site.
 
-    Each night is where the site put it (its ``path``), so a site whose root
-    profile changes tonight is read as it was built. A ``nights.json`` written
-    before it recorded its root gives the profile of the nights at the root
-    (else :data:`ROOT_PROFILE`, the root such a site was built with).
+    An index from before the site recorded its root takes the profile of the nights at the root (else :data:`ROOT_PROFILE`).
     """
     index = site / "nights.json"
     if not site.is_dir() or not any(site.iterdir()):
@@ -124,26 +85,19 @@ def load_site_nights(site: Path) -> tuple[list[SiteNight], str | None]:
     if site.is_symlink() or index.is_symlink():
         msg = f"{site if site.is_symlink() else index}: a symlink; a previous site holds regular files only (refused)"
         raise BugmatrixError(msg)
-    fix = f"remove {site} to start a new site (the nightly falls back to an older run's site by itself)"
     try:
-        data = read_json(index, "site index")
-        if not isinstance(data, dict) or data.get("schema") != SITE_SCHEMA:
-            msg = f"schema {data.get('schema') if isinstance(data, dict) else data!r} is not {SITE_SCHEMA!r}"
-            raise ValueError(msg)
-        nights = []
-        for entry in data["nights"]:
-            date = _checked_date(entry["date"], str(index))
-            profile = values.profile_name(entry["profile"], "profile")
-            path = str(entry.get("path") or night_path(profile, date))
-            if path not in (date, f"{profile}/{date}") or not (site / path).is_dir():
-                msg = f"the night {path}/ it lists is not in the site"
+        document = _index(index)
+        nights = [replace(n, path=n.path or night_path(n.profile, n.date)) for n in document.nights]
+        for n in nights:
+            if n.path not in (n.date, f"{n.profile}/{n.date}") or not (site / n.path).is_dir():
+                msg = f"the night {n.path}/ it lists is not in the site"
                 raise ValueError(msg)
-            nights.append(SiteNight(date, profile, str(entry.get("commit", "")), path))
-        root = values.profile_name(data.get("root") or next((n.profile for n in nights if n.path == n.date), ROOT_PROFILE), "root")
+        root = values.profile_name(document.root or next((n.profile for n in nights if n.path == n.date), ROOT_PROFILE), "root")
         if any(n.path != night_path(n.profile, n.date, root) for n in nights):
             msg = f"its nights are not where its root profile {root!r} puts them"
             raise ValueError(msg)
-    except (BugmatrixError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (BugmatrixError, ValueError) as exc:
+        fix = f"remove {site} to start a new site (the nightly falls back to an older run's site by itself)"
         msg = f"{index}: not a readable bugmatrix site ({exc}); {fix}"
         raise BugmatrixError(msg) from None
     return nights, root
@@ -168,19 +122,18 @@ def _tonight(reports: Path) -> tuple[str, str]:
 
 
 def _site_files(source: Path, option: str, notes: list[str]) -> Iterator[tuple[Path, int]]:
-    """Each file under ``source`` the site may take (relative path, size); anything it never writes refused or left out.
+    """Each file under ``source`` the site may take (relative path, size).
 
     A symlink, a hard link, a device, a pipe or a socket is refused (one line);
     a name that is not UTF-8 or a file of another kind is left out, with a note.
     """
-    refused = "refused; the nightly falls back to an older site"
     for top, dirs, files in os.walk(source, followlinks=False):
         for name in sorted(dirs + files):
             path = Path(top) / name
             info = path.lstat()
             if stat.S_ISLNK(info.st_mode) or not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
                 kind = "a symlink" if stat.S_ISLNK(info.st_mode) else "not a regular file"
-                msg = f"{option} {path}: {kind}; a site holds regular files only ({refused})"
+                msg = f"{option} {path}: {kind}; a site holds regular files only ({_REFUSED})"
                 raise BugmatrixError(msg)
             try:
                 name.encode("utf-8")
@@ -192,7 +145,7 @@ def _site_files(source: Path, option: str, notes: list[str]) -> Iterator[tuple[P
             if stat.S_ISDIR(info.st_mode):
                 continue
             if info.st_nlink > 1:
-                msg = f"{option} {path}: a hard link ({info.st_nlink} names for one file); the site never writes one ({refused})"
+                msg = f"{option} {path}: a hard link ({info.st_nlink} names for one file); the site never writes one ({_REFUSED})"
                 raise BugmatrixError(msg)
             if path.suffix not in KINDS:
                 if name != REPRO_MANIFEST:  # the repro export's own bookkeeping, never published
@@ -209,19 +162,18 @@ def _take(source: Path, target: Path, option: str, used: int, notes: list[str]) 
             cap = f"{MAX_FILE_BYTES:,} bytes per file" if size > MAX_FILE_BYTES else f"{MAX_SITE_BYTES:,} bytes for the site"
             msg = f"{option} {source / relative}: {size:,} bytes, over the cap of {cap} (refused)"
             raise BugmatrixError(msg)
-        content = read_bytes(source / relative, "site file", fix="refused; the nightly falls back to an older site")
         copy = target / relative
         copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_bytes(content)
+        copy.write_bytes(read_bytes(source / relative, "site file", fix=_REFUSED))
     return used
 
 
 def _copy_previous(previous: Path, night: str, target: Path, used: int, notes: list[str]) -> int:
-    """Take one past night's regular files of the site's kinds, refusing anything else; the bytes used so far after it."""
-    for depth in range(1, len(Path(night).parts) + 1):  # the night's own directory and those above it, inside the site
+    """Take one past night's files (its directory and those above it must not be symlinks); the bytes used so far after it."""
+    for depth in range(1, len(Path(night).parts) + 1):
         above = previous.joinpath(*Path(night).parts[:depth])
         if above.is_symlink():
-            msg = f"--previous {above}: a symlink; a previous site holds regular files only (refused; the nightly falls back to an older site)"
+            msg = f"--previous {above}: a symlink; a previous site holds regular files only ({_REFUSED})"
             raise BugmatrixError(msg)
     return _take(previous / night, target, "--previous", used, notes)
 
@@ -268,15 +220,11 @@ def build_site(
 ) -> list[SiteNight]:
     """Write the site to ``out`` (absent or empty): ``previous``'s nights plus tonight's report; returns the nights kept.
 
-    ``profile`` defaults to the report's; ``root_profile`` to the previous
-    site's, else ``profile``. A root that changes moves the old root's nights
-    under their profile's folder and the new root's nights to the root.
-    ``attachments`` (the issue bodies and their repro files) is published as
-    ``<night>/issues/``, so an issue can link the lock of the cell it is about.
-    ``notes`` gets one line per thing left out of the previous site.
+    A root profile that changes moves the old root's nights under their profile's folder. ``attachments`` (the issue
+    bodies and their repro files) is published as ``<night>/issues/``; ``notes`` gets a line per thing left out.
     """
     notes = [] if notes is None else notes
-    date = _checked_date(date, "--date")
+    date = _checked_date(date)
     missing = [name for name in PAGES if not (reports / name).is_file()]
     if missing:
         msg = f"--reports {reports}: no {missing[0]}; run the report first (nox -s report)"
@@ -299,7 +247,7 @@ def build_site(
     if previous_root is not None and root != previous_root:
         notes.append(f"site: the root is now profile {root} (was {previous_root}): {previous_root}'s nights moved under {previous_root}/")
     sources = {(n.date, n.profile): n.path for n in before if previous is not None and _complete(previous, n, notes)}
-    moved = [SiteNight(n.date, n.profile, n.commit, night_path(n.profile, n.date, root)) for n in before if (n.date, n.profile) in sources]
+    moved = [replace(n, path=night_path(n.profile, n.date, root)) for n in before if (n.date, n.profile) in sources]
     tonight = SiteNight(date, profile, commit, night_path(profile, date, root))
     nights = _kept(moved, tonight, keep)
 
@@ -348,11 +296,11 @@ def _stage(
     for night in nights:  # newest first: the first of each profile is its root
         newest.setdefault(night.profile, night)
     for night in newest.values():  # the staging holds only what was written above: its own pages, copied
-        root = staging / _profile_root(night.profile, root_profile)
+        root = staging / ("" if night.profile == root_profile else night.profile)
         for name in PAGES:
             shutil.copyfile(staging / night.path / name, root / name)
-    write_json_atomic(staging / "nights.json", {"schema": SITE_SCHEMA, "root": root_profile, "nights": [asdict(n) for n in nights]})
-    write_history_pages(staging, [(n.date, n.profile, n.commit, n.path) for n in nights], root_profile)  # nights.html, badge, issue pages
+    write_json_atomic(staging / "nights.json", msgspec.to_builtins(NightsFile(SITE_SCHEMA, nights, root_profile)))
+    write_history_pages(staging, nights, root_profile)  # nights.html, badge, issue pages
     if root_profile not in newest:  # no night of the root profile yet (another profile ran first): the root lists the nights
         shutil.copyfile(staging / "nights.html", staging / "index.html")
 
@@ -391,7 +339,7 @@ def run(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     profile = args.profile or _tonight(args.reports)[1]
     own = [n for n in nights if n.profile == profile]
-    root = read_json(args.out / "nights.json", "site index")["root"]
+    root = _index(args.out / "nights.json").root
     print(
         f"site: {args.out} holds {len(nights)} night(s); {profile}: {own[-1].date} to {own[0].date} ({len(own)} of at most {args.keep});"
         f" root profile: {root}"
