@@ -1,18 +1,8 @@
 """What an issue offers to reproduce its finding: the ``repro`` export, written beside the issue body.
 
-For a finding about a variant, :func:`bugmatrix.tools.repro.export_repro` in
-the first cell of the finding: ``repro.py`` (the case's code and the suite's
-own classification), the variant's ``requirements.txt``, the cell's lock as
-``requirements.lock.txt`` (exact versions and hashes of the environment the
-outcome was observed in) and ``ISSUE.md``, an upstream issue draft. For a
-finding about a cell (missing, no longer installs) the cell's requirements
-and lock, and the one command that runs it; for a release that does not
-install, the requirements that fail to resolve. The run's recorded log is
-quoted, never re-run (the night already ran it).
-
-The cases and the matrix are loaded once per report; when they cannot be (a
-variant renamed since, a broken matrix.toml), the attachment says why instead
-of failing the report: the finding still deserves its issue.
+A variant's finding gets :func:`bugmatrix.tools.repro.export_repro` in its first cell (``repro.py``, the variant's
+requirements, the cell's lock, an upstream issue draft); a cell's finding its requirements, lock and command; a
+release that does not install the requirements that fail. When the cases cannot be loaded, the attachment says why.
 """
 
 from __future__ import annotations

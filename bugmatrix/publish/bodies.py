@@ -1,12 +1,7 @@
 """The night's issue bodies as files: one ``<stem>.md`` per finding, its repro files in ``<stem>/`` beside it.
 
-``report --issue-bodies DIR`` writes them (the dry run: nothing is sent
-anywhere), together with the report's other outputs and as they are, all or
-nothing; ``issues`` (:mod:`~bugmatrix.publish.filing`) reads them back and
-files them. The directory holds exactly one night: a finding gone tonight
-leaves no file behind, and a clean night leaves it empty. Its file names come
-from the findings' keys, so the same night gives the same files. A directory
-holding anything these commands did not write is refused, never emptied.
+``report --issue-bodies DIR`` writes them with the report's other outputs, all or nothing, exactly one night's;
+``issues`` (:mod:`~bugmatrix.publish.filing`) reads them back. A directory holding anything else is refused, never emptied.
 """
 
 from __future__ import annotations

@@ -1,33 +1,9 @@
 """``python -m bugmatrix issues`` (``nox -s issues``): the night's issue bodies filed, one issue per finding, never a duplicate.
 
-For each body the report wrote (``report --issue-bodies DIR``), the issue
-with the same key (:mod:`~bugmatrix.publish.markers`) decides what happens:
-
-* an open one: a comment when the finding changed since what the issue was
-  last told (another digest), or came back after a back-to-baseline note;
-  nothing when it says the same (the same night filed twice adds nothing);
-* none open, and a closed one that was last told exactly this: nothing --
-  people closed it knowingly, and reopening it every night would be noise;
-* otherwise a new issue (naming the closed one before it, if any).
-
-An open issue whose finding is not in tonight's bodies gets one comment that
-the night is back to the baseline, but only where tonight judged it: every
-cell its last note names ran tonight and recorded the subject (a cell
-missing, or a smaller profile's night, says nothing about it), and its
-subject has no other finding tonight (a regression that turned into a crash
-is not back; the crash gets its own issue). Closing is
-left to people. ``--dry-run`` lists the issues and prints what it would do,
-writing nothing.
-
-Trust: anyone can open an issue or write a comment, and a marker's key and
-digest can be computed from the public compat.json. So a marker counts only
-in an issue or comment written by a trusted login (``--trusted``, default
-``$BUGMATRIX_TRUSTED_LOGINS`` or ``app/github-actions``: the identity the
-workflow's ``GITHUB_TOKEN`` files as, as ``gh`` lists it), and never inside
-code (:func:`~bugmatrix.publish.markers.parse_markers`). A closed issue keeps
-a finding from being filed again only when whoever closed it is trusted or
-holds triage or more on the repository; an issue closed by anyone else is
-as if it were not there.
+The issue with a body's key (:mod:`~bugmatrix.publish.markers`) decides: an open one gets a comment when the finding
+changed or came back, a closed one that people closed while it said the same stays closed, else a new issue. An open
+issue whose finding tonight judged and did not find gets one back-to-baseline comment; closing is left to people. A
+marker counts only from a trusted login, and a closed issue only when a trusted login or triage-or-more closed it.
 """
 
 from __future__ import annotations
@@ -53,7 +29,6 @@ from bugmatrix.report.night import CELL_FINDINGS
 
 __all__ = [
     "DEFAULT_TRUSTED",
-    "TRIAGE_OR_MORE",
     "Act",
     "Action",
     "add_arguments",
@@ -67,12 +42,10 @@ __all__ = [
 
 #: Outcomes that say nothing about a variant: a result that is one of them judges nothing.
 _UNJUDGED = frozenset({Outcome.MISSING, Outcome.INSTALL_FAILED})
-
-
 #: Who the nightly files as with the workflow's GITHUB_TOKEN, as ``gh issue list`` names it (``gh api user`` cannot say: that token is an app's).
 DEFAULT_TRUSTED = "app/github-actions"
 #: Roles whose closing of an issue is a maintainer's decision.
-TRIAGE_OR_MORE = frozenset({"triage", "write", "maintain", "admin"})
+_TRIAGE_OR_MORE = frozenset({"triage", "write", "maintain", "admin"})
 
 
 def trusted_only(issues: list[Issue], trusted: frozenset[str]) -> list[Issue]:
@@ -91,7 +64,7 @@ def closed_knowingly(tracker: IssueTracker, trusted: frozenset[str]) -> Callable
 
     def counts(issue: Issue) -> bool:
         who = tracker.closer(issue.number)
-        return bool(who) and (who in trusted or tracker.permission(who) in TRIAGE_OR_MORE)
+        return bool(who) and (who in trusted or tracker.permission(who) in _TRIAGE_OR_MORE)
 
     return counts
 
@@ -136,18 +109,10 @@ def judged(compat: Compat, marker: Marker) -> bool:
     return all(c in entries and entries[c].outcome not in _UNJUDGED for c in marker.cells)
 
 
-def _subject(key: str) -> str:
-    return key.partition(":")[2]
-
-
 def _last(issue: Issue, key: str) -> Marker | None:
     """What the issue was last told about ``key`` (its body's marker, then its comments')."""
     told = [m for text in (issue.body, *issue.comments) for m in parse_markers(text) if m.key == key]
     return told[-1] if told else None
-
-
-def _without_marker(body: Body) -> str:
-    return body.text.split("\n", 1)[1] if "\n" in body.text else ""
 
 
 def _said(last: Marker | None, marker: Marker) -> bool:
@@ -169,7 +134,7 @@ def _for_finding(body: Body, known: list[Issue], night: str, knowingly: Callable
             head, why = f"this is back (the issue was told on {last.night} that it was back to the baseline).", "back again"
         else:
             head, why = "this finding changed since the last note; tonight it is:", "changed"
-        text = f"{marker.but(State.UPDATED, night).render()}\n**Night {night}**: {head}\n\n{_without_marker(body)}"
+        text = f"{marker.but(State.UPDATED, night).render()}\n**Night {night}**: {head}\n\n" + body.text.partition("\n")[2]
         return Action(Act.COMMENT, key, why, issue.number, text=text)
     closed = next((i for i in reversed(known) if knowingly(i)), None)
     if closed is None:
@@ -185,7 +150,7 @@ def _for_gone(key: str, issue: Issue, compat: Compat, night: str, report_url: st
     last = _last(issue, key)
     if last is None or last.state is State.BACK:
         return None  # already told, or nothing the nightly wrote to compare with
-    if _subject(key) in troubled:
+    if key.partition(":")[2] in troubled:
         return Action(Act.NOTHING, key, "its subject has another finding tonight", issue.number)
     if not judged(compat, last):
         return Action(Act.NOTHING, key, "not judged tonight (a cell it names did not run or record it)", issue.number)
@@ -209,9 +174,7 @@ def plan_filing(
 ) -> list[Action]:
     """What to do tonight, per key: tonight's findings first, then the open issues whose finding is gone.
 
-    ``issues`` are the trusted ones (:func:`trusted_only`); ``knowingly`` says
-    whether a closed one was closed by someone whose closing counts
-    (:func:`closed_knowingly`; by default none does, so nothing is suppressed).
+    ``issues`` are the trusted ones (:func:`trusted_only`); ``knowingly`` says whether a closed one's closing counts.
     """
     by_key: dict[str, list[Issue]] = {}
     for issue in sorted(issues, key=lambda i: i.number):
@@ -220,7 +183,7 @@ def plan_filing(
             by_key.setdefault(opening.key, []).append(issue)
     actions = [_for_finding(body, by_key.get(body.marker.key, []), night, knowingly) for body in bodies]
     tonight = {b.marker.key for b in bodies}
-    troubled = {_subject(k) for k in tonight}  # a subject with any finding tonight is not back to its baseline
+    troubled = {k.partition(":")[2] for k in tonight}  # a subject with any finding tonight is not back to its baseline
     for key, known in sorted(by_key.items()):
         open_issues = [i for i in known if i.open]
         if key not in tonight and open_issues and (action := _for_gone(key, open_issues[-1], compat, night, report_url, troubled)):
@@ -291,10 +254,6 @@ def run(args: argparse.Namespace) -> int:
     lines = [a.line for a in actions] if args.dry_run else file_issues(tracker, actions)
     for line in lines:
         print(("would " if args.dry_run else "") + line)
-    counts = {act: sum(1 for a in actions if a.act is act) for act in Act}
-    print(
-        f"issues: {len(bodies)} finding(s); "
-        + ", ".join(f"{n} {act}" for act, n in counts.items())
-        + (" (dry run)" if args.dry_run else "")
-    )
+    counts = ", ".join(f"{sum(1 for a in actions if a.act is act)} {act}" for act in Act)
+    print(f"issues: {len(bodies)} finding(s); {counts}" + (" (dry run)" if args.dry_run else ""))
     return 0

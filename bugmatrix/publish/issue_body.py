@@ -1,15 +1,8 @@
 """An issue body per finding: one more view over the night's typed report (:class:`~bugmatrix.report.night.NightReport`).
 
-What changed, in which cells (with their pins), since which night, what moved
-below the pins, the boundary and the expectation's evidence, then the
-``repro`` export, all rendered from the :class:`~bugmatrix.report.night.Finding`
-the report built; the hidden marker (:mod:`~bugmatrix.publish.markers`) comes
-first. Anything a run or a case wrote (messages, logs, evidence, versions)
-goes into a code span or a fenced block sized past its longest backtick run:
-there ``@user`` notifies nobody, ``owner/repo#123`` back-links nothing
-upstream, and no HTML or Markdown in a message reaches the page. A body stays
-under GitHub's 65,536 characters: ``repro.py`` is inlined only where it fits,
-else linked.
+The marker first, then what changed in which cells since when, what moved below the pins, and the ``repro`` export.
+Anything a run wrote goes into a code span or fenced block sized past its longest backtick run, so no ``@user``,
+``#123`` or markup in a message acts on GitHub. A body stays under GitHub's 65,536 characters.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """An issue body's Markdown as HTML for the site: the small subset :mod:`~bugmatrix.publish.issue_body` writes, read as data.
 
-The bodies carry run text (exception messages, logs, package names) that
-anyone upstream can influence, so nothing here writes markup: the body is read
-into :class:`Block` and :class:`Span` values, and the autoescaping template
-``_markdown.html.j2`` turns them into HTML. Only the constructs the body writer
-emits become markup - headings, ``-`` lists, pipe tables, fenced blocks,
-``---``, code spans, ``**bold**``, links whose target is http(s) or a relative
-path, and the literal lines ``<details>``, ``<details><summary>…</summary>``
-(whose ``<code>…</code>`` is the writer's own, its content HTML-escaped by it),
-``</details>`` and ``<sub>…</sub>``. Anything else (an ``<img>``, a
-``javascript:`` link, a raw ``<script>``) is shown as text. A full Markdown
-library is not needed for this subset and would widen what a hostile message
-can reach.
+The body is read into :class:`Block` and :class:`Span` values that the autoescaping ``_markdown.html.j2`` renders.
+Only what the body writer emits becomes markup (headings, lists, pipe tables, fences, code spans, bold, http(s) or
+relative links, its ``<details>``/``<summary>``/``<sub>`` lines); anything else is text.
 """
 
 from __future__ import annotations

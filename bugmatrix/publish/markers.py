@@ -1,27 +1,10 @@
 """The hidden marker that makes an issue *the* issue of one finding, so a finding is never filed twice.
 
-Every issue body the nightly writes starts with one HTML comment, invisible on
-GitHub, and every comment it adds carries one too::
-
-    <!-- bugmatrix-finding {"cells": ["py311-torch2.11.0-pl2.6.6"], "digest": "3f9a2c1d7e4b",
-         "key": "regression:autocast_cache::core[cpu]", "night": "2026-11-23", "state": "opened", "title": "..."} -->
-
-The ``key`` (the finding's kind and subject: a variant, a cell, or a release)
-is the identity: the same finding has the same key on every night. The
-``digest`` says what the finding holds (its cells, variants and outcomes;
-never its messages, which carry addresses and timings), so a night that
-finds nothing new adds no comment. ``state`` is what the issue was last
-told: ``opened``, ``updated`` (the finding changed), ``back-to-baseline``.
-
-Lookup is ``gh issue list --search`` for the marker's word (:data:`SEARCH`;
-the visible footer carries it too, so the search finds it whether or not it
-indexes comments), and then the markers decide: search is only a
-pre-filter, never the judge of which issue is which.
-
-A marker inside a code span or a fenced block is quoted text, not a marker:
-a run's message or log (which the bodies show as code) can never speak for
-the nightly. Who may write a marker at all is decided by filing
-(:mod:`~bugmatrix.publish.filing`: trusted authors only).
+Every body and comment the nightly writes carries one HTML comment, invisible on GitHub:
+``<!-- bugmatrix-finding {"cells": [...], "digest": "3f9a2c1d7e4b", "key": "regression:...", "night": ..., "state": "opened"} -->``.
+The ``key`` (kind and subject) is the finding's identity on every night; the ``digest`` says what it holds (never its
+messages), so an unchanged finding adds no comment. Search only pre-filters; the markers decide. A marker inside code
+is quoted text, never a marker.
 """
 
 from __future__ import annotations
@@ -30,7 +13,8 @@ import enum
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.night import Finding
@@ -55,8 +39,7 @@ class State(enum.StrEnum):
     BACK = "back-to-baseline"
 
 
-@dataclass(frozen=True)
-class Marker:
+class Marker(msgspec.Struct, frozen=True):
     """One marker: the finding's key, what the issue was told on which night, and what the finding held then."""
 
     key: str
@@ -68,15 +51,15 @@ class Marker:
 
     def render(self) -> str:
         """The HTML comment; ``--`` never appears in it (JSON may escape any character), so no id can end it early."""
-        data = {"key": self.key, "state": self.state.value, "night": self.night, "digest": self.digest, "cells": list(self.cells)}
-        if self.title:
-            data["title"] = self.title
+        data = msgspec.to_builtins(self)
+        if not self.title:
+            del data["title"]
         text = json.dumps(data, sort_keys=True, ensure_ascii=True).replace("--", "-\\u002d")
         return f"<!-- {MARKER} {text} -->"
 
     def but(self, state: State, night: str) -> Marker:
         """This finding's marker for a comment: another state on another night (the title belongs to the issue only)."""
-        return Marker(self.key, state, night, self.digest, self.cells)
+        return msgspec.structs.replace(self, state=state, night=night, title="")
 
 
 def parse_markers(text: str) -> list[Marker]:
@@ -84,19 +67,8 @@ def parse_markers(text: str) -> list[Marker]:
     found = []
     for match in _FOUND.finditer(without_code(text or "")):
         try:
-            data = json.loads(match.group(1))
-            cells = tuple(str(c) for c in data.get("cells", ()))
-            found.append(
-                Marker(
-                    str(data["key"]),
-                    State(data["state"]),
-                    str(data["night"]),
-                    str(data.get("digest", "")),
-                    cells,
-                    str(data.get("title", "")),
-                )
-            )
-        except (ValueError, KeyError, TypeError):
+            found.append(_DECODER.decode(match.group(1)))
+        except msgspec.DecodeError:
             continue
     return found
 
@@ -104,6 +76,9 @@ def parse_markers(text: str) -> list[Marker]:
 def without_code(text: str) -> str:
     """``text`` with its fenced blocks and code spans blanked: what is quoted there is never a marker."""
     return _SPAN.sub(" ", _FENCE.sub("\n", text))
+
+
+_DECODER = msgspec.json.Decoder(Marker)
 
 
 def digest_of(finding: Finding) -> str:

@@ -1,19 +1,8 @@
-"""The issue tracker behind one small interface; the nightly's is GitHub through the ``gh`` CLI.
+"""The issue tracker behind one small interface; the nightly's is GitHub through the ``gh`` CLI (tests put a fake on PATH).
 
-Three operations are all filing needs: list the issues a search finds (with
-their bodies and comments, where the markers are), open one, comment on one.
-:class:`GhIssues` runs ``gh`` with the job's token (``GH_TOKEN``); tests put
-a fake ``gh`` on PATH, so the same code runs without GitHub. Bodies go
-through standard input (``--body-file -``), never the command line: a body
-is up to 64 kB and must not be read by a shell. A failing ``gh`` is one line
-naming the command and what ``gh`` said.
-
-Who wrote what is part of the answer (an issue's and each comment's
-author), and two more questions serve the trust rule of filing: who closed
-an issue (its events) and what a login may do on the repository (the
-collaborators API). Logins are compared in one spelling, :func:`login`:
-``gh issue list`` says ``app/github-actions`` where the REST API says
-``github-actions[bot]``.
+Bodies go through standard input (``--body-file -``), never the command line. Who wrote what is part of the answer,
+for filing's trust rule; logins are compared in one spelling (:func:`login`): ``gh issue list`` says
+``app/github-actions`` where the REST API says ``github-actions[bot]``.
 """
 
 from __future__ import annotations
@@ -39,8 +28,7 @@ class Issue:
     body: str
     comments: tuple[str, ...] = ()
     url: str = ""
-    #: Who opened it, and who wrote each comment (in the order of ``comments``); logins as :func:`login` spells them.
-    author: str = ""
+    author: str = ""  # who opened it and who wrote each comment, as :func:`login` spells them
     comment_authors: tuple[str, ...] = ()
 
 
@@ -55,23 +43,18 @@ class IssueTracker(Protocol):
 
     def search(self, query: str) -> list[Issue]:
         """Open and closed issues matching ``query`` (GitHub's issue search syntax)."""
-        ...
 
     def open_issue(self, title: str, body: str) -> str:
         """Open an issue; its URL."""
-        ...
 
     def comment(self, number: int, body: str) -> None:
         """Add a comment to issue ``number``."""
-        ...
 
     def closer(self, number: int) -> str:
         """Who closed issue ``number`` last (its events); ``""`` when no event says."""
-        ...
 
     def permission(self, who: str) -> str:
         """``who``'s role on the repository (``admin``, ``maintain``, ``write``, ``triage``, ``read``); ``""`` for none."""
-        ...
 
 
 def _issue(item: dict) -> Issue:
