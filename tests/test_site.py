@@ -12,7 +12,8 @@ import pytest
 from bugmatrix.cli import main
 from bugmatrix.documents.nights import NightsFile, SiteNight
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.publish.site import PAGES, build_site, load_site_nights
+from bugmatrix.publish.site import build_site, load_site_nights
+from bugmatrix.report.outputs import PAGES
 
 
 def report(tmp_path: Path, night: str, commit: str = "abc1234", profile: str = "nightly") -> Path:

@@ -78,11 +78,7 @@ def body_files(
 
 
 def issue_bodies_output(directory: Path, *, site_url: str, run_url: str, matrix: Path, cases: Path) -> Output:
-    """``report --issue-bodies DIR``: one body per finding (+ its repro files), an output of the report like its pages.
-
-    Added by the CLI through ``ReportOptions.extra``: the report stage knows
-    nothing of issues, and the bodies are written in its all-or-nothing write.
-    """
+    """``report --issue-bodies DIR``: one body per finding (+ its repro files), an output the CLI adds to the report's (``extra``)."""
 
     def render(night: Night) -> Files:
         links = Links.for_site(site_url, night.report.compat.profile, night.date, run_url)

@@ -172,10 +172,7 @@ def plan_filing(
     *,
     knowingly: Callable[[Issue], bool] = lambda _issue: False,
 ) -> list[Action]:
-    """What to do tonight, per key: tonight's findings first, then the open issues whose finding is gone.
-
-    ``issues`` are the trusted ones (:func:`trusted_only`); ``knowingly`` says whether a closed one's closing counts.
-    """
+    """What to do tonight about the trusted ``issues``, per key: tonight's findings first, then the open issues whose finding is gone."""
     by_key: dict[str, list[Issue]] = {}
     for issue in sorted(issues, key=lambda i: i.number):
         opening = next((m for m in parse_markers(issue.body) if m.state is State.OPENED), None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bugmatrix.publish import render
@@ -54,42 +55,40 @@ class Block:
     rows: tuple[tuple[Line, ...], ...] = ()
 
 
+def _split(
+    text: str, pattern: re.Pattern[str], outside: Callable[[str], Sequence[Span]], inside: Callable[[re.Match[str]], Sequence[Span]]
+) -> list[Span]:
+    """``text`` as spans: each match of ``pattern`` by ``inside``, the text around them by ``outside``."""
+    out, last = [], 0
+    for match in pattern.finditer(text):
+        out += [*outside(text[last : match.start()]), *inside(match)]
+        last = match.end()
+    return [*out, *outside(text[last:])]
+
+
 def _bold(text: str) -> list[Span]:
-    out, last = [], 0
-    for match in _BOLD.finditer(text):
-        out += [Span("text", text[last : match.start()]), Span("bold", match.group(1))]
-        last = match.end()
-    return [*out, Span("text", text[last:])]
+    return _split(text, _BOLD, lambda plain: [Span("text", plain)], lambda match: [Span("bold", match.group(1))])
 
 
-def _links(text: str) -> list[Span]:
-    out, last = [], 0
-    for match in _LINK.finditer(text):
-        out += _bold(text[last : match.start()])
-        label, target = match.group(1), match.group(2)
-        out += [Span("link", href=target, label=tuple(_bold(label)))] if _SAFE_URL.fullmatch(target) else _bold(match.group(0))
-        last = match.end()
-    return out + _bold(text[last:])
+def _link(match: re.Match[str]) -> list[Span]:
+    label, target = match.group(1), match.group(2)
+    return [Span("link", href=target, label=tuple(_bold(label)))] if _SAFE_URL.fullmatch(target) else _bold(match.group(0))
 
 
 def _inline(text: str) -> Line:
     """Code spans first (their content stays literal), then links and bold in the rest."""
-    out, last = [], 0
-    for match in _CODE.finditer(text):
-        out += _links(text[last : match.start()])
-        out.append(Span("code", match.group(2).strip() or match.group(2)))
-        last = match.end()
-    return tuple(s for s in [*out, *_links(text[last:])] if s.text or s.kind == "link")
+    spans = _split(
+        text,
+        _CODE,
+        lambda plain: _split(plain, _LINK, _bold, _link),
+        lambda match: [Span("code", match.group(2).strip() or match.group(2))],
+    )
+    return tuple(s for s in spans if s.text or s.kind == "link")
 
 
 def _summary(text: str) -> Line:
     """A ``<summary>``'s content: the writer's ``<code>`` (its content un-escaped once, escaped again by the template), the rest as Markdown."""
-    out, last = [], 0
-    for match in _SUMMARY_CODE.finditer(text):
-        out += _inline(text[last : match.start()])
-        out.append(Span("code", html.unescape(match.group(1))))
-        last = match.end()
-    return (*out, *_inline(text[last:]))
+    return tuple(_split(text, _SUMMARY_CODE, _inline, lambda match: [Span("code", html.unescape(match.group(1)))]))
 
 
 def _cells(line: str) -> tuple[Line, ...]:

@@ -82,10 +82,9 @@ _DECODER = msgspec.json.Decoder(Marker)
 
 
 def digest_of(finding: Finding) -> str:
-    """What the finding holds, in 12 hex digits: kind, subject, cells, variants, and each change's outcome (flaky: its cells only).
+    """What the finding holds, in 12 hex digits: kind, subject, cells, variants, each change's outcome.
 
-    A flaky variant's outcome flips from night to night by definition; what is
-    news there is which cells flap, so only they count.
+    A flaky variant's outcome flips by definition: there only which cells flap counts.
     """
     outcomes = [] if finding.kind is ChangeKind.FLAKY else sorted((c.variant_id, c.cell_id, str(c.after or "")) for c in finding.changes)
     held = [str(finding.kind), finding.subject, sorted(finding.cells), sorted(finding.variants), outcomes]

@@ -185,11 +185,7 @@ def _flips(before: Mapping[str, str] | None, after: Mapping[str, str] | None) ->
 
 
 def variant_grid(nights: Sequence[NightSummary], limit: int = GRID_NIGHTS) -> Grid:
-    """The grid of ``nights`` (newest first): the newest ``limit`` as columns, oldest left.
-
-    Rows with a finding come first, then rows that flipped, then the rest in the report's order; variants that ran
-    nowhere on the shown nights fold into one line.
-    """
+    """The grid of ``nights`` (newest first): the newest ``limit`` as columns, oldest left; rows with a finding, then flips, first."""
     columns = list(reversed(nights[:limit]))
     before = nights[limit] if len(nights) > limit else None  # the night before the first column: a flip on it shows
     variants = list(dict.fromkeys(v for night in reversed(columns) for v in night.outcomes))
@@ -221,10 +217,7 @@ def _newest_first(date: str) -> int:
 
 
 def trend(nights: list[NightSummary], height: int = 80) -> dict[str, object]:
-    """The findings trend's geometry, oldest left: per night a stack of :data:`TREND_KINDS`, each divided by the night's cells.
-
-    Per cell, so a night of 2 cells beside nights of 5 does not look like a collapse; the tallest night fills the height.
-    """
+    """The findings trend's geometry, oldest left: per night a stack of :data:`TREND_KINDS`, each per cell (no false collapse)."""
     shown = list(reversed(nights[:TREND_NIGHTS]))
     rate = {n.date: [count / max(n.cells, 1) for count in n.trend_counts] for n in shown}
     top = max((sum(r) for r in rate.values()), default=0) or 1

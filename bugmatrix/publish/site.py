@@ -31,14 +31,10 @@ from bugmatrix.report.outputs import PAGES
 from bugmatrix.tools.repro import MANIFEST as REPRO_MANIFEST
 
 __all__ = [
-    "KEEP_NIGHTS",
     "KINDS",
     "MAX_FILE_BYTES",
     "MAX_SITE_BYTES",
-    "PAGES",
     "ROOT_PROFILE",
-    "SITE_SCHEMA",
-    "SiteNight",
     "add_arguments",
     "build_site",
     "load_site_nights",
@@ -75,10 +71,7 @@ def _index(path: Path) -> NightsFile:
 
 
 def load_site_nights(site: Path) -> tuple[list[SiteNight], str | None]:
-    """The nights a previous site holds (``nights.json``) and its root profile; an empty or absent directory is a new site.
-
-    An index from before the site recorded its root takes the profile of the nights at the root (else :data:`ROOT_PROFILE`).
-    """
+    """The nights a previous site holds (``nights.json``) and its root profile; an empty or absent directory is a new site."""
     index = site / "nights.json"
     if not site.is_dir() or not any(site.iterdir()):
         return [], None
@@ -114,19 +107,12 @@ def _kept(nights: Iterable[SiteNight], tonight: SiteNight, keep: int) -> list[Si
 
 def _tonight(reports: Path) -> tuple[str, str]:
     """The commit and the profile tonight's report recorded."""
-    compat = reports / "compat.json"
-    data = read_json(compat, "compat document", fix="run the report first (nox -s report)")
-    if not isinstance(data, dict):
-        return "", ""
-    return str(data.get("commit", "")), str(data.get("profile", ""))
+    data = read_json(reports / "compat.json", "compat document", fix="run the report first (nox -s report)")
+    return (str(data.get("commit", "")), str(data.get("profile", ""))) if isinstance(data, dict) else ("", "")
 
 
 def _site_files(source: Path, option: str, notes: list[str]) -> Iterator[tuple[Path, int]]:
-    """Each file under ``source`` the site may take (relative path, size).
-
-    A symlink, a hard link, a device, a pipe or a socket is refused (one line);
-    a name that is not UTF-8 or a file of another kind is left out, with a note.
-    """
+    """Each file under ``source`` the site may take (relative path, size): a link or a special file is refused, another kind left out."""
     for top, dirs, files in os.walk(source, followlinks=False):
         for name in sorted(dirs + files):
             path = Path(top) / name
@@ -187,11 +173,7 @@ def _complete(previous: Path, night: SiteNight, notes: list[str]) -> bool:
 
 
 def _profiles(reports: Path, profile: str | None, root_profile: str | None, previous_root: str | None) -> tuple[str, str, str]:
-    """Tonight's commit, its profile (the report's own, which ``--profile`` may repeat but not contradict) and the site's root profile.
-
-    The root is ``--root-profile``, else the previous site's, else tonight's:
-    a site built from a smoke night is a smoke site, badge and front page.
-    """
+    """Tonight's commit, its profile (the report's; ``--profile`` may not contradict it) and the root profile (else the previous site's, else tonight's)."""
     commit, recorded = _tonight(reports)
     if profile is not None and recorded and profile != recorded:
         msg = f"--profile {profile}: the report in {reports} is of profile {recorded!r}; leave --profile out or pass --profile {recorded}"
@@ -218,11 +200,7 @@ def build_site(
     root_profile: str | None = None,
     notes: list[str] | None = None,
 ) -> list[SiteNight]:
-    """Write the site to ``out`` (absent or empty): ``previous``'s nights plus tonight's report; returns the nights kept.
-
-    A root profile that changes moves the old root's nights under their profile's folder. ``attachments`` (the issue
-    bodies and their repro files) is published as ``<night>/issues/``; ``notes`` gets a line per thing left out.
-    """
+    """Write the site to ``out`` (absent or empty): ``previous``'s nights plus tonight's report and ``attachments``; the nights kept."""
     notes = [] if notes is None else notes
     date = _checked_date(date)
     missing = [name for name in PAGES if not (reports / name).is_file()]
