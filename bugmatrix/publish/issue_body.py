@@ -98,44 +98,32 @@ def _pins(report: NightReport, cell_id: str) -> str:
 
 
 def _cells_table(finding: Finding, report: NightReport) -> list[str]:
-    compat = report.compat
-    by_cell = {c.cell_id: c for c in finding.changes}
-    if finding.kind is ChangeKind.FLAKY:
-        lines = ["| cell | pins | outcomes, night by night (first night of each) |", "|---|---|---|"]
-        for cell in finding.cells:
-            runs = outcome_runs(report.own_nights[-WINDOW:], finding.subject, cell)
-            lines.append(f"| {literal(cell, table=True)} | {_pins(report, cell)} | {' → '.join(f'{d} {o}' for d, o in runs) or '—'} |")
-        return lines
-    if finding.kind in CELL_FINDINGS or finding.release is not None:
-        lines = ["| cell | pins | since | what tonight says |", "|---|---|---|---|"]
-        for cell_id in finding.cells:
-            cell = compat.cell_by_id.get(cell_id)
-            said = (
-                one_line_reason(cell.install.reason)
-                if cell is not None and cell.failed
-                else by_cell[cell_id].message
-                if cell_id in by_cell
-                else ""
-            )
-            lines.append(
-                f"| {literal(cell_id, table=True)} | {_pins(report, cell_id)} | {finding.since_by_cell.get(cell_id) or '—'}"
-                f" | {literal(said, table=True)} |"
-            )
-        return lines
-    lines = ["| cell | pins | baseline → tonight | expected | since | message |", "|---|---|---|---|---|---|"]
-    for cell_id in finding.cells:
+    """One row per cell: its pins, then what the finding's kind says of it."""
+    compat, by_cell = report.compat, {c.cell_id: c for c in finding.changes}
+    flaky, of_cells = finding.kind is ChangeKind.FLAKY, finding.kind in CELL_FINDINGS or finding.release is not None
+    if flaky:
+        head = ["outcomes, night by night (first night of each)"]
+    else:
+        head = ["since", "what tonight says"] if of_cells else ["baseline → tonight", "expected", "since", "message"]
+
+    def said(cell_id: str) -> list[str]:
+        since, cell = finding.since_by_cell.get(cell_id) or "—", compat.cell_by_id.get(cell_id)
+        if flaky:
+            return [" → ".join(f"{d} {o}" for d, o in outcome_runs(report.own_nights[-WINDOW:], finding.subject, cell_id)) or "—"]
+        if of_cells:
+            if cell is not None and cell.failed:
+                return [since, literal(one_line_reason(cell.install.reason), table=True)]
+            return [since, literal(by_cell[cell_id].message if cell_id in by_cell else "", table=True)]
         change, entry = by_cell.get(cell_id), compat.entry(finding.subject, cell_id)
         before = change.before.label if change is not None and change.before is not None else "—"
         now = entry.outcome.label if entry is not None else "—"
-        cell = compat.cell_by_id.get(cell_id)
         if cell is not None and cell.reused_from is not None:  # never passed off as tonight's observation
             now += f" {REUSED} reused from {literal(cell.reused_from.text, table=True)}"
         expected = entry.expected.value if entry is not None and entry.expected is not None else "—"
-        lines.append(
-            f"| {literal(cell_id, table=True)} | {_pins(report, cell_id)} | {before} → {now} | {expected}"
-            f" | {finding.since_by_cell.get(cell_id) or '—'} | {literal(entry.message if entry else '', table=True)} |"
-        )
-    return lines
+        return [f"{before} → {now}", expected, since, literal(entry.message if entry else "", table=True)]
+
+    rows = [f"| {literal(c, table=True)} | {_pins(report, c)} | {' | '.join(said(c))} |" for c in finding.cells]
+    return [f"| cell | pins | {' | '.join(head)} |", "|---" * (len(head) + 2) + "|", *rows]
 
 
 def _moved(finding: Finding, report: NightReport) -> list[str]:
