@@ -1,10 +1,8 @@
 """Reading a compat document from disk (the baseline): any defect is one line naming the file, the key and the fix.
 
-What a valid document is, is declared once: the model
-:class:`bugmatrix.documents.compat.Compat` (its JSON Schema, :data:`SCHEMA_FILE`,
-is generated from it). Reading decodes the bytes through the model, then
-:meth:`~bugmatrix.report.model.Compat.from_json` builds the report's values;
-a hand-edited file fails here, by name, never as a traceback further on.
+The bytes are decoded by the model :class:`bugmatrix.documents.compat.Compat` (its JSON Schema, :data:`SCHEMA_FILE`,
+is generated from it), then :meth:`~bugmatrix.report.model.Compat.from_document` builds the report's values: a
+hand-edited file fails here, by name, never as a traceback further on.
 """
 
 from __future__ import annotations
@@ -30,10 +28,9 @@ _DECODER = msgspec.json.Decoder(document.Compat)
 def load_compat(path: Path) -> Compat:
     """Read a compat document (the baseline) of any known version."""
     raw = read_bytes(path, "compat document", fix=FIX)
-    data = decode_json(raw, path, "compat document", fix=FIX)
+    decode_json(raw, path, "compat document", fix=FIX)  # not JSON at all: the same line as every other reader's
     try:
-        _DECODER.decode(raw)
-        return Compat.from_json(data)
-    except (msgspec.ValidationError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        return Compat.from_document(_DECODER.decode(raw))
+    except msgspec.ValidationError as exc:
         msg = f"{path}: malformed compat document ({type(exc).__name__}: {exc}); {FIX}"
         raise BugmatrixError(msg) from exc

@@ -36,15 +36,6 @@ class Moved:
         """`` (♻ reused from <date, commit, run>)``: an outcome that changed is never shown as tonight's when it is not."""
         return reused_note(self.reused)
 
-    def to_json(self) -> dict[str, str | list[str]]:
-        return {
-            "variant": self.variant,
-            "cell": self.cell,
-            "before": self.before.value,
-            "after": self.after.value,
-            "moved": list(self.moved),
-        }
-
 
 def distributions_of(cell: Cell) -> dict[str, str] | None:
     """A cell's recorded distributions; None for a cell recorded before they were (or never installed).

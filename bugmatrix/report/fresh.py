@@ -36,7 +36,6 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
@@ -57,17 +56,6 @@ class FreshDifference:
     locked: Outcome
     fresh: Outcome
     message: str = ""
-
-    def to_json(self) -> dict[str, str]:
-        return {"variant": self.variant, "locked": self.locked.value, "fresh": self.fresh.value, "message": self.message}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> FreshDifference:
-        return cls(str(data["variant"]), Outcome(data["locked"]), Outcome(data["fresh"]), str(data.get("message", "")))
-
-
-#: A lane cell in resolve.json / compat.json (:meth:`FreshCell.to_json`).
-FreshCellJson = dict[str, str | list[str] | dict[str, str] | list[dict[str, str]] | None]
 
 
 @dataclass(frozen=True)
@@ -94,29 +82,6 @@ class FreshCell:
         if self.sibling == "install-failed":
             return f"the fresh environment does not install: {self.reason}"
         return ""
-
-    def to_json(self) -> FreshCellJson:
-        return {
-            "cell": self.cell,
-            "status": self.status,
-            "moved": list(self.moved),
-            "reason": self.reason,
-            "sibling": self.sibling,
-            "origin": self.origin.to_json() if self.origin else None,
-            "differences": [d.to_json() for d in self.differences],
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> FreshCell:
-        return cls(
-            str(data["cell"]),
-            str(data["status"]),
-            tuple(data.get("moved") or ()),
-            str(data.get("reason", "")),
-            str(data.get("sibling", "")),
-            Origin.from_json(data.get("origin")),
-            tuple(FreshDifference.from_json(d) for d in data.get("differences") or ()),
-        )
 
 
 @dataclass(frozen=True)
@@ -146,27 +111,6 @@ class FreshLane:
         held = f", {', '.join(f'{d} as of {t}' for d, t in self.held.items())}" if self.held else ""
         counts = ", ".join(f"{self.count(s)} {s}" for s in ("same", "moved", "failed", "unlocked"))
         return f"re-resolved {sum(self.count(s) for s in ('same', 'moved', 'failed', 'unlocked'))} cells {when}{held} ({self.resolved_at}): {counts}"
-
-    def to_json(self) -> dict[str, str | dict[str, str] | list[str] | list[FreshCellJson] | None]:
-        return {
-            "resolved_at": self.resolved_at,
-            "as_of": self.as_of,
-            "held": dict(self.held),
-            "cells": [c.to_json() for c in self.cells],
-            "stale": list(self.stale),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> FreshLane | None:
-        if not data:
-            return None
-        return cls(
-            str(data["resolved_at"]),
-            data.get("as_of"),
-            dict(data.get("held") or {}),
-            tuple(FreshCell.from_json(c) for c in data.get("cells") or ()),
-            tuple(data.get("stale") or ()),
-        )
 
 
 def _differences(compat: Compat, sibling: RunRecord) -> tuple[FreshDifference, ...]:

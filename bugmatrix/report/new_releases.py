@@ -84,20 +84,6 @@ class ReleaseNote:
     reason: str = ""  # uv's one-line reason, for a cell that did not install
     addition: bool = False  # new to this matrix (a new axis, an older release added on purpose), not a new upstream release
 
-    def to_json(self) -> dict[str, str | None]:
-        return {
-            "axis": self.axis,
-            "version": self.version,
-            "variant": self.variant,
-            "cell": self.cell,
-            "outcome": self.outcome.value,
-            "previous_version": self.previous_version,
-            "previous_outcome": self.previous_outcome.value if self.previous_outcome else None,
-            "kind": self.kind.value,
-            "text": self.text,
-            "reason": self.reason,
-        }
-
 
 def one_line_reason(reason: str) -> str:
     """uv's reason in one line: its "Because ..." sentence when it has one, else the last line that says something."""

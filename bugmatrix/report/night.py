@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import msgspec
+
+from bugmatrix.documents import compat as document
 from bugmatrix.report.agreement import AgreementLine, per_case
 from bugmatrix.report.boundaries import Boundary, Picture, boundary_text, pictures
 from bugmatrix.report.diff import (
@@ -33,7 +36,7 @@ from bugmatrix.report.envdiff import Moved, explain_changes
 from bugmatrix.report.expectation import SYSTEM_CELL
 from bugmatrix.report.fresh import FreshLane
 from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise, unchanged_since
-from bugmatrix.report.model import Compat
+from bugmatrix.report.model import Compat, compat_json
 from bugmatrix.report.new_releases import ReleaseGroup, ReleaseNote, install_changes, release_groups, release_notes
 
 __all__ = ["CELL_FINDINGS", "FINDING_KINDS", "Finding", "NightReport", "analyse"]
@@ -176,14 +179,17 @@ class NightReport:
         """Each drawn variant (and each variant drawn on another's picture) -> its picture."""
         return {t.variant.id: p for p in self.boundary[0] for t in p.tracks}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_document(self) -> document.Compat:
         """compat.json: the document, the release notes, what moved, the re-resolve lane (the baseline of a later night is this)."""
-        return {
-            **self.compat.to_json(),
-            "releases": [n.to_json() for n in self.notes],
-            "moved": [m.to_json() for m in self.moved],
-            "reresolved": self.fresh.to_json() if self.fresh else None,
-        }
+        doc = self.compat.to_document()
+        doc.releases = msgspec.convert(self.notes, list[document.ReleaseNote], from_attributes=True)
+        doc.moved = msgspec.convert(self.moved, list[document.Moved], from_attributes=True)
+        doc.reresolved = msgspec.convert(self.fresh, document.FreshLane | None, from_attributes=True)
+        return doc
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for compat.json (:func:`~bugmatrix.report.model.compat_json`)."""
+        return compat_json(self.to_document())
 
     def lane_findings(self) -> list[Finding]:
         """The re-resolve lane's findings: cells a refreshed lock would break, and variants whose outcome differs fresh (with what moved).
