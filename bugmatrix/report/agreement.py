@@ -1,20 +1,8 @@
 """Do upstream's own reproductions agree with this suite's variants?
 
-An ``upstream`` variant runs an upstream issue's snippet or a fixing PR's
-regression test, adapted to a tiny CPU/CUDA program; it names the case's own
-variant it should agree with (its ``counterpart``). Curated bug databases take
-ground truth from the fixing commit's own test; this is the check that the
-suite's reading of its citations holds: in every cell where both ran, the two
-outcomes should be the same. A cell where they differ is either a finding
-(written into the case docstring) or a wrong citation (fixed there). A new
-failure mode in one of them is a disagreement, except where its expectation
-declares it: an outcome that is no reading of the bug (``different``,
-``crashed``, ``timeout``), declared as such (#107663's snippet is refused on
-CUDA before the bug's path), is no evidence for or against, and is named apart.
-
-Pure: reads the compat document (:class:`~bugmatrix.report.model.Compat`)
-and returns :class:`AgreementRow` values; :func:`per_case` words them once
-for every view (``agrees in 19/19 cells``), so the page and compat.md say the same.
+An ``upstream`` variant names the case variant it should agree with (its ``counterpart``); in every cell where both
+ran, their outcomes should match. An outcome that is no reading of the bug and is declared as such is named apart.
+:func:`per_case` words the rows once, so every view says the same.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
-"""What changed since the baseline: missing results and regressions first.
+"""What changed since the baseline (an earlier compat document): missing results and regressions first.
 
-A baseline is an earlier compat document (``reports/baseline.json``). Entries
-are compared per (variant, cell). A regression is also taken from the run's
-own verdict (the expectation said fixed, the bug is back), so a regression
-shows even on the first run, without a baseline, and cannot be hidden by
-refreshing the baseline while the bug is still there. Likewise a *missing*
-result (planned, but no run recorded it) is reported with or without a
-baseline: a hole in the table is never silent.
-
-The history (:mod:`bugmatrix.report.history`) can name (variant, cell) pairs
-that flip back and forth across recent nights (the rule is in that module's
-docstring). A regression, new failure mode or unexpected fix of such a pair
-is listed as :attr:`ChangeKind.FLAKY` instead: still listed, right after the
-regressions, in the page, compat.md and the step summary, but it does not fail
-``--fail-on-regression`` every other night. A *missing* result is never
-downgraded: a flaky cell that stops reporting is still a hole.
-
-What fails ``--fail-on-regression`` (:data:`FAILING`): a missing result, a
-regression, a baseline cell that no longer installs, and a new release that
-does not install (:func:`bugmatrix.report.new_releases.install_changes`): for a
-nightly whose question is "did last night's releases change anything?", "the
-new torch does not install with our pins" is the headline, not a footnote.
+A regression is also read from the run's own verdict, and a *missing* result is reported with or without a baseline.
+A flaky pair's change (:mod:`~bugmatrix.report.history`) is listed as :attr:`ChangeKind.FLAKY` and fails nothing;
+a missing result is never downgraded. :data:`FAILING` is what fails ``--fail-on-regression``.
 """
 
 from __future__ import annotations

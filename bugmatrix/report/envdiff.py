@@ -1,12 +1,4 @@
-"""Which distributions changed between two runs of one cell: the "why" behind an overnight change.
-
-The run file records every installed distribution (``bugmatrix.cell.environment``)
-under ``environment["distributions"]``; the compat document keeps it per cell.
-When a variant's outcome in a cell differs from the baseline's, these lines
-say what moved between the two runs of that cell ("numpy 2.3.4 → 2.4.0",
-"+tokenizers 0.22.2"); :func:`explain_changes` returns them as
-:class:`Moved` values for the page, compat.md, the step summary and compat.json.
-"""
+"""Which distributions changed between two runs of one cell (``numpy 2.3.4 → 2.4.0``): the "why" behind a change."""
 
 from __future__ import annotations
 

@@ -1,33 +1,9 @@
 """The re-resolve lane in the report: per cell, what moved below its lock tonight, and what that changed.
 
-The lane (:mod:`bugmatrix.run.reresolve`) leaves ``<reports>/fresh/``:
-``resolve.json`` (every cell's fresh resolution against its committed lock)
-and, for each cell whose resolution moved, a *sibling* run in that fresh
-environment (``fresh/runs/<cell>.json``, by the ``fresh(<id>)`` session).
-Here the two are read once and set against the locked night:
-
-* each moved cell with its moved distributions, and every variant whose
-  outcome differs between the locked and the fresh run, attributed to those
-  distributions (nothing else differs between the two runs);
-* each cell whose fresh resolution fails, or whose fresh environment does not
-  install: a new dependency release breaks the cell once its lock is refreshed;
-* a sibling whose input key names another lock than tonight's fresh lock, or
-  that was written before tonight's lane resolved (an earlier night's run of
-  a lock that has not moved since), is stale and left out, said so: lane
-  results carry their night, and only tonight's are shown as tonight's;
-* a sibling file that cannot be read (truncated, of the wrong shape, a FIFO)
-  is that cell's finding, "not run" with the reader's line, like a corrupt
-  run file of the locked night; a ``resolve.json`` that cannot be read leaves
-  the lane out with one line, and the night is reported all the same;
-* the whole lane is used only when its recorded profile is the report's and
-  it resolved on the report's night (that date or the day before, for a night
-  that crosses midnight); otherwise one line says why it was left out (a smoke
-  lane run an hour before a full night's report is no part of that night).
-
-:func:`lane_findings` turns the findings into
-:class:`~bugmatrix.report.night.Finding`-ready tuples; they are news about the
-next lock, so they are listed prominently but fail no run (the committed locks
-behaved as recorded).
+The lane (:mod:`bugmatrix.run.reresolve`) leaves ``<reports>/fresh/``: ``resolve.json`` and a sibling run per moved
+cell. Each outcome that differs from the locked run is attributed to what moved; a cell that no longer resolves or
+installs is a finding. Siblings of another lock or an earlier night are stale and left out, and a lane of another
+profile or night is left out with one line. Its findings fail no run: the committed locks behaved as recorded.
 """
 
 from __future__ import annotations

@@ -1,40 +1,9 @@
-"""Outcomes across nights: when a variant last changed, its recent timeline, and flakiness.
+"""Outcomes across nights (``bugmatrix.history/1``, one line per night and profile): last change, timeline, flakiness.
 
-A baseline says what changed since *one* earlier run; it cannot tell a new
-regression from an outcome that flips every other night. The history can:
-each ``report`` appends one line per night to the history file (``--history
-FILE``, default ``<reports>/history.jsonl``; the nightly workflow carries it
-from night to night as the ``history`` artifact), schema
-``bugmatrix.history/1``, bounded to the last :data:`KEEP_NIGHTS`::
-
-    {"schema": "bugmatrix.history/1", "date": "2026-11-23", "commit": "abc1234",
-     "profile": "nightly", "cells": [cell id, ...],
-     "outcomes": {variant id: "RRFF.SM"}}   # one letter per cell, "." = no entry
-
-One letter per (variant, cell) keeps 90 nights of 1,000 cells x 20 variants
-at ~2 MB, and a night whose string equals the previous one's (most nights)
-is compared in one step. A report run twice on one date for one profile
-replaces that night. Profiles share the file but not their story: each keeps
-its own last :data:`KEEP_NIGHTS`, and a profile's page is summarised from its
-own nights only (a ``full`` run on a ``nightly`` night neither replaces that
-night nor shows up as a wall of cells "not in this night's report").
-
-History is kept per (variant, cell) but *summarised per variant*: a
-maintainer reads a variant's picture, and any cell changing changes it; the
-cells are named in the timeline's tooltips.
-
-**The flaky rule.** A (variant, cell) is *flaky* when, within the last
-:data:`WINDOW` (30) nights, its outcome changed at least :data:`FLIPS` (2)
-times and one of those changes went back to an outcome it already had in
-the window (A → B → A, or A → B → C → B). A progression (A → B → C) is not
-flaky, and neither is a single change. A ``missing`` result (planned, not
-recorded) or a night without the entry is a gap, not an outcome: it neither
-counts as a change nor is ever called flaky. The baseline diff lists a
-regression, new failure mode or unexpected fix of a flaky pair as
-``flaky`` (:func:`flaky_pairs`, :class:`~bugmatrix.report.diff.ChangeKind`),
-which does not fail ``--fail-on-regression`` but is listed with the changes,
-in the step summary, and marked on the page; a ``missing`` result is never
-downgraded.
+Each night stores one letter per (variant, cell), so 90 nights of 1,000 cells x 20 variants stay ~2 MB; each profile
+keeps its own last :data:`KEEP_NIGHTS`. A (variant, cell) is *flaky* when within the last :data:`WINDOW` (30) nights
+it changed at least :data:`FLIPS` (2) times and went back to an outcome it already had; a ``missing`` night is a gap.
+The diff lists such a pair's changes as flaky (:func:`flaky_pairs`) instead of failing the run (docs/report.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Markdown text from run data, escaped in one place: compat.md, the step summary and the README table all write through here.
+"""Markdown text from run data, escaped in one place: compat.md, the step summary and the README table write through here.
 
-Everything that comes from a run (messages, versions, install reasons, ids)
-goes through :func:`escape_md`: a ``|`` would add a table column, ``<script>``
-must stay text, and a backtick or ``*`` would restyle the rest of the line.
-No Markdown library escapes for GitHub's dialect, so this is the one
-hand-written helper (and its test in tests/test_report.py the one place its
-rules are pinned).
+No Markdown library escapes for GitHub's dialect, so :func:`escape_md` is the one hand-written helper.
 """
 
 from __future__ import annotations

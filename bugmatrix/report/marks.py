@@ -1,10 +1,4 @@
-"""What a boundary picture is made of: marks, flips, tracks, pictures (values only).
-
-:mod:`~bugmatrix.report.boundaries` derives them from a compat document; the
-renderers (:mod:`~bugmatrix.report.overview`, compat.md, the terminal) read
-them. Kept apart so each side stays small, and so a flip's wording ("fixed in
-torch 2.11.0") lives in one place whatever prints it.
-"""
+"""What a boundary picture is made of: marks, flips, tracks, pictures (values only), and a flip's wording in one place."""
 
 from __future__ import annotations
 

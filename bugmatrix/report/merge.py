@@ -1,20 +1,8 @@
-"""Merge run files into one compat document (:class:`~bugmatrix.report.model.Compat`).
+"""Merge run files into one compat document (:class:`~bugmatrix.report.model.Compat`): every view's single input.
 
-The document is the single input of every analysis and view, and what
-``reports/baseline.json`` holds; its JSON form is declared by
-:class:`bugmatrix.documents.compat.Compat`. Here it is built:
-
-* one entry per (variant, cell) a run recorded, its log cut to the tail
-  (:data:`LOG_LIMIT`); a reproduced entry names the workaround variants of the
-  same case and device that are ``fixed`` in that very cell;
-* a cell whose install failed ran nothing, so every variant it was to run
-  gets an ``install-failed`` entry carrying the resolver's reason: the table
-  says why the column is empty instead of showing holes;
-* every (variant, cell) the expectation (:mod:`~bugmatrix.report.expectation`)
-  holds and no run recorded is an entry with outcome ``missing`` saying why
-  (no run file; the run stopped after n of m), except variants the run's own
-  ``-k``/``-m`` deselected on purpose. A run whose pins disagree with the
-  plan's for its cell is refused.
+One entry per (variant, cell) a run recorded (its log cut to :data:`LOG_LIMIT`); every variant of a cell whose install
+failed gets ``install-failed`` with the resolver's reason; every expected result no run recorded is ``missing`` with
+why. A run whose pins disagree with the plan's for its cell is refused.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""The compat document as typed values: what every analysis and every view reads.
+"""The compat document as typed, frozen values: what every analysis and every view reads.
 
-The document's JSON form is declared once, by the model
-:class:`bugmatrix.documents.compat.Compat` (version :data:`COMPAT_SCHEMA`; its
-JSON Schema is generated from it); this module builds it and reads it back. ``bugmatrix.compat/1``, ``/2`` and ``/3`` documents (older
-baselines) still load: keys they lack take their defaults.
-
-Values are frozen: an analysis (:mod:`~bugmatrix.report.diff`,
-:mod:`~bugmatrix.report.new_releases`, ...) returns new values and never adds to
-the document, so every view sees the same night. What a document says about
-itself (which axes, which of them is the interpreter, each axis's short name,
-which pins tell cells apart) is computed here once and cached; nothing in the
-report names an axis.
+Its JSON form is declared by :class:`bugmatrix.documents.compat.Compat`; :meth:`Compat.to_document` and
+:meth:`Compat.from_document` convert, and older versions load with their defaults. What a document says about itself
+(axes, the interpreter, short names, which pins tell cells apart) is computed here once and cached.
 """
 
 from __future__ import annotations

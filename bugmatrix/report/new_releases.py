@@ -1,29 +1,9 @@
 """The new-release section: how each variant fares in a release the suite has not judged before, installed or not.
 
-A release is *new* in a run when the baseline holds no cell that pins it (the
-first nightly after ``latest`` moved), or, without a baseline, when no
-expectation covers any result in its cells (every entry there has the verdict
-``new``) or it is what ``latest`` resolved to and no cell of it installed.
-The interpreter axis (the document says which) has no upstream releases.
-
-For every variant that ran in a cell pinning a new release, its outcome is
-compared with its outcome in the *previous release of that axis that the run
-holds*: the cell with the same other pins and the nearest lower version::
-
-    torch 2.16.0 (new): autocast_cache::core fixed, as in 2.15.0
-    torch 2.16.0 (new): autocast_cache::core reproduced, but fixed in 2.15.0 — a regression candidate
-
-A pin that is new to this run but that upstream did not just ship -- the
-first pins of a new axis, or an older release a profile added on purpose --
-is said quietly: ``numpy 1.26.4 (new in this matrix)``, listed apart from the
-releases (:func:`is_addition`); only a release newer than every release of its
-axis the baseline holds, or what ``latest`` resolved to, is a *new release*.
-
-"Regression candidate" only where the new outcome is not what its expectation
-declares; a change the expectation declares is said as such. A cell of a new
-release whose environment could not be built is a note of its own, with
-uv's one-line reason, so a release that does not install leads the page like
-any other news (and fails ``--fail-on-regression``: :func:`install_changes`).
+A release is *new* when the baseline pins no cell to it (without a baseline: when nothing judged its cells, or it is
+what ``latest`` resolved to). Each variant is compared with the previous release of the axis in the same run; a pin
+new to the matrix but not just shipped (a new axis, an older release) is an addition, said quietly. A cell of a new
+release that does not install is a note of its own and fails ``--fail-on-regression`` (:func:`install_changes`).
 """
 
 from __future__ import annotations

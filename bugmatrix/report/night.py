@@ -1,13 +1,7 @@
-"""One night's report as one value: the compat document and every analysis of it, built once.
+"""One night's report as one value: the compat document and every analysis of it, built once by :func:`analyse`.
 
-:func:`analyse` takes the merged document, the baseline and the history and
-returns a :class:`NightReport`; every view (compat.md, index.html, the
-terminal, the step summary, the README table) reads that one value and
-computes nothing of its own, so they cannot disagree. :meth:`NightReport.findings`
-groups what needs a maintainer (a regression, a new failure mode, a flaky
-variant, a missing cell, a cell or new release that does not install) with
-everything known about it: its cells, since which night, what moved below
-the pins, the boundary; the issue bodies (:mod:`bugmatrix.publish`) read it.
+Every view reads the :class:`NightReport` and computes nothing of its own, so they cannot disagree.
+:meth:`NightReport.findings` groups what needs a maintainer with everything known about it (the issue bodies read it).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Everything a report writes, as a registry: one entry per output, with its check, its files and its renderer.
+"""Everything a report writes, as a registry: one :class:`Output` per output, with its check, its locks and its files.
 
-A new view is one :class:`Output` here (or, from an upper stage, one passed in
-``ReportOptions.extra``: the issue bodies come from :mod:`bugmatrix.publish`)
-plus its renderer. The orchestrator asks each wanted output, in order, to
-check its paths before anything is read, names the directories it locks, and
-collects the files of all of them into one all-or-nothing write.
+An upper stage adds its own through ``ReportOptions.extra`` (the issue bodies); all are written at once, all or nothing.
 """
 
 from __future__ import annotations

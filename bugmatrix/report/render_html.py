@@ -1,14 +1,7 @@
 """index.html: one self-contained file (inline CSS/JS, no network), Jinja2 with autoescape.
 
-Escaping is a library's job, never ours: strings from run files reach the
-page through Jinja2's autoescaped ``{{ }}``. Only two things are assembled
-here, both from :func:`markupsafe.escape`-d pieces: the evidence links and
-each table entry's attribute list (see :class:`_Entry` for why).
-
-The heavy lifting (rows, labels, classes, anchors) is done here in Python so
-the template is a plain loop with no macros or lookups per entry: 1,000 cells
-x 20 variants render in about a third of a second on a 2-core machine
-(``nox -s benchmark`` measures it against the 1 s budget).
+Rows, labels and classes are prepared here so the template is a plain loop (the 1 s budget at full scale); only the
+evidence links and each entry's attributes are assembled, from :func:`markupsafe.escape`-d pieces.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """GitHub-flavoured Markdown: compat.md and the CI step summary, both views of one :class:`~bugmatrix.report.night.NightReport`.
 
-Both lead with what needs a maintainer, in this order: results that were
-expected and are missing, the re-resolve lane (what a refreshed lock would
-change), new releases (installed or not), what moved below the pins, then the
-changes since the baseline and the cells whose results were reused (with
-their origin; :mod:`~bugmatrix.report.render_lane`). compat.md then has, per case,
-its boundaries, upstream agreement and table: rows are case variants,
-columns the cells where that case ran, headed by the axes that tell cells
-apart, with neighbouring cells that differ in one axis and agree on every
-row sharing a column (:func:`_column_groups`); every entry is a symbol *and*
-a word. Run data is escaped by :mod:`~bugmatrix.report.markdown` only.
+Both lead with what needs a maintainer (missing results, the lane, new releases, what moved, the changes); compat.md
+then has each case's boundaries, agreement and table, neighbouring cells that agree sharing a column
+(:func:`_column_groups`). Run data is escaped by :mod:`~bugmatrix.report.markdown` only.
 """
 
 from __future__ import annotations

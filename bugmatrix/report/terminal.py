@@ -1,10 +1,6 @@
 """The report's last words in the terminal: one line per variant, its boundary, the workarounds that held.
 
-Like pytest's short summary: whoever ran ``nox -s report`` learns the
-outcome without opening the page, and the page's path comes right after.
-Colour only where a person reads it (stdout is a TTY) and ``NO_COLOR`` is
-unset (https://no-color.org); a CI log or a pipe gets plain text, and the
-symbols carry the meaning either way.
+Colour only on a TTY without ``NO_COLOR`` (https://no-color.org); the symbols carry the meaning either way.
 """
 
 from __future__ import annotations
