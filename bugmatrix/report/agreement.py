@@ -20,11 +20,7 @@ DIFFER_SHOWN = 10
 
 @dataclass(frozen=True)
 class AgreementRow:
-    """An upstream variant against its counterpart: shared cells where both ran, how many agree, which differ.
-
-    ``counterpart`` is None (and the counts 0) when the named variant never
-    appeared on the same device, which is itself worth showing.
-    """
+    """An upstream variant against its counterpart (None, counts 0: never on the same device): shared cells, agreeing, differing."""
 
     upstream: str
     counterpart: str | None
@@ -52,10 +48,7 @@ def _ran(entry: Entry) -> Outcome | None:
 
 
 def agreement(compat: Compat) -> list[AgreementRow]:
-    """One row per upstream variant with a counterpart, in the document's variant order.
-
-    ``differ`` keeps the document's cell order (torch 2.2.2 before 2.13.0), sorted for cells it does not list.
-    """
+    """One row per upstream variant with a counterpart, in the document's variant order (``differ`` in its cell order)."""
     by_name = {(v.case, v.name, v.device): v.id for v in compat.variants}
     order = [c.id for c in compat.cells]  # differing cells in plan (release) order, not string order
     rows: list[AgreementRow] = []
@@ -137,11 +130,7 @@ class AgreementLine:
 
 
 def per_case(compat: Compat) -> dict[str, tuple[list[AgreementLine], list[str]]]:
-    """Per case: its agreement lines, and the upstream variants never compared (no cell where both ran).
-
-    The second list keeps a CPU-only night from printing one "0/0 cells" line
-    per CUDA upstream variant; they are named once instead.
-    """
+    """Per case: its agreement lines, and the upstream variants never compared (named once, not as "0/0 cells" lines)."""
     cases: dict[str, tuple[list[AgreementLine], list[str]]] = {}
 
     def _name(variant_id: str) -> str:

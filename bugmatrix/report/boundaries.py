@@ -197,13 +197,10 @@ class _Cells:
 
 
 def _read_axes(group: list[Variant], ran_ids: list[str], cells: _Cells) -> tuple[list[str], str]:
-    """The axes a picture reads its variant along: the ones it declares (document order), and a note when some cannot be drawn.
+    """The axes a picture reads its variant along (declared, in document order), and a note when some cannot be drawn.
 
-    A declared axis with one value where the variant ran is still its axis: it
-    is drawn (one position) when no declared axis has more, else it is held. A
-    variant that declares no axis is one reading for every cell it ran in.
-    Only a variant whose declaration nothing recorded (an older document, a
-    hand-built run file) is read along the pins that vary where it ran.
+    A declared axis with one value is drawn only when no declared axis has more, else held; only a variant whose
+    declaration nothing recorded is read along the pins that vary where it ran.
     """
     declared = group[0].axes
     counts = {a: len(cells.values(ran_ids, a)) for a in cells.axes}
@@ -329,11 +326,9 @@ Boundary = tuple[list[Picture], list[Variant]]
 
 
 def _root(variant: Variant, by_name: Mapping[tuple[str, str, str], Variant]) -> tuple[str, str, str] | None:
-    """The (case, device, variant) whose picture ``variant`` joins, or None when it has a picture of its own.
+    """The (case, device, variant) whose picture ``variant`` joins (None: its own): one picture per bug.
 
-    A workaround joins the variant it works around; an upstream variant joins
-    its counterpart, or, when that counterpart is itself a workaround, the
-    variant the workaround is for (one picture per bug, everything about it on it).
+    A workaround joins what it works around; an upstream variant its counterpart, or what that workaround is for.
     """
     target_field = JOINS.get(variant.kind) if variant.kind else None
     name = getattr(variant, target_field) if target_field else None
@@ -351,11 +346,7 @@ def _root(variant: Variant, by_name: Mapping[tuple[str, str, str], Variant]) -> 
 
 
 def pictures(compat: Compat) -> Boundary:
-    """One picture per variant that ran (with its workarounds and upstream variants), and the variants that ran nowhere.
-
-    "Ran" means some entry other than skipped, install-failed or missing: a CUDA
-    variant on CPU-only runners has nothing to draw and is listed instead.
-    """
+    """One picture per variant that ran (not only skipped, install-failed or missing), and the variants that ran nowhere."""
     results, context = compat.results, _Cells(compat)
     active = [v for v in compat.variants if compat.ran_anywhere(v.id)]
     idle = [v for v in compat.variants if not compat.ran_anywhere(v.id)]

@@ -153,11 +153,7 @@ def _say(night: Night, lines: list[str]) -> None:
 def _build(
     options: ReportOptions, upstream: Upstream, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str
 ) -> tuple[NightReport, list[HistoryNight], list[str], list[str]]:
-    """Inside the lock: read the runs, the baseline and the history; merge and analyse (the history with tonight's night).
-
-    Returns the report, the history, the night's own cells and the GPU runs committed beside the reference that
-    ``--publish`` read with them (the reference's pages show both; the night's own run of a cell replaces it).
-    """
+    """Inside the lock: read, merge and analyse; the report, the history, the night's cells and the kept GPU runs."""
     found, unreadable = read_run_dir(options.reports / "runs")
     if not found and not unreadable:  # a report of nothing would pass as a clean night, and join the history as one
         msg = f"{options.reports / 'runs'}: no run files; run the cells first (nox -t smoke) or pass the night's --reports"

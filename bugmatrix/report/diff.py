@@ -63,13 +63,7 @@ FAILURES = frozenset({Outcome.DIFFERENT, Outcome.CRASHED, Outcome.TIMEOUT})
 
 @dataclass(frozen=True)
 class Change:
-    """One difference between the baseline and this run.
-
-    ``before`` is None where the baseline has no entry (a new cell or variant,
-    or no baseline at all), ``after`` where the change is about a whole cell
-    or variant being new; ``message`` is the current entry's message, the
-    first thing a maintainer reads to decide whether the change is real.
-    """
+    """One difference between the baseline and this run (``before`` None: the baseline has no entry)."""
 
     kind: ChangeKind
     variant_id: str
@@ -107,12 +101,9 @@ def _classify(before: Outcome | None, after: Outcome) -> ChangeKind | None:
 
 
 def diff_against_baseline(current: Compat, baseline: Compat | None, flaky: Collection[tuple[str, str]] = frozenset()) -> list[Change]:
-    """Changes from ``baseline`` to ``current``, most severe first.
+    """Changes from ``baseline`` to ``current``, most severe first; ``flaky`` pairs (:func:`~bugmatrix.report.history.flaky_pairs`).
 
-    Without a baseline only the run's own regression verdicts and missing
-    results are reported: everything else would be "new" and drown the lines
-    that matter. ``flaky`` holds the (variant id, cell id) pairs the history
-    calls flaky (:func:`bugmatrix.report.history.flaky_pairs`).
+    Without a baseline only the run's own regression verdicts and missing results: everything else would be "new".
     """
     changes: list[Change] = []
     old = baseline.results if baseline is not None else {}

@@ -23,11 +23,7 @@ SYSTEM_CELL = "system"
 
 
 def is_system(cell_id: str) -> bool:
-    """A cell run in an interpreter as it is (``system``, or ``system-<what>``: ``system-cuda-h200`` on a GPU's baked image).
-
-    Never planned and never expected; a report with a plan keeps its run beside the planned cells, so a GPU
-    run committed beside the CPU reference is read with it.
-    """
+    """A cell run in an interpreter as it is (``system``, ``system-cuda-h200``): never planned, kept beside the planned cells."""
     return cell_id == SYSTEM_CELL or cell_id.startswith(f"{SYSTEM_CELL}-")
 
 

@@ -38,8 +38,7 @@ class FreshDifference:
 class FreshCell:
     """One cell (or CUDA twin) of the lane: its fresh resolution, and its sibling run when it moved.
 
-    ``sibling``: ``ran`` / ``reused`` (an earlier sibling of the same fresh lock) /
-    ``install-failed`` / ``not-run`` (moved, but no current sibling run file) / "" (nothing moved).
+    ``sibling``: ``ran``, ``reused``, ``install-failed``, ``not-run`` (moved, no current sibling) or "" (nothing moved).
     """
 
     cell: str
@@ -137,11 +136,7 @@ def _not_this_night(record: Lane, profile: str, night: str | None) -> str | None
 def load_fresh_lane(
     lane_dir: Path, compat: Compat, *, night: str | None = None, warn: Callable[[str], None] | None = None
 ) -> FreshLane | None:
-    """The lane of ``lane_dir`` (``<reports>/fresh``) against the locked night, for the report's cells.
-
-    None when no lane ran, or when it is not this night's (its profile, or its
-    date with ``night``, differ from the report's): then ``warn`` gets one line why.
-    """
+    """The lane of ``lane_dir`` (``<reports>/fresh``) for the report's cells; None when none ran or it is not this night's."""
     try:
         record = load_reresolved(lane_dir)
     except BugmatrixError as exc:  # the lane is news beside the night: a corrupt record loses the lane, never the night

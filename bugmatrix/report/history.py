@@ -238,12 +238,9 @@ def summarise(nights: list[Night], window: int = WINDOW) -> dict[str, VariantHis
 
 
 def unchanged_since(nights: Sequence[Night], cell: str, variants: Iterable[str]) -> str | None:
-    """The first night from which each variant has had, in ``cell``, the outcome it has on the last night; None without one.
+    """Per cell, the first night from which each variant has had its last night's outcome there; None without one.
 
-    Per cell, where :class:`VariantHistory`'s ``since`` is per variant: an issue
-    about one cell says since when *that* cell is so. A night without the cell
-    or the variant ends the run (nothing says what it was then); a ``missing``
-    result counts as an outcome here, so a cell lost for three nights says so.
+    A night without the cell or the variant ends the run; ``missing`` counts as an outcome, so a lost cell says so.
     """
     if not nights or cell not in nights[-1].cells:
         return None
@@ -264,10 +261,7 @@ def unchanged_since(nights: Sequence[Night], cell: str, variants: Iterable[str])
 
 
 def outcome_runs(nights: Sequence[Night], variant: str, cell: str) -> list[tuple[str, str]]:
-    """(first night, outcome) of each run of one outcome of a variant in a cell, oldest first; gaps (missing, absent) skipped.
-
-    ``[("2026-11-21", "fixed"), ("2026-11-22", "timeout"), ("2026-11-23", "fixed")]``: a flaky pair's story in one line.
-    """
+    """(first night, outcome) of each run of one outcome of a variant in a cell, oldest first; gaps skipped."""
     runs: list[tuple[str, str]] = []
     for night in nights:
         letters = night.outcomes.get(variant)
@@ -294,12 +288,7 @@ def recorded_files(nights: Iterable[Night]) -> dict[str, tuple[str, str]]:
 
 
 def reuse_facts(path: Path) -> tuple[frozenset[tuple[str, str]], dict[str, tuple[str, str]]]:
-    """What reuse takes from the previous results' history (a missing file: nothing, so nothing is trusted).
-
-    The (variant, cell) pairs it calls flaky, in any profile's nights, and
-    :func:`recorded_files`: a previous run file stands in for tonight only
-    when its bytes are the ones a report read and recorded.
-    """
+    """What reuse takes from the history: the flaky pairs of any profile, and :func:`recorded_files` (none without a file)."""
     nights = load_history(path)
     pairs: set[tuple[str, str]] = set()
     for profile in dict.fromkeys(n.profile for n in nights):

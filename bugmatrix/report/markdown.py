@@ -23,10 +23,6 @@ def escape_md(text: object) -> str:
 
 
 def code(text: object) -> str:
-    """An id as a code span when that is safe, else escaped text.
-
-    Inside a code span backslash escapes are shown literally, so only text
-    that needs none may go there; anything else is escaped plain text.
-    """
+    """An id as a code span when it needs no escaping (a code span shows backslashes literally), else escaped text."""
     text = str(text)
     return f"`{text}`" if _PLAIN_ID.fullmatch(text) else escape_md(text)

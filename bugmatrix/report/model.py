@@ -293,11 +293,9 @@ class ExpectationSummary:
 
 @dataclass(frozen=True)
 class Compat:
-    """The merged night: cells (columns), variants (rows) and one entry per (variant, cell) that has one.
+    """The merged night: cells (columns), variants (rows) and one entry per (variant, cell), in the merge's order.
 
-    ``results`` maps a variant id to its entries by cell id, in the order the
-    merge recorded them (renderers keep that order). Derived facts are cached
-    on first use: a full report asks them ~10^5 times.
+    Derived facts are cached on first use: a full report asks them ~10^5 times.
     """
 
     generated: str
@@ -374,12 +372,7 @@ class Compat:
         return variant_id in self._ran_variants
 
     def split_axes(self, cells: Iterable[Cell] | None = None) -> tuple[list[str], dict[str, str]]:
-        """Axes whose pin differs between ``cells`` (default: all), and the pins they all share.
-
-        A column header only needs what tells cells apart: ``torch 2.5.1 · pl 2.0.3``
-        instead of repeating the interpreter in every column; the shared pins are
-        said once above the table.
-        """
+        """Axes whose pin differs between ``cells`` (default: all), and the pins they all share (said once above a table)."""
         cells = list(self.cells if cells is None else cells)
         varying: list[str] = []
         shared: dict[str, str] = {}
@@ -517,11 +510,7 @@ def _convert(value: object, into: Any) -> Any:
 
 
 def compat_json(doc: document.Compat) -> dict[str, Any]:
-    """Plain data for compat.json: the model's, less the keys newer than older documents where they are empty.
-
-    A variant's ``axes`` (unsaid), ``pinned`` and ``old_checks`` and an entry's ``tried`` (unsaid) are left out
-    when they hold nothing, so a document of a night without them is written as it was before they existed.
-    """
+    """Plain data for compat.json; a variant's ``axes``, ``pinned``, ``old_checks`` and an entry's ``tried`` only when said."""
     data = msgspec.to_builtins(doc)
     for variant in data["variants"]:
         for key, empty in (("axes", None), ("pinned", ""), ("old_checks", [])):

@@ -115,12 +115,9 @@ def new_releases(compat: Compat, baseline: Compat | None) -> list[tuple[str, str
 
 
 def is_addition(compat: Compat, baseline: Compat | None, axis: str, version: str) -> bool:
-    """True for a pin new to this run that upstream did not just ship: a new axis, or a release older than one already judged.
+    """A pin new to this run that upstream did not just ship: a new axis, or older than a release already judged.
 
-    What ``latest`` resolved to is always a release. With a baseline, a pin
-    is an addition when the baseline has no installed cell pinning its axis
-    (a new axis), or when it is older than the newest such release there.
-    Without one, when an earlier release of its axis is in this run.
+    What ``latest`` resolved to is always a release; without a baseline, a pin with an earlier release in this run.
     """
     tracked = {(a, t.resolved) for a, t in compat.tracking.axes.items()} | {
         (a, t.resolved) for c in compat.cells for a, t in c.tracked.items()
@@ -242,14 +239,7 @@ def release_notes(compat: Compat, baseline: Compat | None) -> list[ReleaseNote]:
 
 @dataclass(frozen=True)
 class ReleaseGroup:
-    """The notes of one new release, for reading: counts of what is as before, and every other note spelled out.
-
-    At the full profile a first run has hundreds of notes, nearly all "as in
-    the previous release"; a maintainer needs the exceptions, so those are
-    listed (regression candidates first) and the rest are one count. "first"
-    (nothing to compare with) is a count too. Cells that did not install are
-    counted with uv's one-line reason (the first cell's; the notes have each).
-    """
+    """The notes of one new release, for reading: the exceptions spelled out (regression candidates first), the rest counted."""
 
     axis: str
     version: str

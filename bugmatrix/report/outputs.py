@@ -30,11 +30,7 @@ Files = tuple[dict[Path, str | bytes], list[Path]]
 
 @dataclass(frozen=True)
 class Night:
-    """What the renderers get: the analysed night, its date, the run files it read, the new history text.
-
-    ``runs`` are the night's own run files (``<reports>/runs``); ``kept`` the GPU runs committed beside the
-    reference that ``--publish`` read with them (:func:`kept_by_publish`) and leaves where they are.
-    """
+    """What the renderers get: the analysed night, its date, its run files, the new history, and the GPU runs ``kept``."""
 
     options: ReportOptions
     report: NightReport
@@ -120,13 +116,7 @@ def _publish(night: Night) -> Files:
 
 
 def kept_by_publish(reference: Path) -> list[Path]:
-    """The committed run files a CPU night's ``--publish`` keeps, and reads beside its own: those recorded on a GPU.
-
-    GPU results come from another machine (a GPU runner, the baked image) and
-    cannot be re-observed by a CPU run; replacing the CPU reference must not
-    drop them, and the reference's pages show them with the night's. A night
-    that ran the same cell itself replaces it.
-    """
+    """The committed runs recorded on a GPU: a CPU night's ``--publish`` cannot re-observe them, so it keeps and reads them."""
     return sorted(p for p in (reference / "runs").glob("*.json") if _observed_on_a_gpu(p))
 
 

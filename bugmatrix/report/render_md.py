@@ -82,11 +82,7 @@ def change_lines(changes: Sequence[Change], limit: int | None = None) -> list[st
 def _column_groups(compat: Compat, columns: list[Cell], ran: list[Variant], varying: list[str]) -> list[tuple[str, list[str]]]:
     """(heading, one entry per row) for each column of a case's table.
 
-    Neighbouring cells (plan order) that differ in a single axis and agree on
-    every row share one column headed ``tf 4.29.2, 4.30.2, 5.23.0``: a case
-    that does not depend on that axis then does not repeat itself once per
-    version, and the table stays readable on GitHub. Nothing is lost: the
-    entries merged are identical.
+    Neighbouring cells that differ in one axis and agree on every row share a column (``tf 4.29.2, 4.30.2, 5.23.0``).
     """
     groups: list[tuple[list[Cell], str | None, list[str]]] = []
     rows = [(v, compat.entries(v.id)) for v in ran]
