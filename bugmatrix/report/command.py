@@ -18,13 +18,12 @@ from bugmatrix.documents.run import load_run_file, read_run_dir
 from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
 from bugmatrix.files import check_output_file, locked_directories, write_files
 from bugmatrix.provenance import git_commit
-from bugmatrix.report.compat_file import load_compat
 from bugmatrix.report.expectation import choose_profile, expect, is_system
 from bugmatrix.report.fresh import load_fresh_lane
 from bugmatrix.report.history import Night as HistoryNight
 from bugmatrix.report.history import append_night, history_text, load_history, night_from_compat
 from bugmatrix.report.merge import merge_runs, version_order
-from bugmatrix.report.model import Compat
+from bugmatrix.report.model import Compat, load_compat
 from bugmatrix.report.night import NightReport, analyse
 from bugmatrix.report.options import ReportOptions, Upstream
 from bugmatrix.report.outputs import Night, kept_by_publish, wanted_outputs

@@ -1,8 +1,8 @@
 """The compat document as typed, frozen values: what every analysis and every view reads.
 
-Its JSON form is declared by :class:`bugmatrix.documents.compat.Compat`; :meth:`Compat.to_document` and
-:meth:`Compat.from_document` convert, and older versions load with their defaults. What a document says about itself
-(axes, the interpreter, short names, which pins tell cells apart) is computed here once and cached.
+Its JSON form is declared by :class:`bugmatrix.documents.compat.Compat`: :meth:`Compat.to_document` and
+:meth:`Compat.from_document` convert, and :func:`load_compat` reads a file of any version (a defect is one line).
+What a document says about itself (axes, the interpreter, short names, which pins tell cells apart) is cached here.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,6 +20,8 @@ import msgspec
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.documents import compat as document
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import decode_json, read_bytes
 
 __all__ = [
     "COMPAT_SCHEMA",
@@ -38,12 +41,15 @@ __all__ = [
     "Tracking",
     "Variant",
     "compat_json",
+    "load_compat",
     "reused_note",
 ]
 
 #: The one place the compat document's version is named (the model in bugmatrix/documents/compat.py accepts it and the older ones).
 COMPAT_SCHEMA = "bugmatrix.compat/4"
 OLD_COMPAT_SCHEMAS = ("bugmatrix.compat/1", "bugmatrix.compat/2", "bugmatrix.compat/3")
+FIX = "regenerate it with: nox -s report -- --update-baseline"
+_DECODER = msgspec.json.Decoder(document.Compat)
 
 
 class InstallStatus(enum.StrEnum):
@@ -439,22 +445,7 @@ class Compat:
             environments=[h.to_document(self.interpreter or "interpreter") for h in self.environments],
             tracking=_convert(self.tracking, document.Tracking),
             cells=_convert(self.cells, list[document.CellEntry]),
-            variants=[
-                document.Variant(
-                    v.id,
-                    v.case,
-                    v.name,
-                    v.device,
-                    v.kind,
-                    v.workaround_for,
-                    v.counterpart,
-                    v.evidence,
-                    None if v.axes is None else list(v.axes),
-                    v.pinned,
-                    list(v.old_checks),
-                )
-                for v in self.variants
-            ],
+            variants=[_variant_document(v) for v in self.variants],
             results=_convert(self.results, dict[str, dict[str, document.Entry]]),
             stale=list(self.stale),
             expectation=_convert(self.expectation, document.Expectation),
@@ -469,22 +460,7 @@ class Compat:
             profile=doc.profile,
             axes=tuple(Axis(a.name, a.prefix or a.name, a.interpreter) for a in doc.axes),
             cells=_convert(doc.cells, tuple[Cell, ...]),
-            variants=tuple(
-                Variant(
-                    v.id,
-                    v.case,
-                    v.variant,
-                    v.device,
-                    v.kind,
-                    v.workaround_for,
-                    v.counterpart,
-                    v.evidence,
-                    None if v.axes is None else tuple(v.axes),
-                    v.pinned,
-                    tuple(v.old_checks),
-                )
-                for v in doc.variants
-            ),
+            variants=tuple(_variant(v) for v in doc.variants),
             results=_convert(doc.results, dict[str, dict[str, Entry]]),
             environments=tuple(Host.from_document(h) for h in doc.environments),
             tracking=_convert(doc.tracking, Tracking) if doc.tracking else Tracking(),
@@ -509,6 +485,18 @@ def _convert(value: object, into: Any) -> Any:
     return msgspec.convert(value, into, from_attributes=True)
 
 
+def _variant_document(variant: Variant) -> document.Variant:
+    fields = dataclasses.asdict(variant)
+    fields["variant"] = fields.pop("name")  # the model's key for the report's name
+    return _convert(fields, document.Variant)
+
+
+def _variant(doc: document.Variant) -> Variant:
+    fields = msgspec.structs.asdict(doc)
+    fields["name"] = fields.pop("variant")
+    return _convert(fields, Variant)
+
+
 def compat_json(doc: document.Compat) -> dict[str, Any]:
     """Plain data for compat.json; a variant's ``axes``, ``pinned``, ``old_checks`` and an entry's ``tried`` only when said."""
     data = msgspec.to_builtins(doc)
@@ -521,3 +509,14 @@ def compat_json(doc: document.Compat) -> dict[str, Any]:
             if entry["tried"] is None:
                 del entry["tried"]
     return data
+
+
+def load_compat(path: Path) -> Compat:
+    """Read a compat document (the baseline) of any known version; a defect is one line naming the file, the key and the fix."""
+    raw = read_bytes(path, "compat document", fix=FIX)
+    decode_json(raw, path, "compat document", fix=FIX)  # not JSON at all: the same line as every other reader's
+    try:
+        return Compat.from_document(_DECODER.decode(raw))
+    except msgspec.ValidationError as exc:
+        msg = f"{path}: malformed compat document ({type(exc).__name__}: {exc}); {FIX}"
+        raise BugmatrixError(msg) from exc

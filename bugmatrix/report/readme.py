@@ -11,9 +11,8 @@ from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_text
-from bugmatrix.report.compat_file import load_compat
 from bugmatrix.report.markdown import code, escape_md
-from bugmatrix.report.model import Compat
+from bugmatrix.report.model import Compat, load_compat
 from bugmatrix.report.night import NightReport, analyse
 from bugmatrix.report.terminal import summary_rows
 
