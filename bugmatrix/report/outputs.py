@@ -46,18 +46,6 @@ class Night:
         return render_markdown(self.report) if name == "compat.md" else render_html(self.report)
 
 
-def _nothing(options: ReportOptions) -> None:
-    return None
-
-
-def _no_locks(options: ReportOptions) -> Sequence[Path]:
-    return ()
-
-
-def _no_line(night: Night) -> str | None:
-    return None
-
-
 @dataclass(frozen=True)
 class Output:
     """One output: whether it is asked for, its checks (before anything is read), the directories it locks, its files."""
@@ -65,9 +53,9 @@ class Output:
     name: str
     render: Callable[[Night], Files]
     wanted: Callable[[ReportOptions], bool] = lambda options: True
-    check: Callable[[ReportOptions], None] = _nothing
-    locks: Callable[[ReportOptions], Sequence[Path]] = _no_locks
-    line: Callable[[Night], str | None] = _no_line  # printed after the report's own lines
+    check: Callable[[ReportOptions], None] = lambda options: None
+    locks: Callable[[ReportOptions], Sequence[Path]] = lambda options: ()
+    line: Callable[[Night], str | None] = lambda night: None  # printed after the report's own lines
 
 
 def _check_pages(options: ReportOptions) -> None:
