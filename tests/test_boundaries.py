@@ -6,7 +6,7 @@ import pytest
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.boundaries import Flip, boundary_text, pictures, version_key
-from bugmatrix.report.model import Compat
+from bugmatrix.report.model import COMPAT_SCHEMA, Compat
 from bugmatrix.report.overview import overview
 from tests.fullscale import EXPECTED, full_compat
 
@@ -23,7 +23,7 @@ def strip_compat(
     if workaround:
         variants.append({"id": "c::w[cpu]", "case": "c", "variant": "w", "device": "cpu", "kind": "workaround", "workaround_for": "core"})
         results["c::w[cpu]"] = {f"t{v}": {"outcome": o} for v, o in workaround.items()}
-    return Compat.from_json({"axes": AXES, "cells": cells, "variants": variants, "results": results})
+    return Compat.from_json({"schema": COMPAT_SCHEMA, "axes": AXES, "cells": cells, "variants": variants, "results": results})
 
 
 def test_a_fix_is_one_flip_labelled_with_its_release() -> None:
@@ -129,7 +129,9 @@ def test_more_than_two_declared_axes_keep_the_two_with_most_values_and_say_so() 
         "id": "c::v[cpu]", "case": "c", "variant": "v", "device": "cpu", "kind": "core", "workaround_for": None,
         "axes": ["python", "torch", "lightning"],
     }  # fmt: skip
-    (picture,), _ = pictures(Compat.from_json({"axes": AXES, "cells": cells, "variants": [variant], "results": {"c::v[cpu]": results}}))
+    (picture,), _ = pictures(
+        Compat.from_json({"schema": COMPAT_SCHEMA, "axes": AXES, "cells": cells, "variants": [variant], "results": {"c::v[cpu]": results}})
+    )
     assert picture.kind == "grid" and picture.axes == ("torch", "python"), "most values first; a tie keeps display order"
     assert "also spans lightning" in picture.note and "per-cell table" in picture.note
     assert any(m.outcome == "mixed" for m in picture.tracks[0].marks.values()), "disagreeing folded cells show every outcome"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
-from bugmatrix.report.compat_file import SCHEMA_FILE, load_compat
-from bugmatrix.report.model import COMPAT_SCHEMA, OLD_COMPAT_SCHEMAS, ExpectationSource, InstallStatus
+from bugmatrix.documents.schemas import DIRECTORY
+from bugmatrix.report.model import COMPAT_SCHEMA, OLD_COMPAT_SCHEMAS, ExpectationSource, InstallStatus, load_compat
 from bugmatrix.report.new_releases import NoteKind
 from bugmatrix.report.night import analyse
 from tests.test_explain import compat_of, new_release_runs
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def validator() -> jsonschema.protocols.Validator:
-    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    schema = json.loads((DIRECTORY / "compat.schema.json").read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
 

@@ -21,7 +21,7 @@ from bugmatrix.paths import ROOT
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.report.boundaries import boundary_text, pictures
 from bugmatrix.report.merge import merge_runs
-from bugmatrix.report.model import Compat, ExpectationSource, ExpectationSummary
+from bugmatrix.report.model import COMPAT_SCHEMA, Compat, ExpectationSource, ExpectationSummary
 from bugmatrix.report.new_releases import is_addition
 from bugmatrix.report.night import NightReport, analyse
 from bugmatrix.report.readme import readme_table
@@ -177,7 +177,7 @@ def one_variant(axes: list[str], cells: dict[str, tuple[dict[str, str], str]]) -
     """One variant declaring ``axes``; cells: id -> (pins, outcome)."""
     variant = {"id": "c::v[cpu]", "case": "c", "variant": "v", "device": "cpu", "kind": "core", "workaround_for": None, "axes": axes}
     return Compat.from_json({
-        "axes": AXES, "cells": [{"id": cid, "pins": {"python": "3.11", **pins}} for cid, (pins, _) in cells.items()],
+        "schema": COMPAT_SCHEMA, "axes": AXES, "cells": [{"id": cid, "pins": {"python": "3.11", **pins}} for cid, (pins, _) in cells.items()],
         "variants": [variant], "results": {"c::v[cpu]": {cid: {"outcome": o} for cid, (_, o) in cells.items()}},
     })  # fmt: skip
 
@@ -220,10 +220,9 @@ def cells_json(*pins: dict[str, str], failed: str = "") -> list[dict]:
 
 
 def test_a_new_axis_and_an_older_release_are_new_in_this_matrix_not_a_new_release() -> None:
-    baseline = Compat.from_json(
-        {"axes": AXES, "cells": cells_json({"torch": "2.5.1"}, {"torch": "2.15.0"}, {"torch": "9.0.0"}, failed="9.0.0")}
-    )
-    tonight = Compat.from_json({"axes": AXES, "cells": cells_json({"torch": "2.10.0", "numpy": "1.26.4"}), "tracking": {}})
+    empty = {"schema": COMPAT_SCHEMA, "axes": AXES, "variants": [], "results": {}}
+    baseline = Compat.from_json({**empty, "cells": cells_json({"torch": "2.5.1"}, {"torch": "2.15.0"}, {"torch": "9.0.0"}, failed="9.0.0")})
+    tonight = Compat.from_json({**empty, "cells": cells_json({"torch": "2.10.0", "numpy": "1.26.4"}), "tracking": {}})
     assert is_addition(tonight, baseline, "torch", "2.10.0"), "older than a release the baseline judged"
     assert is_addition(tonight, baseline, "numpy", "1.26.4"), "a new axis"
     assert not is_addition(tonight, baseline, "torch", "2.16.0"), "newer than every installed release (9.0.0 never installed)"

@@ -14,7 +14,7 @@ from bugmatrix.cli import main
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.report import options as options_module
-from bugmatrix.report.compat_file import load_compat
+from bugmatrix.report.model import load_compat
 from bugmatrix.report.night import analyse
 from bugmatrix.report.readme import END, START, check_readme, readme_table, readme_text
 from tests.fullscale import full_compat

@@ -27,11 +27,10 @@ from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
-from bugmatrix.report.compat_file import load_compat
 from bugmatrix.report.diff import Change, diff_against_baseline, summary_lines
 from bugmatrix.report.markdown import code, escape_md
 from bugmatrix.report.merge import LOG_LIMIT, merge_runs
-from bugmatrix.report.model import COMPAT_SCHEMA, Compat, InstallStatus
+from bugmatrix.report.model import COMPAT_SCHEMA, Compat, InstallStatus, load_compat
 from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import SUMMARY_CHANGE_LIMIT, render_markdown, render_step_summary

@@ -22,9 +22,8 @@ from bugmatrix.publish.bodies import Body, read_bodies
 from bugmatrix.publish.issue_body import Links
 from bugmatrix.publish.markers import SEARCH, Marker, State, parse_markers
 from bugmatrix.publish.tracker import GhIssues, Issue, IssueTracker, login
-from bugmatrix.report.compat_file import load_compat
 from bugmatrix.report.diff import ChangeKind
-from bugmatrix.report.model import Compat
+from bugmatrix.report.model import Compat, load_compat
 from bugmatrix.report.night import CELL_FINDINGS
 
 __all__ = [

@@ -1,20 +1,8 @@
 """Do upstream's own reproductions agree with this suite's variants?
 
-An ``upstream`` variant runs an upstream issue's snippet or a fixing PR's
-regression test, adapted to a tiny CPU/CUDA program; it names the case's own
-variant it should agree with (its ``counterpart``). Curated bug databases take
-ground truth from the fixing commit's own test; this is the check that the
-suite's reading of its citations holds: in every cell where both ran, the two
-outcomes should be the same. A cell where they differ is either a finding
-(written into the case docstring) or a wrong citation (fixed there). A new
-failure mode in one of them is a disagreement, except where its expectation
-declares it: an outcome that is no reading of the bug (``different``,
-``crashed``, ``timeout``), declared as such (#107663's snippet is refused on
-CUDA before the bug's path), is no evidence for or against, and is named apart.
-
-Pure: reads the compat document (:class:`~bugmatrix.report.model.Compat`)
-and returns :class:`AgreementRow` values; :func:`per_case` words them once
-for every view (``agrees in 19/19 cells``), so the page and compat.md say the same.
+An ``upstream`` variant names the case variant it should agree with (its ``counterpart``); in every cell where both
+ran, their outcomes should match. An outcome that is no reading of the bug and is declared as such is named apart.
+:func:`per_case` words the rows once, so every view says the same.
 """
 
 from __future__ import annotations
@@ -32,11 +20,7 @@ DIFFER_SHOWN = 10
 
 @dataclass(frozen=True)
 class AgreementRow:
-    """An upstream variant against its counterpart: shared cells where both ran, how many agree, which differ.
-
-    ``counterpart`` is None (and the counts 0) when the named variant never
-    appeared on the same device, which is itself worth showing.
-    """
+    """An upstream variant against its counterpart (None, counts 0: never on the same device): shared cells, agreeing, differing."""
 
     upstream: str
     counterpart: str | None
@@ -64,10 +48,7 @@ def _ran(entry: Entry) -> Outcome | None:
 
 
 def agreement(compat: Compat) -> list[AgreementRow]:
-    """One row per upstream variant with a counterpart, in the document's variant order.
-
-    ``differ`` keeps the document's cell order (torch 2.2.2 before 2.13.0), sorted for cells it does not list.
-    """
+    """One row per upstream variant with a counterpart, in the document's variant order (``differ`` in its cell order)."""
     by_name = {(v.case, v.name, v.device): v.id for v in compat.variants}
     order = [c.id for c in compat.cells]  # differing cells in plan (release) order, not string order
     rows: list[AgreementRow] = []
@@ -149,11 +130,7 @@ class AgreementLine:
 
 
 def per_case(compat: Compat) -> dict[str, tuple[list[AgreementLine], list[str]]]:
-    """Per case: its agreement lines, and the upstream variants never compared (no cell where both ran).
-
-    The second list keeps a CPU-only night from printing one "0/0 cells" line
-    per CUDA upstream variant; they are named once instead.
-    """
+    """Per case: its agreement lines, and the upstream variants never compared (named once, not as "0/0 cells" lines)."""
     cases: dict[str, tuple[list[AgreementLine], list[str]]] = {}
 
     def _name(variant_id: str) -> str:

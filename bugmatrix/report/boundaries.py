@@ -1,46 +1,9 @@
-"""Where a variant's outcome flips: the compat document as strips and grids.
+"""Where a variant's outcome flips: the compat document as strips and grids, data the renderers print.
 
-At full scale (70 cells) the per-cell table is a wall of columns; what a
-maintainer wants from it is *the boundary*: "reproduced up to torch 2.10.0,
-fixed from 2.11.0", and for the T5 case the Lightning x transformers corner
-where it bites. This module turns a compat document into that picture, as
-data the renderers (HTML, Markdown, terminal) print; nothing here writes markup.
-
-A variant is read along the axes it declares (``axes=`` on the variant, else
-its case's; the run file records them, and for older run files the report
-takes them from the cases), never along an axis picked from the data:
-
-1. its positions are the cells where it ran, projected on its declared axes;
-   every other pin of those cells is *context*: folded into the position and
-   shown as the sets it was "held at" (``held at py 3.11 · pl 2.0.3, 2.6.6``),
-   never a column and never the reading. Adding a case (and its cells) thus
-   changes no other variant's axes;
-2. one declared axis with more than one value is a *strip*, two a *grid*;
-   a declared axis with a single value is held (a strip of one position when
-   no declared axis has more), a variant that declares none is one reading
-   (a ``list``); more than two keep the two with most values, and the note says so;
-3. where cells held at different context pins disagree, the position is
-   *mixed* (every outcome, titled with its cells), and where it shows more than
-   one outcome but no flip (cells differ on both axes read at once, or only in
-   pins it does not declare) the track says why in words (:attr:`Track.unread`);
-4. only a variant whose declaration nothing recorded (an older compat document
-   or a hand-built run file, with no case to ask) is read along the pins that
-   vary where it ran, and its picture's note says so.
-
-A workaround is drawn with the variant it works around (same case and
-device), on the same axes, so "where the bug bites, does the workaround hold"
-is one look; an ``upstream`` variant likewise joins the picture of its
-counterpart (or of the variant that counterpart works around), so upstream's
-own reproduction sits right under the case's.
-
-A flip into outcomes that are what their expectation declares (the T5 bug
-that transformers 4.30 introduced, on record) is labelled "reproduced from",
-not "regressed in": the regression wording is kept for outcomes that differ
-from their expectation, or that no expectation covers.
-
-Axis names, order and short names come from the compat document
-(:attr:`~bugmatrix.report.model.Compat.axis_names`, :meth:`~bugmatrix.report.model.Compat.short`);
-outcome symbols from :class:`~bugmatrix.cell.outcomes.Outcome`. Nothing here names an axis.
+A variant is read along the axes it declares (its own ``axes=``, else its case's), never along axes picked from the
+data: every other pin is context it was "held at". One varying declared axis is a strip, two a grid, none a list;
+disagreeing context makes a position *mixed*. Workarounds and upstream variants are drawn on the picture of the
+variant they belong to. A flip into what the expectation declares reads "reproduced from", not "regressed in".
 """
 
 from __future__ import annotations
@@ -234,13 +197,10 @@ class _Cells:
 
 
 def _read_axes(group: list[Variant], ran_ids: list[str], cells: _Cells) -> tuple[list[str], str]:
-    """The axes a picture reads its variant along: the ones it declares (document order), and a note when some cannot be drawn.
+    """The axes a picture reads its variant along (declared, in document order), and a note when some cannot be drawn.
 
-    A declared axis with one value where the variant ran is still its axis: it
-    is drawn (one position) when no declared axis has more, else it is held. A
-    variant that declares no axis is one reading for every cell it ran in.
-    Only a variant whose declaration nothing recorded (an older document, a
-    hand-built run file) is read along the pins that vary where it ran.
+    A declared axis with one value is drawn only when no declared axis has more, else held; only a variant whose
+    declaration nothing recorded is read along the pins that vary where it ran.
     """
     declared = group[0].axes
     counts = {a: len(cells.values(ran_ids, a)) for a in cells.axes}
@@ -366,11 +326,9 @@ Boundary = tuple[list[Picture], list[Variant]]
 
 
 def _root(variant: Variant, by_name: Mapping[tuple[str, str, str], Variant]) -> tuple[str, str, str] | None:
-    """The (case, device, variant) whose picture ``variant`` joins, or None when it has a picture of its own.
+    """The (case, device, variant) whose picture ``variant`` joins (None: its own): one picture per bug.
 
-    A workaround joins the variant it works around; an upstream variant joins
-    its counterpart, or, when that counterpart is itself a workaround, the
-    variant the workaround is for (one picture per bug, everything about it on it).
+    A workaround joins what it works around; an upstream variant its counterpart, or what that workaround is for.
     """
     target_field = JOINS.get(variant.kind) if variant.kind else None
     name = getattr(variant, target_field) if target_field else None
@@ -388,11 +346,7 @@ def _root(variant: Variant, by_name: Mapping[tuple[str, str, str], Variant]) -> 
 
 
 def pictures(compat: Compat) -> Boundary:
-    """One picture per variant that ran (with its workarounds and upstream variants), and the variants that ran nowhere.
-
-    "Ran" means some entry other than skipped, install-failed or missing: a CUDA
-    variant on CPU-only runners has nothing to draw and is listed instead.
-    """
+    """One picture per variant that ran (not only skipped, install-failed or missing), and the variants that ran nowhere."""
     results, context = compat.results, _Cells(compat)
     active = [v for v in compat.variants if compat.ran_anywhere(v.id)]
     idle = [v for v in compat.variants if not compat.ran_anywhere(v.id)]

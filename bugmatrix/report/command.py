@@ -1,39 +1,9 @@
-"""``python -m bugmatrix report``: run files (+ the plan) -> compat.json, compat.md, index.html, the history, and more on request.
+"""``python -m bugmatrix report``: run files (+ the plan) -> compat.json, compat.md, index.html, the history, and more.
 
-Reads only what earlier stages wrote: the cells' run files
-(``<reports>/runs/*.json``), the plan document when given, the baseline and
-the history, and the re-resolve lane's ``<reports>/fresh/`` when it ran. Given ``--profile`` without a plan, it is
-held to that profile's plan as the night planned it, computed by :mod:`bugmatrix.orchestrate` (an ``Upstream``), so
-the report of a nightly is the report of what that nightly planned and ran.
-
-Nothing is silent and nothing is half-written:
-
-1. every input and every output path is checked before anything is written
-   (a bad one is one line, exit 2);
-2. the report holds an exclusive lock on each directory it reads outputs from
-   and writes them to (the reports directory, the history's, ``reports/``
-   with ``--publish``/``--update-baseline``): a second report into the same
-   place says it waits, and then works from the first one's history;
-3. every output -- compat.json, compat.md, index.html, the history, and
-   ``--step-summary``, ``--publish``, ``--update-baseline``, ``--readme`` --
-   is written to a temporary beside it and all are renamed only when all are
-   written; a full disk or a permission error is one line naming the path,
-   exit 3, with every previous output byte for byte as it was.
-
-``--readme README.md`` without ``--publish`` is no report: it regenerates the
-README's table from the committed reference (``reports/compat.json``) and
-reads or writes nothing else.
-
-Exit codes: 0 ok; 1 with ``--fail-on-regression`` when a result is missing,
-regressed, or a cell (of the baseline, or of a new release) does not install;
-2 bad input; 3 could not write. What is written is a registry
-(:mod:`bugmatrix.report.outputs`); an upper stage adds its own output through
-``ReportOptions.extra`` (the CLI adds the issue bodies of
-:mod:`bugmatrix.publish` for ``--issue-bodies DIR``), written in the same
-all-or-nothing write; nothing is sent anywhere. The committed reference (``reports/``)
-changes only with ``--publish`` / ``--update-baseline``; the history
-(``--history``, default ``<reports>/history.jsonl``) grows on every run, so
-it belongs beside the report, never in ``reports/``.
+Every path is checked before anything is written (exit 2), each output directory is locked, and every output is
+written beside its target and renamed only when all are written (exit 3 on failure, nothing changed). Exit 1 with
+``--fail-on-regression`` for a missing, regressed or no longer installing result. ``--readme`` alone regenerates the
+README's table from ``reports/compat.json``. The outputs are a registry (:mod:`bugmatrix.report.outputs`).
 """
 
 from __future__ import annotations
@@ -48,13 +18,12 @@ from bugmatrix.documents.run import load_run_file, read_run_dir
 from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
 from bugmatrix.files import check_output_file, locked_directories, write_files
 from bugmatrix.provenance import git_commit
-from bugmatrix.report.compat_file import load_compat
 from bugmatrix.report.expectation import choose_profile, expect, is_system
 from bugmatrix.report.fresh import load_fresh_lane
 from bugmatrix.report.history import Night as HistoryNight
 from bugmatrix.report.history import append_night, history_text, load_history, night_from_compat
 from bugmatrix.report.merge import merge_runs, version_order
-from bugmatrix.report.model import Compat
+from bugmatrix.report.model import Compat, load_compat
 from bugmatrix.report.night import NightReport, analyse
 from bugmatrix.report.options import ReportOptions, Upstream
 from bugmatrix.report.outputs import Night, kept_by_publish, wanted_outputs
@@ -183,11 +152,7 @@ def _say(night: Night, lines: list[str]) -> None:
 def _build(
     options: ReportOptions, upstream: Upstream, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str
 ) -> tuple[NightReport, list[HistoryNight], list[str], list[str]]:
-    """Inside the lock: read the runs, the baseline and the history; merge and analyse (the history with tonight's night).
-
-    Returns the report, the history, the night's own cells and the GPU runs committed beside the reference that
-    ``--publish`` read with them (the reference's pages show both; the night's own run of a cell replaces it).
-    """
+    """Inside the lock: read, merge and analyse; the report, the history, the night's cells and the kept GPU runs."""
     found, unreadable = read_run_dir(options.reports / "runs")
     if not found and not unreadable:  # a report of nothing would pass as a clean night, and join the history as one
         msg = f"{options.reports / 'runs'}: no run files; run the cells first (nox -t smoke) or pass the night's --reports"

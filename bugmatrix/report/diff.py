@@ -1,26 +1,8 @@
-"""What changed since the baseline: missing results and regressions first.
+"""What changed since the baseline (an earlier compat document): missing results and regressions first.
 
-A baseline is an earlier compat document (``reports/baseline.json``). Entries
-are compared per (variant, cell). A regression is also taken from the run's
-own verdict (the expectation said fixed, the bug is back), so a regression
-shows even on the first run, without a baseline, and cannot be hidden by
-refreshing the baseline while the bug is still there. Likewise a *missing*
-result (planned, but no run recorded it) is reported with or without a
-baseline: a hole in the table is never silent.
-
-The history (:mod:`bugmatrix.report.history`) can name (variant, cell) pairs
-that flip back and forth across recent nights (the rule is in that module's
-docstring). A regression, new failure mode or unexpected fix of such a pair
-is listed as :attr:`ChangeKind.FLAKY` instead: still listed, right after the
-regressions, in the page, compat.md and the step summary, but it does not fail
-``--fail-on-regression`` every other night. A *missing* result is never
-downgraded: a flaky cell that stops reporting is still a hole.
-
-What fails ``--fail-on-regression`` (:data:`FAILING`): a missing result, a
-regression, a baseline cell that no longer installs, and a new release that
-does not install (:func:`bugmatrix.report.new_releases.install_changes`): for a
-nightly whose question is "did last night's releases change anything?", "the
-new torch does not install with our pins" is the headline, not a footnote.
+A regression is also read from the run's own verdict, and a *missing* result is reported with or without a baseline.
+A flaky pair's change (:mod:`~bugmatrix.report.history`) is listed as :attr:`ChangeKind.FLAKY` and fails nothing;
+a missing result is never downgraded. :data:`FAILING` is what fails ``--fail-on-regression``.
 """
 
 from __future__ import annotations
@@ -81,13 +63,7 @@ FAILURES = frozenset({Outcome.DIFFERENT, Outcome.CRASHED, Outcome.TIMEOUT})
 
 @dataclass(frozen=True)
 class Change:
-    """One difference between the baseline and this run.
-
-    ``before`` is None where the baseline has no entry (a new cell or variant,
-    or no baseline at all), ``after`` where the change is about a whole cell
-    or variant being new; ``message`` is the current entry's message, the
-    first thing a maintainer reads to decide whether the change is real.
-    """
+    """One difference between the baseline and this run (``before`` None: the baseline has no entry)."""
 
     kind: ChangeKind
     variant_id: str
@@ -125,12 +101,9 @@ def _classify(before: Outcome | None, after: Outcome) -> ChangeKind | None:
 
 
 def diff_against_baseline(current: Compat, baseline: Compat | None, flaky: Collection[tuple[str, str]] = frozenset()) -> list[Change]:
-    """Changes from ``baseline`` to ``current``, most severe first.
+    """Changes from ``baseline`` to ``current``, most severe first; ``flaky`` pairs (:func:`~bugmatrix.report.history.flaky_pairs`).
 
-    Without a baseline only the run's own regression verdicts and missing
-    results are reported: everything else would be "new" and drown the lines
-    that matter. ``flaky`` holds the (variant id, cell id) pairs the history
-    calls flaky (:func:`bugmatrix.report.history.flaky_pairs`).
+    Without a baseline only the run's own regression verdicts and missing results: everything else would be "new".
     """
     changes: list[Change] = []
     old = baseline.results if baseline is not None else {}

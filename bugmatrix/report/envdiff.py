@@ -1,12 +1,4 @@
-"""Which distributions changed between two runs of one cell: the "why" behind an overnight change.
-
-The run file records every installed distribution (``bugmatrix.cell.environment``)
-under ``environment["distributions"]``; the compat document keeps it per cell.
-When a variant's outcome in a cell differs from the baseline's, these lines
-say what moved between the two runs of that cell ("numpy 2.3.4 → 2.4.0",
-"+tokenizers 0.22.2"); :func:`explain_changes` returns them as
-:class:`Moved` values for the page, compat.md, the step summary and compat.json.
-"""
+"""Which distributions changed between two runs of one cell (``numpy 2.3.4 → 2.4.0``): the "why" behind a change."""
 
 from __future__ import annotations
 
@@ -36,22 +28,9 @@ class Moved:
         """`` (♻ reused from <date, commit, run>)``: an outcome that changed is never shown as tonight's when it is not."""
         return reused_note(self.reused)
 
-    def to_json(self) -> dict[str, str | list[str]]:
-        return {
-            "variant": self.variant,
-            "cell": self.cell,
-            "before": self.before.value,
-            "after": self.after.value,
-            "moved": list(self.moved),
-        }
-
 
 def distributions_of(cell: Cell) -> dict[str, str] | None:
-    """A cell's recorded distributions; None for a cell recorded before they were (or never installed).
-
-    A wheel build tag is part of the version here (``2.10.0 (build 3)``): a rebuilt
-    wheel under an unchanged version is exactly the change this report must show.
-    """
+    """A cell's recorded distributions (None: not recorded); a rebuilt wheel shows as ``2.10.0 (build 3)``."""
     found, builds = cell.environment.get("distributions"), cell.environment.get("wheel_builds") or {}
     if not isinstance(found, Mapping):
         return None
@@ -59,11 +38,7 @@ def distributions_of(cell: Cell) -> dict[str, str] | None:
 
 
 def cell_distribution_changes(baseline: Cell, current: Cell) -> list[str]:
-    """What differs between two records of the same cell (baseline vs current).
-
-    Empty when nothing changed *or* when either side recorded no distributions:
-    an old baseline cannot say, and the report must not invent a difference.
-    """
+    """What differs between two records of one cell; empty too when either recorded no distributions (never invented)."""
     if baseline.id != current.id:
         msg = f"comparing cell {baseline.id!r} with {current.id!r}: pass two records of one cell"
         raise ValueError(msg)
@@ -81,10 +56,7 @@ def environment_changes(baseline: Compat | None, current: Compat) -> dict[str, l
 
 
 def explain_changes(baseline: Compat | None, current: Compat) -> list[Moved]:
-    """Every (variant, cell) whose outcome differs from the baseline's, with what moved in that cell.
-
-    Missing results are left to the diff (a hole has no environment to compare).
-    """
+    """Every (variant, cell) whose outcome differs from the baseline's (missing ones aside), with what moved in that cell."""
     if baseline is None:
         return []
     moved = environment_changes(baseline, current)

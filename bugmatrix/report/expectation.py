@@ -1,25 +1,8 @@
 """What a report expected to find, and under which profile: a result that is not there is *missing*, never silent.
 
-The runs alone cannot say what is absent, so a report always holds them
-against an expectation, and says which one it used:
-
-1. ``--plan``: the plan document -- every planned (variant, cell). A baseline
-   cell the plan no longer has is *dropped on purpose*, not missing. With
-   ``--profile`` and no plan, the orchestrator computes that profile's plan from
-   matrix.toml and the night's saved resolution (:mod:`bugmatrix.orchestrate`).
-2. Without a plan: the baseline's (variant, cell) set, when the baseline is a
-   report of the same profile -- a cell it held that has no run file now is
-   missing -- plus each run file's own ``selected`` list (a run that stopped
-   after 12 of 47 variants is missing 35). A run file that records its
-   selection is the judge of its own cell: a baseline variant it did not
-   collect was renamed or removed (counted as dropped), unless the run was
-   narrowed with ``-k``/``-m``, which is the user's choice.
-3. Neither: each run file's own selection.
-
-The profile is never a default that mislabels: the plan's; else ``--profile``;
-else the baseline's, when every cell that ran is one of the baseline's; else
-the run is an *ad-hoc* set of cells with a label of its own
-(``ad-hoc-<digest of its cell ids>``), so it gets its own history line.
+The expectation is the plan (``--plan``, or the profile's plan computed upstream); else the baseline's (variant, cell)
+set when it is of the same profile, plus each run file's own selection; else only those selections. The profile is
+the plan's, else ``--profile``, else the baseline's when every cell is one of its own, else ``ad-hoc-<digest>``.
 """
 
 from __future__ import annotations
@@ -40,11 +23,7 @@ SYSTEM_CELL = "system"
 
 
 def is_system(cell_id: str) -> bool:
-    """A cell run in an interpreter as it is (``system``, or ``system-<what>``: ``system-cuda-h200`` on a GPU's baked image).
-
-    Never planned and never expected; a report with a plan keeps its run beside the planned cells, so a GPU
-    run committed beside the CPU reference is read with it.
-    """
+    """A cell run in an interpreter as it is (``system``, ``system-cuda-h200``): never planned, kept beside the planned cells."""
     return cell_id == SYSTEM_CELL or cell_id.startswith(f"{SYSTEM_CELL}-")
 
 

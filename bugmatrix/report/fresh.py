@@ -1,33 +1,9 @@
 """The re-resolve lane in the report: per cell, what moved below its lock tonight, and what that changed.
 
-The lane (:mod:`bugmatrix.run.reresolve`) leaves ``<reports>/fresh/``:
-``resolve.json`` (every cell's fresh resolution against its committed lock)
-and, for each cell whose resolution moved, a *sibling* run in that fresh
-environment (``fresh/runs/<cell>.json``, by the ``fresh(<id>)`` session).
-Here the two are read once and set against the locked night:
-
-* each moved cell with its moved distributions, and every variant whose
-  outcome differs between the locked and the fresh run, attributed to those
-  distributions (nothing else differs between the two runs);
-* each cell whose fresh resolution fails, or whose fresh environment does not
-  install: a new dependency release breaks the cell once its lock is refreshed;
-* a sibling whose input key names another lock than tonight's fresh lock, or
-  that was written before tonight's lane resolved (an earlier night's run of
-  a lock that has not moved since), is stale and left out, said so: lane
-  results carry their night, and only tonight's are shown as tonight's;
-* a sibling file that cannot be read (truncated, of the wrong shape, a FIFO)
-  is that cell's finding, "not run" with the reader's line, like a corrupt
-  run file of the locked night; a ``resolve.json`` that cannot be read leaves
-  the lane out with one line, and the night is reported all the same;
-* the whole lane is used only when its recorded profile is the report's and
-  it resolved on the report's night (that date or the day before, for a night
-  that crosses midnight); otherwise one line says why it was left out (a smoke
-  lane run an hour before a full night's report is no part of that night).
-
-:func:`lane_findings` turns the findings into
-:class:`~bugmatrix.report.night.Finding`-ready tuples; they are news about the
-next lock, so they are listed prominently but fail no run (the committed locks
-behaved as recorded).
+The lane (:mod:`bugmatrix.run.reresolve`) leaves ``<reports>/fresh/``: ``resolve.json`` and a sibling run per moved
+cell. Each outcome that differs from the locked run is attributed to what moved; a cell that no longer resolves or
+installs is a finding. Siblings of another lock or an earlier night are stale and left out, and a lane of another
+profile or night is left out with one line. Its findings fail no run: the committed locks behaved as recorded.
 """
 
 from __future__ import annotations
@@ -36,7 +12,6 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
@@ -58,24 +33,12 @@ class FreshDifference:
     fresh: Outcome
     message: str = ""
 
-    def to_json(self) -> dict[str, str]:
-        return {"variant": self.variant, "locked": self.locked.value, "fresh": self.fresh.value, "message": self.message}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> FreshDifference:
-        return cls(str(data["variant"]), Outcome(data["locked"]), Outcome(data["fresh"]), str(data.get("message", "")))
-
-
-#: A lane cell in resolve.json / compat.json (:meth:`FreshCell.to_json`).
-FreshCellJson = dict[str, str | list[str] | dict[str, str] | list[dict[str, str]] | None]
-
 
 @dataclass(frozen=True)
 class FreshCell:
     """One cell (or CUDA twin) of the lane: its fresh resolution, and its sibling run when it moved.
 
-    ``sibling``: ``ran`` / ``reused`` (an earlier sibling of the same fresh lock) /
-    ``install-failed`` / ``not-run`` (moved, but no current sibling run file) / "" (nothing moved).
+    ``sibling``: ``ran``, ``reused``, ``install-failed``, ``not-run`` (moved, no current sibling) or "" (nothing moved).
     """
 
     cell: str
@@ -94,29 +57,6 @@ class FreshCell:
         if self.sibling == "install-failed":
             return f"the fresh environment does not install: {self.reason}"
         return ""
-
-    def to_json(self) -> FreshCellJson:
-        return {
-            "cell": self.cell,
-            "status": self.status,
-            "moved": list(self.moved),
-            "reason": self.reason,
-            "sibling": self.sibling,
-            "origin": self.origin.to_json() if self.origin else None,
-            "differences": [d.to_json() for d in self.differences],
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> FreshCell:
-        return cls(
-            str(data["cell"]),
-            str(data["status"]),
-            tuple(data.get("moved") or ()),
-            str(data.get("reason", "")),
-            str(data.get("sibling", "")),
-            Origin.from_json(data.get("origin")),
-            tuple(FreshDifference.from_json(d) for d in data.get("differences") or ()),
-        )
 
 
 @dataclass(frozen=True)
@@ -146,27 +86,6 @@ class FreshLane:
         held = f", {', '.join(f'{d} as of {t}' for d, t in self.held.items())}" if self.held else ""
         counts = ", ".join(f"{self.count(s)} {s}" for s in ("same", "moved", "failed", "unlocked"))
         return f"re-resolved {sum(self.count(s) for s in ('same', 'moved', 'failed', 'unlocked'))} cells {when}{held} ({self.resolved_at}): {counts}"
-
-    def to_json(self) -> dict[str, str | dict[str, str] | list[str] | list[FreshCellJson] | None]:
-        return {
-            "resolved_at": self.resolved_at,
-            "as_of": self.as_of,
-            "held": dict(self.held),
-            "cells": [c.to_json() for c in self.cells],
-            "stale": list(self.stale),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> FreshLane | None:
-        if not data:
-            return None
-        return cls(
-            str(data["resolved_at"]),
-            data.get("as_of"),
-            dict(data.get("held") or {}),
-            tuple(FreshCell.from_json(c) for c in data.get("cells") or ()),
-            tuple(data.get("stale") or ()),
-        )
 
 
 def _differences(compat: Compat, sibling: RunRecord) -> tuple[FreshDifference, ...]:
@@ -217,11 +136,7 @@ def _not_this_night(record: Lane, profile: str, night: str | None) -> str | None
 def load_fresh_lane(
     lane_dir: Path, compat: Compat, *, night: str | None = None, warn: Callable[[str], None] | None = None
 ) -> FreshLane | None:
-    """The lane of ``lane_dir`` (``<reports>/fresh``) against the locked night, for the report's cells.
-
-    None when no lane ran, or when it is not this night's (its profile, or its
-    date with ``night``, differ from the report's): then ``warn`` gets one line why.
-    """
+    """The lane of ``lane_dir`` (``<reports>/fresh``) for the report's cells; None when none ran or it is not this night's."""
     try:
         record = load_reresolved(lane_dir)
     except BugmatrixError as exc:  # the lane is news beside the night: a corrupt record loses the lane, never the night

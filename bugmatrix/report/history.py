@@ -1,40 +1,9 @@
-"""Outcomes across nights: when a variant last changed, its recent timeline, and flakiness.
+"""Outcomes across nights (``bugmatrix.history/1``, one line per night and profile): last change, timeline, flakiness.
 
-A baseline says what changed since *one* earlier run; it cannot tell a new
-regression from an outcome that flips every other night. The history can:
-each ``report`` appends one line per night to the history file (``--history
-FILE``, default ``<reports>/history.jsonl``; the nightly workflow carries it
-from night to night as the ``history`` artifact), schema
-``bugmatrix.history/1``, bounded to the last :data:`KEEP_NIGHTS`::
-
-    {"schema": "bugmatrix.history/1", "date": "2026-11-23", "commit": "abc1234",
-     "profile": "nightly", "cells": [cell id, ...],
-     "outcomes": {variant id: "RRFF.SM"}}   # one letter per cell, "." = no entry
-
-One letter per (variant, cell) keeps 90 nights of 1,000 cells x 20 variants
-at ~2 MB, and a night whose string equals the previous one's (most nights)
-is compared in one step. A report run twice on one date for one profile
-replaces that night. Profiles share the file but not their story: each keeps
-its own last :data:`KEEP_NIGHTS`, and a profile's page is summarised from its
-own nights only (a ``full`` run on a ``nightly`` night neither replaces that
-night nor shows up as a wall of cells "not in this night's report").
-
-History is kept per (variant, cell) but *summarised per variant*: a
-maintainer reads a variant's picture, and any cell changing changes it; the
-cells are named in the timeline's tooltips.
-
-**The flaky rule.** A (variant, cell) is *flaky* when, within the last
-:data:`WINDOW` (30) nights, its outcome changed at least :data:`FLIPS` (2)
-times and one of those changes went back to an outcome it already had in
-the window (A → B → A, or A → B → C → B). A progression (A → B → C) is not
-flaky, and neither is a single change. A ``missing`` result (planned, not
-recorded) or a night without the entry is a gap, not an outcome: it neither
-counts as a change nor is ever called flaky. The baseline diff lists a
-regression, new failure mode or unexpected fix of a flaky pair as
-``flaky`` (:func:`flaky_pairs`, :class:`~bugmatrix.report.diff.ChangeKind`),
-which does not fail ``--fail-on-regression`` but is listed with the changes,
-in the step summary, and marked on the page; a ``missing`` result is never
-downgraded.
+Each night stores one letter per (variant, cell), so 90 nights of 1,000 cells x 20 variants stay ~2 MB; each profile
+keeps its own last :data:`KEEP_NIGHTS`. A (variant, cell) is *flaky* when within the last :data:`WINDOW` (30) nights
+it changed at least :data:`FLIPS` (2) times and went back to an outcome it already had; a ``missing`` night is a gap.
+The diff lists such a pair's changes as flaky (:func:`flaky_pairs`) instead of failing the run (docs/report.md).
 """
 
 from __future__ import annotations
@@ -269,12 +238,9 @@ def summarise(nights: list[Night], window: int = WINDOW) -> dict[str, VariantHis
 
 
 def unchanged_since(nights: Sequence[Night], cell: str, variants: Iterable[str]) -> str | None:
-    """The first night from which each variant has had, in ``cell``, the outcome it has on the last night; None without one.
+    """Per cell, the first night from which each variant has had its last night's outcome there; None without one.
 
-    Per cell, where :class:`VariantHistory`'s ``since`` is per variant: an issue
-    about one cell says since when *that* cell is so. A night without the cell
-    or the variant ends the run (nothing says what it was then); a ``missing``
-    result counts as an outcome here, so a cell lost for three nights says so.
+    A night without the cell or the variant ends the run; ``missing`` counts as an outcome, so a lost cell says so.
     """
     if not nights or cell not in nights[-1].cells:
         return None
@@ -295,10 +261,7 @@ def unchanged_since(nights: Sequence[Night], cell: str, variants: Iterable[str])
 
 
 def outcome_runs(nights: Sequence[Night], variant: str, cell: str) -> list[tuple[str, str]]:
-    """(first night, outcome) of each run of one outcome of a variant in a cell, oldest first; gaps (missing, absent) skipped.
-
-    ``[("2026-11-21", "fixed"), ("2026-11-22", "timeout"), ("2026-11-23", "fixed")]``: a flaky pair's story in one line.
-    """
+    """(first night, outcome) of each run of one outcome of a variant in a cell, oldest first; gaps skipped."""
     runs: list[tuple[str, str]] = []
     for night in nights:
         letters = night.outcomes.get(variant)
@@ -325,12 +288,7 @@ def recorded_files(nights: Iterable[Night]) -> dict[str, tuple[str, str]]:
 
 
 def reuse_facts(path: Path) -> tuple[frozenset[tuple[str, str]], dict[str, tuple[str, str]]]:
-    """What reuse takes from the previous results' history (a missing file: nothing, so nothing is trusted).
-
-    The (variant, cell) pairs it calls flaky, in any profile's nights, and
-    :func:`recorded_files`: a previous run file stands in for tonight only
-    when its bytes are the ones a report read and recorded.
-    """
+    """What reuse takes from the history: the flaky pairs of any profile, and :func:`recorded_files` (none without a file)."""
     nights = load_history(path)
     pairs: set[tuple[str, str]] = set()
     for profile in dict.fromkeys(n.profile for n in nights):

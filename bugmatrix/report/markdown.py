@@ -1,11 +1,6 @@
-"""Markdown text from run data, escaped in one place: compat.md, the step summary and the README table all write through here.
+"""Markdown text from run data, escaped in one place: compat.md, the step summary and the README table write through here.
 
-Everything that comes from a run (messages, versions, install reasons, ids)
-goes through :func:`escape_md`: a ``|`` would add a table column, ``<script>``
-must stay text, and a backtick or ``*`` would restyle the rest of the line.
-No Markdown library escapes for GitHub's dialect, so this is the one
-hand-written helper (and its test in tests/test_report.py the one place its
-rules are pinned).
+No Markdown library escapes for GitHub's dialect, so :func:`escape_md` is the one hand-written helper.
 """
 
 from __future__ import annotations
@@ -28,10 +23,6 @@ def escape_md(text: object) -> str:
 
 
 def code(text: object) -> str:
-    """An id as a code span when that is safe, else escaped text.
-
-    Inside a code span backslash escapes are shown literally, so only text
-    that needs none may go there; anything else is escaped plain text.
-    """
+    """An id as a code span when it needs no escaping (a code span shows backslashes literally), else escaped text."""
     text = str(text)
     return f"`{text}`" if _PLAIN_ID.fullmatch(text) else escape_md(text)

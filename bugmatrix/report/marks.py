@@ -1,10 +1,4 @@
-"""What a boundary picture is made of: marks, flips, tracks, pictures (values only).
-
-:mod:`~bugmatrix.report.boundaries` derives them from a compat document; the
-renderers (:mod:`~bugmatrix.report.overview`, compat.md, the terminal) read
-them. Kept apart so each side stays small, and so a flip's wording ("fixed in
-torch 2.11.0") lives in one place whatever prints it.
-"""
+"""What a boundary picture is made of: marks, flips, tracks, pictures (values only), and a flip's wording in one place."""
 
 from __future__ import annotations
 
@@ -57,11 +51,7 @@ def axis_values(cells: Iterable[Cell], axis: str) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class Mark:
-    """What one variant did at one position: one outcome, several (mixed), or nothing.
-
-    ``declared`` is True when every entry folded here is what its expectation
-    declares: a flip into such a position is no regression.
-    """
+    """What one variant did at one position: one outcome, several (mixed), or nothing; ``declared``: all as expected."""
 
     outcomes: tuple[Outcome, ...] = ()
     cells: tuple[str, ...] = ()
@@ -86,9 +76,7 @@ class Mark:
 class Flip:
     """The outcome changes from ``was`` at ``before`` to ``now`` at ``after`` along ``axis``.
 
-    ``at`` names the grid lines (other-axis values) where this flip occurs,
-    empty on a strip; ``adjacent`` is False when positions without a usable
-    outcome lie between (the boundary is somewhere in that gap).
+    ``at``: the grid lines where it occurs (empty on a strip); ``adjacent`` is False when a gap lies between.
     """
 
     axis: str
@@ -148,14 +136,10 @@ class Track:
 
 @dataclass(frozen=True)
 class Picture:
-    """A strip (one axis) or grid (two) of a variant and the workarounds for it.
+    """A strip (one axis) or grid (two) of a variant (``tracks[0]``) and the workarounds for it.
 
-    ``axes`` are the axes the variant declares (:mod:`~bugmatrix.report.boundaries`);
-    ``values[i]`` are axis ``axes[i]``'s values in release order; on a grid
-    ``axes[0]`` runs along the columns. ``tracks[0]`` is the variant itself,
-    the rest its workarounds. ``held`` are the other pins of its cells, each
-    with the set of values it was held at ("" where a cell does not install
-    it): context, folded into each position, never the reading.
+    ``values[i]`` are ``axes[i]``'s values in release order (``axes[0]`` along the columns of a grid); ``held`` are
+    the other pins of its cells with the values they were held at: context, never the reading.
     """
 
     kind: str  # strip | grid | list (too many releases to draw: flips only)
@@ -202,11 +186,7 @@ def _at(picture: Picture, track: Track) -> str:
 
 
 def boundary_text(picture: Picture, track: Track | None = None) -> str:
-    """``torch 2.10.0 ✗ → 2.11.0 ✓; …`` for a track's flips, or a plain "✓ fixed everywhere".
-
-    A variant of another device says so, and where it was observed, and no more:
-    ``CUDA: ✓ fixed at torch 2.11.0 (NVIDIA H200; pl 2.0.3, 2.6.6)``; a release no GPU ran is not on its line.
-    """
+    """``torch 2.10.0 ✗ → 2.11.0 ✓; …`` for a track's flips, or ``✓ fixed everywhere``; another device's also says where."""
     track = track or picture.tracks[0]
     device = picture.variant.device.upper() if picture.observed_on else ""
     old = f", {len(track.old)} of them under an old check" if track.old else ""

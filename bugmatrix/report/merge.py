@@ -1,20 +1,8 @@
-"""Merge run files into one compat document (:class:`~bugmatrix.report.model.Compat`).
+"""Merge run files into one compat document (:class:`~bugmatrix.report.model.Compat`): every view's single input.
 
-The document is the single input of every analysis and view, and what
-``reports/baseline.json`` holds; its JSON form is declared by
-:class:`bugmatrix.documents.compat.Compat`. Here it is built:
-
-* one entry per (variant, cell) a run recorded, its log cut to the tail
-  (:data:`LOG_LIMIT`); a reproduced entry names the workaround variants of the
-  same case and device that are ``fixed`` in that very cell;
-* a cell whose install failed ran nothing, so every variant it was to run
-  gets an ``install-failed`` entry carrying the resolver's reason: the table
-  says why the column is empty instead of showing holes;
-* every (variant, cell) the expectation (:mod:`~bugmatrix.report.expectation`)
-  holds and no run recorded is an entry with outcome ``missing`` saying why
-  (no run file; the run stopped after n of m), except variants the run's own
-  ``-k``/``-m`` deselected on purpose. A run whose pins disagree with the
-  plan's for its cell is refused.
+One entry per (variant, cell) a run recorded (its log cut to :data:`LOG_LIMIT`); every variant of a cell whose install
+failed gets ``install-failed`` with the resolver's reason; every expected result no run recorded is ``missing`` with
+why. A run whose pins disagree with the plan's for its cell is refused.
 """
 
 from __future__ import annotations
@@ -98,12 +86,7 @@ def _tracking(runs: Sequence[RunRecord], expectation: Expectation) -> Tracking:
 
 
 def _environments(runs: Sequence[RunRecord], interpreter: str | None) -> tuple[Host, ...]:
-    """The machines the cells ran on, for the report header.
-
-    Cells differ by design in their pins, so those stay per cell; what a
-    reader needs up front is *where* it ran: platform and GPU, with the CUDA
-    builds and interpreters seen there.
-    """
+    """The machines the cells ran on, for the report header: platform and GPU, with the CUDA builds and interpreters."""
     hosts: dict[tuple[str, str], tuple[str | None, list[str], list[str], list[str]]] = {}
     for run in runs:
         env = run.environment
@@ -119,11 +102,7 @@ def _environments(runs: Sequence[RunRecord], interpreter: str | None) -> tuple[H
 
 
 def _entry(record: VariantRecord, declared: CaseVariant | None = None, versions: Mapping[str, str] | None = None) -> Entry:
-    """The record as an entry; one no expectation covered when it ran is judged against what its case declares now.
-
-    A CUDA result recorded ``new`` on the first GPU run is where its case's CUDA expectation came from:
-    the report reads it against that expectation (its outcome stays as recorded).
-    """
+    """The record as an entry; one recorded ``new`` is judged against what its case declares now (its outcome unchanged)."""
     # A record built in code (not loaded from a file) may carry the enums' words; the model holds the enums.
     outcome, verdict, expected = record.outcome, record.verdict, record.expected
     if Verdict(verdict) is Verdict.NEW and declared is not None and (now := declared.expectation(versions or {})) is not None:
@@ -152,12 +131,10 @@ def _check_against_plan(runs: Sequence[RunRecord], expectation: Expectation) -> 
 
 
 def _axes(runs: Sequence[RunRecord], expectation: Expectation) -> tuple[Axis, ...]:
-    """Axis names, order, short names and which is the interpreter: the plan's; else read back from the cell ids.
+    """Axis names, order, short names and which is the interpreter: the plan's, else read back from the cell ids.
 
-    ``py311-torch2.5.1-pl2.0.3`` says the order and the prefixes of its pins.
-    The interpreter is the axis a run pins but whose distribution its
-    environment does not record (no ``<axis>_package``); a plan or a run that
-    cannot say falls back to the id, where the interpreter alone drops its dots (``py311``).
+    The interpreter is the axis whose distribution the environment does not record (no ``<axis>_package``), else the
+    prefix that drops its dots (``py311``).
     """
     found: dict[str, tuple[int, str]] = {}
     dotless: set[str] = set()
@@ -275,15 +252,11 @@ def merge_runs(
     cases: Mapping[str, CaseVariant] | None = None,
     unreadable: Sequence[UnreadableRun] = (),
 ) -> Compat:
-    """One compat document from many run files: cells in the plan's order, else in the order given, then the expected cells no run holds.
+    """One compat document from run files: cells in the plan's order (else as given), then the expected cells no run holds.
 
-    ``expectation`` says what should be there (:func:`bugmatrix.report.expectation.expect`);
-    a bare ``plan`` stands for ``from_plan(plan)``; neither: each run file's own selection.
-    ``declared`` (variant id -> the axes it declares) stands in where a run file does not record a variant's
-    axes (files written before records carried them): the report reads a variant along those axes only.
-    ``cases`` (variant id -> its declaration in the cases now): the checks it no longer makes (a result naming one
-    is marked, never changed), and the expectation a result recorded ``new`` is read against.
-    ``unreadable``: tonight's run files the reader refused; each is its cell's finding, its results missing.
+    ``expectation`` (:func:`~bugmatrix.report.expectation.expect`; a bare ``plan`` is ``from_plan(plan)``) says what
+    should be there. ``declared`` and ``cases`` (by variant id) stand in for what older run files did not record: the
+    axes, the old checks, the expectation of a result recorded ``new``. ``unreadable`` run files are their cells' findings.
     """
     if expectation is None:
         expectation = from_plan(plan) if plan is not None else Expectation(ExpectationSource.RUNS, "each run file's own selection")

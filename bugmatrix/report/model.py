@@ -1,16 +1,8 @@
-"""The compat document as typed values: what every analysis and every view reads.
+"""The compat document as typed, frozen values: what every analysis and every view reads.
 
-The document's JSON form is declared once, by the model
-:class:`bugmatrix.documents.compat.Compat` (version :data:`COMPAT_SCHEMA`; its
-JSON Schema is generated from it); this module builds it and reads it back. ``bugmatrix.compat/1``, ``/2`` and ``/3`` documents (older
-baselines) still load: keys they lack take their defaults.
-
-Values are frozen: an analysis (:mod:`~bugmatrix.report.diff`,
-:mod:`~bugmatrix.report.new_releases`, ...) returns new values and never adds to
-the document, so every view sees the same night. What a document says about
-itself (which axes, which of them is the interpreter, each axis's short name,
-which pins tell cells apart) is computed here once and cached; nothing in the
-report names an axis.
+Its JSON form is declared by :class:`bugmatrix.documents.compat.Compat`: :meth:`Compat.to_document` and
+:meth:`Compat.from_document` convert, and :func:`load_compat` reads a file of any version (a defect is one line).
+What a document says about itself (axes, the interpreter, short names, which pins tell cells apart) is cached here.
 """
 
 from __future__ import annotations
@@ -20,10 +12,16 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.documents import compat as document
+from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import decode_json, read_bytes
 
 __all__ = [
     "COMPAT_SCHEMA",
@@ -42,12 +40,16 @@ __all__ = [
     "TrackedPin",
     "Tracking",
     "Variant",
+    "compat_json",
+    "load_compat",
     "reused_note",
 ]
 
 #: The one place the compat document's version is named (the model in bugmatrix/documents/compat.py accepts it and the older ones).
 COMPAT_SCHEMA = "bugmatrix.compat/4"
 OLD_COMPAT_SCHEMAS = ("bugmatrix.compat/1", "bugmatrix.compat/2", "bugmatrix.compat/3")
+FIX = "regenerate it with: nox -s report -- --update-baseline"
+_DECODER = msgspec.json.Decoder(document.Compat)
 
 
 class InstallStatus(enum.StrEnum):
@@ -74,9 +76,6 @@ class Axis:
     prefix: str
     interpreter: bool = False
 
-    def to_json(self) -> dict[str, str | bool]:
-        return {"name": self.name, "prefix": self.prefix, "interpreter": self.interpreter}
-
 
 @dataclass(frozen=True, slots=True)
 class TrackedPin:
@@ -84,9 +83,6 @@ class TrackedPin:
 
     requested: str
     resolved: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"requested": self.requested, "resolved": self.resolved}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,15 +92,6 @@ class Tracking:
     axes: Mapping[str, TrackedPin] = field(default_factory=dict)
     resolved_at: str | None = None
     stale: bool = False
-
-    def to_json(self) -> dict[str, dict[str, dict[str, str]] | str | bool | None]:
-        return {"axes": {a: t.to_json() for a, t in self.axes.items()}, "resolved_at": self.resolved_at, "stale": self.stale}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> Tracking:
-        data = data or {}
-        axes = {str(a): TrackedPin(str(t["requested"]), str(t["resolved"])) for a, t in (data.get("axes") or {}).items()}
-        return cls(axes, data.get("resolved_at"), bool(data.get("stale")))
 
 
 #: The mark of a reused cell, its columns, its entries and its findings, in every view.
@@ -132,9 +119,6 @@ class Origin:
     @property
     def day(self) -> str:
         return self.date[:10]
-
-    def to_json(self) -> dict[str, str]:
-        return {"date": self.date, "commit": self.commit, "run": self.run}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Origin | None:
@@ -186,42 +170,6 @@ class Cell:
     def package(self, axis: str) -> str:
         """The distribution that provided ``axis`` in this cell (``pytorch-lightning``), or ""."""
         return self.observed(f"{axis}_package")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "pins": dict(self.pins),
-            "environment": dict(self.environment),
-            "install": {"status": self.install.status.value, "reason": self.install.reason},
-            "started": self.started,
-            "finished": self.finished,
-            "duration_s": self.duration_s,
-            "complete": self.complete,
-            "deselected_by": self.deselected_by,
-            "tracked": {a: t.to_json() for a, t in self.tracked.items()},
-            "input_key": self.input_key,
-            "origin": self.origin.to_json() if self.origin else None,
-            "reused_from": self.reused_from.to_json() if self.reused_from else None,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Cell:
-        install = data.get("install") or {}
-        return cls(
-            id=str(data["id"]),
-            pins={str(a): str(v) for a, v in (data.get("pins") or {}).items()},
-            environment=dict(data.get("environment") or {}),
-            install=Install(InstallStatus(install.get("status", "ok")), str(install.get("reason", ""))),
-            started=str(data.get("started", "")),
-            finished=str(data.get("finished", "")),
-            duration_s=data.get("duration_s"),
-            complete=bool(data.get("complete", False)),
-            deselected_by=str(data.get("deselected_by", "")),
-            tracked={str(a): TrackedPin(str(t["requested"]), str(t["resolved"])) for a, t in (data.get("tracked") or {}).items()},
-            input_key=str(data.get("input_key") or ""),
-            origin=Origin.from_json(data.get("origin")),
-            reused_from=Origin.from_json(data.get("reused_from")),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,41 +229,6 @@ class Variant:
         parsed = VariantId.parse(variant_id)
         return cls(variant_id, parsed.case, parsed.name, parsed.device)
 
-    def to_json(self) -> dict[str, str | list[str] | None]:
-        data: dict[str, str | list[str] | None] = {
-            "id": self.id,
-            "case": self.case,
-            "variant": self.name,
-            "device": self.device,
-            "kind": self.kind.value if self.kind else None,
-            "workaround_for": self.workaround_for,
-            "counterpart": self.counterpart,
-            "evidence": self.evidence,
-        }
-        if self.axes is not None:  # absent where nothing said (an older document reads back the same)
-            data["axes"] = list(self.axes)
-        if self.pinned:
-            data["pinned"] = self.pinned
-        if self.old_checks:
-            data["old_checks"] = list(self.old_checks)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Variant:
-        return cls(
-            id=str(data["id"]),
-            case=str(data["case"]),
-            name=str(data["variant"]),
-            device=str(data["device"]),
-            kind=Kind(data["kind"]) if data.get("kind") else None,
-            workaround_for=data.get("workaround_for"),
-            counterpart=data.get("counterpart"),
-            evidence=str(data.get("evidence") or ""),
-            axes=tuple(str(a) for a in data["axes"]) if data.get("axes") is not None else None,
-            pinned=str(data.get("pinned") or ""),
-            old_checks=tuple(str(c) for c in data.get("old_checks") or ()),
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -341,33 +254,6 @@ class Entry:
         """The outcome is what its expectation declares here: a change into it is no regression (candidate)."""
         return self.expected is not None and self.outcome is self.expected
 
-    def to_json(self) -> dict[str, str | float | list[str] | None]:
-        return {
-            "outcome": self.outcome.value,
-            "verdict": self.verdict.value if self.verdict else None,
-            "expected": self.expected.value if self.expected else None,
-            "message": self.message,
-            "log": self.log,
-            "leaked": list(self.leaked),
-            "duration_s": self.duration_s,
-            "workarounds": list(self.workarounds),
-            **({"tried": list(self.tried)} if self.tried is not None else {}),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Entry:
-        return cls(
-            outcome=Outcome(data["outcome"]),
-            verdict=Verdict(data["verdict"]) if data.get("verdict") else None,
-            expected=Outcome(data["expected"]) if data.get("expected") else None,
-            message=str(data.get("message") or ""),
-            log=str(data.get("log") or ""),
-            leaked=tuple(data.get("leaked") or ()),
-            duration_s=data.get("duration_s", 0.0),
-            workarounds=tuple(data.get("workarounds") or ()),
-            tried=tuple(data["tried"]) if data.get("tried") is not None else None,
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class Host:
@@ -379,8 +265,8 @@ class Host:
     interpreters: tuple[str, ...] = ()
     cells: tuple[str, ...] = ()
 
-    def to_json(self, interpreter: str) -> dict[str, str | list[str] | None]:
-        """The interpreters' versions under the interpreter axis's own name (as earlier documents have them)."""
+    def to_document(self, interpreter: str) -> document.Host:
+        """The model leaves a host a plain mapping: the interpreters' versions are under the interpreter axis's own name."""
         return {
             "platform": self.platform,
             "gpu": self.gpu,
@@ -390,7 +276,7 @@ class Host:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Host:
+    def from_document(cls, data: document.Host) -> Host:
         interpreters = next((v for k, v in data.items() if k not in ("platform", "gpu", "cuda", "cells") and isinstance(v, list)), [])
         return cls(
             str(data.get("platform") or ""),
@@ -410,27 +296,12 @@ class ExpectationSummary:
     dropped: tuple[str, ...] = ()  # baseline cells the plan no longer has (dropped on purpose, not missing)
     dropped_results: int = 0  # baseline (variant, cell) results no longer planned or collected
 
-    def to_json(self) -> dict[str, str | int | list[str]]:
-        return {"source": self.source.value, "text": self.text, "dropped": list(self.dropped), "dropped_results": self.dropped_results}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> ExpectationSummary:
-        data = data or {}
-        return cls(
-            ExpectationSource(data.get("source", "runs")),
-            str(data.get("text", "")),
-            tuple(data.get("dropped") or ()),
-            int(data.get("dropped_results", 0)),
-        )
-
 
 @dataclass(frozen=True)
 class Compat:
-    """The merged night: cells (columns), variants (rows) and one entry per (variant, cell) that has one.
+    """The merged night: cells (columns), variants (rows) and one entry per (variant, cell), in the merge's order.
 
-    ``results`` maps a variant id to its entries by cell id, in the order the
-    merge recorded them (renderers keep that order). Derived facts are cached
-    on first use: a full report asks them ~10^5 times.
+    Derived facts are cached on first use: a full report asks them ~10^5 times.
     """
 
     generated: str
@@ -507,12 +378,7 @@ class Compat:
         return variant_id in self._ran_variants
 
     def split_axes(self, cells: Iterable[Cell] | None = None) -> tuple[list[str], dict[str, str]]:
-        """Axes whose pin differs between ``cells`` (default: all), and the pins they all share.
-
-        A column header only needs what tells cells apart: ``torch 2.5.1 · pl 2.0.3``
-        instead of repeating the interpreter in every column; the shared pins are
-        said once above the table.
-        """
+        """Axes whose pin differs between ``cells`` (default: all), and the pins they all share (said once above a table)."""
         cells = list(self.cells if cells is None else cells)
         varying: list[str] = []
         shared: dict[str, str] = {}
@@ -565,51 +431,92 @@ class Compat:
         per_cell = {**self.results[variant_id], cell_id: dataclasses.replace(entry, **changes)}
         return dataclasses.replace(self, results={**self.results, variant_id: per_cell})
 
-    # -- JSON ---------------------------------------------------------------------------------------
+    # -- the document (bugmatrix.documents.compat) -----------------------------------------------
 
-    def to_json(self) -> dict[str, Any]:
-        """Plain data for compat.json (every key the schema file names)."""
-        interpreter = self.interpreter or "interpreter"
-        return {
-            "schema": self.schema,
-            "generated": self.generated,
-            "commit": self.commit,
-            "profile": self.profile,
-            "profile_source": self.profile_source,
-            "axes": [a.to_json() for a in self.axes],
-            "environments": [h.to_json(interpreter) for h in self.environments],
-            "tracking": self.tracking.to_json(),
-            "cells": [c.to_json() for c in self.cells],
-            "variants": [v.to_json() for v in self.variants],
-            "results": {vid: {cid: e.to_json() for cid, e in per_cell.items()} for vid, per_cell in self.results.items()},
-            "stale": list(self.stale),
-            "expectation": self.expectation.to_json(),
-        }
+    def to_document(self) -> document.Compat:
+        """This night as the model of compat.json (:meth:`NightReport.to_document` adds the analyses)."""
+        return document.Compat(
+            schema=self.schema,
+            generated=self.generated,
+            commit=self.commit,
+            profile=self.profile,
+            profile_source=self.profile_source,
+            axes=_convert(self.axes, list[document.Axis]),
+            environments=[h.to_document(self.interpreter or "interpreter") for h in self.environments],
+            tracking=_convert(self.tracking, document.Tracking),
+            cells=_convert(self.cells, list[document.CellEntry]),
+            variants=[_variant_document(v) for v in self.variants],
+            results=_convert(self.results, dict[str, dict[str, document.Entry]]),
+            stale=list(self.stale),
+            expectation=_convert(self.expectation, document.Expectation),
+        )
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Compat:
-        """A compat document of any known version; raises KeyError/TypeError/ValueError on a malformed one.
-
-        Lenient on purpose about what older versions lack (``tracking``,
-        ``environments``, a cell's ``install``): they take their defaults.
-        :func:`bugmatrix.report.compat_file.load_compat` turns a malformed file into one line.
-        """
-        axes = tuple(Axis(str(a["name"]), str(a.get("prefix") or a["name"]), bool(a.get("interpreter"))) for a in data.get("axes") or ())
+    def from_document(cls, doc: document.Compat) -> Compat:
+        """The values of a compat document of any known version: what an older one lacks takes its default."""
         return cls(
-            generated=str(data.get("generated", "")),
-            commit=str(data.get("commit", "")),
-            profile=str(data.get("profile", "")),
-            axes=axes,
-            cells=tuple(Cell.from_json(c) for c in data.get("cells") or ()),
-            variants=tuple(Variant.from_json(v) for v in data.get("variants") or ()),
-            results={
-                str(vid): {str(cid): Entry.from_json(e) for cid, e in per_cell.items()}
-                for vid, per_cell in (data.get("results") or {}).items()
-            },
-            environments=tuple(Host.from_json(h) for h in data.get("environments") or ()),
-            tracking=Tracking.from_json(data.get("tracking")),
-            stale=tuple(data.get("stale") or ()),
-            expectation=ExpectationSummary.from_json(data.get("expectation")),
-            profile_source=str(data.get("profile_source", "")),
-            schema=str(data.get("schema", COMPAT_SCHEMA)),
+            generated=doc.generated,
+            commit=doc.commit,
+            profile=doc.profile,
+            axes=tuple(Axis(a.name, a.prefix or a.name, a.interpreter) for a in doc.axes),
+            cells=_convert(doc.cells, tuple[Cell, ...]),
+            variants=tuple(_variant(v) for v in doc.variants),
+            results=_convert(doc.results, dict[str, dict[str, Entry]]),
+            environments=tuple(Host.from_document(h) for h in doc.environments),
+            tracking=_convert(doc.tracking, Tracking) if doc.tracking else Tracking(),
+            stale=tuple(doc.stale),
+            expectation=_convert(doc.expectation, ExpectationSummary) if doc.expectation else ExpectationSummary(),
+            profile_source=doc.profile_source,
+            schema=doc.schema,
         )
+
+    @classmethod
+    def from_json(cls, data: object) -> Compat:
+        """A compat document from plain data (``json.load``), checked by the model; raises msgspec.ValidationError."""
+        return cls.from_document(msgspec.convert(data, document.Compat))
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for compat.json (:func:`compat_json`)."""
+        return compat_json(self.to_document())
+
+
+def _convert(value: object, into: Any) -> Any:
+    """Between the report's values and the model's structs, field by field by name (both ways)."""
+    return msgspec.convert(value, into, from_attributes=True)
+
+
+def _variant_document(variant: Variant) -> document.Variant:
+    fields = dataclasses.asdict(variant)
+    fields["variant"] = fields.pop("name")  # the model's key for the report's name
+    return _convert(fields, document.Variant)
+
+
+def _variant(doc: document.Variant) -> Variant:
+    fields = msgspec.structs.asdict(doc)
+    fields["name"] = fields.pop("variant")
+    return _convert(fields, Variant)
+
+
+def compat_json(doc: document.Compat) -> dict[str, Any]:
+    """Plain data for compat.json; a variant's ``axes``, ``pinned``, ``old_checks`` and an entry's ``tried`` only when said."""
+    data = msgspec.to_builtins(doc)
+    for variant in data["variants"]:
+        for key, empty in (("axes", None), ("pinned", ""), ("old_checks", [])):
+            if variant[key] == empty:
+                del variant[key]
+    for per_cell in data["results"].values():
+        for entry in per_cell.values():
+            if entry["tried"] is None:
+                del entry["tried"]
+    return data
+
+
+def load_compat(path: Path) -> Compat:
+    """Read a compat document (the baseline) of any known version; a defect is one line naming the file, the key and the fix."""
+    raw = read_bytes(path, "compat document", fix=FIX)
+    decode_json(raw, path, "compat document", fix=FIX)  # not JSON at all: the same line as every other reader's
+    try:
+        return Compat.from_document(_DECODER.decode(raw))
+    except msgspec.ValidationError as exc:
+        msg = f"{path}: malformed compat document ({type(exc).__name__}: {exc}); {FIX}"
+        raise BugmatrixError(msg) from exc

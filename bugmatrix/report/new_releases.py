@@ -1,29 +1,9 @@
 """The new-release section: how each variant fares in a release the suite has not judged before, installed or not.
 
-A release is *new* in a run when the baseline holds no cell that pins it (the
-first nightly after ``latest`` moved), or, without a baseline, when no
-expectation covers any result in its cells (every entry there has the verdict
-``new``) or it is what ``latest`` resolved to and no cell of it installed.
-The interpreter axis (the document says which) has no upstream releases.
-
-For every variant that ran in a cell pinning a new release, its outcome is
-compared with its outcome in the *previous release of that axis that the run
-holds*: the cell with the same other pins and the nearest lower version::
-
-    torch 2.16.0 (new): autocast_cache::core fixed, as in 2.15.0
-    torch 2.16.0 (new): autocast_cache::core reproduced, but fixed in 2.15.0 — a regression candidate
-
-A pin that is new to this run but that upstream did not just ship -- the
-first pins of a new axis, or an older release a profile added on purpose --
-is said quietly: ``numpy 1.26.4 (new in this matrix)``, listed apart from the
-releases (:func:`is_addition`); only a release newer than every release of its
-axis the baseline holds, or what ``latest`` resolved to, is a *new release*.
-
-"Regression candidate" only where the new outcome is not what its expectation
-declares; a change the expectation declares is said as such. A cell of a new
-release whose environment could not be built is a note of its own, with
-uv's one-line reason, so a release that does not install leads the page like
-any other news (and fails ``--fail-on-regression``: :func:`install_changes`).
+A release is *new* when the baseline pins no cell to it (without a baseline: when nothing judged its cells, or it is
+what ``latest`` resolved to). Each variant is compared with the previous release of the axis in the same run; a pin
+new to the matrix but not just shipped (a new axis, an older release) is an addition, said quietly. A cell of a new
+release that does not install is a note of its own and fails ``--fail-on-regression`` (:func:`install_changes`).
 """
 
 from __future__ import annotations
@@ -84,20 +64,6 @@ class ReleaseNote:
     reason: str = ""  # uv's one-line reason, for a cell that did not install
     addition: bool = False  # new to this matrix (a new axis, an older release added on purpose), not a new upstream release
 
-    def to_json(self) -> dict[str, str | None]:
-        return {
-            "axis": self.axis,
-            "version": self.version,
-            "variant": self.variant,
-            "cell": self.cell,
-            "outcome": self.outcome.value,
-            "previous_version": self.previous_version,
-            "previous_outcome": self.previous_outcome.value if self.previous_outcome else None,
-            "kind": self.kind.value,
-            "text": self.text,
-            "reason": self.reason,
-        }
-
 
 def one_line_reason(reason: str) -> str:
     """uv's reason in one line: its "Because ..." sentence when it has one, else the last line that says something."""
@@ -149,12 +115,9 @@ def new_releases(compat: Compat, baseline: Compat | None) -> list[tuple[str, str
 
 
 def is_addition(compat: Compat, baseline: Compat | None, axis: str, version: str) -> bool:
-    """True for a pin new to this run that upstream did not just ship: a new axis, or a release older than one already judged.
+    """A pin new to this run that upstream did not just ship: a new axis, or older than a release already judged.
 
-    What ``latest`` resolved to is always a release. With a baseline, a pin
-    is an addition when the baseline has no installed cell pinning its axis
-    (a new axis), or when it is older than the newest such release there.
-    Without one, when an earlier release of its axis is in this run.
+    What ``latest`` resolved to is always a release; without a baseline, a pin with an earlier release in this run.
     """
     tracked = {(a, t.resolved) for a, t in compat.tracking.axes.items()} | {
         (a, t.resolved) for c in compat.cells for a, t in c.tracked.items()
@@ -276,14 +239,7 @@ def release_notes(compat: Compat, baseline: Compat | None) -> list[ReleaseNote]:
 
 @dataclass(frozen=True)
 class ReleaseGroup:
-    """The notes of one new release, for reading: counts of what is as before, and every other note spelled out.
-
-    At the full profile a first run has hundreds of notes, nearly all "as in
-    the previous release"; a maintainer needs the exceptions, so those are
-    listed (regression candidates first) and the rest are one count. "first"
-    (nothing to compare with) is a count too. Cells that did not install are
-    counted with uv's one-line reason (the first cell's; the notes have each).
-    """
+    """The notes of one new release, for reading: the exceptions spelled out (regression candidates first), the rest counted."""
 
     axis: str
     version: str

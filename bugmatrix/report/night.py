@@ -1,13 +1,7 @@
-"""One night's report as one value: the compat document and every analysis of it, built once.
+"""One night's report as one value: the compat document and every analysis of it, built once by :func:`analyse`.
 
-:func:`analyse` takes the merged document, the baseline and the history and
-returns a :class:`NightReport`; every view (compat.md, index.html, the
-terminal, the step summary, the README table) reads that one value and
-computes nothing of its own, so they cannot disagree. :meth:`NightReport.findings`
-groups what needs a maintainer (a regression, a new failure mode, a flaky
-variant, a missing cell, a cell or new release that does not install) with
-everything known about it: its cells, since which night, what moved below
-the pins, the boundary; the issue bodies (:mod:`bugmatrix.publish`) read it.
+Every view reads the :class:`NightReport` and computes nothing of its own, so they cannot disagree.
+:meth:`NightReport.findings` groups what needs a maintainer with everything known about it (the issue bodies read it).
 """
 
 from __future__ import annotations
@@ -17,6 +11,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import msgspec
+
+from bugmatrix.documents import compat as document
 from bugmatrix.report.agreement import AgreementLine, per_case
 from bugmatrix.report.boundaries import Boundary, Picture, boundary_text, pictures
 from bugmatrix.report.diff import (
@@ -33,7 +30,7 @@ from bugmatrix.report.envdiff import Moved, explain_changes
 from bugmatrix.report.expectation import SYSTEM_CELL
 from bugmatrix.report.fresh import FreshLane
 from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise, unchanged_since
-from bugmatrix.report.model import Compat
+from bugmatrix.report.model import Compat, compat_json
 from bugmatrix.report.new_releases import ReleaseGroup, ReleaseNote, install_changes, release_groups, release_notes
 
 __all__ = ["CELL_FINDINGS", "FINDING_KINDS", "Finding", "NightReport", "analyse"]
@@ -55,19 +52,9 @@ CELL_FINDINGS = frozenset({ChangeKind.MISSING, ChangeKind.NO_LONGER_INSTALLS})
 class Finding:
     """One thing to act on, and everything the night knows about it.
 
-    ``subject`` is what it is about, and with ``kind`` what makes it the same
-    finding on another night: the variant id (a regression, a new failure
-    mode, a flaky variant), the cell id (a missing cell, a cell that no
-    longer installs: one finding for all its variants) or ``axis version``
-    (a new release that does not install; ``release`` holds the two).
-    ``variant_id`` is the subject where that is a variant, else "".
-    ``changes`` are tonight's changes it groups (a flaky variant matching
-    the baseline tonight has none: the history calls it flaky all the same).
-    ``since`` is the first night of the variant's current outcomes;
-    ``since_by_cell`` the first night each cell has been as it is tonight
-    (None without history). ``moved`` names, per cell, what moved below the
-    pins since the baseline; ``boundary`` is the variant's picture in one
-    line ("" when it ran nowhere or the finding is about cells).
+    ``kind`` and ``subject`` make it the same finding on another night: a variant id, a cell id (:data:`CELL_FINDINGS`)
+    or ``axis version`` (a release that does not install, also in ``release``). ``since`` / ``since_by_cell``: the first
+    night of the current outcomes (None without history); ``moved``: per cell, what moved below the pins.
     """
 
     kind: ChangeKind
@@ -139,11 +126,9 @@ class NightReport:
 
     @property
     def dropped_text(self) -> str:
-        """What the baseline had and this plan left out on purpose: one line every view puts last (it is no finding), or "".
+        """What the baseline had and this plan left out on purpose, one line every view puts last (or "").
 
-        A profile that is a subset of the baseline's (a smoke night against a
-        nightly baseline) says just that: its cells are all the baseline's, so
-        naming the dozens it does not run, and their results, tells nobody anything.
+        A profile that is a subset of the baseline's says just that, instead of naming the dozens of cells it does not run.
         """
         summary, baseline = self.compat.expectation, self.baseline
         if summary.dropped and baseline is not None and baseline.profile != self.compat.profile:
@@ -176,21 +161,20 @@ class NightReport:
         """Each drawn variant (and each variant drawn on another's picture) -> its picture."""
         return {t.variant.id: p for p in self.boundary[0] for t in p.tracks}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_document(self) -> document.Compat:
         """compat.json: the document, the release notes, what moved, the re-resolve lane (the baseline of a later night is this)."""
-        return {
-            **self.compat.to_json(),
-            "releases": [n.to_json() for n in self.notes],
-            "moved": [m.to_json() for m in self.moved],
-            "reresolved": self.fresh.to_json() if self.fresh else None,
-        }
+        doc = self.compat.to_document()
+        doc.releases = msgspec.convert(self.notes, list[document.ReleaseNote], from_attributes=True)
+        doc.moved = msgspec.convert(self.moved, list[document.Moved], from_attributes=True)
+        doc.reresolved = msgspec.convert(self.fresh, document.FreshLane | None, from_attributes=True)
+        return doc
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for compat.json (:func:`~bugmatrix.report.model.compat_json`)."""
+        return compat_json(self.to_document())
 
     def lane_findings(self) -> list[Finding]:
-        """The re-resolve lane's findings: cells a refreshed lock would break, and variants whose outcome differs fresh (with what moved).
-
-        News about the next lock, kept apart from :meth:`findings` (one issue each, judged night by night against the
-        locked run): every view shows them from :attr:`fresh`, and they fail nothing.
-        """
+        """The re-resolve lane's findings: cells a refreshed lock would break, variants that differ fresh; they fail nothing."""
         if self.fresh is None:
             return []
         found = [
@@ -220,12 +204,7 @@ class NightReport:
         return sorted(found, key=lambda f: (f.kind.severity, f.subject))
 
     def findings(self) -> list[Finding]:
-        """What needs a maintainer, most severe first: per variant, per cell (:data:`CELL_FINDINGS`) or per new release that does not install.
-
-        A flaky variant is a finding while the history calls any of its cells
-        flaky, whatever tonight's outcome: one issue for the flapping, not a
-        regression every other night.
-        """
+        """What needs a maintainer, most severe first; a variant stays a flaky finding while the history calls it flaky."""
         grouped: dict[tuple[ChangeKind, str], list[Change]] = {}
         for change in self.changes:
             if change.kind in FINDING_KINDS and change.kind is not ChangeKind.RELEASE_DOES_NOT_INSTALL:

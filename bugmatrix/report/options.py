@@ -1,10 +1,4 @@
-"""What one ``report`` is asked to do, as one typed value built from the command line once.
-
-The report (:mod:`bugmatrix.report.command`) and every output
-(:mod:`bugmatrix.report.outputs`) read this value, never ``argparse``'s
-namespace: a misspelt option is a type error here, not a silent ``None``.
-Beside it, an :class:`Upstream`: what :mod:`bugmatrix.orchestrate` read below the report.
-"""
+"""What one ``report`` is asked to do, as one typed value built from the command line once (and :class:`Upstream`)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Everything a report writes, as a registry: one entry per output, with its check, its files and its renderer.
+"""Everything a report writes, as a registry: one :class:`Output` per output, with its check, its locks and its files.
 
-A new view is one :class:`Output` here (or, from an upper stage, one passed in
-``ReportOptions.extra``: the issue bodies come from :mod:`bugmatrix.publish`)
-plus its renderer. The orchestrator asks each wanted output, in order, to
-check its paths before anything is read, names the directories it locks, and
-collects the files of all of them into one all-or-nothing write.
+An upper stage adds its own through ``ReportOptions.extra`` (the issue bodies); all are written at once, all or nothing.
 """
 
 from __future__ import annotations
@@ -34,11 +30,7 @@ Files = tuple[dict[Path, str | bytes], list[Path]]
 
 @dataclass(frozen=True)
 class Night:
-    """What the renderers get: the analysed night, its date, the run files it read, the new history text.
-
-    ``runs`` are the night's own run files (``<reports>/runs``); ``kept`` the GPU runs committed beside the
-    reference that ``--publish`` read with them (:func:`kept_by_publish`) and leaves where they are.
-    """
+    """What the renderers get: the analysed night, its date, its run files, the new history, and the GPU runs ``kept``."""
 
     options: ReportOptions
     report: NightReport
@@ -54,18 +46,6 @@ class Night:
         return render_markdown(self.report) if name == "compat.md" else render_html(self.report)
 
 
-def _nothing(options: ReportOptions) -> None:
-    return None
-
-
-def _no_locks(options: ReportOptions) -> Sequence[Path]:
-    return ()
-
-
-def _no_line(night: Night) -> str | None:
-    return None
-
-
 @dataclass(frozen=True)
 class Output:
     """One output: whether it is asked for, its checks (before anything is read), the directories it locks, its files."""
@@ -73,9 +53,9 @@ class Output:
     name: str
     render: Callable[[Night], Files]
     wanted: Callable[[ReportOptions], bool] = lambda options: True
-    check: Callable[[ReportOptions], None] = _nothing
-    locks: Callable[[ReportOptions], Sequence[Path]] = _no_locks
-    line: Callable[[Night], str | None] = _no_line  # printed after the report's own lines
+    check: Callable[[ReportOptions], None] = lambda options: None
+    locks: Callable[[ReportOptions], Sequence[Path]] = lambda options: ()
+    line: Callable[[Night], str | None] = lambda night: None  # printed after the report's own lines
 
 
 def _check_pages(options: ReportOptions) -> None:
@@ -124,13 +104,7 @@ def _publish(night: Night) -> Files:
 
 
 def kept_by_publish(reference: Path) -> list[Path]:
-    """The committed run files a CPU night's ``--publish`` keeps, and reads beside its own: those recorded on a GPU.
-
-    GPU results come from another machine (a GPU runner, the baked image) and
-    cannot be re-observed by a CPU run; replacing the CPU reference must not
-    drop them, and the reference's pages show them with the night's. A night
-    that ran the same cell itself replaces it.
-    """
+    """The committed runs recorded on a GPU: a CPU night's ``--publish`` cannot re-observe them, so it keeps and reads them."""
     return sorted(p for p in (reference / "runs").glob("*.json") if _observed_on_a_gpu(p))
 
 

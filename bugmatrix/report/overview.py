@@ -1,10 +1,4 @@
-"""The HTML overview's view model: boundary pictures per case, ready to print.
-
-:mod:`~bugmatrix.report.boundaries` decides *what* a picture shows; this
-module decides how it reads on the page (titles, classes, the short text in
-each mark) so the template only loops. Every string here is plain text: the
-template autoescapes it, like everything else that comes from a run.
-"""
+"""The HTML overview's view model: boundary pictures per case, as plain text the template autoescapes and loops over."""
 
 from __future__ import annotations
 

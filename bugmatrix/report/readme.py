@@ -1,14 +1,8 @@
 """The README's table, generated from a report: one row per variant, its boundary and the workarounds that held.
 
-The README promises a table "generated from the committed run"; a pasted
-table drifts the moment the reference changes. ``report --readme README.md``
-rewrites only the block between the two markers, from the same rows the
-terminal summary prints (:func:`~bugmatrix.report.terminal.summary_rows`):
-with ``--publish`` from the report being published, written together with its
-other outputs, all or nothing; without, from the committed reference as it is
-(``reports/compat.json``), reading and writing nothing else. Everything in the
-block is generated, the line about the variants that ran nowhere included;
-nothing about the reference is written by hand beside it, so nothing goes stale.
+``report --readme README.md`` rewrites only the block between the markers, from the terminal summary's rows
+(:func:`~bugmatrix.report.terminal.summary_rows`): with ``--publish`` from the report published, else from
+``reports/compat.json``. Everything in the block is generated, so nothing goes stale.
 """
 
 from __future__ import annotations
@@ -17,9 +11,8 @@ from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_text
-from bugmatrix.report.compat_file import load_compat
 from bugmatrix.report.markdown import code, escape_md
-from bugmatrix.report.model import Compat
+from bugmatrix.report.model import Compat, load_compat
 from bugmatrix.report.night import NightReport, analyse
 from bugmatrix.report.terminal import summary_rows
 

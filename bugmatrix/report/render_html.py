@@ -1,14 +1,7 @@
 """index.html: one self-contained file (inline CSS/JS, no network), Jinja2 with autoescape.
 
-Escaping is a library's job, never ours: strings from run files reach the
-page through Jinja2's autoescaped ``{{ }}``. Only two things are assembled
-here, both from :func:`markupsafe.escape`-d pieces: the evidence links and
-each table entry's attribute list (see :class:`_Entry` for why).
-
-The heavy lifting (rows, labels, classes, anchors) is done here in Python so
-the template is a plain loop with no macros or lookups per entry: 1,000 cells
-x 20 variants render in about a third of a second on a 2-core machine
-(``nox -s benchmark`` measures it against the 1 s budget).
+Rows, labels and classes are prepared here so the template is a plain loop (the 1 s budget at full scale); only the
+evidence links and each entry's attributes are assembled, from :func:`markupsafe.escape`-d pieces.
 """
 
 from __future__ import annotations
@@ -51,12 +44,7 @@ SEVERE = FAILING | {ChangeKind.NEW_FAILURE_MODE}
 
 
 def _attr_name(axis: str) -> str:
-    """A pins key as part of a ``data-pin-*`` attribute name.
-
-    Autoescaping protects attribute *values*; a name such as ``x onclick=...``
-    from a hand-edited run file would still add an attribute, so names are
-    reduced to the characters HTML allows there.
-    """
+    """A pins key as part of a ``data-pin-*`` attribute name: reduced to the characters HTML allows (autoescape is for values)."""
     return re.sub(r"[^a-z0-9-]", "-", axis.lower()) or "axis"
 
 
@@ -149,13 +137,7 @@ def _td_attrs(esc: _Escaped, cls: str, outcome: str, case: str, cell_id: str, an
 
 
 def _entry(esc: _Escaped, variant: Variant, cell_id: str, entry: Entry | None, anchor: str, reused: str = "") -> str:
-    """One ``<td>``, already HTML: every text through (memoised) markupsafe.escape.
-
-    Built here rather than in the template: at 1,000 cells x 20 variants the
-    template's per-entry prints (a Markup object each) were most of a render.
-    ``reused`` ("♻ reused from <date, commit, run>") marks an entry of a reused
-    cell: its summary, its attribute and its details all say so.
-    """
+    """One ``<td>``, already HTML (the template's per-entry prints were most of a render); a reused cell's entry says so."""
     case = variant.case
     if entry is None:
         return f'<td {_td_attrs(esc, "na", "", case, cell_id)} title="not in this cell\'s run">·</td>'

@@ -1,12 +1,7 @@
 """Markdown for what the night did not run and what it ran twice: reused cells, and the re-resolve lane.
 
-Shared by compat.md and the step summary (:mod:`~bugmatrix.report.render_md`),
-and the terminal reads :func:`reuse_groups` and :func:`lane_groups` too, so
-every view groups and words them alike. A reused result is never shown
-without its origin: every group names the date, commit and run whose results
-its cells carry. The lane names, per moved cell, what moved below the pins,
-and attributes each outcome that differs between the locked and the fresh
-run to exactly that.
+Shared by compat.md and the step summary; the terminal reads the same groups. A reused result always names its origin,
+and a fresh difference names what moved below the pins.
 """
 
 from __future__ import annotations

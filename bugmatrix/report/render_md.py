@@ -1,15 +1,8 @@
 """GitHub-flavoured Markdown: compat.md and the CI step summary, both views of one :class:`~bugmatrix.report.night.NightReport`.
 
-Both lead with what needs a maintainer, in this order: results that were
-expected and are missing, the re-resolve lane (what a refreshed lock would
-change), new releases (installed or not), what moved below the pins, then the
-changes since the baseline and the cells whose results were reused (with
-their origin; :mod:`~bugmatrix.report.render_lane`). compat.md then has, per case,
-its boundaries, upstream agreement and table: rows are case variants,
-columns the cells where that case ran, headed by the axes that tell cells
-apart, with neighbouring cells that differ in one axis and agree on every
-row sharing a column (:func:`_column_groups`); every entry is a symbol *and*
-a word. Run data is escaped by :mod:`~bugmatrix.report.markdown` only.
+Both lead with what needs a maintainer (missing results, the lane, new releases, what moved, the changes); compat.md
+then has each case's boundaries, agreement and table, neighbouring cells that agree sharing a column
+(:func:`_column_groups`). Run data is escaped by :mod:`~bugmatrix.report.markdown` only.
 """
 
 from __future__ import annotations
@@ -89,11 +82,7 @@ def change_lines(changes: Sequence[Change], limit: int | None = None) -> list[st
 def _column_groups(compat: Compat, columns: list[Cell], ran: list[Variant], varying: list[str]) -> list[tuple[str, list[str]]]:
     """(heading, one entry per row) for each column of a case's table.
 
-    Neighbouring cells (plan order) that differ in a single axis and agree on
-    every row share one column headed ``tf 4.29.2, 4.30.2, 5.23.0``: a case
-    that does not depend on that axis then does not repeat itself once per
-    version, and the table stays readable on GitHub. Nothing is lost: the
-    entries merged are identical.
+    Neighbouring cells that differ in one axis and agree on every row share a column (``tf 4.29.2, 4.30.2, 5.23.0``).
     """
     groups: list[tuple[list[Cell], str | None, list[str]]] = []
     rows = [(v, compat.entries(v.id)) for v in ran]

@@ -1,10 +1,6 @@
 """The report's last words in the terminal: one line per variant, its boundary, the workarounds that held.
 
-Like pytest's short summary: whoever ran ``nox -s report`` learns the
-outcome without opening the page, and the page's path comes right after.
-Colour only where a person reads it (stdout is a TTY) and ``NO_COLOR`` is
-unset (https://no-color.org); a CI log or a pipe gets plain text, and the
-symbols carry the meaning either way.
+Colour only on a TTY without ``NO_COLOR`` (https://no-color.org); the symbols carry the meaning either way.
 """
 
 from __future__ import annotations
@@ -82,12 +78,8 @@ def _cells(n: int) -> str:
 
 
 def _held(track: Track, workarounds: list[Track], compat: Compat, history: Mapping[str, VariantHistory]) -> str:
-    """``cache_disabled ✓ 11/11; fast_path_off ✓ 6/6 (not run where it reproduced: 5 cells)``: of the cells where the variant
-    reproduced, in how many each workaround ran and in how many of those it was fixed.
-
-    ✓ marks the ones that held in every cell where they ran. A workaround that did not run where the bug reproduced (skipped:
-    an API absent there) says so, never ``0/n``; a pin on an axis runs where the pin holds, and reads as what it is: the
-    bug avoided by the pin where it is absent there.
+    """``cache_disabled ✓ 11/11; fast_path_off ✓ 6/6 (not run where it reproduced: 5 cells)``: per workaround, where it ran
+    and was fixed among the cells where the variant reproduced; a pin workaround reads as the bug avoided by the pin.
     """
     entries = compat.entries(track.variant.id)
     reproduced = [e for e in entries.values() if e.outcome is Outcome.REPRODUCED]
@@ -112,11 +104,7 @@ def _held(track: Track, workarounds: list[Track], compat: Compat, history: Mappi
 
 
 def summary_rows(report: NightReport, *, with_history: bool = True) -> tuple[list[tuple[str, str, str, str, str]], int]:
-    """Per drawn variant: (name, reproduced in, fixed in, boundary, workarounds held); and how many variants ran nowhere.
-
-    The terminal summary and the README's table are both this, so they cannot
-    disagree (the README leaves the history's flaky marks out: it describes the committed run).
-    """
+    """Per drawn variant: (name, reproduced in, fixed in, boundary, workarounds held); and how many ran nowhere (also the README)."""
     drawn, idle = report.boundary
     history = report.history if with_history else {}
     rows = []
@@ -166,11 +154,7 @@ def _reuse_lines(report: NightReport) -> list[str]:
 
 
 def finding_lines(report: NightReport) -> list[str]:
-    """One line per finding that is not said elsewhere in the headline: regressions, cells that no longer install, flaky and new failure modes.
-
-    Missing results are grouped per cell above them and a new release that does
-    not install leads its release's lines, so neither is repeated here.
-    """
+    """One line per finding not said elsewhere in the headline (missing cells and releases that do not install are)."""
     said = (ChangeKind.MISSING, ChangeKind.RELEASE_DOES_NOT_INSTALL)
     changes = [c for c in report.changes if c.kind not in said]
     lines = [f"{'✗' if line.startswith('REGRESSION') else '⚠'} {line}" for line in summary_lines(changes)]
