@@ -1,12 +1,7 @@
 """Env builds: the runner's own build (uv) against virtualenv + pip building the same distributions.
 
-The uv side is :func:`bugmatrix.run.runner.prepare` into a fresh venv, exactly
-what a cell session does (its lock when current, the import check), with a
-cache of its own for the cold row. pip installs the same thing: the cell's lock
-with ``--require-hashes`` when the cell has one, else the same requirements,
-followed by the same import check, so both sides deliver a verified
-environment. pip runs with ``PIP_CONFIG_FILE=/dev/null`` and no ``PIP_*`` index
-settings, so both tools install the same wheels from PyPI.
+Both sides install the cell's lock when it has one, then the same import check; pip runs with
+``PIP_CONFIG_FILE=/dev/null`` and no ``PIP_*`` index settings, so both install the same wheels from PyPI.
 """
 
 from __future__ import annotations
@@ -17,8 +12,9 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from unittest import mock
 
 from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
@@ -33,18 +29,9 @@ PIP_KEEP = {"PIP_CERT", "PIP_DEFAULT_TIMEOUT"}
 PRIMED = ".bugmatrix-primed"
 
 
-@contextlib.contextmanager
-def uv_cache(cache: Path) -> Iterator[None]:
+def uv_cache(cache: Path) -> contextlib.AbstractContextManager[object]:
     """uv's cache for the builds inside (the runner's uv commands inherit the environment)."""
-    before = os.environ.get("UV_CACHE_DIR")
-    os.environ["UV_CACHE_DIR"] = str(cache)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("UV_CACHE_DIR", None)
-        else:
-            os.environ["UV_CACHE_DIR"] = before
+    return mock.patch.dict(os.environ, {"UV_CACHE_DIR": str(cache)})
 
 
 def uv_build(root: Path, matrix: Matrix, cell: Cell, venv: Path, cache: Path) -> tuple[float, Environment]:

@@ -1,10 +1,7 @@
 """Disk: what the cell envs hold together against one env, and what a nightly downloads and caches.
 
-uv hard-links from its cache, so cells that share wheels share inodes (``du``
-counts each inode once per invocation); 20 envs must not cost 20 copies. Hard
-links share identical files only: cells on different releases of the heavy
-distributions (torch and its CUDA libraries) carry different files, so the
-whole matrix's floor is one env per such release.
+uv hard-links from its cache, so cells sharing wheels share inodes (one ``du`` counts each once); cells on different
+heavy releases (torch and its CUDA libraries) share nothing, so the matrix's floor is one env per such release.
 """
 
 from __future__ import annotations

@@ -1,26 +1,13 @@
-"""A whole profile against its floor, and what lean mode costs against kept environments.
+"""A whole profile against its floor, what lean mode costs against kept environments, and one import of a stack.
 
-A profile's *floor* is what its cells cannot go below when ``jobs`` run at
-once: every cell must build its environment (from a warm uv cache: every wheel
-already there, so uv only links), import its stack once, and run its variants'
-own compute, and at best ``jobs`` cells share the machine perfectly::
+A profile's floor, with ``jobs`` cells at once shared perfectly::
 
     floor = sum over cells (build from a warm cache + one import + the variants' compute) / jobs
-
-The full run (``python -m bugmatrix run --profile full``) is reported against
-it (target: <= 1.5x). The parts are measured per cell after the run: the build
-into a scratch venv from the cell's lock, the import with
-:func:`~bugmatrix.tools.benchmark.imports.import_seconds`, the compute as the
-run file's ``duration_s`` (measured inside the run, so it carries that run's
-contention: the floor is, if anything, generous).
-
-Lean mode (:mod:`bugmatrix.run.diskbudget`) rebuilds every cell's venv where
-kept environments reuse it; :func:`measure_lean_cost` times both on the smoke
-cells, so the price of the disk it saves is a printed figure.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -33,14 +20,45 @@ from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.envbuild import InstallFailed, cell_venv
-from bugmatrix.run.runner import CellSpec, prepare, run_cell
-from bugmatrix.tools.benchmark.imports import import_seconds, stack_imports
+from bugmatrix.run.runner import CellSpec, bytecode_env, prepare, run_cell
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, timed
 
-__all__ = ["FLOOR_BOUND", "CellFloor", "floor_rows", "measure_floors", "measure_lean_cost", "profile_floor"]
+__all__ = [
+    "FLOOR_BOUND",
+    "CellFloor",
+    "floor_rows",
+    "import_seconds",
+    "measure_floors",
+    "measure_lean_cost",
+    "profile_floor",
+    "stack_imports",
+]
 
 #: The full profile's wall time may be at most this many times its floor (issue 36).
 FLOOR_BOUND = 1.5
+
+
+def stack_imports(matrix: Matrix, catalog: Catalog, cell: Cell) -> tuple[list[str], list[str]]:
+    """What a cell's process imports once: its axis modules, and the ``Case(imports=...)`` of the cases it runs."""
+    runs = set(cell.variants)
+    declared = [name for case in catalog.cases if any(v.id in runs for v in case.variants) for name in case.imports]
+    return matrix.import_modules(cell.pins), list(dict.fromkeys(declared))
+
+
+def import_seconds(python: Path, modules: Sequence[str], declared: Sequence[str] = (), root: Path | None = None) -> float:
+    """Wall time of a fresh interpreter importing the cell's stack once (the best of two: the first may read a cold disk).
+
+    ``declared`` names are resolved by the function the fork runner's preload uses (``root`` puts it on the path).
+    It ends with ``os._exit`` as the fork runner's cell process does: neither pays for tearing the stack down;
+    its bytecode is the venv's cache, as the cell's (neither compiles the stack again).
+    """
+    code = "import os, " + ", ".join(modules)
+    if declared:
+        code += f"; from bugmatrix.cell.requirements import resolve_attribute; [resolve_attribute(n) for n in {list(declared)!r}]"
+    code += "; os._exit(0)"
+    # As the cell's pytest runs it: bytecode cached in the venv (bugmatrix.run.runner.bytecode_env); the first of two may write it.
+    env = bytecode_env({**os.environ, **({"PYTHONPATH": str(root)} if root else {})}, python.parent.parent)
+    return min(timed([str(python), "-c", code], env) for _ in range(2))
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,4 @@
-"""The report at full scale: 1,000 cells x 20 variants, merged and rendered, with and without 90 nights of history.
-
-Synthetic run files with every outcome and verdict and log tails on failures:
-the full profile must stay cheap to render on every push (target < 1 s).
-"""
+"""The report at full scale: 1,000 cells x 20 variants, merged and rendered, with and without 90 nights of history."""
 
 from __future__ import annotations
 
