@@ -162,6 +162,10 @@ def _why_not(files: Sequence[Mapping[str, object]], python: str | None) -> str |
     return f"no wheel for Python {python} on x86_64 Linux, and no sdist"
 
 
+def _within(version: Version, low: str | None, high: str | None) -> bool:
+    return not (low and version < Version(low)) and not (high and version > Version(high))
+
+
 def skipped_releases(
     project: Mapping[str, object], *, low: str | None, high: str | None, python: str | None, pre: bool = False
 ) -> list[Skipped]:
@@ -174,7 +178,7 @@ def skipped_releases(
             continue
         if version.is_devrelease or version.local or version.post is not None or (version.is_prerelease and not pre):
             continue  # not releases (registry.release_versions): never candidates, nothing to say
-        if (low and version < Version(low)) or (high and version > Version(high)):
+        if not _within(version, low, high):
             continue
         reason = _why_not(list(files or []), python)
         if reason is not None:
@@ -198,8 +202,7 @@ def registry_versions(
     if skipped is not None:
         skipped.extend(left_out)
     out = {s.version for s in left_out}
-    found = [v for v in release_versions(project, pre=pre) if not (low and v < Version(low)) and not (high and v > Version(high))]
-    found = [v for v in found if str(v) not in out]
+    found = [v for v in release_versions(project, pre=pre) if _within(v, low, high) and str(v) not in out]
     if not found:
         msg = f"no {distribution} releases between {low or 'the first'} and {high or 'the latest'}; widen --from/--to"
         raise BugmatrixError(msg)
@@ -277,10 +280,7 @@ def env_dir(root: Path, matrix: Matrix, pins: Mapping[str, str], cid: str | None
 
 
 def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant: Variant, timeout: float = 900) -> tuple[Probe, bool]:
-    """Build (or reuse) the env for ``pins`` and run one variant there, through the one runner; (probe, built?).
-
-    A planned cell's lock and venv are used where they exist; a variant with an environment of its own runs in its sibling.
-    """
+    """Build (or reuse: a planned cell's lock and venv, or its sibling's) the env for ``pins`` and run one variant there; (probe, built?)."""
     label = ",".join(f"{k}={v}" for k, v in pins.items())
     started = time.perf_counter()
     timed_out = False
@@ -316,10 +316,8 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
 
 
 def run_probe(command: Sequence[str], root: Path, env: Mapping[str, str], timeout: float) -> tuple[int, bool]:
-    """Run one probe's pytest; (its exit code, whether it outlived ``timeout``).
-
-    Past ``timeout`` its process group and every descendant are killed and waited for, so nothing is left running.
-    """
+    """Run one probe's pytest; (its exit code, whether it outlived ``timeout``: then its process group and every descendant
+    are killed and waited for, so nothing is left running)."""
     with subprocess.Popen(
         list(command), cwd=root, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     ) as proc:

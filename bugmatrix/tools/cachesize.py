@@ -113,21 +113,9 @@ def resolved_artifacts(
     requirements: Sequence[str], python: str, *, platform: str = DEFAULT_PLATFORM, only_binary: bool = False
 ) -> list[Artifact]:
     """The files one environment downloads: resolved by uv for the runners, chosen by tag rank (``only_binary``: wheels only)."""
+    compile_ = ["pip", "compile", "-", "--quiet", "--format", "pylock.toml", "--python-version", python, "--python-platform", platform]
     result = subprocess.run(
-        [
-            *uv_command(),
-            "pip",
-            "compile",
-            "-",
-            "--quiet",
-            "--format",
-            "pylock.toml",
-            "--python-version",
-            python,
-            "--python-platform",
-            platform,
-            *(["--only-binary", ":all:"] if only_binary else []),
-        ],
+        [*uv_command(), *compile_, *(["--only-binary", ":all:"] if only_binary else [])],
         input="\n".join(requirements) + "\n",
         capture_output=True,
         text=True,

@@ -31,6 +31,7 @@ try:  # packaging comes with pytest: without it, say so in one line rather than 
     from bugmatrix.cell.cellspec import CellOptions
     from bugmatrix.cell.environment import describe_environment, observe_environment
     from bugmatrix.files import write_text_atomic
+    from bugmatrix.versions import installed_version
 except ImportError as missing:
     print(
         f"run.py: error: {missing.name} is not importable by {sys.executable}; run run.py with the Python that has torch and pytest",
@@ -51,13 +52,6 @@ PYTEST = ("-m", "pytest", "cases", "-p", "no:cacheprovider", "-q", "-rs")
 
 class Refused(Exception):
     """The box lacks what the kit needs: one line, exit 2."""
-
-
-def _installed(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def load_kit(kit: Path) -> dict[str, Any]:
@@ -83,7 +77,7 @@ def check_box(kit: dict[str, Any]) -> list[dict[str, Any]]:
         raise Refused(msg)
     spec = kit["axis_spec"]
     providers = spec["axes"].get(spec.get("device_runtime") or "", [])
-    if providers and not any(_installed(d) for d, _ in providers):
+    if providers and not any(installed_version(d) for d, _ in providers):
         names = ", ".join(d for d, _ in providers)
         msg = f"{names} is not installed for {sys.executable}; run run.py with the Python that has it (the kit carries none)"
         raise Refused(msg)
@@ -137,7 +131,7 @@ def unmet(target: Path, run: dict[str, Any]) -> list[str]:
             continue
         if canonicalize_name(requirement.name) in carried:
             continue
-        have = _installed(requirement.name)
+        have = installed_version(requirement.name)
         if have is None or not requirement.specifier.contains(have, prereleases=True):
             problems.append(f"{who} needs {requirement.name}{requirement.specifier or ''}, and this Python has {have or 'none'}")
     return list(dict.fromkeys(problems))

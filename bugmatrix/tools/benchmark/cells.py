@@ -27,11 +27,11 @@ from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
-from bugmatrix.run.runner import CellSpec, built_python, run_cell
+from bugmatrix.run.runner import CellSpec, built_python
 from bugmatrix.tools.benchmark.builds import uv_cache
 from bugmatrix.tools.benchmark.disk import Sampler
-from bugmatrix.tools.benchmark.floor import floor_rows, import_seconds, measure_floors, stack_imports
-from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, skipped, timed
+from bugmatrix.tools.benchmark.floor import floor_rows, import_seconds, measure_floors, stack_imports, timed_cell
+from bugmatrix.tools.benchmark.table import Measurement, skipped, timed
 
 __all__ = [
     "DiskPeak",
@@ -52,18 +52,9 @@ def smoke_floor(run: RunRecord, imports: float) -> float:
 
 
 def _run_timed(root: Path, matrix: Matrix, cell: Cell, runner: Runner, run_file: Path) -> tuple[float, RunRecord, Path]:
-    """One run of the cell with ``runner``: wall seconds, its run file, its interpreter."""
-    wall = 0.0
-
-    def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
-        nonlocal wall
-        wall = timed(command, env, ok=(0, 1), cwd=root)  # 1: an outcome differs; still a full run
-        return 0
-
-    done = run_cell(matrix, replace(CellSpec.of(cell), runner=runner), run_file, execute=execute, root=root)
-    if done.environment is None:
-        raise CommandFailed(f"cell {cell.id} cannot be built: {(done.install_failed or '').splitlines()[-1:]}")
-    return wall, load_run_file(run_file), done.environment.python
+    """One run of the cell with ``runner``: pytest's wall seconds, its run file, its interpreter."""
+    wall, _, python = timed_cell(root, matrix, replace(CellSpec.of(cell), runner=runner), run_file)
+    return wall, load_run_file(run_file), python
 
 
 def compare_outcomes(old: RunRecord, new: RunRecord) -> dict[str, str]:
@@ -78,7 +69,7 @@ def compare_outcomes(old: RunRecord, new: RunRecord) -> dict[str, str]:
 
 
 def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], repeat: int = 1) -> list[Measurement]:
-    """Each cell (env reused) on xdist and on the fork runner, against its floor; and whether their outcomes agree.
+    """Each cell (env reused) on xdist and on the fork runner against its floor, and whether their outcomes agree.
 
     ``repeat`` > 1 alternates the runners and keeps each one's fastest run (the least disturbed, on a shared machine).
     """
@@ -200,10 +191,7 @@ def heavy_wheels(matrix: Matrix, cells: Iterable[Cell]) -> set[tuple[str, str, s
 
 
 def cached_wheel_sets(cache: Path, wanted: Iterable[tuple[str, str, str]]) -> tuple[int, int]:
-    """How many of ``wanted`` (distribution, version, cpXY) wheels uv's cache holds unpacked, of how many: how warm "warm" was.
-
-    Read from uv's layout (``wheels-v*/pypi/<name>/<version>-cp<XY>-<platform>/``); one it does not know reads as none.
-    """
+    """How many of ``wanted`` (distribution, version, cpXY) wheels uv's cache holds unpacked (``wheels-v*/pypi/<name>/``), of how many."""
     wanted = set(wanted)
     held = {
         (name, version, py)

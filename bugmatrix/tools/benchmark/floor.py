@@ -32,6 +32,7 @@ __all__ = [
     "measure_lean_cost",
     "profile_floor",
     "stack_imports",
+    "timed_cell",
 ]
 
 #: The full profile's wall time may be at most this many times its floor (issue 36).
@@ -48,15 +49,12 @@ def stack_imports(matrix: Matrix, catalog: Catalog, cell: Cell) -> tuple[list[st
 def import_seconds(python: Path, modules: Sequence[str], declared: Sequence[str] = (), root: Path | None = None) -> float:
     """Wall time of a fresh interpreter importing the cell's stack once (the best of two: the first may read a cold disk).
 
-    ``declared`` names are resolved by the function the fork runner's preload uses (``root`` puts it on the path).
-    It ends with ``os._exit`` as the fork runner's cell process does: neither pays for tearing the stack down;
-    its bytecode is the venv's cache, as the cell's (neither compiles the stack again).
+    As the fork runner's cell process does: ``declared`` resolved by its preload, bytecode from the venv, ``os._exit``.
     """
     code = "import os, " + ", ".join(modules)
     if declared:
         code += f"; from bugmatrix.cell.requirements import resolve_attribute; [resolve_attribute(n) for n in {list(declared)!r}]"
     code += "; os._exit(0)"
-    # As the cell's pytest runs it: bytecode cached in the venv (bugmatrix.run.runner.bytecode_env); the first of two may write it.
     env = bytecode_env({**os.environ, **({"PYTHONPATH": str(root)} if root else {})}, python.parent.parent)
     return min(timed([str(python), "-c", code], env) for _ in range(2))
 
@@ -95,10 +93,8 @@ def floor_rows(label: str, wall_s: float | None, floors: Sequence[CellFloor], jo
 
 
 def measure_floors(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], runs: Path) -> list[CellFloor]:
-    """Each cell's floor after a run into ``runs``: a fresh build from the (warm) cache, one import, the run file's compute.
-
-    A cell without a run file, or that does not install, has no floor to add (it is left out, so the floor stays a floor).
-    """
+    """Each cell's floor after a run into ``runs``: a fresh build from the (warm) cache, one import, the run file's compute
+    (a cell without a run file, or that does not install, is left out, so the floor stays a floor)."""
     floors = []
     with tempfile.TemporaryDirectory(prefix="bugmatrix-floor-") as scratch:
         for cell in cells:
@@ -119,31 +115,31 @@ def measure_floors(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence
     return floors
 
 
-def _cell_seconds(root: Path, matrix: Matrix, cell: Cell, run_file: Path) -> float:
-    """One whole cell through the runner (build or reuse, pytest, run file), timed from outside."""
+def timed_cell(root: Path, matrix: Matrix, spec: CellSpec, run_file: Path) -> tuple[float, float, Path]:
+    """One whole cell through the runner (build or reuse, pytest, run file): (pytest's seconds, the whole run's, its interpreter)."""
+    pytest_s = 0.0
 
     def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
-        timed(command, env, ok=(0, 1), cwd=root)
+        nonlocal pytest_s
+        pytest_s = timed(command, env, ok=(0, 1), cwd=root)  # 1: an outcome differs; still a full run
         return 0
 
     started = time.perf_counter()
-    done = run_cell(matrix, CellSpec.of(cell), run_file, execute=execute, root=root)
-    if done.install_failed is not None:
-        raise CommandFailed(f"cell {cell.id} cannot be built: {done.install_failed.splitlines()[-1]}")
-    return time.perf_counter() - started
+    done = run_cell(matrix, spec, run_file, execute=execute, root=root)
+    if done.environment is None:
+        raise CommandFailed(f"cell {spec.id} cannot be built: {(done.install_failed or 'no environment').splitlines()[-1]}")
+    return pytest_s, time.perf_counter() - started, done.environment.python
 
 
 def measure_lean_cost(root: Path, matrix: Matrix, cells: Sequence[Cell]) -> list[Measurement]:
-    """The smoke cells with their venvs kept (reused) against lean (each venv removed first, so rebuilt from the warm cache).
-
-    Not counted: lean also drops a torch stack from uv's cache when no later cell pins it, so the next run downloads it again.
-    """
+    """The smoke cells with their venvs kept (reused) against lean (each venv removed first, so rebuilt from the warm cache)."""
     kept = lean = 0.0
     with tempfile.TemporaryDirectory(prefix="bugmatrix-lean-") as scratch:
         for cell in cells:
-            _cell_seconds(root, matrix, cell, Path(scratch) / "warmup.json")  # the kept venv exists, built if it was not
-            kept += _cell_seconds(root, matrix, cell, Path(scratch) / f"{cell.id}-kept.json")
+            spec = CellSpec.of(cell)
+            timed_cell(root, matrix, spec, Path(scratch) / "warmup.json")  # the kept venv exists, built if it was not
+            kept += timed_cell(root, matrix, spec, Path(scratch) / f"{cell.id}-kept.json")[1]
             shutil.rmtree(cell_venv(root, cell.id), ignore_errors=True)
-            lean += _cell_seconds(root, matrix, cell, Path(scratch) / f"{cell.id}-lean.json")
+            lean += timed_cell(root, matrix, spec, Path(scratch) / f"{cell.id}-lean.json")[1]
     note = "lean rebuilds each venv from the warm cache; a pruned torch stack is also downloaded again next run (not counted)"
     return [Measurement(f"lean vs kept environments: {len(cells)} smoke cells", lean, kept, "s", note=note)]

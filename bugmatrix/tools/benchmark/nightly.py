@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from bugmatrix.documents.lane import load_reresolved
@@ -76,6 +76,10 @@ class Night:
     moved: frozenset[str]
     downloaded_mib: float
     reports: Path
+
+    def to_json(self) -> dict[str, object]:
+        """nights.json's entry: every field but ``reports``, the sets sorted."""
+        return {k: sorted(v) if isinstance(v, frozenset) else v for k, v in asdict(self).items() if k != "reports"}
 
     def counts(self) -> str:
         return f"{len(self.ran)} run, {len(self.reused)} reused, {len(self.siblings)} fresh sibling(s) run; lane: {len(self.moved)} moved"
@@ -258,11 +262,8 @@ def measure_nightly_reuse(
     full, source = _full_figure(work, profile, measured)
     rows = []
     if measured is not None:
-        rows.append(
-            Measurement(
-                f"nightly setup: {profile} profile, every cell run ({len(cells)} cells)", measured, None, "min", note="the previous night"
-            )
-        )
+        name = f"nightly setup: {profile} profile, every cell run ({len(cells)} cells)"
+        rows.append(Measurement(name, measured, None, "min", note="the previous night"))
 
     def row(name: str, night: Night, note: str, *, bounded: bool = False) -> Measurement:
         text = f"{night.counts()}; {night.downloaded_mib:.0f} MiB of wheels downloaded; {note}; baseline: {source}; {night.reports}"
@@ -270,14 +271,8 @@ def measure_nightly_reuse(
 
     base_env = {LOCKS_ENV: str(locks), "BUGMATRIX_PREVIOUS": str(previous)}
     a = _night(root, profile, out / "a-nothing-moved", base_env)
-    rows.append(
-        row(
-            "nightly (a) every key unchanged vs full run",
-            a,
-            f"target: 0 run, 0 moved, 0 MiB (met: {not a.ran and not a.moved and a.downloaded_mib == 0})",
-            bounded=True,
-        )
-    )
+    met = not a.ran and not a.moved and a.downloaded_mib == 0
+    rows.append(row("nightly (a) every key unchanged vs full run", a, f"target: 0 run, 0 moved, 0 MiB (met: {met})", bounded=True))
 
     axis, version = release.split("=", 1) if release else new_release(declared, resolution, catalog, profile)
     if not any(e.axis == axis and e.requested == "latest" for e in resolution.entries):
@@ -288,13 +283,8 @@ def measure_nightly_reuse(
     planned = plan_cells(apply_resolution(declared, load_resolution(fixture)), profile, catalog)
     pinning = {c.id for c in planned if c.device == "cpu" and c.pins.get(axis) == version}
     b = _night(root, profile, out / "b-new-release", {**base_env, "BUGMATRIX_RESOLUTION": str(fixture)})
-    rows.append(
-        row(
-            f"nightly (b) new release {axis} {version} vs full run",
-            b,
-            f"runs exactly the {len(pinning)} cell(s) pinning it: {set(b.ran) == pinning}",
-        )
-    )
+    note = f"runs exactly the {len(pinning)} cell(s) pinning it: {set(b.ran) == pinning}"
+    rows.append(row(f"nightly (b) new release {axis} {version} vs full run", b, note))
 
     before, name, held_version, holders, cutoff = _yesterday(
         matrix, cells, locks, moved_candidates(root, locks, cells, matrix, moved), work
@@ -315,26 +305,10 @@ def measure_nightly_reuse(
     c = _night(root, profile, out / "c-transitive-release", {LOCKS_ENV: str(before), "BUGMATRIX_PREVIOUS": str(previous_c)})
     page = (c.reports / "index.html").read_text(encoding="utf-8") if (c.reports / "index.html").exists() else ""
     names = f"{name} " in page and f"→ {held_version}" in page
-    rows.append(
-        row(
-            f"nightly (c) new release of {name} {held_version} (transitive) vs full run",
-            c,
-            f"held back before {cutoff} in {len(holders)} cell(s); siblings run = cells whose resolution changed: {c.siblings == c.moved}"
-            f" (= the cells holding it: {c.moved == set(holders)}); the page names {name}: {names}",
-        )
+    note = (
+        f"held back before {cutoff} in {len(holders)} cell(s); siblings run = cells whose resolution changed: {c.siblings == c.moved}"
+        f" (= the cells holding it: {c.moved == set(holders)}); the page names {name}: {names}"
     )
-    write_json_atomic(
-        out / "nights.json",
-        {
-            night: {
-                "wall_min": n.wall_min,
-                "ran": sorted(n.ran),
-                "reused": sorted(n.reused),
-                "siblings": sorted(n.siblings),
-                "moved": sorted(n.moved),
-                "downloaded_mib": n.downloaded_mib,
-            }
-            for night, n in (("a", a), ("b", b), ("c", c))
-        },
-    )
+    rows.append(row(f"nightly (c) new release of {name} {held_version} (transitive) vs full run", c, note))
+    write_json_atomic(out / "nights.json", {"a": a.to_json(), "b": b.to_json(), "c": c.to_json()})
     return rows
