@@ -373,8 +373,8 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
     if args.versions:
         where = "the --versions given"
     versions = args.versions or registry_versions(distribution, low=low, high=args.high, pre=args.pre, python=python, skipped=skipped)
-    result = BisectResult(variant.id, args.package, {k: v for k, v in held.items() if k != args.package}, versions, skipped=skipped)
-    result.mode = "linear" if args.linear else "bisect"
+    others = {k: v for k, v in held.items() if k != args.package}
+    result = BisectResult(variant.id, args.package, others, versions, mode="linear" if args.linear else "bisect", skipped=skipped)
 
     def probe(version: str) -> Probe:
         found, built = run_variant_in(args.root, matrix, {**held, args.package: version}, variant, timeout=args.timeout)

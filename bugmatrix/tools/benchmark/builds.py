@@ -42,25 +42,14 @@ def uv_build(root: Path, matrix: Matrix, cell: Cell, venv: Path, cache: Path) ->
         return time.perf_counter() - start, environment
 
 
-def _pip_env(cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in PIP_KEEP}
-    return env | {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_CACHE_DIR": str(cache)}
-
-
 def pip_build(venv: Path, python: str, install: Sequence[str], modules: Sequence[str], cache: Path) -> float:
     """``python -m virtualenv`` + ``pip install INSTALL`` + the runner's import check, with ``cache`` as pip's cache."""
-    env = _pip_env(cache)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in PIP_KEEP}
+    env |= {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_CACHE_DIR": str(cache)}
     interpreter = shutil.which(f"python{python}") or sys.executable
     made = timed([sys.executable, "-m", "virtualenv", "-q", "-p", interpreter, str(venv)], env)
     installed = timed([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *install], env)
     return made + installed + timed([str(venv / "bin" / "python"), "-c", IMPORT_CHECK, *modules], env)
-
-
-def _pip_install_args(environment: Environment, requirements: Sequence[str]) -> list[str]:
-    """What pip installs: the lock the runner used (exactly those distributions), else the requirements."""
-    if environment.lock is not None:
-        return ["--require-hashes", "--no-deps", "-r", str(environment.lock)]
-    return list(requirements)
 
 
 def primed_pip_cache(root: Path, scratch: Path, python: str, install: Sequence[str], modules: Sequence[str]) -> tuple[Path, str]:
@@ -85,7 +74,8 @@ def measure_builds(root: Path, matrix: Matrix, cell: Cell, quick: bool) -> list[
         base = Path(tmp)
         uv_cold, environment = uv_build(root, matrix, cell, base / "uv-cold", base / "uv-cache")
         uv_warm, _ = uv_build(root, matrix, cell, base / "uv-warm", base / "uv-cache")
-        install = _pip_install_args(environment, matrix.requirements_for(cell.pins))
+        # pip installs the lock the runner used (exactly those distributions), else the requirements
+        install = ["--require-hashes", "--no-deps", "-r", str(environment.lock)] if environment.lock else matrix.requirements_for(cell.pins)
         if quick:
             pip_cache, note = primed_pip_cache(root, base, cell.python, install, modules)
             cold = Measurement(cold_name, uv_cold, None, "s", note="pip cold skipped (--quick); uv cold measured")
