@@ -1,27 +1,9 @@
 """Find the first release where a variant's outcome changes, by running it.
 
-Versions come from the registry through :mod:`bugmatrix.releases.registry`, the one
-client the planner's ``latest`` also uses (yanked, dev, post and local
-releases and, unless asked, pre-releases left out; a release with no file this
-Python can install is left out too). Every release left out that a reader could
-take for the boundary is *said*, with why (yanked, with the registry's reason;
-no wheel for this Python; requires another Python), before the search and in
-the result file, and the summary warns when one lies between the two ends of
-the boundary: a yanked release can be the real first affected one (transformers
-4.52.0 was). The range is the matrix's own by default: from the axis's first
-listed release (or the case's own, ``Case(versions=...)``, if older) to the
-latest, and the first line says so; ``--from``/``--to`` choose another. The other
-axes are held at a cell's pins (or the matrix's base pins). Both ends are run,
-then a binary search for the reproduced <-> fixed boundary runs about log2(n)
-more environments: a change from or to any other outcome (``different ->
-reproduced`` where old releases fail another way) is said as such, and
-``--publish`` refuses it in one line, so what a case cites as its boundary is
-one; each environment is built with uv and reused when
-it already exists (a bisect env, or the venv of a planned cell with the same
-pins). A release that cannot be installed is skipped and reported, never
-treated as an outcome. Each probe runs the one variant through the same
-runner as a cell (:func:`bugmatrix.run.runner.run_cell`); a probe that
-outlives its timeout is a ``timeout`` outcome, not a crash of bisect.
+Versions come from :mod:`bugmatrix.releases.registry`; every release left out (yanked, no wheel for this Python,
+another Python) is said, with why, since a yanked release can be the real first affected one. Both ends of the
+range run, then a binary search for the reproduced <-> fixed boundary; any other change is said as such and
+``--publish`` refuses it. Each probe runs the one variant through :func:`bugmatrix.run.runner.run_cell`.
 """
 
 from __future__ import annotations
@@ -41,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
@@ -59,7 +41,8 @@ from bugmatrix.plan.matrix import Matrix
 from bugmatrix.plan.slices import split_environment
 from bugmatrix.releases.registry import Fetch, fetch_project, release_versions
 from bugmatrix.run.envbuild import cell_venv
-from bugmatrix.run.runner import CellSpec, run_cell
+from bugmatrix.run.runner import CellSpec, built_python, run_cell
+from bugmatrix.tools.cachesize import target_tags
 
 __all__ = [
     "BisectResult",
@@ -75,14 +58,8 @@ __all__ = [
     "skipped_releases",
 ]
 
-#: The platforms a probe's environment is built for: the runners' (``bugmatrix.run.lock.DEFAULT_PLATFORM``, x86_64 Linux).
-PLATFORMS = (
-    "linux_x86_64",
-    "manylinux1_x86_64",
-    "manylinux2010_x86_64",
-    "manylinux2014_x86_64",
-    *(f"manylinux_2_{minor}_x86_64" for minor in range(5, 41)),
-)
+#: The newest glibc a probe's wheel may need: a probe is built on this x86_64 Linux machine, not for the runners.
+PROBE_GLIBC_MINOR = 40
 
 
 @dataclass(frozen=True)
@@ -153,9 +130,7 @@ class BisectResult:
 
 @functools.cache
 def _supported(python: str) -> frozenset[Tag]:
-    """The wheel tags an interpreter of ``python`` ("3.11") installs on the runners' platforms."""
-    version = tuple(int(part) for part in python.split(".")[:2])
-    return frozenset([*cpython_tags(version, platforms=PLATFORMS), *compatible_tags(version, platforms=PLATFORMS)])
+    return frozenset(target_tags(python, glibc_minor=PROBE_GLIBC_MINOR))
 
 
 def _wheel_tags(filename: str) -> frozenset[Tag]:
@@ -187,10 +162,14 @@ def _why_not(files: Sequence[Mapping[str, object]], python: str | None) -> str |
     return f"no wheel for Python {python} on x86_64 Linux, and no sdist"
 
 
+def _within(version: Version, low: str | None, high: str | None) -> bool:
+    return not (low and version < Version(low)) and not (high and version > Version(high))
+
+
 def skipped_releases(
     project: Mapping[str, object], *, low: str | None, high: str | None, python: str | None, pre: bool = False
 ) -> list[Skipped]:
-    """The releases between ``low`` and ``high`` that bisect does not probe, each with why (dev, post, local and unasked pre-releases aside)."""
+    """The releases between ``low`` and ``high`` that bisect does not probe, each with why (non-releases aside)."""
     skipped = []
     for text, files in dict(project.get("releases") or {}).items():  # type: ignore[call-overload]
         try:
@@ -199,7 +178,7 @@ def skipped_releases(
             continue
         if version.is_devrelease or version.local or version.post is not None or (version.is_prerelease and not pre):
             continue  # not releases (registry.release_versions): never candidates, nothing to say
-        if (low and version < Version(low)) or (high and version > Version(high)):
+        if not _within(version, low, high):
             continue
         reason = _why_not(list(files or []), python)
         if reason is not None:
@@ -217,17 +196,13 @@ def registry_versions(
     python: str | None = None,
     skipped: list[Skipped] | None = None,
 ) -> list[str]:
-    """Released versions of a distribution between ``low`` and ``high`` (inclusive) that ``python`` can install, from the one registry client.
-
-    ``skipped`` (a list) receives the releases of the range left out, with why.
-    """
+    """Released versions between ``low`` and ``high`` (inclusive) that ``python`` can install; ``skipped`` receives those left out."""
     project = (fetch or fetch_project)(distribution)
     left_out = skipped_releases(project, low=low, high=high, python=python, pre=pre)
     if skipped is not None:
         skipped.extend(left_out)
     out = {s.version for s in left_out}
-    found = [v for v in release_versions(project, pre=pre) if not (low and v < Version(low)) and not (high and v > Version(high))]
-    found = [v for v in found if str(v) not in out]
+    found = [v for v in release_versions(project, pre=pre) if _within(v, low, high) and str(v) not in out]
     if not found:
         msg = f"no {distribution} releases between {low or 'the first'} and {high or 'the latest'}; widen --from/--to"
         raise BugmatrixError(msg)
@@ -250,13 +225,8 @@ def bisect_versions(
 ) -> tuple[list[Probe], Probe | None, Probe | None]:
     """Binary search for the reproduced <-> fixed boundary: (every probe, the last release before it, the first after).
 
-    A flip is read only from one outcome to its opposite. The search is anchored at an end of the range that reads
-    reproduced or fixed (the newest where both do) and looks for where that reading starts (or ends); any other
-    outcome on the way (``different``, ``skipped``, a crash) counts as "not the anchor's", so old releases that fail
-    another way are searched through, not mistaken for the boundary. Where the pair found does not read reproduced
-    and fixed (``different -> reproduced``; neither end reading either), it is returned as the change it is and
-    :func:`is_boundary` says no. Install failures are skipped (the next untried version inside the interval is
-    probed instead). Assumes one boundary in the range, as a bisect must; ``linear`` probes everything, to check that.
+    Anchored at an end reading reproduced or fixed (the newest where both do), so old releases that fail another way
+    are searched through, not mistaken for the boundary; install failures are stepped over. ``linear`` probes all.
     """
     probes: dict[str, Probe] = {}
 
@@ -283,8 +253,6 @@ def bisect_versions(
     hi = usable(range(len(versions) - 1, -1, -1))
     if lo is None or hi is None or lo >= hi or run(lo).outcome == run(hi).outcome:
         return list(probes.values()), None, None
-    # Anchored at the newest end that reads reproduced or fixed: a probe reading it moves `hi`, anything else `lo`
-    # (at the oldest end, mirrored); neither end reading either leaves the two ends as the change found.
     anchor_high = run(hi).outcome in OPPOSITES
     anchor = run(hi).outcome if anchor_high else run(lo).outcome
     while hi - lo > 1 and anchor in OPPOSITES:
@@ -308,17 +276,11 @@ def matrix_range(matrix: Matrix, package: str, own: Sequence[str] = ()) -> str:
 def env_dir(root: Path, matrix: Matrix, pins: Mapping[str, str], cid: str | None = None) -> Path:
     """Reuse a planned cell's venv when one exists for these pins (``cid``: a sibling's id); else a bisect venv."""
     cid = cid or matrix.cell_id(pins)
-    nox_venv = cell_venv(root, cid)
-    return nox_venv if (nox_venv / "bin" / "python").exists() else root / ".nox" / "bisect" / cid
+    return cell_venv(root, cid) if built_python(root, cid) else root / ".nox" / "bisect" / cid
 
 
 def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant: Variant, timeout: float = 900) -> tuple[Probe, bool]:
-    """Build (or reuse) the env for ``pins`` and run one variant there, through the one runner; (probe, built?).
-
-    A planned cell's lock and venv are used where they exist, so a probe runs in the
-    very environment the cell does (and does not rebuild it unlocked); a variant with an
-    environment of its own (``Case(environments=...)``) runs in that cell's sibling.
-    """
+    """Build (or reuse: a planned cell's lock and venv, or its sibling's) the env for ``pins`` and run one variant there; (probe, built?)."""
     label = ",".join(f"{k}={v}" for k, v in pins.items())
     started = time.perf_counter()
     timed_out = False
@@ -354,22 +316,15 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
 
 
 def run_probe(command: Sequence[str], root: Path, env: Mapping[str, str], timeout: float) -> tuple[int, bool]:
-    """Run one probe's pytest; (its exit code, whether it outlived ``timeout``).
-
-    A probe's variant runs in a forked child (the cell's default runner), so a
-    crash or a leaked thread ends only that child; a probe that still outlives
-    ``timeout`` (a hang, or a runner the caller chose) has its whole process
-    group (pytest and any child or worker it started) killed, so nothing is
-    left running, and a result it recorded still counts.
-    """
+    """Run one probe's pytest; (its exit code, whether it outlived ``timeout``: then its process group and every descendant
+    are killed and waited for, so nothing is left running)."""
     with subprocess.Popen(
         list(command), cwd=root, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     ) as proc:
         try:
             return proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:
-            # The variants' children have process groups of their own (the fork runner kills each with its group):
-            # named before pytest dies, killed with it, and waited for, so "nothing left running" holds when we return.
+            # The variants' children have process groups of their own: named before pytest dies, killed with it.
             escaped = [pid for pid, _ in descendants_of(proc.pid)]
             os.killpg(proc.pid, signal.SIGKILL)
             for pid in escaped:
@@ -418,8 +373,8 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
     if args.versions:
         where = "the --versions given"
     versions = args.versions or registry_versions(distribution, low=low, high=args.high, pre=args.pre, python=python, skipped=skipped)
-    result = BisectResult(variant.id, args.package, {k: v for k, v in held.items() if k != args.package}, versions, skipped=skipped)
-    result.mode = "linear" if args.linear else "bisect"
+    others = {k: v for k, v in held.items() if k != args.package}
+    result = BisectResult(variant.id, args.package, others, versions, mode="linear" if args.linear else "bisect", skipped=skipped)
 
     def probe(version: str) -> Probe:
         found, built = run_variant_in(args.root, matrix, {**held, args.package: version}, variant, timeout=args.timeout)

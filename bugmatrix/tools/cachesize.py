@@ -1,18 +1,8 @@
 """How many bytes a nightly downloads cold, and what its uv caches hold, without downloading them.
 
-``uv pip compile --format pylock.toml`` resolves each cell for the runners'
-platform and lists, per distribution, the compatible wheels with their
-``size``; the wheel an installer would pick is the one whose tag ranks first
-for that interpreter (``packaging.tags``). Summing the distinct files gives
-the cold download; summing per cache key (cells on one torch release and
-Python share a cache, see ``cache_key``) gives what the saved caches hold,
-which must stay under GitHub's 10 GB per repository.
-
-The cache figure is an estimate: uv keeps wheels unpacked and actions/cache
-stores a zstd tarball of that, which lands near the zip's size for these
-(mostly shared-library) wheels.
-
-    python -m bugmatrix cachesize --profile nightly     (also a row of nox -s benchmark)
+uv resolves each cell for the runners (``--format pylock.toml`` lists each wheel's size) and the wheel an installer
+would pick is the best-ranked tag; summed per cache key that is what the saved caches hold (GitHub keeps 10 GB).
+An estimate: actions/cache stores a zstd tarball of uv's unpacked wheels, near the zips' size for these.
 """
 
 from __future__ import annotations
@@ -72,7 +62,7 @@ class Unresolvable(BugmatrixError):
 
 @dataclass(frozen=True)
 class CacheSize:
-    """Bytes per job, distinct bytes overall, and per cache key (what the saved caches hold)."""
+    """Bytes of all jobs, distinct bytes overall, and per cache key (``kept_per_key``: without TRIMMED)."""
 
     jobs_bytes: int
     total_bytes: int
@@ -91,10 +81,10 @@ class CacheSize:
         return sum(self.kept_per_key.values())
 
 
-def target_tags(python: str) -> list[Tag]:
-    """Wheel tags for CPython ``python`` on linux x86_64 (glibc 2.28), best first, as an installer ranks them."""
+def target_tags(python: str, *, glibc_minor: int = GLIBC_MINOR) -> list[Tag]:
+    """Wheel tags for CPython ``python`` on linux x86_64 (glibc 2.28 unless told), best first, as an installer ranks them."""
     major, minor = (int(part) for part in python.split(".")[:2])
-    platforms = [f"manylinux_2_{m}_x86_64" for m in range(GLIBC_MINOR, 4, -1)]
+    platforms = [f"manylinux_2_{m}_x86_64" for m in range(glibc_minor, 4, -1)]
     platforms += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
     interpreter = f"cp{major}{minor}"
     return [
@@ -123,21 +113,9 @@ def resolved_artifacts(
     requirements: Sequence[str], python: str, *, platform: str = DEFAULT_PLATFORM, only_binary: bool = False
 ) -> list[Artifact]:
     """The files one environment downloads: resolved by uv for the runners, chosen by tag rank (``only_binary``: wheels only)."""
+    compile_ = ["pip", "compile", "-", "--quiet", "--format", "pylock.toml", "--python-version", python, "--python-platform", platform]
     result = subprocess.run(
-        [
-            *uv_command(),
-            "pip",
-            "compile",
-            "-",
-            "--quiet",
-            "--format",
-            "pylock.toml",
-            "--python-version",
-            python,
-            "--python-platform",
-            platform,
-            *(["--only-binary", ":all:"] if only_binary else []),
-        ],
+        [*uv_command(), *compile_, *(["--only-binary", ":all:"] if only_binary else [])],
         input="\n".join(requirements) + "\n",
         capture_output=True,
         text=True,
@@ -153,10 +131,7 @@ def resolved_artifacts(
 
 
 def cache_key(matrix: Matrix, pins: Mapping[str, str]) -> str:
-    """Cells that share this key share one uv cache: the heavy distributions (torch and its CUDA libraries) are most of the bytes.
-
-    ``torch-2.15.0-py3.11``: the exact pins of the cell's heavy distributions and its Python.
-    """
+    """``torch-2.15.0-py3.11``: cells pinning the same heavy distributions (most of the bytes) and Python share one uv cache."""
     heavy = []
     for requirement in matrix.requirements_for(pins, harness=False):
         name, sep, version = requirement.partition("==")
@@ -166,13 +141,7 @@ def cache_key(matrix: Matrix, pins: Mapping[str, str]) -> str:
 
 
 def measure(environments: Iterable[tuple[str, Sequence[str], str]]) -> CacheSize:
-    """Sizes for ``(cache key, requirements, python)`` triples, one per CI job.
-
-    ``jobs_bytes``: every job downloading its own environment (a cold nightly:
-    each runner starts empty); ``total_bytes``: each distinct file once;
-    ``per_key``: each distinct file once per cache key; ``kept_per_key``: the
-    same without the TRIMMED distributions.
-    """
+    """Sizes for ``(cache key, requirements, python)`` triples, one per CI job (a cold nightly: each runner starts empty)."""
     resolved: dict[tuple[tuple[str, ...], str], list[Artifact]] = {}
     jobs = 0
     overall: dict[str, int] = {}

@@ -1,36 +1,8 @@
 """``python -m bugmatrix check`` (``nox -s check``): this project's own policies for its catalogue, one line per gap.
 
-The harness runs any valid case; these are the rules *this* project keeps so
-that its table is evidence, and they are what "How to add a case" asks for.
-Each failure is one line naming the case file and what to add; exit 1 when any
-holds (0 when none; 2 for a broken matrix or case, as everywhere). The tests
-session runs it on the live catalogue (``tests/test_catalogue.py``); the
-harness's own tests never assume what the catalogue holds.
-
-Policies, per case:
-
-* ``source``: it cites the document it reproduces (``Source(title, date, link)``);
-* ``evidence``: it cites upstream evidence (issue or PR links);
-* ``upstream``: it has an upstream variant (upstream's own test or snippet),
-  whose counterpart is one of the case's own variants on the same device;
-* ``expectation``: every CPU variant expects an outcome, and every expectation
-  says where it comes from (``evidence=``), citing only bisect files that are
-  in the repository;
-* ``boundary``: the default profile (the first in matrix.toml) has a CPU cell
-  where the case is expected to reproduce and one where it is expected fixed,
-  and, where a variant declares a boundary, shows that variant on both sides;
-* ``tables``: docs/cases.md's and cases/README.md's case tables have a row for it;
-* ``computed``: each computed profile's committed choice (``matrix.smoke.json``)
-  holds the case's cells as ``plan --compute <profile>`` chooses them now from
-  the committed reference (``reports/runs/``), so a new case or a re-derived
-  reference is followed by that command.
-
-Not a policy but what a case author must see (:func:`constraint_changes`): every
-case whose cells a ``[[constraints]]`` entry changes (a requirement added, a
-distribution swapped), how many of them, and where a case's own environment
-takes a distribution over from one. A constraint written for old releases
-(``setuptools<81`` for Lightning < 2.4) can hide exactly the bug a new case is
-about; these lines say where, whatever the exit code.
+The harness runs any valid case; these (:data:`POLICIES`) are the rules *this* project keeps so that its table is
+evidence. Exit 1 when a gap is found. :func:`constraint_changes` is not a policy: it says which cases' cells a
+``[[constraints]]`` entry changes, since a constraint written for old releases can hide the bug a new case is about.
 """
 
 from __future__ import annotations
@@ -39,10 +11,10 @@ import argparse
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bugmatrix.cell.case import Case, Variant
+from bugmatrix.cell.case import Case, Expect, Variant
 from bugmatrix.cell.outcomes import Kind, Outcome
 from bugmatrix.plan.catalog import Catalog, load_catalog
 from bugmatrix.plan.cells import Cell, plan_all, plan_cells, recompute
@@ -105,6 +77,15 @@ def _upstream(case: Case, where: str) -> Iterator[Gap]:
             )
 
 
+def _when(expect: Expect) -> str:
+    return ", ".join(f"{axis}{spec}" for axis, spec in expect.when.items()) or "everywhere"
+
+
+def _where(cases_dir: Path, case: Case, root: Path) -> str:
+    path = cases_dir / f"{case.id}.py"
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
 def _expectations(case: Case, where: str, root: Path) -> Iterator[Gap]:
     for variant in case.variants:
         if variant.device == "cpu" and not variant.expect:
@@ -118,11 +99,10 @@ def _expectations(case: Case, where: str, root: Path) -> Iterator[Gap]:
             yield from _device_expectations(variant, where)
         for expect in variant.expect:
             if not expect.evidence.strip():
-                when = ", ".join(f"{axis}{spec}" for axis, spec in expect.when.items()) or "everywhere"
                 yield Gap(
                     where,
                     "expectation",
-                    f"{variant.id} expects {expect.outcome.value} ({when}) without evidence",
+                    f"{variant.id} expects {expect.outcome.value} ({_when(expect)}) without evidence",
                     'say where it comes from: Expect(..., evidence="bisect (reports/bisect/<file>.json); upstream PR #<n>")',
                 )
             for cited in CITED_FILE.findall(expect.evidence):
@@ -136,13 +116,9 @@ def _expectations(case: Case, where: str, root: Path) -> Iterator[Gap]:
 
 
 def _device_expectations(variant: Variant, where: str) -> Iterator[Gap]:
-    """A GPU variant's expectations come from a committed run on that device, at exactly the releases it ran.
-
-    A device-agnostic expectation with CPU evidence covered every CUDA result before any GPU ran one (issue 43):
-    such an expectation must name its device, and one for the GPU must cite a run file and pin ``==`` releases.
-    """
+    """A GPU variant's expectations name their device, cite a committed run on it and pin exactly the releases it ran."""
     for expect in variant.expect:
-        when = ", ".join(f"{axis}{spec}" for axis, spec in expect.when.items()) or "everywhere"
+        when = _when(expect)
         if expect.device is None:
             yield Gap(
                 where,
@@ -164,7 +140,7 @@ def _device_expectations(variant: Variant, where: str) -> Iterator[Gap]:
 
 
 def _runs(variant: Variant, cell: Cell) -> bool:
-    """What a CPU cell runs of this variant, as far as the host can tell (the plan's list; an ``api`` requirement is checked in the cell)."""
+    """What a CPU cell runs of this variant, as far as the host can tell (an ``api`` requirement is checked in the cell)."""
     return variant.device == cell.device and variant.id in cell.variants and not variant.requires.unmet(cell.pins)
 
 
@@ -235,15 +211,14 @@ def catalogue_gaps(matrix: Matrix, catalog: Catalog, cases_dir: Path, root: Path
     computed = _computed(declared, catalog, root)
     gaps = []
     for case in catalog.cases:
-        path = cases_dir / f"{case.id}.py"
-        where = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+        where = _where(cases_dir, case, root)
         gaps += [
             *_source_and_evidence(case, where),
             *_upstream(case, where),
             *_expectations(case, where, root),
             *_boundary(case, where, profile, cells),
             *_tables(case, where, root),
-            *(Gap(where, g.policy, g.problem, g.fix) for g in computed.get(case.id, ())),
+            *(replace(g, where=where) for g in computed.get(case.id, ())),
         ]
     return gaps
 
@@ -263,9 +238,7 @@ def constraint_changes(matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], 
                 if changes:
                     counts[f"{constraint.describe()} {', '.join(changes)}"] += 1
             counts.update(cell.overrides)
-        path = cases_dir / f"{case.id}.py"
-        where = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
-        lines += [f"{where}: {what} in {n} of its {len(mine)} cells" for what, n in counts.items()]
+        lines += [f"{_where(cases_dir, case, root)}: {what} in {n} of its {len(mine)} cells" for what, n in counts.items()]
     return lines
 
 

@@ -1,30 +1,9 @@
 """The GPU kit: the cases, the harness and the wheels of some axis versions, for a GPU box that reaches no registry.
 
-Air-gapped GPU clusters are common: a baked image with torch and pytest, nothing
-else reachable. The first GPU runs were taken there by hand (docs/gpu.md); the kit
-makes that one command here and one on the box::
-
-    nox -s gpu-kit -- --pin lightning=2.0.3,2.0.6,2.0.7,2.6.6 --out build/gpu-kit
-    python3 run.py                                  (on the box, in the kit)
-
-The kit is one directory: what a cell needs of this checkout (cases/, bugmatrix/,
-conftest.py, matrix.toml, pyproject.toml for its pytest settings), ``run.py``
-(:mod:`bugmatrix.tools.gpukit_run`), ``wheels/`` and ``kit.json``, which says per
-target Python and requested (axis, version) the exact wheels to install.
-
-What is carried is decided here, per target Python (``--python``, default the GPU
-image's 3.12), because that is where "installs offline" is known. uv resolves the
-version as a cell would install it (``Matrix.requirements_for``: the axis's
-distribution for that version and the matrix's constraints, e.g. pytorch-lightning
-and setuptools<81 for Lightning 2.0.x), wheels only, for that Python and platform.
-A version that does not resolve so (transformers 4.30.2 needs tokenizers<0.14,
-which has no wheel for Python 3.12), or whose own wheel has native code (torch),
-is refused in one line and nothing is written. Of the resolution, the kit leaves
-out what the box has by definition (the device runtime axis's distributions and
-the harness's requirements, with their dependencies) and carries every other
-pure-Python wheel; a native dependency (numpy, PyYAML) cannot be carried and must
-be on the box: ``run.py`` checks that it is, at a version the carried
-distributions accept, before it runs anything.
+``nox -s gpu-kit -- --pin lightning=2.0.3,2.6.6`` here, ``python3 run.py`` (:mod:`bugmatrix.tools.gpukit_run`) on the
+box. What installs offline is decided here, per target Python: uv resolves each version as a cell would, wheels only;
+a version that does not resolve so, or whose own wheel has native code, is refused in one line and nothing is written.
+What the box has by definition is left out; other native dependencies must be on the box, and ``run.py`` checks them.
 """
 
 from __future__ import annotations

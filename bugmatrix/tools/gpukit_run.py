@@ -1,26 +1,9 @@
 """The GPU kit's script (``run.py`` in a kit): run the cases once per carried version, on a box that reaches no registry.
 
-Copied into the kit by :mod:`bugmatrix.tools.gpukit` and run there with the box's
-own Python (3.10 and up: the standard library, pytest, pip and the kit's copy of the
-harness; no index is ever asked)::
-
-    python3 run.py [--out DIR] [--only LABEL[,LABEL...]] [-- PYTEST ARGS]
-
-It first checks what it needs (pytest, pip, the device runtime the kit names, a run
-packed for this Python) and says in one line what is missing. Then for each run
-packed for this Python: the run's wheels go into a fresh target directory (``pip
-install --no-index --find-links wheels --no-deps --target``); what the kit could not
-carry (native code) must be on the box at a version the carried distributions accept,
-else the run is refused in one line; then ``cases/`` runs as a named system cell,
-``system-cuda-<gpu>-<label>`` (``system-cpu-<label>`` without a GPU), with the target
-directory first on ``PYTHONPATH`` and the axis's providers narrowed to the carried
-distribution, so the image's own (its lightning 2.6.6, say) cannot stand in for it
-(the first GPU runs uninstalled it instead). Left in ``--out`` (default ``results``
-beside this script): ``runs/<cell>.json`` (ready to commit), ``logs/<cell>.log``,
-``spec/<cell>.json`` and ``environment.txt``.
-
-Exit: 0 every run left its run file; 1 a run was refused or did not finish (one line
-each); 2 the box lacks what the kit needs.
+Copied into the kit by :mod:`bugmatrix.tools.gpukit`; runs with the box's own Python (3.10 and up, with pytest and
+pip; no index is ever asked). Each run's wheels go into a fresh ``--target`` directory first on ``PYTHONPATH``, and
+``cases/`` runs as cell ``system-<device>-<label>`` with the axis's providers narrowed to the carried distribution.
+Exit: 0 every run left its run file; 1 a run was refused or did not finish; 2 the box lacks what the kit needs.
 """
 
 from __future__ import annotations
@@ -48,6 +31,7 @@ try:  # packaging comes with pytest: without it, say so in one line rather than 
     from bugmatrix.cell.cellspec import CellOptions
     from bugmatrix.cell.environment import describe_environment, observe_environment
     from bugmatrix.files import write_text_atomic
+    from bugmatrix.versions import installed_version
 except ImportError as missing:
     print(
         f"run.py: error: {missing.name} is not importable by {sys.executable}; run run.py with the Python that has torch and pytest",
@@ -68,13 +52,6 @@ PYTEST = ("-m", "pytest", "cases", "-p", "no:cacheprovider", "-q", "-rs")
 
 class Refused(Exception):
     """The box lacks what the kit needs: one line, exit 2."""
-
-
-def _installed(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def load_kit(kit: Path) -> dict[str, Any]:
@@ -100,7 +77,7 @@ def check_box(kit: dict[str, Any]) -> list[dict[str, Any]]:
         raise Refused(msg)
     spec = kit["axis_spec"]
     providers = spec["axes"].get(spec.get("device_runtime") or "", [])
-    if providers and not any(_installed(d) for d, _ in providers):
+    if providers and not any(installed_version(d) for d, _ in providers):
         names = ", ".join(d for d, _ in providers)
         msg = f"{names} is not installed for {sys.executable}; run run.py with the Python that has it (the kit carries none)"
         raise Refused(msg)
@@ -154,7 +131,7 @@ def unmet(target: Path, run: dict[str, Any]) -> list[str]:
             continue
         if canonicalize_name(requirement.name) in carried:
             continue
-        have = _installed(requirement.name)
+        have = installed_version(requirement.name)
         if have is None or not requirement.specifier.contains(have, prereleases=True):
             problems.append(f"{who} needs {requirement.name}{requirement.specifier or ''}, and this Python has {have or 'none'}")
     return list(dict.fromkeys(problems))

@@ -1,25 +1,9 @@
 """Export one variant as a standalone, issue-ready reproduction.
 
-The script is generated from the loaded case (the same objects pytest runs),
-not from regular expressions over its text: the module's own imports and
-helpers come from its syntax tree, minus the harness's declarations (the
-``Case`` object, ``@case.variant`` decorators, ``Expect``/``Requires``
-constants); the few harness functions the case calls (``grads_finite``,
-``quiet_trainer``, ...) are copied from their source with ``inspect``, and so is
-the real outcome classification (:mod:`bugmatrix.cell.outcomes`), so the
-script classifies exactly as the suite does and prints ``OUTCOME: <outcome>``
-last. ``requirements.txt`` pins only what the variant needs (its axes, the
-matrix's constraints for them), no test tools; where the cell has a current
-lock (``locks/<cell>.txt``), ``requirements.lock.txt`` is a copy of it: every
-distribution of the environment the outcome was observed in, exact versions
-and hashes, which is what a maintainer reading the issue months later needs
-(the loose pins resolve to the registry of *that* day). ``ISSUE.md`` carries a fresh
-traceback: the script is run in the cell's environment when it exists,
-otherwise the run file's log is quoted and labelled as such.
-
-The output directory is never a place to lose a user's work: a file there
-that this command did not write (no ``.bugmatrix-repro`` manifest lists it) is
-refused in one line unless ``--force``.
+The script is generated from the loaded case's syntax tree minus the harness's declarations, with the harness helpers
+it calls and the suite's own outcome classification copied in, so it classifies exactly as the suite does.
+``requirements.lock.txt`` is the cell's lock where it has one: months later, loose pins resolve to another registry.
+A file in the output directory that no ``.bugmatrix-repro`` manifest lists is refused unless ``--force``.
 """
 
 from __future__ import annotations
@@ -36,6 +20,7 @@ from pathlib import Path
 from bugmatrix.cell import outcomes
 from bugmatrix.cell.case import DEVICE_CONSTANTS, Case, SkipVariant, Variant
 from bugmatrix.cell.caseenv import Env
+from bugmatrix.cell.runfile import VariantRecord
 from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_text
@@ -177,8 +162,7 @@ def _guard(out: Path, force: bool) -> None:
 
 
 def _fresh_traceback(cell: str, extra: Env, script: Path) -> str | None:
-    """repro.py run in the cell's environment (its variables and interpreter flags too), where the runner has built one
-    (nothing is built for an export)."""
+    """repro.py run in the cell's environment (its variables and interpreter flags too), where one is built already."""
     python = built_python(ROOT, cell)
     if python is None:
         return None
@@ -192,8 +176,7 @@ def export_repro(
 ) -> Path:
     """Write repro.py, requirements.txt and ISSUE.md for one variant and the given pins.
 
-    ``fresh=False`` quotes the run file's log instead of running repro.py in the
-    cell's environment (the nightly's issue bodies: the night already ran it).
+    ``fresh=False`` quotes the run file's log instead of running repro.py (the nightly's issue bodies: the night ran it).
     """
     _guard(out, force)
     out.mkdir(parents=True, exist_ok=True)
@@ -212,40 +195,25 @@ def export_repro(
     fresh_log = _fresh_traceback(cell, extra, out / "repro.py") if fresh else None
     run_file = run_dir / f"{cell}.json"
     record = next((r for r in load_run_file(run_file).results if r.id == variant.id), None) if run_file.exists() else None
-    (out / "ISSUE.md").write_text(
-        _issue_text(
-            variant,
-            needed,
-            requirements,
-            cell,
-            fresh_log,
-            record,
-            python=pins[matrix.interpreter],
-            extra=extra,
-            locked=lock is not None,
-            why_not=why_not,
-        )
-    )
+    issue = _issue_text(variant, requirements, cell, fresh_log, record, pins[matrix.interpreter], extra, lock is not None, why_not)
+    (out / "ISSUE.md").write_text(issue)
     return out
 
 
 def _issue_text(
     variant: Variant,
-    pins: Mapping[str, str],
     requirements: list[str],
     cell: str,
     fresh: str | None,
-    record: object,
-    *,
+    record: VariantRecord | None,
     python: str,
-    extra: Env | None = None,
-    locked: bool = False,
-    why_not: str | None = None,
+    extra: Env,
+    locked: bool,
+    why_not: str | None,
 ) -> str:
     story = textwrap.dedent(variant.fn.__globals__.get("__doc__") or "").strip()
     lines = [f"# {story.splitlines()[0] if story else variant.id}", "", story, "", "## Environment", ""]
     lines += [f"- python {python}", *(f"- {r}" for r in requirements)]
-    extra = extra or Env()
     # What the case's environment adds beyond an install: distributions removed, variables, interpreter flags.
     removed = [f"uv pip uninstall --python venv/bin/python {' '.join(extra.absent)}"] if extra.absent else []
     run = " ".join([*(f"{k}={v}" for k, v in extra.variables), "venv/bin/python", *extra.flags, "repro.py"])

@@ -1,11 +1,7 @@
 """``python -m bugmatrix stability --repeat 20 [--cell ID] [-k EXPR]`` (``nox -s stability``): same cell, same outcomes, every time?
 
-Runs one cell's cases N times in that cell's environment (its nox venv, built
-with uv if it is not there yet; ``--system`` uses the current interpreter),
-each run writing its own run file, then compares the outcomes per variant.
-Exit 1 when any variant's outcome varies: a flaky reproduction is worse than
-none, because bisect and the baseline diff both assume "same environment,
-same outcome". A variant missing from some runs counts as varying too.
+Runs one cell's cases N times in its environment (``--system``: this interpreter) and compares the outcomes per
+variant; exit 1 when any varies (a variant missing from a run too): bisect and the baseline diff assume it does not.
 """
 
 from __future__ import annotations
@@ -37,16 +33,16 @@ __all__ = ["ABSENT", "add_arguments", "cell_python", "outcomes_by_variant", "run
 ABSENT = "absent"
 
 
-def cell_python(root: Path, matrix: Matrix, cell: Cell) -> Path:
-    """The cell's interpreter, through the one runner (its venv built first when it is missing or stale).
+def _unbuildable(cell: str, reason: str) -> BugmatrixError:
+    return BugmatrixError(f"cell {cell}: its environment cannot be built ({reason.splitlines()[-1]}); see nox -s 'cell({cell})'")
 
-    Not import-checked here: a stack that does not import is what each run records (:mod:`bugmatrix.cell.preload`).
-    """
+
+def cell_python(root: Path, matrix: Matrix, cell: Cell) -> Path:
+    """The cell's interpreter, its venv built first when missing or stale (not import-checked: each run records that)."""
     try:
         return prepare(matrix, CellSpec.of(cell), root=root, check_imports=False).python
     except InstallFailed as exc:
-        msg = f"cell {cell.id}: its environment cannot be built ({str(exc).splitlines()[-1]}); see nox -s 'cell({cell.id})'"
-        raise BugmatrixError(msg) from exc
+        raise _unbuildable(cell.id, str(exc)) from exc
 
 
 def outcomes_by_variant(runs: Sequence[RunRecord]) -> dict[str, list[str]]:
@@ -87,7 +83,7 @@ def _why(output: str) -> str:
 def run_repeatedly(
     root: Path, matrix: Matrix, cell: Cell | None, repeat: int, extra: Sequence[str], *, python: Path | None = None
 ) -> tuple[list[RunRecord], list[float]]:
-    """Run the cell's cases ``repeat`` times through the runner, each into its own run file; the runs and their wall times.
+    """Run the cell's cases ``repeat`` times, each into its own run file; the runs and their wall times.
 
     ``cell=None``: an interpreter as it is (``--system``): ``python``, default this one.
     """
@@ -108,8 +104,7 @@ def run_repeatedly(
             done = run_cell(matrix, spec, run_file, execute=execute, root=root, extra=extra)
             seconds.append(time.perf_counter() - start)
             if done.install_failed:
-                msg = f"cell {spec.id}: its environment cannot be built ({done.install_failed.splitlines()[-1]}); see nox -s 'cell({spec.id})'"
-                raise BugmatrixError(msg)
+                raise _unbuildable(spec.id, done.install_failed)
             if not run_file.exists():  # collection or startup failed: nothing ran, nothing to compare
                 msg = f"run {index + 1} recorded nothing (pytest exit {done.returncode}: {_why(''.join(output))}); check that the cases run in {done.environment.python if done.environment else '?'}"
                 raise BugmatrixError(msg)

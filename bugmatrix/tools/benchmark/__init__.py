@@ -1,38 +1,9 @@
 """``nox -s benchmark`` (``python -m bugmatrix benchmark``): what a matrix run costs, against its floor and the alternatives.
 
-A nightly matrix of dozens of pinned environments lives or dies by how fast
-they are built, reused and stored, so every number is printed as a ratio, all
-measured in one run on the same machine:
-
-* **env build, uv vs virtualenv+pip**, cold (fresh empty caches: the first CI
-  run, or a new torch release) and warm (populated cache, new venv: every new
-  cell after the first). pip runs with ``PIP_CONFIG_FILE=/dev/null`` and no
-  ``PIP_*`` index settings, so both tools install the same wheels from PyPI;
-* **each smoke cell re-run with its env reused, on the fork runner and on
-  xdist, vs its floor** (importing the stack once plus the variants' compute
-  after that import): the harness's own overhead, which every cell, bisect
-  step and stability run pays; and whether both runners record the same
-  outcome for every (variant, cell);
-* **the smoke profile's wall time vs the sum of its cells' floors**: measured
-  with ``--smoke``, else read from the last run's run files (pytest only);
-* **lean vs kept environments** (:mod:`.floor`): the smoke cells with their
-  venvs reused against rebuilt, what ``BUGMATRIX_DISK=lean`` costs per run;
-* **the full profile against its floor** (``--full``, :mod:`.floor`): the sum
-  over cells of a warm build, one import and the variants' compute, divided by
-  the cells run at once;
-* **the report for 1,000 cells x 20 variants**: the full profile must stay
-  cheap to render on every push;
-* **disk of all cell envs vs one** (and vs one env per torch release): uv
-  hard-links from its cache, so cells that share wheels share inodes (``du``
-  counts each inode once per invocation); 20 envs must not cost 20 copies.
-
-* **a nightly whose cost follows what changed** (``--nightly-reuse``, opt-in:
-  its setup is one full run): nothing moved, a new release of one axis, a new
-  release of one transitive dependency, each against the full run (:mod:`.nightly`).
-
-One module per thing measured: :mod:`.builds`, :mod:`.cells`, :mod:`.floor`, :mod:`.reports`,
-:mod:`.disk`, :mod:`.nightly`; :mod:`.table` holds the row type and the printed table. Rows are
-saved to the JSON after every step, so a late failure loses nothing.
+Every number is a ratio measured in one run on one machine: env builds (uv vs virtualenv+pip, cold and warm), each
+smoke cell on both runners vs its floor, the smoke and full profiles vs theirs, lean vs kept environments, the report
+at full scale, disk, the nightly's downloads and caches, and (``--nightly-reuse``) nights whose cost follows what
+changed. One module per thing measured; rows are saved after every step, so a late failure loses nothing.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Env builds: the runner's own build (uv) against virtualenv + pip building the same distributions.
 
-The uv side is :func:`bugmatrix.run.runner.prepare` into a fresh venv, exactly
-what a cell session does (its lock when current, the import check), with a
-cache of its own for the cold row. pip installs the same thing: the cell's lock
-with ``--require-hashes`` when the cell has one, else the same requirements,
-followed by the same import check, so both sides deliver a verified
-environment. pip runs with ``PIP_CONFIG_FILE=/dev/null`` and no ``PIP_*`` index
-settings, so both tools install the same wheels from PyPI.
+Both sides install the cell's lock when it has one, then the same import check; pip runs with
+``PIP_CONFIG_FILE=/dev/null`` and no ``PIP_*`` index settings, so both install the same wheels from PyPI.
 """
 
 from __future__ import annotations
@@ -17,8 +12,9 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from unittest import mock
 
 from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
@@ -33,18 +29,9 @@ PIP_KEEP = {"PIP_CERT", "PIP_DEFAULT_TIMEOUT"}
 PRIMED = ".bugmatrix-primed"
 
 
-@contextlib.contextmanager
-def uv_cache(cache: Path) -> Iterator[None]:
+def uv_cache(cache: Path) -> contextlib.AbstractContextManager[object]:
     """uv's cache for the builds inside (the runner's uv commands inherit the environment)."""
-    before = os.environ.get("UV_CACHE_DIR")
-    os.environ["UV_CACHE_DIR"] = str(cache)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("UV_CACHE_DIR", None)
-        else:
-            os.environ["UV_CACHE_DIR"] = before
+    return mock.patch.dict(os.environ, {"UV_CACHE_DIR": str(cache)})
 
 
 def uv_build(root: Path, matrix: Matrix, cell: Cell, venv: Path, cache: Path) -> tuple[float, Environment]:
@@ -55,25 +42,14 @@ def uv_build(root: Path, matrix: Matrix, cell: Cell, venv: Path, cache: Path) ->
         return time.perf_counter() - start, environment
 
 
-def _pip_env(cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in PIP_KEEP}
-    return env | {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_CACHE_DIR": str(cache)}
-
-
 def pip_build(venv: Path, python: str, install: Sequence[str], modules: Sequence[str], cache: Path) -> float:
     """``python -m virtualenv`` + ``pip install INSTALL`` + the runner's import check, with ``cache`` as pip's cache."""
-    env = _pip_env(cache)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in PIP_KEEP}
+    env |= {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_CACHE_DIR": str(cache)}
     interpreter = shutil.which(f"python{python}") or sys.executable
     made = timed([sys.executable, "-m", "virtualenv", "-q", "-p", interpreter, str(venv)], env)
     installed = timed([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *install], env)
     return made + installed + timed([str(venv / "bin" / "python"), "-c", IMPORT_CHECK, *modules], env)
-
-
-def _pip_install_args(environment: Environment, requirements: Sequence[str]) -> list[str]:
-    """What pip installs: the lock the runner used (exactly those distributions), else the requirements."""
-    if environment.lock is not None:
-        return ["--require-hashes", "--no-deps", "-r", str(environment.lock)]
-    return list(requirements)
 
 
 def primed_pip_cache(root: Path, scratch: Path, python: str, install: Sequence[str], modules: Sequence[str]) -> tuple[Path, str]:
@@ -98,7 +74,8 @@ def measure_builds(root: Path, matrix: Matrix, cell: Cell, quick: bool) -> list[
         base = Path(tmp)
         uv_cold, environment = uv_build(root, matrix, cell, base / "uv-cold", base / "uv-cache")
         uv_warm, _ = uv_build(root, matrix, cell, base / "uv-warm", base / "uv-cache")
-        install = _pip_install_args(environment, matrix.requirements_for(cell.pins))
+        # pip installs the lock the runner used (exactly those distributions), else the requirements
+        install = ["--require-hashes", "--no-deps", "-r", str(environment.lock)] if environment.lock else matrix.requirements_for(cell.pins)
         if quick:
             pip_cache, note = primed_pip_cache(root, base, cell.python, install, modules)
             cold = Measurement(cold_name, uv_cold, None, "s", note="pip cold skipped (--quick); uv cold measured")

@@ -1,14 +1,8 @@
-"""Cells: each smoke cell on the fork runner and on xdist against its floor, the smoke profile, the full profile's wall time and disk.
+"""Cells: each smoke cell on the fork runner and on xdist against its floor, the smoke profile, the full profile.
 
-A cell's *floor* is what it cannot go below: importing its stack once (the axis
-modules and the cases' declared lazy imports, exactly what the fork runner's
-cell process imports before forking), plus the variants' own compute measured
-after that import, one at a time (the ``duration_s`` of a fork-runner run with
-one child: each child starts with the stack imported, and none shares the cores
-with another). xdist's ``duration_s`` are not a floor: each worker's first
-variant of a library pays that library's import. Every cell here runs through
-the one runner (:func:`bugmatrix.run.runner.run_cell`), so what is timed is what
-a cell session does.
+A cell's *floor* is one import of its stack (what the fork runner's cell process imports before forking) plus the
+variants' own compute after it, one at a time (a fork run with one child); xdist's durations are no floor, since each
+worker's first variant pays the import.
 """
 
 from __future__ import annotations
@@ -33,11 +27,11 @@ from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
-from bugmatrix.run.runner import CellSpec, built_python, run_cell
+from bugmatrix.run.runner import CellSpec, built_python
 from bugmatrix.tools.benchmark.builds import uv_cache
 from bugmatrix.tools.benchmark.disk import Sampler
-from bugmatrix.tools.benchmark.imports import import_seconds, stack_imports
-from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, skipped, timed
+from bugmatrix.tools.benchmark.floor import floor_rows, import_seconds, measure_floors, stack_imports, timed_cell
+from bugmatrix.tools.benchmark.table import Measurement, skipped, timed
 
 __all__ = [
     "DiskPeak",
@@ -58,18 +52,9 @@ def smoke_floor(run: RunRecord, imports: float) -> float:
 
 
 def _run_timed(root: Path, matrix: Matrix, cell: Cell, runner: Runner, run_file: Path) -> tuple[float, RunRecord, Path]:
-    """One run of the cell with ``runner``: wall seconds, its run file, its interpreter."""
-    wall = 0.0
-
-    def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
-        nonlocal wall
-        wall = timed(command, env, ok=(0, 1), cwd=root)  # 1: an outcome differs; still a full run
-        return 0
-
-    done = run_cell(matrix, replace(CellSpec.of(cell), runner=runner), run_file, execute=execute, root=root)
-    if done.environment is None:
-        raise CommandFailed(f"cell {cell.id} cannot be built: {(done.install_failed or '').splitlines()[-1:]}")
-    return wall, load_run_file(run_file), done.environment.python
+    """One run of the cell with ``runner``: pytest's wall seconds, its run file, its interpreter."""
+    wall, _, python = timed_cell(root, matrix, replace(CellSpec.of(cell), runner=runner), run_file)
+    return wall, load_run_file(run_file), python
 
 
 def compare_outcomes(old: RunRecord, new: RunRecord) -> dict[str, str]:
@@ -84,11 +69,9 @@ def compare_outcomes(old: RunRecord, new: RunRecord) -> dict[str, str]:
 
 
 def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], repeat: int = 1) -> list[Measurement]:
-    """Each cell (env reused) on xdist -n $BUGMATRIX_WORKERS and on the fork runner, against its floor; and whether their outcomes agree.
+    """Each cell (env reused) on xdist and on the fork runner against its floor, and whether their outcomes agree.
 
-    ``repeat`` > 1 runs both runners that many times, alternating, and keeps each one's fastest run: on a
-    machine others share, the fastest run is the one least disturbed. One more fork run with one child at a
-    time gives the floor's compute. Every fork run's outcomes are compared with an xdist run's.
+    ``repeat`` > 1 alternates the runners and keeps each one's fastest run (the least disturbed, on a shared machine).
     """
     rows: list[Measurement] = []
     pairs, differ = 0, []
@@ -121,10 +104,8 @@ def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequenc
 
 
 def measure_sessions(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], repeat: int = 2) -> list[Measurement]:
-    """Each cell's whole ``nox -s "cell(<id>)" -- --no-reuse`` (its environment built, its variants run) against one import
-    of its stack in the same venv: everything a user waits for beyond that import (nox, the runner, pytest, the forks,
-    the variants' own compute) is the difference. The first session builds the environment and is not counted; the
-    fastest of ``repeat`` counts (a shared machine). Target <= 1.4x (issue 36).
+    """Each cell's whole ``nox -s "cell(<id>)" -- --no-reuse`` against one import of its stack: what a user waits for
+    beyond that import. The first session builds the environment and is not counted; the fastest of ``repeat`` counts.
     """
     rows: list[Measurement] = []
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-session-") as tmp:
@@ -210,13 +191,7 @@ def heavy_wheels(matrix: Matrix, cells: Iterable[Cell]) -> set[tuple[str, str, s
 
 
 def cached_wheel_sets(cache: Path, wanted: Iterable[tuple[str, str, str]]) -> tuple[int, int]:
-    """How many of ``wanted`` (distribution, version, cpXY) wheels uv's cache holds unpacked, of how many.
-
-    Read from uv's cache layout (``wheels-v*/pypi/<name>/<version>-cp<XY>-<platform>/``,
-    uv 0.5 and later); a layout it does not recognise reads as none held. It says how
-    warm a "warm" run really was: the full profile's wheels (~34 GB zipped) do not
-    fit beside everything else on a developer machine, so some are always fetched.
-    """
+    """How many of ``wanted`` (distribution, version, cpXY) wheels uv's cache holds unpacked (``wheels-v*/pypi/<name>/``), of how many."""
     wanted = set(wanted)
     held = {
         (name, version, py)
@@ -232,8 +207,7 @@ def _uv_cache_dir(env: Mapping[str, str]) -> Path:
 
 
 def received_bytes() -> int:
-    """Bytes this machine has received on its network interfaces (``/proc/net/dev``; 0 where there is none): a run's
-    downloads are the difference, other traffic on the machine included."""
+    """Bytes this machine has received on its network interfaces but ``lo`` (``/proc/net/dev``; 0 where there is none)."""
     try:
         lines = Path("/proc/net/dev").read_text(encoding="utf-8").splitlines()[2:]
     except OSError:
@@ -256,19 +230,14 @@ def measure_full(
     cache: Path | None = None,
     keep: Path | None = None,
 ) -> list[Measurement]:
-    """The full profile end to end, its cells side by side (``python -m bugmatrix run --profile full``, then its report):
-    wall time, bytes received, the most disk it added at any moment and, warm, the wall time against the profile's floor.
+    """The full profile end to end (``bugmatrix run --profile full``, then its report), every cell venv removed first:
+    wall time, bytes received, the most disk it added and, warm, the wall time against the profile's floor.
 
-    Every cell venv is removed first, so every cell builds (the floor counts a build from a warm cache). ``cache``: the
-    uv cache both runs use (``--full both``): cold empties it first (every wheel downloaded), warm starts from what cold
-    left in it, i.e. every wheel the disk could hold (the full profile's ~18 torch stacks do not all fit on this machine:
-    the row says how many were held). Without ``cache``: cold uses an empty cache of its own, warm the machine's. The disk
-    mode is what the free disk allows (bugmatrix/run/diskbudget.py). ``keep``: copy the run's reports directory there
-    (its run files, plan and resolution: ``nox -s report-full -- --publish`` makes them the reference).
+    ``cache``: the uv cache both runs of ``--full both`` use (cold empties it; warm starts from what cold left); without
+    it cold uses an empty cache of its own, warm the machine's. ``keep``: copy the run's reports directory there.
     """
     from bugmatrix.run.diskbudget import free_gib, lean_needed, uv_cache_dir
     from bugmatrix.run.pool import slots
-    from bugmatrix.tools.benchmark.floor import floor_rows, measure_floors
 
     how = "cold (empty uv cache)" if cold else ("warm (the cache the cold run left)" if cache else "warm (this machine's uv cache)")
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-full-") as tmp:
@@ -312,8 +281,7 @@ def measure_full(
         if keep is not None:
             shutil.rmtree(keep, ignore_errors=True)
             shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("uv-cache"))
-        if not cold and catalog is not None:  # the floor's builds are from a warm cache: only a warm run has one to compare with
-            # the floor builds from the cache the run used
+        if not cold and catalog is not None:  # the floor builds from the warm cache the run used
             with uv_cache(own) if own is not None else contextlib.nullcontext():
                 floors = measure_floors(root, matrix, catalog, cells, Path(tmp) / "runs")
             rows += floor_rows(f"full profile, {how}", wall, floors, chosen.jobs)

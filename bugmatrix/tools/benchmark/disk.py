@@ -1,10 +1,7 @@
 """Disk: what the cell envs hold together against one env, and what a nightly downloads and caches.
 
-uv hard-links from its cache, so cells that share wheels share inodes (``du``
-counts each inode once per invocation); 20 envs must not cost 20 copies. Hard
-links share identical files only: cells on different releases of the heavy
-distributions (torch and its CUDA libraries) carry different files, so the
-whole matrix's floor is one env per such release.
+uv hard-links from its cache, so cells sharing wheels share inodes (one ``du`` counts each once); cells on different
+heavy releases (torch and its CUDA libraries) share nothing, so the matrix's floor is one env per such release.
 """
 
 from __future__ import annotations
@@ -25,11 +22,8 @@ __all__ = ["Sampler", "disk_kib", "heavy_release", "measure_ci_cache", "measure_
 
 
 class Sampler:
-    """Calls :meth:`sample` in a daemon thread every ``every`` seconds while entered, and once more on leaving.
-
-    Why a thread: what a run adds to the disk (its peak, the wheels it downloaded) is seen only while it runs;
-    the last sample on leaving counts what appeared after the thread's last wake-up.
-    """
+    """Calls :meth:`sample` in a daemon thread every ``every`` seconds while entered (what a run adds to the disk is seen
+    only while it runs), and once more on leaving."""
 
     def __init__(self, every: float, name: str) -> None:
         self.every = every
@@ -82,16 +76,9 @@ def measure_disk(root: Path) -> list[Measurement]:
     release, shared = max(by_release.items(), key=lambda item: len(item[1]))
     together = disk_kib(envs) / 1024
     floor = disk_kib([max(group, key=each.__getitem__) for group in by_release.values()]) / 1024  # their shared files once, too
+    note = f"N={len(envs)} on {len(by_release)} heavy releases; target set for 20 envs"
     return [
-        Measurement(
-            f"disk: all {len(envs)} cell envs vs the largest one",
-            together,
-            max(each.values()),
-            "MiB",
-            "<",
-            2,
-            note=f"N={len(envs)} on {len(by_release)} heavy releases; target set for 20 envs",
-        ),
+        Measurement(f"disk: all {len(envs)} cell envs vs the largest one", together, max(each.values()), "MiB", "<", 2, note=note),
         Measurement(
             f"disk: {len(shared)} cell envs on {release} vs one",
             disk_kib(shared) / 1024,
@@ -121,8 +108,8 @@ def measure_ci_cache(matrix: Matrix, catalog: Catalog) -> list[Measurement]:
             size.kept_bytes / GB,
             10.0,
             "GB",
-            op="<",
-            bound=1.0,
+            "<",
+            1.0,
             note="baseline: GitHub's 10 GB per repository",
         ),
     ]

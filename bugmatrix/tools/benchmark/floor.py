@@ -1,26 +1,13 @@
-"""A whole profile against its floor, and what lean mode costs against kept environments.
+"""A whole profile against its floor, what lean mode costs against kept environments, and one import of a stack.
 
-A profile's *floor* is what its cells cannot go below when ``jobs`` run at
-once: every cell must build its environment (from a warm uv cache: every wheel
-already there, so uv only links), import its stack once, and run its variants'
-own compute, and at best ``jobs`` cells share the machine perfectly::
+A profile's floor, with ``jobs`` cells at once shared perfectly::
 
     floor = sum over cells (build from a warm cache + one import + the variants' compute) / jobs
-
-The full run (``python -m bugmatrix run --profile full``) is reported against
-it (target: <= 1.5x). The parts are measured per cell after the run: the build
-into a scratch venv from the cell's lock, the import with
-:func:`~bugmatrix.tools.benchmark.imports.import_seconds`, the compute as the
-run file's ``duration_s`` (measured inside the run, so it carries that run's
-contention: the floor is, if anything, generous).
-
-Lean mode (:mod:`bugmatrix.run.diskbudget`) rebuilds every cell's venv where
-kept environments reuse it; :func:`measure_lean_cost` times both on the smoke
-cells, so the price of the disk it saves is a printed figure.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -33,14 +20,43 @@ from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.envbuild import InstallFailed, cell_venv
-from bugmatrix.run.runner import CellSpec, prepare, run_cell
-from bugmatrix.tools.benchmark.imports import import_seconds, stack_imports
+from bugmatrix.run.runner import CellSpec, bytecode_env, prepare, run_cell
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, timed
 
-__all__ = ["FLOOR_BOUND", "CellFloor", "floor_rows", "measure_floors", "measure_lean_cost", "profile_floor"]
+__all__ = [
+    "FLOOR_BOUND",
+    "CellFloor",
+    "floor_rows",
+    "import_seconds",
+    "measure_floors",
+    "measure_lean_cost",
+    "profile_floor",
+    "stack_imports",
+    "timed_cell",
+]
 
 #: The full profile's wall time may be at most this many times its floor (issue 36).
 FLOOR_BOUND = 1.5
+
+
+def stack_imports(matrix: Matrix, catalog: Catalog, cell: Cell) -> tuple[list[str], list[str]]:
+    """What a cell's process imports once: its axis modules, and the ``Case(imports=...)`` of the cases it runs."""
+    runs = set(cell.variants)
+    declared = [name for case in catalog.cases if any(v.id in runs for v in case.variants) for name in case.imports]
+    return matrix.import_modules(cell.pins), list(dict.fromkeys(declared))
+
+
+def import_seconds(python: Path, modules: Sequence[str], declared: Sequence[str] = (), root: Path | None = None) -> float:
+    """Wall time of a fresh interpreter importing the cell's stack once (the best of two: the first may read a cold disk).
+
+    As the fork runner's cell process does: ``declared`` resolved by its preload, bytecode from the venv, ``os._exit``.
+    """
+    code = "import os, " + ", ".join(modules)
+    if declared:
+        code += f"; from bugmatrix.cell.requirements import resolve_attribute; [resolve_attribute(n) for n in {list(declared)!r}]"
+    code += "; os._exit(0)"
+    env = bytecode_env({**os.environ, **({"PYTHONPATH": str(root)} if root else {})}, python.parent.parent)
+    return min(timed([str(python), "-c", code], env) for _ in range(2))
 
 
 @dataclass(frozen=True)
@@ -77,10 +93,8 @@ def floor_rows(label: str, wall_s: float | None, floors: Sequence[CellFloor], jo
 
 
 def measure_floors(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], runs: Path) -> list[CellFloor]:
-    """Each cell's floor after a run into ``runs``: a fresh build from the (warm) cache, one import, the run file's compute.
-
-    A cell without a run file, or that does not install, has no floor to add (it is left out, so the floor stays a floor).
-    """
+    """Each cell's floor after a run into ``runs``: a fresh build from the (warm) cache, one import, the run file's compute
+    (a cell without a run file, or that does not install, is left out, so the floor stays a floor)."""
     floors = []
     with tempfile.TemporaryDirectory(prefix="bugmatrix-floor-") as scratch:
         for cell in cells:
@@ -101,31 +115,31 @@ def measure_floors(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence
     return floors
 
 
-def _cell_seconds(root: Path, matrix: Matrix, cell: Cell, run_file: Path) -> float:
-    """One whole cell through the runner (build or reuse, pytest, run file), timed from outside."""
+def timed_cell(root: Path, matrix: Matrix, spec: CellSpec, run_file: Path) -> tuple[float, float, Path]:
+    """One whole cell through the runner (build or reuse, pytest, run file): (pytest's seconds, the whole run's, its interpreter)."""
+    pytest_s = 0.0
 
     def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
-        timed(command, env, ok=(0, 1), cwd=root)
+        nonlocal pytest_s
+        pytest_s = timed(command, env, ok=(0, 1), cwd=root)  # 1: an outcome differs; still a full run
         return 0
 
     started = time.perf_counter()
-    done = run_cell(matrix, CellSpec.of(cell), run_file, execute=execute, root=root)
-    if done.install_failed is not None:
-        raise CommandFailed(f"cell {cell.id} cannot be built: {done.install_failed.splitlines()[-1]}")
-    return time.perf_counter() - started
+    done = run_cell(matrix, spec, run_file, execute=execute, root=root)
+    if done.environment is None:
+        raise CommandFailed(f"cell {spec.id} cannot be built: {(done.install_failed or 'no environment').splitlines()[-1]}")
+    return pytest_s, time.perf_counter() - started, done.environment.python
 
 
 def measure_lean_cost(root: Path, matrix: Matrix, cells: Sequence[Cell]) -> list[Measurement]:
-    """The smoke cells with their venvs kept (reused) against lean (each venv removed first, so rebuilt from the warm cache).
-
-    Not counted: lean also drops a torch stack from uv's cache when no later cell pins it, so the next run downloads it again.
-    """
+    """The smoke cells with their venvs kept (reused) against lean (each venv removed first, so rebuilt from the warm cache)."""
     kept = lean = 0.0
     with tempfile.TemporaryDirectory(prefix="bugmatrix-lean-") as scratch:
         for cell in cells:
-            _cell_seconds(root, matrix, cell, Path(scratch) / "warmup.json")  # the kept venv exists, built if it was not
-            kept += _cell_seconds(root, matrix, cell, Path(scratch) / f"{cell.id}-kept.json")
+            spec = CellSpec.of(cell)
+            timed_cell(root, matrix, spec, Path(scratch) / "warmup.json")  # the kept venv exists, built if it was not
+            kept += timed_cell(root, matrix, spec, Path(scratch) / f"{cell.id}-kept.json")[1]
             shutil.rmtree(cell_venv(root, cell.id), ignore_errors=True)
-            lean += _cell_seconds(root, matrix, cell, Path(scratch) / f"{cell.id}-lean.json")
+            lean += timed_cell(root, matrix, spec, Path(scratch) / f"{cell.id}-lean.json")[1]
     note = "lean rebuilds each venv from the warm cache; a pruned torch stack is also downloaded again next run (not counted)"
     return [Measurement(f"lean vs kept environments: {len(cells)} smoke cells", lean, kept, "s", note=note)]

@@ -1,37 +1,9 @@
 """``--nightly-reuse``: what a nightly costs when its cost follows what changed (issue 25), against a full run.
 
-Every night here is the real thing run through nox, as the nightly runs it:
-``nox -t <profile> fresh-<profile>`` (the cells, the re-resolve lane, the
-moved cells' fresh siblings, the report) with ``$BUGMATRIX_PREVIOUS`` naming
-the previous night's results and ``BUGMATRIX_DISK=lean``. Three nights after
-one full night:
-
-* **setup, the previous night** (the full-run figure): the locks as today's
-  registry resolves them (the committed locks with the lane's patch applied,
-  in a directory of their own, ``$BUGMATRIX_LOCKS``; the checkout is not
-  touched), every cell run (``BUGMATRIX_NO_REUSE=1``). Kept in
-  ``.nox/benchmark-nightly/`` (its wall time in ``setup.json``) and used again
-  by a later ``--nightly-reuse`` of the same profile unless ``--fresh-setup``,
-  or unless it can no longer stand for last night (a harness module changed
-  since: every cell would run, so the setup is run again, and says why);
-* **(a) nothing moved**: every key unchanged, so every cell is reused and
-  the lane finds every resolution the same; target <= 5 % of the full
-  run's wall time and no wheel downloaded;
-* **(b) a new release of one axis**: ``latest`` of a package axis resolves
-  to a real release the profile does not list (a resolution fixture,
-  ``$BUGMATRIX_RESOLUTION``); its cells have no previous key and no lock, so
-  exactly the cells pinning it run;
-* **(c) a new release of one transitive dependency**: the previous night is
-  made to predate it (the cells whose locks hold that release are locked and
-  run again as the registry stood just before its upload, uv
-  ``--exclude-newer-package``); tonight every key is unchanged, so every
-  locked cell is reused, and the lane finds exactly those cells moved: their
-  fresh siblings run, and the page names the distribution.
-
-Bytes downloaded are what appeared in uv's wheel cache (``archive-v*``)
-during the night, sampled every 2 s (lean mode deletes what no later cell
-needs, so a final size would undercount). Each night's reports stay in
-``<output>/benchmark-nightly/<night>/`` to be read.
+Each night is ``nox -t <profile> fresh-<profile>`` with ``$BUGMATRIX_PREVIOUS`` and lean disk, after a setup night
+(every cell run, kept in ``.nox/benchmark-nightly/``): (a) nothing moved (target <= 5 % of the full run, nothing
+downloaded); (b) a new release of one axis (exactly its cells run); (c) a new release of one transitive dependency
+(exactly the cells whose locks hold it move, and their fresh siblings run). Downloads are new ``archive-v*`` entries.
 """
 
 from __future__ import annotations
@@ -42,7 +14,7 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from bugmatrix.documents.lane import load_reresolved
@@ -104,6 +76,10 @@ class Night:
     moved: frozenset[str]
     downloaded_mib: float
     reports: Path
+
+    def to_json(self) -> dict[str, object]:
+        """nights.json's entry: every field but ``reports``, the sets sorted."""
+        return {k: sorted(v) if isinstance(v, frozenset) else v for k, v in asdict(self).items() if k != "reports"}
 
     def counts(self) -> str:
         return f"{len(self.ran)} run, {len(self.reused)} reused, {len(self.siblings)} fresh sibling(s) run; lane: {len(self.moved)} moved"
@@ -168,9 +144,7 @@ def _full_figure(work: Path, profile: str, measured: float | None) -> tuple[floa
 
 
 def new_release(declared: Matrix, resolution: Resolution, catalog: Catalog, profile: str) -> tuple[str, str]:
-    """(axis, version): for each package axis tracking ``latest``, its newest real release the matrix does not list (one
-    registry request per axis); of those, the one that brings the fewest cells into ``profile`` (at least one where any does).
-    """
+    """(axis, version): of each ``latest`` package axis's newest unlisted release, the one bringing the fewest cells (> 0) into ``profile``."""
     found = []
     for axis in (a for a in requests(declared) if a in declared.package_axes):
         listed = set(declared.axes[axis].versions)
@@ -194,10 +168,8 @@ def _with_release(resolution: Resolution, axis: str, version: str) -> Resolution
 def moved_candidates(
     root: Path, locks: Path, cells: Sequence[Cell], matrix: Matrix, wanted: str | None
 ) -> list[tuple[str, str, list[str]]]:
-    """(distribution, version, cells) to hold back, best first: the version in the locks and the cells holding it.
-
-    Default order: the unpinned distributions held at one version by the fewest cells (at least two, to show
-    "exactly those"), leaving out the torch stack (holding one of its wheels back leaves the pinned torch unsatisfiable).
+    """(distribution, version, cells holding it) to hold back, best first: unpinned distributions held by the fewest cells
+    (at least two, to show "exactly those"), never the torch stack (holding one of its wheels back leaves torch unsatisfiable).
     """
     pinned = {d for axis in matrix.package_axes for d, _ in matrix.axes[axis].distributions}
     holders: dict[tuple[str, str], list[str]] = {}
@@ -233,9 +205,9 @@ def _first_upload(name: str, version: str) -> dt.datetime:
 def _yesterday(
     matrix: Matrix, cells: Sequence[Cell], locks: Path, candidates: Sequence[tuple[str, str, list[str]]], work: Path
 ) -> tuple[Path, str, str, list[str], str]:
-    """Locks as the registry stood just before one distribution's release, for the cells holding it (the others unchanged).
+    """Locks as the registry stood just before one candidate's release, for the cells holding it (the others unchanged).
 
-    The first candidate whose held-back locks resolve; (locks, distribution, version, cells, cutoff).
+    The first candidate whose held-back locks resolve: (locks, distribution, version, cells, cutoff).
     """
     before = work / "locks-before"
     tried = []
@@ -290,11 +262,8 @@ def measure_nightly_reuse(
     full, source = _full_figure(work, profile, measured)
     rows = []
     if measured is not None:
-        rows.append(
-            Measurement(
-                f"nightly setup: {profile} profile, every cell run ({len(cells)} cells)", measured, None, "min", note="the previous night"
-            )
-        )
+        name = f"nightly setup: {profile} profile, every cell run ({len(cells)} cells)"
+        rows.append(Measurement(name, measured, None, "min", note="the previous night"))
 
     def row(name: str, night: Night, note: str, *, bounded: bool = False) -> Measurement:
         text = f"{night.counts()}; {night.downloaded_mib:.0f} MiB of wheels downloaded; {note}; baseline: {source}; {night.reports}"
@@ -302,14 +271,8 @@ def measure_nightly_reuse(
 
     base_env = {LOCKS_ENV: str(locks), "BUGMATRIX_PREVIOUS": str(previous)}
     a = _night(root, profile, out / "a-nothing-moved", base_env)
-    rows.append(
-        row(
-            "nightly (a) every key unchanged vs full run",
-            a,
-            f"target: 0 run, 0 moved, 0 MiB (met: {not a.ran and not a.moved and a.downloaded_mib == 0})",
-            bounded=True,
-        )
-    )
+    met = not a.ran and not a.moved and a.downloaded_mib == 0
+    rows.append(row("nightly (a) every key unchanged vs full run", a, f"target: 0 run, 0 moved, 0 MiB (met: {met})", bounded=True))
 
     axis, version = release.split("=", 1) if release else new_release(declared, resolution, catalog, profile)
     if not any(e.axis == axis and e.requested == "latest" for e in resolution.entries):
@@ -320,13 +283,8 @@ def measure_nightly_reuse(
     planned = plan_cells(apply_resolution(declared, load_resolution(fixture)), profile, catalog)
     pinning = {c.id for c in planned if c.device == "cpu" and c.pins.get(axis) == version}
     b = _night(root, profile, out / "b-new-release", {**base_env, "BUGMATRIX_RESOLUTION": str(fixture)})
-    rows.append(
-        row(
-            f"nightly (b) new release {axis} {version} vs full run",
-            b,
-            f"runs exactly the {len(pinning)} cell(s) pinning it: {set(b.ran) == pinning}",
-        )
-    )
+    note = f"runs exactly the {len(pinning)} cell(s) pinning it: {set(b.ran) == pinning}"
+    rows.append(row(f"nightly (b) new release {axis} {version} vs full run", b, note))
 
     before, name, held_version, holders, cutoff = _yesterday(
         matrix, cells, locks, moved_candidates(root, locks, cells, matrix, moved), work
@@ -347,26 +305,10 @@ def measure_nightly_reuse(
     c = _night(root, profile, out / "c-transitive-release", {LOCKS_ENV: str(before), "BUGMATRIX_PREVIOUS": str(previous_c)})
     page = (c.reports / "index.html").read_text(encoding="utf-8") if (c.reports / "index.html").exists() else ""
     names = f"{name} " in page and f"→ {held_version}" in page
-    rows.append(
-        row(
-            f"nightly (c) new release of {name} {held_version} (transitive) vs full run",
-            c,
-            f"held back before {cutoff} in {len(holders)} cell(s); siblings run = cells whose resolution changed: {c.siblings == c.moved}"
-            f" (= the cells holding it: {c.moved == set(holders)}); the page names {name}: {names}",
-        )
+    note = (
+        f"held back before {cutoff} in {len(holders)} cell(s); siblings run = cells whose resolution changed: {c.siblings == c.moved}"
+        f" (= the cells holding it: {c.moved == set(holders)}); the page names {name}: {names}"
     )
-    write_json_atomic(
-        out / "nights.json",
-        {
-            night: {
-                "wall_min": n.wall_min,
-                "ran": sorted(n.ran),
-                "reused": sorted(n.reused),
-                "siblings": sorted(n.siblings),
-                "moved": sorted(n.moved),
-                "downloaded_mib": n.downloaded_mib,
-            }
-            for night, n in (("a", a), ("b", b), ("c", c))
-        },
-    )
+    rows.append(row(f"nightly (c) new release of {name} {held_version} (transitive) vs full run", c, note))
+    write_json_atomic(out / "nights.json", {"a": a.to_json(), "b": b.to_json(), "c": c.to_json()})
     return rows

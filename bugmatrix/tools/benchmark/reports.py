@@ -1,8 +1,4 @@
-"""The report at full scale: 1,000 cells x 20 variants, merged and rendered, with and without 90 nights of history.
-
-Synthetic run files with every outcome and verdict and log tails on failures:
-the full profile must stay cheap to render on every push (target < 1 s).
-"""
+"""The report at full scale: 1,000 cells x 20 variants, merged and rendered, with and without 90 nights of history."""
 
 from __future__ import annotations
 
@@ -73,11 +69,8 @@ def measure_report() -> Measurement:
 
 
 def measure_report_with_history(nights: int = 90) -> Measurement:
-    """What ``report`` does each night at scale: merge, read and extend 90 nights of history, pictures, page and compat.md.
-
-    The history file is written beforehand (not timed): reading it back is part
-    of every night's cost, building it is not.
-    """
+    """What ``report`` does each night at scale: merge, read and extend 90 nights of history (written beforehand, untimed),
+    pictures, page and compat.md."""
     name = f"report: 1,000 cells x 20 variants with {nights} nights of history (merge, releases, history, pictures, html, md) vs 1 s"
     from bugmatrix.report.history import Night, append_night, load_history, night_from_compat, write_history
     from bugmatrix.report.merge import merge_runs

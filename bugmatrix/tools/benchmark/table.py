@@ -21,10 +21,8 @@ class CommandFailed(Exception):
 
 @dataclass(frozen=True)
 class Measurement:
-    """One row: a value against its baseline, and the bound its ratio must meet.
+    """One row: a value against its baseline, and the bound its ratio (``speedup``: baseline / value) must meet.
 
-    ``speedup`` rows compare how many times faster the value is (baseline / value);
-    the others how much the value costs over its baseline (value / baseline).
     A row without a value says in ``note`` why it was not measured.
     """
 
