@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -38,9 +38,6 @@ class AxisSpec:
 
     providers: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     device_runtime: str | None = None
-
-    def items(self) -> Iterator[tuple[str, tuple[tuple[str, str], ...]]]:
-        return iter(self.providers.items())
 
 
 _ACTIVE = AxisSpec()
@@ -80,10 +77,10 @@ def spec_from_matrix_file(path: Path) -> AxisSpec:
         raise BugmatrixError(msg) from None
 
 
-def set_active_spec(spec: AxisSpec | Providers) -> None:
-    """Make ``spec`` the registry this process consults (the plugin calls it at configure); a bare mapping has no device runtime."""
+def set_active_spec(spec: AxisSpec) -> None:
+    """Make ``spec`` the registry this process consults (the plugin calls it at configure)."""
     global _ACTIVE  # one registry per process, set once at configure
-    _ACTIVE = spec if isinstance(spec, AxisSpec) else _spec(spec)
+    _ACTIVE = spec
 
 
 def active_spec() -> dict[str, tuple[tuple[str, str], ...]]:
@@ -111,10 +108,10 @@ def _installed(distribution: str) -> str | None:
         return None
 
 
-def installed_axis_versions(spec: AxisSpec | Providers | None = None) -> dict[str, tuple[str, str]]:
+def installed_axis_versions() -> dict[str, tuple[str, str]]:
     """axis -> (distribution, version) for every axis whose package is installed here."""
     found: dict[str, tuple[str, str]] = {}
-    for axis, providers in (spec if spec is not None else _ACTIVE).items():
+    for axis, providers in _ACTIVE.providers.items():
         for distribution, _ in providers:
             version = _installed(distribution)
             if version is not None:

@@ -29,11 +29,7 @@ def _words(text: str) -> str:
 
 @dataclass(frozen=True, init=False)
 class Env:
-    """What a variant's environment has beyond its cell's pins (empty: the cell's own environment).
-
-    ``requires``: pip requirements installed with the cell's; ``absent``: distributions removed after the install;
-    ``variables``: environment variables of the cell's processes; ``flags``: interpreter options before ``-m pytest``.
-    """
+    """Beyond the cell's pins: ``requires`` installed with them, ``absent`` removed after, ``variables``, interpreter ``flags``."""
 
     requires: tuple[str, ...]
     absent: tuple[str, ...]
