@@ -1,22 +1,14 @@
-"""Which distribution provides each axis inside this cell, and which module to import for it.
+"""Which distribution provides each axis inside this cell, which module to import for it, and which is the device runtime.
 
-The registry itself lives in ``matrix.toml`` (``[axes.<name>]``, read on the
-host by :mod:`bugmatrix.plan.matrix`). A cell learns its part from the
-``axis_spec`` of its spec file (``--bugmatrix-spec``, written by the one
-command builder in :mod:`bugmatrix.run.command`); a run without it (``python -m pytest cases/`` on a
-GPU runner's baked image) reads ``matrix.toml`` itself where ``tomllib``
-exists. Nothing in the harness names an axis: adding one is a ``matrix.toml``
-entry. The spec also says which axis is the *device runtime* (``device_runtime
-= true`` in ``matrix.toml``): the one whose module answers "is there a CUDA
-GPU, which CUDA, is bf16 supported", so the requirement checks and the
-observed environment ask it instead of a module named in code.
+The registry is ``matrix.toml``'s ``[axes.<name>]``; a cell learns its part from the spec file's ``axis_spec`` (or reads
+``matrix.toml`` itself). Nothing in the harness names an axis. The *device runtime* axis answers the CUDA questions.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -47,9 +39,6 @@ class AxisSpec:
     providers: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     device_runtime: str | None = None
 
-    def items(self) -> Iterator[tuple[str, tuple[tuple[str, str], ...]]]:
-        return iter(self.providers.items())
-
 
 _ACTIVE = AxisSpec()
 
@@ -60,10 +49,8 @@ def _spec(providers: Providers, device_runtime: object = None) -> AxisSpec:
 
 
 def parse_spec(text: str | dict[str, Any]) -> AxisSpec:
-    """``{"axes": {"torch": [["torch", "torch"]], ...}, "device_runtime": "torch"}`` (JSON text, or parsed) -> the spec; a malformed one is one line.
-
-    The bare ``{"torch": [...]}`` of earlier commands (no device runtime) is read too.
-    """
+    """``{"axes": {"torch": [["torch", "torch"]]}, "device_runtime": "torch"}`` (JSON text, or parsed; or the bare
+    ``{"torch": [...]}`` of earlier commands) -> the spec; a malformed one is one line."""
     try:
         data = json.loads(text) if isinstance(text, str) else text
         if isinstance(data.get("axes"), dict):
@@ -90,10 +77,10 @@ def spec_from_matrix_file(path: Path) -> AxisSpec:
         raise BugmatrixError(msg) from None
 
 
-def set_active_spec(spec: AxisSpec | Providers) -> None:
-    """Make ``spec`` the registry this process consults (the plugin calls it at configure); a bare mapping has no device runtime."""
+def set_active_spec(spec: AxisSpec) -> None:
+    """Make ``spec`` the registry this process consults (the plugin calls it at configure)."""
     global _ACTIVE  # one registry per process, set once at configure
-    _ACTIVE = spec if isinstance(spec, AxisSpec) else _spec(spec)
+    _ACTIVE = spec
 
 
 def active_spec() -> dict[str, tuple[tuple[str, str], ...]]:
@@ -121,10 +108,10 @@ def _installed(distribution: str) -> str | None:
         return None
 
 
-def installed_axis_versions(spec: AxisSpec | Providers | None = None) -> dict[str, tuple[str, str]]:
+def installed_axis_versions() -> dict[str, tuple[str, str]]:
     """axis -> (distribution, version) for every axis whose package is installed here."""
     found: dict[str, tuple[str, str]] = {}
-    for axis, providers in (spec if spec is not None else _ACTIVE).items():
+    for axis, providers in _ACTIVE.providers.items():
         for distribution, _ in providers:
             version = _installed(distribution)
             if version is not None:
@@ -136,9 +123,7 @@ def installed_axis_versions(spec: AxisSpec | Providers | None = None) -> dict[st
 def import_axis(axis: str) -> ModuleType:
     """The module of the distribution that provides ``axis`` here (``lightning.pytorch`` or ``pytorch_lightning``).
 
-    There is deliberately no fallback on ImportError: every ``lightning``
-    release pulls in an unpinned ``pytorch-lightning``, so falling back would
-    silently run another Lightning than the one the cell pins and records.
+    No fallback on ImportError: it would silently run another Lightning than the one the cell pins.
     """
     providers = _ACTIVE.providers.get(axis)
     if not providers:

@@ -1,36 +1,9 @@
 """How a case declares itself: variants, requirements and expectations as data.
 
-A case module builds one :class:`Case` and decorates plain functions with
-:meth:`Case.variant`. A variant function takes ``(device, dtype)`` and either
-raises (the bug, or something else) or returns its positive checks as
-``{"what was checked": bool}``. Requirements and expectations are declared
-next to it, in the style of Lightning's ``RunIf`` and torch's
-``@dtypes``: the same body runs once per declared device, and nothing in the
-body branches on versions.
-
-Declarations are validated when the module is imported, so a mistake is one
-line at collection (pytest) and at planning (nox) alike: an unknown device or
-dtype, the same ``(device, dtype)`` twice, a name declared twice. Two dtypes on
-one device get distinct ids (``name[cpu-float16]``): a result is never lost to
-an id collision.
-
-Axes are names from ``matrix.toml``, never from here: ``Case(axes=...)`` says
-which axes the case's variants span unless a variant says otherwise,
-``Case(cross={"transformers": ">=4.46"})`` narrows the case's slice of cells
-(the cross of the axes its variants span) to the versions it is about,
-``Case(versions={"transformers": ("4.51.3", "4.52.1")})`` adds releases that
-matrix.toml does not list to the case's own cells (and to no other case's),
-``Requires(lightning=">=2.1")`` and ``Expect(..., torch="<2.11")`` take any
-axis in the same specifier grammar. A case cites the document it reproduces
-as a :class:`Source` (title, date, link where known), never as a path.
-
-What a case needs beyond the axes (a distribution absent or pinned, a
-variable, ``-W error``) is an :class:`~bugmatrix.cell.caseenv.Env` in
-``Case(environments={"bare": Env(absent=["setuptools"])})``, and each variant
-names the one it runs in (``environment="bare"``); a workaround that is an
-install change is a variant in such an environment, with its own body.
-``at_import=True`` says a variant's bug is raised while the cell imports its
-stack: where the stack does not import, that failure is its outcome.
+A case module builds one :class:`Case` and decorates plain functions with :meth:`Case.variant`; a variant takes
+``(device, dtype)`` and raises (the bug, or something else) or returns its positive checks as ``{"what": bool}``. The
+same body runs once per declared device, and nothing in it branches on versions. Declarations are checked at import,
+so a mistake is one line at collection and at planning alike. Axes are names from ``matrix.toml``, never from here.
 """
 
 from __future__ import annotations
@@ -76,9 +49,7 @@ __all__ = [
 Checks = Mapping[str, bool]
 VariantFn = Callable[[str, Any], Checks]
 
-#: The usual device/dtype declarations: fp16 where the source used ``16-mixed``,
-#: bf16 where it used ``bf16-mixed``; the CPU analog is bf16 autocast. Any other
-#: ``(device, dtype)`` pair of DEVICES x DTYPES is written as a tuple: ``("cpu", "float32")``.
+#: The usual ``(device, dtype)`` declarations; any other pair of DEVICES x DTYPES is written as a tuple.
 CUDA_FP16 = ("cuda", "float16")
 CUDA_BF16 = ("cuda", "bfloat16")
 CUDA_FP32 = ("cuda", "float32")
@@ -114,12 +85,7 @@ def _specifiers(owner: str, when: Mapping[str, str]) -> dict[str, SpecifierSet]:
 
 @dataclass(frozen=True, init=False)
 class Requires:
-    """What a variant needs; each unmet need becomes a skip reason naming the installed version.
-
-    ``Requires(lightning=">=2.1")``: any axis of the matrix, with a specifier
-    (the grammar of :class:`Expect`); ``api="torch.amp.GradScaler"``: a dotted
-    attribute that must exist where the variant runs.
-    """
+    """What a variant needs: ``Requires(lightning=">=2.1", api="torch.amp.GradScaler")``; each unmet need is a skip reason."""
 
     versions: Mapping[str, SpecifierSet]
     api: str | None
@@ -142,12 +108,7 @@ class Requires:
 
 @dataclass(frozen=True)
 class Expect:
-    """One expected outcome and the environments it covers.
-
-    ``when`` maps an axis (torch, lightning, transformers, ...) to a specifier;
-    ``device`` limits it to one device. ``evidence`` says where the boundary
-    comes from: the bisect result and the upstream issue/PR.
-    """
+    """One expected outcome where every ``when`` specifier holds (on ``device`` if given); ``evidence``: bisect, issue/PR."""
 
     outcome: Outcome
     when: Mapping[str, SpecifierSet]
@@ -172,12 +133,7 @@ class Expect:
 
 
 def observed(outcome: str | Outcome, *, device: str, evidence: str, **releases: str | tuple[str, ...]) -> tuple[Expect, ...]:
-    """``outcome`` at exactly the releases a run observed on ``device``: one :class:`Expect` per combination, ``==`` each.
-
-    ``observed("fixed", device="cuda", evidence="reports/runs/…json", torch="2.11.0", lightning=("2.0.3", "2.6.6"))``.
-    A range (``torch=">=2.11"``) would claim the releases between and after
-    that no run on that device saw; this names only what ran.
-    """
+    """``outcome`` at exactly the releases a run observed on ``device`` (one ``==`` :class:`Expect` each), never a range."""
     axes = list(releases)
     values = [(v,) if isinstance(v, str) else tuple(v) for v in releases.values()]
     return tuple(
@@ -206,8 +162,7 @@ class Variant:
     environment: str = ""  # the name of its case's Env it runs in ("": the cell's own environment)
     env: Env = field(default_factory=Env)  # that environment: what it has beyond the cell's pins
     at_import: bool = False  # its bug is raised while the cell imports its stack (a failure there is its outcome)
-    #: Checks it made once and makes no more (their names, as results recorded them): a recorded result that names one
-    #: was taken under the old check, and the report says so beside it.
+    #: Checks it made once and makes no more: a recorded result naming one is marked "under an old check" by the report.
     old_checks: tuple[str, ...] = ()
 
     @property
@@ -222,10 +177,7 @@ class Variant:
 
 @dataclass(frozen=True)
 class Source:
-    """The document a case reproduces, cited so that anyone can find it: a title, and a date and a link where known.
-
-    Never a path: a clone of this repository has nothing outside it.
-    """
+    """The document a case reproduces: a title, and a date and a link where known (never a path outside the repository)."""
 
     title: str
     date: str | None = None  # YYYY-MM-DD, as the document gives it
@@ -283,14 +235,8 @@ def _axis_names(value: object) -> bool:
 class Case:
     """A documented failure: its story, its signature and its variants.
 
-    ``axes`` are the axes its variants span unless a variant declares its own;
-    the case's cells (its *slice*, :mod:`bugmatrix.plan.slices`) are the cross of
-    the axes any of its variants spans, as a profile lists them. ``cross`` narrows
-    that cross to the versions the case is about (``{"transformers": ">=4.46"}``:
-    axis -> specifier, on axes the case spans), so a case does not pay for cells
-    that cannot tell it anything. ``versions`` adds releases of an axis it spans
-    that matrix.toml does not list (``{"transformers": ("4.51.3", "4.52.1")}``):
-    every profile that lists the axis plans them for this case's cells only.
+    ``axes``: what its variants span unless one declares its own; ``cross`` narrows its cells to the versions it is
+    about (``{"transformers": ">=4.46"}``); ``versions`` adds releases matrix.toml does not list, for its cells only.
     """
 
     id: str
@@ -300,9 +246,7 @@ class Case:
     evidence: tuple[str, ...] = ()
     axes: tuple[str, ...] = ()
     variants: list[Variant] = field(default_factory=list)
-    #: What the variants import lazily, as dotted names (``"transformers.T5ForConditionalGeneration"``): imported once
-    #: in the cell process before any variant runs, so each forked child finds it imported (an axis's own module,
-    #: ``import torch`` and the like, needs no entry). One that is absent here is left to the variant to report.
+    #: What the variants import lazily (dotted names): imported once in the cell process, before any variant is forked.
     imports: tuple[str, ...] = ()
     cross: Mapping[str, str] = field(default_factory=dict)
     versions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -383,10 +327,7 @@ class Case:
     ) -> Callable[[VariantFn], VariantFn]:
         """Register the decorated function once per ``(device, dtype)``; ``axes`` defaults to the case's.
 
-        ``environment`` names one of ``Case(environments=...)`` (default: the cell's own); ``at_import``: its bug is
-        raised while the cell imports its stack, so where that import fails the failure is its outcome (by signature).
-        ``old_checks``: the names of checks the variant made before and no longer makes (a check that was
-        wrong): results recorded under them stay as recorded, and the report marks them "under an old check".
+        ``environment`` names one of ``Case(environments=...)``; ``at_import``: a failed import of the stack is its outcome.
         """
         spans = self.axes if axes is None else axes
 
@@ -439,11 +380,7 @@ class Case:
 
 
 def case_of_module(namespace: Mapping[str, Any], stem: str, path: object) -> Case:
-    """The one :class:`Case` a case module defines; its id must be the file's name.
-
-    The id doubles as the file name so that a result can always be traced back
-    to its file (a crashed worker's report carries only the file path).
-    """
+    """The one :class:`Case` a case module defines; its id must be the file's name (a crash report carries only the path)."""
     found = [v for v in namespace.values() if isinstance(v, Case)]
     if len(found) != 1:
         msg = f"{path}: defines {len(found)} Case objects; a case module defines exactly one (copy cases/autocast_cache.py)"

@@ -1,22 +1,8 @@
 """An environment a case needs beyond its cell's axes: distributions present, pinned or absent, variables, interpreter flags.
 
-Many failures of this field live in the environment rather than in a call:
-an old release that imports ``pkg_resources`` and fails once setuptools 81
-removed it, a NumPy-2 alias gone at import, a deprecation warning turned into
-an error by ``-W error``. A case declares what it needs as data beside its
-variants (``Case(environments={"bare": Env(absent=["setuptools"])})``) and each
-variant names the one it runs in (``@case.variant(..., environment="bare")``).
-
-The planner builds each environment as a sibling of the cell it belongs to
-(the cell's pins, plus this), keyed by what it holds, not by which case asked,
-so two cases that need the same environment share one. A requirement on an
-axis's own distribution (``transformers<=4.51.3``) installs nothing on top of
-a pin: the variant runs in the cells whose pin satisfies it
-(:mod:`bugmatrix.plan.slices`). Where the environment names a distribution
-that a ``[[constraints]]`` entry of the matrix also names, the case's
-environment wins in its own cells and the plan says so
-(:mod:`bugmatrix.plan.cells`): a constraint never silently masks a case.
-
+Many failures live in the environment rather than a call (``pkg_resources`` gone with setuptools 81, ``-W error``). A
+case declares it as data (``Case(environments={"bare": Env(absent=["setuptools"])})``) and each variant names the one
+it runs in. The planner builds it as a sibling of the cell, keyed by what it holds (:mod:`bugmatrix.plan.slices`).
 Standard library and ``packaging`` only: a cell's interpreter reads this too.
 """
 
@@ -43,13 +29,7 @@ def _words(text: str) -> str:
 
 @dataclass(frozen=True, init=False)
 class Env:
-    """What a variant's environment has beyond its cell's pins (empty: the cell's own environment).
-
-    ``requires``: pip requirements installed with the cell's (``"setuptools<81"``);
-    ``absent``: distributions removed once everything is installed (``"setuptools"``), whatever brought them;
-    ``variables``: environment variables of the cell's processes (``{"PYTHONWARNINGS": "error"}``);
-    ``flags``: options of the cell's interpreter, before ``-m pytest`` (``("-W", "error")``).
-    """
+    """Beyond the cell's pins: ``requires`` installed with them, ``absent`` removed after, ``variables``, interpreter ``flags``."""
 
     requires: tuple[str, ...]
     absent: tuple[str, ...]
@@ -129,12 +109,3 @@ class Env:
         """Only what is set: ``{}`` for the cell's own environment."""
         data = {"requires": list(self.requires), "absent": list(self.absent), "variables": dict(self.variables), "flags": list(self.flags)}
         return {k: v for k, v in data.items() if v}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Env:
-        return cls(
-            requires=data.get("requires") or (),
-            absent=data.get("absent") or (),
-            variables=data.get("variables") or {},
-            flags=data.get("flags") or (),
-        )

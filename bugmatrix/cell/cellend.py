@@ -1,27 +1,9 @@
-"""A cell finishes, whatever its variants do (issue 34): a deadline, a lock on its run file, xdist's dead workers.
+"""A cell finishes, whatever its variants do: one writer per run file, death with its parent, a deadline, xdist's dead workers.
 
-* **One writer per run file.** ``.<run file>.lock`` beside it is ``flock``-ed
-  for the whole cell (:class:`RunFileLock`): a second pytest writing the same
-  run file (a rerun while an orphaned one still runs) says so in one line and
-  waits until the first ends; the kernel releases the lock when its holder dies.
-* **The cell dies with its parent.** The controlling process and xdist's
-  workers ask for SIGKILL when their parent dies (``PR_SET_PDEATHSIG``): killing
-  nox leaves no pytest writing on. The runner names itself in the cell's
-  environment, so its pytest asks at its first line and ends at once if nox died
-  before (:func:`~bugmatrix.cell.descendants.die_with_runner`). (Strictly the signal
-  follows the *thread* that started the process: the runner waits for a cell in the thread that started it.)
-* **A deadline for the whole cell** (``[harness] cell_deadline_s``, passed in the
-  cell's spec, or ``--bugmatrix-cell-deadline``): when it passes, everything the
-  cell still runs is killed, every selected variant not yet recorded is
-  ``timeout`` (:func:`~bugmatrix.cell.recording.expire`, beside the run state it ends), the run file is written complete and the process
-  exits. The fork runner checks it in its own loop (a thread in a process that
-  forks would be inherited half-locked); in-process and under xdist's controller
-  a daemon thread waits for it (:class:`CellDeadline`).
-* **xdist: a dead worker's orphans.** A worker that dies with a child alive
-  leaves that child holding the worker's channel open, so xdist never hears of
-  the death. The controller is a subreaper; :class:`WorkerWatch` waits on each
-  worker's pidfd and, when one ends, kills and reaps what came back to the
-  controller, so xdist reports the crash, and the crash record names them.
+The run file is ``flock``-ed for the whole cell (:class:`RunFileLock`). The cell's processes die with their parent
+(:mod:`~bugmatrix.cell.descendants`). At the cell deadline everything is killed and the unfinished are ``timeout``
+(:func:`~bugmatrix.cell.recording.expire`): the fork runner checks it in its loop, otherwise a daemon thread does
+(:class:`CellDeadline`). A dead xdist worker's orphans hold its channel open: :class:`WorkerWatch` kills them.
 """
 
 from __future__ import annotations
@@ -42,7 +24,7 @@ from bugmatrix.cell.descendants import kill_descendants
 
 __all__ = ["DEADLINE_EXIT", "CellDeadline", "RunFileLock", "WorkerWatch", "deadline_message", "say_past_capture", "worker_pid"]
 
-#: pytest's exit code when the cell deadline ended the run: "tests failed" (the unfinished variants are timeouts).
+#: pytest's exit code when the cell deadline ended the run: "tests failed".
 DEADLINE_EXIT = 1
 
 
@@ -55,7 +37,7 @@ def deadline_message(seconds: float) -> str:
 
 
 class RunFileLock:
-    """An exclusive ``flock`` on ``.<run file>.lock`` beside the run file, held for the whole cell by its controlling process."""
+    """An exclusive ``flock`` on ``.<run file>.lock``, held for the whole cell; the kernel drops it when its holder dies."""
 
     def __init__(self, run_file: Path) -> None:
         self.run_file = run_file
@@ -130,7 +112,7 @@ class CellDeadline:
 
 
 class WorkerWatch:
-    """xdist's controller: when a worker process ends, kill and reap what it left (it came back to the controller) and keep their names."""
+    """xdist's controller (a subreaper): when a worker ends, kill and reap what it left and keep their names."""
 
     def __init__(self) -> None:
         self.workers: set[int] = set()
@@ -140,7 +122,7 @@ class WorkerWatch:
         self._thread: threading.Thread | None = None
 
     def add(self, pid: int) -> None:
-        """Watch a worker (its pid, from execnet); the thread starts with the first."""
+        """Watch a worker; the thread starts with the first."""
         try:
             pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
@@ -180,7 +162,7 @@ def worker_pid(node: Any) -> int:
 
 
 def say_past_capture(config: pytest.Config) -> Callable[[str], None]:
-    """One line on the real stderr, wherever pytest's capture has it now (the process exits right after)."""
+    """One line on the real stderr, past pytest's capture (the process exits right after)."""
 
     def say(line: str) -> None:
         capture = config.pluginmanager.getplugin("capturemanager")

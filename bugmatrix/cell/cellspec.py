@@ -1,15 +1,7 @@
-"""The one file a cell's pytest is handed: which cell, where it records, and what it records with its results.
+"""The one file a cell's pytest is handed (``--bugmatrix-spec FILE``): which cell, where it records, and what with.
 
-Why a file: the input key (about 25 file hashes), the axis spec, the pins, the
-case environment and the run's origin used to be options of the pytest
-command, and nox logs that command: about 5 KB a cell. The runner
-(:mod:`bugmatrix.run.command`) writes them here, under the cell's build
-output, and passes one short option, ``--bugmatrix-spec FILE``. The run file
-still records the whole input key. Relative paths (the file's own, and
-``run_file`` / ``junit`` in it) are relative to the directory pytest starts
-in: the repository root, where every caller of the runner starts it.
-
-Read with the standard library only: a cell runs any Python the matrix lists, 3.10 and up.
+Options would put about 5 KB on each logged command line. The runner (:mod:`bugmatrix.run.command`) writes it; relative
+paths in it are from where pytest starts (the repository root). Read with the standard library only.
 """
 
 from __future__ import annotations
@@ -28,16 +20,10 @@ SCHEMA = "bugmatrix.cellspec/1"
 
 @dataclass(frozen=True)
 class CellOptions:
-    """What the plugin needs to know about the cell it runs; the defaults are a plain ``python -m pytest cases/`` (the system cell).
+    """What the plugin needs to know about its cell; the defaults are a plain ``python -m pytest cases/`` (system).
 
-    ``pins``: the requested pins in display order; ``requested``: axis -> ``latest``/``latest-pre`` for the
-    pins a profile's ``latest`` chose; ``axes``: only variants whose axes are all among these run (None: all);
-    ``environment``: the case environment the cell was built with (``bugmatrix.cell.caseenv.Env``, as JSON: only
-    variants declaring that environment run); ``variants``: the planned variant ids, exactly what runs (None: what
-    ``axes`` and ``environment`` admit);
-    ``axis_spec``: axis -> providers and the device runtime (None: read ``matrix.toml``); ``input_key`` and
-    ``origin``: recorded in the run file as given; ``cell_deadline_s``: ``[harness] cell_deadline_s``, the whole
-    cell's deadline (None: none).
+    ``requested``: axis -> ``latest``/``latest-pre``; ``axes``: only variants spanning these run; ``environment``: the
+    case ``Env`` (as JSON) the cell was built with; ``variants``: exactly what runs (None: what those admit).
     """
 
     cell: str = "system"

@@ -1,8 +1,4 @@
-"""Torch-side building blocks for cases: positive checks and framework set-up.
-
-Imported by case modules only (it imports torch); the harness itself never
-needs it, so the planner and report run without torch installed.
-"""
+"""Torch-side building blocks for cases: positive checks and framework set-up (imported by case modules only)."""
 
 from __future__ import annotations
 
@@ -32,12 +28,7 @@ def finite(tensor: torch.Tensor) -> bool:
 
 
 def lightning() -> ModuleType:
-    """The Lightning this cell pins: ``lightning.pytorch`` or ``pytorch_lightning``, as matrix.toml's axis says.
-
-    There is deliberately no fallback: every ``lightning`` release also pulls
-    in an unpinned (newest) ``pytorch-lightning``, so falling back on an import
-    error would silently run a different Lightning than the one the cell pins.
-    """
+    """The Lightning this cell pins: ``lightning.pytorch`` or ``pytorch_lightning``, as matrix.toml's axis says."""
     return import_axis("lightning")
 
 

@@ -1,31 +1,15 @@
 """The processes a cell started, wherever they went: found through /proc, killed, reaped and named.
 
-A variant may start processes and leave them running: a plain child, a
-DataLoader worker, a daemon that double-forks and calls ``setsid`` (out of
-every process group the harness kills). Such a process keeps a pipe of its
-parent open (xdist's channel to a worker, pytest's output to nox), so the
-cell waits for it forever, and it outlives the cell. Linux brings every one
-back: a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``) becomes the
-parent of each orphaned descendant, ``setsid`` or not, so walking /proc for
-processes whose parent chain leads to the cell finds all of them.
-
-The fork runner's cell process (:mod:`~bugmatrix.cell.forkrun`), each
-variant's child, the in-process runner and xdist's controller and workers
-(:mod:`~bugmatrix.cell.cellend`) are subreapers, and so is the runner that
-starts a cell while it runs (:func:`reaping`: what a cell that died itself left);
-this module is the one place that finds, kills and names what they were left.
-Killing and waiting work from one snapshot of /proc and never block: a process
-that comes back meanwhile (another variant ended) is never waited for before it
-is killed (issue 45: the cell hung in ``wait4`` on one, its deadline unchecked).
-It also makes a cell's processes die with whoever started them, from the cell's
-first line (:func:`die_with_runner`). Elsewhere (not Linux) there is no /proc and
-no subreaper: nothing is found, nothing is killed.
-Standard library only: it runs inside every cell's venv, Python 3.10 and up.
+A variant may leave processes running (a DataLoader worker, a ``setsid`` daemon) that hold a pipe open and outlive the
+cell. A Linux *child subreaper* becomes the parent of every orphaned descendant, so walking /proc from it finds them all.
+Killing and waiting work from one snapshot of /proc and never block on a process that came back meanwhile. Elsewhere
+(no /proc, no subreaper) nothing is found. Standard library only: it runs inside every cell's venv.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import sys
@@ -40,7 +24,6 @@ __all__ = [
     "become_subreaper",
     "descendants_of",
     "die_with",
-    "die_with_parent",
     "die_with_runner",
     "is_subreaper",
     "kill_descendants",
@@ -59,19 +42,16 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 
-#: Seconds one :func:`kill_descendants` waits in all for what it killed to end (SIGKILLed processes end at once,
-#: unless stuck in the kernel).
+#: Seconds one :func:`kill_descendants` waits in all for what it killed to end.
 REAP_S = 10.0
 #: How often :func:`reap` looks again while what it waits for is still ending.
 POLL_S = 0.002
 
 
-def _prctl(option: int, value: int) -> bool:
+def _prctl(option: int, value: object) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        import ctypes
-
         return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
@@ -84,39 +64,20 @@ def become_subreaper(on: bool = True) -> bool:
 
 def is_subreaper() -> bool:
     """This process is a child subreaper already (Linux; elsewhere False)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        flag = ctypes.c_int(0)
-        ok = ctypes.CDLL(None, use_errno=True).prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-    return ok and bool(flag.value)
-
-
-def die_with_parent(signum: int = signal.SIGKILL) -> bool:
-    """Linux: this process gets ``signum`` when its parent dies (the thread that started it, strictly); elsewhere False."""
-    return _prctl(PR_SET_PDEATHSIG, int(signum))
+    flag = ctypes.c_int(0)
+    return _prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) and bool(flag.value)
 
 
 def die_with(parent: int) -> None:
-    """SIGKILL this process when its parent dies, and end it now if ``parent`` (the pid that started it) is no longer
-    its parent: it died before the signal was asked for, and the kernel sends none for a death already past."""
-    die_with_parent(signal.SIGKILL)
+    """SIGKILL this process when its parent dies, and end it now if ``parent`` died already (no signal for a past death)."""
+    _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
     if os.getppid() != parent:
         os._exit(EX_SOFTWARE)
 
 
 def die_with_runner() -> int:
-    """The first thing a cell's pytest does (its plugin's import): the pid of the process that started it.
-
-    The runner (:func:`bugmatrix.run.command.cell_env`) names itself in :data:`PARENT_ENV`: then this process dies
-    with it from here on, and ends at once if it has died already, however early (:func:`die_with`). The variable is
-    taken out of the environment, so that no process started from here (an xdist worker) takes it for its own parent.
-    Without it (pytest run by hand), the parent seen now, for :func:`die_with` once the plugin is configured.
-    """
+    """The first thing a cell's pytest does: the pid of its runner (:data:`PARENT_ENV`, popped; else the parent now),
+    dying with it from now on where the runner named itself."""
     given = os.environ.pop(PARENT_ENV, "")
     if not given.isdigit():
         return os.getppid()
@@ -155,10 +116,7 @@ def _below(table: dict[int, tuple[int, str, bool]], pid: int, spare: Collection[
 
 
 def descendants_of(pid: int, spare: Collection[int] = ()) -> list[tuple[int, str]]:
-    """(pid, command name) of every live process whose parent chain leads to ``pid``, leaving out ``spare`` and theirs.
-
-    A zombie (ended, not yet reaped) is no process left running: it is not listed.
-    """
+    """(pid, command name) of every live process (no zombie) below ``pid``, leaving out ``spare`` and theirs."""
     table = _processes()
     return [(child, table[child][1]) for child in _below(table, pid, spare) if not table[child][2]]
 
@@ -169,14 +127,10 @@ def left_running(pid: int, name: str, when: str = "after the variant ended") -> 
 
 
 def kill_descendants(spare: Collection[int] = (), when: str = "after the variant ended") -> tuple[str, ...]:
-    """SIGKILL every descendant of this process but ``spare`` (and theirs), reap those that are our children, and
-    name each once (:func:`left_running`).
+    """SIGKILL every descendant of this process but ``spare`` (and theirs), reap our children, name each once.
 
-    Each round works from one snapshot of /proc: it kills every live descendant it shows and waits only for those of
-    them that are our children (or zombies already), never for a process that came back to us after the snapshot (a
-    still-running variant's orphan, when that variant ends meanwhile: it is not ours to wait for until it is killed).
-    Killing a process hands its own children to us in turn (a subreaper), so rounds go on until a snapshot shows none;
-    all of it is bounded (:data:`REAP_S`): a process stuck in the kernel is named, not waited for forever.
+    Each round kills what one /proc snapshot shows and waits only for our children among them, never for a process
+    that came back after the snapshot; rounds go on until none is left, within :data:`REAP_S`.
     """
     me, named = os.getpid(), {}
     until = time.monotonic() + REAP_S
@@ -202,9 +156,8 @@ def kill_descendants(spare: Collection[int] = (), when: str = "after the variant
 
 @contextlib.contextmanager
 def reaping(when: str) -> Iterator[list[str]]:
-    """While the block runs this process is a subreaper (Linux): what the processes it starts leave running comes back
-    to it, even when they die themselves (a cell whose variant aborts the process that ran it); on leaving, those
-    are killed, reaped and named in the list it yields. Children it had before the block are spared, and theirs."""
+    """A subreaper for the block: on leaving, what the processes it started left is killed, reaped and named in the
+    list it yields. Children it had before the block are spared, and theirs."""
     me = os.getpid()
     before = {pid for pid, (parent, _, _) in _processes().items() if parent == me}
     was = is_subreaper()
@@ -220,8 +173,7 @@ def reaping(when: str) -> Iterator[list[str]]:
 
 
 def reap(pids: Collection[int], until: float) -> list[int]:
-    """Reap each of ``pids`` (children of ours, killed or ended) as it ends, without blocking, until ``time.monotonic()``
-    passes ``until``; the pids still unreaped then. One reaped elsewhere meanwhile (``ChildProcessError``) counts as reaped."""
+    """Reap each of ``pids`` as it ends, without blocking, until ``until`` (monotonic); the pids still unreaped then."""
     left = set(pids)
     while left:
         for pid in list(left):

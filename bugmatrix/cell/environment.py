@@ -1,9 +1,7 @@
 """The environment as observed inside the running interpreter, not as requested.
 
-A cell asks for ``torch==2.4.1``; the report must say what was really there
-(``2.4.1+cu121``, CUDA 12.1, which GPU), and also everything the cell did not
-pin (numpy, setuptools, tokenizers, ...): an outcome can change overnight with
-no pin changed, and only the full list of installed distributions can say why.
+The report must say what was really there (``2.4.1+cu121``, CUDA 12.1, which GPU) and every distribution the cell did
+not pin: an outcome can change overnight with no pin changed.
 """
 
 from __future__ import annotations
@@ -45,12 +43,7 @@ def installed_distributions() -> dict[str, str]:
 
 
 def wheel_builds() -> dict[str, str]:
-    """Build tags of installed wheels that carry one (``Build:`` in ``WHEEL``), names normalised.
-
-    A build tag replaces a release's binary under the same version (torch
-    2.10.0 gained ``torch-2.10.0-3-...whl`` weeks after release): only this
-    says that ``torch==2.10.0`` installed another file.
-    """
+    """Build tags of installed wheels that carry one (``Build:`` in ``WHEEL``): another binary under the same version."""
     found: dict[str, str] = {}
     for dist in metadata.distributions():
         name, wheel = (dist.metadata["Name"] if dist.metadata else None), dist.read_text("WHEEL") or ""
@@ -61,12 +54,10 @@ def wheel_builds() -> dict[str, str]:
 
 
 def source_builds(prefix: str | None = None) -> dict[str, str]:
-    """Distributions this environment built from source (no wheel fit this Python or platform), names normalised.
+    """Distributions this environment built from source (no wheel fit), names normalised.
 
-    Two cheap signs, no registry: what the builder recorded from uv's ``Built name==version`` lines
-    (``<prefix>/.bugmatrix-source-builds``), and uv's own record in a built wheel's ``.dist-info``, which
-    stays when the build was served from uv's cache and uv printed nothing. A source build can take minutes
-    (numpy 1.26.4 on Python 3.13) and gives another binary than a wheel would: the run file says so.
+    Two signs: what the builder recorded from uv's ``Built`` lines (:data:`SOURCE_BUILDS`), and uv's own record in a
+    built wheel's ``.dist-info``, which stays when uv served the build from its cache.
     """
     found: dict[str, str] = {}
     root = Path(prefix or sys.prefix)
@@ -86,7 +77,7 @@ def source_builds(prefix: str | None = None) -> dict[str, str]:
 
 
 def observe_environment() -> dict[str, Any]:
-    """Versions, CUDA and GPU as this process sees them (CUDA and GPU asked of the device runtime axis's module, if installed)."""
+    """Versions, CUDA and GPU as this process sees them (CUDA and GPU from the device runtime axis's module)."""
     build, built = platform.python_build()
     env: dict[str, Any] = {
         "python": platform.python_version(),

@@ -1,20 +1,8 @@
 """Running one variant: requirements, seeds, the timeout, the outcome and what it changed.
 
-One function, :func:`execute_variant`, used the same way in a forked child
-(:mod:`~bugmatrix.cell.forkrun`: the usual case) and in the cell process
-itself (``--bugmatrix-forks 0``, and inside xdist workers). What it returns,
-:class:`Executed`, is plain data that crosses the process boundary as JSON;
-the plugin turns it into the run file's record.
-
-* A per-variant timeout (SIGALRM, main thread, as pytest-timeout's signal
-  method) turns a hang into ``timeout``; the exception derives from
-  BaseException so a variant's own ``except Exception`` cannot swallow it.
-  (A hang that never returns to Python is the fork runner's to kill.)
-* Any other BaseException a variant raises (KeyboardInterrupt, SystemExit) is
-  that variant's result, never the end of the cell.
-* Global state is compared before and after (:mod:`~bugmatrix.cell.isolation`):
-  what differs is recorded as ``leaked``; in the cell process it is also put
-  back, in a child there is nothing to put back.
+:func:`execute_variant` runs the same way in a forked child and in the cell process; its :class:`Executed` crosses the
+process boundary as JSON. The timeout (SIGALRM) raises a BaseException that a variant's ``except Exception`` cannot
+swallow; any other BaseException a variant raises is its result, never the end of the cell.
 """
 
 from __future__ import annotations
@@ -26,7 +14,7 @@ import sys
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pytest
@@ -56,29 +44,14 @@ class Executed:
 
     def to_json(self) -> dict[str, Any]:
         """Plain data: a child sends it to the cell process."""
-        return {
-            "outcome": self.result.outcome.value,
-            "message": self.result.message,
-            "signature_matched": self.result.signature_matched,
-            "versions": self.versions,
-            "duration": self.duration,
-            "log": self.log,
-            "leaked": list(self.leaked),
-            "imported": list(self.imported),
-        }
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Executed:
         """The inverse of :meth:`to_json`."""
-        result = Classified(Outcome(data["outcome"]), str(data["message"]), bool(data["signature_matched"]))
-        return cls(
-            result,
-            {str(k): str(v) for k, v in data["versions"].items()},
-            float(data["duration"]),
-            str(data["log"]),
-            tuple(data["leaked"]),
-            tuple(data.get("imported", ())),
-        )
+        found = data["result"]
+        result = Classified(Outcome(found["outcome"]), found["message"], found["signature_matched"])
+        return cls(result, data["versions"], data["duration"], data["log"], tuple(data["leaked"]), tuple(data["imported"]))
 
 
 @contextlib.contextmanager
@@ -99,15 +72,9 @@ def alarm(seconds: float) -> Iterator[None]:
 
 
 def seed_everything(seed: int = 0) -> None:
-    """Same environment, same outcome: every variant starts from the same seeds, of the generators the harness owns.
-
-    Those are Python's ``random`` and the device runtime's (the axis ``device_runtime = true`` in matrix.toml
-    marks, where the cell installs it). Any other generator belongs to a distribution that may be an axis (or
-    absent) in another matrix, so the harness names none: a variant that draws from one seeds it itself, in its
-    own code, where the case says which distribution it uses (``docs/cases.md``, "Seeds").
-    """
+    """Seed the generators the harness owns, ``random`` and the device runtime's; others a variant seeds itself."""
     random.seed(seed)
-    runtime = device_runtime()  # the matrix's device runtime axis, where the cell installs it
+    runtime = device_runtime()
     if runtime is not None:
         runtime.manual_seed(seed)  # CUDA seeds are queued, not set: this initializes no CUDA
 
@@ -122,11 +89,7 @@ _VERSIONS: dict[tuple[tuple[str, tuple[tuple[str, str], ...]], ...], dict[str, s
 
 
 def installed_versions() -> dict[str, str]:
-    """axis -> installed version, for the expectations and requirements.
-
-    Read once per axis spec: what is installed does not change while a cell runs, and each read scans
-    every distribution's metadata (~50 ms); forked children inherit the answer.
-    """
+    """axis -> installed version; read once per axis spec (a read scans all metadata, ~50 ms; children inherit it)."""
     key = tuple(sorted(active_spec().items()))
     if key not in _VERSIONS:
         _VERSIONS[key] = {axis: version for axis, (_, version) in installed_axis_versions().items()}

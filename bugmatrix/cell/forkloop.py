@@ -1,13 +1,8 @@
 """The fork runner's loop inside pytest: variants run in forked children, pytest reports each from its child's result.
 
-Called from the plugin's ``pytest_runtestloop`` when the runner is ``fork``
-(the default). The children run ahead, up to ``--bugmatrix-forks`` at once, in
-collection order; as each ends, the plugin records it in the run file at once,
-and pytest's own protocol (setup, call, teardown, reports, JUnit XML, ``-x``)
-then runs every item in order, a forked item's ``runtest`` reporting what its
-child left. A child that reported nothing is turned into an outcome here: killed
-at its deadline (``timeout``), or dead with an exit code or a signal
-(``crashed``, with the line of its stderr that says why).
+Children run ahead, up to ``--bugmatrix-forks`` at once, in collection order; each is recorded as it ends, and pytest's
+own protocol (reports, JUnit XML, ``-x``) then runs every item in order. A child that reported nothing was killed at
+its deadline (``timeout``) or died (``crashed``, with the line of its stderr that says why).
 """
 
 from __future__ import annotations
@@ -65,16 +60,10 @@ def run_forked(
     ended: Ended,
     until: float | None = None,
 ) -> None:
-    """Fork up to ``children`` of ``variants`` at once, in collection order; ``ended`` is told as each child ends
-    (the run file is written there); pytest's own protocol then runs every item of the session in order, a forked
-    one reporting what its child left. ``-x`` / ``--maxfail`` stop it and kill what still runs.
+    """Fork up to ``children`` of ``variants`` at once; ``ended`` is told as each ends, then pytest runs the items.
 
-    First, every variant whose requirements are unmet is skipped here without a fork, with the reason a child
-    would give, and ``decided`` is told about all of them at once (one run-file write): ``gpu`` (asked in a child
-    by :func:`probe_in_child`) answers for CUDA variants; without it they are forked and decide themselves.
-
-    ``until`` (``time.monotonic()``): the cell deadline; past it :class:`~bugmatrix.cell.forkrun.DeadlinePassed` is
-    raised, every child still running killed on the way out.
+    Variants with unmet requirements are skipped without a fork, ``decided`` told of all at once (``gpu`` answers for
+    CUDA ones). Past ``until`` (monotonic), :class:`~bugmatrix.cell.forkrun.DeadlinePassed` is raised.
     """
     items, by_node = session.items, {i.nodeid: i for i in variants}
     skips = [(v, skipped) for v in variants if (skipped := skipped_here(v, gpu)) is not None]
@@ -119,27 +108,20 @@ def grace(timeout: float) -> float:
 
 
 def executed_from(item: ForkedItem, end: ChildEnd) -> Executed:
-    """What a child reported, or, when it reported nothing, how it ended: killed at its deadline (timeout) or died (crashed).
-
-    The processes it left behind (found by the pool after it ended) are added to its ``leaked``, whatever its outcome.
-    """
-    executed = _executed_from(item, end)
-    return replace(executed, leaked=(*executed.leaked, *end.leaked)) if end.leaked else executed
-
-
-def _executed_from(item: ForkedItem, end: ChildEnd) -> Executed:
+    """What a child reported, else how it ended (``timeout`` or ``crashed``); the processes it left join its ``leaked``."""
     if end.result is not None:
-        return Executed.from_json(end.result)
+        executed = Executed.from_json(end.result)
+        return replace(executed, leaked=(*executed.leaked, *end.leaked)) if end.leaked else executed
     log = tail(end.stderr + (f"\n[stdout]\n{end.stdout}" if end.stdout.strip() else ""))
     if end.timed_out:
         message = (
             f"variant still running after {item.timeout():g}s and it did not stop itself (no return to Python): "
             f"its process group was killed after {end.seconds:.0f}s"
         )
-        return Executed(Classified(Outcome.TIMEOUT, message), installed_versions(), end.seconds, log)
+        return Executed(Classified(Outcome.TIMEOUT, message), installed_versions(), end.seconds, log, end.leaked)
     last = last_words(end.stderr)
     message = f"the variant's process {end.status} before reporting a result" + (f"; its last words: {last}" if last else "")
-    return Executed(Classified(Outcome.CRASHED, excerpt(message)), installed_versions(), end.seconds, log)
+    return Executed(Classified(Outcome.CRASHED, excerpt(message)), installed_versions(), end.seconds, log, end.leaked)
 
 
 def last_words(stderr: str) -> str:
@@ -157,7 +139,7 @@ def _probe() -> dict[str, Any]:
 
 
 def probe_in_child(deadline_s: float) -> tuple[dict[str, Any], GpuFacts | None]:
-    """The environment as observed and what torch sees of the GPU, asked in a forked child (CUDA is initialized there only)."""
+    """The environment and what torch sees of the GPU, asked in a forked child (CUDA is initialized there only)."""
     with ForkPool(1) as pool:
         end = pool.call(_probe, deadline_s=deadline_s)
     if end.result is None:
@@ -168,7 +150,7 @@ def probe_in_child(deadline_s: float) -> tuple[dict[str, Any], GpuFacts | None]:
 
 
 def cuda_initialized_here() -> str:
-    """A warning when something (a case module, a conftest) initialized CUDA in this process before the variants were forked."""
+    """A warning when something (a case module, a conftest) initialized CUDA in this process before forking."""
     axis = device_runtime_axis()
     runtime = sys.modules.get(active_spec().get(axis, (("", ""),))[0][1]) if axis else None  # never imported here for the asking
     cuda = getattr(runtime, "cuda", None)

@@ -1,27 +1,9 @@
 """Run functions in forked children of the cell process, a few at once: one process per variant.
 
-Why fork: a cell's time is almost all imports (torch, Lightning, transformers:
-~13 s on a 2-core machine) and its variants' own compute is about a second.
-The cell process imports the stack once; each variant then runs in a child
-forked from it, which starts with everything imported (copy-on-write) and
-leaves nothing behind: a variant that calls ``os._exit``, is killed, hangs,
-leaves a non-daemon thread, or changes process-wide state (the default dtype,
-an ``RLIMIT_*``, a C-level setting no snapshot sees) ends *its* process only.
-
-What the parent must not have done before forking (and the harness does not):
-initialize CUDA (a forked child cannot use it then: the driver is not
-fork-safe), run a parallel torch op (GNU OpenMP's thread pool does not survive
-a fork: the child's first parallel region waits forever), or have other Python
-threads running (one could hold a lock the child then never gets back).
-
-A child writes its result (JSON) to a file and ends with ``os._exit``; its
-stdout and stderr go to files of their own (faulthandler writes a segfault's
-traceback there). The parent waits on a pidfd per child (Linux; polling
-elsewhere), kills a child's whole process group at its deadline and after it
-exits (grandchildren such as DataLoader workers go with it), and turns an exit
-code or a signal into words. A child dies with the cell process (Linux's
-parent-death signal): a cell killed from outside leaves no child behind in its
-own process group. Nothing here knows about pytest or variants.
+A cell's time is almost all imports; each child starts with the stack imported (copy-on-write) and whatever it does
+(``os._exit``, a hang, a leaked thread, process-wide state) ends with its process. The parent must not have initialized
+CUDA, run a parallel torch op or started threads before forking. A child's result (JSON), stdout and stderr go to files;
+the parent waits on pidfds, kills a child's process group at its deadline and after it exits. Nothing here knows pytest.
 """
 
 from __future__ import annotations
@@ -51,7 +33,7 @@ class DeadlinePassed(Exception):
     """The cell deadline passed while the pool waited for its children."""
 
 
-#: How often the parent looks at its children where no pidfd exists (not Linux): a result waits at most this long.
+#: How often the parent looks at its children where no pidfd exists (not Linux).
 POLL_S = 0.01
 
 
@@ -109,11 +91,7 @@ def _read(path: Path) -> str:
 
 
 def _redirect_output(files: Path) -> None:
-    """In the child: fds 1 and 2 to files of its own, sys.stdout/err on them, faulthandler writing there too.
-
-    The inherited sys.stdout is pytest's capture object (shared with the
-    parent); without this a child's prints would land in the parent's buffers.
-    """
+    """In the child: fds 1 and 2, sys.stdout/err and faulthandler to its own files (not pytest's shared capture)."""
     for fd, suffix in ((1, ".out"), (2, ".err")):
         target = os.open(f"{files}{suffix}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
@@ -130,8 +108,7 @@ def _child_main(fn: Callable[[], Any], files: Path, parent: int) -> None:
     try:
         os.setpgid(0, 0)  # its own group: the parent kills it with everything it started
         die_with(parent)  # its own process group would outlive a kill of the cell's
-        # Its descendants stay its own while it lives, so what reaches the cell process after it ended is its own.
-        become_subreaper()
+        become_subreaper()  # what it leaves reaches the cell process only after it ended
         _redirect_output(files)
         result = fn()
         if os.getpid() != pid:  # fn forked and this is its child returning here: not ours to report
@@ -162,8 +139,7 @@ def _pidfd(pid: int) -> int | None:
 class ForkPool:
     """Up to ``size`` forked children at once; :meth:`start` one, :meth:`next_end` waits for whichever ends first.
 
-    Use as a context manager: leaving it kills every child still running (an
-    interrupted cell leaves no process behind) and removes its files.
+    Leaving it (a context manager) kills every child still running and removes its files.
     """
 
     def __init__(self, size: int, until: float | None = None) -> None:
@@ -217,10 +193,7 @@ class ForkPool:
                 return end
 
     def next_end(self) -> ChildEnd:
-        """Wait until a child ends (or passes its deadline and is killed); reap it and say how it ended.
-
-        Past the cell deadline (``until``) it raises :class:`DeadlinePassed` instead; leaving the pool kills what runs.
-        """
+        """Wait until a child ends (or is killed at its deadline), reap it and say how; past ``until``, :class:`DeadlinePassed`."""
         if not self.running:
             msg = "no child is running"
             raise RuntimeError(msg)
@@ -273,12 +246,7 @@ class ForkPool:
         return end
 
     def _reap_orphans(self) -> tuple[str, ...]:
-        """Kill and reap every descendant of this process outside the running variants: what the one that just ended left.
-
-        With the cell process a subreaper, a ``setsid`` grandchild (out of the
-        variant's process group, so out of reach of its group kill) lands here
-        once the variant's process is gone (:func:`~bugmatrix.cell.descendants.kill_descendants`).
-        """
+        """Kill and reap every descendant outside the running variants: what the one that just ended left (``setsid`` too)."""
         if not self.subreaper:
             return ()
         return kill_descendants(spare={c.pid for c in self.running.values()})
@@ -289,7 +257,7 @@ class ForkPool:
             os.killpg(child.pid, signal.SIGKILL)
 
     def close(self) -> None:
-        """Kill and reap every child still running (never waiting on one for long: :func:`reap`); remove the pool's files."""
+        """Kill and reap every child still running (never waiting long); remove the pool's files."""
         for child in self.running.values():
             self._kill(child)
             if child.pidfd is not None:
@@ -298,9 +266,7 @@ class ForkPool:
         reap([c.pid for c in self.running.values()], time.monotonic() + REAP_S)
         self.running.clear()
         self._reap_orphans()
-        if (
-            self.subreaper and not self._was_subreaper
-        ):  # the process goes on (a test, the probe's pool): orphans of unrelated work go to init again
+        if self.subreaper and not self._was_subreaper:  # the process goes on (a test, the probe's pool)
             become_subreaper(on=False)
         self._selector.close()
         shutil.rmtree(self._dir, ignore_errors=True)

@@ -1,11 +1,7 @@
 """A variant's id, built and parsed in one place: ``case::name[tag]``.
 
-The id is the key of every result: in run files, compat documents, the
-baseline, the history, on the command line (``bisect``, ``repro``) and in
-pytest node ids (``cases/<case>.py::<name>[<tag>]``, the file name being the
-case id). Every module that builds or reads one goes through
-:class:`VariantId`, so the format can only change here. The tag is the device,
-or ``device-dtype`` where one variant declares two dtypes on one device.
+The key of every result (run files, compat documents, the command line, pytest node ids); the tag is the device, or
+``device-dtype`` where one variant declares two dtypes on one device.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """Every variant starts from the same global state, and one that changes it is named.
 
-torch keeps process-wide switches: grad mode, the default dtype and device,
-autocast, the MHA fast path, deterministic algorithms, matmul precision,
-anomaly mode; the process has its working directory, environment variables,
-resource limits and threads. A variant that flips one and returns would
-silently change every later variant sharing its process (a probe that set
-float64 and disabled grad once made three workarounds read as false
-regressions). So the state is captured before each variant and compared after
-it; whatever differed is recorded on the variant that changed it, as
-``leaked``.
-
-Where the variant ran in a forked child (the fork runner, the default) the
-child ends with it, so :meth:`Snapshot.changes` only names what changed.
-Where it ran in the cell process itself (``--bugmatrix-forks 0``, xdist
-workers) :meth:`Snapshot.restore` also puts back what can be put back (a
-lowered hard ``RLIMIT_*`` cannot be raised again; a non-daemon thread cannot be
-stopped, so it is named: it would keep the process alive).
-
-The baseline is taken after the cell's stack is imported
-(:mod:`~bugmatrix.cell.preload`), so what a library sets at import (Lightning
-sets ``PYTORCH_NVML_BASED_CUDA_CHECK``) is never blamed on whichever variant
-happened to import it first.
+torch's process-wide switches (grad mode, default dtype, autocast, ...), the working directory, environment variables,
+resource limits and threads are captured before each variant and compared after it; what differs is its ``leaked``. In
+a forked child that is all; in the cell process :meth:`Snapshot.restore` also puts back what it can. The baseline is
+taken after the stack is imported, so what a library sets at import is blamed on no variant.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Outcomes as values: what a variant did, and how that compares to what was expected.
 
-A variant either raises or returns its positive checks. :func:`classify_outcome`
-turns that into exactly one :class:`Outcome`; :func:`judge` compares it to the
-expectation and names the verdict a maintainer cares about (regression,
-unexpected fix, new failure mode, new version). What every view writes for an
-outcome (its symbol, its history letter, its verb) is carried by the enum's
-member, so every renderer writes it the same way and adding one is one line
-here. Nothing here imports torch.
+:func:`classify_outcome` turns what a variant did into one :class:`Outcome`; :func:`judge` names the verdict against
+the expectation. Each outcome member carries what every view writes for it (symbol, history letter, verb).
 """
 
 from __future__ import annotations
@@ -114,12 +109,7 @@ class Kind(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Signature:
-    """A family of regexes that all mean "this is the documented bug".
-
-    Families exist because torch rewords errors across releases: the encoder bug
-    reads ``expected scalar type BFloat16 but found Float`` in torch 2.0/2.1 and
-    ``mat1 and mat2 must have the same dtype`` later; both are the same bug.
-    """
+    """A family of regexes that all mean "this is the documented bug" (torch rewords errors across releases)."""
 
     patterns: tuple[str, ...]
 
@@ -167,12 +157,7 @@ def classify_outcome(
     error: BaseException | None = None,
     checks: Mapping[str, bool] | None = None,
 ) -> Classified:
-    """Turn what a variant did into one outcome.
-
-    ``error`` is the exception it raised (if any), ``checks`` the positive checks
-    it returned. "Fixed" needs at least one check and all of them true: a variant
-    that merely did not raise is *different*, never fixed.
-    """
+    """One outcome from a variant's exception or checks: "fixed" needs at least one check, all true."""
     if error is not None:
         text = f"{type(error).__name__}: {error}"
         if signature.matches(text):

@@ -1,48 +1,9 @@
-"""The pytest plugin: collects ``cases/*.py``, runs each variant, records a run file.
+"""The pytest plugin: collects ``cases/*.py``, runs each variant where the runner says, records a run file.
 
-Design notes (why it is built this way):
-
-* Case modules hold no test boilerplate: :class:`CaseFile` finds the module's
-  ``Case`` (validated by :func:`~bugmatrix.cell.case.case_of_module`, the same
-  check the planner's loader applies) and yields one item per declaration.
-* Where a variant runs is the runner's choice, a mode of :mod:`~bugmatrix.cell.runners` read once (:func:`runner_of`):
-  by default each variant runs in a process of its own, forked from the cell process after one import of the stack
-  (:mod:`~bugmatrix.cell.forkrun`, ``--bugmatrix-forks N`` at once), so a variant that exits, is killed, hangs or
-  poisons process state ends only its own process and is recorded as ``crashed`` / ``timeout`` / ``leaked`` with the
-  exit code or signal. The children run from :func:`pytest_runtestloop`; each item's ``runtest`` then reports the
-  result its child left, so pytest's reporting, JUnit XML, ``-k`` and ``-x`` work as for any test.
-  ``--bugmatrix-forks 0`` runs variants in the pytest process itself, and so do xdist workers (``-n N``).
-* A variant's outcome is computed by :func:`~bugmatrix.cell.execution.execute_variant`
-  wherever it ran, and attached to the report as a user property. The run file is
-  written by the *controlling* process only (the xdist controller, or pytest itself
-  without xdist), after every result, so an interrupted run keeps everything recorded
-  so far, says ``complete: false``, and ``--bugmatrix-resume`` skips what it already
-  recorded. Under xdist, the report xdist synthesises when a worker dies becomes
-  ``crashed`` while the rest goes on.
-* In the pytest process itself nothing contains a variant, so the run file names
-  the variant about to run (``running``): a resume after the process died records
-  it as ``crashed`` and goes on past it. A non-daemon thread a variant leaves
-  there is named on the variant, and once the run file is final the process exits
-  without waiting for it.
-* What the selected variants import is imported once before the first one runs
-  (:mod:`~bugmatrix.cell.preload`): the fork runner's speed, and a leak baseline
-  that already holds what libraries set at import. Before that, the modules the
-  runner asks to be checked (``$BUGMATRIX_IMPORT_CHECK``: every pinned
-  distribution's) are imported in the same process, so the environment's import
-  check costs no second import of the stack. Where that import fails, the failure
-  is the cell's observation: a variant whose bug is raised there (``at_import=True``)
-  is classified from it by its signature, every other variant is ``skipped: the
-  stack does not import here (...)``; nothing is install-failed, nothing runs.
-* The cell process never initializes CUDA: the environment (CUDA, GPU) is observed
-  in a child, and CUDA variants check and initialize it in theirs.
-* A cell ends whatever its variants do (:mod:`~bugmatrix.cell.cellend`): every process
-  that runs variants is a child subreaper, so what a variant leaves running
-  (``setsid`` included) is killed and named in its ``leaked``
-  (:mod:`~bugmatrix.cell.descendants`); xdist's controller kills what a dead worker
-  left, so xdist sees the death; a deadline for the whole cell
-  (``--bugmatrix-cell-deadline``, the spec's ``cell_deadline_s``) records what is
-  unfinished as ``timeout``; the run file is locked for the whole cell, and the cell
-  dies with the process that started it.
+By default each variant runs in a child forked after one import of the stack (:mod:`~bugmatrix.cell.forkloop`), so a
+variant that exits, hangs or poisons process state ends only its own process; ``--bugmatrix-forks 0`` and xdist workers
+run them in-process. Only the controlling process writes the run file (:mod:`~bugmatrix.cell.recording`), after every
+result. The cell process never initializes CUDA; how a cell ends whatever its variants do is :mod:`~bugmatrix.cell.cellend`.
 """
 
 from __future__ import annotations
@@ -80,8 +41,7 @@ from bugmatrix.errors import BugmatrixError
 
 __all__ = ["CaseFile", "VariantItem", "runner_of"]
 
-#: Who started this process. First thing, before pytest gets further: a cell the runner started dies with it from here
-#: on, and ends now if it is gone already (nox SIGKILLed before pytest configured would leave an orphan writing on).
+#: Who started this process, asked first: a cell dies with its runner from here on (no orphan writing on).
 STARTED_BY = die_with_runner()
 
 SPEC_DESC = (
@@ -144,8 +104,7 @@ def is_worker(config: pytest.Config) -> bool:
 
 
 def runner_of(config: pytest.Config) -> Runner:
-    """This process's runner, from its command line (read once, by :func:`pytest_configure`, into ``RUNNER_KEY``): xdist's
-    workers run inline and its controller runs nothing; else ``--bugmatrix-forks``."""
+    """This process's runner, from its command line: xdist's workers run inline, its controller none; else ``--bugmatrix-forks``."""
     workers = getattr(config.option, "numprocesses", None)
     if isinstance(workers, int) and workers < 0:  # xdist takes -n -2 and starts no worker
         msg = f"-n {workers}: give a number of xdist workers (0: none), or auto"
@@ -166,7 +125,7 @@ def runner_of(config: pytest.Config) -> Runner:
 
 
 def options_of(config: pytest.Config) -> CellOptions:
-    """The cell's options: its spec file (``--bugmatrix-spec``), with ``--bugmatrix-cell`` / ``--bugmatrix-run-file`` given by hand on top."""
+    """The cell's spec file (``--bugmatrix-spec``), with ``--bugmatrix-cell`` / ``--bugmatrix-run-file`` on top."""
     options = config.stash.get(OPTIONS_KEY, None)
     if options is None:
         path = config.getoption("--bugmatrix-spec")
@@ -197,7 +156,7 @@ def _configure_axes(config: pytest.Config) -> None:
 
 
 def _observer(config: pytest.Config) -> Callable[[], dict[str, Any]]:
-    """How this process observes the environment: in a child under the fork runner (CUDA stays untouched here)."""
+    """Under the fork runner the environment is observed in a child, so CUDA stays untouched here."""
     from bugmatrix.cell.environment import observe_environment
 
     if not config.stash[RUNNER_KEY].forks:
@@ -218,9 +177,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[LEFT_THREADS_KEY] = {}
     config.stash[UNCOVERED_KEY] = {}
     config.stash[STARTED_KEY] = time.monotonic()
-    if owns_its_processes(config):
-        # What a variant leaves running comes back here (setsid included) to be killed and named; and this process
-        # (a worker: with its controller) dies with its parent: killing nox leaves no pytest writing on (cellend.py).
+    if owns_its_processes(config):  # what a variant leaves comes back here to be killed; this dies with its parent
         become_subreaper()
         die_with(STARTED_BY)
     if is_worker(config):
@@ -237,11 +194,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def is_a_cell(config: pytest.Config) -> bool:
-    """This pytest runs a cell: given a spec, a run file or a cell id (the runner, a test), or cases/ to collect.
-
-    Not this repository's own test suite (the root conftest loads the plugin there too): it takes no
-    lock on a run file and leaves its processes' parentage alone.
-    """
+    """This pytest runs a cell (a spec, a run file, a cell id, or cases/ to collect), not this repository's own tests."""
     if any(config.getoption(name) for name in ("--bugmatrix-spec", "--bugmatrix-run-file", "--bugmatrix-cell")):
         return True
     return any("cases" in Path(str(arg)).parts for arg in config.invocation_params.args)  # a node id too: cases/x.py::v[cpu]
@@ -269,7 +222,7 @@ def _unfinished(config: pytest.Config) -> Callable[[str, str], VariantRecord]:
 
     def record(variant_id: str, message: str) -> VariantRecord:
         item = items.get(variant_id)
-        if item is None:  # xdist's controller collects nothing itself
+        if item is None:  # xdist's controller collects nothing
             return crash_record(variant_id, message, outcome=Outcome.TIMEOUT)
         return item.record(Executed(Classified(Outcome.TIMEOUT, message), installed_versions(), 0.0))
 
@@ -319,12 +272,7 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """xdist's controller, a worker gone: before xdist replaces it, what the worker left is killed (a replacement is never taken for it).
-
-    Only a worker that died (``error``) is waited for: one that finished its tests is still alive here, waiting for the
-    controller to let it go, so waiting for its end would only time out (30 s per cell); what it leaves when it does
-    exit is still killed by the watch.
-    """
+    """xdist's controller: before a dead worker is replaced, what it left is killed (a finished one is still alive here)."""
     watch = node.config.stash.get(WATCH_KEY, None)
     if watch is not None and error is not None:
         watch.leaked_by(worker_pid(node))
@@ -343,7 +291,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             outside, elsewhere = variant is not None and variant.id not in planned, False
         else:
             outside = allowed is not None and variant is not None and not set(variant.axes) <= set(allowed)
-            # A variant with an environment of its own runs only where the cell was built with it, and nothing else runs there.
+            # A variant with an environment of its own runs only in the cell built with it, and nothing else runs there.
             elsewhere = isinstance(item, VariantItem) and item.variant.env.to_json() != built_with
         (drop if outside or elsewhere or (variant is not None and variant.id in done) else keep).append(item)
         if state is not None and isinstance(item, VariantItem) and item.variant.id in state.recovered:
@@ -357,7 +305,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def timeout_of(config: pytest.Config) -> float:
-    """``--bugmatrix-timeout`` (checked by argparse), else the ini value, checked here: positive and finite either way."""
+    """``--bugmatrix-timeout``, else the ini value: positive and finite either way."""
     value = config.getoption("--bugmatrix-timeout")
     if value is not None:
         return float(value)
@@ -482,10 +430,7 @@ DOES_NOT_IMPORT = "the stack does not import here"
 
 
 def check_environment(config: pytest.Config) -> ImportFailure | None:
-    """The environment's import check, once, in the process that runs the variants (the import they fork from).
-
-    Not in xdist's controller, which runs none (each worker checks its own import).
-    """
+    """The environment's import check, once, in the process that runs the variants (not xdist's controller)."""
     modules = checked_modules()
     if config.stash[RUNNER_KEY].in_workers or not modules:
         return None
@@ -497,9 +442,7 @@ def check_environment(config: pytest.Config) -> ImportFailure | None:
 
 
 def observed_at_import(item: VariantItem, failure: ImportFailure) -> Executed:
-    """A variant's result where the stack does not import: its outcome from that failure when its bug is raised at that
-    import (``at_import``), else skipped with it. An unmet version requirement is a skip first, as anywhere (a GPU or an
-    API is not asked for: that would import the stack that just failed)."""
+    """Where the stack does not import: classified from the failure if ``at_import``, else skipped (unmet versions first)."""
     versions = installed_versions()
     reasons = [f"needs {a} (not installed here)" for a in item.variant.axes if a not in versions] or item.variant.requires.unmet(versions)
     if reasons:
@@ -516,9 +459,9 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     config = session.config
     runner = config.stash[RUNNER_KEY]
     variants = [i for i in session.items if isinstance(i, VariantItem)]
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
     failure = None if config.option.collectonly or not variants else check_environment(config)
     if failure is not None:  # nothing runs: each variant's result is what the failed import says of it, reported by pytest's loop
-        terminal = config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None:
             terminal.write_line(f"bugmatrix: {DOES_NOT_IMPORT}: {failure.line}", yellow=True)
         for item in variants:
@@ -530,13 +473,11 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         msg = f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} during collection"
         raise session.Interrupted(msg)
     preload_once(config, variants)
-    # The imported stack (hundreds of thousands of objects) leaves the collector's generations: a child's collection
-    # then never walks them, so it does not copy every page they sit on (fork is copy-on-write).
+    # The imported stack leaves the collector's generations: a child's collection never touches (copies) its pages.
     gc.freeze()
     state = config.stash[STATE_KEY]
     environment, gpu = probe_in_child(deadline_s=timeout_of(config) + grace(timeout_of(config)))
     state.environment = state.environment or environment
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
     if terminal is not None:
         from bugmatrix.cell.environment import describe_environment
 
@@ -603,12 +544,10 @@ def is_the_program(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The run file is final and pytest has reported: end the process now when waiting serves nobody.
+    """The run file is final: exit now where waiting serves nobody.
 
-    A non-daemon thread a variant left in this process would keep it alive forever (Python waits for
-    them): name it and exit. The fork runner's cell process ran no variant itself; tearing down the
-    stack it imported (torch, Lightning, transformers: seconds of module finalization) changes nothing
-    that was recorded, so it exits at once too (unless pytest was called inside another program).
+    A non-daemon thread a variant left would keep the process alive forever: it is named. The fork runner's cell
+    process ran no variant, so it skips seconds of tearing down the stack it imported.
     """
     left = {t: v for t, v in config.stash.get(LEFT_THREADS_KEY, {}).items() if t.is_alive()}
     if not left and not (config.stash.get(FORKED_KEY, False) and is_the_program(config)):

@@ -1,22 +1,8 @@
 """Paths in a run file as any checkout reads them: relative to the checkout, installed code from its package onward.
 
-A run file is committed and read on other machines (the GPU runs come from a
-baked image in ``/opt/torch/.venv``; the CPU reference from a checkout in
-``/work/final``). A traceback naming ``/work/final/.nox/cell-py311-torch2-5-1/lib/python3.11/site-packages/torch/autograd/graph.py``
-says only ``torch/autograd/graph.py`` to anyone else, and says where the machine
-kept its files, which is nobody's business. So every text a cell records goes
-through :class:`Portable` once, where the record is added to the run file:
-
-* a path under an *import root* (a ``sys.path`` directory that holds installed
-  distributions: ``site-packages``, ``dist-packages``, a ``pip install --target``
-  directory on ``PYTHONPATH``) reads from the distribution's package onward
-  (``torch/autograd/graph.py``);
-* a path under the checkout reads relative to it (``cases/autocast_cache.py``,
-  ``.nox/cell-py311-torch2-5-1/bin/python``);
-* anything else (the interpreter's standard library, ``/tmp``) is left as it is.
-
-The longest prefix wins, so a venv inside the checkout is an import root first.
-Standard library only: this runs inside every cell's interpreter.
+A committed run file must name no path of the machine that ran it: a path under an *import root* (a ``sys.path``
+directory holding ``*.dist-info``) reads from the package on (``torch/autograd/graph.py``), one under the checkout
+relative to it, anything else as it is. The longest prefix wins. Standard library only.
 """
 
 from __future__ import annotations

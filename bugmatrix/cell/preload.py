@@ -1,39 +1,9 @@
-"""Import, once and before any variant runs, what the selected variants will import.
+"""Import, once and before any variant runs, what the selected variants will import; and the environment's import check.
 
-Two reasons, one list. Speed: the fork runner forks every variant from the
-cell process, so whatever that process has imported each child gets for free
-(transformers' T5 classes alone take seconds; imported in every child they
-would be paid per variant). Honest leaks: state a library sets at import
-(Lightning's ``lightning_fabric`` sets ``PYTORCH_NVML_BASED_CUDA_CHECK``) then
-belongs to the baseline every variant's snapshot is taken from, so it is
-never blamed on whichever variant imported the library first, and the same
-run twice names the same leakers.
-
-What is imported is data, nothing here names a library: the module of every
-axis the selected variants span (``matrix.toml``'s ``[axes.<name>]``), the
-device runtime axis's module wherever the cell installs it (every child seeds
-it and takes its dtypes from it, whatever axes its variant spans: imported in
-the child, it would be paid per variant, inside the variant's timeout), and the
-dotted names a case lists in ``Case(imports=...)`` for what it imports lazily.
-A variant whose own imports are not covered still runs (it pays for them in
-its child); the plugin names those modules at the end of the run so the case
-can declare them.
-
-Importing must not initialize CUDA, start a parallel torch op or a thread:
-importing a library does none of those (the tests check the first two).
-
-The same import is the environment's import check (:func:`import_check`):
-the runner (``bugmatrix.run.runner``) names the modules every pinned
-distribution must provide in ``$BUGMATRIX_IMPORT_CHECK``, and the process that
-runs the variants imports them before anything else. A separate check process
-would import the whole stack a second time (seconds per cell, every cell in
-lean mode); this way the import that is checked is the one the variants fork
-from. A stack that installed but does not import is an observation, not an
-install failure (an old release that imports ``pkg_resources``, a NumPy-2
-alias gone, ``-W error`` meeting a deprecation): :class:`ImportFailure` keeps
-the module, the exception, its first line and the file:line that raised it,
-and the plugin classifies from it every variant whose bug is raised at that
-import (``at_import=True``) and records the others as skipped with it.
+Every forked child then finds it imported, and state a library sets at import belongs to every variant's baseline. What
+is imported is data: the axes the variants span, the device runtime, and each case's ``Case(imports=...)``. The runner
+names the modules the environment must import (``$BUGMATRIX_IMPORT_CHECK``): checked in the same process, so the stack
+is imported once; a stack that installs but does not import is an observation (:class:`ImportFailure`), not a failure.
 """
 
 from __future__ import annotations
@@ -146,14 +116,13 @@ def preload(variants: Iterable[Variant], cases: Iterable[Case]) -> Preloaded:
     return Preloaded(tuple(dict.fromkeys(names)), time.perf_counter() - started, tuple(failed))
 
 
-#: A variant that imports this many modules of one package in its child pays for an import worth declaring
-#: (Lightning or transformers' T5: hundreds); a few lazily loaded internals (torch.nested at a first backward) are not.
+#: A variant that imports this many modules of one package in its child pays for an import worth declaring.
 MANY_MODULES = 50
 
 
 def uncovered_imports(imported: Iterable[str], roots: Iterable[str]) -> list[str]:
-    """The subpackages a variant imported itself, one per package in ``roots`` of which it imported :data:`MANY_MODULES`
-    or more (paid per variant): the subpackage (two levels, ``torch._dynamo``) that pulled in the most of them."""
+    """Per package of ``roots`` of which a variant imported :data:`MANY_MODULES` or more itself, the subpackage (two
+    levels, ``torch._dynamo``) that pulled in the most."""
     roots = set(roots)
     counts: dict[str, Counter[str]] = {}
     for name in imported:

@@ -1,14 +1,8 @@
 """The controlling process's side of a cell run: what was selected, what is running, what was recorded.
 
-One writer: the process that controls the run (pytest itself, or the xdist
-controller) keeps a :class:`RunState` on ``config.stash`` and rewrites the run
-file atomically after every result, so whatever ends the run, what was
-recorded stays recorded and ``complete: false`` says the rest is missing.
-
-A variant run in the controlling process itself (``--bugmatrix-forks 0``) is
-named in ``running`` before it starts; if the process dies there, the run file
-still names it, and ``--bugmatrix-resume`` records it as ``crashed`` and goes on
-past it instead of running into it again.
+One writer, pytest itself or the xdist controller, rewrites the run file atomically after every result, so whatever
+ends the run, what was recorded stays and ``complete: false`` says the rest is missing. A variant run in that process
+is named in ``running`` first: if the process dies there, ``--bugmatrix-resume`` records it ``crashed`` and goes on.
 """
 
 from __future__ import annotations
@@ -43,7 +37,6 @@ __all__ = [
     "now",
     "record_from_report",
     "uncovered_results",
-    "variant_id_of_node",
 ]
 
 PROPERTY = "bugmatrix"
@@ -53,17 +46,8 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")  # datetime.UTC is 3.11+; cells run 3.10
 
 
-def variant_id_of_node(nodeid: str) -> str | None:
-    """``cases/autocast_cache.py::core[cpu]`` -> ``autocast_cache::core[cpu]`` (the file name is the case id)."""
-    found = VariantId.from_node(nodeid)
-    return str(found) if found else None
-
-
 def crash_record(variant_id: str, message: str, log: str = "", duration: float = 0.0, outcome: Outcome = Outcome.CRASHED) -> VariantRecord:
-    """A ``crashed`` record for a variant known only by its id (its process died; nothing else was reported).
-
-    ``outcome``: ``timeout`` for a variant the cell deadline ended where its item is unknown (xdist's controller).
-    """
+    """A ``crashed`` (or, at the cell deadline, ``timeout``) record for a variant known only by its id."""
     found = VariantId.parse(variant_id)
     return VariantRecord(
         id=variant_id,
@@ -83,11 +67,7 @@ def crash_record(variant_id: str, message: str, log: str = "", duration: float =
 
 
 def uncovered_results(records: Iterable[VariantRecord]) -> dict[str, list[str]]:
-    """Per device (``CUDA``), one line per result no expectation covers (``new``), for the end of a pytest run.
-
-    They do not fail the run (a new release, a first GPU run), but they must not pass as "55 passed" either:
-    the maintainer on that machine declares their expectations from them.
-    """
+    """Per device (``CUDA``), one line per result no expectation covers (``new``): they pass, but not silently."""
     found: dict[str, list[str]] = {}
     for record in sorted(records, key=lambda r: r.id):
         if record.verdict is Verdict.NEW:
@@ -97,27 +77,20 @@ def uncovered_results(records: Iterable[VariantRecord]) -> dict[str, list[str]]:
 
 
 class RunState:
-    """Per-session recording state, kept on ``config.stash`` (controller side).
-
-    ``observe`` gives the environment as observed (called once, at the first write):
-    the fork runner observes it in a child, so this process never touches CUDA. ``exclusive``: hold the
-    run file's lock (:class:`~bugmatrix.cell.cellend.RunFileLock`) from now until the session ends.
-    """
+    """Per-session recording state; ``observe`` gives the environment at the first write, ``exclusive`` holds the lock."""
 
     def __init__(
         self, config: pytest.Config, options: CellOptions, observe: Callable[[], dict[str, Any]], *, exclusive: bool = True
     ) -> None:
         self.cell = options.cell
-        # Default: the local output directory (git ignores it), never the committed reference in reports/.
         output = os.environ.get("BUGMATRIX_REPORTS") or Path(config.rootpath, "build", "reports")
         run_file = Path(config.invocation_params.dir, options.run_file) if options.run_file else None
         self.path = run_file or Path(output, "runs", f"{self.cell}.json")
-        # One writer per run file, for the whole cell; taken before a resume reads the file (cellend.py).
-        self.lock = RunFileLock(self.path)
-        if exclusive:  # a cell's run (not this repository's own tests, which load the plugin too)
+        self.lock = RunFileLock(self.path)  # taken before a resume reads the file
+        if exclusive:
             self.lock.acquire(lambda line: (sys.stderr.write(line + "\n"), sys.stderr.flush()))
         self.writing = threading.Lock()  # the cell deadline's thread writes the last version, and nothing after it
-        #: What a worker xdist reports crashed left running (the controller's WorkerWatch): named on its crash record.
+        #: What a worker xdist reports crashed left running (the WorkerWatch): named on its crash record.
         self.leaked_by: Callable[[pytest.TestReport], tuple[str, ...]] = lambda report: ()
         self.pins = dict(options.pins)
         self.tracked = {axis: {"requested": r, "resolved": self.pins.get(axis, "")} for axis, r in options.requested.items()}
@@ -133,9 +106,7 @@ class RunState:
         self.environment: dict[str, Any] | None = None
         self.observe = observe
         self.input_key, self.origin = options.input_key, options.origin
-        #: Paths in what is recorded read relative to the checkout, installed code from its package on (portable.py). The
-        #: checkout is where pytest started (a cell runs from its project's root; `python -m pytest cases/` from the
-        #: checkout), not pytest's rootdir, which walks up to any enclosing project's pyproject.toml.
+        #: The checkout is where pytest started, not its rootdir (which walks up to any enclosing pyproject.toml).
         self.portable = Portable.here(str(config.invocation_params.dir))
         if config.getoption("--bugmatrix-resume") and self.path.exists():
             try:
@@ -155,7 +126,7 @@ class RunState:
             self.write_unlocked(finished="")
 
     def add(self, *records: VariantRecord) -> None:
-        """Record results and rewrite the run file (once for all of them); nothing once the cell deadline has written its last."""
+        """Record results and rewrite the run file once; nothing after the cell deadline's last write."""
         with self.writing:
             for record in records:
                 record = dataclasses.replace(record, message=self.portable.text(record.message), log=self.portable.text(record.log))
@@ -200,11 +171,9 @@ class RunState:
 
 
 def expire(state: RunState, seconds: float, record_for: Callable[[str, str], VariantRecord], say: Callable[[str], None]) -> None:
-    """The cell deadline passed: kill what still runs, record the unfinished as ``timeout``, write a complete run file,
-    ``say`` so in one line, exit.
+    """The cell deadline passed: kill what runs, record the unfinished as ``timeout``, write the run file complete, exit.
 
-    Holds the run state's lock to the end, so no other thread records anything after this (not even the crash
-    xdist reports for the workers killed here).
+    Holds the run state's lock to the end: no other thread records anything after this.
     """
     state.writing.acquire()
     missing = sorted(state.selected - set(state.results) - set(state.previous))
@@ -234,13 +203,12 @@ def record_from_report(report: pytest.TestReport) -> VariantRecord | None:
     for name, value in report.user_properties:
         if name == PROPERTY:
             return VariantRecord.from_dict(value)
-    found = variant_id_of_node(report.nodeid)
+    found = VariantId.from_node(report.nodeid)
     if found is None or not report.failed:
         return None
-    # No record but a failure: the process running it died (xdist reports
-    # "worker 'gw0' crashed while running ...") or the harness itself broke.
+    # No record but a failure: an xdist worker died running it, or the harness itself broke.
     text = str(report.longrepr) if report.longrepr else "no report"
-    return crash_record(found, text.splitlines()[-1] if text.strip() else text, text, report.duration)
+    return crash_record(str(found), text.splitlines()[-1] if text.strip() else text, text, report.duration)
 
 
 class Recorder:
@@ -253,7 +221,7 @@ class Recorder:
     def _select(self, nodeids: list[str]) -> None:
         state = self.config.stash.get(self.key, None)
         if state is not None:
-            state.selected |= {v for v in map(variant_id_of_node, nodeids) if v}
+            state.selected |= {str(v) for v in map(VariantId.from_node, nodeids) if v}
             state.collected = True
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -265,8 +233,7 @@ class Recorder:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         state = self.config.stash.get(self.key, None)
-        # "call" carries the variant's record; a failed setup/teardown or the
-        # report xdist makes for a dead worker ("???") carries none -> crashed.
+        # "call" carries the record; a failed setup/teardown or a dead xdist worker's report carries none -> crashed.
         if state is None or not (report.when == "call" or report.failed):
             return
         record = record_from_report(report)

@@ -1,11 +1,7 @@
-"""Why a variant cannot run here, as a list of reasons (after Lightning's ``RunIf``).
+"""Why a variant cannot run here, as a list of reasons naming the requirement and what is installed (after ``RunIf``).
 
-Each reason names the requirement *and* what is installed, so a skipped cell in
-the table always says why ("needs torch.amp.GradScaler (absent in torch 2.2.2)").
-No axis is named here: version requirements are ``Requires(<axis>=<specifier>)``,
-the GPU questions go to the matrix's device runtime axis
-(:func:`bugmatrix.cell.axes.device_runtime`), and an ``api`` is attributed to
-the axis whose distribution provides its top-level module.
+Version requirements are ``Requires(<axis>=<specifier>)``, the GPU questions go to the device runtime axis, and an
+``api`` is attributed to the axis whose distribution provides its top-level module.
 """
 
 from __future__ import annotations

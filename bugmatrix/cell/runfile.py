@@ -1,52 +1,9 @@
-"""The run file: one JSON document per cell run, rewritten atomically after every result.
+"""The run file: one JSON document per cell run (schema ``bugmatrix.run/3``), rewritten atomically after every result.
 
-Schema ``bugmatrix.run/3`` (the harness reads it through the model
-:class:`bugmatrix.documents.run.RunFile`, whose JSON Schema is generated;
-the cell side is standard library only, so it keeps this account)::
-
-    {
-      "schema": "bugmatrix.run/3",
-      "cell": "py311-torch2.4.1",           # cell id, or "system"; the file is <cell>.json
-      "pins": {"python": "3.11", "torch": "2.4.1"},   # as requested by the plan
-      "axes": ["python", "torch"],          # display order of the pinned axes
-      "tracked": {"torch": {"requested": "latest", "resolved": "2.15.0"}},  # optional: pins a profile's
-                                            #   latest/latest-pre chose (absent or {} when all were pinned)
-      "install": {"status": "ok" | "failed", "reason": "..."},
-      "environment": {...},                 # as observed inside the cell (versions, CUDA, GPU,
-                                            #   every installed distribution, the Python build)
-      "started": ISO-8601, "finished": ISO-8601 or "" while running,
-      "selected": [variant ids],            # what this run was asked to run (after -k / axes)
-      "deselected_by": "-k expr" or "",     # a user's own narrowing, so the report can tell it from a loss
-      "complete": true | false,             # finished, and every selected variant recorded
-      "running": [variant ids],             # optional: started in the cell process itself and not yet recorded
-                                            #   (--bugmatrix-forks 0); names what was running if that process died,
-                                            #   so --bugmatrix-resume records it as crashed. [] once finished
-      "results": [VariantRecord, ...],     # each with "axes": the axes the variant declares (optional:
-                                            #   absent in older files; the report then reads the cases' declarations)
-                                            #   and "pinned": what its environment requires of an axis (a pin
-                                            #   workaround, "transformers<=4.51.3"; optional, "" where none)
-      "input_key": {"digest": "sha256:...", "parts": {...}} or null,
-                                            # what the results depend on (bugmatrix/run/inputkey.py): the
-                                            #   lock's hash, the case files and harness code, platform,
-                                            #   Python build, GPU; null: not reusable (no current lock)
-      "origin": {"date": ISO-8601, "commit": "abc1234", "run": "<CI run URL> | local <host>"} or null,
-                                            # who wrote this file (the runner)
-      "reused_from": {"date", "commit", "run"} or null
-                                            # set when the cell did not run: whose results these are
-                                            #   (bugmatrix/run/reuse.py); the report never shows them as fresh
-    }
-
-Paths in what a cell records (each result's ``log`` and ``message``, the
-environment's ``executable``) read relative to the checkout, and installed
-code from its package onward (``torch/autograd/graph.py``): a committed run
-file names no path of the machine that ran it (:mod:`bugmatrix.cell.portable`).
-
-Version 2 files (no ``input_key``/``origin``/``reused_from``: never reused)
-and version 1 files (no ``axes``/``selected``/``complete``, no
-``dtype``/``tag``) still load: they are upgraded in memory, a v1 file's
-``complete`` taken from ``finished``. Writes go to a temporary file in the same directory and are
-moved into place with ``os.replace``, so an interrupted run leaves the
-previous file intact. Loading validates: a defect is one line naming the file.
+The harness reads it through the model :class:`bugmatrix.documents.run.RunFile` (its JSON Schema is
+``bugmatrix/documents/json/run.schema.json``); the cell writes and re-reads it (``--bugmatrix-resume``) with the standard
+library alone, here. Paths in what it records are portable (:mod:`bugmatrix.cell.portable`). Version 1 and 2 files still
+load, upgraded in memory; a defect is one line naming the file.
 """
 
 from __future__ import annotations
@@ -91,7 +48,7 @@ class VariantRecord:
     case: str
     variant: str
     device: str
-    kind: Kind | None  # None only for a crash record whose variant the controller never saw
+    kind: Kind | None  # None only for a crash record of a variant the controller never saw
     workaround_for: str | None
     outcome: Outcome
     expected: Outcome | None
@@ -104,10 +61,8 @@ class VariantRecord:
     dtype: str = ""
     counterpart: str | None = None
     leaked: tuple[str, ...] = ()  # global state the variant changed and did not restore (restored by the harness)
-    #: The axes the variant declares it spans (``axes=`` on it, else its case's): the only axes the report reads it along.
-    #: None in files written before records carried them (the report takes them from the cases' declarations).
-    axes: tuple[str, ...] | None = None
-    #: What its environment requires of an axis's own distribution (``transformers<=4.51.3``): it ran where the pin holds.
+    axes: tuple[str, ...] | None = None  # the axes the variant spans (None in older files: the cases' declarations)
+    #: What its environment requires of an axis's own distribution (``transformers<=4.51.3``): a pin workaround.
     pinned: str = ""
 
     @classmethod
@@ -115,8 +70,7 @@ class VariantRecord:
         """Build from JSON; unknown outcomes, verdicts or kinds are errors (a corrupt or foreign file)."""
         names = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in names}
-        # Types are checked here, once, so a corrupt or hand-edited file fails in this reader (one line) and
-        # never later as a TypeError in a report or a reuse decision (a dict `message` is unhashable there).
+        # A corrupt file fails here, in one line, never later as a TypeError in a report (a dict `message` is unhashable).
         for name in _TEXT_FIELDS:
             if not isinstance(values.get(name, ""), str):
                 msg = f"result {data.get('id')!r}: {name} must be a string, not {type(values[name]).__name__}"
@@ -174,7 +128,7 @@ class RunRecord:
     origin: dict[str, str] | None = None
     reused_from: dict[str, str] | None = None
     schema: str = SCHEMA
-    #: ``sha256:<hex>`` of the bytes this record was read from ("" for one made in memory); never written into the file.
+    #: ``sha256:<hex>`` of the bytes it was read from ("" when made in memory); never written.
     digest: str = field(default="", compare=False, repr=False)
 
     @property
@@ -191,7 +145,7 @@ class RunRecord:
 
 
 def _read(path: Path) -> tuple[dict[str, Any], str]:
-    """The file's document and the digest of the bytes it was parsed from (what the history records, and reuse checks)."""
+    """The file's document and the digest of its bytes (what the history records, and reuse checks)."""
     raw = read_bytes(path, "run file", fix="re-run its cell")
     data = decode_json(raw, path, "run file", fix="re-run its cell")
     if not isinstance(data, dict):
@@ -223,10 +177,7 @@ def _input_key(value: Any) -> dict[str, Any] | None:
 
 
 def load_run_file(path: Path) -> RunRecord:
-    """Read and validate one run file with the standard library (the cell's own reader); any defect is a one-line BugmatrixError.
-
-    The harness reads through its model instead (:func:`bugmatrix.documents.run.load_run_file`).
-    """
+    """The cell's own reader (the harness uses :func:`bugmatrix.documents.run.load_run_file`); a defect is one line."""
     data, digest = _read(path)
     try:
         if data["install"].get("status") not in ("ok", "failed"):
@@ -276,13 +227,7 @@ def checked(path: Path, run: RunRecord) -> RunRecord:
 
 @dataclass(frozen=True)
 class UnreadableRun:
-    """A run file the reader refused: the cell its name says, the reader's one line, and what could be salvaged.
-
-    The report shows it as that cell's finding (its results missing) instead of
-    stopping the whole night on one corrupt file; ``pins`` and ``selected`` are
-    kept when the file still holds them well-formed, so a report without a plan
-    can still name the variants it lost.
-    """
+    """A run file the reader refused (that cell's finding, not the night's end): why, and what is still well-formed."""
 
     cell: str
     why: str
@@ -303,10 +248,7 @@ def _salvage(path: Path, why: str) -> UnreadableRun:
 
 
 def read_run_dir(directory: Path, load: Callable[[Path], RunRecord] = load_run_file) -> tuple[list[RunRecord], list[UnreadableRun]]:
-    """The run files of a directory that read, sorted by cell id, and those that did not (one line each, why).
-
-    A missing directory is still an error: there is no night to report.
-    """
+    """The run files of a directory that read, sorted by cell id, and those that did not; no directory is an error."""
     if not directory.is_dir():
         msg = f"{directory}: no run directory; run a cell first (nox -s system, or nox -t smoke)"
         raise BugmatrixError(msg)

@@ -1,9 +1,8 @@
 """How a cell runs its variants: one class per runner mode, behind one protocol, in this one registry.
 
-The run side chooses a mode once per cell (its :class:`~bugmatrix.run.command.CellSpec`: ``$BUGMATRIX_RUNNER`` unless a
-caller names one) and puts its pytest arguments on the cell's command line; the plugin reads them back once per process
-(:func:`~bugmatrix.cell.plugin.runner_of`) into the same classes. A new mode is a class here, listed in :data:`RUNNERS`;
-nothing else compares mode names. Standard library only: the cell side imports it.
+The run side chooses a mode once per cell (its :class:`~bugmatrix.run.command.CellSpec`) and puts its pytest arguments
+on the command line; the plugin reads them back (:func:`~bugmatrix.cell.plugin.runner_of`). A new mode is a class here,
+listed in :data:`RUNNERS`; nothing else compares mode names. Standard library only.
 """
 
 from __future__ import annotations
