@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined
+from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined, select_autoescape
 
 __all__ = ["render"]
 
 _ENV = Environment(
     loader=ChoiceLoader([PackageLoader("bugmatrix.publish", "templates"), PackageLoader("bugmatrix", "styles")]),
-    autoescape=True,  # HTML and SVG alike: nothing from a run reaches a page unescaped
+    # HTML and SVG alike: nothing from a run reaches a page unescaped; Markdown for GitHub (*.md.j2) escapes itself
+    autoescape=select_autoescape(disabled_extensions=("md.j2",), default=True),
     undefined=StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
