@@ -34,6 +34,7 @@ __all__ = [
     "existing_dir",
     "existing_file",
     "held",
+    "iso_date",
     "moment",
     "name",
     "profile",
@@ -127,6 +128,15 @@ def moment(text: str) -> str:
         msg = f"{text!r} is not a timestamp; write e.g. 2026-11-23T11:35:00Z or 2026-11-23"
         raise _usage(msg) from None
     return text
+
+
+def iso_date(value: str, where: str, fix: str = " (YYYY-MM-DD)") -> str:
+    """``value`` as a date (``2026-11-23``; history lines and site paths sort by it); else a one-line BugmatrixError."""
+    try:
+        return dt.date.fromisoformat(value).isoformat()
+    except ValueError:
+        msg = f"{where} {value!r} is not a date{fix}"
+        raise BugmatrixError(msg) from None
 
 
 def held(text: str) -> tuple[str, str]:

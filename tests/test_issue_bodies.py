@@ -215,7 +215,7 @@ def test_without_a_site_the_body_points_at_the_workflow_runs_artifact() -> None:
 def test_literal_and_fenced_outlast_any_backticks_in_the_text() -> None:
     assert literal("a ``b`` c") == "```a ``b`` c```" and literal("`x`") == "`` `x` ``" and literal("") == "—"
     assert literal("a|b", table=True) == "`a\\|b`" and literal("x" * 400).endswith("…`")
-    assert fenced("```inside```")[0] == "````"
+    assert fenced("```inside```\n") == "````\n```inside```\n````"
 
 
 def test_the_exporter_attaches_the_real_repro_the_lock_and_says_why_when_it_cannot(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import check_writable_dir, read_text
+from bugmatrix.files import check_output_dir, read_text
 from bugmatrix.publish.attachments import Attachment, ReproExporter
 from bugmatrix.publish.issue_body import Links, render_issue
 from bugmatrix.publish.markers import MARKER, Marker, State, file_stem, parse_markers
@@ -41,15 +41,11 @@ def _ours(directory: Path, entry: Path) -> bool:
 
 def check_bodies_dir(directory: Path, option: str = "--issue-bodies") -> None:
     """Refuse, in one line, a path that is a file or a directory holding anything but issue bodies and their attachments."""
-    if directory.exists() and not directory.is_dir():
-        msg = f"{option} {directory}: is a file, not a directory; pass a directory (e.g. build/issues)"
+    foreign = sorted(entry.name for entry in directory.iterdir() if not _ours(directory, entry)) if directory.is_dir() else []
+    if foreign:
+        msg = f"{option} {directory}: holds {foreign[0]}, which report --issue-bodies did not write; choose an empty directory"
         raise BugmatrixError(msg)
-    if directory.is_dir():
-        foreign = sorted(entry.name for entry in directory.iterdir() if not _ours(directory, entry))
-        if foreign:
-            msg = f"{option} {directory}: holds {foreign[0]}, which report --issue-bodies did not write; choose an empty directory"
-            raise BugmatrixError(msg)
-    check_writable_dir(directory, option)
+    check_output_dir(directory, option, force=True, example="build/issues")
 
 
 def body_files(

@@ -9,13 +9,13 @@ marker counts only from a trusted login, and a closed issue only when a trusted 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import enum
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bugmatrix import values
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.publish.bodies import Body, read_bodies
@@ -220,14 +220,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="list the issues and print what would be done; write nothing")
 
 
-def _checked_night(value: str) -> str:
-    try:
-        return dt.date.fromisoformat(value).isoformat()
-    except ValueError:
-        msg = f"--night {value!r} is not a date; pass the report's --date (YYYY-MM-DD)"
-        raise BugmatrixError(msg) from None
-
-
 def _trusted(given: list[str] | None) -> frozenset[str]:
     names = given if given is not None else os.environ.get("BUGMATRIX_TRUSTED_LOGINS", DEFAULT_TRUSTED).split(",")
     trusted = frozenset(login(n) for n in names if n.strip())
@@ -239,7 +231,7 @@ def _trusted(given: list[str] | None) -> frozenset[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Read the bodies and tonight's report, look the issues up, act; print one line per key."""
-    night = _checked_night(args.night)
+    night = values.iso_date(args.night, "--night", "; pass the report's --date (YYYY-MM-DD)")
     bodies, compat = read_bodies(args.bodies), load_compat(args.compat)
     trusted = _trusted(args.trusted)
     tracker = GhIssues(args.repo)

@@ -7,10 +7,10 @@ Anything a run wrote goes into a code span or fenced block sized past its longes
 
 from __future__ import annotations
 
-import html
 import re
 from dataclasses import dataclass
 
+from bugmatrix.publish import render
 from bugmatrix.publish.attachments import INLINE, Attachment
 from bugmatrix.publish.markers import MARKER, finding_marker
 from bugmatrix.publish.site import night_path
@@ -78,10 +78,11 @@ def literal(text: object, limit: int = MESSAGE_CHARS, *, table: bool = False) ->
     return span.replace("|", "\\|") if table else span
 
 
-def fenced(text: str, language: str = "") -> list[str]:
+def fenced(text: str, language: str = "") -> str:
     """A fenced block longer than any backtick run in ``text``, so nothing inside can end it."""
     fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    return [f"{fence}{language}", text.rstrip("\n"), fence]
+    body = text.rstrip("\n")
+    return f"{fence}{language}\n{body}\n{fence}"
 
 
 def issue_title(finding: Finding) -> str:
@@ -97,8 +98,8 @@ def _pins(report: NightReport, cell_id: str) -> str:
     return literal(" · ".join(f"{compat.short(a)} {cell.pins[a]}" for a in compat.axis_names if a in cell.pins), table=True)
 
 
-def _cells_table(finding: Finding, report: NightReport) -> list[str]:
-    """One row per cell: its pins, then what the finding's kind says of it."""
+def _cells_table(finding: Finding, report: NightReport) -> tuple[list[str], list[list[str]]]:
+    """The table's columns after cell and pins, and one row per cell: its pins, then what the finding's kind says of it."""
     compat, by_cell = report.compat, {c.cell_id: c for c in finding.changes}
     flaky, of_cells = finding.kind is ChangeKind.FLAKY, finding.kind in CELL_FINDINGS or finding.release is not None
     if flaky:
@@ -122,128 +123,52 @@ def _cells_table(finding: Finding, report: NightReport) -> list[str]:
         expected = entry.expected.value if entry is not None and entry.expected is not None else "—"
         return [f"{before} → {now}", expected, since, literal(entry.message if entry else "", table=True)]
 
-    rows = [f"| {literal(c, table=True)} | {_pins(report, c)} | {' | '.join(said(c))} |" for c in finding.cells]
-    return [f"| cell | pins | {' | '.join(head)} |", "|---" * (len(head) + 2) + "|", *rows]
+    return head, [[literal(c, table=True), _pins(report, c), *said(c)] for c in finding.cells]
 
 
-def _moved(finding: Finding, report: NightReport) -> list[str]:
+def _below(finding: Finding, report: NightReport) -> dict[str, str]:
     """Per cell: what moved below the pins since the baseline's run, that nothing did, or that it cannot be said."""
-    lines = []
-    old = report.baseline.cell_by_id if report.baseline is not None else {}
+    below, old = {}, report.baseline.cell_by_id if report.baseline is not None else {}
     for cell_id in finding.cells:
         if finding.moved.get(cell_id):
-            lines.append(f"- {literal(cell_id)}: {literal('; '.join(finding.moved[cell_id]), 1000)}")
+            below[cell_id] = literal("; ".join(finding.moved[cell_id]), 1000)
         elif (
             cell_id in old
             and distributions_of(old[cell_id]) is not None
             and distributions_of(report.compat.cell_by_id[cell_id]) is not None
         ):
-            lines.append(f"- {literal(cell_id)}: nothing; the same distributions as the baseline's run of this cell")
+            below[cell_id] = "nothing; the same distributions as the baseline's run of this cell"
         else:
-            lines.append(f"- {literal(cell_id)}: cannot say (the baseline's run of this cell, or tonight's, recorded no distributions)")
-    return lines
+            below[cell_id] = "cannot say (the baseline's run of this cell, or tonight's, recorded no distributions)"
+    return below
 
 
-def _reproduce(attachment: Attachment, links: Links, budget: int) -> list[str]:
-    """The commands, the files (linked where the night is published), and the short ones inline."""
-    if not attachment.directory:
-        return [f"Nothing to export: {literal(attachment.note or 'no cell', 1000)}.", ""]
-    lines = []
-    if attachment.command:
-        lines += [f"Exported by {literal(attachment.command)}; the files are attached beside this issue's body:", ""]
-    if links.files:
-        names = [*attachment.files, *([LOCKED] if attachment.locked else [])]
-        lines += [" · ".join(f"[{n}]({links.files}{attachment.directory}/{n})" for n in names), ""]
-    elif links.run:
-        lines += [f"The files are in the `issues` artifact of [the workflow run]({links.run}), under `{attachment.directory}/`.", ""]
-    else:
-        lines += [f"The files are in `{attachment.directory}/` beside this body.", ""]
-    venv = f"uv venv -p {attachment.python} venv"
-    commands = [f"{venv} && uv pip install --python venv/bin/python -r requirements.txt"]
-    if attachment.locked:
-        commands.append(
-            f"# or exactly the cell's environment (every distribution, exact versions and hashes; x86_64 Linux):\n"
-            f"{venv} && uv pip sync --require-hashes --python venv/bin/python {LOCKED}"
-        )
-    if attachment.run:
-        commands.append(attachment.run)
-    lines += [*fenced("\n".join(commands), "bash"), ""]
-    if attachment.note:
-        lines += [f"Note: {literal(attachment.note, 1000)}.", ""]
-    for name in INLINE:
-        text = attachment.files.get(name)
-        if text is None:
-            continue
-        block = [
-            f"<details><summary>{name} ({len(text):,} characters)</summary>",
-            "",
-            *fenced(text, "python" if name.endswith(".py") else ""),
-            "",
-            "</details>",
-            "",
-        ]
-        size = sum(len(line) + 1 for line in block)
-        if size > budget:
-            lines += [f"{name} ({len(text):,} characters) is too long to show here; open it from the links above.", ""]
-            continue
-        budget -= size
-        lines += block
-    return lines
+#: What ``issue.md.j2`` writes with besides the finding's values; the short files share what is left of ``room``.
+_TOOLS = {"literal": literal, "fenced": fenced, "MARKER": MARKER, "LOCKED": LOCKED, "room": BODY_LIMIT - 200}
 
 
 def render_issue(finding: Finding, report: NightReport, night: str, links: Links, attachment: Attachment) -> tuple[str, str]:
-    """(title, body) of a finding's issue; the body starts with its marker."""
+    """(title, body) of a finding's issue (``issue.md.j2``); the body starts with its marker."""
     compat, title = report.compat, issue_title(finding)
-    where = (
-        f"[the night's report]({links.night})" if links.night else f"[the workflow run]({links.run})" if links.run else "the night's report"
+    of_variant = finding.kind not in CELL_FINDINGS and finding.release is None
+    variant = compat.variant_by_id.get(finding.subject)
+    logged = ((c, e.log) for c in finding.cells if (e := compat.entry(finding.subject, c)) is not None and e.log.strip())
+    body = render(
+        "issue.md.j2",
+        **_TOOLS,
+        marker=finding_marker(finding, night, title).render(),
+        finding=finding,
+        night=night,
+        compat=compat,
+        links=links,
+        attachment=attachment,
+        lead=_LEADS[finding.kind],
+        table=_cells_table(finding, report),
+        cell_finding=finding.kind in CELL_FINDINGS,
+        of_variant=of_variant,
+        evidence=variant.evidence if variant is not None else "",
+        below=_below(finding, report) if of_variant else {},
+        log=next(logged, None) if of_variant else None,
+        inline=[(name, attachment.files[name]) for name in INLINE if name in attachment.files],
     )
-    lines = [
-        finding_marker(finding, night, title).render(),
-        f"**{str(finding.kind).replace('-', ' ').capitalize()}**: {literal(finding.subject)} in {len(finding.cells)} cell(s),"
-        f" night {night} ({literal(compat.profile)} profile, commit {literal(compat.commit)}); {where}"
-        + (f", [latest]({links.latest})" if links.latest else "")
-        + ".",
-        "",
-        _LEADS[finding.kind],
-        "",
-        "### In which cells",
-        "",
-        *_cells_table(finding, report),
-        "",
-    ]
-    if finding.kind in CELL_FINDINGS:
-        shown = ", ".join(literal(v) for v in finding.variants[:12]) + (
-            f", … ({len(finding.variants) - 12} more)" if len(finding.variants) > 12 else ""
-        )
-        lines += [f"The {len(finding.variants)} variant(s) it is about: {shown}.", ""]
-    if finding.kind not in CELL_FINDINGS and finding.release is None:
-        variant = compat.variant_by_id.get(finding.subject)
-        lines += ["### Since, boundary, expectation", ""]
-        lines.append(f"- Since: the variant's outcomes are as tonight since {finding.since or 'tonight (no history before)'}.")
-        lines.append(
-            f"- Boundary in tonight's run: {literal(finding.boundary, 1000) if finding.boundary else 'not known (it ran in no cell)'}."
-        )
-        if variant is not None and variant.evidence:
-            lines.append(f"- The expectation's evidence: {literal(variant.evidence, 1000)}.")
-        lines += ["", "### Below the pins (since the baseline)", "", *_moved(finding, report), ""]
-        logged = next(((c, e) for c in finding.cells if (e := compat.entry(finding.subject, c)) is not None and e.log.strip()), None)
-        if logged is not None:
-            lines += [
-                f"<details><summary>Log recorded in <code>{html.escape(logged[0])}</code> (its tail)</summary>",
-                "",
-                *fenced(logged[1].log),
-                "",
-                "</details>",
-                "",
-            ]
-    footer = [
-        "",  # a "---" right under a paragraph would make it a heading: one blank line before it
-        "---",
-        f"<sub>Filed by bugmatrix's nightly ({MARKER} {literal(finding.key)}). One issue per finding: later nights comment here when it"
-        " changes or is back to the baseline; closing it is left to people.</sub>",
-    ]
-    used = sum(len(line) + 1 for line in [*lines, *footer])
-    lines += ["### Reproduce", "", *_reproduce(attachment, links, BODY_LIMIT - used - 200)]
-    while lines[-1] == "":
-        lines.pop()
-    return title, "\n".join([*lines, *footer]) + "\n"
+    return title, body

@@ -10,7 +10,6 @@ one line. The site is built beside ``--out`` and moved into place whole (docs/si
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import shutil
 import stat
@@ -56,14 +55,6 @@ _REFUSED = "refused; the nightly falls back to an older site"
 def night_path(profile: str, date: str, root_profile: str = ROOT_PROFILE) -> str:
     """``2026-11-23`` for the root profile, ``full/2026-11-23`` for another."""
     return date if profile == root_profile else f"{profile}/{date}"
-
-
-def _checked_date(value: str) -> str:
-    try:
-        return dt.date.fromisoformat(value).isoformat()
-    except ValueError:
-        msg = f"--date: {value!r} is not a date (YYYY-MM-DD)"
-        raise BugmatrixError(msg) from None
 
 
 def _index(path: Path) -> NightsFile:
@@ -202,7 +193,7 @@ def build_site(
 ) -> list[SiteNight]:
     """Write the site to ``out`` (absent or empty): ``previous``'s nights plus tonight's report and ``attachments``; the nights kept."""
     notes = [] if notes is None else notes
-    date = _checked_date(date)
+    date = values.iso_date(date, "--date:")
     missing = [name for name in PAGES if not (reports / name).is_file()]
     if missing:
         msg = f"--reports {reports}: no {missing[0]}; run the report first (nox -s report)"
