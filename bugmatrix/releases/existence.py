@@ -8,6 +8,7 @@ fresh request. An unreachable registry is a warning; ``offline`` (``nox -l``) ch
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 from collections.abc import Callable, Iterable
@@ -40,10 +41,8 @@ def _released(project: dict) -> list[str]:
 def _as_versions(texts: Iterable[str]) -> set[Version]:
     found = set()
     for text in texts:
-        try:
+        with contextlib.suppress(InvalidVersion):
             found.add(Version(text))
-        except InvalidVersion:
-            continue
     return found
 
 
@@ -74,8 +73,7 @@ def listed_versions(distribution: str, *, cache: Path, fetch: Fetch | None = Non
 def _unreleased(
     matrix: Matrix, name: str, versions: Iterable[str], *, folder: Path, fetch: Fetch | None, offline: bool
 ) -> tuple[list[str], str]:
-    """The versions no distribution of axis ``name`` has released, and why some could not be checked ("" when all were).
-
+    """The versions no distribution of axis ``name`` has released, and why some could not be checked ("" when all were);
     ``offline``: reported only when every distribution of the axis has a cached answer without it.
     """
     axis = matrix.axes[name]
@@ -130,9 +128,7 @@ def check_case_versions(
     warn: Callable[[str], None] = warn,
     offline: bool = False,
 ) -> None:
-    """The cases' own releases ((file, axis, versions)) held to matrix.toml's rules: not listed already, a release on the
-    registry (``ask=False``: the first rule only). A breach is one line naming the case file.
-    """
+    """The cases' own releases ((file, axis, versions)) not listed already and, unless ``ask=False``, released."""
     folder = cache or cache_dir()
     for source, axis, versions in own:
         listed = [v for v in versions if v in declared.axes[axis].versions]
@@ -166,10 +162,7 @@ def check_resolved(
     warn: Callable[[str], None] = warn,
     offline: bool = False,
 ) -> None:
-    """Refuse a saved resolution whose ``latest`` names a version no distribution of its axis has released.
-
-    The file is build output that can be hand-edited or left from another registry (``9.9.9``).
-    """
+    """Refuse a saved resolution (hand-edited, or from another registry) whose ``latest`` is no release of its axis."""
     folder = cache or cache_dir()
     for entry in resolution.entries:
         if entry.axis not in matrix.package_axes:

@@ -50,8 +50,7 @@ def load_plan(
     """Check, resolve, import and plan.
 
     ``refresh`` asks the registry what ``latest`` is now; ``fallback`` plans the pinned versions only (with a warning)
-    when ``latest`` cannot be resolved; ``registry=False`` skips the version checks; ``offline`` asks and writes nothing;
-    ``saved``: the saved resolution to use (default :func:`~bugmatrix.releases.tracking.resolution_path`).
+    when it cannot; ``registry=False`` skips the version checks; ``offline`` asks and writes nothing.
     """
     if registry:
         check_versions(declared, warn=warn, offline=offline)

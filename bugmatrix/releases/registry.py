@@ -196,9 +196,8 @@ def resolve_axes(
     fetch: Fetch | None = None,
     warn: Callable[[str], None] = warn,
 ) -> Resolution:
-    """Resolve each ``latest``/``latest-pre`` in ``values`` (axis -> versions) once, asking for ``distributions[axis]``.
-
-    Unreachable: the ``saved`` resolution when it covers every request (``stale``, with a warning), else the error.
+    """Resolve each ``latest``/``latest-pre`` in ``values`` once; unreachable: the ``saved`` resolution when it covers
+    every request (``stale``, with a warning), else the error.
     """
     wanted = sorted({(axis, v) for axis, listed in values.items() for v in listed if v in SYMBOLIC})
     cache: dict[tuple[str, bool], str] = {}

@@ -20,7 +20,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.matrix import SYMBOLIC, Axis, Matrix, load_matrix
 from bugmatrix.releases.existence import check_resolved
-from bugmatrix.releases.registry import Resolution, dedupe_versions, load_resolution, resolve_axes, save_resolution
+from bugmatrix.releases.registry import Resolution, load_resolution, resolve_axes, save_resolution, warn
 
 __all__ = [
     "RESOLUTION_ENV",
@@ -60,9 +60,7 @@ def apply_resolution(matrix: Matrix, resolution: Resolution) -> Matrix:
         axis = axes[entry.axis]
         if Version(entry.resolved) not in {Version(v) for v in axis.versions}:
             axes[entry.axis] = dataclasses.replace(axis, versions=(*axis.versions, entry.resolved))
-    profiles = {name: resolution.apply(table) for name, table in matrix.profiles.items()}
-    # The resolved spelling is the axis's own when it was listed ("2.15" vs "2.15.0" cannot differ: both canonical).
-    profiles = {name: {axis: tuple(dedupe_versions(values)) for axis, values in table.items()} for name, table in profiles.items()}
+    profiles = {name: {axis: tuple(values) for axis, values in resolution.apply(table).items()} for name, table in matrix.profiles.items()}
     return dataclasses.replace(matrix, axes=axes, profiles=profiles)
 
 
@@ -71,14 +69,12 @@ def resolve_matrix(
     *,
     refresh: bool = False,
     saved: Path | None = None,
-    warn: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] = warn,
     offline: bool = False,
     check: bool = True,
 ) -> tuple[Matrix, Resolution]:
-    """The concrete matrix and the resolution it used.
-
-    Without ``refresh`` a saved resolution covering every request is reused (its versions checked as releases unless
-    ``check`` is False); else the registry is asked and the answer saved. ``offline``: never the registry, never a write.
+    """The concrete matrix and the resolution it used: a saved one covering every request unless ``refresh`` (its versions
+    checked unless not ``check``), else the registry's, saved. ``offline``: never the registry, never a write.
     """
     wanted = requests(matrix)
     if not wanted:
@@ -88,13 +84,13 @@ def resolve_matrix(
         previous = checked_resolution(load_resolution(path), matrix, path)
         if all(previous.covers(a, r) for a, rs in wanted.items() for r in rs):
             if check:
-                check_resolved(previous, matrix, path, offline=offline, **({"warn": warn} if warn else {}))
+                check_resolved(previous, matrix, path, offline=offline, warn=warn)
             return apply_resolution(matrix, previous), previous
     if offline:
         msg = f"no saved resolution of {', '.join(sorted(wanted))} in {path} (listing asks no registry; `nox -s plan` saves one)"
         raise BugmatrixError(msg)
     distributions = {axis: matrix.axes[axis].distributions[0][0] for axis in wanted if axis != matrix.interpreter}
-    resolution = resolve_axes(wanted, distributions, saved=path, **({"warn": warn} if warn else {}))
+    resolution = resolve_axes(wanted, distributions, saved=path, warn=warn)
     if not resolution.stale:
         save_resolution(path, resolution)
     return apply_resolution(matrix, resolution), resolution
@@ -132,9 +128,8 @@ def load_resolved_matrix(path: Path) -> Matrix:
 
 
 def tracked_for(matrix: Matrix, resolution: Resolution, pins: Mapping[str, str], profiles: tuple[str, ...]) -> dict[str, Any]:
-    """What a cell's run file records of tracking: ``{"torch": {"requested": "latest", "resolved": "2.15.0"}}``.
-
-    ``matrix`` is the unresolved one: tracked when one of the cell's profiles asks for a value that resolved to its pin.
+    """What a cell's run file records of tracking: ``{"torch": {"requested": "latest", "resolved": "2.15.0"}}``
+    (``matrix`` unresolved: an axis one of the cell's profiles asks a symbolic value of that resolved to its pin).
     """
     tracked: dict[str, Any] = {}
     for entry in resolution.entries:

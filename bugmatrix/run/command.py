@@ -28,8 +28,7 @@ __all__ = ["CellSpec", "cell_env", "pytest_command", "run_file_path", "spec_path
 class CellSpec:
     """Which cell: its id and pins as planned (``pins=None``: the current interpreter as it is, the system cell).
 
-    ``tracked``: the pins a profile's ``latest`` chose (``tracking.tracked_for``). ``variants``: the planned variant ids
-    (empty: every case file). ``locks``: a directory of locks instead of the committed ones (a re-resolved sibling's).
+    ``tracked``: the pins a profile's ``latest`` chose; ``locks``: a directory of locks instead of the committed ones;
     ``runner``: how its variants run (default ``$BUGMATRIX_RUNNER`` with ``$BUGMATRIX_WORKERS`` at once).
     """
 
@@ -54,7 +53,7 @@ def run_file_path(reports: Path, cell_id: str) -> Path:
 
 
 def spec_path(run_file: Path) -> Path:
-    """``<reports>/spec/<cell>.json`` beside ``<reports>/runs/`` (never inside: every ``*.json`` there is a run file), else beside the run file."""
+    """``<reports>/spec/<cell>.json`` beside (never inside: every ``*.json`` is a run file) ``runs/``, else beside the run file."""
     if run_file.parent.name == "runs":
         return run_file.parent.parent / "spec" / run_file.name
     return run_file.with_name(f"{run_file.stem}.spec.json")
@@ -74,9 +73,7 @@ def write_spec(
     input_key: InputKey | None = None,
     origin: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write the spec file (:func:`spec_path`) of ``spec``'s run into ``run_file``: everything the cell's plugin is told, so
-    the command nox logs stays one short line. Paths in it are relative to ``root``, where pytest starts. Returns its path.
-    """
+    """Write the spec file (:func:`spec_path`): everything the cell's plugin is told, so the command nox logs stays short."""
     ordered = matrix.ordered(spec.pins) if spec.pins is not None else {}
     options = CellOptions(
         cell=spec.id,
@@ -100,9 +97,7 @@ def write_spec(
 def pytest_command(
     python: str | Path, spec: CellSpec, spec_file: Path, targets: Sequence[str] = ("cases",), extra: Sequence[str] = (), root: Path = ROOT
 ) -> list[str]:
-    """The cell's pytest argv, run from ``root``, handed ``spec_file`` (:func:`write_spec`), with the runner's arguments and
-    the case environment's interpreter flags. ``targets``: files, directories or node ids; ``extra`` is passed through.
-    """
+    """The cell's pytest argv, run from ``root``, handed ``spec_file``; ``targets``: files, directories or node ids."""
     head = [str(python), *spec.extra.flags, "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rs"]
     return [*head, "--bugmatrix-spec", _short(spec_file, root), *spec.runner.pytest_args(), *extra]
 

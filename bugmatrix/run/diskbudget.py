@@ -64,10 +64,8 @@ def free_gib(path: Path) -> float:
 
 
 def lean_needed(jobs: int = 1) -> bool:
-    """Lean or kept environments, asked as each cell ends: ``$BUGMATRIX_DISK`` when it says ``lean`` or ``keep``; else lean
-    only once the free disk under uv's cache cannot hold the next ``jobs`` torch stacks beside the margin.
-
-    Greedy on purpose: environments are kept (no rebuild, no download) while the disk has room.
+    """Lean or kept environments, asked as each cell ends: ``$BUGMATRIX_DISK`` when ``lean`` or ``keep``; else (greedy: kept
+    while there is room) lean once the free disk cannot hold the next ``jobs`` torch stacks beside the margin.
     """
     value = os.environ.get("BUGMATRIX_DISK", "").strip().lower()
     if value in (LEAN, KEEP):
@@ -86,7 +84,7 @@ def needed_by(others: Iterable[Sequence[str]], mine: Sequence[str]) -> bool:
 
 @contextlib.contextmanager
 def cache_lock(root: Path, *, exclusive: bool) -> Iterator[None]:
-    """Builds hold it shared, a lean prune of uv's cache exclusive; a ``flock`` on ``<root>/.nox/uv-cache.lock`` (a dead holder releases it)."""
+    """Builds hold it shared, a lean prune of uv's cache exclusive: a ``flock`` on ``<root>/.nox/uv-cache.lock``."""
     path = root / ".nox" / "uv-cache.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
@@ -127,7 +125,7 @@ def _installed(python: Path) -> list[str]:
 
 
 def release_cell(venv: Path, *, drop_cache: bool, root: Path | None = None) -> list[str]:
-    """Remove ``venv``; with ``drop_cache`` also clean its torch stack from uv's cache (under ``root``'s :func:`cache_lock`); what was cleaned."""
+    """Remove ``venv``; with ``drop_cache`` also clean its torch stack from uv's cache (under :func:`cache_lock`); what was cleaned."""
     cleaned = heavy_distributions(_installed(venv / "bin" / "python")) if drop_cache and venv.exists() else []
     shutil.rmtree(venv, ignore_errors=True)
     if cleaned:

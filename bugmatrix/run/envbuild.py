@@ -75,10 +75,8 @@ def uv_command() -> list[str]:
 
 
 def find_interpreter(version: str) -> str:
-    """An interpreter for ``version`` ("3.10"): what ``uv python find`` sees, else a pyenv install; never a download.
-
-    uv only finds the interpreter pyenv has active, so pyenv's ``versions/<X.Y.Z>/bin`` is looked in too.
-    Raises InstallFailed naming both places when neither has one.
+    """An interpreter for ``version`` ("3.10"): what ``uv python find`` sees, else a pyenv install (uv finds only the
+    one pyenv has active); never a download. Raises InstallFailed naming both places.
     """
     found = subprocess.run([*uv_command(), "python", "find", "--no-python-downloads", version], capture_output=True, text=True, check=False)
     if found.returncode == 0 and found.stdout.strip():
@@ -187,9 +185,8 @@ def ensure_environment(
 ) -> bool:
     """Reuse ``venv`` if it is current, else build it fresh and swap it in; True when it was built.
 
-    ``modules`` must all import afterwards (empty: the caller checks). ``lock``: install exactly it (``requirements``
-    still go into the stamp). ``no_build``: refuse source builds (uv ``--no-build``). ``absent``: distributions removed
-    after the install (a case's ``Env(absent=...)``). Raises InstallFailed with the reason; an existing venv is left as it was.
+    ``modules`` must import afterwards (empty: the caller checks); ``lock``: install exactly it; ``no_build``: refuse
+    source builds; ``absent``: removed after the install. Raises InstallFailed; an existing venv is left as it was.
     """
     digest = _digest(python, requirements, lock, no_build=no_build, absent=absent)
     fresh, old = venv.with_name(venv.name + ".new"), venv.with_name(venv.name + ".old")
@@ -235,10 +232,7 @@ def record_install_failure(
     input_key: Any = None,
     origin: Mapping[str, str] | None = None,
 ) -> None:
-    """Write the run file of a cell that could not be built (no results, the reason kept; never reused).
-
-    ``tracked`` keeps the link to a profile's ``latest`` (a new release that does not install leads the report).
-    """
+    """Write the run file of a cell that could not be built (no results, the reason kept; never reused)."""
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     run = RunRecord(
         cell=cell,

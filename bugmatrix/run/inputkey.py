@@ -155,9 +155,8 @@ def host_platform() -> str:
 def input_key(
     root: Path, lock: Path, variants: Sequence[str], interpreter: str, *, providers: Mapping[str, Any] | None = None, gpu: str | None = None
 ) -> InputKey:
-    """The key of a cell installed from ``lock``, running ``variants`` on ``interpreter`` (a path) on this machine.
-
-    ``providers`` is the cell's ``Matrix.axis_spec(pins)``; ``gpu`` defaults to what ``nvidia-smi`` says.
+    """The key of a cell installed from ``lock``, running ``variants`` on ``interpreter`` (a path) on this machine;
+    ``providers``: ``Matrix.axis_spec(pins)``, ``gpu``: default what ``nvidia-smi`` says.
     """
     parts = {
         "schema": KEY_SCHEMA,

@@ -96,9 +96,8 @@ def create_lock(
 ) -> Path:
     """Resolve ``requirements`` for ``python`` on ``platform`` and write the lock to ``out`` (``pieces``: in the stored form).
 
-    ``exclude_newer`` resolves as the registry stood then (an old cell with the releases of its era), except for the
-    ``exempt`` distributions (the harness's pytest and its dependencies); ``exclude_newer_packages`` holds single
-    distributions back (the benchmark's simulated release). No solution: BugmatrixError with the resolver's reason.
+    ``exclude_newer``: the registry as it stood then, but for the ``exempt`` distributions (the harness's tools);
+    ``exclude_newer_packages`` holds single distributions back. No solution: BugmatrixError with the resolver's reason.
     """
     command = [*uv_command(), "pip", "compile", "-", "--quiet", "--no-header", "--generate-hashes"]
     command += ["--python-version", python, "--python-platform", platform]

@@ -34,7 +34,8 @@ PIECES = "pieces"
 DIGEST_CHARS = 16
 REFERENCE = re.compile(rf"^(?P<requirement>\S[^\n]*?) #piece (?P<digest>[0-9a-f]{{{DIGEST_CHARS}}})$")
 PINNED = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9._+!-]+)")
-HASH_LINE = "    --hash="
+#: A hash block: ``name==version \\`` and its ``--hash=`` lines (one that ends the text without a newline stays whole).
+BLOCK = re.compile(r"^(?P<requirement>[^\s#][^\n]*) \\\n(?:    --hash=[^\n]*\\\n)*    --hash=[^\n]*\n", re.MULTILINE)
 
 
 def _digest(piece: str) -> str:
@@ -54,31 +55,14 @@ def piece_path(locks: Path, reference_line: str) -> Path | None:
 
 def split_lock(text: str) -> tuple[str, dict[str, str]]:
     """uv's lock text -> (the cell's stored text, {piece file name: piece text}); :func:`assemble_lock` inverts it exactly."""
-    lines = text.splitlines(keepends=True)
-    stored: list[str] = []
     pieces: dict[str, str] = {}
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        head = line.rstrip("\n")
-        if line.startswith((" ", "#")) or not head.endswith(" \\") or i + 1 == len(lines) or not lines[i + 1].startswith(HASH_LINE):
-            stored.append(line)
-            i += 1
-            continue
-        end = i + 1
-        while end < len(lines) and lines[end].startswith(HASH_LINE):
-            end += 1
-            if not lines[end - 1].rstrip("\n").endswith("\\"):
-                break
-        piece = "".join(lines[i:end])
-        if not piece.endswith("\n"):  # a lock ending in its last hash: kept whole, the stored form must not add a newline
-            stored.extend(lines[i:end])
-            break
-        requirement, digest = head.removesuffix(" \\"), _digest(piece)
-        pieces[_file_name(requirement, digest)] = piece
-        stored.append(f"{requirement} #piece {digest}\n")
-        i = end
-    return "".join(stored), pieces
+
+    def reference(block: re.Match[str]) -> str:
+        digest = _digest(block[0])
+        pieces[_file_name(block["requirement"], digest)] = block[0]
+        return f"{block['requirement']} #piece {digest}\n"
+
+    return BLOCK.sub(reference, text), pieces
 
 
 def is_stored_as_pieces(text: str) -> bool:

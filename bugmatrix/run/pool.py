@@ -54,10 +54,8 @@ def _count(name: str, text: str) -> int:
 
 
 def slots(cells: int, *, cores: int, free: float, jobs: str | None = None, workers: str | None = None) -> Slots:
-    """How many cells run at once and how many variant processes each gets (``jobs``/``workers`` as given, None: choose).
-
-    Chosen jobs are the cores (each cell's import is serial), at most one per torch stack the ``free`` GiB hold beside
-    the margin, at most the cells; chosen workers share the cores.
+    """How many cells run at once and how many variant processes each gets (``jobs``/``workers`` as given, None: choose):
+    the cores, at most one cell per torch stack the ``free`` GiB hold beside the margin, at most the cells.
     """
     cores, cells = max(1, cores), max(1, cells)
     by_disk = max(1, int((free - MARGIN_GIB) // STACK_GIB))
@@ -89,11 +87,13 @@ class Job:
 
     matrix: Matrix
     spec: CellSpec
-    run_file: Path
-    junit: Path
-    log: Path
+    reports: Path
     root: Path
     reuse: ReusePolicy | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.reports / "logs" / f"{self.spec.id}.log"
 
 
 @dataclass(frozen=True)
@@ -114,16 +114,16 @@ def run_job(job: Job) -> Finished:
     job.log.parent.mkdir(parents=True, exist_ok=True)
     with job.log.open("w", encoding="utf-8") as log:
 
-        def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
-            log.write("$ " + " ".join(command) + "\n")
-            log.flush()
-            return subprocess.run(list(command), env=dict(env), cwd=job.root, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
-
         def said(line: str) -> None:
             log.write(line + "\n")
             log.flush()
 
-        done = run_cell(job.matrix, job.spec, job.run_file, execute=execute, root=job.root, junit=job.junit, reuse=job.reuse, log=said)
+        def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
+            said("$ " + " ".join(command))
+            return subprocess.run(list(command), env=dict(env), cwd=job.root, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+
+        run_file, junit = run_file_path(job.reports, job.spec.id), job.reports / "junit" / f"{job.spec.id}.xml"
+        done = run_cell(job.matrix, job.spec, run_file, execute=execute, root=job.root, junit=junit, reuse=job.reuse, log=said)
     return Finished(job.spec.id, time.perf_counter() - started, done.returncode, done.install_failed, done.reused, done.unfinished)
 
 
@@ -157,22 +157,10 @@ def run_cells(
     order: Sequence[CellSpec] | None = None,
     say: Callable[[str], None] = print,
 ) -> list[Finished]:
-    """Run ``specs`` up to ``jobs`` at once, one line per finished cell, lean disk given back; in finishing order.
-
-    ``order`` is every planned cell (default ``specs``).
+    """Run ``specs`` up to ``jobs`` at once, one line per finished cell, lean disk given back (``order``: every planned
+    cell, default ``specs``); in finishing order.
     """
-    made = [
-        Job(
-            matrix,
-            replace(spec, runner=chosen_runner(spec.runner.name, workers)),  # the spec's mode, ``workers`` variants at once
-            run_file_path(reports, spec.id),
-            reports / "junit" / f"{spec.id}.xml",
-            reports / "logs" / f"{spec.id}.log",
-            root,
-            reuse,
-        )
-        for spec in specs
-    ]
+    made = [Job(matrix, replace(spec, runner=chosen_runner(spec.runner.name, workers)), reports, root, reuse) for spec in specs]
     unfinished = {job.spec.id: job.spec for job in made}
     finished: list[Finished] = []
     # spawn, not fork: the pool's own threads are running when it starts processes.
@@ -182,10 +170,9 @@ def run_cells(
             job = futures[future]
             done = future.result()
             del unfinished[job.spec.id]
-            cleaned = (
-                [] if done.reused else release(matrix, job.spec, order or specs, root=root, others=list(unfinished.values()), jobs=jobs)
-            )
+            others = list(unfinished.values())
+            cleaned = [] if done.reused else release(matrix, job.spec, order or specs, root=root, others=others, jobs=jobs)
             finished.append(done)
-            line = describe(done, job.run_file, job.log) + (f"; lean: cleaned {', '.join(cleaned)}" if cleaned else "")
-            say(f"[{len(finished)}/{len(made)}] {line}")
+            lean = f"; lean: cleaned {', '.join(cleaned)}" if cleaned else ""
+            say(f"[{len(finished)}/{len(made)}] {describe(done, run_file_path(reports, job.spec.id), job.log)}{lean}")
     return finished

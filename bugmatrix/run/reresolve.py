@@ -59,9 +59,8 @@ def lock_entries(text: str) -> dict[str, tuple[str, frozenset[str]]]:
 
 
 def lock_changes(committed: str, fresh: str) -> list[str]:
-    """What moved from one lock's text to another's: ``name old → new``, ``+name v``, ``-name v``, ``name v: files changed``.
-
-    Versions are said as the report's environment diff says them (:func:`bugmatrix.versions.distribution_changes`).
+    """What moved from one lock's text to another's, said as the report's environment diff says it, plus
+    ``name v: files changed`` (another set of hashes).
     """
     before, after = lock_entries(committed), lock_entries(fresh)
     moved = distribution_changes({n: v for n, (v, _) in before.items()}, {n: v for n, (v, _) in after.items()})
@@ -98,14 +97,11 @@ def _one(
     name = f"locks/{lock.name}"  # as the repository knows it, wherever $BUGMATRIX_LOCKS pointed
     header = read_header(lock)
     # An era lock stays at its own cutoff; its exempt tools float.
-    era = str(header.get("exclude-newer", "none"))
-    cutoff = as_of or (era if era != "none" else None)
-    exempt = str(header.get("exempt", "none")).split() if not as_of and era != "none" else []
-    exempt = [] if exempt == ["none"] else exempt
+    era = None if header.get("exclude-newer", "none") == "none" else str(header["exclude-newer"])
+    exempt = [] if as_of or era is None else [n for n in str(header.get("exempt", "none")).split() if n != "none"]
     try:
-        fresh = create_lock(
-            requirements, cell.python, scratch / f"{cell.id}.txt", exclude_newer=cutoff, exempt=exempt, exclude_newer_packages=held
-        )
+        out = scratch / f"{cell.id}.txt"
+        fresh = create_lock(requirements, cell.python, out, exclude_newer=as_of or era, exempt=exempt, exclude_newer_packages=held)
     except BugmatrixError as exc:
         return Reresolved(cell.id, "failed", reason=str(exc), committed=name), name, "", ""
     old, new = lock.read_text(encoding="utf-8"), fresh.read_text(encoding="utf-8")
@@ -150,18 +146,11 @@ def reresolve_cells(
     with tempfile.TemporaryDirectory(prefix="bugmatrix-reresolve-") as tmp, ThreadPoolExecutor(max(1, jobs)) as pool:
         done = list(pool.map(lambda c: _one(matrix, c, root, Path(tmp), as_of, dict(held or {})), cpu))
     results = [r for r, *_ in done]
-    for result in results:
-        if log is not None:
-            log(result)
+    for result in results if log is not None else ():
+        log(result)
     moved = [(r, name, old, new) for r, name, old, new in done if r.status == "moved"]
-    document = LaneFile(
-        RERESOLVE_SCHEMA,
-        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        results,
-        as_of,
-        dict(held or {}),
-        profile,  # the report uses the lane only for a night of this profile
-    )
+    # The profile: the report uses the lane only for a night of it.
+    document = LaneFile(RERESOLVE_SCHEMA, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), results, as_of, dict(held or {}), profile)
     files: dict[Path, str | bytes] = {out / "resolve.json": json.dumps(document.to_json(), indent=1, sort_keys=True) + "\n"}
     files |= {out / "locks" / f"{r.cell}.txt": new for r, _, _, new in moved}
     patch = patch_text(_committed_changes(root, [(r.cell, new) for r, _, _, new in moved]))
@@ -186,19 +175,14 @@ def run_reresolve(
     """``nox -s reresolve``: one line per cell, then the totals; 0 (what moved or failed is the report's finding)."""
 
     def say(result: Reresolved) -> None:
-        detail = {"moved": ", ".join(result.moved[:6]) + (" …" if len(result.moved) > 6 else ""), "failed": result.reason}.get(
-            result.status, ""
-        )
+        moved = ", ".join(result.moved[:6]) + (" …" if len(result.moved) > 6 else "")
+        detail = {"moved": moved, "failed": result.reason}.get(result.status, "")
         print(f"{result.cell}: {result.status}" + (f": {detail}" if detail else ""), flush=True)
 
     results = reresolve_cells(matrix, cells, root, out, as_of=as_of, held=held, jobs=jobs, log=say, profile=profile)
     counts = {status: sum(r.status == status for r in results) for status in STATUSES}
     patch = out / "locks.patch"
-    print(
-        f"re-resolved {len(results)} cells"
-        + (f" as of {as_of}" if as_of else " against today's registry")
-        + ": "
-        + ", ".join(f"{n} {s}" for s, n in counts.items())
-        + (f"; refreshed locks: {patch} (git apply {patch})" if patch.exists() else "; nothing to refresh")
-    )
+    against = f"as of {as_of}" if as_of else "against today's registry"
+    refreshed = f"refreshed locks: {patch} (git apply {patch})" if patch.exists() else "nothing to refresh"
+    print(f"re-resolved {len(results)} cells {against}: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"; {refreshed}")
     return 0

@@ -78,10 +78,8 @@ class CellRun:
 
 
 def prepare(matrix: Matrix, spec: CellSpec, *, root: Path = ROOT, venv: Path | None = None, check_imports: bool = True) -> Environment:
-    """The cell's environment, built or reused: from its current lock, else unlocked (the reason is kept).
-
-    ``venv`` defaults to ``.nox/cell-<id>``; ``check_imports`` False: the caller's process checks the import
-    (:func:`run_cell`). Raises :class:`~bugmatrix.run.envbuild.InstallFailed` with the resolver's or the importer's reason.
+    """The cell's environment, built or reused from its current lock, else unlocked (the reason kept); ``check_imports``
+    False: the caller's process checks the import. Raises :class:`~bugmatrix.run.envbuild.InstallFailed`.
     """
     if spec.pins is None:
         return Environment(spec.interpreter or Path(sys.executable))
@@ -117,11 +115,8 @@ def run_cell(
     reuse: ReusePolicy | None = None,
     log: Callable[[str], None] | None = None,
 ) -> CellRun:
-    """Reuse a previous run of the same inputs, or prepare the cell and run its cases into ``run_file`` (install-failed when
-    it cannot be built).
-
-    ``select`` narrows to node ids, ``extra`` goes to pytest (either one means no reuse); ``prepared`` is told the
-    environment before pytest starts, ``log`` the reuse decision; ``execute`` runs the command. ``reuse`` None: always run.
+    """Reuse a previous run of the same inputs, or prepare the cell and run its cases into ``run_file`` (install-failed
+    when it cannot be built). ``select``/``extra`` narrow the run (no reuse); ``prepared`` is told the environment.
     """
     origin = origin_now(root)
     key, unkeyed = cell_key(matrix, spec, root)
@@ -155,10 +150,8 @@ def run_cell(
 
 
 def unfinished(run_file: Path, since: dt.datetime) -> str | None:
-    """Why ``run_file`` is not the whole record of a cell run that started at ``since`` (None: it is).
-
-    Decided from the run file, never from pytest's exit code (a variant can end its process with any code; a killed
-    cell leaves the previous run's file in place).
+    """Why ``run_file`` is not the whole record of a cell run that started at ``since`` (None: it is); never decided
+    from pytest's exit code (a variant can end its process with any code; a killed cell leaves the old file).
     """
     try:
         run = load_run_file(run_file)
@@ -180,10 +173,7 @@ def unfinished(run_file: Path, since: dt.datetime) -> str | None:
 
 
 def bytecode_env(env: Mapping[str, str], venv: Path | None) -> dict[str, str]:
-    """``env`` with the cell's bytecode cached inside its venv (``PYTHONPYCACHEPREFIX=<venv>/.bytecode``; ``venv`` None: as is).
-
-    uv installs no ``.pyc`` files: without this every run compiled the whole stack again (7.6 s of a 26 s run).
-    """
+    """``env`` with the bytecode cached in ``<venv>/.bytecode`` (uv installs no ``.pyc``: 7.6 s of a 26 s run compiled)."""
     if venv is None:
         return dict(env)
     # Empty rather than removed: an executor that lays ``env`` over its own (nox's session.run) would bring it back.
@@ -220,8 +210,8 @@ def release(
     others: Sequence[CellSpec] | None = None,
     jobs: int = 1,
 ) -> list[str]:
-    """When lean (``jobs`` cells at once): remove the cell's venv, and its heavy wheels from uv's cache when no cell still to
-    come needs them: the cells after it in ``order``, or ``others`` (cells running or waiting beside it). What was cleaned.
+    """When lean: remove the cell's venv, and its heavy wheels from uv's cache unless a cell still to come needs them (after
+    it in ``order``, or ``others`` running or waiting beside it). What was cleaned.
     """
     if spec.pins is None or not lean_needed(jobs):
         return []
@@ -239,10 +229,7 @@ def release(
 
 
 def evict_kept(root: Path, finished: Sequence[str]) -> list[str]:
-    """Remove the venvs kept (while the disk had room) by cells neither running nor still to come, once lean.
-
-    They hold hard links into uv's cache: pruning it frees nothing while they stand.
-    """
+    """Remove the venvs kept by cells neither running nor still to come (their hard links keep uv's cache from shrinking)."""
     evicted = [cid for cid in finished if cell_venv(root, cid).exists()]
     for cid in evicted:
         release_cell(cell_venv(root, cid), drop_cache=False)
