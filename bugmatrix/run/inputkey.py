@@ -62,14 +62,6 @@ class InputKey:
         return cls("sha256:" + hashlib.sha256(text.encode()).hexdigest(), dict(parts))
 
 
-def _module_file(root: Path, module: str) -> Path | None:
-    base = root.joinpath(*module.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def _imported_modules(path: Path) -> set[str]:
     """The ``bugmatrix`` modules a file imports anywhere in it (inside functions too)."""
     found: set[str] = set()
@@ -93,11 +85,10 @@ def harness_files(root: Path) -> list[Path]:
         seen.add(path)
         for module in _imported_modules(path):
             parts = module.split(".")
-            # Importing a.b.c runs a/__init__.py and a/b/__init__.py first.
+            # Importing a.b.c runs a/__init__.py and a/b/__init__.py first; what is no file is skipped when popped.
             for depth in range(1, len(parts) + 1):
-                found = _module_file(root, ".".join(parts[:depth]))
-                if found is not None and found not in seen:
-                    todo.append(found)
+                base = root.joinpath(*parts[:depth])
+                todo += [base.with_suffix(".py"), base / "__init__.py"]
     return sorted(seen)
 
 

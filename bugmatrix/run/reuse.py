@@ -85,7 +85,7 @@ def reuse_policy(
     options: ReuseOptions = ReuseOptions(),
     *,
     environ: Mapping[str, str] | None = None,
-    warn: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] = print,
     history_of: Callable[[Path], tuple[frozenset[tuple[str, str]], Mapping[str, tuple[str, str]]]],
 ) -> ReusePolicy | None:
     """The policy a cell session runs under; None (run everything) without previous results, with ``--no-reuse``, at max age 0."""
@@ -97,12 +97,12 @@ def reuse_policy(
     if options.no_reuse or env.get(NO_REUSE_ENV, "") not in ("", "0") or previous is None or max_age_days <= 0:
         return None
     if not previous.is_dir():
-        (warn or print)(f"reuse: {previous} is not a directory of previous results; every cell runs")
+        warn(f"reuse: {previous} is not a directory of previous results; every cell runs")
         return None
     try:
         flaky, recorded = history_of(previous / "history.jsonl")
     except BugmatrixError as exc:
-        (warn or print)(f"reuse: off, the history that names flaky results and the run files' digests cannot be read ({exc})")
+        warn(f"reuse: off, the history that names flaky results and the run files' digests cannot be read ({exc})")
         return None
     return ReusePolicy(previous, max_age_days, flaky, dict(recorded))
 
