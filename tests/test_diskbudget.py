@@ -13,9 +13,7 @@ from bugmatrix.run.diskbudget import (
     MARGIN_GIB,
     STACK_GIB,
     cache_lock,
-    disk_need_gib,
     heavy_distributions,
-    is_lean,
     lean_needed,
     needed_by,
     needed_later,
@@ -53,15 +51,9 @@ def test_the_torch_stack_is_torch_triton_and_the_cuda_libraries() -> None:
     assert heavy_distributions(names) == ["cuda-bindings", "nvidia-cublas-cu12", "nvidia-nccl-cu12", "torch", "triton"]
 
 
-@pytest.mark.parametrize(("value", "lean"), [("lean", True), (" LEAN ", True), ("", False), ("keep", False)])
-def test_lean_is_opt_in(monkeypatch: pytest.MonkeyPatch, value: str, lean: bool) -> None:
-    monkeypatch.setenv("BUGMATRIX_DISK", value)
-    assert is_lean() is lean
-
-
 @pytest.mark.parametrize(
     ("value", "free", "jobs", "lean"),
-    [("lean", 1e6, 1, True), ("keep", 0.0, 1, False), ("", 1e6, 1, False), ("auto", 0.0, 1, True),
+    [("lean", 1e6, 1, True), (" LEAN ", 1e6, 1, True), ("keep", 0.0, 1, False), ("", 1e6, 1, False), ("auto", 0.0, 1, True),
      ("", MARGIN_GIB + STACK_GIB, 1, False), ("", MARGIN_GIB + STACK_GIB, 2, True)],
 )  # fmt: skip
 def test_unset_is_lean_only_once_the_disk_cannot_hold_the_next_stacks(
@@ -71,11 +63,6 @@ def test_unset_is_lean_only_once_the_disk_cannot_hold_the_next_stacks(
     monkeypatch.setenv("BUGMATRIX_DISK", value)
     monkeypatch.setattr(diskbudget, "free_gib", lambda path: free)
     assert lean_needed(jobs) is lean
-
-
-def test_the_need_is_one_stack_per_distinct_torch_pin() -> None:
-    assert disk_need_gib(r for _, r in ORDER) == 3 * STACK_GIB + MARGIN_GIB
-    assert disk_need_gib([["numpy==2.2.6"]]) == MARGIN_GIB
 
 
 def test_a_bad_disk_mode_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,6 +20,7 @@ from bugmatrix.documents.compat import Compat
 from bugmatrix.documents.history import NightLine
 from bugmatrix.documents.lane import LaneFile
 from bugmatrix.documents.nights import NightsFile
+from bugmatrix.documents.resolution import ResolutionFile
 from bugmatrix.documents.run import RunFile
 from bugmatrix.files import write_text_atomic
 
@@ -33,6 +34,7 @@ MODELS: dict[str, tuple[type[msgspec.Struct], str]] = {
     "history": (NightLine, "bugmatrix history line (one line of history.jsonl per report run), written by the report"),
     "lane": (LaneFile, "bugmatrix re-resolve lane record (<out>/resolve.json), written by the reresolve session"),
     "nights": (NightsFile, "bugmatrix site index (nights.json of the Pages site), written by the site session"),
+    "resolution": (ResolutionFile, "bugmatrix saved resolution (<reports>/resolution.json), written by the plan"),
 }
 
 

@@ -1,23 +1,14 @@
-"""Every version the matrix names is a release on the registry, checked when the plan is made.
+"""Every version the matrix names is a release on the registry, checked when the plan is made (a typo would plan cells
+that can only fail to install).
 
-A typo (``2.5.9`` for ``2.5.1``) would otherwise plan cells that uv can only
-fail to install in the middle of a nightly. The planner asks the registry
-through the one client (:mod:`bugmatrix.releases.registry`) for each package
-axis's distributions; a version is known when any distribution of its axis
-lists it with a file that is not yanked (Lightning's 2.0.x are
-``pytorch-lightning`` releases too).
-
-The answers are cached on disk (``build/registry/<distribution>.json``, or
-``$BUGMATRIX_REGISTRY_CACHE``), so a plan asks nothing once every listed
-version has been seen: releases never disappear, and a version missing from
-the cache makes one fresh request (it may have shipped since). An
-unreachable registry is a warning, not an error: the plan is still made,
-checked against the cache where it has an answer. ``offline`` (``nox -l``,
-which must neither ask nor write) checks against the cache alone.
+A version is known when any distribution of its axis lists it with a file that is not yanked. Answers are cached
+(``build/registry/<distribution>.json`` or ``$BUGMATRIX_REGISTRY_CACHE``): a version missing from the cache makes one
+fresh request. An unreachable registry is a warning; ``offline`` (``nox -l``) checks against the cache alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 from collections.abc import Callable, Iterable
@@ -50,10 +41,8 @@ def _released(project: dict) -> list[str]:
 def _as_versions(texts: Iterable[str]) -> set[Version]:
     found = set()
     for text in texts:
-        try:
+        with contextlib.suppress(InvalidVersion):
             found.add(Version(text))
-        except InvalidVersion:
-            continue
     return found
 
 
@@ -84,10 +73,8 @@ def listed_versions(distribution: str, *, cache: Path, fetch: Fetch | None = Non
 def _unreleased(
     matrix: Matrix, name: str, versions: Iterable[str], *, folder: Path, fetch: Fetch | None, offline: bool
 ) -> tuple[list[str], str]:
-    """The versions no distribution of axis ``name`` has released, and why some could not be checked ("" when all were).
-
-    ``offline``: the cache's answers only; a version is reported only when every distribution of its axis has a
-    cached answer without it, else it is left unchecked.
+    """The versions no distribution of axis ``name`` has released, and why some could not be checked ("" when all were);
+    ``offline``: reported only when every distribution of the axis has a cached answer without it.
     """
     axis = matrix.axes[name]
     remembered = set().union(*(cached_versions(d, cache=folder) for d, _ in axis.distributions))
@@ -114,11 +101,7 @@ def _unreleased(
 def check_versions(
     matrix: Matrix, *, cache: Path | None = None, fetch: Fetch | None = None, warn: Callable[[str], None] = warn, offline: bool = False
 ) -> None:
-    """Refuse a package-axis version no distribution of the axis has released (one line naming the key); unreachable: warn.
-
-    ``offline``: the cache's answers only; a version is refused only when every distribution of its axis has a
-    cached answer without it (the fix then says that a plan asks the registry again), else it is left unchecked.
-    """
+    """Refuse a package-axis version no distribution of the axis has released (one line naming the key); unreachable: warn."""
     folder = cache or cache_dir()
     for name in matrix.package_axes:
         missing, unreachable = _unreleased(matrix, name, matrix.axes[name].versions, folder=folder, fetch=fetch, offline=offline)
@@ -126,7 +109,13 @@ def check_versions(
             warn(f"{matrix.path}: axes.{name}.versions not checked against the registry ({unreachable})")
         elif missing:
             cached = f" (as cached in {folder}; `nox -s plan` asks the registry again)" if offline else ""
-            raise _not_a_release(matrix, name, missing[0], cached)
+            axis = matrix.axes[name]
+            msg = (
+                f"{matrix.path}: axes.{name}.versions[{axis.versions.index(missing[0])}]: {missing[0]!r} is not a release of "
+                f"{' or '.join(d for d, _ in axis.distributions)} on the registry{cached}; correct the version or remove it "
+                "(and its uses in profiles, [base], [[include]], [gpu])"
+            )
+            raise BugmatrixError(msg)
 
 
 def check_case_versions(
@@ -139,11 +128,7 @@ def check_case_versions(
     warn: Callable[[str], None] = warn,
     offline: bool = False,
 ) -> None:
-    """The cases' own releases (``Case(versions=...)``: (file, axis, versions)) held to matrix.toml's rules, in one line naming the case file.
-
-    A release the axis lists already would add nothing; one that is not a release on the registry would plan cells
-    that can only fail to install. ``ask=False`` (a plan without the registry) checks the first rule only.
-    """
+    """The cases' own releases ((file, axis, versions)) not listed already and, unless ``ask=False``, released."""
     folder = cache or cache_dir()
     for source, axis, versions in own:
         listed = [v for v in versions if v in declared.axes[axis].versions]
@@ -177,45 +162,18 @@ def check_resolved(
     warn: Callable[[str], None] = warn,
     offline: bool = False,
 ) -> None:
-    """Refuse a saved resolution whose ``latest`` names a version no distribution of its axis has released.
-
-    The saved file is build output that can be hand-edited or left from another
-    registry (``9.9.9``); it must be held to the same check as matrix.toml's own
-    versions before a cell is planned on it. The registry's cached answers first;
-    a version they lack makes one fresh request (``offline``: the cache alone).
-    """
+    """Refuse a saved resolution (hand-edited, or from another registry) whose ``latest`` is no release of its axis."""
     folder = cache or cache_dir()
     for entry in resolution.entries:
         if entry.axis not in matrix.package_axes:
             continue
-        distributions = [d for d, _ in matrix.axes[entry.axis].distributions]
-        version = Version(entry.resolved)
-        if any(version in cached_versions(d, cache=folder) for d in distributions):
-            continue
-        if offline:
-            if all(_cache_file(folder, d).exists() for d in distributions):
-                raise _not_released(path, entry.axis, entry.resolved, distributions)
-            continue
-        try:
-            if any(version in listed_versions(d, cache=folder, fetch=fetch) for d in distributions):
-                continue
-        except RegistryUnreachable as exc:
-            warn(f"{path}: {entry.axis}.resolved not checked against the registry ({exc})")
-            continue
-        raise _not_released(path, entry.axis, entry.resolved, distributions)
-
-
-def _not_released(path: Path, axis: str, version: str, distributions: list[str]) -> BugmatrixError:
-    return BugmatrixError(
-        f"{path}: {axis}.resolved: {version!r} is not a release of {' or '.join(distributions)} on the registry; "
-        f"delete {path} and re-run `nox -s plan` (it resolves 'latest' again)"
-    )
-
-
-def _not_a_release(matrix: Matrix, name: str, version: str, source: str = "") -> BugmatrixError:
-    axis = matrix.axes[name]
-    where = " or ".join(d for d, _ in axis.distributions)
-    return BugmatrixError(
-        f"{matrix.path}: axes.{name}.versions[{axis.versions.index(version)}]: {version!r} is not a release of {where} "
-        f"on the registry{source}; correct the version or remove it (and its uses in profiles, [base], [[include]], [gpu])"
-    )
+        missing, unreachable = _unreleased(matrix, entry.axis, [entry.resolved], folder=folder, fetch=fetch, offline=offline)
+        if unreachable:
+            warn(f"{path}: {entry.axis}.resolved not checked against the registry ({unreachable})")
+        elif missing:
+            where = " or ".join(d for d, _ in matrix.axes[entry.axis].distributions)
+            msg = (
+                f"{path}: {entry.axis}.resolved: {entry.resolved!r} is not a release of {where} on the registry; "
+                f"delete {path} and re-run `nox -s plan` (it resolves 'latest' again)"
+            )
+            raise BugmatrixError(msg)

@@ -1,12 +1,7 @@
 """The plan in one call, as ``nox -l``, ``plan`` and ``check`` make it: every matrix mistake found before a cell runs.
 
-In order: each package axis's versions are checked against the registry
-(cached; :mod:`bugmatrix.releases.existence`), ``latest`` is made concrete
-(:mod:`bugmatrix.releases.tracking`), the cases are imported
-(:mod:`bugmatrix.plan.catalog`) and their own releases checked the same way, and every profile is planned
-(:func:`bugmatrix.plan.cells.plan_all`), which refuses a profile without
-cells, a cell whose requirements contradict and a broken ``within``. The first
-mistake is one :class:`~bugmatrix.errors.BugmatrixError` line.
+Versions checked against the registry, ``latest`` made concrete, the cases imported and their own releases checked,
+every profile planned; the first mistake is one :class:`~bugmatrix.errors.BugmatrixError` line.
 """
 
 from __future__ import annotations
@@ -54,13 +49,8 @@ def load_plan(
 ) -> Planned:
     """Check, resolve, import and plan.
 
-    ``refresh`` asks the registry what ``latest`` is now (``plan --resolve``);
-    ``fallback`` plans the pinned versions only, with a warning, when
-    ``latest`` cannot be resolved (``nox -l`` on a machine without the
-    registry or a saved resolution); ``registry=False`` skips the version
-    check (tests of the planner on fixture matrices); ``offline`` (``nox -l``) asks the registry nothing and writes
-    nothing: versions are checked against its cached answers, ``latest`` is the saved resolution. ``saved``: the
-    saved resolution to use (default: :func:`~bugmatrix.releases.tracking.resolution_path`), e.g. a past night's.
+    ``refresh`` asks the registry what ``latest`` is now; ``fallback`` plans the pinned versions only (with a warning)
+    when it cannot; ``registry=False`` skips the version checks; ``offline`` asks and writes nothing.
     """
     if registry:
         check_versions(declared, warn=warn, offline=offline)

@@ -1,28 +1,9 @@
-"""The one client for the package registry (PyPI's JSON API), and release tracking.
+"""The one client for the package registry (PyPI's JSON API, or ``$BUGMATRIX_INDEX_URL``), and ``latest`` resolved.
 
-Every pin in ``matrix.toml`` is a fixed release, so a new torch, Lightning or
-transformers release would never run until someone edits the file. An axis may
-therefore list ``"latest"`` (the newest final release) or ``"latest-pre"``
-(pre-releases too); :func:`resolve_axes` asks the registry once per nightly
-and returns a :class:`Resolution`, a small frozen value saved beside the plan
-(``save_resolution``) so every cell job of that nightly sees the same versions
-and each run file can record what was requested and what it resolved to.
-
-What counts as a release: not yanked, not a dev release, not a post release
-(it repackages a release; behaviour is the same) and not a local version; a
-pre-release only when asked. Versions are compared with ``packaging.version``.
-
-The registry is ``https://pypi.org/pypi/<name>/json`` unless
-``BUGMATRIX_INDEX_URL`` names another base (tests point it at a stand-in on
-127.0.0.1; a mirror works the same way).
-
-When the registry cannot be reached, the choice made here is: **fall back to
-the last saved resolution, with a visible warning**, when one exists and
-covers every axis asked for, because a nightly that tests yesterday's
-"latest" still tests everything else and says so, whereas failing would lose
-the whole night's results over one HTTP request. With no saved resolution
-there is nothing honest to run, so it is a one-line :class:`BugmatrixError`
-(the CLI prints it and exits 2).
+An axis may list ``"latest"`` (the newest final release) or ``"latest-pre"``; :func:`resolve_axes` asks the registry
+once per nightly and the :class:`Resolution` is saved beside the plan, so every cell job sees the same versions. A
+release is not yanked, dev, post or local. An unreachable registry falls back to the last saved resolution with a
+warning (yesterday's ``latest`` still tests everything else); with none saved it is a one-line error.
 """
 
 from __future__ import annotations
@@ -38,21 +19,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from packaging.version import InvalidVersion, Version
 
+from bugmatrix.documents.resolution import ResolutionFile
+from bugmatrix.documents.run import TrackedPin
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_json, write_json_atomic
 from bugmatrix.plan.matrix import SYMBOLIC
 
 __all__ = [
     "INDEX_URL_ENV",
-    "LATEST",
     "RegistryUnreachable",
     "Resolution",
     "Resolved",
     "dedupe_versions",
     "fetch_project",
-    "index_url",
     "load_resolution",
     "release_time",
     "release_versions",
@@ -64,8 +46,6 @@ __all__ = [
 
 INDEX_URL_ENV = "BUGMATRIX_INDEX_URL"
 DEFAULT_INDEX_URL = "https://pypi.org/pypi"
-#: The symbolic versions a profile may list, and whether each admits pre-releases (matrix.toml's rule).
-LATEST = SYMBOLIC
 TIMEOUT_S = 30
 
 Fetch = Callable[[str], Mapping[str, Any]]
@@ -75,14 +55,9 @@ class RegistryUnreachable(BugmatrixError):
     """The registry did not answer (network, DNS, HTTP error): the caller may fall back."""
 
 
-def index_url() -> str:
-    """The JSON API's base URL: ``$BUGMATRIX_INDEX_URL`` or PyPI's."""
-    return os.environ.get(INDEX_URL_ENV, DEFAULT_INDEX_URL).rstrip("/")
-
-
 def fetch_project(name: str) -> Mapping[str, Any]:
     """The registry's JSON document for one project (``<base>/<name>/json``)."""
-    url = f"{index_url()}/{name}/json"
+    url = f"{os.environ.get(INDEX_URL_ENV, DEFAULT_INDEX_URL).rstrip('/')}/{name}/json"
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:  # noqa: S310 - http(s) base from the env or PyPI
             return json.load(response)
@@ -97,24 +72,17 @@ def fetch_project(name: str) -> Mapping[str, Any]:
         raise RegistryUnreachable(msg) from exc
 
 
-def _is_release(version: Version, files: Iterable[Mapping[str, Any]], *, pre: bool) -> bool:
-    files = list(files)
-    if not files or all(f.get("yanked") for f in files):
-        return False
-    if version.is_devrelease or version.local or version.post is not None:
-        return False
-    return pre or not version.is_prerelease
-
-
 def release_versions(project: Mapping[str, Any], *, pre: bool = False) -> list[Version]:
-    """The project's releases, oldest first (yanked, dev, post and local left out)."""
+    """The project's releases, oldest first."""
     found = []
     for text, files in project.get("releases", {}).items():
         try:
             version = Version(text)
         except InvalidVersion:
             continue  # ancient non-PEP 440 releases cannot be pinned sensibly anyway
-        if _is_release(version, files, pre=pre):
+        if not files or all(f.get("yanked") for f in files) or version.is_devrelease or version.local or version.post is not None:
+            continue  # a post release repackages a release: the behaviour is the same
+        if pre or not version.is_prerelease:
             found.append(version)
     return sorted(found)
 
@@ -141,7 +109,7 @@ def resolve_latest(distribution: str, *, pre: bool, fetch: Fetch | None = None) 
 
 @dataclass(frozen=True)
 class Resolved:
-    """One axis's symbolic version and what it meant on the day."""
+    """One axis's symbolic version and the release it meant on the day."""
 
     axis: str
     requested: str
@@ -150,11 +118,7 @@ class Resolved:
 
 @dataclass(frozen=True)
 class Resolution:
-    """Every ``latest``/``latest-pre`` of one nightly, resolved once.
-
-    ``stale`` is set when the registry was unreachable and this is the last
-    saved resolution instead; ``resolved_at`` says from when.
-    """
+    """Every ``latest``/``latest-pre`` of one nightly, resolved once (``stale``: the last saved one, the registry unreachable)."""
 
     entries: tuple[Resolved, ...] = ()
     resolved_at: str = ""
@@ -165,50 +129,45 @@ class Resolution:
         for entry in self.entries:
             if entry.axis == axis and entry.requested == requested:
                 return entry.resolved
-        if requested in LATEST:
+        if requested in SYMBOLIC:
             msg = f"{axis} = {requested!r} has no resolution; re-run the plan so the registry is asked"
             raise BugmatrixError(msg)
         return requested
+
+    def covers(self, axis: str, requested: str) -> bool:
+        """Whether this resolution answers ``requested`` on ``axis``."""
+        return any(e.axis == axis and e.requested == requested for e in self.entries)
 
     def apply(self, values: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
         """``values`` with symbolic versions replaced and duplicates merged (see dedupe_versions)."""
         return {axis: dedupe_versions([self.version(axis, v) for v in listed]) for axis, listed in values.items()}
 
     def to_json(self) -> dict[str, Any]:
-        """``{"torch": {"requested": "latest", "resolved": "2.15.0"}, ...}`` plus when, and whether stale."""
-        axes: dict[str, list[dict[str, str]]] = {}
+        """The :class:`~bugmatrix.documents.resolution.ResolutionFile` as plain data."""
+        axes: dict[str, list[TrackedPin]] = {}
         for e in self.entries:
-            axes.setdefault(e.axis, []).append({"requested": e.requested, "resolved": e.resolved})
-        # One object per axis in the usual case; a list only where an axis asks for both latest and latest-pre.
-        data = {axis: items[0] if len(items) == 1 else items for axis, items in axes.items()}
-        return {"axes": data, "resolved_at": self.resolved_at, "stale": self.stale}
+            axes.setdefault(e.axis, []).append(TrackedPin(e.requested, e.resolved))
+        picks = {axis: items[0] if len(items) == 1 else items for axis, items in axes.items()}
+        return msgspec.to_builtins(ResolutionFile(picks, self.resolved_at, self.stale))
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Resolution:
-        entries = []
-        for axis, value in data["axes"].items():
-            for item in value if isinstance(value, list) else [value]:
-                entries.append(Resolved(axis, str(item["requested"]), str(item["resolved"])))
-        return cls(tuple(entries), str(data.get("resolved_at", "")), bool(data.get("stale", False)))
+    def from_json(cls, data: Any) -> Resolution:
+        """Raises msgspec.ValidationError (naming the key) where ``data`` is not a resolution."""
+        document = msgspec.convert(data, ResolutionFile)
+        picks = [(axis, pick) for axis, value in document.axes.items() for pick in (value if isinstance(value, list) else [value])]
+        return cls(tuple(Resolved(axis, p.requested, p.resolved) for axis, p in picks), document.resolved_at, document.stale)
 
 
 def dedupe_versions(values: Iterable[str]) -> list[str]:
-    """One value per release: a ``latest`` that resolved to a listed version is that version, once.
-
-    Compared as versions (``2.15`` is ``2.15.0``); the first spelling and the order are kept.
-    """
-    seen: set[Version] = set()
-    kept = []
+    """One value per release (``2.15`` is ``2.15.0``), the first spelling and the order kept."""
+    first: dict[Version, str] = {}
     for text in values:
-        version = Version(text)
-        if version not in seen:
-            seen.add(version)
-            kept.append(text)
-    return kept
+        first.setdefault(Version(text), text)
+    return list(first.values())
 
 
 def save_resolution(path: Path, resolution: Resolution) -> None:
-    """Write the resolution beside the plan, atomically, so every cell job reads the same one."""
+    """Write the resolution beside the plan, atomically."""
     write_json_atomic(path, resolution.to_json())
 
 
@@ -218,14 +177,13 @@ def load_resolution(path: Path) -> Resolution:
     data = read_json(path, "saved resolution", fix=fix)
     try:
         return Resolution.from_json(data)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except msgspec.ValidationError as exc:
         msg = f"{path}: unreadable resolution ({type(exc).__name__}: {exc}); {fix}"
         raise BugmatrixError(msg) from exc
 
 
 def warn(message: str) -> None:
     """One warning line on stderr (an annotation on GitHub Actions): the run goes on."""
-    # GitHub Actions turns this prefix into an annotation on the run page; elsewhere it is a plain line.
     prefix = "::warning::" if os.environ.get("GITHUB_ACTIONS") == "true" else "bugmatrix: warning: "
     print(prefix + message, file=sys.stderr)
 
@@ -238,14 +196,10 @@ def resolve_axes(
     fetch: Fetch | None = None,
     warn: Callable[[str], None] = warn,
 ) -> Resolution:
-    """Resolve each ``latest``/``latest-pre`` in ``values`` (axis -> versions) once.
-
-    ``distributions`` maps an axis to the distribution asked about
-    (``{"lightning": "lightning"}``). When the registry is unreachable and
-    ``saved`` holds a resolution covering every request, that one is returned
-    with ``stale=True`` and a warning; otherwise the error is raised.
+    """Resolve each ``latest``/``latest-pre`` in ``values`` once; unreachable: the ``saved`` resolution when it covers
+    every request (``stale``, with a warning), else the error.
     """
-    wanted = sorted({(axis, v) for axis, listed in values.items() for v in listed if v in LATEST})
+    wanted = sorted({(axis, v) for axis, listed in values.items() for v in listed if v in SYMBOLIC})
     cache: dict[tuple[str, bool], str] = {}
     entries = []
     try:
@@ -253,20 +207,16 @@ def resolve_axes(
             if axis not in distributions:
                 msg = f"axis {axis!r} lists {requested!r} but has no distribution to ask the registry about; pin a version"
                 raise BugmatrixError(msg)
-            key = (distributions[axis], LATEST[requested])
+            key = (distributions[axis], SYMBOLIC[requested])
             if key not in cache:
                 cache[key] = resolve_latest(key[0], pre=key[1], fetch=fetch)
             entries.append(Resolved(axis, requested, cache[key]))
     except RegistryUnreachable as exc:
         previous = load_resolution(saved) if saved is not None and saved.exists() else None
-        if previous is None or not all(_covers(previous, axis, requested) for axis, requested in wanted):
+        if previous is None or not all(previous.covers(axis, requested) for axis, requested in wanted):
             msg = f"{exc} (and no saved resolution{f' at {saved}' if saved else ''} covers it to fall back on)"
             raise BugmatrixError(msg) from exc
         warn(f"registry unreachable; using the resolution saved {previous.resolved_at or 'earlier'} in {saved}: {exc}")
         return Resolution(previous.entries, previous.resolved_at, stale=True)
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     return Resolution(tuple(entries), now)
-
-
-def _covers(resolution: Resolution, axis: str, requested: str) -> bool:
-    return any(e.axis == axis and e.requested == requested for e in resolution.entries)

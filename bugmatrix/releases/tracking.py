@@ -1,20 +1,9 @@
 """Release tracking: a profile's ``latest`` / ``latest-pre`` made concrete, once per plan.
 
-``matrix.toml`` may list ``"latest"`` among a profile's versions of a package
-axis (``"latest-pre"`` admits pre-releases: the profile opts in by writing it).
-Planning needs concrete versions (they are in the cell ids, the requirements,
-the locks), so before :func:`bugmatrix.plan.cells.plan_cells` runs, the matrix is
-*resolved*: each symbolic value is asked of the registry once
-(:func:`bugmatrix.releases.registry.resolve_axes`), replaced by the release it names
-and added to its axis's versions, so constraints, excludes and ``[gpu]`` treat
-it like any listed release. A ``latest`` that is already listed is that one
-cell, not two.
-
-The resolution is saved (``$BUGMATRIX_RESOLUTION``, default
-``<reports>/resolution.json``) and reused by everything that plans after it:
-``nox -l``, every ``cell(<id>)`` session and the report. A nightly's plan job
-resolves afresh (``plan --resolve``) and hands the file to every cell job, so
-all of them see the same versions even if a release ships mid-run.
+Each symbolic value is asked of the registry once (:func:`~bugmatrix.releases.registry.resolve_axes`), replaced by the
+release it names and added to its axis's versions, so constraints and excludes treat it like any listed release. The
+resolution is saved (``$BUGMATRIX_RESOLUTION``, default ``<reports>/resolution.json``) and reused by everything that
+plans after it, so a nightly's cell jobs all see the same versions.
 """
 
 from __future__ import annotations
@@ -31,7 +20,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.matrix import SYMBOLIC, Axis, Matrix, load_matrix
 from bugmatrix.releases.existence import check_resolved
-from bugmatrix.releases.registry import Resolution, dedupe_versions, load_resolution, resolve_axes, save_resolution
+from bugmatrix.releases.registry import Resolution, load_resolution, resolve_axes, save_resolution, warn
 
 __all__ = [
     "RESOLUTION_ENV",
@@ -49,8 +38,7 @@ RESOLUTION_ENV = "BUGMATRIX_RESOLUTION"
 
 
 def resolution_path(reports: Path | None = None) -> Path:
-    """Where the plan's resolution is saved and read: ``$BUGMATRIX_RESOLUTION`` or ``<reports>/resolution.json`` (default:
-    this machine's reports directory; a report of another night's directory passes it)."""
+    """Where the plan's resolution is saved and read: ``$BUGMATRIX_RESOLUTION`` or ``<reports>/resolution.json``."""
     return Path(os.environ.get(RESOLUTION_ENV) or (reports or output_dir()) / "resolution.json")
 
 
@@ -72,9 +60,7 @@ def apply_resolution(matrix: Matrix, resolution: Resolution) -> Matrix:
         axis = axes[entry.axis]
         if Version(entry.resolved) not in {Version(v) for v in axis.versions}:
             axes[entry.axis] = dataclasses.replace(axis, versions=(*axis.versions, entry.resolved))
-    profiles = {name: resolution.apply(table) for name, table in matrix.profiles.items()}
-    # The resolved spelling is the axis's own when it was listed ("2.15" vs "2.15.0" cannot differ: both canonical).
-    profiles = {name: {axis: tuple(dedupe_versions(values)) for axis, values in table.items()} for name, table in profiles.items()}
+    profiles = {name: {axis: tuple(values) for axis, values in resolution.apply(table).items()} for name, table in matrix.profiles.items()}
     return dataclasses.replace(matrix, axes=axes, profiles=profiles)
 
 
@@ -83,21 +69,12 @@ def resolve_matrix(
     *,
     refresh: bool = False,
     saved: Path | None = None,
-    warn: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] = warn,
     offline: bool = False,
     check: bool = True,
 ) -> tuple[Matrix, Resolution]:
-    """The concrete matrix and the resolution it used.
-
-    Without ``refresh`` a saved resolution covering every request is reused
-    (no network: ``nox -l`` and cell jobs must agree with their plan). With
-    ``refresh``, or when none is saved, the registry is asked and the answer
-    saved; an unreachable registry falls back to the saved one with a warning,
-    or is a one-line error when there is none (see ``bugmatrix.releases.registry``). ``offline`` (``nox -l``):
-    the saved resolution or that one-line error, never the registry and never a write. A *saved*
-    resolution's versions must be releases (:func:`~bugmatrix.releases.existence.check_resolved`, the same check
-    for every command; one the registry just gave needs none); ``check=False`` only for the planner's tests on
-    fixture matrices.
+    """The concrete matrix and the resolution it used: a saved one covering every request unless ``refresh`` (its versions
+    checked unless not ``check``), else the registry's, saved. ``offline``: never the registry, never a write.
     """
     wanted = requests(matrix)
     if not wanted:
@@ -105,27 +82,23 @@ def resolve_matrix(
     path = saved or resolution_path()
     if not refresh and path.exists():
         previous = checked_resolution(load_resolution(path), matrix, path)
-        if all(any(e.axis == a and e.requested == r for e in previous.entries) for a, rs in wanted.items() for r in rs):
+        if all(previous.covers(a, r) for a, rs in wanted.items() for r in rs):
             if check:
-                check_resolved(previous, matrix, path, offline=offline, **({"warn": warn} if warn else {}))
+                check_resolved(previous, matrix, path, offline=offline, warn=warn)
             return apply_resolution(matrix, previous), previous
     if offline:
         msg = f"no saved resolution of {', '.join(sorted(wanted))} in {path} (listing asks no registry; `nox -s plan` saves one)"
         raise BugmatrixError(msg)
     distributions = {axis: matrix.axes[axis].distributions[0][0] for axis in wanted if axis != matrix.interpreter}
-    resolution = resolve_axes(wanted, distributions, saved=path, **({"warn": warn} if warn else {}))
+    resolution = resolve_axes(wanted, distributions, saved=path, warn=warn)
     if not resolution.stale:
         save_resolution(path, resolution)
     return apply_resolution(matrix, resolution), resolution
 
 
 def checked_resolution(resolution: Resolution, matrix: Matrix, path: Path) -> Resolution:
-    """A saved resolution read like matrix.toml: an entry of an axis the matrix no longer has is dropped; a value that is not a version is one line.
-
-    The file is build output that outlives edits of matrix.toml (an axis
-    removed) and can be hand-edited (``../../etc``); neither may reach a
-    version comparison or a path.
-    """
+    """A saved resolution read like matrix.toml: an entry of an axis the matrix no longer has is dropped; a value that is
+    not a version (a hand edit, ``../../etc``) is one line."""
     kept = []
     for entry in resolution.entries:
         if entry.axis not in matrix.axes:
@@ -140,12 +113,8 @@ def checked_resolution(resolution: Resolution, matrix: Matrix, path: Path) -> Re
 
 
 def without_symbolic(matrix: Matrix) -> Matrix:
-    """The matrix with every ``latest``/``latest-pre`` left out (an axis left empty falls back to its base pin).
-
-    For ``nox -l`` and the pinned profiles on a machine that has neither the
-    registry nor a saved resolution: the noxfile says so and goes on, rather
-    than refusing to list even the smoke cells.
-    """
+    """The matrix with every ``latest``/``latest-pre`` left out (an axis left empty falls back to its base pin): ``nox -l``
+    without the registry or a saved resolution still lists the pinned cells."""
     profiles = {
         name: {axis: kept for axis, values in table.items() if (kept := tuple(v for v in values if v not in SYMBOLIC))}
         for name, table in matrix.profiles.items()
@@ -159,11 +128,8 @@ def load_resolved_matrix(path: Path) -> Matrix:
 
 
 def tracked_for(matrix: Matrix, resolution: Resolution, pins: Mapping[str, str], profiles: tuple[str, ...]) -> dict[str, Any]:
-    """What a cell's run file records of tracking: ``{"torch": {"requested": "latest", "resolved": "2.15.0"}}``.
-
-    ``matrix`` is the unresolved one: an axis counts as tracked in this cell
-    when one of the cell's profiles asks for a symbolic value that resolved to
-    the cell's pin (so a listed 2.15.0 that is also today's latest says so).
+    """What a cell's run file records of tracking: ``{"torch": {"requested": "latest", "resolved": "2.15.0"}}``
+    (``matrix`` unresolved: an axis one of the cell's profiles asks a symbolic value of that resolved to its pin).
     """
     tracked: dict[str, Any] = {}
     for entry in resolution.entries:

@@ -1,9 +1,6 @@
-"""A cell's spec (which cell, how its variants run), its spec file, its pytest command, its environment variables and
-where its run file goes.
+"""A cell's spec, its spec file, its pytest command, its environment variables and where its run file goes.
 
-Built here only, and used by the one runner (:mod:`bugmatrix.run.runner`) that every path runs a cell through (the
-``cell``/``system`` sessions, bisect, stability, the benchmark), so they cannot drift apart (bisect once dropped xdist
-and PATH, stability once dropped JUnit): what differs between them is an argument, not a copy.
+Built here only, for the one runner (:mod:`bugmatrix.run.runner`), so the paths that run a cell cannot drift apart.
 """
 
 from __future__ import annotations
@@ -31,11 +28,8 @@ __all__ = ["CellSpec", "cell_env", "pytest_command", "run_file_path", "spec_path
 class CellSpec:
     """Which cell: its id and pins as planned (``pins=None``: the current interpreter as it is, the system cell).
 
-    ``tracked`` names the pins a profile's ``latest`` chose (``bugmatrix.releases.tracking.tracked_for``), recorded in the
-    run file even when the cell cannot be installed. ``variants`` are the planned variant ids (their case files are part
-    of the input key; empty: every case file). ``locks`` is a directory of locks to install from instead of the committed
-    ones (a re-resolved sibling's fresh lock). ``runner``: how its variants run (:mod:`bugmatrix.cell.runners`), chosen
-    once, here: ``$BUGMATRIX_RUNNER`` with ``$BUGMATRIX_WORKERS`` at once, unless given.
+    ``tracked``: the pins a profile's ``latest`` chose; ``locks``: a directory of locks instead of the committed ones;
+    ``runner``: how its variants run (default ``$BUGMATRIX_RUNNER`` with ``$BUGMATRIX_WORKERS`` at once).
     """
 
     id: str
@@ -59,17 +53,13 @@ def run_file_path(reports: Path, cell_id: str) -> Path:
 
 
 def spec_path(run_file: Path) -> Path:
-    """Where a run's spec file goes: ``<reports>/spec/<cell>.json`` beside ``<reports>/runs/``, else beside the run file.
-
-    Never inside ``runs/``: every ``*.json`` there is read as a run file.
-    """
+    """``<reports>/spec/<cell>.json`` beside (never inside: every ``*.json`` is a run file) ``runs/``, else beside the run file."""
     if run_file.parent.name == "runs":
         return run_file.parent.parent / "spec" / run_file.name
     return run_file.with_name(f"{run_file.stem}.spec.json")
 
 
 def _short(path: Path, root: Path) -> str:
-    """``path`` relative to the repository when it is inside it (pytest starts there), else as it is."""
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
@@ -83,12 +73,7 @@ def write_spec(
     input_key: InputKey | None = None,
     origin: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write the spec file (:func:`spec_path`) of ``spec``'s run into ``run_file``: everything the cell's plugin is told,
-    so the command nox logs stays one short line (``tests/test_command_line.py``). Returns its path.
-
-    Paths in it are relative to ``root``, where pytest starts; ``input_key`` and ``origin`` are recorded in the run
-    file as given; ``[harness] cell_deadline_s`` is the cell's deadline (``--bugmatrix-cell-deadline`` overrides it).
-    """
+    """Write the spec file (:func:`spec_path`): everything the cell's plugin is told, so the command nox logs stays short."""
     ordered = matrix.ordered(spec.pins) if spec.pins is not None else {}
     options = CellOptions(
         cell=spec.id,
@@ -112,18 +97,12 @@ def write_spec(
 def pytest_command(
     python: str | Path, spec: CellSpec, spec_file: Path, targets: Sequence[str] = ("cases",), extra: Sequence[str] = (), root: Path = ROOT
 ) -> list[str]:
-    """The cell's pytest invocation, to be run from ``root``, handed ``spec_file`` (:func:`write_spec`, the caller's step).
-
-    The spec's runner adds its arguments, and its case environment its interpreter flags (its variables are the
-    caller's to set). ``targets`` are collected: files, directories or node ids (``cases/x.py::v[cpu]``), relative to
-    ``root`` or absolute; ``extra`` is passed through (``-k``, ``--bugmatrix-resume``, a session's posargs).
-    """
+    """The cell's pytest argv, run from ``root``, handed ``spec_file``; ``targets``: files, directories or node ids."""
     head = [str(python), *spec.extra.flags, "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rs"]
     return [*head, "--bugmatrix-spec", _short(spec_file, root), *spec.runner.pytest_args(), *extra]
 
 
 def cell_env(root: Path = ROOT) -> dict[str, str]:
-    """The environment a cell's pytest gets: the harness importable (not installed), hashes seeded, and the pid of
-    this process, which starts it: the cell dies with it, even when it dies before the cell's pytest got going
-    (:func:`~bugmatrix.cell.descendants.die_with_runner`)."""
+    """The environment a cell's pytest gets: the harness importable, hashes seeded, and this process's pid (the cell dies
+    with it: :func:`~bugmatrix.cell.descendants.die_with_runner`)."""
     return {**os.environ, "PYTHONPATH": str(root), "PYTHONHASHSEED": "0", PARENT_ENV: str(os.getpid())}

@@ -1,28 +1,9 @@
 """Run a whole profile within this machine's disk: drop what no later cell needs.
 
-The full profile holds ~18 distinct torch wheel sets; each costs about 4.5 GB
-of uv cache plus its venv (CUDA wheels: torch, triton and the nvidia-*
-libraries), which is more than a developer machine's ~80 GB at once. With
-``BUGMATRIX_DISK=lean`` a cell session, after recording its run file, removes
-its own venv and, when no later cell of the plan pins the same torch, removes
-that torch stack from uv's cache (``uv cache clean``) and prunes the rest. A
-later run of that cell rebuilds it (a minute: PyPI is fast); a cell that needs
-the same torch again later in the order keeps the cache warm.
-
-"Later" is the plan's order, which is the order ``nox -t <profile>`` runs the
-cells in; a cell of another profile counts too, which only prunes less. With
-cells side by side (:mod:`bugmatrix.run.pool`) "later" is every cell still
-running or waiting, and the cache is pruned under an exclusive lock
-(:func:`cache_lock`) that every environment build holds shared: a prune never
-removes wheels a concurrent ``uv pip sync`` is reading or writing.
-
-Lean is not free: every cell rebuilds its venv (seconds from a warm cache) and
-a pruned torch stack is downloaded again on the next run. So it is the default
-only where the disk needs it: ``BUGMATRIX_DISK=lean`` or ``keep`` decide; unset
-(or ``auto``), :func:`lean_needed` asks as each cell ends whether the free disk
-under uv's cache still holds the next torch stack(s) (:data:`STACK_GIB` each)
-beside :data:`MARGIN_GIB`: environments are kept while it does, given back from
-then on. :func:`disk_need_gib` is what a whole set of cells needs kept.
+Each torch release's wheels take ~4.5 GB of uv's cache plus a venv; a full profile holds ~18. Lean (``BUGMATRIX_DISK=lean``,
+or unset/``auto`` once the free disk cannot hold the next stack: :func:`lean_needed`), a cell that ends removes its venv
+and, when no later (or still running) cell pins its torch, cleans that stack from uv's cache, under an exclusive
+:func:`cache_lock` that every build holds shared. ``keep`` never prunes.
 """
 
 from __future__ import annotations
@@ -36,10 +17,11 @@ import subprocess
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from bugmatrix.errors import BugmatrixError
 from bugmatrix.run.envbuild import uv_command
+from bugmatrix.run.lock import pinned_distributions
 
 __all__ = [
     "KEEP",
@@ -47,10 +29,8 @@ __all__ = [
     "MARGIN_GIB",
     "STACK_GIB",
     "cache_lock",
-    "disk_need_gib",
     "free_gib",
     "heavy_distributions",
-    "is_lean",
     "lean_needed",
     "needed_by",
     "needed_later",
@@ -69,19 +49,8 @@ HEAVY_NAMES = frozenset({"torch", "triton", "pytorch-triton"})
 HEAVY_PREFIXES = ("nvidia-", "cuda-")
 
 
-def is_lean() -> bool:
-    """``BUGMATRIX_DISK=lean`` asks cell sessions to give their disk back (explicitly; see :func:`lean_needed` for the default)."""
-    return os.environ.get("BUGMATRIX_DISK", "").strip().lower() == LEAN
-
-
-def disk_need_gib(requirements: Iterable[Sequence[str]]) -> float:
-    """What running cells of these requirements keeps on disk with kept environments: one stack per distinct torch pin, and the margin."""
-    stacks = {frozenset(_heavy_pins(r)) for r in requirements} - {frozenset()}
-    return len(stacks) * STACK_GIB + MARGIN_GIB
-
-
 def uv_cache_dir() -> Path:
-    """uv's cache directory as uv finds it (``$UV_CACHE_DIR``, else ``$XDG_CACHE_HOME/uv``, else ``~/.cache/uv``), without running uv."""
+    """uv's cache directory as uv finds it (``$UV_CACHE_DIR``, ``$XDG_CACHE_HOME/uv``, ``~/.cache/uv``), without running uv."""
     if os.environ.get("UV_CACHE_DIR"):
         return Path(os.environ["UV_CACHE_DIR"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "uv"
@@ -95,19 +64,13 @@ def free_gib(path: Path) -> float:
 
 
 def lean_needed(jobs: int = 1) -> bool:
-    """Lean or kept environments, asked as each cell ends: ``$BUGMATRIX_DISK`` when it says ``lean`` or ``keep``; else (unset,
-    ``auto``) lean only once the free disk under uv's cache cannot hold the next ``jobs`` torch stacks beside the margin.
-
-    Greedy on purpose: a profile's cells keep their environments while the disk has room (no rebuild, no download next
-    run), and the run turns lean from the cell after which it has not, so a profile larger than the disk still fits. A
-    developer's ``nox`` with a few stacks cached never prunes; a CI runner's ~14 GB is lean from the first cell.
+    """Lean or kept environments, asked as each cell ends: ``$BUGMATRIX_DISK`` when ``lean`` or ``keep``; else (greedy: kept
+    while there is room) lean once the free disk cannot hold the next ``jobs`` torch stacks beside the margin.
     """
     value = os.environ.get("BUGMATRIX_DISK", "").strip().lower()
     if value in (LEAN, KEEP):
         return value == LEAN
     if value not in ("", "auto"):
-        from bugmatrix.errors import BugmatrixError
-
         msg = f"BUGMATRIX_DISK={value!r}: use lean, keep or auto (unset: auto, lean only where the disk needs it)"
         raise BugmatrixError(msg)
     return free_gib(uv_cache_dir()) < MARGIN_GIB + STACK_GIB * max(1, jobs)
@@ -121,10 +84,7 @@ def needed_by(others: Iterable[Sequence[str]], mine: Sequence[str]) -> bool:
 
 @contextlib.contextmanager
 def cache_lock(root: Path, *, exclusive: bool) -> Iterator[None]:
-    """Builds hold it shared, a lean prune of uv's cache exclusive: cells side by side never prune under a running install.
-
-    A ``flock`` on ``<root>/.nox/uv-cache.lock``: released by the kernel when its holder dies, so a killed cell never wedges the rest.
-    """
+    """Builds hold it shared, a lean prune of uv's cache exclusive: a ``flock`` on ``<root>/.nox/uv-cache.lock``."""
     path = root / ".nox" / "uv-cache.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
@@ -136,28 +96,17 @@ def cache_lock(root: Path, *, exclusive: bool) -> Iterator[None]:
 
 
 def needed_later(order: Sequence[tuple[str, Sequence[str]]], cell_id: str) -> bool:
-    """Whether a cell after ``cell_id`` in ``order`` ((id, requirements) pairs, in run order) pins one of its heavy distributions.
-
-    "Heavy" is the bulk of a release in uv's cache (see :func:`heavy_distributions`):
-    a later cell pinning the same ``torch==2.15.0`` keeps the cache warm for it.
-    """
+    """Whether a cell after ``cell_id`` in ``order`` ((id, requirements) pairs, in run order) pins one of its heavy distributions."""
     ids = [cid for cid, _ in order]
     if cell_id not in ids:
         return True  # unknown position: keep the cache
     index = ids.index(cell_id)
-    mine = _heavy_pins(order[index][1])
-    return any(mine & _heavy_pins(requirements) for _, requirements in order[index + 1 :])
+    return needed_by((requirements for _, requirements in order[index + 1 :]), order[index][1])
 
 
 def _heavy_pins(requirements: Sequence[str]) -> set[str]:
     """``{"torch==2.15.0"}``: the exact pins of heavy distributions among ``requirements``."""
-    found = set()
-    for text in requirements:
-        requirement = Requirement(text)
-        exact = [s.version for s in requirement.specifier if s.operator == "=="]
-        if exact and heavy_distributions([requirement.name]):
-            found.add(f"{canonicalize_name(requirement.name)}=={exact[0]}")
-    return found
+    return {f"{canonicalize_name(n)}=={v}" for n, v in pinned_distributions(requirements).items() if heavy_distributions([n])}
 
 
 def heavy_distributions(names: Iterable[str]) -> list[str]:
@@ -176,7 +125,7 @@ def _installed(python: Path) -> list[str]:
 
 
 def release_cell(venv: Path, *, drop_cache: bool, root: Path | None = None) -> list[str]:
-    """Remove ``venv``; with ``drop_cache`` also clean its torch stack from uv's cache (under :func:`cache_lock` of ``root``). Returns what was cleaned."""
+    """Remove ``venv``; with ``drop_cache`` also clean its torch stack from uv's cache (under :func:`cache_lock`); what was cleaned."""
     cleaned = heavy_distributions(_installed(venv / "bin" / "python")) if drop_cache and venv.exists() else []
     shutil.rmtree(venv, ignore_errors=True)
     if cleaned:

@@ -1,19 +1,9 @@
 """Build one cell's environment with uv, or say exactly why it cannot be built.
 
-A cell's venv is built whole or not at all: a fresh venv is created beside
-the target (``<venv>.new``), the requirements installed with ``uv pip install``
--- or, when the cell has a lock (``bugmatrix.run.lock``), exactly the lock's
-distributions with ``uv pip sync --require-hashes`` -- (captured, so the
-resolver's reason can be recorded as ``install-failed``),
-the pinned modules import-checked (unless the caller checks them itself: the
-runner has the cell's pytest process import them, :mod:`bugmatrix.cell.preload`,
-rather than pay for the stack's import twice), a digest of the requirements
-stamped, and only then is it swapped into place. A process killed at any moment therefore
-leaves either the previous working venv or none, never a venv whose
-``dist-info`` claims a half-copied torch (which ``uv pip install`` would then
-skip forever). A venv whose stamp matches is reused without asking the
-resolver; any other venv is rebuilt, which costs a second or two with uv's
-hard-linking cache.
+A venv is built whole or not at all: beside the target (``<venv>.new``), installed (``uv pip sync --require-hashes``
+from the cell's lock, else ``uv pip install``), import-checked unless the caller checks it, stamped with a digest of
+its inputs, and only then swapped into place, so a killed build never leaves a half-installed venv that later looks
+current. A venv whose stamp matches is reused without asking the resolver.
 """
 
 from __future__ import annotations
@@ -85,13 +75,8 @@ def uv_command() -> list[str]:
 
 
 def find_interpreter(version: str) -> str:
-    """An interpreter for ``version`` ("3.10"): what ``uv python find`` sees, else a pyenv install; never a download.
-
-    uv only finds pyenv's interpreters for the version pyenv has active (the
-    others' shims exit 127), and it would try to download a managed Python,
-    which a registry-only machine cannot. pyenv's ``versions/<X.Y.Z>/bin`` is
-    where its other interpreters live, so that is the one other place looked.
-    Raises InstallFailed naming both places when neither has one.
+    """An interpreter for ``version`` ("3.10"): what ``uv python find`` sees, else a pyenv install (uv finds only the
+    one pyenv has active); never a download. Raises InstallFailed naming both places.
     """
     found = subprocess.run([*uv_command(), "python", "find", "--no-python-downloads", version], capture_output=True, text=True, check=False)
     if found.returncode == 0 and found.stdout.strip():
@@ -121,12 +106,9 @@ def _digest(
     return hashlib.sha256("\n".join([f"python {python}", *requirements, *locked, *refused, *removed]).encode()).hexdigest()
 
 
-def is_current(
-    venv: Path, python: str, requirements: Sequence[str], lock: Path | None = None, *, no_build: bool = False, absent: Sequence[str] = ()
-) -> bool:
-    """True when ``venv`` was completely built from exactly these requirements (and this lock, source-build setting and absences)."""
+def is_current(venv: Path, digest: str) -> bool:
+    """True when ``venv`` was completely built from the inputs of ``digest`` (its stamp)."""
     stamp = venv / STAMP
-    digest = _digest(python, requirements, lock, no_build=no_build, absent=absent)
     return (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == digest
 
 
@@ -148,8 +130,8 @@ def _build(
     modules: Sequence[str],
     lock: Path | None,
     *,
-    no_build: bool = False,
-    absent: Sequence[str] = (),
+    no_build: bool,
+    absent: Sequence[str],
 ) -> None:
     made = subprocess.run(
         [*uv_command(), "venv", "-q", "--no-python-downloads", "-p", find_interpreter(python), str(target)],
@@ -184,7 +166,6 @@ def _build(
         imported = subprocess.run([str(interpreter), "-c", IMPORT_CHECK, *modules], capture_output=True, text=True, check=False)
         if imported.returncode != 0:
             raise InstallFailed(import_failure(imported.stderr))
-    (target / STAMP).write_text(_digest(python, requirements, lock, no_build=no_build, absent=absent) + "\n")
 
 
 def import_failure(reason: str) -> str:
@@ -204,25 +185,34 @@ def ensure_environment(
 ) -> bool:
     """Reuse ``venv`` if it is current, else build it fresh and swap it in; True when it was built.
 
-    ``modules`` must all import afterwards (see ``Matrix.import_modules``); empty: the caller checks that
-    itself, in the process that uses the environment (the runner: the cell's pytest).
-    ``lock``: install exactly this lock file instead of resolving ``requirements``
-    (which still go into the stamp, with the lock's text).
-    ``no_build``: refuse to build any distribution from source (uv ``--no-build``): one with no wheel
-    for this Python is an install failure naming it and the missing wheel.
-    ``absent``: distributions removed after the install (a case's ``Env(absent=...)``).
-    Raises InstallFailed with the resolver's or the importer's reason; the
-    failed build is removed and an existing venv is left as it was.
+    ``modules`` must import afterwards (empty: the caller checks); ``lock``: install exactly it; ``no_build``: refuse
+    source builds; ``absent``: removed after the install. Raises InstallFailed; an existing venv is left as it was.
     """
+    digest = _digest(python, requirements, lock, no_build=no_build, absent=absent)
+    fresh, old = venv.with_name(venv.name + ".new"), venv.with_name(venv.name + ".old")
     with _one_builder(venv):
-        return _ensure(venv, python, requirements, modules, lock=lock, no_build=no_build, absent=absent)
+        # What a killed run left behind, cleared even when ``venv`` is current (a kill during the last rmtree).
+        shutil.rmtree(fresh, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+        if is_current(venv, digest):
+            return False
+        try:
+            _build(fresh, python, requirements, modules, lock, no_build=no_build, absent=absent)
+            (fresh / STAMP).write_text(digest + "\n")
+        except BaseException:
+            shutil.rmtree(fresh, ignore_errors=True)
+            raise
+        if venv.exists():
+            venv.rename(old)
+        fresh.rename(venv)  # between the two renames there is no venv: the next run builds one
+        shutil.rmtree(old, ignore_errors=True)
+        return True
 
 
 @contextlib.contextmanager
 def _one_builder(venv: Path) -> Iterator[None]:
-    """One process at a time checks and builds ``venv``: two runs of one cell (two nox runs in one checkout, a test
-    beside a run) would otherwise delete each other's half-built ``.new``. The lock is a file beside the venv, per
-    cell, so different cells still build side by side; the second waits, then finds the venv current."""
+    """One process at a time checks and builds ``venv`` (a lock file beside it): two runs of one cell would delete each
+    other's half-built ``.new``; different cells still build side by side."""
     venv.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(venv.with_name(f".{venv.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -230,36 +220,6 @@ def _one_builder(venv: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock, also when the process dies
-
-
-def _ensure(
-    venv: Path,
-    python: str,
-    requirements: Sequence[str],
-    modules: Sequence[str],
-    *,
-    lock: Path | None,
-    no_build: bool,
-    absent: Sequence[str],
-) -> bool:
-    fresh, old = venv.with_name(venv.name + ".new"), venv.with_name(venv.name + ".old")
-    # What a killed run left behind: a half build, or a replaced venv it was still deleting.
-    # Cleared even when ``venv`` is current, or a kill during the last rmtree would leave it forever.
-    shutil.rmtree(fresh, ignore_errors=True)
-    shutil.rmtree(old, ignore_errors=True)
-    if is_current(venv, python, requirements, lock, no_build=no_build, absent=absent):
-        return False
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        _build(fresh, python, requirements, modules, lock, no_build=no_build, absent=absent)
-    except BaseException:
-        shutil.rmtree(fresh, ignore_errors=True)
-        raise
-    if venv.exists():
-        venv.rename(old)
-    fresh.rename(venv)  # between the two renames there is no venv: the next run builds one
-    shutil.rmtree(old, ignore_errors=True)
-    return True
 
 
 def record_install_failure(
@@ -272,13 +232,7 @@ def record_install_failure(
     input_key: Any = None,
     origin: Mapping[str, str] | None = None,
 ) -> None:
-    """Write the run file of a cell that could not be built (no results, the reason kept).
-
-    ``tracked`` keeps the link to a profile's ``latest``: a new release that does not
-    install is exactly what the report must lead with. ``input_key`` (an
-    :class:`~bugmatrix.run.inputkey.InputKey`) and ``origin`` are recorded as
-    given; a failed install is never reused.
-    """
+    """Write the run file of a cell that could not be built (no results, the reason kept; never reused)."""
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     run = RunRecord(
         cell=cell,

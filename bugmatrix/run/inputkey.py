@@ -1,31 +1,9 @@
 """A cell's input key: everything its results depend on, hashed, so a later night can tell whether anything moved.
 
-A cell installed from its committed, hashed lock runs the same distributions
-every night; what else decides its outcomes is the code that runs in it and
-the machine. The key is made of those parts, each recorded on its own in the
-run file so that a miss can say *what* changed ("case file
-cases/autocast_cache.py changed", "lock changed"):
-
-* ``lock``: the hash of the lock's text (every distribution, exact version
-  and hashes). A cell without a current lock has no key and is never reused:
-  its resolution is not fixed until it is installed;
-* ``cases``: the case files whose variants the cell runs (and shared
-  ``cases/_*.py`` helpers);
-* ``harness``: the harness code that runs inside the cell --
-  ``bugmatrix/cell/**``, every ``bugmatrix`` module those import (found by
-  reading their imports, so a new import is covered without an edit here),
-  ``conftest.py`` and pytest's settings in ``pyproject.toml``;
-* ``platform``: operating system, machine and C library;
-* ``python``: the build of the cell's interpreter (implementation, version,
-  build date, compiler);
-* ``providers``: which distribution provides each pinned axis and which
-  module the cell imports for it (``matrix.toml``'s axis registry, as the
-  cell's pytest is told);
-* ``gpu``: the GPUs and driver as ``nvidia-smi`` reports them, or ``none``.
-
-The key is computed on the host before anything is built
-(:func:`input_key`); :func:`differences` explains a mismatch in words.
-Nothing here names an axis: versions reach the key only through the lock.
+The parts, each recorded in the run file so a miss can say *what* changed: ``lock`` (the lock's text: versions reach
+the key only through it), ``cases`` (the case files run and ``cases/_*.py``), ``harness`` (``bugmatrix/cell/**`` and
+every ``bugmatrix`` module they import, ``conftest.py``, pytest's settings), ``platform``, ``python`` (the
+interpreter's build), ``providers`` (the axis registry as the cell is told it) and ``gpu`` (``nvidia-smi``, or ``none``).
 """
 
 from __future__ import annotations
@@ -84,16 +62,8 @@ class InputKey:
         return cls("sha256:" + hashlib.sha256(text.encode()).hexdigest(), dict(parts))
 
 
-def _module_file(root: Path, module: str) -> Path | None:
-    base = root.joinpath(*module.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def _imported_modules(path: Path) -> set[str]:
-    """The ``bugmatrix`` modules a file imports anywhere in it (module level or inside a function)."""
+    """The ``bugmatrix`` modules a file imports anywhere in it (inside functions too)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
@@ -105,7 +75,7 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def harness_files(root: Path) -> list[Path]:
-    """The harness code that runs inside a cell: ``bugmatrix/cell/**``, the ``bugmatrix`` modules they import (and their packages), ``conftest.py``."""
+    """``bugmatrix/cell/**``, the ``bugmatrix`` modules they import (and their packages), ``conftest.py``."""
     todo = [*sorted((root / PACKAGE / "cell").rglob("*.py")), root / "conftest.py", root / PACKAGE / "__init__.py"]
     seen: set[Path] = set()
     while todo:
@@ -115,11 +85,10 @@ def harness_files(root: Path) -> list[Path]:
         seen.add(path)
         for module in _imported_modules(path):
             parts = module.split(".")
-            # Importing a.b.c runs a/__init__.py and a/b/__init__.py first.
+            # Importing a.b.c runs a/__init__.py and a/b/__init__.py first; what is no file is skipped when popped.
             for depth in range(1, len(parts) + 1):
-                found = _module_file(root, ".".join(parts[:depth]))
-                if found is not None and found not in seen:
-                    todo.append(found)
+                base = root.joinpath(*parts[:depth])
+                todo += [base.with_suffix(".py"), base / "__init__.py"]
     return sorted(seen)
 
 
@@ -143,32 +112,29 @@ def _relative(root: Path, path: Path) -> str:
     return path.relative_to(root).as_posix()
 
 
+def _probe(command: list[str], name: str) -> tuple[str, str | None]:
+    """(stdout, None), or ("", ``unknown (...)``) when the probe fails: a failed probe never matches a key."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return "", f"unknown ({name}: {type(exc).__name__})"
+    return (done.stdout, None) if done.returncode == 0 else ("", f"unknown ({name} exited {done.returncode})")
+
+
 @functools.cache
 def interpreter_build(interpreter: str) -> str:
     """``CPython 3.11.7 (main, Dec  4 2023 18:10:11) GCC 12.2.0`` for an interpreter (cached per path: a probe costs a process)."""
-    try:
-        done = subprocess.run([interpreter, "-c", PROBE], capture_output=True, text=True, check=False, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"unknown ({interpreter}: {type(exc).__name__})"
-    if done.returncode != 0:
-        return f"unknown ({interpreter} exited {done.returncode})"
-    return done.stdout.strip()
+    out, failed = _probe([interpreter, "-c", PROBE], interpreter)
+    return failed or out.strip()
 
 
 def gpu_description() -> str:
-    """The GPUs and driver (``nvidia-smi``), ``none`` where there is no ``nvidia-smi``; a failing one says so (and never matches)."""
+    """The GPUs and driver (``nvidia-smi``), ``none`` where there is no ``nvidia-smi``."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return "none"
-    try:
-        done = subprocess.run(
-            [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True, check=False, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"unknown (nvidia-smi: {type(exc).__name__})"
-    if done.returncode != 0:
-        return f"unknown (nvidia-smi exited {done.returncode})"
-    return "; ".join(line.strip() for line in done.stdout.splitlines() if line.strip()) or "none"
+    out, failed = _probe([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"], "nvidia-smi")
+    return failed or "; ".join(line.strip() for line in out.splitlines() if line.strip()) or "none"
 
 
 def host_platform() -> str:
@@ -178,26 +144,16 @@ def host_platform() -> str:
 
 
 def input_key(
-    root: Path,
-    lock: Path,
-    variants: Sequence[str],
-    interpreter: str,
-    *,
-    providers: Mapping[str, Any] | None = None,
-    gpu: str | None = None,
+    root: Path, lock: Path, variants: Sequence[str], interpreter: str, *, providers: Mapping[str, Any] | None = None, gpu: str | None = None
 ) -> InputKey:
-    """The key of a cell installed from ``lock``, running ``variants``, on ``interpreter`` (a path), on this machine.
-
-    ``providers`` is the cell's axis spec (``Matrix.axis_spec(pins)``); ``gpu`` defaults to what ``nvidia-smi`` says.
+    """The key of a cell installed from ``lock``, running ``variants`` on ``interpreter`` (a path) on this machine;
+    ``providers``: ``Matrix.axis_spec(pins)``, ``gpu``: default what ``nvidia-smi`` says.
     """
     parts = {
         "schema": KEY_SCHEMA,
         "lock": file_digest(lock),
         "cases": {_relative(root, p): file_digest(p) for p in case_files(root, variants) if p.is_file()},
-        "harness": {
-            **{_relative(root, p): file_digest(p) for p in harness_files(root)},
-            PYTEST_SETTINGS: _pytest_settings(root),
-        },
+        "harness": {**{_relative(root, p): file_digest(p) for p in harness_files(root)}, PYTEST_SETTINGS: _pytest_settings(root)},
         "platform": host_platform(),
         "python": interpreter_build(interpreter),
         "gpu": gpu if gpu is not None else gpu_description(),
@@ -219,7 +175,7 @@ def _file_changes(kind: str, before: Mapping[str, str], after: Mapping[str, str]
 
 
 def differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
-    """What changed between two keys' parts, in words: ``case file cases/x.py changed``, ``lock changed``, ``python CPython 3.11.7 → 3.11.9``."""
+    """What changed between two keys' parts, in words: ``case file cases/x.py changed``, ``python CPython 3.11.7 → 3.11.9``."""
     if before.get("schema") != after.get("schema"):
         return [f"the key's schema changed ({before.get('schema')} → {after.get('schema')})"]
     lines = ["lock changed"] if before.get("lock") != after.get("lock") else []

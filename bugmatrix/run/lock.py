@@ -1,27 +1,10 @@
 """One lock file per cell: every distribution at an exact version, with hashes.
 
-A cell pins torch, Lightning and transformers, but numpy, setuptools,
-tokenizers, huggingface-hub, lightning-utilities and the rest float with the
-registry, so rebuilding a cell months later can give another outcome with no
-pin changed. ``uv pip compile --generate-hashes`` writes the whole resolution
-to ``locks/<cell-id>.txt`` (committed), its hash blocks stored once under
-``locks/pieces/`` (:mod:`bugmatrix.run.lockpieces`; :func:`lock_for` hands out the
-assembled, complete text); ``bugmatrix.run.envbuild.ensure_environment``
-installs it with ``uv pip sync --require-hashes`` (exactly that set, anything
-else removed, from any uv cache, even an empty one) and stamps the venv with a
-digest that includes the lock's text. (Only an sdist's *build* dependencies
-stay unlocked: uv builds it in an isolated environment; the built package
-itself is pinned and hash-checked.) A CUDA twin installs what its CPU cell
-does, so both use the CPU cell's lock.
-
-Resolution only reads metadata (PyPI serves each wheel's METADATA on its own,
-PEP 658) and the index's hashes: making a lock downloads no torch wheel.
-
-The lock starts with a header (comments, which uv ignores) recording the
-digest of the requirements it was made from, the Python, the target platform
-and ``--exclude-newer``; :func:`lock_status` compares that digest with the
-cell's requirements today, so a changed pin or constraint makes the lock stale
-with a one-line message saying how to re-create it.
+A cell pins torch, Lightning and transformers, but the rest floats with the registry, so ``uv pip compile
+--generate-hashes`` writes the whole resolution to ``locks/<cell-id>.txt`` (committed, its hash blocks stored once
+as pieces: :mod:`bugmatrix.run.lockpieces`). Its header records the digest of the requirements it was made from, so a
+changed pin makes it stale (:func:`lock_status`). A CUDA twin installs its CPU cell's lock. Making a lock reads
+metadata only (PEP 658): no wheel is downloaded.
 """
 
 from __future__ import annotations
@@ -34,6 +17,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from packaging.requirements import Requirement
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_text_atomic
@@ -53,7 +38,6 @@ __all__ = [
     "create_lock",
     "exclude_newer_for",
     "lock_for",
-    "lock_is_current",
     "lock_path",
     "lock_status",
     "locks_dir",
@@ -63,8 +47,7 @@ __all__ = [
     "run_lock",
 ]
 
-#: What the nightly's runners are (GitHub's ubuntu-latest and the GPU runner):
-#: a lock made on a laptop still resolves for them.
+#: The nightly's runners (ubuntu-latest, the GPU runner): a lock made on a laptop still resolves for them.
 DEFAULT_PLATFORM = "x86_64-unknown-linux-gnu"
 HEADER_KEY = re.compile(r"^# (?P<key>[a-z0-9-]+): (?P<value>.*)$")
 REASON_LINES = 3
@@ -73,12 +56,12 @@ LOCKS_ENV = "BUGMATRIX_LOCKS"
 
 
 def locks_dir(root: Path) -> Path:
-    """The directory of the locks cells install from: ``$BUGMATRIX_LOCKS``, else ``<root>/locks`` (committed with the matrix)."""
+    """The directory of the locks cells install from: ``$BUGMATRIX_LOCKS``, else ``<root>/locks``."""
     return Path(os.environ.get(LOCKS_ENV) or root / "locks")
 
 
 def lock_path(root: Path, cell_id: str, directory: Path | None = None) -> Path:
-    """Where a cell's lock lives: ``<locks>/<cell-id>.txt`` (``directory``, else :func:`locks_dir`); a CUDA twin uses its CPU cell's."""
+    """``<locks>/<cell-id>.txt`` (``directory``, else :func:`locks_dir`); a CUDA twin uses its CPU cell's."""
     return (directory or locks_dir(root)) / f"{cell_id.removesuffix('-cuda')}.txt"
 
 
@@ -88,17 +71,14 @@ def requirements_digest(requirements: Sequence[str]) -> str:
 
 
 def _reason(stderr: str) -> str:
-    """The resolver's conclusion: uv ends with the ``cause``/``hint`` lines."""
+    # uv ends with the cause/hint lines.
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     return " ".join(lines[-REASON_LINES:]) or "no output"
 
 
 def exclude_newer_for(pinned: Mapping[str, str], *, slack: dt.timedelta = dt.timedelta(days=1), fetch: Fetch | None = None) -> str:
-    """A cutoff just after the newest pin's *last* upload (distribution -> version).
-
-    The last file, not the first: torch uploads its wheels over minutes, and a
-    cutoff between them leaves uv with "no version of torch==2.15.0".
-    """
+    """A cutoff just after the newest pin's *last* upload (torch uploads its wheels over minutes: a cutoff between them
+    leaves uv with "no version of torch==2.15.0")."""
     newest = max(release_time((fetch or fetch_project)(name), version) for name, version in pinned.items())
     return (newest + slack).astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -114,34 +94,13 @@ def create_lock(
     exclude_newer_packages: Mapping[str, str] | None = None,
     pieces: bool = False,
 ) -> Path:
-    """Resolve ``requirements`` for ``python`` on ``platform`` and write the lock to ``out``.
+    """Resolve ``requirements`` for ``python`` on ``platform`` and write the lock to ``out`` (``pieces``: in the stored form).
 
-    ``pieces``: store it as a short list of pins whose hash blocks live once in
-    ``<out's directory>/pieces`` (how the committed ``locks/`` are kept), else
-    whole (a lane's or a benchmark's scratch lock).
-
-    ``exclude_newer`` (an RFC 3339 timestamp or date) resolves as the registry
-    stood then: the way to lock an old cell with the releases of its own era.
-    ``exempt`` distributions ignore that cutoff (the harness's pytest>=8 did not
-    exist in 2023; exempt it *and* its dependencies, e.g. pluggy, iniconfig, execnet).
-    ``exclude_newer_packages`` (distribution -> timestamp) resolves those
-    distributions as the registry stood then (uv ``--exclude-newer-package``):
-    the registry of a night before one release (the benchmark's simulated release).
-    Raises BugmatrixError (one line, the resolver's reason) when there is no solution.
+    ``exclude_newer``: the registry as it stood then, but for the ``exempt`` distributions (the harness's tools);
+    ``exclude_newer_packages`` holds single distributions back. No solution: BugmatrixError with the resolver's reason.
     """
-    command = [
-        *uv_command(),
-        "pip",
-        "compile",
-        "-",
-        "--quiet",
-        "--no-header",
-        "--generate-hashes",
-        "--python-version",
-        python,
-        "--python-platform",
-        platform,
-    ]
+    command = [*uv_command(), "pip", "compile", "-", "--quiet", "--no-header", "--generate-hashes"]
+    command += ["--python-version", python, "--python-platform", platform]
     if exclude_newer:
         command += ["--exclude-newer", exclude_newer]
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -171,7 +130,7 @@ def create_lock(
 
 
 def read_header(lock: Path) -> dict[str, str | list[str]]:
-    """The lock's header: ``requirements-sha256``, ``python``, ``platform``, ``exclude-newer``, ``requirement`` (a list)."""
+    """The lock's header comments as key -> value; ``requirement`` is a list."""
     try:
         text = lock.read_text(encoding="utf-8")
     except OSError as exc:
@@ -208,26 +167,18 @@ def lock_status(lock: Path, requirements: Sequence[str], *, python: str | None =
     return None
 
 
-def lock_is_current(lock: Path, requirements: Sequence[str], *, python: str | None = None) -> bool:
-    """Whether ``lock`` still describes these requirements (see lock_status for the reason)."""
-    return lock_status(lock, requirements, python=python) is None
-
-
 def lock_for(
     root: Path, cell_id: str, requirements: Sequence[str], python: str, *, directory: Path | None = None
 ) -> tuple[Path | None, str | None]:
-    """The lock a cell installs from (in ``directory``, default :func:`locks_dir`), or None with the reason (no lock, or a stale one: never installed silently)."""
+    """The lock a cell installs from (complete), or None and why (no lock, a stale one: never installed silently)."""
     path = lock_path(root, cell_id, directory)
     reason = lock_status(path, requirements, python=python)
     return (assembled_lock(root, path), None) if reason is None else (None, reason)
 
 
 def assembled_lock(root: Path, lock: Path) -> Path:
-    """A file holding ``lock``'s complete text (uv installs from a file): ``lock`` itself when it is stored whole.
-
-    A lock stored as pieces is assembled into ``<root>/build/locks/<digest>/<its name>``: named by its
-    text, so cells run at once, or from two directories of locks, never write over each other's.
-    """
+    """A file holding ``lock``'s complete text: ``lock`` itself when stored whole, else ``<root>/build/locks/<digest>/<name>``
+    (named by its text, so cells side by side never write over each other's)."""
     text = lock.read_text(encoding="utf-8")
     if not is_stored_as_pieces(text):
         return lock
@@ -244,8 +195,6 @@ HARNESS_EXEMPT = ("pytest", "pytest-xdist", "pluggy", "iniconfig", "execnet")
 
 def pinned_distributions(requirements: Sequence[str]) -> dict[str, str]:
     """``{"torch": "2.0.1"}`` from the ``name==version`` entries of a requirement list."""
-    from packaging.requirements import Requirement
-
     pinned = {}
     for text in requirements:
         requirement = Requirement(text)

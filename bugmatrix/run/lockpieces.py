@@ -1,22 +1,9 @@
 """A lock stored as pieces: each distribution's hash block once under ``locks/pieces/``, each cell a short list of pins.
 
-Seventy cells of one stack resolve to mostly the same distributions, and a
-hashed lock is mostly hash lines (aiohttp alone has a hundred and fifty), so
-whole ``uv pip compile --generate-hashes`` outputs repeated the same blocks in
-every cell: 106,936 lines in 70 files, and a new two-axis case added 118,918.
-Stored here, a cell's lock is uv's output with every hash block (``name==version \\``
-and its ``--hash=`` lines) replaced by one reference line::
-
-    aiohttp==3.14.5 #piece 1f0c3b5e9a6d2c47
-
-and the block itself is ``locks/pieces/aiohttp-3.14.5-1f0c3b5e9a6d2c47.txt``,
-named by the sha256 of its text (content-addressed: two cells with the same
-release and the same files share it; another file set is another piece).
-Headers, ``# via`` lines and everything else stay in the cell's file, so
-:func:`assemble_lock` gives back uv's output byte for byte: what is installed
-(``uv pip sync --require-hashes``), hashed into the input key and copied into a
-repro is that complete text, never the stored form. A lock without references
-(the lane's fresh locks, a benchmark's) is already complete and assembles to itself.
+Seventy cells of one stack resolve to mostly the same distributions, and a hashed lock is mostly hash lines. Stored
+here, every hash block of uv's output (``name==version \\`` and its ``--hash=`` lines) is one reference line,
+``aiohttp==3.14.5 #piece 1f0c3b5e9a6d2c47``, and the block is ``locks/pieces/aiohttp-3.14.5-1f0c3b5e9a6d2c47.txt``,
+named by its sha256. :func:`assemble_lock` gives back uv's output byte for byte: only that text is installed and hashed.
 """
 
 from __future__ import annotations
@@ -47,7 +34,8 @@ PIECES = "pieces"
 DIGEST_CHARS = 16
 REFERENCE = re.compile(rf"^(?P<requirement>\S[^\n]*?) #piece (?P<digest>[0-9a-f]{{{DIGEST_CHARS}}})$")
 PINNED = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9._+!-]+)")
-HASH_LINE = "    --hash="
+#: A hash block: ``name==version \\`` and its ``--hash=`` lines (one that ends the text without a newline stays whole).
+BLOCK = re.compile(r"^(?P<requirement>[^\s#][^\n]*) \\\n(?:    --hash=[^\n]*\\\n)*    --hash=[^\n]*\n", re.MULTILINE)
 
 
 def _digest(piece: str) -> str:
@@ -60,38 +48,21 @@ def _file_name(requirement: str, digest: str) -> str:
 
 
 def piece_path(locks: Path, reference_line: str) -> Path | None:
-    """Where the piece a reference line names is stored (``locks`` is the directory of locks), or None for any other line."""
+    """Where the piece a reference line names is stored, or None for any other line."""
     match = REFERENCE.match(reference_line)
     return locks / PIECES / _file_name(match["requirement"], match["digest"]) if match else None
 
 
 def split_lock(text: str) -> tuple[str, dict[str, str]]:
     """uv's lock text -> (the cell's stored text, {piece file name: piece text}); :func:`assemble_lock` inverts it exactly."""
-    lines = text.splitlines(keepends=True)
-    stored: list[str] = []
     pieces: dict[str, str] = {}
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        head = line.rstrip("\n")
-        if line.startswith((" ", "#")) or not head.endswith(" \\") or i + 1 == len(lines) or not lines[i + 1].startswith(HASH_LINE):
-            stored.append(line)
-            i += 1
-            continue
-        end = i + 1
-        while end < len(lines) and lines[end].startswith(HASH_LINE):
-            end += 1
-            if not lines[end - 1].rstrip("\n").endswith("\\"):
-                break
-        piece = "".join(lines[i:end])
-        if not piece.endswith("\n"):  # a lock ending in its last hash: kept whole, the stored form must not add a newline
-            stored.extend(lines[i:end])
-            break
-        requirement, digest = head.removesuffix(" \\"), _digest(piece)
-        pieces[_file_name(requirement, digest)] = piece
-        stored.append(f"{requirement} #piece {digest}\n")
-        i = end
-    return "".join(stored), pieces
+
+    def reference(block: re.Match[str]) -> str:
+        digest = _digest(block[0])
+        pieces[_file_name(block["requirement"], digest)] = block[0]
+        return f"{block['requirement']} #piece {digest}\n"
+
+    return BLOCK.sub(reference, text), pieces
 
 
 def is_stored_as_pieces(text: str) -> bool:
@@ -100,10 +71,7 @@ def is_stored_as_pieces(text: str) -> bool:
 
 
 def assemble_lock(lock: Path, text: str | None = None) -> str:
-    """The complete lock (uv's output, byte for byte) of the stored lock ``lock``, its pieces read from ``<lock's directory>/pieces``.
-
-    Raises BugmatrixError naming the lock and the piece when a piece is missing or does not match its digest.
-    """
+    """uv's output, byte for byte, of the stored lock ``lock``; a missing or altered piece is a BugmatrixError naming it."""
     if text is None:
         text = lock.read_text(encoding="utf-8")
     out: list[str] = []
@@ -127,7 +95,7 @@ def assemble_lock(lock: Path, text: str | None = None) -> str:
 
 
 def stored_lock_files(text: str, lock: Path) -> dict[Path, str]:
-    """The files that store uv's lock ``text`` as ``lock``: the cell's short file and each piece (a piece already there is the same text)."""
+    """The files that store uv's lock ``text`` as ``lock``: the cell's short file and each piece."""
     stored, pieces = split_lock(text)
     return {lock: stored, **{lock.parent / PIECES / name: piece for name, piece in pieces.items()}}
 
@@ -151,11 +119,7 @@ def write_stored_lock(text: str, lock: Path) -> None:
 
 
 def added_size(locks: Path, texts: Mapping[str, str]) -> tuple[int, int]:
-    """(lines, bytes) that storing these new locks (cell id -> uv's lock text) adds to ``locks``: their short files and new pieces.
-
-    What a new case costs in ``locks/`` before it is committed (the budget for a new two-axis case is 40,000
-    lines): a piece already stored, or added by an earlier text of the same call, costs nothing again.
-    """
+    """(lines, bytes) that storing these new locks (cell id -> uv's lock text) adds to ``locks``; a piece stored already costs nothing."""
     lines = size = 0
     seen = {p.name for p in (locks / PIECES).glob("*.txt")}
     for cell, text in texts.items():

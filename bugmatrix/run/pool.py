@@ -1,25 +1,9 @@
 """Cells side by side: ``python -m bugmatrix run --profile P [--jobs N]`` (the ``run`` nox session), one runner, a process pool.
 
-nox runs its sessions one after another, so ``nox -t full`` leaves a core idle
-while a cell imports its stack (an import is one CPU-bound process) and while
-uv builds an environment. This command runs up to ``$BUGMATRIX_JOBS`` cells at
-once, each in a process of a real pool, each through the one runner
-(:func:`bugmatrix.run.runner.run_cell`: the same lock, build, reuse decision,
-pytest command and run file as ``nox -s "cell(<id>)"``), so its results and
-locks are those of a sequential run (``tests/test_cells_side_by_side.py``).
-
-* How many at once (:func:`slots`): ``--jobs`` / ``$BUGMATRIX_JOBS``, else the
-  cores, fewer where the free disk cannot hold one torch stack per running
-  cell; the variants' processes per cell (``$BUGMATRIX_WORKERS``) are then
-  chosen so that jobs x workers stays within the cores (both given and too
-  many: a one-line error, never an oversubscribed machine).
-* Lean mode (:mod:`bugmatrix.run.diskbudget`) gives a cell's disk back in this
-  (the parent) process when the cell ends: its torch stack leaves uv's cache
-  only when no cell still running or waiting pins it, and under an exclusive
-  lock every build holds shared, so a prune never races an install.
-* Output: one line per finished cell, ``[12/70] <cell> reproduced 3, fixed 9
-  (14.2 s)``; each cell's own output (uv, pytest) goes to
-  ``<reports>/logs/<cell>.log``, named on the line when something went wrong.
+Each cell runs in a pool process through the one runner (:func:`bugmatrix.run.runner.run_cell`), so results and locks
+are those of a sequential run. :func:`slots` picks cells at once and variant processes per cell within the cores and
+the disk; lean mode gives a finished cell's disk back in this process. One line per finished cell; each cell's own
+output goes to ``<reports>/logs/<cell>.log``.
 """
 
 from __future__ import annotations
@@ -70,11 +54,8 @@ def _count(name: str, text: str) -> int:
 
 
 def slots(cells: int, *, cores: int, free: float, jobs: str | None = None, workers: str | None = None) -> Slots:
-    """How many cells run at once and how many variant processes each gets.
-
-    ``jobs``/``workers``: ``--jobs`` or ``$BUGMATRIX_JOBS``, ``$BUGMATRIX_WORKERS`` as given (None: choose). Chosen jobs are the
-    cores (cells side by side beat forks within one cell: each cell's import is serial), at most one per torch stack
-    the free disk (``free`` GiB) holds beside the margin, at most the cells; chosen workers share the cores left.
+    """How many cells run at once and how many variant processes each gets (``jobs``/``workers`` as given, None: choose):
+    the cores, at most one cell per torch stack the ``free`` GiB hold beside the margin, at most the cells.
     """
     cores, cells = max(1, cores), max(1, cells)
     by_disk = max(1, int((free - MARGIN_GIB) // STACK_GIB))
@@ -106,11 +87,13 @@ class Job:
 
     matrix: Matrix
     spec: CellSpec
-    run_file: Path
-    junit: Path
-    log: Path
+    reports: Path
     root: Path
     reuse: ReusePolicy | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.reports / "logs" / f"{self.spec.id}.log"
 
 
 @dataclass(frozen=True)
@@ -122,7 +105,7 @@ class Finished:
     returncode: int | None
     install_failed: str | None
     reused: bool
-    unfinished: str | None = None  # why its run file is not the whole record of its run (runner.unfinished)
+    unfinished: str | None = None  # runner.unfinished
 
 
 def run_job(job: Job) -> Finished:
@@ -131,30 +114,21 @@ def run_job(job: Job) -> Finished:
     job.log.parent.mkdir(parents=True, exist_ok=True)
     with job.log.open("w", encoding="utf-8") as log:
 
-        def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
-            log.write("$ " + " ".join(command) + "\n")
-            log.flush()
-            return subprocess.run(list(command), env=dict(env), cwd=job.root, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
-
         def said(line: str) -> None:
             log.write(line + "\n")
             log.flush()
 
-        done = run_cell(
-            job.matrix,
-            job.spec,
-            job.run_file,
-            execute=execute,
-            root=job.root,
-            junit=job.junit,
-            reuse=job.reuse,
-            log=said,
-        )
+        def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
+            said("$ " + " ".join(command))
+            return subprocess.run(list(command), env=dict(env), cwd=job.root, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+
+        run_file, junit = run_file_path(job.reports, job.spec.id), job.reports / "junit" / f"{job.spec.id}.xml"
+        done = run_cell(job.matrix, job.spec, run_file, execute=execute, root=job.root, junit=junit, reuse=job.reuse, log=said)
     return Finished(job.spec.id, time.perf_counter() - started, done.returncode, done.install_failed, done.reused, done.unfinished)
 
 
 def describe(finished: Finished, run_file: Path, log: Path) -> str:
-    """The cell's line (without its count): its outcomes counted, reuse, an install failure's reason, a broken run's log."""
+    """The cell's line (without its count): outcomes counted, reuse, an install failure's reason, a broken run's log."""
     timing = f"({finished.seconds:.1f} s)"
     if finished.install_failed is not None:
         return f"{finished.cell} install-failed: {finished.install_failed.strip().splitlines()[-1]} {timing}"
@@ -183,22 +157,10 @@ def run_cells(
     order: Sequence[CellSpec] | None = None,
     say: Callable[[str], None] = print,
 ) -> list[Finished]:
-    """Run ``specs`` up to ``jobs`` at once (a process pool, spawned), say one line per finished cell, give lean disk back.
-
-    ``order`` is every planned cell (what the disk mode is decided for); default ``specs``. Returns in finishing order.
+    """Run ``specs`` up to ``jobs`` at once, one line per finished cell, lean disk given back (``order``: every planned
+    cell, default ``specs``); in finishing order.
     """
-    made = [
-        Job(
-            matrix,
-            replace(spec, runner=chosen_runner(spec.runner.name, workers)),  # the spec's mode, ``workers`` variants at once
-            run_file_path(reports, spec.id),
-            reports / "junit" / f"{spec.id}.xml",
-            reports / "logs" / f"{spec.id}.log",
-            root,
-            reuse,
-        )
-        for spec in specs
-    ]
+    made = [Job(matrix, replace(spec, runner=chosen_runner(spec.runner.name, workers)), reports, root, reuse) for spec in specs]
     unfinished = {job.spec.id: job.spec for job in made}
     finished: list[Finished] = []
     # spawn, not fork: the pool's own threads are running when it starts processes.
@@ -208,11 +170,9 @@ def run_cells(
             job = futures[future]
             done = future.result()
             del unfinished[job.spec.id]
-            # Lean: a stack leaves uv's cache only when no cell still running or waiting pins it (diskbudget.cache_lock).
-            cleaned = (
-                [] if done.reused else release(matrix, job.spec, order or specs, root=root, others=list(unfinished.values()), jobs=jobs)
-            )
+            others = list(unfinished.values())
+            cleaned = [] if done.reused else release(matrix, job.spec, order or specs, root=root, others=others, jobs=jobs)
             finished.append(done)
-            line = describe(done, job.run_file, job.log) + (f"; lean: cleaned {', '.join(cleaned)}" if cleaned else "")
-            say(f"[{len(finished)}/{len(made)}] {line}")
+            lean = f"; lean: cleaned {', '.join(cleaned)}" if cleaned else ""
+            say(f"[{len(finished)}/{len(made)}] {describe(done, run_file_path(reports, job.spec.id), job.log)}{lean}")
     return finished

@@ -1,38 +1,11 @@
-"""The re-resolve lane: every cell's requirements resolved again against today's registry, and what moved below the pins.
+"""The re-resolve lane: every locked cell's requirements resolved again against today's registry, and what moved below the pins.
 
-A locked nightly cannot see the one drift that breaks pinned cells overnight:
-a new release of an unpinned dependency (setuptools 81 removing
-``pkg_resources`` from old Lightning; NumPy 2 under old torch). So each night
-every cell of the profile that has a current committed lock is resolved again
-exactly as ``nox -s lock`` would (:func:`bugmatrix.run.lock.create_lock`:
-metadata only, no wheel is downloaded) and compared with its lock,
-distribution by distribution:
-
-* ``same``: nothing moved (a comment-only difference in uv's ``# via``
-  annotations is the same environment and is not reported);
-* ``moved``: the fresh lock is kept (``<out>/locks/<cell>.txt``) and the
-  moved distributions named (``numpy 2.4.6 → 2.5.0``, ``+new 1.0``,
-  ``-gone 2.0``, ``torch 2.10.0: files changed``); the cell's ``fresh(<id>)``
-  session then runs it in that environment, beside the locked run;
-* ``failed``: the requirements no longer resolve (a new release makes the
-  cell unsatisfiable): the resolver's reason, a finding on the page;
-* ``unlocked``: no current committed lock to compare with (the cell already
-  installs today's resolution).
-
-A lock made with ``--era`` (resolved as the registry stood when its pins were
-new) is re-resolved at its own cutoff: it is old on purpose, and only what
-moved below that cutoff (a yanked release) or its exempt harness tools can move.
-
-Outputs, written all or nothing into ``<out>`` (default ``<reports>/fresh``):
-``resolve.json`` (schema ``bugmatrix.reresolve/1``, every cell's status),
-the fresh locks of the moved cells (whole: the ``fresh(<id>)`` sessions install
-them), and ``locks.patch``: the moved locks as a patch a maintainer applies with
-``git apply`` at the repository root, in the committed form (each cell's short
-list of pins, its new pieces added and the pieces no lock uses any more removed:
-:mod:`bugmatrix.run.lockpieces`).
-``as_of`` / ``held`` resolve as the registry stood at a moment (``uv
---exclude-newer``, per distribution ``--exclude-newer-package``): a night
-reproduced later, or the benchmark's simulated release.
+A locked nightly cannot see a new release of an unpinned dependency (setuptools 81 removing ``pkg_resources``; NumPy 2
+under old torch), so each cell is resolved as ``nox -s lock`` would and compared with its lock: ``same``, ``moved``
+(the distributions named; its fresh lock kept for the ``fresh(<id>)`` session), ``failed`` (no longer resolves) or
+``unlocked``. An ``--era`` lock is re-resolved at its own cutoff. Written all or nothing into ``<out>``:
+``resolve.json`` (:class:`~bugmatrix.documents.lane.LaneFile`), the moved cells' fresh locks, and ``locks.patch``
+(the moved locks in the committed form, for ``git apply``).
 """
 
 from __future__ import annotations
@@ -60,13 +33,7 @@ if TYPE_CHECKING:
     from bugmatrix.plan.cells import Cell
     from bugmatrix.plan.matrix import Matrix
 
-__all__ = [
-    "lock_changes",
-    "lock_entries",
-    "patch_text",
-    "reresolve_cells",
-    "run_reresolve",
-]
+__all__ = ["lock_changes", "lock_entries", "patch_text", "reresolve_cells", "run_reresolve"]
 
 ENTRY = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;\\]+)")
 HASH = re.compile(r"--hash=(?P<hash>\S+)")
@@ -92,11 +59,8 @@ def lock_entries(text: str) -> dict[str, tuple[str, frozenset[str]]]:
 
 
 def lock_changes(committed: str, fresh: str) -> list[str]:
-    """What moved from one lock's text to another's: ``name old → new``, ``+name v``, ``-name v``, ``name v: files changed``.
-
-    The version lines are the environment diff's own (:func:`bugmatrix.versions.distribution_changes`), so the
-    re-resolve lane and the report's environment changes say a move the same way; a lock adds what a version cannot
-    show, a release whose wheels' hashes changed.
+    """What moved from one lock's text to another's, said as the report's environment diff says it, plus
+    ``name v: files changed`` (another set of hashes).
     """
     before, after = lock_entries(committed), lock_entries(fresh)
     moved = distribution_changes({n: v for n, (v, _) in before.items()}, {n: v for n, (v, _) in after.items()})
@@ -109,10 +73,7 @@ def lock_changes(committed: str, fresh: str) -> list[str]:
 
 
 def patch_text(changes: Sequence[tuple[str, str | None, str | None]]) -> str:
-    """A git-style patch turning each (path relative to the repository, committed text, fresh text) into the fresh one: ``git apply`` takes it.
-
-    A committed text of None adds the file, a fresh text of None deletes it.
-    """
+    """A patch for ``git apply`` turning each (path in the repository, committed text, fresh text); None adds or deletes the file."""
     out = []
     for path, old, new in changes:
         before, after = ("/dev/null" if old is None else f"a/{path}"), ("/dev/null" if new is None else f"b/{path}")
@@ -126,30 +87,21 @@ def patch_text(changes: Sequence[tuple[str, str | None, str | None]]) -> str:
     return "".join(out)
 
 
-def _committed_name(lock: Path) -> str:
-    """The lock's path as the repository knows it, ``locks/<cell>.txt``: the patch refreshes the committed locks, wherever ``$BUGMATRIX_LOCKS`` pointed."""
-    return f"locks/{lock.name}"
-
-
 def _one(
     matrix: Matrix, cell: Cell, root: Path, scratch: Path, as_of: str | None, held: Mapping[str, str]
 ) -> tuple[Reresolved, str, str, str]:
-    """(status, committed path, committed text, fresh text) for one CPU cell."""
     requirements = matrix.requirements_for(cell.pins, extra=cell.extra)
     lock, unlocked = lock_for(root, cell.id, requirements, cell.python)
     if lock is None:
         return Reresolved(cell.id, "unlocked", reason=unlocked or "no lock"), "", "", ""
-    name = _committed_name(lock)
+    name = f"locks/{lock.name}"  # as the repository knows it, wherever $BUGMATRIX_LOCKS pointed
     header = read_header(lock)
-    # An era lock (nox -s lock -- --era) is resolved as of its own cutoff on purpose: it stays there, its exempt tools float.
-    era = str(header.get("exclude-newer", "none"))
-    cutoff = as_of or (era if era != "none" else None)
-    exempt = str(header.get("exempt", "none")).split() if not as_of and era != "none" else []
-    exempt = [] if exempt == ["none"] else exempt
+    # An era lock stays at its own cutoff; its exempt tools float.
+    era = None if header.get("exclude-newer", "none") == "none" else str(header["exclude-newer"])
+    exempt = [] if as_of or era is None else [n for n in str(header.get("exempt", "none")).split() if n != "none"]
     try:
-        fresh = create_lock(
-            requirements, cell.python, scratch / f"{cell.id}.txt", exclude_newer=cutoff, exempt=exempt, exclude_newer_packages=held
-        )
+        out = scratch / f"{cell.id}.txt"
+        fresh = create_lock(requirements, cell.python, out, exclude_newer=as_of or era, exempt=exempt, exclude_newer_packages=held)
     except BugmatrixError as exc:
         return Reresolved(cell.id, "failed", reason=str(exc), committed=name), name, "", ""
     old, new = lock.read_text(encoding="utf-8"), fresh.read_text(encoding="utf-8")
@@ -158,11 +110,8 @@ def _one(
 
 
 def _committed_changes(root: Path, fresh: Sequence[tuple[str, str]]) -> list[tuple[str, str | None, str | None]]:
-    """(path in the repository, committed text, new text) turning the committed locks of these (cell, fresh lock text) into the fresh ones.
-
-    In the committed form: each cell's stored text, the pieces it needs that are not there yet, and the
-    pieces only the old locks used (removed, so applied patches leave no orphans behind).
-    """
+    """(path in the repository, committed text, new text) storing these (cell, fresh lock text): each cell's stored text,
+    its new pieces, and the pieces only the old locks used (removed: an applied patch leaves no orphans)."""
     stored: dict[Path, str] = {}
     old: dict[Path, str] = {}
     added: dict[Path, str] = {}
@@ -174,7 +123,7 @@ def _committed_changes(root: Path, fresh: Sequence[tuple[str, str]]) -> list[tup
     locks = lock_path(root, "any").parent
     was_used = referenced_pieces(old.values(), locks)
     gone = [p for p in unused_pieces(locks, stored) if p in was_used]
-    changes: list[tuple[str, str | None, str | None]] = [(_committed_name(p), old[p], stored[p]) for p in stored]
+    changes: list[tuple[str, str | None, str | None]] = [(f"locks/{p.name}", old[p], stored[p]) for p in stored]
     changes += [(f"locks/{PIECES}/{p.name}", None, body) for p, body in added.items()]
     changes += [(f"locks/{PIECES}/{p.name}", p.read_text(encoding="utf-8"), None) for p in gone]
     return sorted(changes)
@@ -192,26 +141,16 @@ def reresolve_cells(
     log: Callable[[Reresolved], None] | None = None,
     profile: str | None = None,
 ) -> list[Reresolved]:
-    """Resolve each CPU cell again (``jobs`` at once: the resolver waits on the registry), compare, write ``<out>`` all or nothing.
-
-    A CUDA twin installs its CPU cell's lock, so the CPU cell's answer is the twin's.
-    """
+    """Resolve each CPU cell again (``jobs`` at once), compare, write ``<out>`` all or nothing (a CUDA twin shares its CPU cell's lock)."""
     cpu = [c for c in cells if c.device == "cpu"]
     with tempfile.TemporaryDirectory(prefix="bugmatrix-reresolve-") as tmp, ThreadPoolExecutor(max(1, jobs)) as pool:
         done = list(pool.map(lambda c: _one(matrix, c, root, Path(tmp), as_of, dict(held or {})), cpu))
     results = [r for r, *_ in done]
-    for result in results:
-        if log is not None:
-            log(result)
+    for result in results if log is not None else ():
+        log(result)
     moved = [(r, name, old, new) for r, name, old, new in done if r.status == "moved"]
-    document = LaneFile(
-        RERESOLVE_SCHEMA,
-        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        results,
-        as_of,
-        dict(held or {}),
-        profile,  # the report uses the lane only for a night of this profile
-    )
+    # The profile: the report uses the lane only for a night of it.
+    document = LaneFile(RERESOLVE_SCHEMA, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), results, as_of, dict(held or {}), profile)
     files: dict[Path, str | bytes] = {out / "resolve.json": json.dumps(document.to_json(), indent=1, sort_keys=True) + "\n"}
     files |= {out / "locks" / f"{r.cell}.txt": new for r, _, _, new in moved}
     patch = patch_text(_committed_changes(root, [(r.cell, new) for r, _, _, new in moved]))
@@ -236,19 +175,14 @@ def run_reresolve(
     """``nox -s reresolve``: one line per cell, then the totals; 0 (what moved or failed is the report's finding)."""
 
     def say(result: Reresolved) -> None:
-        detail = {"moved": ", ".join(result.moved[:6]) + (" …" if len(result.moved) > 6 else ""), "failed": result.reason}.get(
-            result.status, ""
-        )
+        moved = ", ".join(result.moved[:6]) + (" …" if len(result.moved) > 6 else "")
+        detail = {"moved": moved, "failed": result.reason}.get(result.status, "")
         print(f"{result.cell}: {result.status}" + (f": {detail}" if detail else ""), flush=True)
 
     results = reresolve_cells(matrix, cells, root, out, as_of=as_of, held=held, jobs=jobs, log=say, profile=profile)
     counts = {status: sum(r.status == status for r in results) for status in STATUSES}
     patch = out / "locks.patch"
-    print(
-        f"re-resolved {len(results)} cells"
-        + (f" as of {as_of}" if as_of else " against today's registry")
-        + ": "
-        + ", ".join(f"{n} {s}" for s, n in counts.items())
-        + (f"; refreshed locks: {patch} (git apply {patch})" if patch.exists() else "; nothing to refresh")
-    )
+    against = f"as of {as_of}" if as_of else "against today's registry"
+    refreshed = f"refreshed locks: {patch} (git apply {patch})" if patch.exists() else "nothing to refresh"
+    print(f"re-resolved {len(results)} cells {against}: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"; {refreshed}")
     return 0

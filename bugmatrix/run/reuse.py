@@ -1,44 +1,10 @@
-"""Reuse a previous night's results for a cell whose inputs cannot have moved.
+"""Reuse a previous night's results for a cell whose inputs cannot have moved (the same :class:`InputKey`).
 
-A cell installed from its committed lock, running the same case files and
-harness on the same platform, Python build and GPU as a run file of an earlier
-night, would repeat that night (the cases are seeded and deterministic), so the
-runner (:mod:`bugmatrix.run.runner`) may take those results over instead of
-building and running it: the :class:`~bugmatrix.run.inputkey.InputKey` says
-when. A reused run file says so (``reused_from``: date, commit and run of the
-results) and the report shows it as reused, never as fresh.
-
-Where previous results come from: a reports directory of an earlier run
-(``runs/<cell>.json``, ``fresh/runs/<cell>.json`` and ``history.jsonl``),
-named by ``$BUGMATRIX_PREVIOUS`` or a cell session's ``--reuse-from DIR``;
-the nightly carries it from night to night as an artifact, locally it can be
-the last run's ``build/reports``. Without one nothing is reused.
-
-What bounds it:
-
-* ``--no-reuse`` or ``BUGMATRIX_NO_REUSE=1``: run everything;
-* ``[reuse] max_age_days`` in ``matrix.toml`` (default 7): results observed
-  longer ago are re-observed, so every cell really runs at least weekly
-  (0: never reuse);
-* results dated in the future (more than an hour ahead of now) are refused:
-  they would otherwise never grow older than ``max_age_days``;
-* a previous run file goes through the same validating reader as tonight's
-  (types, and ``complete`` against its own ``selected``): one that fails it
-  is not reused, and the decision's line names it and why;
-* a previous run file is trusted only when its bytes are the ones a report
-  read: the history records each run file's digest (``files``), and a file
-  whose digest is not the one the newest night recorded for it (edited to say
-  ``fixed`` where it said ``reproduced``, its key unchanged), or that no night
-  recorded, is named and not reused: the cell runs;
-* a (variant, cell) the history calls flaky is re-observed (its whole cell
-  runs), and so is a run that crashed, timed out, did not complete or did not
-  install; a history that cannot be read turns reuse off (flaky pairs and
-  digests unknown);
-* callers that measure or compare runs never pass a policy: stability,
-  bisect, the benchmark's floors (they refuse reuse explicitly).
-
-A previous run file that cannot be read is a warning, not an error: it is an
-optimisation's input, and the cell then simply runs.
+Previous results are a reports directory of an earlier run (``$BUGMATRIX_PREVIOUS`` or ``--reuse-from DIR``); a reused
+run file says so (``reused_from``). Never reused: with ``--no-reuse``/``BUGMATRIX_NO_REUSE=1``, results older than
+``[reuse] max_age_days`` (or dated in the future), a file whose digest is not the one the history recorded for it (an
+edit could not be told), a flaky pair, a crash, timeout, incomplete run or failed install. Callers that measure or
+compare runs (stability, bisect, the benchmark's floors) pass no policy.
 """
 
 from __future__ import annotations
@@ -95,12 +61,12 @@ def split_reuse_options(args: Sequence[str]) -> tuple[ReuseOptions, list[str]]:
 
 @dataclass(frozen=True)
 class ReusePolicy:
-    """Reuse is on: where the previous results are, how old they may be, and which (variant, cell) pairs must be re-observed."""
+    """Reuse is on: where the previous results are, how old they may be, which (variant, cell) pairs are re-observed."""
 
     previous: Path
     max_age_days: int
     flaky: frozenset[tuple[str, str]] = frozenset()
-    #: Run file, relative to ``previous`` -> (date, digest) the newest night of its history recorded: all that is trusted.
+    #: Run file, relative to ``previous`` -> (date, digest) the newest night of its history recorded.
     recorded: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     now: dt.datetime | None = None  # None: the moment of the decision
 
@@ -119,10 +85,10 @@ def reuse_policy(
     options: ReuseOptions = ReuseOptions(),
     *,
     environ: Mapping[str, str] | None = None,
-    warn: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] = print,
     history_of: Callable[[Path], tuple[frozenset[tuple[str, str]], Mapping[str, tuple[str, str]]]],
 ) -> ReusePolicy | None:
-    """The policy a cell session runs under: None (run everything) without previous results, with ``--no-reuse``, or at ``max_age_days`` 0."""
+    """The policy a cell session runs under; None (run everything) without previous results, with ``--no-reuse``, at max age 0."""
     if options.previous is not None and not options.previous.is_dir():  # named by hand: a typo is an error, not "reuse nothing"
         msg = f"--reuse-from {options.previous}: no such directory of previous results; pass a reports directory (runs/, history.jsonl)"
         raise BugmatrixError(msg)
@@ -131,18 +97,18 @@ def reuse_policy(
     if options.no_reuse or env.get(NO_REUSE_ENV, "") not in ("", "0") or previous is None or max_age_days <= 0:
         return None
     if not previous.is_dir():
-        (warn or print)(f"reuse: {previous} is not a directory of previous results; every cell runs")
+        warn(f"reuse: {previous} is not a directory of previous results; every cell runs")
         return None
     try:
         flaky, recorded = history_of(previous / "history.jsonl")
     except BugmatrixError as exc:
-        (warn or print)(f"reuse: off, the history that names flaky results and the run files' digests cannot be read ({exc})")
+        warn(f"reuse: off, the history that names flaky results and the run files' digests cannot be read ({exc})")
         return None
     return ReusePolicy(previous, max_age_days, flaky, dict(recorded))
 
 
 def previous_run_files(previous: Path, cell_id: str) -> list[Path]:
-    """Where a cell's previous results may be: its locked run, then a re-resolved sibling's (the same lock, once a patch is applied)."""
+    """A cell's previous run files: its locked run, then a re-resolved sibling's (the same lock, once a patch is applied)."""
     return [p for p in (previous / "runs" / f"{cell_id}.json", previous / "fresh" / "runs" / f"{cell_id}.json") if p.exists()]
 
 
@@ -159,7 +125,6 @@ def _age_days(observed: Mapping[str, str], now: dt.datetime) -> float | None:
 def _why_not(
     run: RunRecord, cell_id: str, pins: Mapping[str, str], key: InputKey, variants: Sequence[str], policy: ReusePolicy
 ) -> str | None:
-    """None when ``run`` may stand for tonight; else why not, in a few words."""
     if run.cell != cell_id or run.pins != dict(pins):
         return f"it records cell {run.cell} with other pins"
     if run.input_key is None:
@@ -192,7 +157,6 @@ def _why_not(
 
 
 def _untrusted(run: RunRecord, name: str, policy: ReusePolicy) -> str | None:
-    """Why the previous file's bytes are not the ones its night's report read and recorded (None: they are)."""
     recorded = policy.recorded.get(name)
     if recorded is None:
         return f"{name}: no night of {policy.previous / 'history.jsonl'} recorded its digest, so an edit could not be told: not trusted"
@@ -243,7 +207,7 @@ def decide(
 def write_reused(
     run_file: Path, previous: RunRecord, key: InputKey, origin: Mapping[str, str], tracked: Mapping[str, Mapping[str, str]]
 ) -> RunRecord:
-    """Write tonight's run file from a previous run's results: its observations, tonight's origin and tracking, ``reused_from`` its source."""
+    """Write tonight's run file from a previous run's results, with tonight's origin and tracking and ``reused_from``."""
     reused = replace(
         previous,
         input_key=key.to_json(),

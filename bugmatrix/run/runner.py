@@ -1,27 +1,10 @@
 """The one way to run a cell: lock, environment, import check, pytest, run file, cleanup.
 
-Every path that runs cases in a cell's environment comes through here: the ``cell`` and ``system`` sessions, ``bisect``
-(one variant per probe), ``stability`` (one cell N times), the benchmark (a cell re-run against its floor) and ``repro``
-(a cell's interpreter for a fresh traceback). They used to repeat these steps, and the copies drifted (bisect once
-rebuilt a locked cell unlocked; stability once dropped the JUnit file). What differs between callers is the cell's spec
-(:class:`~bugmatrix.run.command.CellSpec`: which variants, which runner mode and how many at once) or an argument here
-(which venv, how the command is executed and timed), never a copy of a step:
-
-1. :func:`prepare`: the cell's lock when it is current (else the pins from ``matrix.toml``, and the reason the lock was
-   not used), the venv built or reused by :func:`~bugmatrix.run.envbuild.ensure_environment` (whole or not at all;
-   import-checked, unless the caller's own process checks the import);
-2. :func:`run_cell`: the cell's input key (:mod:`~bugmatrix.run.inputkey`, locked cells only); under a caller's
-   :class:`~bugmatrix.run.reuse.ReusePolicy`, a previous run with the same key stands for tonight (its run file is
-   written as reused, nothing is built or run); else :func:`prepare`, then the spec file and the pytest command
-   (:mod:`~bugmatrix.run.command`, with the key and the run's origin to record), executed by the caller's ``execute``;
-   a cell that cannot be built gets a run file saying ``install-failed`` with the resolver's reason instead. The
-   environment's import check is the cell's own import of its stack (``$BUGMATRIX_IMPORT_CHECK``,
-   :mod:`bugmatrix.cell.preload`): one import per cell, the one the variants fork from. A stack that installed but does
-   not import is an observation, recorded by the cell itself (each variant whose bug is raised at that import
-   classified from it, the others skipped with that reason), never ``install-failed``. A sibling cell (a case's
-   environment, :mod:`bugmatrix.cell.caseenv`) gets its variables and interpreter flags here. Callers that measure or
-   compare runs (stability, bisect, the benchmark's floors) pass no policy: they never reuse;
-3. :func:`release`: ``BUGMATRIX_DISK=lean`` gives the cell's disk back (:mod:`~bugmatrix.run.diskbudget`).
+Every path that runs cases in a cell's environment comes through here (the ``cell``/``system`` sessions, bisect,
+stability, the benchmark, repro), so the steps cannot drift apart; what differs is the :class:`CellSpec` or an
+argument. :func:`prepare` builds the environment from the cell's current lock; :func:`run_cell` reuses a previous run
+of the same input key or prepares the cell and runs its pytest (a stack that cannot be built is ``install-failed``;
+one that installs but does not import is recorded by the cell itself); :func:`release` gives the disk back when lean.
 """
 
 from __future__ import annotations
@@ -42,13 +25,7 @@ from bugmatrix.plan.matrix import Matrix
 from bugmatrix.provenance import origin_now
 from bugmatrix.run.command import CellSpec, cell_env, pytest_command, write_spec
 from bugmatrix.run.diskbudget import cache_lock, lean_needed, needed_by, needed_later, release_cell
-from bugmatrix.run.envbuild import (
-    InstallFailed,
-    cell_venv,
-    ensure_environment,
-    find_interpreter,
-    record_install_failure,
-)
+from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment, find_interpreter, record_install_failure
 from bugmatrix.run.inputkey import InputKey, input_key
 from bugmatrix.run.lock import lock_for
 from bugmatrix.run.reuse import Decision, ReusePolicy, decide, write_reused
@@ -85,14 +62,14 @@ class Environment:
 
 @dataclass(frozen=True)
 class CellRun:
-    """What running a cell gave: its run file, and the environment and pytest's exit code, why it could not be built, or the run it reused."""
+    """What running a cell gave: its run file and environment, pytest's exit code, why it could not be built, or the run it reused."""
 
     run_file: Path
     environment: Environment | None
     install_failed: str | None = None
     returncode: int | None = None
     decision: Decision | None = None
-    #: Why the run file is not the whole record of the pytest that ran (None: it is, or pytest did not run): a failure.
+    #: Why the run file is not the whole record of the pytest that ran (None: it is, or pytest did not run).
     unfinished: str | None = None
 
     @property
@@ -101,12 +78,8 @@ class CellRun:
 
 
 def prepare(matrix: Matrix, spec: CellSpec, *, root: Path = ROOT, venv: Path | None = None, check_imports: bool = True) -> Environment:
-    """The cell's environment, built or reused: from its current lock, else unlocked (the reason is kept).
-
-    ``venv`` defaults to the cell's nox venv (``.nox/cell-<id>``); bisect passes its own for
-    releases no planned cell pins. Raises :class:`~bugmatrix.run.envbuild.InstallFailed`
-    with the resolver's or the importer's reason. ``check_imports`` False: a new build is not
-    import-checked here, because the caller's process imports the stack and checks it (:func:`run_cell`).
+    """The cell's environment, built or reused from its current lock, else unlocked (the reason kept); ``check_imports``
+    False: the caller's process checks the import. Raises :class:`~bugmatrix.run.envbuild.InstallFailed`.
     """
     if spec.pins is None:
         return Environment(spec.interpreter or Path(sys.executable))
@@ -142,12 +115,8 @@ def run_cell(
     reuse: ReusePolicy | None = None,
     log: Callable[[str], None] | None = None,
 ) -> CellRun:
-    """Reuse a previous run of the same inputs, or prepare the cell and run its cases into ``run_file``; an environment that cannot be built is recorded as install-failed.
-
-    ``spec.runner`` is how the variants run; ``select`` narrows to node ids (bisect: one variant), ``extra`` is passed to
-    pytest (``-k``, ``--bugmatrix-resume``, a session's posargs; either one means no reuse), ``prepared`` is told about
-    the environment before pytest starts (the nox session logs whether it was built and from which lock), ``log`` is told
-    the reuse decision. ``execute`` runs the command and returns its exit code. ``reuse`` None: always run.
+    """Reuse a previous run of the same inputs, or prepare the cell and run its cases into ``run_file`` (install-failed
+    when it cannot be built). ``select``/``extra`` narrow the run (no reuse); ``prepared`` is told the environment.
     """
     origin = origin_now(root)
     key, unkeyed = cell_key(matrix, spec, root)
@@ -181,11 +150,8 @@ def run_cell(
 
 
 def unfinished(run_file: Path, since: dt.datetime) -> str | None:
-    """Why ``run_file`` is not the whole record of a cell run that started at ``since`` (None: it is).
-
-    Decided from the run file, never from pytest's exit code alone: a variant can end the process that runs it with
-    any code (``os._exit(7)`` is also the code of a stack that does not import), and a cell killed or hung leaves the
-    previous run's file in place, looking like tonight's.
+    """Why ``run_file`` is not the whole record of a cell run that started at ``since`` (None: it is); never decided
+    from pytest's exit code (a variant can end its process with any code; a killed cell leaves the old file).
     """
     try:
         run = load_run_file(run_file)
@@ -207,14 +173,7 @@ def unfinished(run_file: Path, since: dt.datetime) -> str | None:
 
 
 def bytecode_env(env: Mapping[str, str], venv: Path | None) -> dict[str, str]:
-    """``env`` with the cell's bytecode cached inside its venv (``<venv>/.bytecode``, ``PYTHONPYCACHEPREFIX``).
-
-    uv installs no ``.pyc`` files, and with ``PYTHONDONTWRITEBYTECODE`` set (or sources it cannot write beside)
-    every run of a cell compiled every module of its stack again: seconds per import, more than the rest of the
-    harness together (measured: 7.6 s of a 26 s run under load). Kept in the venv, nothing is written beside any
-    source (the checkout stays clean), the cache goes with the venv, and the stack is compiled once per build.
-    The current interpreter (the system cell, ``venv`` None) is left as it is.
-    """
+    """``env`` with the bytecode cached in ``<venv>/.bytecode`` (uv installs no ``.pyc``: 7.6 s of a 26 s run compiled)."""
     if venv is None:
         return dict(env)
     # Empty rather than removed: an executor that lays ``env`` over its own (nox's session.run) would bring it back.
@@ -223,12 +182,11 @@ def bytecode_env(env: Mapping[str, str], venv: Path | None) -> dict[str, str]:
 
 @functools.cache
 def _interpreter(version: str) -> str:
-    """The interpreter a cell of ``version`` is built on (asked once per process: one process plans and runs many cells)."""
-    return find_interpreter(version)
+    return find_interpreter(version)  # once per process: one process plans and runs many cells
 
 
 def cell_key(matrix: Matrix, spec: CellSpec, root: Path = ROOT) -> tuple[InputKey | None, str]:
-    """The cell's input key before anything is built, or None and why it has none (no current lock; no interpreter)."""
+    """The cell's input key before anything is built, or None and why it has none."""
     if spec.pins is None:
         return None, "the current interpreter as it is (no lock)"
     python = spec.pins[matrix.interpreter]
@@ -252,11 +210,8 @@ def release(
     others: Sequence[CellSpec] | None = None,
     jobs: int = 1,
 ) -> list[str]:
-    """Lean mode (:func:`~bugmatrix.run.diskbudget.lean_needed`, ``jobs`` cells at once): remove the cell's venv (``venv``,
-    default its nox venv), and its heavy wheels from uv's cache when no cell still to come needs them.
-
-    "Still to come" is the cells after it in ``order`` (one cell at a time, nox), or ``others`` when given: the cells still
-    running or waiting beside it (:mod:`bugmatrix.run.pool`). Returns what was cleaned from the cache; [] when environments are kept.
+    """When lean: remove the cell's venv, and its heavy wheels from uv's cache unless a cell still to come needs them (after
+    it in ``order``, or ``others`` running or waiting beside it). What was cleaned.
     """
     if spec.pins is None or not lean_needed(jobs):
         return []
@@ -274,11 +229,7 @@ def release(
 
 
 def evict_kept(root: Path, finished: Sequence[str]) -> list[str]:
-    """The venvs kept (while the disk had room) by cells that are neither running nor still to come: removed once lean.
-
-    They hold hard links into uv's cache, so pruning the cache frees nothing while they stand: turning lean must give
-    them back first (a full profile kept 53 GiB of them on a disk that had turned lean).
-    """
+    """Remove the venvs kept by cells neither running nor still to come (their hard links keep uv's cache from shrinking)."""
     evicted = [cid for cid in finished if cell_venv(root, cid).exists()]
     for cid in evicted:
         release_cell(cell_venv(root, cid), drop_cache=False)
