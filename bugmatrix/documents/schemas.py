@@ -19,6 +19,7 @@ import msgspec
 from bugmatrix.documents.compat import Compat
 from bugmatrix.documents.history import NightLine
 from bugmatrix.documents.lane import LaneFile
+from bugmatrix.documents.matrix import MatrixFile
 from bugmatrix.documents.run import RunFile
 from bugmatrix.files import write_text_atomic
 
@@ -31,6 +32,7 @@ MODELS: dict[str, tuple[type[msgspec.Struct], str]] = {
     "compat": (Compat, "bugmatrix compat document (compat.json, baseline.json), written by the report"),
     "history": (NightLine, "bugmatrix history line (one line of history.jsonl per report run), written by the report"),
     "lane": (LaneFile, "bugmatrix re-resolve lane record (<out>/resolve.json), written by the reresolve session"),
+    "matrix": (MatrixFile, "bugmatrix matrix file (matrix.toml, as parsed TOML), written by hand"),
 }
 
 
