@@ -30,6 +30,7 @@ __all__ = [
     "Constraint",
     "Matrix",
     "Rule",
+    "holds",
     "load_matrix",
     "parse_matrix",
 ]
@@ -56,57 +57,48 @@ class Axis:
         return f"{self.prefix}{version.replace('.', '') if self.is_interpreter else version}"
 
 
-def _matches(when: Mapping[str, SpecifierSet], pins: Mapping[str, str]) -> bool:
+def holds(when: Mapping[str, SpecifierSet], pins: Mapping[str, str]) -> bool:
+    """Every axis ``when`` names is pinned at a version its specifier holds."""
     return all(axis in pins and spec.contains(pins[axis], prereleases=True) for axis, spec in when.items())
 
 
 @dataclass(frozen=True)
-class Rule:
-    """An exclude rule: a cell matching every specifier is dropped."""
-
+class _Conditional:
     when: Mapping[str, SpecifierSet]
-    profiles: tuple[str, ...]
 
     def matches(self, pins: Mapping[str, str]) -> bool:
-        return _matches(self.when, pins)
+        return holds(self.when, pins)
 
 
 @dataclass(frozen=True)
-class BaseWhen:
-    """Base pins that stand in where the usual base cannot exist (``[[base_when]]``).
+class Rule(_Conditional):
+    """An exclude rule: a cell matching every specifier is dropped."""
 
-    The python sweep runs the base stack on every listed interpreter, but a
-    release may ship nothing for one (torch 2.15.0 has no cp310 wheel;
-    transformers 5.x requires Python >= 3.11). Such a cell holds the newest
-    releases that do exist instead of being planned only to be install-failed.
-    """
+    profiles: tuple[str, ...]
 
-    when: Mapping[str, SpecifierSet]
+
+@dataclass(frozen=True)
+class BaseWhen(_Conditional):
+    """``[[base_when]]``: base pins that stand in where the usual base cannot exist (torch 2.15.0 has no cp310 wheel)."""
+
     pins: Mapping[str, str]
     why: str
 
-    def matches(self, pins: Mapping[str, str]) -> bool:
-        return _matches(self.when, pins)
-
     def apply(self, pins: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
         """``pins`` with every axis that is held at base (not spanned) replaced, when ``when`` matches."""
-        if not _matches(self.when, pins):
+        if not self.matches(pins):
             return dict(pins)
         return {a: self.pins[a] if a in self.pins and v == base.get(a) else v for a, v in pins.items()}
 
 
 @dataclass(frozen=True)
-class Constraint:
+class Constraint(_Conditional):
     """Extra install requirements (and distribution names) for a version range of a cell's effective pins."""
 
-    when: Mapping[str, SpecifierSet]
     requires: tuple[str, ...]
     distribution: Mapping[str, str]
     why: str
     key: str = field(default="constraints", compare=False)  # "constraints[2]": how errors name this entry
-
-    def matches(self, pins: Mapping[str, str]) -> bool:
-        return _matches(self.when, pins)
 
     def describe(self) -> str:
         """``constraints[2] (when torch<2.3)``: how a contradiction names this entry."""
@@ -132,10 +124,8 @@ class Matrix:
     within: Mapping[str, str] = field(default_factory=dict)  # profile -> the profile whose cells it must be a subset of
     reuse_max_age_days: int = DEFAULT_REUSE_MAX_AGE_DAYS  # results older than this are re-observed (bugmatrix/run/reuse.py)
     computed: Mapping[str, Path] = field(default_factory=dict)  # profile -> the file of its committed choice (a computed profile)
-    #: ``[harness] source_builds = "refuse"``: a distribution with no wheel for a cell is its install failure, never a build.
-    refuse_source_builds: bool = False
-    #: ``[harness] cell_deadline_s``: how long a whole cell may run before what still runs is killed and recorded ``timeout``.
-    cell_deadline_s: float | None = None
+    refuse_source_builds: bool = False  # no wheel for a cell: its install failure, never a build
+    cell_deadline_s: float | None = None  # what still runs after this is killed and recorded timeout
 
     @property
     def interpreter(self) -> str:
@@ -183,11 +173,7 @@ class Matrix:
         return self.ordered(result)
 
     def effective(self, pins: Mapping[str, str]) -> dict[str, str]:
-        """A cell's pins plus the base pin of every axis it does not pin (``[[base_when]]`` stand-ins applied).
-
-        What constraints are evaluated at, so a ``when`` may name any axis: a
-        cell that leaves an axis at its base is judged at that base.
-        """
+        """A cell's pins plus the base pin (or ``[[base_when]]`` stand-in) of every other axis: what constraints are judged at."""
         full = {**self.base, **pins}
         for rule in self.base_when:
             if rule.matches(full):
@@ -214,20 +200,12 @@ class Matrix:
         return chosen
 
     def taken_over(self, pins: Mapping[str, str], extra: Env) -> list[tuple[Constraint, str]]:
-        """The constraints' requirements a case's environment ``extra`` takes over here: each names a distribution it names itself.
-
-        The case owns the environment it declares (``setuptools`` absent, or ``setuptools>=81``): the constraint,
-        written for every other case, does not apply in it, and the plan says so (:mod:`bugmatrix.plan.cells`).
-        """
+        """The constraints' requirements on a distribution that a case's environment ``extra`` names: the case's own wins there."""
         owned = extra.distributions
         return [(c, r) for c in self.matching_constraints(pins) for r in c.requires if canonicalize_name(Requirement(r).name) in owned]
 
     def requirements_for(self, pins: Mapping[str, str], *, harness: bool = True, extra: Env | None = None) -> list[str]:
-        """pip requirement strings that build this cell: pins, range constraints, a case environment's ``extra`` (the harness's own).
-
-        A constraint's requirement on a distribution ``extra`` names is left out (:meth:`taken_over`); what ``extra``
-        makes absent is removed after the install (:mod:`bugmatrix.run.envbuild`), never a requirement.
-        """
+        """pip requirement strings that build this cell: pins, constraints (less :meth:`taken_over`), ``extra``'s, the harness's."""
         extra = extra or Env()
         pinned = [f"{dist}=={pins[axis]}" for axis, (dist, _) in self.providers(pins).items()]
         dropped = {r for _, r in self.taken_over(pins, extra)}

@@ -39,13 +39,9 @@ from bugmatrix.cell.case import Case, Expect, Variant
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.plan.matrix import Matrix
+from bugmatrix.plan.matrix import Matrix, holds
 
 __all__ = ["Member", "Slice", "case_slice", "source_of", "split_environment"]
-
-
-def _holds(when: Mapping[str, SpecifierSet], pins: Mapping[str, str]) -> bool:
-    return all(axis in pins and spec.contains(pins[axis], prereleases=True) for axis, spec in when.items())
 
 
 @dataclass(frozen=True)
@@ -63,7 +59,7 @@ class Member:
     environment: str = ""  # the name its case gives that environment (the plan's notes say it)
 
     def runs_at(self, pins: Mapping[str, str]) -> bool:
-        return _holds(self.when, pins)
+        return holds(self.when, pins)
 
     def expected(self, pins: Mapping[str, str]) -> Outcome | None:
         """The outcome its first covering ``Expect`` declares at these pins, or None."""
@@ -83,7 +79,7 @@ class Slice:
 
     def admits(self, pins: Mapping[str, str]) -> bool:
         """The cell is one this case's ``cross`` allows (an axis it narrows is pinned, at a version the narrowing holds)."""
-        return _holds(self.cross, pins)
+        return holds(self.cross, pins)
 
     def own(self, axis: str, listed: tuple[str, ...]) -> tuple[str, ...]:
         """``listed`` (a profile's versions of an axis) with this case's own releases of it added."""
