@@ -1,10 +1,7 @@
 """Command line: ``python -m bugmatrix plan|run|lock|reresolve|report|bisect|repro|check|stability|benchmark|cachesize|site|issues``.
 
-Every subcommand is a thin layer over a library function; a BugmatrixError
-anywhere is printed as one line and exits with its code (2: bad input, 3: an
-output could not be written) — the single place where errors meet people.
-Arguments are validated here (versions, paths, ids) before anything is
-written, so a typo is never a traceback nor a half-written output.
+Every subcommand is a thin layer over a library function. Arguments are checked here before anything is written; a
+BugmatrixError anywhere is printed as one line and exits with its code: the one place where errors meet people.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """Values from the command line and from files, checked where they are parsed: one rule per kind of value.
 
-Every option is refused in one line where argparse (or pytest's parser, which
-is argparse) reads it, before anything is read, built or written: a negative
-or ``nan`` timeout would turn every variant into an error, ``--repeat 0``
-measures nothing, ``--profile ''`` quietly meant the default, and a path
-that does not exist quietly meant "none". The functions here are argparse
-``type=`` callables (they raise ``ArgumentTypeError``, which argparse turns
-into its one usage line); :func:`profile_name` is also the check for a
-profile named inside a file (a plan document, the lane's record, a previous
-site), so a profile is one rule everywhere: it becomes a nox tag, a file
-name, a path on the site and text in an issue body's links.
-
-Imported inside cells too (the plugin's options): the standard library and
-``packaging`` only.
+The functions are argparse ``type=`` callables (an ``ArgumentTypeError`` is argparse's one usage line), so an option
+is refused before anything is read or written. :func:`profile_name` also checks a profile named inside a file: a
+profile becomes a nox tag, a file name, a site path and a link. Imported inside cells: stdlib and ``packaging`` only.
 """
 
 from __future__ import annotations
@@ -71,7 +61,7 @@ def name(text: str) -> str:
 
 
 def profile(text: str) -> str:
-    """A profile name (:func:`profile_name`'s rule): ``''``, a newline or Markdown never reaches a tag, a path or a link."""
+    """A profile name (:func:`profile_name`'s rule)."""
     name(text)
     try:
         return profile_name(text, "profile")

@@ -275,8 +275,8 @@ class MatrixFile(Table):
     def _check_base_when(self) -> None:
         for i, rule in enumerate(self.base_when):
             key = f"base_when[{i}]"
-            when = _specifiers(rule.when, f"{key}.when", self.axes)
-            _keys(rule.pins, f"{key}.pins", [a for a in self.axes if a not in when])
+            _specifiers(rule.when, f"{key}.when", self.axes)
+            _keys(rule.pins, f"{key}.pins", [a for a in self.axes if a not in rule.when])
             if not rule.pins:
                 raise _fail(f"{key}.pins", "empty", 'name the base pins that stand in, e.g. pins = { torch = "2.14.1" }')
             for axis, version in rule.pins.items():
@@ -318,15 +318,13 @@ def _versions(values: list[str], key: str, *, symbolic: bool = False) -> None:
         raise _fail(key, f"duplicate version(s) {', '.join(duplicates)}", "list each version once")
 
 
-def _specifiers(when: Mapping[str, str], key: str, axes: Iterable[str]) -> dict[str, SpecifierSet]:
+def _specifiers(when: Mapping[str, str], key: str, axes: Iterable[str]) -> None:
     _keys(when, key, axes)
     if not when:
         raise _fail(key, "empty condition", 'name at least one axis, e.g. { torch = "<2.3" }')
-    try:
-        return {axis: SpecifierSet(text) for axis, text in when.items()}
-    except InvalidSpecifier:
-        axis, text = next((a, t) for a, t in when.items() if not _parses(SpecifierSet, t))
-        raise _fail(f"{key}.{axis}", f"{text!r} is not a version specifier", _TOLD_FIX["specifier"]) from None
+    for axis, text in when.items():
+        if not _parses(SpecifierSet, text):
+            raise _fail(f"{key}.{axis}", f"{text!r} is not a version specifier", _TOLD_FIX["specifier"])
 
 
 def _requirements(values: list[str], key: str, *, allow_direct: bool = False) -> None:

@@ -1,34 +1,9 @@
 """From the matrix and the cases' slices to the list of cells.
 
-Cells are not the cross product of every axis, and not one plan for the
-whole catalogue: each case has its *slice* (:mod:`bugmatrix.plan.slices`),
-the cross of the axes its variants span at the versions the profile lists
-(narrowed by its ``Case(cross=...)``), and a profile's cells are the union of
-the slices. The axes every cell installs (the interpreter, and each
-``every_cell`` axis of the matrix) are held at their ``[base]`` pins where a
-case does not span them; no other axis is installed in a cell of a case that
-does not span it. A cell runs the variants of the cases whose slice holds it
-and nothing else, so adding a case (or an axis, and a case spanning it) adds
-that case's cells without touching another case's cells, pins or variants.
-A cell's variant list depends on its pins only, never on the profile that
-plans it, so one cell id means one run in every profile.
-
-A profile that lists several interpreters sweeps them: every case's axes at
-their base pins on each other interpreter. Where the base cannot exist for a
-cell (no wheel for its Python), the ``[[base_when]]`` stand-ins replace the
-base-held pins. An ``[[include]]`` cell joins the slice of every case whose
-axes it pins. A CUDA twin is planned only for a cell that runs a CUDA
-variant. Every cell carries the variant ids it runs, so the report can tell
-a result that is missing from one that was never planned, and the cell runs
-exactly those (the pytest plugin's ``--bugmatrix-variants``).
-
-A variant whose case declares an environment beyond the axes
-(:mod:`bugmatrix.cell.caseenv`) runs in a sibling of each of its cells: the
-same pins, plus that environment, keyed by what it holds. Where it names a
-distribution a ``[[constraints]]`` entry names, the case's environment wins
-there and the sibling says so (``Cell.overrides``, in the plan document and in
-``plan``'s output); where it adds nothing to what the cell already installs,
-the variant runs in the cell itself.
+A profile's cells are the union of its cases' slices (:mod:`bugmatrix.plan.slices`), not the cross product of every
+axis: adding a case adds its cells without touching another case's cells, pins or variants, and one cell id runs the
+same variants in every profile. A CUDA twin is planned only for a cell that runs a CUDA variant; a variant whose case
+declares an environment beyond the axes runs in a sibling cell (same pins plus that environment).
 """
 
 from __future__ import annotations
@@ -131,12 +106,10 @@ def _slice_pins(matrix: Matrix, profile: str, case: Slice) -> list[dict[str, str
 
 
 class _Members:
-    """Which cases a cell's pins belong to: decided by the pins alone (any profile), so a cell id runs the same variants everywhere.
+    """Which cases a cell's pins belong to, decided by the pins alone (any profile).
 
-    A case holds a cell that is a point of its cross: its spanned axes at any of their versions (the axis's listed ones
-    and the case's own, ``Case(versions=...)``), every other axis the
-    cell pins held at its base (``[[base_when]]`` applied), nothing else pinned; and, for an ``[[include]]`` cell,
-    every case whose axes it pins. Which points a profile plans is the profile's business; what runs there is not.
+    A case holds a cell that is a point of its cross (its spanned axes at any of their versions, every other pinned axis
+    at its base, ``[[base_when]]`` applied) and every ``[[include]]`` cell that pins its axes.
     """
 
     def __init__(self, matrix: Matrix, slices: list[Slice]) -> None:
@@ -160,8 +133,7 @@ class _Members:
     def cells(self, cell: Cell) -> list[Cell]:
         """The cell with its variants, and one sibling per environment its cases' variants need there beyond its own.
 
-        A CUDA twin's sibling is its CPU cell's sibling + ``-cuda`` (``py311-torch2.3.1-with-numpy-lt-2-cuda``), like every
-        CUDA twin: it installs that CPU sibling's lock (``bugmatrix.run.lock.lock_path``) and the re-resolve lane finds it there.
+        A CUDA twin's sibling is its CPU cell's sibling + ``-cuda``: it installs that CPU sibling's lock.
         """
         runs = [(m, s.source) for s in self.cases(cell.pins) for m in s.members if m.runs_at(cell.pins)]
         own = sorted(self.matrix.requirements_for(cell.pins))
@@ -229,10 +201,7 @@ def plan_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
 
 
 def computed_choice(matrix: Matrix, profile: str, catalog: Slices) -> tuple[list[Cell], dict[str, tuple[str, ...]]]:
-    """A computed profile's candidates (its ``within`` profile's cells) and each case's cells: committed, else chosen from ``expect=``.
-
-    A committed entry whose cells are gone or no longer run the case is chosen again (``nox -s check`` says the file is stale).
-    """
+    """A computed profile's candidates (its ``within`` profile's cells) and each case's cells: committed, else chosen again."""
     candidates = plan_cells(matrix, matrix.within[profile], catalog)
     by_id = {c.id: c for c in candidates}
     committed = committed_choices(matrix.computed[profile])
@@ -247,16 +216,13 @@ def computed_choice(matrix: Matrix, profile: str, catalog: Slices) -> tuple[list
 
 
 def recompute(matrix: Matrix, profile: str, catalog: Slices, reference: Reference) -> list[Choice]:
-    """Every case's choice for a computed profile, from the reference's outcomes (else ``expect=``): what ``--compute P --write`` commits.
-
-    Pass the matrix without ``latest`` (``tracking.without_symbolic``): a committed cell must not move with tonight's release.
-    """
+    """Every case's choice for a computed profile (``--compute P --write``); pass the matrix without ``latest``."""
     candidates = plan_cells(matrix, matrix.within[profile], catalog)
     return [choose(matrix, case, candidates, reference) for case in catalog.slices(matrix)]
 
 
 def _computed_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
-    """The chosen cells of a computed profile, with their siblings (case environments) and CUDA twins (``bugmatrix.plan.computed``)."""
+    """The chosen cells of a computed profile, with their siblings and CUDA twins."""
     candidates, chosen = computed_choice(matrix, profile, catalog)
     ids = {i for cells in chosen.values() for i in cells}
     cells = [replace(c, profiles=(profile,)) for c in candidates if (c.sibling_of or c.id).removesuffix("-cuda") in ids]
@@ -323,11 +289,7 @@ def find_cell(cells: Iterable[Cell], name: str) -> Cell:
 
 
 def plan_document(matrix: Matrix, profile: str, cells: list[Cell]) -> dict[str, Any]:
-    """The plan as data (``bugmatrix.plan.cells/1``): what the report checks completeness against.
-
-    Its axes are those the cells pin, in display order: an axis no planned
-    cell installs changes nothing in the document.
-    """
+    """The plan as data (``bugmatrix.plan.cells/1``), with the axes its cells pin: what the report checks completeness against."""
     pinned = {axis for cell in cells for axis in cell.pins}
     return {
         "schema": PLAN_SCHEMA,

@@ -1,30 +1,9 @@
 """A computed profile (``[profiles.smoke] computed = "smoke.json"``): the fewest cells that show every case both ways.
 
-smoke used to be listed by hand, and every case added had to fit the list
-(the torch x transformers case grew it from 4 to 8 cells). Now each case picks
-its own cells among the ``within`` profile's, from the outcomes the committed
-reference holds (``reports/runs/``) or, where it holds none (a new case, a new
-cell), from the case's declared ``expect=`` rules:
-
-* where a variant shows both a reproduced and a fixed outcome, a pair of cells
-  (reproduced, fixed) in which as many of the case's variants as possible flip
-  along exactly one of the axes they declare (so each reads as a boundary, not
-  as two axes changing at once), then differing on the fewest axes, the
-  reproduced one the oldest and the fixed one the nearest the base pins (then
-  the newest); old and base cells are the ones other cases pick too, so cases
-  with the same axes share them, and ``latest`` is never preferred;
-* where no variant flips but the case shows both outcomes somewhere, the single
-  cell showing both nearest the base pins (then the oldest); else the best pair;
-* where it shows one outcome only, the cell showing it nearest the base pins.
-
-Each case's choice depends on that case alone: adding a case adds at most its
-own two cells and changes no other case's. The choice is committed in the
-profile's file (``python -m bugmatrix plan --compute smoke --write``), so
-``nox -l`` reads one small file instead of the reference; a case the file does
-not hold (or whose cells no longer run it) is chosen at plan time from its
-``expect=`` rules, and ``nox -s check`` says the file is stale. The chosen
-cells bring their siblings (a case's environments) and their CUDA twins along,
-and what a variant shows in a sibling counts for the cell it is a sibling of.
+Each case picks its own cells among the ``within`` profile's, from the committed reference's outcomes, else its
+``expect=`` rules: a (reproduced, fixed) pair where most of its variants flip along exactly one declared axis (then the
+fewest axes apart, the oldest reproduced, the fixed nearest base); else one cell showing both, or its one outcome,
+nearest base. A case's choice depends on that case alone. ``plan --compute P --write`` commits it to the profile's file.
 """
 
 from __future__ import annotations
@@ -50,7 +29,6 @@ __all__ = ["COMPUTED_SCHEMA", "Choice", "choose", "committed_choices", "referenc
 COMPUTED_SCHEMA = "bugmatrix.computed/1"
 #: (variant id, cell id) -> the outcome the committed reference recorded.
 Reference = Mapping[tuple[str, str], Outcome]
-_BOTH = (Outcome.REPRODUCED, Outcome.FIXED)
 
 
 class CellLike(Protocol):
