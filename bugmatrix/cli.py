@@ -24,6 +24,7 @@ from bugmatrix.paths import ROOT, output_dir
 
 if TYPE_CHECKING:
     from bugmatrix.cell.case import Case, Variant
+    from bugmatrix.plan.catalog import Catalog
     from bugmatrix.plan.matrix import Matrix
     from bugmatrix.releases.planned import Planned
 
@@ -144,14 +145,20 @@ def _plan_cost(args: argparse.Namespace, planned: Planned) -> int:
     return 0
 
 
-def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Variant, dict[str, str], Case]:
-    """The matrix, the variant, the pins to hold (a cell's, ``--cell``, or the base pins of its axes) and the variant's case."""
+def _catalogued(args: argparse.Namespace) -> tuple[Matrix, Catalog]:
+    """The matrix, ``latest`` resolved, and the cases read against it."""
     from bugmatrix.plan.catalog import load_catalog
-    from bugmatrix.plan.cells import find_cell, plan_all
     from bugmatrix.releases.tracking import load_resolved_matrix
 
     matrix = load_resolved_matrix(args.matrix)
-    catalog = load_catalog(args.cases, matrix)
+    return matrix, load_catalog(args.cases, matrix)
+
+
+def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Variant, dict[str, str], Case]:
+    """The matrix, the variant, the pins to hold (a cell's, ``--cell``, or the base pins of its axes) and the variant's case."""
+    from bugmatrix.plan.cells import find_cell, plan_all
+
+    matrix, catalog = _catalogued(args)
     variant = catalog.find(variant_id)
     if args.cell:
         pins = dict(find_cell(plan_all(matrix, catalog), args.cell).pins)
@@ -189,13 +196,10 @@ def _repro(args: argparse.Namespace) -> int:
 
 
 def _lock(args: argparse.Namespace) -> int:
-    from bugmatrix.plan.catalog import load_catalog
     from bugmatrix.plan.cells import plan_all, plan_cells
-    from bugmatrix.releases.tracking import load_resolved_matrix
     from bugmatrix.run.lock import run_lock
 
-    matrix = load_resolved_matrix(args.matrix)
-    catalog = load_catalog(args.cases, matrix)
+    matrix, catalog = _catalogued(args)
     cells = plan_cells(matrix, args.profile, catalog) if args.profile else plan_all(matrix, catalog)
     return run_lock(matrix, cells, args.root, check=args.check, era=args.era)
 
@@ -203,16 +207,14 @@ def _lock(args: argparse.Namespace) -> int:
 def _reresolve(args: argparse.Namespace) -> int:
     out = args.out or output_dir() / "fresh"
     check_output_file(out / "resolve.json", "--out", forbidden=(args.cases,))
-    from bugmatrix.plan.catalog import load_catalog
     from bugmatrix.plan.cells import plan_cells
-    from bugmatrix.releases.tracking import load_resolved_matrix
     from bugmatrix.run.reresolve import run_reresolve
 
     if args.jobs < 1:
         msg = f"--jobs {args.jobs}: resolve at least one cell at a time"
         raise BugmatrixError(msg)
-    matrix = load_resolved_matrix(args.matrix)
-    cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
+    matrix, catalog = _catalogued(args)
+    cells = plan_cells(matrix, args.profile, catalog)
     return run_reresolve(matrix, cells, args.root, out, as_of=args.as_of, held=dict(args.hold), jobs=args.jobs, profile=args.profile)
 
 

@@ -27,7 +27,6 @@ from bugmatrix.plan.slices import Slice
 __all__ = [
     "Cell",
     "Slices",
-    "computed_choice",
     "find_cell",
     "override_notes",
     "plan_all",
@@ -200,21 +199,6 @@ def plan_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
     return sorted(planned, key=lambda c: _sort_key(matrix, c))  # stable: a sibling follows its cell
 
 
-def computed_choice(matrix: Matrix, profile: str, catalog: Slices) -> tuple[list[Cell], dict[str, tuple[str, ...]]]:
-    """A computed profile's candidates (its ``within`` profile's cells) and each case's cells: committed, else chosen again."""
-    candidates = plan_cells(matrix, matrix.within[profile], catalog)
-    by_id = {c.id: c for c in candidates}
-    committed = committed_choices(matrix.computed[profile])
-    chosen = {}
-    for case in catalog.slices(matrix):
-        ids = committed.get(case.case)
-        own = {m.id for m in case.members}
-        if ids is None or not all(i in by_id and own & set(by_id[i].variants) for i in ids):
-            ids = choose(matrix, case, candidates).cells
-        chosen[case.case] = ids
-    return candidates, chosen
-
-
 def recompute(matrix: Matrix, profile: str, catalog: Slices, reference: Reference) -> list[Choice]:
     """Every case's choice for a computed profile (``--compute P --write``); pass the matrix without ``latest``."""
     candidates = plan_cells(matrix, matrix.within[profile], catalog)
@@ -222,9 +206,17 @@ def recompute(matrix: Matrix, profile: str, catalog: Slices, reference: Referenc
 
 
 def _computed_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
-    """The chosen cells of a computed profile, with their siblings and CUDA twins."""
-    candidates, chosen = computed_choice(matrix, profile, catalog)
-    ids = {i for cells in chosen.values() for i in cells}
+    """The cells each case of a computed profile chose (committed, else chosen again), with their siblings and CUDA twins."""
+    candidates = plan_cells(matrix, matrix.within[profile], catalog)
+    by_id = {c.id: c for c in candidates}
+    committed = committed_choices(matrix.computed[profile])
+    ids: set[str] = set()
+    for case in catalog.slices(matrix):
+        chosen = committed.get(case.case)
+        own = {m.id for m in case.members}
+        if chosen is None or not all(i in by_id and own & set(by_id[i].variants) for i in chosen):
+            chosen = choose(matrix, case, candidates).cells
+        ids.update(chosen)
     cells = [replace(c, profiles=(profile,)) for c in candidates if (c.sibling_of or c.id).removesuffix("-cuda") in ids]
     if not cells:
         msg = f"{matrix.path}: profiles.{profile}: plans no cells (no case has a cell in profiles.{matrix.within[profile]}); list versions there"

@@ -9,12 +9,12 @@ nearest base. A case's choice depends on that case alone. ``plan --compute P --w
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
+import msgspec
 from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Outcome
@@ -29,6 +29,17 @@ __all__ = ["COMPUTED_SCHEMA", "Choice", "choose", "committed_choices", "referenc
 COMPUTED_SCHEMA = "bugmatrix.computed/1"
 #: (variant id, cell id) -> the outcome the committed reference recorded.
 Reference = Mapping[tuple[str, str], Outcome]
+
+
+class _Chosen(msgspec.Struct):
+    cells: list[str]
+
+
+class _Committed(msgspec.Struct):
+    """What :func:`committed_choices` reads of a computed profile's file (:func:`write_choices` writes it)."""
+
+    schema: Literal["bugmatrix.computed/1"]
+    cases: dict[str, _Chosen]
 
 
 class CellLike(Protocol):
@@ -147,25 +158,15 @@ def committed_choices(path: Path) -> dict[str, tuple[str, ...]]:
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("schema") != COMPUTED_SCHEMA:
-            raise ValueError(f"schema {data.get('schema')!r}, not {COMPUTED_SCHEMA}")
-        return {str(case): tuple(str(c) for c in entry["cells"]) for case, entry in data["cases"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        document = msgspec.json.decode(path.read_bytes(), type=_Committed)
+    except (OSError, msgspec.ValidationError, msgspec.DecodeError) as exc:
         msg = f"{path}: not a computed profile's cell list ({exc}); recompute it: python -m bugmatrix plan --compute <profile> --write"
         raise BugmatrixError(msg) from None
+    return {case: tuple(entry.cells) for case, entry in document.cases.items()}
 
 
 def write_choices(path: Path, profile: str, within: str, choices: Iterable[Choice]) -> None:
     """The committed choice, all or nothing (what ``plan --compute P --write`` writes and the check compares)."""
-    write_json_atomic(path, choices_document(profile, within, choices))
-
-
-def choices_document(profile: str, within: str, choices: Iterable[Choice]) -> dict[str, Any]:
-    return {
-        "schema": COMPUTED_SCHEMA,
-        "profile": profile,
-        "within": within,
-        "written_by": f"python -m bugmatrix plan --compute {profile} --write (docs/matrix.md, Profiles); do not edit by hand",
-        "cases": {c.case: c.to_json() for c in choices},
-    }
+    written_by = f"python -m bugmatrix plan --compute {profile} --write (docs/matrix.md, Profiles); do not edit by hand"
+    cases = {c.case: c.to_json() for c in choices}
+    write_json_atomic(path, {"schema": COMPUTED_SCHEMA, "profile": profile, "within": within, "written_by": written_by, "cases": cases})
