@@ -21,20 +21,7 @@ from packaging.version import InvalidVersion, Version
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.values import PROFILE_RULE, profile_name
 
-__all__ = [
-    "DEFAULT_REUSE_MAX_AGE_DAYS",
-    "PROFILE_KEYS",
-    "SCHEMA",
-    "SYMBOLIC",
-    "AxisTable",
-    "BaseWhenTable",
-    "ConstraintTable",
-    "ExcludeTable",
-    "HarnessTable",
-    "MatrixFile",
-    "ReuseTable",
-    "explain",
-]
+__all__ = ["DEFAULT_REUSE_MAX_AGE_DAYS", "PROFILE_KEYS", "SCHEMA", "SYMBOLIC", "MatrixFile", "explain"]
 
 SCHEMA = 2
 #: Profile values resolved by the registry when a plan is made (``bugmatrix.releases.tracking``); the value says if pre-releases count.

@@ -24,17 +24,7 @@ from bugmatrix.plan.conflicts import check_contradictions
 from bugmatrix.plan.matrix import SYMBOLIC, Matrix
 from bugmatrix.plan.slices import Slice
 
-__all__ = [
-    "Cell",
-    "Slices",
-    "find_cell",
-    "override_notes",
-    "plan_all",
-    "plan_cells",
-    "plan_document",
-    "recompute",
-    "sibling_id",
-]
+__all__ = ["Cell", "Slices", "find_cell", "override_notes", "plan_all", "plan_cells", "plan_document", "recompute", "sibling_id"]
 
 
 class Slices(Protocol):
