@@ -40,33 +40,25 @@ _RESERVED_PREFIX = "gpu-"
 PROFILE_RULE = "lowercase letters, digits, - and _, not starting with gpu-"
 
 
-def profile_name(value: object, where: str) -> str:
-    """``value`` when it is a profile name; else a one-line BugmatrixError naming ``where`` (a key, a file, an option)."""
+def profile_name(value: object, where: str, error: type[Exception] = BugmatrixError) -> str:
+    """``value`` when it is a profile name; else a one-line ``error`` naming ``where`` (ValueError in a msgspec model)."""
     if not isinstance(value, str) or not PROFILE_NAME.fullmatch(value) or value.startswith(_RESERVED_PREFIX):
-        msg = f"{where} {value!r}: not a profile name ({PROFILE_RULE})"
-        raise BugmatrixError(msg)
+        msg = " ".join(f"{where} {value!r}: not a profile name ({PROFILE_RULE})".split())
+        raise error(msg)
     return value
-
-
-def _usage(message: str) -> argparse.ArgumentTypeError:
-    return argparse.ArgumentTypeError(message)
 
 
 def name(text: str) -> str:
     """A non-empty name (a cell, a variant); ``''`` would quietly mean "the default" or nothing."""
     if not text.strip():
         msg = "an empty name; give one (plan --list prints the profiles and cells)"
-        raise _usage(msg)
+        raise argparse.ArgumentTypeError(msg)
     return text
 
 
 def profile(text: str) -> str:
     """A profile name (:func:`profile_name`'s rule)."""
-    name(text)
-    try:
-        return profile_name(text, "profile")
-    except BugmatrixError as exc:
-        raise _usage(str(exc)) from None
+    return profile_name(name(text), "profile", argparse.ArgumentTypeError)
 
 
 def seconds(text: str) -> float:
@@ -77,7 +69,7 @@ def seconds(text: str) -> float:
         value = math.nan
     if not (value > 0 and math.isfinite(value)):
         msg = f"{text!r} is not a positive number of seconds, e.g. 900"
-        raise _usage(msg)
+        raise argparse.ArgumentTypeError(msg)
     return value
 
 
@@ -89,14 +81,14 @@ def seconds_or_zero(text: str) -> float:
         return seconds(text)
     except argparse.ArgumentTypeError:
         msg = f"{text!r} is not a number of seconds (0: none), e.g. 1800"
-        raise _usage(msg) from None
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 def count(text: str) -> int:
     """A whole number of at least 1."""
     if not text.strip().isdigit() or int(text) < 1:
         msg = f"{text!r} is not a whole number of at least 1"
-        raise _usage(msg)
+        raise argparse.ArgumentTypeError(msg)
     return int(text)
 
 
@@ -106,7 +98,7 @@ def version(text: str) -> str:
         return str(Version(text))
     except InvalidVersion:
         msg = f"{text!r} is not a version; write a release such as 2.4.1"
-        raise _usage(msg) from None
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 def moment(text: str) -> str:
@@ -115,7 +107,7 @@ def moment(text: str) -> str:
         dt.datetime.fromisoformat(text)
     except ValueError:
         msg = f"{text!r} is not a timestamp; write e.g. 2026-11-23T11:35:00Z or 2026-11-23"
-        raise _usage(msg) from None
+        raise argparse.ArgumentTypeError(msg) from None
     return text
 
 
@@ -124,7 +116,7 @@ def held(text: str) -> tuple[str, str]:
     dist, sep, when = text.partition("=")
     if not sep or not dist:
         msg = f"{text!r} is not DIST=TIMESTAMP, e.g. tokenizers=2026-11-01T00:00:00Z"
-        raise _usage(msg)
+        raise argparse.ArgumentTypeError(msg)
     return dist, moment(when)
 
 
@@ -133,7 +125,7 @@ def existing_dir(text: str) -> Path:
     path = Path(name(text))
     if not path.is_dir():
         msg = f"{text}: {'not a directory' if path.exists() else 'no such directory'}; pass an existing one"
-        raise _usage(msg)
+        raise argparse.ArgumentTypeError(msg)
     return path
 
 
@@ -142,5 +134,5 @@ def existing_file(text: str) -> Path:
     path = Path(name(text))
     if not path.exists():
         msg = f"{text}: no such file or directory; pass an existing one"
-        raise _usage(msg)
+        raise argparse.ArgumentTypeError(msg)
     return path

@@ -13,7 +13,6 @@ import msgspec
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.documents.run import Origin, TrackedPin
-from bugmatrix.errors import BugmatrixError
 from bugmatrix.values import profile_name
 
 __all__ = ["Baseline", "CellEntry", "Compat", "Entry", "Host", "ReleaseNote", "Variant"]
@@ -189,10 +188,7 @@ class Compat(Struct):
 
     def __post_init__(self) -> None:
         if self.profile:  # it reaches file names, the site's paths and the issue bodies' links: one rule everywhere
-            try:
-                profile_name(self.profile, "key 'profile'")
-            except BugmatrixError as exc:
-                raise ValueError(str(exc)) from None
+            profile_name(self.profile, "key 'profile'", ValueError)
 
 
 #: The baseline is a compat document of an earlier night: one model, one schema.

@@ -42,10 +42,7 @@ class LaneFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     def __post_init__(self) -> None:
         if self.profile is not None:
-            try:
-                profile_name(self.profile, "profile")
-            except BugmatrixError as exc:
-                raise ValueError(str(exc)) from None
+            profile_name(self.profile, "profile", ValueError)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data, ready for json.dumps."""

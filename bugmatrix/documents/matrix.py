@@ -18,7 +18,6 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from bugmatrix.errors import BugmatrixError
 from bugmatrix.values import PROFILE_RULE, profile_name
 
 __all__ = ["DEFAULT_REUSE_MAX_AGE_DAYS", "PROFILE_KEYS", "SCHEMA", "SYMBOLIC", "MatrixFile", "explain"]
@@ -177,8 +176,8 @@ class MatrixFile(Table):
         for name, table in self.profiles.items():
             key = f"profiles.{name}"
             try:
-                profile_name(name, key)
-            except BugmatrixError:
+                profile_name(name, key, ValueError)
+            except ValueError:
                 raise _fail(key, f"{name!r} is not a usable profile name", f"use {PROFILE_RULE}") from None
             _keys(table, key, [*self.axes, *PROFILE_KEYS])
             listed = self.listed(name)

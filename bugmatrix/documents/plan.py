@@ -50,10 +50,7 @@ class PlanDocument(msgspec.Struct, frozen=True):
     resolution: dict[str, Any] = {}
 
     def __post_init__(self) -> None:
-        try:  # the profile reaches file names, the site's paths and the issue bodies' links: one rule, here too
-            profile_name(self.profile, "profile")
-        except BugmatrixError as exc:
-            raise ValueError(str(exc)) from None
+        profile_name(self.profile, "profile", ValueError)  # it reaches file names, site paths and issue links
 
     @property
     def cell_ids(self) -> frozenset[str]:

@@ -244,10 +244,7 @@ def plan_all(matrix: Matrix, catalog: Slices) -> list[Cell]:
         for cell in profile_cells:
             cells.setdefault(cell.id, cell)
             tags.setdefault(cell.id, []).append(profile)
-    return sorted(
-        (replace(c, profiles=tuple(tags[c.id])) for c in cells.values()),
-        key=lambda c: _sort_key(matrix, c),
-    )
+    return sorted((replace(c, profiles=tuple(tags[c.id])) for c in cells.values()), key=lambda c: _sort_key(matrix, c))
 
 
 def override_notes(cells: Iterable[Cell]) -> list[str]:
