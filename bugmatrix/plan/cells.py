@@ -14,8 +14,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from packaging.version import Version
-
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.documents.plan import PLAN_SCHEMA
 from bugmatrix.errors import BugmatrixError
@@ -78,7 +76,7 @@ def sibling_id(cell_id: str, extra: Env) -> str:
 
 
 def _sort_key(matrix: Matrix, cell: Cell) -> tuple:
-    return (cell.device, *(Version(cell.pins.get(a, "0")) for a in matrix.axes))
+    return (cell.device, *matrix.release_order(cell.pins))
 
 
 def _slice_pins(matrix: Matrix, profile: str, case: Slice) -> list[dict[str, str]]:

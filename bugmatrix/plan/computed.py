@@ -65,10 +65,6 @@ class Choice:
         return {"cells": list(self.cells), "shows": self.shows, "from": self.source}
 
 
-def _key(matrix: Matrix, cell: CellLike) -> tuple[Version, ...]:
-    return tuple(Version(cell.pins.get(a, "0")) for a in matrix.axes)
-
-
 def _at_base(matrix: Matrix, cell: CellLike) -> int:
     return sum(1 for axis, version in cell.pins.items() if matrix.base.get(axis) == version)
 
@@ -84,7 +80,7 @@ def choose(matrix: Matrix, case: Slice, candidates: Sequence[CellLike], referenc
         ran.setdefault(key, {}).update({variant: c.id for variant in ids & set(c.variants)})
         if key not in home or not c.sibling_of:
             home[key] = dataclasses.replace(c, id=key, sibling_of="") if c.sibling_of else c  # type: ignore[type-var]
-    cells = sorted(home.values(), key=lambda c: _key(matrix, c))
+    cells = sorted(home.values(), key=lambda c: matrix.release_order(c.pins))
     if not cells:
         return Choice(case.case, (), "no cell of this profile runs it", "expect")
     seen: dict[tuple[str, str], Outcome | None] = {}
@@ -109,7 +105,7 @@ def choose(matrix: Matrix, case: Slice, candidates: Sequence[CellLike], referenc
     fixed = [c for c in cells if shows(c, Outcome.FIXED)]
 
     def near_base(listed: list[CellLike]) -> CellLike:
-        return min(listed, key=lambda c: (-_at_base(matrix, c), _key(matrix, c)))
+        return min(listed, key=lambda c: (-_at_base(matrix, c), matrix.release_order(c.pins)))
 
     if not reproduced or not fixed:
         outcome = Outcome.REPRODUCED if reproduced else Outcome.FIXED
@@ -133,7 +129,7 @@ def choose(matrix: Matrix, case: Slice, candidates: Sequence[CellLike], referenc
     def rank(pair: tuple[CellLike, CellLike, set[str]]) -> tuple:
         r, f, both = pair
         differ = sum(1 for a in matrix.axes if r.pins.get(a) != f.pins.get(a))
-        return (-len(both), differ, _key(matrix, r), -_at_base(matrix, f), _neg(_key(matrix, f)))
+        return (-len(both), differ, matrix.release_order(r.pins), -_at_base(matrix, f), _neg(matrix.release_order(f.pins)))
 
     r, f, both = min(pairs, key=rank)
     variant = sorted(both, key=[m.id for m in members].index)[0] if both else shows(r, Outcome.REPRODUCED)[0]

@@ -16,6 +16,7 @@ import msgspec
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.documents.matrix import DEFAULT_REUSE_MAX_AGE_DAYS, SCHEMA, SYMBOLIC, MatrixFile, explain
@@ -164,6 +165,10 @@ class Matrix:
     def ordered(self, pins: Mapping[str, str]) -> dict[str, str]:
         """Pins in display order (the order of ``[axes]``)."""
         return {axis: pins[axis] for axis in self.axes if axis in pins}
+
+    def release_order(self, pins: Mapping[str, str]) -> tuple[Version, ...]:
+        """Pins as releases in display order (an axis not pinned first): how cells are sorted."""
+        return tuple(Version(pins.get(axis, "0")) for axis in self.axes)
 
     def rebased(self, pins: Mapping[str, str]) -> dict[str, str]:
         """``pins`` with ``[[base_when]]`` applied: base-held axes swapped where the base cannot exist."""
