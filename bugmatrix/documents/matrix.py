@@ -366,8 +366,10 @@ def _fields(model: Any) -> dict[str, Any]:
 
 
 def _inner(hint: Any, kind: type) -> Any:
-    """The ``kind`` (dict or list) among a union's members."""
-    return next(h for h in (*get_args(hint), hint) if get_origin(h) is kind) if get_origin(hint) is not kind else hint
+    """``hint``, or the member of its union that is a ``kind`` (dict or list)."""
+    if get_origin(hint) is kind:
+        return hint
+    return next(h for h in get_args(hint) if get_origin(h) is kind)
 
 
 def _fits(value: Any, hint: Any) -> bool:
