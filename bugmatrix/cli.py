@@ -210,9 +210,6 @@ def _reresolve(args: argparse.Namespace) -> int:
     from bugmatrix.plan.cells import plan_cells
     from bugmatrix.run.reresolve import run_reresolve
 
-    if args.jobs < 1:
-        msg = f"--jobs {args.jobs}: resolve at least one cell at a time"
-        raise BugmatrixError(msg)
     matrix, catalog = _catalogued(args)
     cells = plan_cells(matrix, args.profile, catalog)
     return run_reresolve(matrix, cells, args.root, out, as_of=args.as_of, held=dict(args.hold), jobs=args.jobs, profile=args.profile)
