@@ -1,10 +1,7 @@
 """Command line: ``python -m bugmatrix plan|run|lock|reresolve|report|bisect|repro|check|stability|benchmark|cachesize|site|issues``.
 
-Every subcommand is a thin layer over a library function; a BugmatrixError
-anywhere is printed as one line and exits with its code (2: bad input, 3: an
-output could not be written) — the single place where errors meet people.
-Arguments are validated here (versions, paths, ids) before anything is
-written, so a typo is never a traceback nor a half-written output.
+Every subcommand is a thin layer over a library function. Arguments are checked here before anything is written; a
+BugmatrixError anywhere is printed as one line and exits with its code: the one place where errors meet people.
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ from bugmatrix.paths import ROOT, output_dir
 
 if TYPE_CHECKING:
     from bugmatrix.cell.case import Case, Variant
+    from bugmatrix.plan.catalog import Catalog
     from bugmatrix.plan.matrix import Matrix
     from bugmatrix.releases.planned import Planned
 
@@ -147,14 +145,20 @@ def _plan_cost(args: argparse.Namespace, planned: Planned) -> int:
     return 0
 
 
-def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Variant, dict[str, str], Case]:
-    """The matrix, the variant, the pins to hold (a cell's, ``--cell``, or the base pins of its axes) and the variant's case."""
+def _catalogued(args: argparse.Namespace) -> tuple[Matrix, Catalog]:
+    """The matrix, ``latest`` resolved, and the cases read against it."""
     from bugmatrix.plan.catalog import load_catalog
-    from bugmatrix.plan.cells import find_cell, plan_all
     from bugmatrix.releases.tracking import load_resolved_matrix
 
     matrix = load_resolved_matrix(args.matrix)
-    catalog = load_catalog(args.cases, matrix)
+    return matrix, load_catalog(args.cases, matrix)
+
+
+def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Variant, dict[str, str], Case]:
+    """The matrix, the variant, the pins to hold (a cell's, ``--cell``, or the base pins of its axes) and the variant's case."""
+    from bugmatrix.plan.cells import find_cell, plan_all
+
+    matrix, catalog = _catalogued(args)
     variant = catalog.find(variant_id)
     if args.cell:
         pins = dict(find_cell(plan_all(matrix, catalog), args.cell).pins)
@@ -192,13 +196,10 @@ def _repro(args: argparse.Namespace) -> int:
 
 
 def _lock(args: argparse.Namespace) -> int:
-    from bugmatrix.plan.catalog import load_catalog
     from bugmatrix.plan.cells import plan_all, plan_cells
-    from bugmatrix.releases.tracking import load_resolved_matrix
     from bugmatrix.run.lock import run_lock
 
-    matrix = load_resolved_matrix(args.matrix)
-    catalog = load_catalog(args.cases, matrix)
+    matrix, catalog = _catalogued(args)
     cells = plan_cells(matrix, args.profile, catalog) if args.profile else plan_all(matrix, catalog)
     return run_lock(matrix, cells, args.root, check=args.check, era=args.era)
 
@@ -206,16 +207,11 @@ def _lock(args: argparse.Namespace) -> int:
 def _reresolve(args: argparse.Namespace) -> int:
     out = args.out or output_dir() / "fresh"
     check_output_file(out / "resolve.json", "--out", forbidden=(args.cases,))
-    from bugmatrix.plan.catalog import load_catalog
     from bugmatrix.plan.cells import plan_cells
-    from bugmatrix.releases.tracking import load_resolved_matrix
     from bugmatrix.run.reresolve import run_reresolve
 
-    if args.jobs < 1:
-        msg = f"--jobs {args.jobs}: resolve at least one cell at a time"
-        raise BugmatrixError(msg)
-    matrix = load_resolved_matrix(args.matrix)
-    cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
+    matrix, catalog = _catalogued(args)
+    cells = plan_cells(matrix, args.profile, catalog)
     return run_reresolve(matrix, cells, args.root, out, as_of=args.as_of, held=dict(args.hold), jobs=args.jobs, profile=args.profile)
 
 

@@ -1,13 +1,7 @@
 """The exception types that reach a person, and the exit codes they end in.
 
-Every bad input (a malformed ``matrix.toml``, a corrupt run file, an unknown case
-or cell on the command line, a bisect range with no releases, an output path
-that is a directory) is raised as a :class:`BugmatrixError` with a one-line
-message that names the file, key and value and says what to do. An output
-that cannot be written (a full disk, a read-only directory) is an
-:class:`OutputError`: a distinct exit code, so CI can tell "the report found
-a regression" from "the report could not be saved". The CLI catches both
-once, prints the line and exits with the error's :attr:`~BugmatrixError.exit_code`.
+A bad input is a :class:`BugmatrixError`: one line naming the file, key and value and what to do. An output that
+cannot be written is an :class:`OutputError`, with its own exit code, so CI can tell a regression from a full disk.
 """
 
 from __future__ import annotations
@@ -34,7 +28,6 @@ class BugmatrixError(Exception):
     exit_code = USAGE_EXIT_CODE
 
     def __init__(self, message: str) -> None:
-        # One line, always: a multi-line message would hide the actionable part.
         super().__init__(" ".join(message.split()))
 
 

@@ -1,15 +1,7 @@
-"""Files written so that a reader only ever sees the old or the new whole file, and output paths checked before anything is written.
+"""Files written so that a reader only ever sees the old or the new whole file, files read with limits, and output paths
+checked before anything is written.
 
-Every output of the harness (run files, reports, locks, the history, the
-plan) goes through here: a temporary file in the same directory, flushed and
-fsynced, then moved into place with ``os.replace``. :func:`write_files`
-does that for a set of files at once, all or nothing: every temporary is
-written before the first is moved into place, so a full disk leaves every
-previous output as it was. :func:`check_output_file` and
-:func:`check_output_dir` are the one answer to "may a command write here?",
-asked before a command writes anything. :func:`locked_directories` keeps two
-processes from writing into one directory at once. Imported inside cells too
-(the run file), so it needs nothing beyond the standard library.
+Imported inside cells too (the run file): the standard library only.
 """
 
 from __future__ import annotations
@@ -39,7 +31,6 @@ __all__ = [
     "digest_of",
     "file_digest",
     "locked_directories",
-    "parse_json",
     "read_bytes",
     "read_json",
     "read_text",
@@ -50,8 +41,7 @@ __all__ = [
 
 
 _MIB = 1024 * 1024
-#: The most bytes read from a file of each kind (what a full night of 1,000 cells writes, several times over): a planted
-#: /dev/zero, a sparse 100 GB file or a runaway log is refused by its size, never read into memory.
+#: The most bytes read from a file of each kind (a full night's, several times over): a planted /dev/zero is refused.
 LIMITS = {
     "run file": 64 * _MIB,  # a 47-variant cell with its log excerpts: ~60 kB
     "compat document": 256 * _MIB,  # the full profile's compat.json: ~2 MB
@@ -67,7 +57,7 @@ LIMITS = {
     "README": 4 * _MIB,
     "issue body": 4 * _MIB,
     "manifest": _MIB,
-    "benchmark record": _MIB,  # a benchmark's kept setup night (tools/benchmark)  # the list of files a command wrote into its output directory
+    "benchmark record": _MIB,  # a benchmark's kept setup night (tools/benchmark)
     "hashed file": 64 * _MIB,  # a lock, a case or harness file named in an input key
 }
 #: How long one read may take: a file on a wedged mount is an error naming it, not a night that never ends.
@@ -75,27 +65,19 @@ READ_SECONDS = 60.0
 _CHUNK = _MIB
 
 
+_KINDS = {stat.S_ISLNK: "a symlink", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a character device"}
+_KINDS |= {stat.S_ISBLK: "a block device", stat.S_ISDIR: "a directory"}
+
+
 def _kind_of(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISLNK, "a symlink"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISDIR, "a directory"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
+    return next((name for test, name in _KINDS.items() if test(mode)), "not a regular file")
 
 
 def read_bytes(path: Path, kind: str, *, fix: str = "", seconds: float = READ_SECONDS) -> bytes:
     """The bytes of ``path``, a regular file of at most ``LIMITS[kind]`` bytes read within ``seconds``; else one-line BugmatrixError.
 
-    ``lstat`` first, so a FIFO or a device is never opened; then the open
-    descriptor's ``fstat`` must be the same regular file (a swap between the
-    two is refused), and the read stops at the cap whatever the size said
-    (``/proc`` files say 0).
+    ``lstat`` first, so a FIFO or a device is never opened; the opened descriptor must be the same regular file, and the
+    read stops at the cap whatever the size said (``/proc`` files say 0).
     """
     limit = LIMITS[kind]
     tail = f"; {fix}" if fix else ""
@@ -153,19 +135,14 @@ def read_text(path: Path, kind: str, *, fix: str = "", seconds: float = READ_SEC
 
 
 def _no_constant(name: str) -> Any:
-    msg = f"{name} is not a JSON value"
+    msg = f"{name} is not a JSON value"  # json.loads accepts NaN and Infinity
     raise ValueError(msg)
-
-
-def parse_json(text: str) -> Any:
-    """Strict JSON: ``NaN`` and ``Infinity`` (which ``json.loads`` accepts) are refused with a ValueError."""
-    return json.loads(text, parse_constant=_no_constant)
 
 
 def decode_json(data: bytes, path: Path, kind: str, *, fix: str = "") -> Any:
     """Bytes :func:`read_bytes` returned, as strict UTF-8 JSON; a defect is one line naming the file (and the line and column)."""
     try:
-        return parse_json(_decoded(data, path, fix))
+        return json.loads(_decoded(data, path, fix), parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         msg = f"{path}: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg}); the {kind} is truncated or corrupt"
     except ValueError as exc:
@@ -185,14 +162,8 @@ def digest_of(data: bytes) -> str:
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write a file so that readers only ever see the old or the new complete file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    tmp = _write_temporary(path, text)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide reports from a web server or a CI artifact reader
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -213,7 +184,7 @@ def _write_temporary(path: Path, content: str | bytes) -> str:
             handle.write(content.encode("utf-8") if isinstance(content, str) else content)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide reports from a web server or a CI artifact reader
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -223,10 +194,8 @@ def _write_temporary(path: Path, content: str | bytes) -> str:
 def write_files(contents: Mapping[Path, str | bytes], *, remove: Iterable[Path] = ()) -> None:
     """Write every file, or none: all temporaries first, then every rename, then ``remove`` (files, or directories whole).
 
-    A rename within a directory needs no space, so once every temporary is
-    written the outputs change together; an ``OSError`` before that (disk
-    full, permission) removes the temporaries and raises :class:`OutputError`
-    naming the path, with every previous output untouched.
+    A rename needs no space, so an ``OSError`` (disk full) can only come before the first: then the temporaries are
+    removed and :class:`OutputError` names the path, every previous output untouched.
     """
     written: list[tuple[str, Path]] = []
     current = None
@@ -271,8 +240,7 @@ def _check_writable_parent(path: Path, option: str, *, create_parent: bool, show
     if not existing.is_dir():
         msg = f"{option} {shown}: {existing} is a file, not a directory; pass a path under a directory"
         raise BugmatrixError(msg)
-    # Tried, not asked: access() answers for the permission bits only (root may "write" to /proc), and a read-only
-    # mount says so only when a file is made there.
+    # Tried, not asked: access() answers for the permission bits only, and a read-only mount says so only on a write.
     try:
         with tempfile.TemporaryFile(dir=existing, prefix=".bugmatrix-probe-"):
             pass
@@ -296,9 +264,8 @@ def _check_not_inside(path: Path, option: str, forbidden: Iterable[Path]) -> Non
 def check_output_file(path: Path, option: str, *, create_parent: bool = True, forbidden: Iterable[Path] = ()) -> None:
     """Refuse, in one line naming the option and the path, an output file that cannot be written as a file.
 
-    A directory, a path under a file, an unwritable directory, a path inside
-    one of ``forbidden`` (the cases directory), and, with ``create_parent``
-    False (``$GITHUB_STEP_SUMMARY``), a parent directory that does not exist.
+    A directory, a path under a file or inside ``forbidden`` (the cases), an unwritable directory, and, with
+    ``create_parent`` False, a parent directory that does not exist.
     """
     if path.is_dir():
         msg = f"{option} {path}: is a directory; pass a file path, e.g. {path / 'out.json'}"
@@ -310,11 +277,7 @@ def check_output_file(path: Path, option: str, *, create_parent: bool = True, fo
 def check_output_dir(
     path: Path, option: str, *, manifest: str | None = None, forbidden: Iterable[Path] = (), force: bool = False, example: str = "build/out"
 ) -> None:
-    """Refuse an output directory that is a file, lies inside ``forbidden``, or holds files this command did not write.
-
-    The command's own files are those listed in ``<path>/<manifest>`` (and the
-    manifest itself); ``force`` allows others to be there (never inside ``forbidden``).
-    """
+    """Refuse an output directory that is a file, lies inside ``forbidden``, or (unless ``force``) holds files not in its ``manifest``."""
     if path.exists() and not path.is_dir():
         msg = f"{option} {path}: is a file, not a directory; pass a directory (e.g. {example})"
         raise BugmatrixError(msg)
@@ -333,10 +296,7 @@ def check_output_dir(
 def locked_directories(directories: Iterable[Path], on_wait: Callable[[Path], None] | None = None) -> Iterator[None]:
     """Hold an exclusive ``flock`` on each directory (created if needed) for the block: one writer per directory at a time.
 
-    The lock is on the directory itself, so nothing is left behind; a second
-    process asking for it waits (after ``on_wait(directory)``, once) until the
-    first leaves the block or dies. Directories are locked in one order, so
-    two processes never wait for each other.
+    A second process waits (after ``on_wait(directory)``, once); directories are locked in one order, so no deadlock.
     """
     held: list[int] = []
     try:

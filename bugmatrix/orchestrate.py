@@ -1,13 +1,8 @@
 """The orchestrator of ``report``: what the report needs from the stages below it, read once and handed on as plain data.
 
-The report reads run files and documents, never the planner: what the cases declare and, for ``--profile`` without
-``--plan``, the night's plan are read here and passed to :func:`~bugmatrix.report.command.run_report` as an
-:class:`~bugmatrix.report.options.Upstream`. That plan is the profile's as ``plan`` computed it that night: from
-matrix.toml, the cases and the night's *saved* resolution of ``latest`` (``<reports>/resolution.json``, or
-``$BUGMATRIX_RESOLUTION``), checked as ``plan`` checks it (a hand-edited ``latest = 9.9.9`` plans no cell that cannot
-exist), never the registry (a release published after the night is not missing from it); without a saved resolution a
-symbolic version needs, one line, not a guess. Its CPU cells (``nox -t P``), and its CUDA twins (``nox -t gpu-P``)
-when one of them left a run file this night. A lost run file can never pass as a clean night.
+The report never imports the planner: the cases' declarations and, for ``--profile`` without ``--plan``, the night's
+plan (computed offline from matrix.toml, the cases and the night's *saved* resolution, never the registry) are read
+here and passed on as an :class:`~bugmatrix.report.options.Upstream`.
 """
 
 from __future__ import annotations
@@ -63,14 +58,7 @@ def computed_plan(matrix: Path, cases: Path, profile: str, resolution: Path, ran
 
 
 def declared_variants(options: ReportOptions) -> dict[str, Variant]:
-    """What the cases declare now, by variant id: the one place the report's cases are read.
-
-    A variant is read along the axes it declares, and an older run file cannot say which (the cases' own
-    declarations say it, as the cells that wrote those files ran them). A check a case no longer makes
-    (``old_checks``) marks the results recorded under it, and a result no expectation covered when it ran is read
-    against the one its case declares now (merge.py). The matrix's axis modules are not imported (as when
-    planning): the report reads names only.
-    """
+    """What the cases declare now, by variant id (axes, old checks, expectations): the one place the report's cases are read."""
     if options.cases is None or not options.cases.is_dir():
         return {}
     variants = load_catalog(options.cases, load_matrix(options.matrix) if options.matrix.is_file() else None).variants

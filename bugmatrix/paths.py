@@ -1,12 +1,4 @@
-"""Where things are: the checkout, the local output directory, the committed reference.
-
-One place resolves them, so no module hard-codes ``reports/``. A local run
-(the README's main job, a bisect, a stability run) writes under ``build/``,
-which git ignores, so running the suite never dirties the checkout; the
-committed reference table in ``reports/`` changes only through the explicit
-``report --publish`` step. ``BUGMATRIX_REPORTS`` moves the output directory
-(CI and the tests point it elsewhere).
-"""
+"""Where things are: the checkout, the local output directory (``build/reports``, or ``$BUGMATRIX_REPORTS``), the committed reference."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Where a result came from: the checkout's commit and the run (a CI run's URL, else this machine).
-
-A run file says who observed its results (``origin``), and a reused run file
-says whose results it carries (``reused_from``), so a result taken over from
-an earlier night is never shown without its date, commit and run. The report
-stamps its documents with the same commit. Host side only: a cell receives
-its origin from the runner, it never asks git.
-"""
+"""Where a result came from: the checkout's commit and the run (a CI run's URL, else this machine). Host side only."""
 
 from __future__ import annotations
 

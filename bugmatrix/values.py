@@ -1,18 +1,8 @@
 """Values from the command line and from files, checked where they are parsed: one rule per kind of value.
 
-Every option is refused in one line where argparse (or pytest's parser, which
-is argparse) reads it, before anything is read, built or written: a negative
-or ``nan`` timeout would turn every variant into an error, ``--repeat 0``
-measures nothing, ``--profile ''`` quietly meant the default, and a path
-that does not exist quietly meant "none". The functions here are argparse
-``type=`` callables (they raise ``ArgumentTypeError``, which argparse turns
-into its one usage line); :func:`profile_name` is also the check for a
-profile named inside a file (a plan document, the lane's record, a previous
-site), so a profile is one rule everywhere: it becomes a nox tag, a file
-name, a path on the site and text in an issue body's links.
-
-Imported inside cells too (the plugin's options): the standard library and
-``packaging`` only.
+The functions are argparse ``type=`` callables (an ``ArgumentTypeError`` is argparse's one usage line), so an option
+is refused before anything is read or written. :func:`profile_name` also checks a profile named inside a file: a
+profile becomes a nox tag, a file name, a site path and a link. Imported inside cells: stdlib and ``packaging`` only.
 """
 
 from __future__ import annotations
@@ -51,33 +41,25 @@ _RESERVED_PREFIX = "gpu-"
 PROFILE_RULE = "lowercase letters, digits, - and _, not starting with gpu-"
 
 
-def profile_name(value: object, where: str) -> str:
-    """``value`` when it is a profile name; else a one-line BugmatrixError naming ``where`` (a key, a file, an option)."""
+def profile_name(value: object, where: str, error: type[Exception] = BugmatrixError) -> str:
+    """``value`` when it is a profile name; else a one-line ``error`` naming ``where`` (ValueError in a msgspec model)."""
     if not isinstance(value, str) or not PROFILE_NAME.fullmatch(value) or value.startswith(_RESERVED_PREFIX):
-        msg = f"{where} {value!r}: not a profile name ({PROFILE_RULE})"
-        raise BugmatrixError(msg)
+        msg = " ".join(f"{where} {value!r}: not a profile name ({PROFILE_RULE})".split())
+        raise error(msg)
     return value
-
-
-def _usage(message: str) -> argparse.ArgumentTypeError:
-    return argparse.ArgumentTypeError(message)
 
 
 def name(text: str) -> str:
     """A non-empty name (a cell, a variant); ``''`` would quietly mean "the default" or nothing."""
     if not text.strip():
         msg = "an empty name; give one (plan --list prints the profiles and cells)"
-        raise _usage(msg)
+        raise argparse.ArgumentTypeError(msg)
     return text
 
 
 def profile(text: str) -> str:
-    """A profile name (:func:`profile_name`'s rule): ``''``, a newline or Markdown never reaches a tag, a path or a link."""
-    name(text)
-    try:
-        return profile_name(text, "profile")
-    except BugmatrixError as exc:
-        raise _usage(str(exc)) from None
+    """A profile name (:func:`profile_name`'s rule)."""
+    return profile_name(name(text), "profile", argparse.ArgumentTypeError)
 
 
 def seconds(text: str) -> float:
@@ -88,7 +70,7 @@ def seconds(text: str) -> float:
         value = math.nan
     if not (value > 0 and math.isfinite(value)):
         msg = f"{text!r} is not a positive number of seconds, e.g. 900"
-        raise _usage(msg)
+        raise argparse.ArgumentTypeError(msg)
     return value
 
 
@@ -100,14 +82,14 @@ def seconds_or_zero(text: str) -> float:
         return seconds(text)
     except argparse.ArgumentTypeError:
         msg = f"{text!r} is not a number of seconds (0: none), e.g. 1800"
-        raise _usage(msg) from None
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 def count(text: str) -> int:
     """A whole number of at least 1."""
     if not text.strip().isdigit() or int(text) < 1:
         msg = f"{text!r} is not a whole number of at least 1"
-        raise _usage(msg)
+        raise argparse.ArgumentTypeError(msg)
     return int(text)
 
 
@@ -117,7 +99,7 @@ def version(text: str) -> str:
         return str(Version(text))
     except InvalidVersion:
         msg = f"{text!r} is not a version; write a release such as 2.4.1"
-        raise _usage(msg) from None
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 def moment(text: str) -> str:
@@ -126,7 +108,7 @@ def moment(text: str) -> str:
         dt.datetime.fromisoformat(text)
     except ValueError:
         msg = f"{text!r} is not a timestamp; write e.g. 2026-11-23T11:35:00Z or 2026-11-23"
-        raise _usage(msg) from None
+        raise argparse.ArgumentTypeError(msg) from None
     return text
 
 
@@ -144,7 +126,7 @@ def held(text: str) -> tuple[str, str]:
     dist, sep, when = text.partition("=")
     if not sep or not dist:
         msg = f"{text!r} is not DIST=TIMESTAMP, e.g. tokenizers=2026-11-01T00:00:00Z"
-        raise _usage(msg)
+        raise argparse.ArgumentTypeError(msg)
     return dist, moment(when)
 
 
@@ -153,7 +135,7 @@ def existing_dir(text: str) -> Path:
     path = Path(name(text))
     if not path.is_dir():
         msg = f"{text}: {'not a directory' if path.exists() else 'no such directory'}; pass an existing one"
-        raise _usage(msg)
+        raise argparse.ArgumentTypeError(msg)
     return path
 
 
@@ -162,5 +144,5 @@ def existing_file(text: str) -> Path:
     path = Path(name(text))
     if not path.exists():
         msg = f"{text}: no such file or directory; pass an existing one"
-        raise _usage(msg)
+        raise argparse.ArgumentTypeError(msg)
     return path

@@ -1,11 +1,5 @@
-"""Versions, parsed and compared in one place (never as strings).
+"""Versions, parsed and compared in one place (never as strings); local tags dropped (``2.6.0+cu124`` is ``2.6.0``).
 
-Every module that reads a version (a pin, an installed release, a registry
-entry, a command-line argument) goes through here, so "2.10.0 sorts after
-2.5.1", "2.6.0+cu124 is 2.6.0" and "what is not a version sorts last" mean
-the same everywhere. Local tags are dropped before comparing an installed
-version (``2.6.0+cu124`` is ``2.6.0``), as Lightning's ``RunIf`` does, so a
-CUDA wheel and a CPU wheel of one release satisfy the same specifier.
 Imported inside cells too: the standard library and ``packaging`` only.
 """
 
@@ -55,9 +49,7 @@ def installed_version(distribution: str) -> str | None:
 
 
 def distribution_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    """What moved between two sets of installed distributions (the environment diff and the re-resolve lane say it alike).
-
-    ``name old → new``, ``+name version`` (added), ``-name version`` (removed), sorted by name."""
+    """What moved between two sets of installed distributions: ``name old → new``, ``+name version``, ``-name version``."""
     lines = []
     for name in sorted(before.keys() | after.keys()):
         old, new = before.get(name), after.get(name)

@@ -95,6 +95,9 @@ BROKEN = [
     ("empty-profile", "[profiles.full]\n", '[profiles.weekly]\n\n[profiles.full]\n', "profiles.weekly", "lists no versions"),
     ("within-only-profile", "[profiles.full]\n", '[profiles.weekly]\nwithin = "full"\n\n[profiles.full]\n', "profiles.weekly", "lists no versions"),
     ("gpu-runner-not-a-list", 'runner = ["self-hosted", "gpu"]', 'runner = "gpu"', "gpu.runner", "'gpu'"),
+    ("specifier-not-a-string", FIRST_EXCLUDE, 'when = { torch = 3, lightning = ">=2.6" }', "exclude[0].when.torch", "3 is not a version specifier"),
+    ("allow-direct-not-a-flag", 'requires = ["setuptools<81"]', 'requires = ["setuptools<81"]\nallow_direct = "yes"', "constraints[1].allow_direct",
+     "'yes' is not true or false"),
 ]  # fmt: skip
 BY_ID = {b[0]: b[1:] for b in BROKEN}
 

@@ -1,5 +1,4 @@
-"""The documents between stages, declared once: plan, run file, compat, baseline, history.
+"""The documents between stages, declared once: plan, run file, compat, baseline, history, lane record, matrix.toml.
 
-Why a package of its own: every stage reads what the stage before it wrote. When each stage declares its own reading
-of a shared file, the two drift. Here each document is one model, low and neutral: it imports nothing from a stage.
+Each is one model, low and neutral (it imports no stage), so a stage and the one reading its output cannot drift.
 """

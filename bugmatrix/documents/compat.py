@@ -1,12 +1,8 @@
 """The compat document (``reports/compat.json``) and the baseline (``reports/baseline.json``, an earlier compat document).
 
-The report builds the document from typed values (:mod:`bugmatrix.report.model`)
-and writes it; this model says what a valid document is, for every version the
-report still reads (keys an older version lacks take their defaults). Its JSON
-Schema, ``json/compat.schema.json``, is generated from it
-(``python -m bugmatrix.documents.schemas --write``). Outcomes, verdicts and kinds
-are the cell's enums; the report's own enums (install state, expectation source,
-release-note kind) are spelled here as literals and kept in step by the tests.
+The report builds it from typed values (:mod:`bugmatrix.report.model`); this model says what a valid document is for
+every version the report still reads, and generates ``json/compat.schema.json``. The report's own enums are spelled
+here as literals, kept in step by the tests.
 """
 
 from __future__ import annotations
@@ -17,7 +13,6 @@ import msgspec
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.documents.run import Origin, TrackedPin
-from bugmatrix.errors import BugmatrixError
 from bugmatrix.values import profile_name
 
 __all__ = ["Baseline", "CellEntry", "Compat", "Entry", "Host", "ReleaseNote", "Variant"]
@@ -193,10 +188,7 @@ class Compat(Struct):
 
     def __post_init__(self) -> None:
         if self.profile:  # it reaches file names, the site's paths and the issue bodies' links: one rule everywhere
-            try:
-                profile_name(self.profile, "key 'profile'")
-            except BugmatrixError as exc:
-                raise ValueError(str(exc)) from None
+            profile_name(self.profile, "key 'profile'", ValueError)
 
 
 #: The baseline is a compat document of an earlier night: one model, one schema.

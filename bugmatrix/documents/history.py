@@ -1,10 +1,4 @@
-"""One line of the history (``history.jsonl``, ``bugmatrix.history/1``): one report run, its cells and each variant's outcome letters.
-
-The report appends a line per night (:mod:`bugmatrix.report.history`) and
-reads the file back the next night; reuse reads it for the run files a night
-trusted. Each line is decoded by :class:`NightLine`, so a line of the wrong
-shape is one error naming the key (the reader adds the file and the line number).
-"""
+"""One line of the history (``history.jsonl``, ``bugmatrix.history/1``): one report run, its cells and each variant's outcome letters."""
 
 from __future__ import annotations
 

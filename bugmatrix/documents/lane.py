@@ -1,10 +1,4 @@
-"""The re-resolve lane's record (``<out>/resolve.json``, ``bugmatrix.reresolve/1``): written by the run stage, read by the report.
-
-:mod:`bugmatrix.run.reresolve` writes it (and the fresh locks and sibling runs
-beside it); :mod:`bugmatrix.report.fresh` and the ``fresh`` sessions read it
-through :class:`LaneFile`, so a record of the wrong shape (``moved`` as one
-string, a number as a cell) is one line naming the file and the key.
-"""
+"""The re-resolve lane's record (``<out>/resolve.json``, ``bugmatrix.reresolve/1``): written by the run stage, read by the report."""
 
 from __future__ import annotations
 
@@ -48,10 +42,7 @@ class LaneFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     def __post_init__(self) -> None:
         if self.profile is not None:
-            try:
-                profile_name(self.profile, "profile")
-            except BugmatrixError as exc:
-                raise ValueError(str(exc)) from None
+            profile_name(self.profile, "profile", ValueError)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data, ready for json.dumps."""

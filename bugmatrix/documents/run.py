@@ -1,12 +1,7 @@
 """The run file as the harness reads it: one model, checked on every read (the cell writes it with the standard library).
 
-A cell's interpreter holds only what the cell installs, so the cell side
-(:mod:`bugmatrix.cell.runfile`) writes and re-reads its own file with ``json``
-alone. Everything above the cell reads run files through :func:`load_run_file`
-here: the bytes are decoded by :class:`RunFile` (msgspec, strict types, no
-unknown keys) into the cell's own records, so a hand-edited or foreign file is
-one line naming the file and the JSON path of the bad value, and 1,000 run
-files decode in a fraction of the time ``json`` and the hand checks take.
+Everything above the cell reads run files through :func:`load_run_file`: :class:`RunFile` (strict types, no unknown
+keys) decodes them into the cell's own records, so a foreign file is one line naming the file and the bad value's path.
 """
 
 from __future__ import annotations

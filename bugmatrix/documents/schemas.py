@@ -19,6 +19,7 @@ import msgspec
 from bugmatrix.documents.compat import Compat
 from bugmatrix.documents.history import NightLine
 from bugmatrix.documents.lane import LaneFile
+from bugmatrix.documents.matrix import MatrixFile
 from bugmatrix.documents.nights import NightsFile
 from bugmatrix.documents.resolution import ResolutionFile
 from bugmatrix.documents.run import RunFile
@@ -33,6 +34,7 @@ MODELS: dict[str, tuple[type[msgspec.Struct], str]] = {
     "compat": (Compat, "bugmatrix compat document (compat.json, baseline.json), written by the report"),
     "history": (NightLine, "bugmatrix history line (one line of history.jsonl per report run), written by the report"),
     "lane": (LaneFile, "bugmatrix re-resolve lane record (<out>/resolve.json), written by the reresolve session"),
+    "matrix": (MatrixFile, "bugmatrix matrix file (matrix.toml, as parsed TOML), written by hand"),
     "nights": (NightsFile, "bugmatrix site index (nights.json of the Pages site), written by the site session"),
     "resolution": (ResolutionFile, "bugmatrix saved resolution (<reports>/resolution.json), written by the plan"),
 }

@@ -1,10 +1,4 @@
-"""The cases as the host sees them: the same Variant objects pytest runs, read once.
-
-Planning, bisect and repro all ask the catalog, so a declaration means one
-thing everywhere (see :mod:`bugmatrix.plan.loader` for how cases are imported
-without torch). The catalog also checks what only the host can: that every
-axis a variant spans is an axis of the matrix.
-"""
+"""The cases as the host sees them (the same Variant objects pytest runs, read once), checked against the matrix's axes."""
 
 from __future__ import annotations
 
@@ -52,10 +46,7 @@ class Catalog:
 
 
 def load_catalog(cases_dir: Path, matrix: Matrix | None = None) -> Catalog:
-    """Import the cases once; with a matrix, every axis a variant spans or requires must be one of its axes.
-
-    With a matrix, its axis modules are deferred even where installed (:mod:`bugmatrix.plan.loader`): the plan reads names only.
-    """
+    """Import the cases once (the matrix's axis modules deferred); every axis a variant spans or requires must be the matrix's."""
     axes = [] if matrix is None else [module for axis in matrix.package_axes for _, module in matrix.axes[axis].distributions]
     catalog = Catalog(tuple(load_cases(cases_dir, frozenset(m.partition(".")[0] for m in axes))), cases_dir)
     if matrix is not None:

@@ -1,34 +1,9 @@
 """From the matrix and the cases' slices to the list of cells.
 
-Cells are not the cross product of every axis, and not one plan for the
-whole catalogue: each case has its *slice* (:mod:`bugmatrix.plan.slices`),
-the cross of the axes its variants span at the versions the profile lists
-(narrowed by its ``Case(cross=...)``), and a profile's cells are the union of
-the slices. The axes every cell installs (the interpreter, and each
-``every_cell`` axis of the matrix) are held at their ``[base]`` pins where a
-case does not span them; no other axis is installed in a cell of a case that
-does not span it. A cell runs the variants of the cases whose slice holds it
-and nothing else, so adding a case (or an axis, and a case spanning it) adds
-that case's cells without touching another case's cells, pins or variants.
-A cell's variant list depends on its pins only, never on the profile that
-plans it, so one cell id means one run in every profile.
-
-A profile that lists several interpreters sweeps them: every case's axes at
-their base pins on each other interpreter. Where the base cannot exist for a
-cell (no wheel for its Python), the ``[[base_when]]`` stand-ins replace the
-base-held pins. An ``[[include]]`` cell joins the slice of every case whose
-axes it pins. A CUDA twin is planned only for a cell that runs a CUDA
-variant. Every cell carries the variant ids it runs, so the report can tell
-a result that is missing from one that was never planned, and the cell runs
-exactly those (the pytest plugin's ``--bugmatrix-variants``).
-
-A variant whose case declares an environment beyond the axes
-(:mod:`bugmatrix.cell.caseenv`) runs in a sibling of each of its cells: the
-same pins, plus that environment, keyed by what it holds. Where it names a
-distribution a ``[[constraints]]`` entry names, the case's environment wins
-there and the sibling says so (``Cell.overrides``, in the plan document and in
-``plan``'s output); where it adds nothing to what the cell already installs,
-the variant runs in the cell itself.
+A profile's cells are the union of its cases' slices (:mod:`bugmatrix.plan.slices`), not the cross product of every
+axis: adding a case adds its cells without touching another case's cells, pins or variants, and one cell id runs the
+same variants in every profile. A CUDA twin is planned only for a cell that runs a CUDA variant; a variant whose case
+declares an environment beyond the axes runs in a sibling cell (same pins plus that environment).
 """
 
 from __future__ import annotations
@@ -39,8 +14,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from packaging.version import Version
-
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.documents.plan import PLAN_SCHEMA
 from bugmatrix.errors import BugmatrixError
@@ -49,18 +22,7 @@ from bugmatrix.plan.conflicts import check_contradictions
 from bugmatrix.plan.matrix import SYMBOLIC, Matrix
 from bugmatrix.plan.slices import Slice
 
-__all__ = [
-    "Cell",
-    "Slices",
-    "computed_choice",
-    "find_cell",
-    "override_notes",
-    "plan_all",
-    "plan_cells",
-    "plan_document",
-    "recompute",
-    "sibling_id",
-]
+__all__ = ["Cell", "Slices", "find_cell", "override_notes", "plan_all", "plan_cells", "plan_document", "recompute", "sibling_id"]
 
 
 class Slices(Protocol):
@@ -114,7 +76,7 @@ def sibling_id(cell_id: str, extra: Env) -> str:
 
 
 def _sort_key(matrix: Matrix, cell: Cell) -> tuple:
-    return (cell.device, *(Version(cell.pins.get(a, "0")) for a in matrix.axes))
+    return (cell.device, *matrix.release_order(cell.pins))
 
 
 def _slice_pins(matrix: Matrix, profile: str, case: Slice) -> list[dict[str, str]]:
@@ -131,12 +93,10 @@ def _slice_pins(matrix: Matrix, profile: str, case: Slice) -> list[dict[str, str
 
 
 class _Members:
-    """Which cases a cell's pins belong to: decided by the pins alone (any profile), so a cell id runs the same variants everywhere.
+    """Which cases a cell's pins belong to, decided by the pins alone (any profile).
 
-    A case holds a cell that is a point of its cross: its spanned axes at any of their versions (the axis's listed ones
-    and the case's own, ``Case(versions=...)``), every other axis the
-    cell pins held at its base (``[[base_when]]`` applied), nothing else pinned; and, for an ``[[include]]`` cell,
-    every case whose axes it pins. Which points a profile plans is the profile's business; what runs there is not.
+    A case holds a cell that is a point of its cross (its spanned axes at any of their versions, every other pinned axis
+    at its base, ``[[base_when]]`` applied) and every ``[[include]]`` cell that pins its axes.
     """
 
     def __init__(self, matrix: Matrix, slices: list[Slice]) -> None:
@@ -160,8 +120,7 @@ class _Members:
     def cells(self, cell: Cell) -> list[Cell]:
         """The cell with its variants, and one sibling per environment its cases' variants need there beyond its own.
 
-        A CUDA twin's sibling is its CPU cell's sibling + ``-cuda`` (``py311-torch2.3.1-with-numpy-lt-2-cuda``), like every
-        CUDA twin: it installs that CPU sibling's lock (``bugmatrix.run.lock.lock_path``) and the re-resolve lane finds it there.
+        A CUDA twin's sibling is its CPU cell's sibling + ``-cuda``: it installs that CPU sibling's lock.
         """
         runs = [(m, s.source) for s in self.cases(cell.pins) for m in s.members if m.runs_at(cell.pins)]
         own = sorted(self.matrix.requirements_for(cell.pins))
@@ -228,37 +187,24 @@ def plan_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
     return sorted(planned, key=lambda c: _sort_key(matrix, c))  # stable: a sibling follows its cell
 
 
-def computed_choice(matrix: Matrix, profile: str, catalog: Slices) -> tuple[list[Cell], dict[str, tuple[str, ...]]]:
-    """A computed profile's candidates (its ``within`` profile's cells) and each case's cells: committed, else chosen from ``expect=``.
-
-    A committed entry whose cells are gone or no longer run the case is chosen again (``nox -s check`` says the file is stale).
-    """
-    candidates = plan_cells(matrix, matrix.within[profile], catalog)
-    by_id = {c.id: c for c in candidates}
-    committed = committed_choices(matrix.computed[profile])
-    chosen = {}
-    for case in catalog.slices(matrix):
-        ids = committed.get(case.case)
-        own = {m.id for m in case.members}
-        if ids is None or not all(i in by_id and own & set(by_id[i].variants) for i in ids):
-            ids = choose(matrix, case, candidates).cells
-        chosen[case.case] = ids
-    return candidates, chosen
-
-
 def recompute(matrix: Matrix, profile: str, catalog: Slices, reference: Reference) -> list[Choice]:
-    """Every case's choice for a computed profile, from the reference's outcomes (else ``expect=``): what ``--compute P --write`` commits.
-
-    Pass the matrix without ``latest`` (``tracking.without_symbolic``): a committed cell must not move with tonight's release.
-    """
+    """Every case's choice for a computed profile (``--compute P --write``); pass the matrix without ``latest``."""
     candidates = plan_cells(matrix, matrix.within[profile], catalog)
     return [choose(matrix, case, candidates, reference) for case in catalog.slices(matrix)]
 
 
 def _computed_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
-    """The chosen cells of a computed profile, with their siblings (case environments) and CUDA twins (``bugmatrix.plan.computed``)."""
-    candidates, chosen = computed_choice(matrix, profile, catalog)
-    ids = {i for cells in chosen.values() for i in cells}
+    """The cells each case of a computed profile chose (committed, else chosen again), with their siblings and CUDA twins."""
+    candidates = plan_cells(matrix, matrix.within[profile], catalog)
+    by_id = {c.id: c for c in candidates}
+    committed = committed_choices(matrix.computed[profile])
+    ids: set[str] = set()
+    for case in catalog.slices(matrix):
+        chosen = committed.get(case.case)
+        own = {m.id for m in case.members}
+        if chosen is None or not all(i in by_id and own & set(by_id[i].variants) for i in chosen):
+            chosen = choose(matrix, case, candidates).cells
+        ids.update(chosen)
     cells = [replace(c, profiles=(profile,)) for c in candidates if (c.sibling_of or c.id).removesuffix("-cuda") in ids]
     if not cells:
         msg = f"{matrix.path}: profiles.{profile}: plans no cells (no case has a cell in profiles.{matrix.within[profile]}); list versions there"
@@ -296,10 +242,7 @@ def plan_all(matrix: Matrix, catalog: Slices) -> list[Cell]:
         for cell in profile_cells:
             cells.setdefault(cell.id, cell)
             tags.setdefault(cell.id, []).append(profile)
-    return sorted(
-        (replace(c, profiles=tuple(tags[c.id])) for c in cells.values()),
-        key=lambda c: _sort_key(matrix, c),
-    )
+    return sorted((replace(c, profiles=tuple(tags[c.id])) for c in cells.values()), key=lambda c: _sort_key(matrix, c))
 
 
 def override_notes(cells: Iterable[Cell]) -> list[str]:
@@ -323,11 +266,7 @@ def find_cell(cells: Iterable[Cell], name: str) -> Cell:
 
 
 def plan_document(matrix: Matrix, profile: str, cells: list[Cell]) -> dict[str, Any]:
-    """The plan as data (``bugmatrix.plan.cells/1``): what the report checks completeness against.
-
-    Its axes are those the cells pin, in display order: an axis no planned
-    cell installs changes nothing in the document.
-    """
+    """The plan as data (``bugmatrix.plan.cells/1``), with the axes its cells pin: what the report checks completeness against."""
     pinned = {axis for cell in cells for axis in cell.pins}
     return {
         "schema": PLAN_SCHEMA,

@@ -1,41 +1,20 @@
 """A computed profile (``[profiles.smoke] computed = "smoke.json"``): the fewest cells that show every case both ways.
 
-smoke used to be listed by hand, and every case added had to fit the list
-(the torch x transformers case grew it from 4 to 8 cells). Now each case picks
-its own cells among the ``within`` profile's, from the outcomes the committed
-reference holds (``reports/runs/``) or, where it holds none (a new case, a new
-cell), from the case's declared ``expect=`` rules:
-
-* where a variant shows both a reproduced and a fixed outcome, a pair of cells
-  (reproduced, fixed) in which as many of the case's variants as possible flip
-  along exactly one of the axes they declare (so each reads as a boundary, not
-  as two axes changing at once), then differing on the fewest axes, the
-  reproduced one the oldest and the fixed one the nearest the base pins (then
-  the newest); old and base cells are the ones other cases pick too, so cases
-  with the same axes share them, and ``latest`` is never preferred;
-* where no variant flips but the case shows both outcomes somewhere, the single
-  cell showing both nearest the base pins (then the oldest); else the best pair;
-* where it shows one outcome only, the cell showing it nearest the base pins.
-
-Each case's choice depends on that case alone: adding a case adds at most its
-own two cells and changes no other case's. The choice is committed in the
-profile's file (``python -m bugmatrix plan --compute smoke --write``), so
-``nox -l`` reads one small file instead of the reference; a case the file does
-not hold (or whose cells no longer run it) is chosen at plan time from its
-``expect=`` rules, and ``nox -s check`` says the file is stale. The chosen
-cells bring their siblings (a case's environments) and their CUDA twins along,
-and what a variant shows in a sibling counts for the cell it is a sibling of.
+Each case picks its own cells among the ``within`` profile's, from the committed reference's outcomes, else its
+``expect=`` rules: a (reproduced, fixed) pair where most of its variants flip along exactly one declared axis (then the
+fewest axes apart, the oldest reproduced, the fixed nearest base); else one cell showing both, or its one outcome,
+nearest base. A case's choice depends on that case alone. ``plan --compute P --write`` commits it to the profile's file.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
+import msgspec
 from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Outcome
@@ -50,7 +29,17 @@ __all__ = ["COMPUTED_SCHEMA", "Choice", "choose", "committed_choices", "referenc
 COMPUTED_SCHEMA = "bugmatrix.computed/1"
 #: (variant id, cell id) -> the outcome the committed reference recorded.
 Reference = Mapping[tuple[str, str], Outcome]
-_BOTH = (Outcome.REPRODUCED, Outcome.FIXED)
+
+
+class _Chosen(msgspec.Struct):
+    cells: list[str]
+
+
+class _Committed(msgspec.Struct):
+    """What :func:`committed_choices` reads of a computed profile's file (:func:`write_choices` writes it)."""
+
+    schema: Literal["bugmatrix.computed/1"]
+    cases: dict[str, _Chosen]
 
 
 class CellLike(Protocol):
@@ -76,10 +65,6 @@ class Choice:
         return {"cells": list(self.cells), "shows": self.shows, "from": self.source}
 
 
-def _key(matrix: Matrix, cell: CellLike) -> tuple[Version, ...]:
-    return tuple(Version(cell.pins.get(a, "0")) for a in matrix.axes)
-
-
 def _at_base(matrix: Matrix, cell: CellLike) -> int:
     return sum(1 for axis, version in cell.pins.items() if matrix.base.get(axis) == version)
 
@@ -95,7 +80,7 @@ def choose(matrix: Matrix, case: Slice, candidates: Sequence[CellLike], referenc
         ran.setdefault(key, {}).update({variant: c.id for variant in ids & set(c.variants)})
         if key not in home or not c.sibling_of:
             home[key] = dataclasses.replace(c, id=key, sibling_of="") if c.sibling_of else c  # type: ignore[type-var]
-    cells = sorted(home.values(), key=lambda c: _key(matrix, c))
+    cells = sorted(home.values(), key=lambda c: matrix.release_order(c.pins))
     if not cells:
         return Choice(case.case, (), "no cell of this profile runs it", "expect")
     seen: dict[tuple[str, str], Outcome | None] = {}
@@ -120,7 +105,7 @@ def choose(matrix: Matrix, case: Slice, candidates: Sequence[CellLike], referenc
     fixed = [c for c in cells if shows(c, Outcome.FIXED)]
 
     def near_base(listed: list[CellLike]) -> CellLike:
-        return min(listed, key=lambda c: (-_at_base(matrix, c), _key(matrix, c)))
+        return min(listed, key=lambda c: (-_at_base(matrix, c), matrix.release_order(c.pins)))
 
     if not reproduced or not fixed:
         outcome = Outcome.REPRODUCED if reproduced else Outcome.FIXED
@@ -144,7 +129,7 @@ def choose(matrix: Matrix, case: Slice, candidates: Sequence[CellLike], referenc
     def rank(pair: tuple[CellLike, CellLike, set[str]]) -> tuple:
         r, f, both = pair
         differ = sum(1 for a in matrix.axes if r.pins.get(a) != f.pins.get(a))
-        return (-len(both), differ, _key(matrix, r), -_at_base(matrix, f), _neg(_key(matrix, f)))
+        return (-len(both), differ, matrix.release_order(r.pins), -_at_base(matrix, f), _neg(matrix.release_order(f.pins)))
 
     r, f, both = min(pairs, key=rank)
     variant = sorted(both, key=[m.id for m in members].index)[0] if both else shows(r, Outcome.REPRODUCED)[0]
@@ -169,25 +154,15 @@ def committed_choices(path: Path) -> dict[str, tuple[str, ...]]:
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("schema") != COMPUTED_SCHEMA:
-            raise ValueError(f"schema {data.get('schema')!r}, not {COMPUTED_SCHEMA}")
-        return {str(case): tuple(str(c) for c in entry["cells"]) for case, entry in data["cases"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        document = msgspec.json.decode(path.read_bytes(), type=_Committed)
+    except (OSError, msgspec.ValidationError, msgspec.DecodeError) as exc:
         msg = f"{path}: not a computed profile's cell list ({exc}); recompute it: python -m bugmatrix plan --compute <profile> --write"
         raise BugmatrixError(msg) from None
+    return {case: tuple(entry.cells) for case, entry in document.cases.items()}
 
 
 def write_choices(path: Path, profile: str, within: str, choices: Iterable[Choice]) -> None:
     """The committed choice, all or nothing (what ``plan --compute P --write`` writes and the check compares)."""
-    write_json_atomic(path, choices_document(profile, within, choices))
-
-
-def choices_document(profile: str, within: str, choices: Iterable[Choice]) -> dict[str, Any]:
-    return {
-        "schema": COMPUTED_SCHEMA,
-        "profile": profile,
-        "within": within,
-        "written_by": f"python -m bugmatrix plan --compute {profile} --write (docs/matrix.md, Profiles); do not edit by hand",
-        "cases": {c.case: c.to_json() for c in choices},
-    }
+    written_by = f"python -m bugmatrix plan --compute {profile} --write (docs/matrix.md, Profiles); do not edit by hand"
+    cases = {c.case: c.to_json() for c in choices}
+    write_json_atomic(path, {"schema": COMPUTED_SCHEMA, "profile": profile, "within": within, "written_by": written_by, "cases": cases})

@@ -1,24 +1,9 @@
 """Contradictions between what a cell pins and what the constraints add, found when the plan is made.
 
-A cell's requirements are its axis pins (``numpy==2.2.6``) plus the
-``requires`` of every ``[[constraints]]`` entry whose ``when`` holds at its
-effective pins (``numpy<2`` for torch<2.3). Where two of them name one
-distribution and no version satisfies both, uv would say "requirements are
-unsatisfiable" inside the cell, after the nightly has started, and the cell
-would be ``install-failed``. Neither side wins: the planner refuses the
-matrix, in one line naming both entries, the cell and the ways out (narrow a
-``when``, drop a requirement, or ``[[exclude]]`` the combination). A case's
-environment (:mod:`bugmatrix.cell.caseenv`) is not such a side: where it names
-a distribution a constraint names, it takes that distribution over in its own
-cells (``Matrix.taken_over``; the plan says so). Where two of its own
-requirements contradict, the line starts with the case file that declares
-them, since that is where it is fixed.
-
-Satisfiability is decided on the specifiers alone (no registry): a
-conjunction of PEP 440 specifiers holds somewhere iff it holds at one of the
-versions its own bounds name or just beside them, so only those candidates are
-tried (``packaging`` decides each). Markers are evaluated for the cell's
-interpreter; a requirement whose marker does not apply there takes no part.
+Where two requirements of a cell (an axis pin, a constraint's ``requires``, a case environment's) name one distribution
+and no version satisfies both, the plan is refused in one line naming both entries, rather than the cell install-failing
+at night. Decided on the specifiers alone: a conjunction of PEP 440 specifiers holds somewhere iff it holds at a version
+its bounds name or just beside one. Markers are evaluated for the cell's interpreter.
 """
 
 from __future__ import annotations
@@ -121,10 +106,7 @@ def contradiction(matrix: Matrix, pins: Mapping[str, str], extra: Env | None = N
 
 
 def check_contradictions(matrix: Matrix, cells: Iterable[tuple[str, Mapping[str, str], Env, str]]) -> None:
-    """Refuse the plan when any cell's requirements contradict each other (one line: both entries, the cell, the fixes).
-
-    Each cell is ``(id, pins, extra, source)``: ``extra`` a case's environment, declared in ``source`` (its case file).
-    """
+    """Refuse the plan when any cell's ``(id, pins, extra, source)`` requirements contradict (one line: both entries, the cell, the fixes)."""
     found = [(cell_id, pair, source) for cell_id, pins, extra, source in cells if (pair := contradiction(matrix, pins, extra)) is not None]
     if not found:
         return

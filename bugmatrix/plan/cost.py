@@ -1,28 +1,8 @@
 """What a profile and each case cost, before anything is locked or run (``nox -s plan -- --cost``).
 
-A case author sees the price of a case while it is still a declaration: its
-cells (CPU, and the CUDA twins a GPU runner runs), the environments they need
-(one lock each: a CUDA twin installs its CPU cell's lock), how many of those
-have no committed lock yet, the lock lines they add, and the time. Time is
-measured per case, never split between cases by a count:
-
-* a variant's time is its own ``duration_s`` in the committed reference's run
-  of that cell (``reports/runs/``), else its mean over the cells the reference
-  ran it in, else (no run of it yet) the reference's mean per variant;
-* a cell's fixed cost (the interpreter, pytest and the stack's imports: its
-  wall time less its variants' own) is the cell's, charged once in the
-  profile's total whichever cases run there; a cell the reference did not run
-  is estimated at the reference's mean. Environment builds are not in it
-  (cached between nights).
-
-A case's line is what the case costs on its own: every cell it runs in,
-whole (environments, lock lines, fixed cost), plus its own variants' time; the
-fixed cost of the cells other cases run too is named shared, since the profile
-charges it once. Adding a case, or publishing a reference that holds one,
-moves no other case's line but by re-measured durations: the new variants'
-time is in no other case's figures, and a shared cell's fixed cost belongs to
-the cell. Variants that ran side by side (``BUGMATRIX_WORKERS``) overlap, so a
-measured fixed cost is at least what it says.
+A variant's time is its own ``duration_s`` in the committed reference's run of that cell, else its mean there, else
+the reference's mean per variant; a cell's fixed cost (its wall less its variants') is charged once per profile. A
+case's line counts every cell it runs in, whole, and names the shared part: adding a case moves no other case's line.
 """
 
 from __future__ import annotations
@@ -43,11 +23,7 @@ __all__ = ["CaseCost", "Costs", "Price", "price", "render_cost"]
 
 @dataclass(frozen=True)
 class Price:
-    """Cells, environments (and how many are unlocked), lock lines, and seconds of fixed cost and of variants.
-
-    ``runs`` counts the variant runs behind ``variants``, ``guessed_runs`` those with no measurement of the variant
-    anywhere, ``guessed_cells`` the cells whose fixed cost no reference run measured.
-    """
+    """Cells, environments (and how many are unlocked), lock lines, seconds of fixed cost and of variants, and what was guessed."""
 
     cpu: int = 0
     cuda: int = 0

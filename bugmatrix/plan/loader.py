@@ -1,25 +1,9 @@
 """Read the cases by importing them, even where torch is not installed.
 
-Planning, bisect and repro run in nox's own interpreter, which has no torch,
-yet they must read exactly what pytest runs: any Python expression pytest
-accepts in a declaration (a module-level ``DEVICES`` constant, a name like
-``GPU_HALF``) must mean the same to the planner. So the planner does not parse
-case files; it imports them, with one difference: a third-party module that is
-not installed (torch, transformers, lightning) is replaced by a *deferred*
-module for the duration of the import. Attribute access on it yields more
-deferred names, so ``import torch``, ``from torch import nn`` and
-``torch.float16`` in a declaration all work; *calling* anything on it raises,
-so a case that computes at import time what only a real torch can say (e.g.
-``torch.cuda.is_available()``) gets a one-line error telling its author to
-move that into the variant. Variant functions are never called here, so no
-library under test is imitated: where the real module is installed, it is
-used. The deferred modules are removed from ``sys.modules`` afterwards.
-
-The matrix's own axis modules are deferred even where they are installed
-(``load_cases(..., defer=...)``, :func:`bugmatrix.plan.catalog.load_catalog`):
-a plan must not depend on whether nox's interpreter happens to have torch, and
-importing it would cost every ``nox`` invocation seconds (the noxfile plans on
-load) for names a plan only reads.
+Planning runs in nox's own interpreter, yet must read exactly what pytest runs, so case files are imported, not parsed:
+a third-party module that is absent (and, for a plan, each matrix axis's module, installed or not) is a *deferred*
+module during the import. Its names resolve (``torch.float16``); calling it raises, so a case that computes at import
+time what only a real torch can say gets a one-line error. Deferred modules leave ``sys.modules`` afterwards.
 """
 
 from __future__ import annotations
@@ -86,12 +70,9 @@ def _importer() -> str:
 
 
 class _DeferredFinder(importlib.abc.MetaPathFinder):
-    """Last on ``sys.meta_path``: asked only about modules no real finder has, and only for the cases' own imports.
+    """Defers the imports of a case, a harness module or a deferred module (a library's ``try: import x`` still fails).
 
-    A real library importing an optional dependency (``try: import x``) must
-    still get its ImportError, so only imports made by a case module or a
-    harness module (``bugmatrix.*``), or by a deferred module, are deferred.
-    With ``only``, first on ``sys.meta_path``: those top-level modules are deferred even where installed.
+    Last on ``sys.meta_path`` it is asked only about absent modules; with ``only``, first, it defers those even where installed.
     """
 
     def __init__(self, only: frozenset[str] | None = None) -> None:

@@ -1,28 +1,9 @@
 """A case's slice: the cells it is planned in, and which of its variants run in each.
 
-Cost grows by the case, not by the catalogue: a case's cells are the cross
-of the axes its variants span (the union of their ``axes=``), at the versions
-a profile lists, narrowed by its ``Case(cross=...)``; the axes every cell
-installs (the interpreter, each ``every_cell`` axis) sit at their base pins
-where the case does not span them, and no other axis is installed. A cell runs
-the variants of the cases whose slice it is in, and nothing else: two cases
-with the same axes share their cells, and a case added beside them changes
-no other case's cells, pins or variant lists.
-
-A variant's environment (``Case(environments=...)``, :mod:`bugmatrix.cell.caseenv`)
-is split here. A requirement on an axis's own distribution (``numpy<2`` where
-numpy is an axis) is not installed on top of the cell's pin: it is read from
-the case's cells whose pin satisfies it, so the variant runs in those cells
-themselves (a pin workaround, read as one: it runs where the bug is absent).
-Everything else (``setuptools<81``, a distribution absent, a variable, an
-interpreter flag) is a sibling environment beside the cells where the axis
-conditions hold. Every mistake names the case file.
-
-A case's own releases (``Case(versions={"transformers": ("4.51.3",)})``) are
-versions of a shared axis that matrix.toml does not list: every profile that
-lists the axis plans them in this case's slice, and since a cell belongs to a
-case only where each axis it spans is pinned at one of the axis's listed
-versions or the case's own, no other case is planned in them.
+A case's cells are the cross of the axes its variants span at a profile's versions (and its own releases,
+``Case(versions=...)``), narrowed by ``Case(cross=...)``; the interpreter and ``every_cell`` axes sit at base. A
+variant's requirement on an axis's own distribution (``numpy<2``) says which of those cells it runs in; the rest of its
+environment is a sibling beside them. Every mistake names the case file.
 """
 
 from __future__ import annotations
@@ -39,13 +20,9 @@ from bugmatrix.cell.case import Case, Expect, Variant
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.plan.matrix import Matrix
+from bugmatrix.plan.matrix import Matrix, holds
 
 __all__ = ["Member", "Slice", "case_slice", "source_of", "split_environment"]
-
-
-def _holds(when: Mapping[str, SpecifierSet], pins: Mapping[str, str]) -> bool:
-    return all(axis in pins and spec.contains(pins[axis], prereleases=True) for axis, spec in when.items())
 
 
 @dataclass(frozen=True)
@@ -55,15 +32,13 @@ class Member:
     id: str
     device: str
     when: Mapping[str, SpecifierSet] = field(default_factory=dict)
-    extra: Env = field(
-        default_factory=Env
-    )  # its environment beyond the cell's pins (axis requirements moved to ``when``): a sibling where set
-    expect: tuple[Expect, ...] = ()  # its declared expectations (a computed profile reads them where no result is committed)
+    extra: Env = field(default_factory=Env)  # its environment beyond the cell's pins: a sibling where set
+    expect: tuple[Expect, ...] = ()  # read by a computed profile where no result is committed
     axes: tuple[str, ...] = ()  # the axes it declares: it is read along these
     environment: str = ""  # the name its case gives that environment (the plan's notes say it)
 
     def runs_at(self, pins: Mapping[str, str]) -> bool:
-        return _holds(self.when, pins)
+        return holds(self.when, pins)
 
     def expected(self, pins: Mapping[str, str]) -> Outcome | None:
         """The outcome its first covering ``Expect`` declares at these pins, or None."""
@@ -83,7 +58,7 @@ class Slice:
 
     def admits(self, pins: Mapping[str, str]) -> bool:
         """The cell is one this case's ``cross`` allows (an axis it narrows is pinned, at a version the narrowing holds)."""
-        return _holds(self.cross, pins)
+        return holds(self.cross, pins)
 
     def own(self, axis: str, listed: tuple[str, ...]) -> tuple[str, ...]:
         """``listed`` (a profile's versions of an axis) with this case's own releases of it added."""
@@ -121,12 +96,7 @@ def case_slice(matrix: Matrix, case: Case, source: str) -> Slice:
 def _own_versions(
     matrix: Matrix, case: Case, source: str, spans: tuple[str, ...], narrowing: Mapping[str, SpecifierSet]
 ) -> dict[str, tuple[str, ...]]:
-    """``Case(versions=...)``, checked against the matrix: releases of axes the case spans, beyond the axes' own lists.
-
-    A release the axis lists already is every case's (planned where the profiles list it), so it is left out here: one
-    matrix.toml lists is a one-line error where the plan starts from the file as declared
-    (:func:`bugmatrix.releases.existence.check_case_versions`), but ``latest`` resolving to a case's release must not stop a plan.
-    """
+    """``Case(versions=...)`` checked against the matrix, less what the axis lists already (``latest`` may resolve to one)."""
     own = {}
     for axis, versions in case.versions.items():
         where = f"{source}: versions names axis {axis!r}"
@@ -155,8 +125,7 @@ def split_environment(
 ) -> tuple[dict[str, SpecifierSet], Env]:
     """A variant's environment as the planner reads it: what it requires of an axis (where it runs) and the rest (its sibling).
 
-    ``spans``: the axes its case's cells pin (default: the variant's own); ``source`` names the case file in errors;
-    ``own``: the case's own releases (``Case(versions=...)``), which a pin on an axis may name too.
+    ``spans``: the axes its case's cells pin (default: the variant's own); ``own``: the case's own releases.
     """
     spans = variant.axes if spans is None else spans
     providers = _axis_of(matrix)
