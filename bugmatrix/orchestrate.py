@@ -13,6 +13,7 @@ from pathlib import Path
 from bugmatrix.cell.case import Variant
 from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.paths import shown
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import plan_document
 from bugmatrix.plan.matrix import load_matrix
@@ -53,7 +54,7 @@ def computed_plan(matrix: Path, cases: Path, profile: str, resolution: Path, ran
     on_gpu = any(c.device != "cpu" and c.id in ran for c in cells)
     kept = [c for c in cells if c.device == "cpu" or on_gpu]
     document = PlanDocument.from_json({**plan_document(planned.matrix, profile, kept), "resolution": planned.resolution.to_json()})
-    source = f"computed from {matrix} and the saved resolution {resolution}" if planned.resolution.entries else f"computed from {matrix}"
+    source = f"computed from {shown(matrix)}" + (f" and the saved resolution {shown(resolution)}" if planned.resolution.entries else "")
     return document, source
 
 

@@ -85,8 +85,13 @@ def test_case_1_a_deleted_run_file_is_missing_and_fails(tmp_path: Path, capsys: 
     assert sum(LOST in per_cell for per_cell in compat["results"].values()) == 47, "every result the cell held"
     assert compat["profile"] == "full" and compat["expectation"]["source"] == ("baseline" if how == "baseline" else "plan")
     page = (reports / "index.html").read_text(encoding="utf-8")
-    expected = {"plan": "the plan", "profile": "the plan computed from", "baseline": f"the baseline {BASELINE}"}[how]
-    assert f'<p class="meta" id="expectation">Expected: {expected}' in page, "the page says which expectation it used"
+    # A path inside the checkout is named from the checkout (a committed page names no machine's path); one outside as given.
+    expected = {
+        "plan": f"the plan {tmp_path / 'plan.json'}",
+        "profile": "the plan computed from",
+        "baseline": "the baseline reports/baseline.json",
+    }
+    assert f'<p class="meta" id="expectation">Expected: {expected[how]}' in page, "the page says which expectation it used"
 
 
 @pytest.mark.parametrize("how", ["plan", "baseline"])

@@ -26,6 +26,7 @@ from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.plan.matrix import load_matrix
 from bugmatrix.releases.existence import CACHE_ENV, check_versions
 from bugmatrix.releases.registry import INDEX_URL_ENV
+from tests.test_noxfile import bugmatrix_lines
 from tests.test_registry import QuietHandler, publish, wheel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,7 +154,7 @@ def test_nox_list_says_it_in_one_line_and_lists_the_other_sessions(stand_in: tup
         [nox, "-l"], cwd=ROOT, env={**os.environ, "BUGMATRIX_MATRIX": str(path)}, capture_output=True, text=True, timeout=300, check=False
     )
     assert run.returncode == 0, run.stderr
-    errors = [line for line in run.stderr.splitlines() if line.strip()]
+    errors = bugmatrix_lines(run.stderr)
     assert errors == [f"bugmatrix: error: {path}: axes.torch.versions[2]: '2.2.9' is not a release of torch on the registry "
                       f"(as cached in {tmp_path / 'cache'}; `nox -s plan` asks the registry again); "
                       "correct the version or remove it (and its uses in profiles, [base], [[include]], [gpu])"]  # fmt: skip

@@ -31,7 +31,13 @@ def nox_list(root: Path, env: dict[str, str] | None = None, clear: tuple[str, ..
     run = subprocess.run([nox, "-l"], cwd=root, env=environment, capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
     listed = {line[2:].split()[0] for line in run.stdout.splitlines() if line[:2] in ("* ", "- ")}
-    return listed, [line for line in run.stderr.splitlines() if line.strip()]
+    return listed, bugmatrix_lines(run.stderr)
+
+
+def bugmatrix_lines(stderr: str) -> list[str]:
+    """The non-empty lines of ``stderr`` that are not nox's own log: run by hand (not under ``nox -s tests``), nox says
+    it creates or reuses ``.nox/_nox_script_mode`` for the noxfile's script block before the noxfile speaks."""
+    return [line for line in stderr.splitlines() if line.strip() and not line.startswith("nox > ")]
 
 
 def copy_checkout(tmp_path: Path) -> Path:

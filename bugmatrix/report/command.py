@@ -17,6 +17,7 @@ from bugmatrix.documents.plan import read_plan_document
 from bugmatrix.documents.run import load_run_file, read_run_dir
 from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
 from bugmatrix.files import check_output_file, locked_directories, write_files
+from bugmatrix.paths import shown
 from bugmatrix.provenance import git_commit
 from bugmatrix.report.expectation import choose_profile, expect, is_system
 from bugmatrix.report.fresh import load_fresh_lane
@@ -75,7 +76,7 @@ def run_report(options: ReportOptions, upstream: Upstream | None = None) -> int:
         output.check(options)
     upstream = upstream or Upstream()  # none given: no plan but --plan's, no case read (orchestrate.report reads them)
     if options.plan:  # the night's plan as written; the orchestrator computes one only without it
-        upstream = replace(upstream, plan=read_plan_document(options.plan), plan_source=str(options.plan))
+        upstream = replace(upstream, plan=read_plan_document(options.plan), plan_source=shown(options.plan, options.root))
     choose_profile(options.profile, (), plan=upstream.plan)  # a --profile the plan contradicts: one line, before anything is read
     baseline = _baseline(options)
     now = dt.datetime.now(dt.UTC)
@@ -173,7 +174,9 @@ def _build(
         print(f"report: unreadable run file of {bad.cell}, its results count as missing: {bad.why}", file=sys.stderr)
     baseline_path, baseline = baseline_of
     profile, source = choose_profile(options.profile, runs, plan=plan, baseline=baseline)
-    expectation = expect(runs, profile, plan=plan, plan_path=plan_where, baseline=baseline, baseline_path=str(baseline_path))
+    expectation = expect(
+        runs, profile, plan=plan, plan_path=plan_where, baseline=baseline, baseline_path=shown(baseline_path, options.root)
+    )
     # A run file written before records carried their axes: the cases' declarations say them (see orchestrate.py).
     carried = all(record.axes is not None for run in runs for record in run.results)
     declared = {} if carried else {v.id: tuple(v.axes) for v in upstream.variants.values()}
