@@ -310,7 +310,9 @@ def test_markdown_groups_a_cell_that_no_longer_installs() -> None:
     report = analyse(current, baseline)
     text = render_markdown(report)
     assert text.count("**no-longer-installs**") == 1 and f"({len(current.variants)} variants)" in text
-    assert report.summary_lines() == [f"NO-LONGER-INSTALLS {FIXED}: No solution found"], "fails --fail-on-regression, one line per cell"
+    assert summary_lines(report.changes) == [f"NO-LONGER-INSTALLS {FIXED}: No solution found"], (
+        "fails --fail-on-regression, one line per cell"
+    )
 
 
 def test_step_summary_lists_regressions_first_then_a_compact_table() -> None:

@@ -207,13 +207,13 @@ def test_the_report_attributes_a_fresh_difference_to_what_moved_and_lists_what_b
     found = load_fresh_lane(fresh, compat)
     assert found is not None and found.stale == (SMOKE[1].id,), "a sibling of another lock is left out, said so"
     report = analyse(compat, fresh=found)
-    findings = {f.kind: f for f in report.lane_findings()}
     assert not any(f.kind in (ChangeKind.FRESH_DIFFERS, ChangeKind.FRESH_BREAKS) for f in report.findings()), "no issue is filed for them"
-    differs = findings[ChangeKind.FRESH_DIFFERS]
-    assert differs.variant_id == SMOKE[0].variants[0] and differs.cells == (SMOKE[0].id,)
-    assert differs.moved == {SMOKE[0].id: ("numpy 2.4.6 → 2.5.0",)} and differs.message.startswith("locked fixed → fresh different")
-    breaks = findings[ChangeKind.FRESH_BREAKS]
-    assert breaks.cells == (SMOKE[1].id,) and "no longer resolve" in breaks.message and "setuptools>=90" in breaks.message
+    (differs,) = [c for c in found.cells if c.differences]
+    (difference,) = differs.differences
+    assert difference.variant == SMOKE[0].variants[0] and differs.cell == SMOKE[0].id
+    assert differs.moved == ("numpy 2.4.6 → 2.5.0",) and (difference.locked, difference.fresh) == (Outcome.FIXED, Outcome.DIFFERENT)
+    (breaks,) = [c for c in found.cells if c.breaks]
+    assert breaks.cell == SMOKE[1].id and "no longer resolve" in breaks.breaks and "setuptools>=90" in breaks.breaks
     assert not report.failing, "news about the next lock: the locked night fails nothing"
     assert report.to_json()["reresolved"]["cells"][0]["differences"][0]["fresh"] == "different"
 

@@ -23,6 +23,7 @@ from bugmatrix.report.marks import (
     Track,
     axis_values,
     boundary_text,
+    flip_edges,
     symbol,
     version_key,
 )
@@ -145,31 +146,6 @@ def _flips(
             )
         )
     return sorted(flips, key=lambda f: (axes.index(f.axis), version_key(f.after), f.was, f.now))
-
-
-def _edges(
-    marks: dict[tuple[str, ...], Mark], axes: tuple[str, ...], values: tuple[tuple[str, ...], ...]
-) -> dict[tuple[str, ...], set[str]]:
-    """Positions whose left ("l") or top ("t") neighbour holds another single outcome: drawn as a thick edge."""
-    edges: dict[tuple[str, ...], set[str]] = {}
-    for along, side in ((0, "l"), (1, "t"))[: len(axes)]:
-        position = {v: i for i, v in enumerate(values[along])}
-        for key, mark in marks.items():
-            index = position[key[along]]
-            if index == 0 or mark.single is None:
-                continue
-            neighbour = list(key)
-            neighbour[along] = values[along][index - 1]
-            other = marks.get(tuple(neighbour))
-            if (
-                other
-                and other.single is not None
-                and other.single not in NOT_RUN
-                and mark.single not in NOT_RUN
-                and other.single is not mark.single
-            ):
-                edges.setdefault(key, set()).add(side)
-    return edges
 
 
 def _observed_pins(cell: Cell, axes: Iterable[str]) -> dict[str, str]:
@@ -303,7 +279,7 @@ def _picture(group: list[Variant], results: Mapping[str, Mapping[str, Entry]], c
         tracks=tracks,
         folded=tuple(a for a, _ in held),
         note=note,
-        flip_edges=_edges(tracks[0].marks, axes, values) if kind != "list" else {},
+        flip_edges=flip_edges(tracks[0].marks, axes, values) if kind != "list" else {},
         shorts=cells.shorts,
         held=held,
         observed_on=_observed_on(group[0], ran[group[0].id], held, cells),

@@ -16,9 +16,10 @@ from pathlib import Path
 from bugmatrix.documents.plan import read_plan_document
 from bugmatrix.documents.run import load_run_file, read_run_dir
 from bugmatrix.errors import FINDINGS_EXIT_CODE, BugmatrixError
-from bugmatrix.files import check_output_file, locked_directories, write_files
+from bugmatrix.files import locked_directories, write_files
 from bugmatrix.paths import shown
 from bugmatrix.provenance import git_commit
+from bugmatrix.report.diff import flaky_lines, summary_lines
 from bugmatrix.report.expectation import choose_profile, expect, is_system
 from bugmatrix.report.fresh import load_fresh_lane
 from bugmatrix.report.history import Night as HistoryNight
@@ -93,7 +94,7 @@ def run_report(options: ReportOptions, upstream: Upstream | None = None) -> int:
             remove += gone
         write_files(files, remove=remove)
     _say(night, [line for output in outputs if (line := output.line(night))])
-    return FINDINGS_EXIT_CODE if (options.fail_on_regression and report.summary_lines()) else 0
+    return FINDINGS_EXIT_CODE if (options.fail_on_regression and summary_lines(report.changes)) else 0
 
 
 def _refresh_readme(options: ReportOptions, readme: Path) -> int:
@@ -117,7 +118,6 @@ def _refresh_readme(options: ReportOptions, readme: Path) -> int:
         )
         raise BugmatrixError(msg)
     check_readme(readme)
-    check_output_file(readme, "--readme")
     text, compat = reference_table(readme, options.reference)
     write_files({readme: text})
     print(f"report: {readme}: table regenerated from {options.reference / 'compat.json'} ({compat.profile}, commit {compat.commit})")
@@ -128,7 +128,7 @@ def _say(night: Night, lines: list[str]) -> None:
     """The terminal's account of the night: its findings and the summary (:func:`render_terminal`), where it went, and each failing result."""
     report, options = night.report, night.options
     compat = report.compat
-    failing, flaky = report.summary_lines(), report.flaky_lines()
+    failing, flaky = summary_lines(report.changes), flaky_lines(report.changes)
     print(render_terminal(report, colour=use_colour(sys.stdout)))
     print(
         f"report: {len(night.runs)} cells ({compat.profile}, from {compat.profile_source}), {len(compat.variants)} variants -> {options.reports / 'index.html'}"

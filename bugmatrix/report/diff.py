@@ -8,7 +8,7 @@ a missing result is never downgraded. :data:`FAILING` is what fails ``--fail-on-
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
@@ -139,7 +139,7 @@ def sort_changes(changes: list[Change]) -> list[Change]:
     return sorted(changes, key=lambda c: (c.kind.severity, c.variant_id, c.cell_id))
 
 
-def summary_lines(changes: list[Change]) -> list[str]:
+def summary_lines(changes: Iterable[Change]) -> list[str]:
     """One line per failing change, for the CLI and CI logs; a cell that does not install is one line, not one per variant."""
     lines = []
     per_cell: dict[tuple[ChangeKind, str], int] = {}
@@ -160,7 +160,7 @@ def summary_lines(changes: list[Change]) -> list[str]:
     return lines
 
 
-def flaky_lines(changes: list[Change]) -> list[str]:
+def flaky_lines(changes: Iterable[Change]) -> list[str]:
     """One line per flaky change, for the CLI and CI logs: not failing, but never silent."""
     return [
         f"FLAKY {c.variant_id} in {c.cell_id}: {c.before or 'expected'} -> {c.after} (changed back and forth in recent nights){c.reused_note}"

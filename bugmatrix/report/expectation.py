@@ -74,10 +74,6 @@ class Expectation:
         return ExpectationSummary(self.source, self.text, self.dropped, self.dropped_results)
 
 
-def _plan_axes(plan: PlanDocument) -> tuple[Axis, ...]:
-    return tuple(Axis(a.name, a.prefix, a.interpreter) for a in plan.axes)
-
-
 def _plan_tracking(plan: PlanDocument) -> Tracking | None:
     resolution = plan.resolution
     if not resolution.get("axes"):
@@ -98,7 +94,8 @@ def from_plan(plan: PlanDocument, where: str = "", baseline: Compat | None = Non
             1 for vid, per_cell in baseline.results.items() for cid in per_cell if not is_system(cid) and vid not in planned.get(cid, ())
         )
     text = f"the plan{' ' + where if where else ''} ({len(cells)} cells)"
-    return Expectation(ExpectationSource.PLAN, text, cells, _plan_axes(plan), _plan_tracking(plan), dropped, dropped_results)
+    axes = tuple(Axis(a.name, a.prefix, a.interpreter) for a in plan.axes)
+    return Expectation(ExpectationSource.PLAN, text, cells, axes, _plan_tracking(plan), dropped, dropped_results)
 
 
 def _from_baseline(baseline: Compat, where: str, runs: Sequence[RunRecord]) -> Expectation:

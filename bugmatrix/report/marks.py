@@ -1,4 +1,4 @@
-"""What a boundary picture is made of: marks, flips, tracks, pictures (values only), and a flip's wording in one place."""
+"""What a boundary picture is made of: marks, flips, tracks, pictures (values only), a flip's wording and its thick edges."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ __all__ = [
     "Track",
     "axis_values",
     "boundary_text",
+    "flip_edges",
     "symbol",
     "version_key",
 ]
@@ -208,3 +209,28 @@ def boundary_text(picture: Picture, track: Track | None = None) -> str:
         parts.append(text)
     text = "; ".join(parts) + old
     return f"{device}: {text} ({picture.observed_on})" if device else text
+
+
+def flip_edges(
+    marks: dict[tuple[str, ...], Mark], axes: tuple[str, ...], values: tuple[tuple[str, ...], ...]
+) -> dict[tuple[str, ...], set[str]]:
+    """Positions whose left ("l") or top ("t") neighbour holds another single outcome: drawn as a thick edge."""
+    edges: dict[tuple[str, ...], set[str]] = {}
+    for along, side in ((0, "l"), (1, "t"))[: len(axes)]:
+        position = {v: i for i, v in enumerate(values[along])}
+        for key, mark in marks.items():
+            index = position[key[along]]
+            if index == 0 or mark.single is None:
+                continue
+            neighbour = list(key)
+            neighbour[along] = values[along][index - 1]
+            other = marks.get(tuple(neighbour))
+            if (
+                other
+                and other.single is not None
+                and other.single not in NOT_RUN
+                and mark.single not in NOT_RUN
+                and other.single is not mark.single
+            ):
+                edges.setdefault(key, set()).add(side)
+    return edges

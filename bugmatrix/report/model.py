@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -377,23 +377,18 @@ class Compat:
         """Some entry of the variant is an outcome of running it (not skipped, install-failed or missing)."""
         return variant_id in self._ran_variants
 
-    def split_axes(self, cells: Iterable[Cell] | None = None) -> tuple[list[str], dict[str, str]]:
-        """Axes whose pin differs between ``cells`` (default: all), and the pins they all share (said once above a table)."""
-        cells = list(self.cells if cells is None else cells)
+    @cached_property
+    def varying_and_shared(self) -> tuple[list[str], dict[str, str]]:
+        """Axes whose pin differs between the cells, and the pins every cell shares (said once above a table)."""
         varying: list[str] = []
         shared: dict[str, str] = {}
         for axis in self.axis_names:
-            values = {c.pins.get(axis, "") for c in cells}
+            values = {c.pins.get(axis, "") for c in self.cells}
             if len(values) == 1 and "" not in values:
                 shared[axis] = values.pop()
             else:
                 varying.append(axis)
         return varying, shared
-
-    @cached_property
-    def varying_and_shared(self) -> tuple[list[str], dict[str, str]]:
-        """:meth:`split_axes` over every cell, computed once (the page, compat.md and the title of every column)."""
-        return self.split_axes()
 
     def tracking_text(self) -> str:
         """``torch latest = 2.15.0 · lightning latest = 2.6.6`` (+ when, and a warning if it was a saved answer); "" if none."""

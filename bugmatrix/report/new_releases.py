@@ -81,6 +81,12 @@ def _pinned(compat: Compat | None, skip: str | None) -> set[tuple[str, str]]:
     return {(a, v) for c in (compat.cells if compat else ()) for a, v in c.pins.items() if a != skip}
 
 
+def _tracked(compat: Compat) -> set[tuple[str, str]]:
+    return {(a, t.resolved) for a, t in compat.tracking.axes.items()} | {
+        (a, t.resolved) for c in compat.cells for a, t in c.tracked.items()
+    }
+
+
 def new_releases(compat: Compat, baseline: Compat | None) -> list[tuple[str, str]]:
     """(axis, version) pairs new in this run, in the document's cell order."""
     interpreter = compat.interpreter
@@ -99,9 +105,7 @@ def new_releases(compat: Compat, baseline: Compat | None) -> list[tuple[str, str
                 judged_cells.add(cell_id)
     ran = {(a, v) for cid in ran_cells for a, v in pins_of.get(cid, {}).items()}
     judged = {(a, v) for cid in judged_cells for a, v in pins_of.get(cid, {}).items()}
-    tracked = {(a, t.resolved) for a, t in compat.tracking.axes.items()} | {
-        (a, t.resolved) for c in compat.cells for a, t in c.tracked.items()
-    }
+    tracked = _tracked(compat)
     uninstalled = {(a, v) for c in compat.cells if c.failed for a, v in c.pins.items()}
     found: list[tuple[str, str]] = []
     for cell in compat.cells:
@@ -119,10 +123,7 @@ def is_addition(compat: Compat, baseline: Compat | None, axis: str, version: str
 
     What ``latest`` resolved to is always a release; without a baseline, a pin with an earlier release in this run.
     """
-    tracked = {(a, t.resolved) for a, t in compat.tracking.axes.items()} | {
-        (a, t.resolved) for c in compat.cells for a, t in c.tracked.items()
-    }
-    if (axis, version) in tracked:
+    if (axis, version) in _tracked(compat):
         return False
     mine = parse_version(version)
     reference = baseline if baseline is not None else compat

@@ -22,9 +22,7 @@ from bugmatrix.report.diff import (
     Change,
     ChangeKind,
     diff_against_baseline,
-    flaky_lines,
     sort_changes,
-    summary_lines,
 )
 from bugmatrix.report.envdiff import Moved, explain_changes
 from bugmatrix.report.expectation import SYSTEM_CELL
@@ -112,12 +110,6 @@ class NightReport:
     def missing(self) -> list[Change]:
         return [c for c in self.changes if c.kind is ChangeKind.MISSING]
 
-    def summary_lines(self) -> list[str]:
-        return summary_lines(list(self.changes))
-
-    def flaky_lines(self) -> list[str]:
-        return flaky_lines(list(self.changes))
-
     @property
     def expectation_text(self) -> str:
         """``Expected: the plan … (70 cells); profile full from the plan.``: every view says it (what was dropped: :attr:`dropped_text`)."""
@@ -172,36 +164,6 @@ class NightReport:
     def to_json(self) -> dict[str, Any]:
         """Plain data for compat.json (:func:`~bugmatrix.report.model.compat_json`)."""
         return compat_json(self.to_document())
-
-    def lane_findings(self) -> list[Finding]:
-        """The re-resolve lane's findings: cells a refreshed lock would break, variants that differ fresh; they fail nothing."""
-        if self.fresh is None:
-            return []
-        found = [
-            Finding(ChangeKind.FRESH_BREAKS, "", (c.cell,), c.breaks, moved={c.cell: c.moved} if c.moved else {}, subject=c.cell)
-            for c in self.fresh.cells
-            if c.breaks
-        ]
-        by_variant: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {}
-        for cell in self.fresh.cells:
-            for d in cell.differences:
-                by_variant.setdefault(d.variant, []).append((cell.cell, f"locked {d.locked} → fresh {d.fresh}: {d.message}", cell.moved))
-        for variant, items in by_variant.items():
-            picture = self.pictures_by_variant.get(variant)
-            track = next((t for t in picture.tracks if t.variant.id == variant), None) if picture else None
-            found.append(
-                Finding(
-                    ChangeKind.FRESH_DIFFERS,
-                    variant,
-                    tuple(c for c, _, _ in items),
-                    items[0][1],
-                    moved={c: m for c, _, m in items},
-                    boundary=boundary_text(picture, track) if picture else "",
-                    subject=variant,
-                    variants=(variant,),
-                )
-            )
-        return sorted(found, key=lambda f: (f.kind.severity, f.subject))
 
     def findings(self) -> list[Finding]:
         """What needs a maintainer, most severe first; a variant stays a flaky finding while the history calls it flaky."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from bugmatrix.report.boundaries import Boundary, Mark, Picture, boundary_text, symbol
 from bugmatrix.report.history import VariantHistory
-from bugmatrix.report.marks import NOT_RUN
+from bugmatrix.report.marks import flip_edges
 from bugmatrix.report.model import Compat
 
 __all__ = ["CaseOverview", "Figure", "overview"]
@@ -79,14 +79,6 @@ def _spot(mark: Mark, prefix: str, edges: set[str] = frozenset(), subs: list[Mar
     return Spot(mark.symbol if mark.outcomes else "", cls, _title(prefix, mark), sub)
 
 
-def _strip_edges(marks: dict[tuple[str, ...], Mark], values: tuple[str, ...], index: int) -> set[str]:
-    """A thick left edge where this position's single outcome differs from its left neighbour's."""
-    here, left = marks.get((values[index],)), marks.get((values[index - 1],)) if index else None
-    if not here or not left or here.single is None or left.single is None or {here.single, left.single} & NOT_RUN:
-        return set()
-    return {"l"} if here.single is not left.single else set()
-
-
 def _figure(picture: Picture, history: Mapping[str, VariantHistory]) -> Figure:
     target = picture.tracks[0]
     short = [picture.short(a) for a in picture.axes]
@@ -97,18 +89,16 @@ def _figure(picture: Picture, history: Mapping[str, VariantHistory]) -> Figure:
         caption = f"along {' × '.join(picture.axes)}{folded}" if picture.axes else f"one reading{folded}"
     elif picture.kind == "strip":
         axis, values = picture.axes[0], picture.values[0]
+        edges = [flip_edges(t.marks, picture.axes, picture.values) for t in picture.tracks]
         lines = [
             Line(
                 head=t.name,
                 variant_id=t.variant.id,
                 role=t.role,
                 history=history.get(t.variant.id),
-                spots=[
-                    _spot(t.marks.get((v,), Mark()), f"{t.name} at {short[0]} {v}", _strip_edges(t.marks, values, k))
-                    for k, v in enumerate(values)
-                ],
+                spots=[_spot(t.marks.get((v,), Mark()), f"{t.name} at {short[0]} {v}", edge.get((v,), set())) for v in values],
             )
-            for t in picture.tracks
+            for t, edge in zip(picture.tracks, edges, strict=True)
         ]
         heads = [(v, "") for v in values]
         caption = f"strip along {axis}{folded}"

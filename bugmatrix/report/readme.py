@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import read_text
+from bugmatrix.files import check_output_file, read_text
 from bugmatrix.report.markdown import code, escape_md
 from bugmatrix.report.model import Compat, load_compat
 from bugmatrix.report.night import NightReport, analyse
@@ -65,8 +65,9 @@ def _read(path: Path) -> tuple[str, int, int]:
 
 
 def check_readme(path: Path) -> None:
-    """Refuse a README without the markers before anything is written (a one-line error)."""
+    """Refuse a README without the markers, or one that cannot be written, before anything is written (a one-line error)."""
     _read(path)
+    check_output_file(path, "--readme")
 
 
 def readme_text(path: Path, report: NightReport) -> str:

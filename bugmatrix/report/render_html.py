@@ -224,7 +224,6 @@ def render_html(report: NightReport) -> str:
     in_box = {(c.variant_id, c.cell_id) for c in shown}  # said in the findings box (or counted there past its limit)
     cells = _cells(compat)
     _, shared = compat.varying_and_shared
-    host_interpreter = (compat.interpreter or "interpreter").capitalize()
     return _ENV.get_template("index.html.j2").render(
         site_slot=Markup("").join(Markup(s) for s in SITE_SLOT),  # noqa: S704 -- two constant comments
         compat=compat,
@@ -232,33 +231,19 @@ def render_html(report: NightReport) -> str:
         cells=cells,
         rows=_rows(compat, cells, anchors),
         missing=_missing_by_cell(listed),
-        missing_total=len(report.missing),
         changes=[(c, a, moved.get((c.variant_id, c.cell_id))) for c, a in listed if c.kind is not ChangeKind.MISSING],
         other_moved=[m for m in report.moved if (m.variant, m.cell) not in in_box],
         severe=frozenset(k.value for k in SEVERE),
         hidden_changes=max(0, len(shown) - CHANGE_LIMIT),
-        informational=report.informational,
         legend=[(o.value, o.label) for o in Outcome],
         axes=[(_attr_name(a), a) for a in compat.axis_names],
         shared=", ".join(f"{compat.short(a)} {v}" for a, v in shared.items()),
-        environments=compat.environments,
-        gpu_runs=compat.gpu_runs_text(),
-        host_interpreter=host_interpreter,
-        environment_axes=compat.axis_names,
         environment_rows=_environment_rows(compat),
         evidence=_evidence(compat),
         overview=overview(compat, report.boundary, report.history),
-        agreement=report.agreement,
-        tracking=compat.tracking_text(),
-        expectation=report.expectation_text,
-        release_groups=report.upstream_releases,
-        additions=report.additions,
-        dropped=report.dropped_text,
         table_open=len(cells) <= OPEN_TABLE_CELLS,
         reused_mark=REUSED,
         reused_groups=reuse_groups(report),
-        reused_count=len(compat.reused_cells),
         lane=report.fresh,
         lane_groups=lane_groups(report.fresh.shown) if report.fresh else ([], []),
-        has_history=bool(report.history),
     )

@@ -36,9 +36,9 @@ def reuse_lines(report: NightReport, limit: int | None = None) -> list[str]:
     groups = reuse_groups(report)
     if not groups:
         return []
-    reused, total = sum(len(cells) for _, cells in groups), len(report.compat.cells)
+    compat = report.compat
     lines = [
-        f"## {REUSED} Reused: {reused} of {total} cells took over an earlier run's results (inputs unchanged)",
+        f"## {REUSED} Reused: {len(compat.reused_cells)} of {len(compat.cells)} cells took over an earlier run's results (inputs unchanged)",
         "",
         "Their input key (lock, case files, harness code, platform, Python build, GPU) equals that run's, so they were not run"
         f" again; {REUSED} marks them in the tables. Results older than `[reuse] max_age_days` always run again.",

@@ -114,10 +114,7 @@ def _column_groups(compat: Compat, columns: list[Cell], ran: list[Variant], vary
 def _missing_section(report: NightReport, limit: int | None = None) -> list[str]:
     """Expected results no run recorded, one line per cell: first in every view (a hole is never silent)."""
     missing = report.missing
-    if not missing:
-        return []
-    lines = [f"## ? Missing: {len(missing)} expected result(s) not recorded", "", *change_lines(missing, limit), ""]
-    return lines
+    return [f"## ? Missing: {len(missing)} expected result(s) not recorded", "", *change_lines(missing, limit), ""] if missing else []
 
 
 def _changes_section(report: NightReport, limit: int | None = None) -> list[str]:
@@ -178,10 +175,6 @@ def _tracking_lines(compat: Compat) -> list[str]:
     return [f"Tracking: {escape_md(text)}", ""] if text else []
 
 
-def _legend() -> str:
-    return ", ".join(o.label for o in Outcome)
-
-
 def render_markdown(report: NightReport) -> str:
     """The full compat.md: header, missing results, new releases, changes since the baseline, then per case its boundaries, agreement and table."""
     compat = report.compat
@@ -200,7 +193,7 @@ def render_markdown(report: NightReport) -> str:
         escape_md(report.expectation_text),
         "",
         "Legend: "
-        + _legend()
+        + ", ".join(o.label for o in Outcome)
         + ", · not in this cell's run. *works:* the workaround variants that are fixed in that same cell."
         + (f" {REUSED}: reused from an earlier run with the same inputs (see Reused)." if compat.reused_cells else ""),
         "",

@@ -143,8 +143,7 @@ def _reuse_lines(report: NightReport) -> list[str]:
     groups = reuse_groups(report)
     if not groups:
         return []
-    count = sum(len(cells) for _, cells in groups)
-    lines = [f"{REUSED} REUSED {count} of {len(report.compat.cells)} cells (inputs unchanged, not run again):"]
+    lines = [f"{REUSED} REUSED {len(report.compat.reused_cells)} of {len(report.compat.cells)} cells (inputs unchanged, not run again):"]
     for origin, cells in groups[:HEADLINE_LIMIT]:
         lines.append(
             f"    from {origin.text}: {', '.join(cells[:HEADLINE_LIMIT])}"
