@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
@@ -129,8 +129,24 @@ def readings(compat: Compat) -> dict[str, tuple[tuple[str, ...], str, list]]:
     return {p.variant.id: (p.axes, boundary_text(p), p.tracks[0].flips) for p in drawn}
 
 
+#: Found by the property: case7's axes come first in its own cell ids but later in case0's; the document's axis order (read
+#: back from the ids, no plan) once depended on which run file came first, and flipped case7's picture in the catalogue.
+_FIVE = {f"ax{i}": (f"{i + 1}.0.0", f"{i + 1}.1.0") for i in range(5)}
+_ORDER_BY_FIRST_RUN_FILE = (
+    _FIVE,
+    {a: values[0] for a, values in _FIVE.items()},
+    ("ax2",),
+    [
+        FixtureCase("case0", ("ax0", "ax1"), "ax0", 1),
+        *(FixtureCase(f"case{n}", ("ax0",), "ax0", 1) for n in range(1, 7)),
+        FixtureCase("case7", ("ax2", "ax3"), "ax2", 1),
+    ],
+)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalogues())
+@example(_ORDER_BY_FIRST_RUN_FILE)
 def test_every_case_reads_its_own_rules_flip_alone_and_in_any_catalogue(catalogue: Catalogue) -> None:
     matrix, base, held, cases = catalogue
     together = readings(compat_of(cases, matrix, base, held))

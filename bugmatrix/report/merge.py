@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import graphlib
+import itertools
 from collections.abc import Mapping, Sequence
 
 from bugmatrix.cell.case import Variant as CaseVariant
@@ -133,33 +135,54 @@ def _check_against_plan(runs: Sequence[RunRecord], expectation: Expectation) -> 
 def _axes(runs: Sequence[RunRecord], expectation: Expectation) -> tuple[Axis, ...]:
     """Axis names, order, short names and which is the interpreter: the plan's, else read back from the cell ids.
 
-    The interpreter is the axis whose distribution the environment does not record (no ``<axis>_package``), else the
-    prefix that drops its dots (``py311``).
+    Without a plan the order is one every cell id agrees with (an axis a cell does not name in its id goes after those
+    it names), whichever run file is read first. The interpreter is the axis whose distribution the environment does
+    not record (no ``<axis>_package``), else the prefix that drops its dots (``py311``).
     """
-    found: dict[str, tuple[int, str]] = {}
+    prefixes: dict[str, str] = {}
     dotless: set[str] = set()
+    after: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
+    named: set[str] = set()
     for run in runs:
         parts = run.cell.split("-")
+        placed: dict[str, int] = {}
         for axis, version in run.pins.items():
             for position, part in enumerate(parts):
-                for text in (version, version.replace(".", "")):
-                    if part.endswith(text) and len(part) > len(text):
-                        found.setdefault(axis, (position, part[: -len(text)]))
-                        if text != version:
-                            dotless.add(axis)
-                        break
-                else:
-                    continue
-                break
-            found.setdefault(axis, (len(parts), axis))
+                text = next((t for t in (version, version.replace(".", "")) if part.endswith(t) and len(part) > len(t)), None)
+                if text is not None:
+                    placed[axis] = position
+                    prefixes.setdefault(axis, part[: -len(text)])
+                    if text != version:
+                        dotless.add(axis)
+                    break
+        sequence = sorted(placed, key=placed.__getitem__) + sorted(a for a in run.pins if a not in placed)
+        named.update(sequence)
+        for earlier, later in itertools.pairwise(sequence):
+            after.add(later, earlier)
     observed = [r for r in runs if r.environment and any(k.endswith(PACKAGE_SUFFIX) for k in r.environment)]
     packaged = {k.removesuffix(PACKAGE_SUFFIX) for r in observed for k in r.environment if k.endswith(PACKAGE_SUFFIX)}
     unpackaged = {a for r in observed for a in r.pins if a not in packaged}
     interpreters = unpackaged if observed else dotless
-    axes = expectation.axes or tuple(Axis(a, prefix) for a, (_, prefix) in sorted(found.items(), key=lambda item: (item[1][0], item[0])))
+    axes = expectation.axes or tuple(Axis(a, prefixes.get(a, a)) for a in _agreed_order(after, named))
     if any(a.interpreter for a in axes):
         return axes
     return tuple(dataclasses.replace(a, interpreter=a.name in interpreters) for a in axes)
+
+
+def _agreed_order(after: graphlib.TopologicalSorter[str], named: set[str]) -> list[str]:
+    """The axes in an order every cell id keeps, ties by name; ids that contradict each other: by name alone."""
+    for axis in named:
+        after.add(axis)
+    try:
+        after.prepare()
+    except graphlib.CycleError:
+        return sorted(named)
+    order: list[str] = []
+    while after.is_active():
+        ready = sorted(after.get_ready())
+        order.extend(ready)
+        after.done(*ready)
+    return order
 
 
 def _variant(record: VariantRecord) -> Variant:
