@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.plan.matrix import load_matrix
 from bugmatrix.releases.existence import CACHE_ENV, check_versions
 from bugmatrix.releases.registry import INDEX_URL_ENV
-from tests.test_noxfile import bugmatrix_lines
+from tests.test_noxfile import IN_THIS_VENV, this_venvs_nox
 from tests.test_registry import QuietHandler, publish, wheel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,19 +141,23 @@ def test_plan_refuses_it_in_one_line_exit_2(stand_in: tuple[Path, list[str]], tm
 def test_nox_list_says_it_in_one_line_and_lists_the_other_sessions(stand_in: tuple[Path, list[str]], tmp_path: Path) -> None:
     """``nox -l`` asks no registry: against what a plan cached, the same line, once (where the cache has no answer, the
     version is left to the plan); the sessions that need no plan are still listed."""
-    nox = shutil.which("nox")
-    if nox is None:
-        pytest.skip("nox is not on PATH")
+    nox = this_venvs_nox()
     _, requests = stand_in
     path = tiny_with(tmp_path, 'versions = ["2.0.1", "2.1.2", "2.3.1"]', 'versions = ["2.0.1", "2.1.2", "2.2.9", "2.3.1"]')
     with pytest.raises(BugmatrixError):
         check_versions(load_matrix(path))  # what `nox -s plan` does first: the registry's answers are cached
     asked = len(requests)
     run = subprocess.run(
-        [nox, "-l"], cwd=ROOT, env={**os.environ, "BUGMATRIX_MATRIX": str(path)}, capture_output=True, text=True, timeout=300, check=False
+        [nox, "-l"],
+        cwd=ROOT,
+        env={**os.environ, **IN_THIS_VENV, "BUGMATRIX_MATRIX": str(path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert run.returncode == 0, run.stderr
-    errors = bugmatrix_lines(run.stderr)
+    errors = [line for line in run.stderr.splitlines() if line.strip()]
     assert errors == [f"bugmatrix: error: {path}: axes.torch.versions[2]: '2.2.9' is not a release of torch on the registry "
                       f"(as cached in {tmp_path / 'cache'}; `nox -s plan` asks the registry again); "
                       "correct the version or remove it (and its uses in profiles, [base], [[include]], [gpu])"]  # fmt: skip

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -19,25 +20,30 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Sessions that need no plan: they must be listed whatever state matrix.toml and the cases are in.
+#: nox loads the noxfile with the interpreter it runs in (this venv holds the noxfile's dependencies), as under
+#: ``nox -s tests``; run by hand, nox would first build ``.nox/_nox_script_mode`` and log it (uv's lines included).
+#: The noxfile in a venv holding only nox and uv is tests/test_bare_interpreter.py's.
+IN_THIS_VENV = {"NOX_SCRIPT_MODE": "none"}
 PLANLESS = {"lint", "plan", "lock", "bisect", "repro", "stability", "report", "site", "issues", "gpu-kit"}
 
 
 def nox_list(root: Path, env: dict[str, str] | None = None, clear: tuple[str, ...] = ()) -> tuple[set[str], list[str]]:
     """(session names ``nox -l`` lists, selected or not, and the non-empty lines it wrote to stderr); ``clear``: variables unset."""
-    nox = shutil.which("nox")
-    if nox is None:
-        pytest.skip("nox is not on PATH")
-    environment = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in clear}
+    nox = this_venvs_nox()
+    environment = {k: v for k, v in {**os.environ, **IN_THIS_VENV, **(env or {})}.items() if k not in clear}
     run = subprocess.run([nox, "-l"], cwd=root, env=environment, capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
     listed = {line[2:].split()[0] for line in run.stdout.splitlines() if line[:2] in ("* ", "- ")}
-    return listed, bugmatrix_lines(run.stderr)
+    return listed, [line for line in run.stderr.splitlines() if line.strip()]
 
 
-def bugmatrix_lines(stderr: str) -> list[str]:
-    """The non-empty lines of ``stderr`` that are not nox's own log: run by hand (not under ``nox -s tests``), nox says
-    it creates or reuses ``.nox/_nox_script_mode`` for the noxfile's script block before the noxfile speaks."""
-    return [line for line in stderr.splitlines() if line.strip() and not line.startswith("nox > ")]
+def this_venvs_nox() -> str:
+    """The nox of the venv running the tests: with :data:`IN_THIS_VENV` it loads the noxfile in this venv, which holds
+    the noxfile's dependencies (another nox on PATH may sit in an interpreter that does not)."""
+    nox = shutil.which("nox", path=str(Path(sys.executable).parent))
+    if nox is None:
+        pytest.skip(f"no nox beside {sys.executable}")
+    return nox
 
 
 def copy_checkout(tmp_path: Path) -> Path:
