@@ -31,7 +31,7 @@ from bugmatrix.plan.slices import split_environment
 from bugmatrix.run.lock import lock_for
 from bugmatrix.run.runner import built_python
 
-__all__ = ["FILES", "build_script", "export_repro"]
+__all__ = ["FILES", "build_script", "export_repro", "variant_cell"]
 
 MANIFEST = ".bugmatrix-repro"
 LOCKED = "requirements.lock.txt"
@@ -171,6 +171,12 @@ def _fresh_traceback(cell: str, extra: Env, script: Path) -> str | None:
     return (done.stderr.strip() + "\n" + done.stdout.strip()).strip()
 
 
+def variant_cell(matrix: Matrix, variant: Variant, pins: Mapping[str, str]) -> tuple[str, Env]:
+    """The cell ``variant`` runs in at ``pins`` (a sibling where its case asks for an environment of its own), and that environment."""
+    _, extra = split_environment(matrix, variant, tuple(pins))
+    return (sibling_id(matrix.cell_id(pins), extra) if extra else matrix.cell_id(pins)), extra
+
+
 def export_repro(
     matrix: Matrix, variant: Variant, pins: Mapping[str, str], out: Path, run_dir: Path, *, force: bool = False, fresh: bool = True
 ) -> Path:
@@ -181,12 +187,11 @@ def export_repro(
     _guard(out, force)
     out.mkdir(parents=True, exist_ok=True)
     needed = {a: v for a, v in pins.items() if a in matrix.held_axes or a in variant.axes}
-    _, extra = split_environment(matrix, variant, tuple(pins))  # the variant's own environment, beyond the cell's pins
+    cell, extra = variant_cell(matrix, variant, pins)
     requirements = matrix.requirements_for(needed, harness=False, extra=extra)
     (out / MANIFEST).write_text("\n".join(FILES) + "\n")
     (out / "repro.py").write_text(build_script(variant, matrix.axis_providers(needed)))
     (out / "requirements.txt").write_text("\n".join(requirements) + "\n")
-    cell = sibling_id(matrix.cell_id(pins), extra) if extra else matrix.cell_id(pins)
     lock, why_not = lock_for(ROOT, cell, matrix.requirements_for(pins, extra=extra), pins[matrix.interpreter])
     if lock is not None:
         shutil.copyfile(lock, out / LOCKED)
