@@ -392,11 +392,11 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
     for p in (p for p in result.probes if p.outcome == Outcome.INSTALL_FAILED):
         print(f"  skipped {args.package}=={p.version}: cannot be installed ({p.message})")
     print(result.summary())
-    publish = getattr(args, "publish", False) and result.boundary
+    publish = args.publish and result.boundary
     out = args.out or default_out(variant.id, args.package + ("-linear" if args.linear else ""), publish=publish)
     write_json_atomic(out, result.to_json())
     print(f"wrote {out}")
-    if getattr(args, "publish", False) and not result.boundary:
+    if args.publish and not result.boundary:
         ends = [p for p in (result.last_before, result.first_after) if p is not None]
         found = ", ".join(f"{args.package} {p.version} {p.outcome}" for p in ends) or "no change of outcome"
         msg = (
