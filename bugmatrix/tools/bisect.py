@@ -36,13 +36,12 @@ from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import REFERENCE, output_dir
-from bugmatrix.plan.cells import sibling_id
 from bugmatrix.plan.matrix import Matrix
-from bugmatrix.plan.slices import split_environment
 from bugmatrix.releases.registry import Fetch, fetch_project, release_versions
 from bugmatrix.run.envbuild import cell_venv
 from bugmatrix.run.runner import CellSpec, built_python, run_cell
 from bugmatrix.tools.cachesize import target_tags
+from bugmatrix.tools.repro import variant_cell
 
 __all__ = [
     "BisectResult",
@@ -273,9 +272,8 @@ def matrix_range(matrix: Matrix, package: str, own: Sequence[str] = ()) -> str:
     return min([*matrix.axes[package].versions, *own], key=Version)
 
 
-def env_dir(root: Path, matrix: Matrix, pins: Mapping[str, str], cid: str | None = None) -> Path:
-    """Reuse a planned cell's venv when one exists for these pins (``cid``: a sibling's id); else a bisect venv."""
-    cid = cid or matrix.cell_id(pins)
+def env_dir(root: Path, cid: str) -> Path:
+    """Cell ``cid``'s venv where a planned cell built one (reused); else a bisect venv."""
     return cell_venv(root, cid) if built_python(root, cid) else root / ".nox" / "bisect" / cid
 
 
@@ -290,8 +288,7 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
         code, timed_out = run_probe(command, root, env, timeout)
         return code
 
-    _, extra = split_environment(matrix, variant, tuple(pins))
-    cid = sibling_id(matrix.cell_id(pins), extra) if extra else matrix.cell_id(pins)
+    cid, extra = variant_cell(matrix, variant, pins)
     with tempfile.TemporaryDirectory() as tmp:
         run_file = Path(tmp) / "run.json"
         done = run_cell(
@@ -300,7 +297,7 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
             run_file,
             execute=execute,
             root=root,
-            venv=env_dir(root, matrix, pins, cid),
+            venv=env_dir(root, cid),
             select=[VariantId.parse(variant.id).node()],
         )
         results = load_run_file(run_file).results if done.environment is not None and run_file.exists() else []
@@ -395,11 +392,11 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
     for p in (p for p in result.probes if p.outcome == Outcome.INSTALL_FAILED):
         print(f"  skipped {args.package}=={p.version}: cannot be installed ({p.message})")
     print(result.summary())
-    publish = getattr(args, "publish", False) and result.boundary
+    publish = args.publish and result.boundary
     out = args.out or default_out(variant.id, args.package + ("-linear" if args.linear else ""), publish=publish)
     write_json_atomic(out, result.to_json())
     print(f"wrote {out}")
-    if getattr(args, "publish", False) and not result.boundary:
+    if args.publish and not result.boundary:
         ends = [p for p in (result.last_before, result.first_after) if p is not None]
         found = ", ".join(f"{args.package} {p.version} {p.outcome}" for p in ends) or "no change of outcome"
         msg = (

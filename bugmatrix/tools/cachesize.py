@@ -12,6 +12,7 @@ import subprocess
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
@@ -23,7 +24,22 @@ from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.lock import DEFAULT_PLATFORM
 
-__all__ = ["Artifact", "CacheSize", "Unresolvable", "add_arguments", "cache_key", "measure", "resolved_artifacts", "run", "target_tags"]
+if TYPE_CHECKING:
+    from bugmatrix.plan.cells import Cell
+
+__all__ = [
+    "Artifact",
+    "CacheSize",
+    "Unresolvable",
+    "add_arguments",
+    "cache_key",
+    "heavy_pins",
+    "measure",
+    "measure_cells",
+    "resolved_artifacts",
+    "run",
+    "target_tags",
+]
 
 #: The CUDA runtime wheels: 1.7-3.2 GB per torch release, trimmed from a saved
 #: cache (the workflow does ``uv cache clean`` on them) so the caches fit in 10 GB.
@@ -130,14 +146,19 @@ def resolved_artifacts(
     return [a for a in (_pick(p, rank) for p in lock.get("packages", [])) if a is not None]
 
 
-def cache_key(matrix: Matrix, pins: Mapping[str, str]) -> str:
-    """``torch-2.15.0-py3.11``: cells pinning the same heavy distributions (most of the bytes) and Python share one uv cache."""
-    heavy = []
-    for requirement in matrix.requirements_for(pins, harness=False):
+def heavy_pins(matrix: Matrix, pins: Mapping[str, str], *, harness: bool = True) -> list[tuple[str, str]]:
+    """(name as required, version) of each heavy distribution (the torch stack) the pins' requirements pin exactly."""
+    found = []
+    for requirement in matrix.requirements_for(pins, harness=harness):
         name, sep, version = requirement.partition("==")
         if sep and heavy_distributions([name]):
-            heavy.append(f"{name}-{version}")
-    return "-".join([*heavy, f"py{pins[matrix.interpreter]}"])
+            found.append((name, version))
+    return found
+
+
+def cache_key(matrix: Matrix, pins: Mapping[str, str]) -> str:
+    """``torch-2.15.0-py3.11``: cells pinning the same heavy distributions (most of the bytes) and Python share one uv cache."""
+    return "-".join([*(f"{name}-{version}" for name, version in heavy_pins(matrix, pins, harness=False)), f"py{pins[matrix.interpreter]}"])
 
 
 def measure(environments: Iterable[tuple[str, Sequence[str], str]]) -> CacheSize:
@@ -159,6 +180,11 @@ def measure(environments: Iterable[tuple[str, Sequence[str], str]]) -> CacheSize
     return CacheSize(jobs, sum(overall.values()), held, len(overall), kept)
 
 
+def measure_cells(matrix: Matrix, cells: Sequence[Cell]) -> CacheSize:
+    """:func:`measure` for planned cells, one CI job each under its :func:`cache_key`."""
+    return measure((cache_key(matrix, c.pins), matrix.requirements_for(c.pins), c.python) for c in cells)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``python -m bugmatrix cachesize`` options."""
     parser.add_argument("--profile", type=values.profile, default="nightly", help="the profile whose cells' downloads are counted")
@@ -172,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
 
     matrix = load_resolved_matrix(args.matrix)
     cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
-    size = measure((cache_key(matrix, c.pins), matrix.requirements_for(c.pins), c.python) for c in cells)
+    size = measure_cells(matrix, cells)
     for key, value in sorted(size.per_key.items()):
         print(f"{key:24} {value / GB:6.2f} GB, {size.kept_per_key[key] / GB:5.2f} GB without the CUDA runtime wheels")
     print(f"{len(cells)} jobs, {len(size.per_key)} cache keys, {size.files} distinct files")

@@ -22,8 +22,7 @@ from bugmatrix.cell.case import DEVICE_CONSTANTS, Case, SkipVariant, Variant
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.runfile import VariantRecord
 from bugmatrix.documents.run import load_run_file
-from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import read_text
+from bugmatrix.files import check_output_dir
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.cells import sibling_id
 from bugmatrix.plan.matrix import Matrix
@@ -31,7 +30,7 @@ from bugmatrix.plan.slices import split_environment
 from bugmatrix.run.lock import lock_for
 from bugmatrix.run.runner import built_python
 
-__all__ = ["FILES", "build_script", "export_repro"]
+__all__ = ["FILES", "build_script", "export_repro", "variant_cell"]
 
 MANIFEST = ".bugmatrix-repro"
 LOCKED = "requirements.lock.txt"
@@ -149,18 +148,6 @@ IMPORT_AXIS = '''def import_axis(axis):
     raise ImportError(f"no distribution of {axis} is installed")'''
 
 
-def _guard(out: Path, force: bool) -> None:
-    """Refuse to replace a file this command did not write."""
-    if out.exists() and not out.is_dir():
-        msg = f"--out {out}: is a file, not a directory; pass a directory (e.g. build/repro)"
-        raise BugmatrixError(msg)
-    written = set(read_text(out / MANIFEST, "manifest").split()) if (out / MANIFEST).exists() else set()
-    foreign = [name for name in FILES if (out / name).exists() and name not in written]
-    if foreign and not force:
-        msg = f"--out {out}: {foreign[0]} exists and was not written by bugmatrix repro; choose an empty directory or pass --force"
-        raise BugmatrixError(msg)
-
-
 def _fresh_traceback(cell: str, extra: Env, script: Path) -> str | None:
     """repro.py run in the cell's environment (its variables and interpreter flags too), where one is built already."""
     python = built_python(ROOT, cell)
@@ -171,6 +158,12 @@ def _fresh_traceback(cell: str, extra: Env, script: Path) -> str | None:
     return (done.stderr.strip() + "\n" + done.stdout.strip()).strip()
 
 
+def variant_cell(matrix: Matrix, variant: Variant, pins: Mapping[str, str]) -> tuple[str, Env]:
+    """The cell ``variant`` runs in at ``pins`` (a sibling where its case asks for an environment of its own), and that environment."""
+    _, extra = split_environment(matrix, variant, tuple(pins))
+    return (sibling_id(matrix.cell_id(pins), extra) if extra else matrix.cell_id(pins)), extra
+
+
 def export_repro(
     matrix: Matrix, variant: Variant, pins: Mapping[str, str], out: Path, run_dir: Path, *, force: bool = False, fresh: bool = True
 ) -> Path:
@@ -178,15 +171,14 @@ def export_repro(
 
     ``fresh=False`` quotes the run file's log instead of running repro.py (the nightly's issue bodies: the night ran it).
     """
-    _guard(out, force)
+    check_output_dir(out, "--out", manifest=MANIFEST, force=force, example="build/repro")  # refuses files it did not write
     out.mkdir(parents=True, exist_ok=True)
     needed = {a: v for a, v in pins.items() if a in matrix.held_axes or a in variant.axes}
-    _, extra = split_environment(matrix, variant, tuple(pins))  # the variant's own environment, beyond the cell's pins
+    cell, extra = variant_cell(matrix, variant, pins)
     requirements = matrix.requirements_for(needed, harness=False, extra=extra)
     (out / MANIFEST).write_text("\n".join(FILES) + "\n")
     (out / "repro.py").write_text(build_script(variant, matrix.axis_providers(needed)))
     (out / "requirements.txt").write_text("\n".join(requirements) + "\n")
-    cell = sibling_id(matrix.cell_id(pins), extra) if extra else matrix.cell_id(pins)
     lock, why_not = lock_for(ROOT, cell, matrix.requirements_for(pins, extra=extra), pins[matrix.interpreter])
     if lock is not None:
         shutil.copyfile(lock, out / LOCKED)

@@ -14,10 +14,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.cell.runners import Fork, Runner, Xdist, default_workers
@@ -25,13 +26,13 @@ from bugmatrix.documents.run import load_run_file
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
-from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.runner import CellSpec, built_python
 from bugmatrix.tools.benchmark.builds import uv_cache
 from bugmatrix.tools.benchmark.disk import Sampler
 from bugmatrix.tools.benchmark.floor import floor_rows, import_seconds, measure_floors, stack_imports, timed_cell
-from bugmatrix.tools.benchmark.table import Measurement, skipped, timed
+from bugmatrix.tools.benchmark.table import Measurement, skipped, timed, timed_nox
+from bugmatrix.tools.cachesize import heavy_pins
 
 __all__ = [
     "DiskPeak",
@@ -111,10 +112,10 @@ def measure_sessions(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequen
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-session-") as tmp:
         env = {**os.environ, "BUGMATRIX_REPORTS": tmp}
         for cell in cells:
-            session = [sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-s", f"cell({cell.id})", "--", "--no-reuse"]
-            timed(session, env, ok=(0, 1), cwd=root)  # builds (or checks) the environment: not what is measured
+            session = ("-s", f"cell({cell.id})", "--", "--no-reuse")
+            timed_nox(root, env, *session)  # builds (or checks) the environment: not what is measured
             load = os.getloadavg()[0]
-            wall = min(timed(session, env, ok=(0, 1), cwd=root) for _ in range(max(1, repeat)))
+            wall = min(timed_nox(root, env, *session) for _ in range(max(1, repeat)))
             python = built_python(root, cell.id)
             if python is None:
                 rows.append(skipped(f"cell {cell.id}: whole nox session vs one import", "its environment was not built"))
@@ -159,7 +160,7 @@ def measure_smoke(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[
     """``nox -t smoke`` end to end (envs reused, report included) into a temporary reports dir."""
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-") as tmp:
         env = {**os.environ, "BUGMATRIX_REPORTS": tmp}
-        wall = timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-t", "smoke"], env, cwd=root)
+        wall = timed_nox(root, env, "-t", "smoke", ok=(0,))
         return smoke_from_runs(root, matrix, catalog, cells, Path(tmp) / "runs", wall, "nox -t smoke measured now (--smoke)")
 
 
@@ -181,13 +182,11 @@ class DiskPeak(Sampler):
 
 def heavy_wheels(matrix: Matrix, cells: Iterable[Cell]) -> set[tuple[str, str, str]]:
     """(distribution, version, ``cpXY``) of every heavy pinned distribution the cells install (torch and the like)."""
-    wanted = set()
-    for cell in cells:
-        for requirement in matrix.requirements_for(cell.pins):
-            name, sep, version = requirement.partition("==")
-            if sep and heavy_distributions([name]):
-                wanted.add((heavy_distributions([name])[0], version, "cp" + cell.pins[matrix.interpreter].replace(".", "")))
-    return wanted
+    return {
+        (canonicalize_name(name), version, "cp" + cell.pins[matrix.interpreter].replace(".", ""))
+        for cell in cells
+        for name, version in heavy_pins(matrix, cell.pins)
+    }
 
 
 def cached_wheel_sets(cache: Path, wanted: Iterable[tuple[str, str, str]]) -> tuple[int, int]:
@@ -262,10 +261,8 @@ def measure_full(
         received = received_bytes()
         load = os.getloadavg()[0]
         with DiskPeak(Path(tmp)) as disk:
-            started = time.perf_counter()
-            timed([*command, "run", "--profile", "full", "--jobs", str(chosen.jobs), "--no-reuse"], env, cwd=root)
-            timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-s", "report-full"], env, cwd=root, ok=(0, 1))
-            wall = time.perf_counter() - started
+            wall = timed([*command, "run", "--profile", "full", "--jobs", str(chosen.jobs), "--no-reuse"], env, cwd=root)
+            wall += timed_nox(root, env, "-s", "report-full")
         downloaded = (received_bytes() - received) / 1e9
         ran = len(list((Path(tmp) / "runs").glob("*.json")))
         start = f"; the uv cache held {held} of its {wanted} heavy wheels at the start" if cells else ""

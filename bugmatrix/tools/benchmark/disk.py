@@ -94,10 +94,10 @@ def measure_disk(root: Path) -> list[Measurement]:
 
 def measure_ci_cache(matrix: Matrix, catalog: Catalog) -> list[Measurement]:
     """What a cold nightly downloads, and what its uv caches hold against GitHub's 10 GB (resolved, not downloaded)."""
-    from bugmatrix.tools.cachesize import GB, cache_key, measure
+    from bugmatrix.tools.cachesize import GB, measure_cells
 
     cells = plan_cells(matrix, "nightly", catalog)
-    size = measure((cache_key(matrix, c.pins), matrix.requirements_for(c.pins), c.python) for c in cells)
+    size = measure_cells(matrix, cells)
     note = f"{len(cells)} jobs, {len(size.per_key)} cache keys, {size.files} distinct files"
     return [
         Measurement("nightly cold download, every job", size.jobs_bytes / GB, None, "GB", note=note),

@@ -11,8 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -35,7 +33,7 @@ from bugmatrix.run.reuse import ReusePolicy, decide
 from bugmatrix.run.runner import CellSpec, cell_key
 from bugmatrix.tools.benchmark.cells import _uv_cache_dir
 from bugmatrix.tools.benchmark.disk import Sampler
-from bugmatrix.tools.benchmark.table import Measurement, timed
+from bugmatrix.tools.benchmark.table import Measurement, timed_nox
 
 __all__ = ["DownloadWatch", "measure_nightly_reuse", "moved_candidates", "new_release", "stale_setup"]
 
@@ -91,9 +89,7 @@ def _night(root: Path, profile: str, reports: Path, env: Mapping[str, str], *, l
     env = {**os.environ, "BUGMATRIX_REPORTS": str(reports), "BUGMATRIX_DISK": "lean", **env}
     tags = [profile, f"fresh-{profile}"] if lane else [profile]
     with DownloadWatch(_uv_cache_dir(env)) as watch:
-        started = time.perf_counter()
-        timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-t", *tags], env, cwd=root, ok=(0, 1))
-        wall = time.perf_counter() - started
+        wall = timed_nox(root, env, "-t", *tags)
     runs = load_run_dir(reports / "runs") if (reports / "runs").is_dir() else []
     siblings = load_run_dir(reports / "fresh" / "runs") if (reports / "fresh" / "runs").is_dir() else []
     lane = load_reresolved(reports / "fresh")
@@ -129,18 +125,6 @@ def stale_setup(root: Path, matrix: Matrix, cells: Sequence[Cell], previous: Pat
         if decision.reused is None:
             return f"{cell.id} {decision.why}"
     return ""
-
-
-def _full_figure(work: Path, profile: str, measured: float | None) -> tuple[float | None, str]:
-    """The full run to compare with: the setup night (measured now, or when the kept setup was made)."""
-    record = work / "setup.json"
-    if measured is not None:
-        write_json_atomic(record, {"profile": profile, "wall_min": measured, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
-        return measured, "the setup night, measured now"
-    data = read_json(record, "benchmark record") if record.exists() else {}
-    if data.get("profile") != profile:
-        return None, f"no setup night of the {profile} profile recorded; pass --fresh-setup"
-    return float(data["wall_min"]), f"the setup night of {data['date']}"
 
 
 def new_release(declared: Matrix, resolution: Resolution, catalog: Catalog, profile: str) -> tuple[str, str]:
@@ -248,22 +232,24 @@ def measure_nightly_reuse(
     work = root / ".nox" / "benchmark-nightly"
     out = output_dir() / "benchmark-nightly"
     previous, locks = work / "previous", work / "locks"
-    measured = None
-    recorded = read_json(work / "setup.json", "benchmark record").get("profile") if (work / "setup.json").exists() else None
-    kept = not fresh_setup and recorded == profile and (previous / "runs").is_dir() and locks.is_dir()
+    recorded = read_json(work / "setup.json", "benchmark record") if (work / "setup.json").exists() else {}
+    kept = not fresh_setup and recorded.get("profile") == profile and (previous / "runs").is_dir() and locks.is_dir()
     stale = stale_setup(root, matrix, cells, previous, locks) if kept else ""
     if stale:
         print(f"benchmark: the kept setup night cannot stand for last night ({stale}): running it again", flush=True)
-    if not kept or stale:
+    rows = []
+    if kept and not stale:  # the full run to compare with: the setup night recorded with it
+        full, source = float(recorded["wall_min"]), f"the setup night of {recorded['date']}"
+    else:
         shutil.rmtree(work, ignore_errors=True)
         _todays_locks(root, matrix, cells, work)
-        setup = _night(root, profile, previous, {LOCKS_ENV: str(locks), "BUGMATRIX_NO_REUSE": "1"}, lane=False)
-        measured = setup.wall_min
-    full, source = _full_figure(work, profile, measured)
-    rows = []
-    if measured is not None:
+        full = _night(root, profile, previous, {LOCKS_ENV: str(locks), "BUGMATRIX_NO_REUSE": "1"}, lane=False).wall_min
+        source = "the setup night, measured now"
+        write_json_atomic(
+            work / "setup.json", {"profile": profile, "wall_min": full, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+        )
         name = f"nightly setup: {profile} profile, every cell run ({len(cells)} cells)"
-        rows.append(Measurement(name, measured, None, "min", note="the previous night"))
+        rows.append(Measurement(name, full, None, "min", note="the previous night"))
 
     def row(name: str, night: Night, note: str, *, bounded: bool = False) -> Measurement:
         text = f"{night.counts()}; {night.downloaded_mib:.0f} MiB of wheels downloaded; {note}; baseline: {source}; {night.reports}"
@@ -301,7 +287,7 @@ def measure_nightly_reuse(
         "BUGMATRIX_NO_REUSE": "1",
         "BUGMATRIX_DISK": "lean",
     }
-    timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-s", *selected], env_c, cwd=root, ok=(0, 1))
+    timed_nox(root, env_c, "-s", *selected)
     c = _night(root, profile, out / "c-transitive-release", {LOCKS_ENV: str(before), "BUGMATRIX_PREVIOUS": str(previous_c)})
     page = (c.reports / "index.html").read_text(encoding="utf-8") if (c.reports / "index.html").exists() else ""
     names = f"{name} " in page and f"→ {held_version}" in page

@@ -5,12 +5,13 @@ from __future__ import annotations
 import operator
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CommandFailed", "Measurement", "format_table", "skipped", "timed"]
+__all__ = ["CommandFailed", "Measurement", "format_table", "skipped", "timed", "timed_nox"]
 
 OPS = {"<": operator.lt, "<=": operator.le, ">=": operator.ge}
 
@@ -92,3 +93,8 @@ def timed(command: Sequence[str], env: Mapping[str, str] | None = None, ok: tupl
         msg = f"{' '.join([Path(command[0]).name, *command[1:3]])} exited {done.returncode}: {tail}"
         raise CommandFailed(msg)
     return time.perf_counter() - start
+
+
+def timed_nox(root: Path, env: Mapping[str, str], *args: str, ok: tuple[int, ...] = (0, 1)) -> float:
+    """Wall seconds of ``nox -f <root>/noxfile.py ARGS`` run in ``root`` (exit 1 by default too: an outcome differs)."""
+    return timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), *args], env, ok=ok, cwd=root)
