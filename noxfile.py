@@ -204,7 +204,7 @@ def fresh(session: nox.Session, cell_id: str) -> None:
     lane = output_dir() / "fresh"
     try:
         record = load_reresolved(lane)
-        found = record.cells.get(cell_id.removesuffix("-cuda")) if record else None  # a CUDA twin installs its CPU cell's lock
+        found = record.by_cell.get(cell_id.removesuffix("-cuda")) if record else None  # a CUDA twin installs its CPU cell's lock
     except BugmatrixError as exc:
         session.error(str(exc))
     if found is None or found.status != "moved":

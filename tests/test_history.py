@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cli import main
@@ -71,7 +72,7 @@ def test_a_progression_is_not_flaky_and_absent_nights_are_gaps() -> None:
     summary = summarise(history_of(nights))
     assert summary[WORKS].flaky == []
     kept = history_of(nights)
-    kept[1] = Night(kept[1].date, "x", "smoke", kept[1].cells, {})  # the variant missing that night
+    kept[1] = replace(kept[1], commit="x", outcomes={})  # the variant missing that night
     assert [t.state for t in summarise(kept)[CORE].timeline] == ["first", "none", "changed"]
 
 
@@ -140,7 +141,7 @@ def test_the_flaky_rule_window_and_number_of_flips() -> None:
     def night(day: int, letter: str) -> Night:
         outcomes = dict(base.outcomes)
         outcomes[CORE] = outcomes[CORE][:cell] + letter + outcomes[CORE][cell + 1 :]
-        return Night(f"2026-{1 + (day - 1) // 28:02d}-{1 + (day - 1) % 28:02d}", "c", "p", base.cells, outcomes)
+        return replace(base, date=f"2026-{1 + (day - 1) // 28:02d}-{1 + (day - 1) % 28:02d}", commit="c", profile="p", outcomes=outcomes)
 
     flap = [night(1, "F"), night(2, "R"), night(3, "F")]
     assert summarise(flap)[CORE].flaky == [FIXED]
@@ -156,9 +157,9 @@ def test_history_is_bounded_replaces_a_rerun_and_round_trips(tmp_path: Path) -> 
     night = night_from_compat(fixture_compat(), "2026-01-01")
     kept: list[Night] = []
     for day in range(1, 101):
-        kept = append_night(kept, Night(f"2026-01-{day:03d}", "c", "p", night.cells, night.outcomes), keep=90)
+        kept = append_night(kept, replace(night, date=f"2026-01-{day:03d}", commit="c", profile="p"), keep=90)
     assert len(kept) == 90 and kept[0].date == "2026-01-011"
-    assert len(append_night(kept, Night(kept[-1].date, "again", "p", night.cells, night.outcomes), keep=90)) == 90
+    assert len(append_night(kept, replace(kept[-1], commit="again"), keep=90)) == 90
     path = tmp_path / "history.jsonl"
     write_history(path, kept)
     assert load_history(path) == kept
@@ -171,13 +172,13 @@ def test_profiles_share_the_file_but_each_keeps_and_reads_its_own_nights() -> No
     night = night_from_compat(fixture_compat(), "2026-01-01")
     kept: list[Night] = []
     for day in range(1, 6):
-        kept = append_night(kept, Night(f"2026-01-{day:02d}", "c", "nightly", night.cells, night.outcomes), keep=5)
-    full = Night("2026-01-05", "c", "full", night.cells[:1], {CORE: night.outcomes[CORE][:1]})
+        kept = append_night(kept, replace(night, date=f"2026-01-{day:02d}", commit="c", profile="nightly"), keep=5)
+    full = replace(night, date="2026-01-05", commit="c", profile="full", cells=night.cells[:1], outcomes={CORE: night.outcomes[CORE][:1]})
     kept = append_night(kept, full, keep=5)
     assert [n.profile for n in kept].count("nightly") == 5, "the full run replaced or evicted a nightly night"
     assert nights_of(kept, "full") == [full]
     assert all(t.state != "none" for t in summarise(nights_of(kept, "nightly"))[CORE].timeline)
-    rerun = append_night(kept, Night("2026-01-05", "again", "nightly", night.cells, night.outcomes), keep=5)
+    rerun = append_night(kept, replace(night, date="2026-01-05", commit="again", profile="nightly"), keep=5)
     assert [n.commit for n in nights_of(rerun, "nightly")][-1] == "again" and len(rerun) == len(kept)
 
 

@@ -130,17 +130,19 @@ def full_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The synthetic full-profile page (70 cells, 30 nights of history, a flap), with the width probe appended."""
     if CHROMIUM is None:
         pytest.skip("Debian's chromium is not installed (/usr/bin/chromium); install it with: apt-get install -y chromium")
-    from bugmatrix.report.history import Night, night_from_compat
+    from msgspec.structs import replace
+
+    from bugmatrix.report.history import night_from_compat
     from tests.fullscale import full_compat
 
     compat = full_compat()
     night = night_from_compat(compat, "2026-11-23")
     # 30 nights: the timelines at their full width must fit too; one cell of the core variant flaps on the last three.
-    nights = [Night(f"2026-10-{day:02d}", "c", "full", night.cells, night.outcomes) for day in range(1, 31)]
+    nights = [replace(night, date=f"2026-10-{day:02d}", commit="c", profile="full") for day in range(1, 31)]
     flapped = dict(night.outcomes)
     core = flapped["autocast_cache::core[cpu]"]
     flapped["autocast_cache::core[cpu]"] = ("R" if core[-2] == "F" else "F") + core[1:]
-    nights[-2] = Night(nights[-2].date, "c", "full", night.cells, flapped)
+    nights[-2] = replace(nights[-2], outcomes=flapped)
     path = tmp_path_factory.mktemp("full") / "index.html"
     path.write_text(render_html(analyse(compat, None, nights)).replace("</body>", MEASURE), encoding="utf-8")
     return path

@@ -79,7 +79,15 @@ def save(previous: Path, run: RunRecord, where: str = "runs") -> Path:
     """Write a previous run file and record its digest in the previous results' history, as that night's report did."""
     path = previous / where / f"{run.cell}.json"
     write_json_atomic(path, run.to_json())
-    recorded = Night("2026-11-22", "abc1234", "smoke", (), {}, {f"{where}/{run.cell}.json": file_digest(path)})
+    recorded = Night(
+        schema=HISTORY_SCHEMA,
+        date="2026-11-22",
+        commit="abc1234",
+        profile="smoke",
+        cells=(),
+        outcomes={},
+        files={f"{where}/{run.cell}.json": file_digest(path)},
+    )
     write_history(previous / "history.jsonl", [*load_history(previous / "history.jsonl"), recorded])
     return path
 

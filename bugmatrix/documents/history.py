@@ -11,16 +11,17 @@ __all__ = ["HISTORY_SCHEMA", "NightLine"]
 HISTORY_SCHEMA = "bugmatrix.history/1"
 
 
-class NightLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class NightLine(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """One night: its date, commit and profile, its cells in order, and per variant one outcome letter per cell."""
 
     schema: Literal["bugmatrix.history/1"]
     date: str
-    cells: list[str]
-    outcomes: dict[str, str]
     commit: str = ""
     profile: str = ""
-    #: The run files the night's report read (``runs/<cell>.json``) -> ``sha256:<hex>`` of their bytes.
+    cells: tuple[str, ...]
+    outcomes: dict[str, str]
+    #: The run files the night's report read, relative to its reports directory (``runs/<cell>.json``,
+    #: ``fresh/runs/<cell>.json``) -> ``sha256:<hex>`` of their bytes: what reuse may trust of them later.
     files: dict[str, str] = {}
 
     def __post_init__(self) -> None:

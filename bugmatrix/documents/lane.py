@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -13,7 +11,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_bytes
 from bugmatrix.values import profile_name
 
-__all__ = ["RERESOLVE_SCHEMA", "STATUSES", "Lane", "LaneFile", "Reresolved", "load_reresolved"]
+__all__ = ["RERESOLVE_SCHEMA", "STATUSES", "LaneFile", "Reresolved", "load_reresolved"]
 
 RERESOLVE_SCHEMA = "bugmatrix.reresolve/1"
 Status = Literal["same", "moved", "failed", "unlocked"]
@@ -48,31 +46,24 @@ class LaneFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         """Plain data, ready for json.dumps."""
         return msgspec.to_builtins(self)
 
-
-@dataclass(frozen=True)
-class Lane:
-    """One night's lane as ``resolve.json`` holds it, its cells by id."""
-
-    resolved_at: str
-    as_of: str | None
-    held: Mapping[str, str]
-    cells: Mapping[str, Reresolved]
-    profile: str | None = None
+    @property
+    def by_cell(self) -> dict[str, Reresolved]:
+        """Each cell's resolution, by cell id."""
+        return {r.cell: r for r in self.cells}
 
 
 _DECODER = msgspec.json.Decoder(LaneFile)
 
 
-def load_reresolved(out: Path) -> Lane | None:
+def load_reresolved(out: Path) -> LaneFile | None:
     """``<out>/resolve.json`` (None when the lane did not run); a corrupt one is a one-line error naming the file."""
     path = out / "resolve.json"
     fix = "run the lane again: nox -s reresolve -- --profile <profile>"
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        record = _DECODER.decode(read_bytes(path, "lane record", fix=fix))
+        return _DECODER.decode(read_bytes(path, "lane record", fix=fix))
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         problem = f"not valid JSON: {exc}" if type(exc) is msgspec.DecodeError else str(exc)
         msg = f"{path}: not a re-resolve record ({problem}); {fix}"
         raise BugmatrixError(msg) from None
-    return Lane(record.resolved_at, record.as_of, dict(record.held), {r.cell: r for r in record.cells}, record.profile)

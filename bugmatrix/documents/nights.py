@@ -6,13 +6,12 @@ before the site recorded its root (or a night's path) leaves them out: the site 
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Literal
 
 import msgspec
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.values import profile_name
+from bugmatrix.values import iso_date, profile_name
 
 __all__ = ["SITE_SCHEMA", "NightsFile", "SiteNight"]
 
@@ -29,14 +28,10 @@ class SiteNight(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     def __post_init__(self) -> None:
         try:
-            dt.date.fromisoformat(self.date)
-        except ValueError:
-            msg = f"{self.date!r} is not a date (YYYY-MM-DD)"
-            raise ValueError(msg) from None
-        try:
-            profile_name(self.profile, "profile")
+            iso_date(self.date, "")
         except BugmatrixError as exc:
-            raise ValueError(str(exc)) from None
+            raise ValueError(str(exc).lstrip()) from None
+        profile_name(self.profile, "profile", ValueError)
 
 
 class NightsFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

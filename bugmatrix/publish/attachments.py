@@ -19,7 +19,7 @@ from bugmatrix.plan.catalog import Catalog, load_catalog
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.report.model import Compat
-from bugmatrix.report.night import CELL_FINDINGS, Finding
+from bugmatrix.report.night import Finding
 from bugmatrix.run.lock import lock_for
 from bugmatrix.tools.repro import LOCKED, export_repro
 
@@ -68,7 +68,7 @@ class ReproExporter:
         python = cell.pins.get(compat.interpreter or "", "3")
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
-        if finding.kind not in CELL_FINDINGS and finding.release is None:
+        if finding.of_variant:
             try:
                 variant = catalog.find(finding.subject)
             except BugmatrixError as exc:

@@ -101,7 +101,7 @@ def _pins(report: NightReport, cell_id: str) -> str:
 def _cells_table(finding: Finding, report: NightReport) -> tuple[list[str], list[list[str]]]:
     """The table's columns after cell and pins, and one row per cell: its pins, then what the finding's kind says of it."""
     compat, by_cell = report.compat, {c.cell_id: c for c in finding.changes}
-    flaky, of_cells = finding.kind is ChangeKind.FLAKY, finding.kind in CELL_FINDINGS or finding.release is not None
+    flaky, of_cells = finding.kind is ChangeKind.FLAKY, not finding.of_variant
     if flaky:
         head = ["outcomes, night by night (first night of each)"]
     else:
@@ -150,7 +150,6 @@ _TOOLS = {"literal": literal, "fenced": fenced, "MARKER": MARKER, "LOCKED": LOCK
 def render_issue(finding: Finding, report: NightReport, night: str, links: Links, attachment: Attachment) -> tuple[str, str]:
     """(title, body) of a finding's issue (``issue.md.j2``); the body starts with its marker."""
     compat, title = report.compat, issue_title(finding)
-    of_variant = finding.kind not in CELL_FINDINGS and finding.release is None
     variant = compat.variant_by_id.get(finding.subject)
     logged = ((c, e.log) for c in finding.cells if (e := compat.entry(finding.subject, c)) is not None and e.log.strip())
     body = render(
@@ -165,10 +164,10 @@ def render_issue(finding: Finding, report: NightReport, night: str, links: Links
         lead=_LEADS[finding.kind],
         table=_cells_table(finding, report),
         cell_finding=finding.kind in CELL_FINDINGS,
-        of_variant=of_variant,
+        of_variant=finding.of_variant,
         evidence=variant.evidence if variant is not None else "",
-        below=_below(finding, report) if of_variant else {},
-        log=next(logged, None) if of_variant else None,
+        below=_below(finding, report) if finding.of_variant else {},
+        log=next(logged, None) if finding.of_variant else None,
         inline=[(name, attachment.files[name]) for name in INLINE if name in attachment.files],
     )
     return title, body

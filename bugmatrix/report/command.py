@@ -31,6 +31,7 @@ from bugmatrix.report.options import ReportOptions, Upstream
 from bugmatrix.report.outputs import Night, kept_by_publish, wanted_outputs
 from bugmatrix.report.readme import check_readme, reference_table
 from bugmatrix.report.terminal import render_terminal, use_colour
+from bugmatrix.values import iso_date
 
 __all__ = ["git_commit", "night_cells", "night_date", "run_report"]
 
@@ -39,11 +40,7 @@ def night_date(value: str | None, now: dt.datetime) -> str:
     """``--date`` checked (history lines sort by it), or today in UTC."""
     if value is None:
         return now.date().isoformat()
-    try:
-        return dt.date.fromisoformat(value).isoformat()
-    except ValueError:
-        msg = f"--date {value!r} is not a date; use YYYY-MM-DD, e.g. --date {now.date().isoformat()}"
-        raise BugmatrixError(msg) from None
+    return iso_date(value, "--date", f"; use YYYY-MM-DD, e.g. --date {now.date().isoformat()}")
 
 
 def _baseline(options: ReportOptions) -> tuple[Path, Compat | None]:

@@ -35,10 +35,7 @@ class ChangeKind(enum.StrEnum):
     REGRESSION = "regression"
     RELEASE_DOES_NOT_INSTALL = "release-does-not-install"  # a cell of a new release whose environment cannot be built
     NO_LONGER_INSTALLS = "no-longer-installs"  # a baseline cell whose environment cannot be built any more
-    # The re-resolve lane's findings (bugmatrix/report/fresh.py): news about the next lock, never a change since the baseline.
-    FRESH_BREAKS = "fresh-lock-breaks"  # a cell's requirements no longer resolve today, or its fresh environment does not install
     FLAKY = "flaky"  # a regression / new failure mode / unexpected fix of a pair the history calls flaky
-    FRESH_DIFFERS = "differs-when-re-resolved"  # an outcome differs between the locked run and the fresh one
     NEW_FAILURE_MODE = "new-failure-mode"
     UNEXPECTED_FIX = "unexpected-fix"
     NEW_CELL = "new-cell"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
-from bugmatrix.documents.lane import Lane, load_reresolved
+from bugmatrix.documents.lane import LaneFile, load_reresolved
 from bugmatrix.documents.run import read_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import file_digest
@@ -116,7 +116,7 @@ def _is_tonights(sibling: RunRecord, lane_dir: Path, resolved_at: dt.datetime | 
     return tonight and lock.is_file() and recorded == file_digest(lock)
 
 
-def _not_this_night(record: Lane, profile: str, night: str | None) -> str | None:
+def _not_this_night(record: LaneFile, profile: str, night: str | None) -> str | None:
     """Why the lane is not the report's night's (None: it is)."""
     if record.profile != profile:
         recorded = f"profile {record.profile}" if record.profile else "no profile (an older lane)"
@@ -154,9 +154,10 @@ def load_fresh_lane(
     broken = {u.cell: u.why for u in unreadable}
     resolved_at = _moment(record.resolved_at)
     stale = sorted(cid for cid, run in siblings.items() if not _is_tonights(run, lane_dir, resolved_at))
+    by_cell = record.by_cell
     cells, files = [], {}
     for cell in compat.cells:
-        resolved = record.cells.get(cell.id.removesuffix("-cuda"))
+        resolved = by_cell.get(cell.id.removesuffix("-cuda"))
         if resolved is None:
             continue
         if resolved.status != "moved":

@@ -17,7 +17,8 @@ from pathlib import Path
 import msgspec
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.documents.history import HISTORY_SCHEMA, NightLine
+from bugmatrix.documents.history import HISTORY_SCHEMA
+from bugmatrix.documents.history import NightLine as Night
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_text, write_text_atomic
 from bugmatrix.report.model import Compat
@@ -55,34 +56,9 @@ WORDS = {o.code: o.value for o in Outcome}
 ABSENT = "."
 #: Letters that are no outcome of the bug: a gap on the timeline, never a change, never flaky.
 GAPS = frozenset({ABSENT, Outcome.MISSING.code})
-_DECODER = msgspec.json.Decoder(NightLine)
+_DECODER = msgspec.json.Decoder(Night)
 #: Timeline symbols: shape first, the CSS colour only repeats them.
 TICK_SYMBOLS = {"none": "○", "first": "•", "same": "·", "missing": "?", "changed": "Δ", "flap": "↯"}
-
-
-@dataclass(frozen=True)
-class Night:
-    """One report run: which cells it had and each variant's outcome letters, in cell order."""
-
-    date: str
-    commit: str
-    profile: str
-    cells: tuple[str, ...]
-    outcomes: Mapping[str, str]
-    #: The run files the night's report read, relative to its reports directory (``runs/<cell>.json``,
-    #: ``fresh/runs/<cell>.json``) -> ``sha256:<hex>`` of their bytes: what reuse may trust of them later.
-    files: Mapping[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, str | list[str] | dict[str, str]]:
-        return {
-            "schema": HISTORY_SCHEMA,
-            "date": self.date,
-            "commit": self.commit,
-            "profile": self.profile,
-            "cells": list(self.cells),
-            "outcomes": dict(self.outcomes),
-            "files": dict(self.files),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +94,15 @@ def night_from_compat(compat: Compat, date: str, files: Mapping[str, str] | None
     for variant in compat.variants:
         per_cell = compat.entries(variant.id)
         outcomes[variant.id] = "".join(per_cell[c].outcome.code if c in per_cell else ABSENT for c in cells)
-    return Night(date, compat.commit, compat.profile, cells, outcomes, dict(files or {}))
+    return Night(
+        schema=HISTORY_SCHEMA,
+        date=date,
+        commit=compat.commit,
+        profile=compat.profile,
+        cells=cells,
+        outcomes=outcomes,
+        files=dict(files or {}),
+    )
 
 
 def load_history(path: Path) -> list[Night]:
@@ -131,11 +115,10 @@ def load_history(path: Path) -> list[Night]:
         if not line.strip():
             continue
         try:
-            data = _DECODER.decode(line)
+            nights.append(_DECODER.decode(line))
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             msg = f"{path}:{number}: corrupt history line ({exc}); {fix}"
             raise BugmatrixError(msg) from exc
-        nights.append(Night(data.date, data.commit, data.profile, tuple(data.cells), data.outcomes, data.files))
     return sorted(nights, key=lambda n: n.date)
 
 
@@ -154,7 +137,7 @@ def nights_of(nights: list[Night], profile: str) -> list[Night]:
 
 def history_text(nights: Iterable[Night]) -> str:
     """The history file's text (one JSON line per night); the report writes it with its other outputs, all or nothing."""
-    return "".join(json.dumps(n.to_json(), separators=(",", ":")) + "\n" for n in nights)
+    return "".join(json.dumps(msgspec.to_builtins(n), separators=(",", ":")) + "\n" for n in nights)
 
 
 def write_history(path: Path, nights: Iterable[Night]) -> None:

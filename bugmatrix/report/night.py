@@ -73,6 +73,11 @@ class Finding:
         """``regression:autocast_cache::core[cpu]``: the same on every night the finding is there."""
         return f"{self.kind}:{self.subject}"
 
+    @property
+    def of_variant(self) -> bool:
+        """About one variant (its cells are where it changed), not about whole cells or a release."""
+        return self.kind not in CELL_FINDINGS and self.release is None
+
 
 @dataclass(frozen=True)
 class NightReport:

@@ -93,7 +93,7 @@ def _night(root: Path, profile: str, reports: Path, env: Mapping[str, str], *, l
     runs = load_run_dir(reports / "runs") if (reports / "runs").is_dir() else []
     siblings = load_run_dir(reports / "fresh" / "runs") if (reports / "fresh" / "runs").is_dir() else []
     lane = load_reresolved(reports / "fresh")
-    moved = [c.cell for c in lane.cells.values() if c.status == "moved"] if lane else []
+    moved = [c.cell for c in lane.cells if c.status == "moved"] if lane else []
     return Night(
         wall / 60,
         frozenset(r.cell for r in runs if r.reused_from is None),

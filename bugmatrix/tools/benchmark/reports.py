@@ -72,7 +72,9 @@ def measure_report_with_history(nights: int = 90) -> Measurement:
     """What ``report`` does each night at scale: merge, read and extend 90 nights of history (written beforehand, untimed),
     pictures, page and compat.md."""
     name = f"report: 1,000 cells x 20 variants with {nights} nights of history (merge, releases, history, pictures, html, md) vs 1 s"
-    from bugmatrix.report.history import Night, append_night, load_history, night_from_compat, write_history
+    from msgspec.structs import replace
+
+    from bugmatrix.report.history import append_night, load_history, night_from_compat, write_history
     from bugmatrix.report.merge import merge_runs
     from bugmatrix.report.night import analyse
     from bugmatrix.report.render_html import render_html
@@ -83,7 +85,7 @@ def measure_report_with_history(nights: int = 90) -> Measurement:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "history.jsonl"
         night = night_from_compat(merge_runs(runs, profile="full", commit="past", generated="2026-01-01T00:00:00+00:00"), "")
-        past = [Night((first + dt.timedelta(days=i)).isoformat(), "past", "full", night.cells, night.outcomes) for i in range(nights - 1)]
+        past = [replace(night, date=(first + dt.timedelta(days=i)).isoformat()) for i in range(nights - 1)]
         write_history(path, past)
         start = time.perf_counter()
         compat = merge_runs(runs, profile="full", commit="benchmark", generated="2026-04-01T00:00:00+00:00")
