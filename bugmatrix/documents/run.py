@@ -12,9 +12,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from bugmatrix.cell import runfile
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
-from bugmatrix.cell.runfile import RunRecord, VariantRecord
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, checked
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import digest_of, read_bytes, read_json
 
@@ -26,7 +25,6 @@ __all__ = [
     "RunFile",
     "TrackedPin",
     "UnreadableRun",
-    "check_run",
     "load_run_dir",
     "load_run_file",
     "read_run_dir",
@@ -117,17 +115,6 @@ _DECODER = msgspec.json.Decoder(RunFile)
 FIX = "re-run its cell"
 
 
-def check_run(raw: bytes, path: Path) -> RunFile:
-    """``raw`` decoded as a run file; a wrong type, a missing or unknown key is one line naming the file and the key."""
-    try:
-        return _DECODER.decode(raw)
-    except msgspec.ValidationError as exc:
-        msg = f"{path}: malformed run file ({exc}); {FIX}"
-    except msgspec.DecodeError as exc:
-        msg = f"{path}: not valid JSON ({exc}); the run file is truncated or corrupt, {FIX}"
-    raise BugmatrixError(msg)
-
-
 def _record(document: RunFile, digest: str) -> RunRecord:
     plain = msgspec.to_builtins(msgspec.structs.replace(document, results=[]))  # the plain dicts a RunRecord holds
     results = [
@@ -143,9 +130,17 @@ def _record(document: RunFile, digest: str) -> RunRecord:
 
 
 def load_run_file(path: Path) -> RunRecord:
-    """One run file, decoded by :class:`RunFile`, as the cell's records; any defect is a one-line BugmatrixError."""
+    """One run file, decoded by :class:`RunFile`, as the cell's records; any defect is one line naming the file (and the key)."""
     raw = read_bytes(path, "run file", fix=FIX)
-    return runfile.checked(path, _record(check_run(raw, path), digest_of(raw)))
+    try:
+        document = _DECODER.decode(raw)
+    except msgspec.ValidationError as exc:
+        msg = f"{path}: malformed run file ({exc}); {FIX}"
+    except msgspec.DecodeError as exc:
+        msg = f"{path}: not valid JSON ({exc}); the run file is truncated or corrupt, {FIX}"
+    else:
+        return checked(path, _record(document, digest_of(raw)))
+    raise BugmatrixError(msg)
 
 
 @dataclass(frozen=True)
