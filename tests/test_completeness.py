@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
-from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_dir, load_run_file
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.documents.plan import PlanDocument
+from bugmatrix.documents.run import load_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.report.command import run_report

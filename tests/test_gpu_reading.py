@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
-from bugmatrix.cell.runfile import read_run_dir
+from bugmatrix.documents.run import read_run_dir
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.report.agreement import agreement, per_case
 from bugmatrix.report.boundaries import Picture, boundary_text, pictures

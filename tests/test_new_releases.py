@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.runfile import load_run_dir, load_run_file
+from bugmatrix.cell.runfile import load_run_file
 from bugmatrix.cli import main
+from bugmatrix.documents.run import load_run_dir
 from bugmatrix.files import write_json_atomic
 from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.new_releases import NoteKind, one_line_reason

@@ -24,7 +24,8 @@ import pytest
 from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_dir
+from bugmatrix.cell.runfile import RunRecord, VariantRecord
+from bugmatrix.documents.run import load_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.report.diff import Change, diff_against_baseline, summary_lines

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.runfile import SCHEMA, RunRecord, VariantRecord, load_run_dir, load_run_file
+from bugmatrix.cell.runfile import SCHEMA, RunRecord, VariantRecord, load_run_file
+from bugmatrix.documents.run import load_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic, write_text_atomic
 

@@ -138,10 +138,10 @@ def _probe() -> dict[str, Any]:
     return {"environment": observe_environment(), "gpu": gpu}
 
 
-def probe_in_child(deadline_s: float) -> tuple[dict[str, Any], GpuFacts | None]:
-    """The environment and what torch sees of the GPU, asked in a forked child (CUDA is initialized there only)."""
+def probe_in_child(timeout: float) -> tuple[dict[str, Any], GpuFacts | None]:
+    """The environment and what torch sees of the GPU, asked in a forked child given a variant's ``timeout`` (CUDA is initialized there only)."""
     with ForkPool(1) as pool:
-        end = pool.call(_probe, deadline_s=deadline_s)
+        end = pool.call(_probe, deadline_s=timeout + grace(timeout))
     if end.result is None:
         failed = f"the observing process {end.status}: {end.stderr.strip()[-300:]}"
         return {"python": sys.version.split()[0], "observation_failed": failed}, None

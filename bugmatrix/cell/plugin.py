@@ -29,7 +29,7 @@ from bugmatrix.cell.cellend import CellDeadline, WorkerWatch, say_past_capture, 
 from bugmatrix.cell.cellspec import CellOptions, read_options
 from bugmatrix.cell.descendants import become_subreaper, die_with, die_with_runner, kill_descendants
 from bugmatrix.cell.execution import Executed, execute_variant, installed_versions
-from bugmatrix.cell.forkloop import cuda_initialized_here, grace, probe_in_child, run_forked
+from bugmatrix.cell.forkloop import cuda_initialized_here, probe_in_child, run_forked
 from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, can_fork
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Classified, Outcome, classify_outcome, excerpt, judge, tail
@@ -161,7 +161,7 @@ def _observer(config: pytest.Config) -> Callable[[], dict[str, Any]]:
 
     if not config.stash[RUNNER_KEY].forks:
         return observe_environment
-    return lambda: probe_in_child(deadline_s=timeout_of(config) + grace(timeout_of(config)))[0]
+    return lambda: probe_in_child(timeout_of(config))[0]
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml plugin reads --junitxml
@@ -476,7 +476,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     # The imported stack leaves the collector's generations: a child's collection never touches (copies) its pages.
     gc.freeze()
     state = config.stash[STATE_KEY]
-    environment, gpu = probe_in_child(deadline_s=timeout_of(config) + grace(timeout_of(config)))
+    environment, gpu = probe_in_child(timeout_of(config))
     state.environment = state.environment or environment
     if terminal is not None:
         from bugmatrix.cell.environment import describe_environment

@@ -9,25 +9,21 @@ load, upgraded in memory; a defect is one line naming the file.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import decode_json, digest_of, read_bytes, read_json
+from bugmatrix.files import decode_json, digest_of, read_bytes
 
 __all__ = [
     "ORIGIN_KEYS",
     "SCHEMA",
     "RunRecord",
-    "UnreadableRun",
     "VariantRecord",
     "checked",
-    "load_run_dir",
     "load_run_file",
-    "read_run_dir",
 ]
 
 SCHEMA = "bugmatrix.run/3"
@@ -223,53 +219,3 @@ def checked(path: Path, run: RunRecord) -> RunRecord:
         msg = f"{path}: says complete but records {len(run.selected) - len(missing)} of its {len(run.selected)} selected variants (first missing: {missing[0]}); the file is truncated or corrupt, re-run its cell"
         raise BugmatrixError(msg)
     return run
-
-
-@dataclass(frozen=True)
-class UnreadableRun:
-    """A run file the reader refused (that cell's finding, not the night's end): why, and what is still well-formed."""
-
-    cell: str
-    why: str
-    pins: dict[str, str] = field(default_factory=dict)
-    selected: tuple[str, ...] = ()
-
-
-def _salvage(path: Path, why: str) -> UnreadableRun:
-    try:
-        data = read_json(path, "run file")
-    except BugmatrixError:
-        data = None
-    pins = data.get("pins") if isinstance(data, dict) else None
-    selected = data.get("selected") if isinstance(data, dict) else None
-    good_pins = isinstance(pins, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in pins.items())
-    good_selected = isinstance(selected, list) and all(isinstance(v, str) for v in selected)
-    return UnreadableRun(path.stem, why, dict(pins) if good_pins else {}, tuple(selected) if good_selected else ())  # type: ignore[arg-type]
-
-
-def read_run_dir(directory: Path, load: Callable[[Path], RunRecord] = load_run_file) -> tuple[list[RunRecord], list[UnreadableRun]]:
-    """The run files of a directory that read, sorted by cell id, and those that did not; no directory is an error."""
-    if not directory.is_dir():
-        msg = f"{directory}: no run directory; run a cell first (nox -s system, or nox -t smoke)"
-        raise BugmatrixError(msg)
-    runs, unreadable = [], []
-    for path in sorted(directory.glob("*.json")):
-        try:
-            run = load(path)
-        except BugmatrixError as exc:
-            unreadable.append(_salvage(path, str(exc)))
-            continue
-        if run.cell != path.stem:
-            msg = f"{path}: records cell {run.cell!r} but is named {path.stem!r}; its results would be filed under the wrong cell — re-run the cell or rename the file"
-            unreadable.append(UnreadableRun(path.stem, msg))
-            continue
-        runs.append(run)
-    return sorted(runs, key=lambda r: r.cell), unreadable
-
-
-def load_run_dir(directory: Path, load: Callable[[Path], RunRecord] = load_run_file) -> list[RunRecord]:
-    """All run files of a directory, sorted by cell id; each file must be named after its cell, and any defect is an error."""
-    runs, unreadable = read_run_dir(directory, load)
-    if unreadable:
-        raise BugmatrixError(unreadable[0].why)
-    return runs

@@ -6,18 +6,29 @@ keys) decodes them into the cell's own records, so a foreign file is one line na
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 
-from bugmatrix.cell import runfile
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
-from bugmatrix.cell.runfile import RunRecord, UnreadableRun, VariantRecord
+from bugmatrix.cell.runfile import RunRecord, VariantRecord, checked
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import digest_of, read_bytes
+from bugmatrix.files import digest_of, read_bytes, read_json
 
-__all__ = ["InputKey", "Install", "Origin", "Result", "RunFile", "TrackedPin", "check_run", "load_run_dir", "load_run_file", "read_run_dir"]
+__all__ = [
+    "InputKey",
+    "Install",
+    "Origin",
+    "Result",
+    "RunFile",
+    "TrackedPin",
+    "UnreadableRun",
+    "load_run_dir",
+    "load_run_file",
+    "read_run_dir",
+]
 
 
 class Origin(msgspec.Struct, forbid_unknown_fields=True):
@@ -104,17 +115,6 @@ _DECODER = msgspec.json.Decoder(RunFile)
 FIX = "re-run its cell"
 
 
-def check_run(raw: bytes, path: Path) -> RunFile:
-    """``raw`` decoded as a run file; a wrong type, a missing or unknown key is one line naming the file and the key."""
-    try:
-        return _DECODER.decode(raw)
-    except msgspec.ValidationError as exc:
-        msg = f"{path}: malformed run file ({exc}); {FIX}"
-    except msgspec.DecodeError as exc:
-        msg = f"{path}: not valid JSON ({exc}); the run file is truncated or corrupt, {FIX}"
-    raise BugmatrixError(msg)
-
-
 def _record(document: RunFile, digest: str) -> RunRecord:
     plain = msgspec.to_builtins(msgspec.structs.replace(document, results=[]))  # the plain dicts a RunRecord holds
     results = [
@@ -130,16 +130,64 @@ def _record(document: RunFile, digest: str) -> RunRecord:
 
 
 def load_run_file(path: Path) -> RunRecord:
-    """One run file, decoded by :class:`RunFile`, as the cell's records; any defect is a one-line BugmatrixError."""
+    """One run file, decoded by :class:`RunFile`, as the cell's records; any defect is one line naming the file (and the key)."""
     raw = read_bytes(path, "run file", fix=FIX)
-    return runfile.checked(path, _record(check_run(raw, path), digest_of(raw)))
+    try:
+        document = _DECODER.decode(raw)
+    except msgspec.ValidationError as exc:
+        msg = f"{path}: malformed run file ({exc}); {FIX}"
+    except msgspec.DecodeError as exc:
+        msg = f"{path}: not valid JSON ({exc}); the run file is truncated or corrupt, {FIX}"
+    else:
+        return checked(path, _record(document, digest_of(raw)))
+    raise BugmatrixError(msg)
+
+
+@dataclass(frozen=True)
+class UnreadableRun:
+    """A run file the reader refused (that cell's finding, not the night's end): why, and what is still well-formed."""
+
+    cell: str
+    why: str
+    pins: dict[str, str] = field(default_factory=dict)
+    selected: tuple[str, ...] = ()
+
+
+def _salvage(path: Path, why: str) -> UnreadableRun:
+    try:
+        data = read_json(path, "run file")
+    except BugmatrixError:
+        data = None
+    pins = data.get("pins") if isinstance(data, dict) else None
+    selected = data.get("selected") if isinstance(data, dict) else None
+    good_pins = isinstance(pins, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in pins.items())
+    good_selected = isinstance(selected, list) and all(isinstance(v, str) for v in selected)
+    return UnreadableRun(path.stem, why, dict(pins) if good_pins else {}, tuple(selected) if good_selected else ())  # type: ignore[arg-type]
 
 
 def read_run_dir(directory: Path) -> tuple[list[RunRecord], list[UnreadableRun]]:
-    """:func:`bugmatrix.cell.runfile.read_run_dir`, every file checked by :class:`RunFile`."""
-    return runfile.read_run_dir(directory, load=load_run_file)
+    """The run files of a directory that read, sorted by cell id, and those that did not; no directory is an error."""
+    if not directory.is_dir():
+        msg = f"{directory}: no run directory; run a cell first (nox -s system, or nox -t smoke)"
+        raise BugmatrixError(msg)
+    runs, unreadable = [], []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            run = load_run_file(path)
+        except BugmatrixError as exc:
+            unreadable.append(_salvage(path, str(exc)))
+            continue
+        if run.cell != path.stem:
+            msg = f"{path}: records cell {run.cell!r} but is named {path.stem!r}; its results would be filed under the wrong cell — re-run the cell or rename the file"
+            unreadable.append(UnreadableRun(path.stem, msg))
+            continue
+        runs.append(run)
+    return sorted(runs, key=lambda r: r.cell), unreadable
 
 
 def load_run_dir(directory: Path) -> list[RunRecord]:
-    """:func:`bugmatrix.cell.runfile.load_run_dir`, every file checked by :class:`RunFile`."""
-    return runfile.load_run_dir(directory, load=load_run_file)
+    """All run files of a directory, sorted by cell id; each file must be named after its cell, and any defect is an error."""
+    runs, unreadable = read_run_dir(directory)
+    if unreadable:
+        raise BugmatrixError(unreadable[0].why)
+    return runs

@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 
 from bugmatrix.cell.case import Variant as CaseVariant
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict, judge
-from bugmatrix.cell.runfile import RunRecord, UnreadableRun, VariantRecord
+from bugmatrix.cell.runfile import RunRecord, VariantRecord
 from bugmatrix.documents.plan import PlanDocument
+from bugmatrix.documents.run import UnreadableRun
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.report.expectation import Expectation, from_plan, is_system
 from bugmatrix.report.model import (
