@@ -18,6 +18,7 @@ import pytest
 
 from bugmatrix.cli import main
 from bugmatrix.files import write_json_atomic
+from bugmatrix.paths import shown
 from bugmatrix.plan.cells import plan_cells, plan_document
 from tests.reference import reference_case_files, reference_catalog, reference_matrix
 
@@ -87,7 +88,7 @@ def test_case_1_a_deleted_run_file_is_missing_and_fails(tmp_path: Path, capsys: 
     page = (reports / "index.html").read_text(encoding="utf-8")
     # A path inside the checkout is named from the checkout (a committed page names no machine's path); one outside as given.
     expected = {
-        "plan": f"the plan {tmp_path / 'plan.json'}",
+        "plan": f"the plan {shown(tmp_path / 'plan.json')}",
         "profile": "the plan computed from",
         "baseline": "the baseline reports/baseline.json",
     }
@@ -216,3 +217,10 @@ def test_a_profile_whose_plan_cannot_be_computed_is_one_line(
     assert err.count("\n") == 1 and "--profile nightly without --plan: the night's plan cannot be computed" in err, err
     assert "no saved resolution" in err and "--plan FILE" in err
     assert not (reports / "compat.json").exists() and not (reports / "history.jsonl").exists(), "nothing written"
+
+
+def test_a_path_is_named_from_the_checkout_when_inside_it_and_as_given_outside(tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"
+    (checkout / "build").mkdir(parents=True)
+    assert shown(checkout / "build" / "plan.json", checkout) == "build/plan.json"
+    assert shown(tmp_path / "elsewhere" / "plan.json", checkout) == str(tmp_path / "elsewhere" / "plan.json")
