@@ -142,8 +142,7 @@ def _axes(runs: Sequence[RunRecord], expectation: Expectation) -> tuple[Axis, ..
     """
     prefixes: dict[str, str] = {}
     dotless: set[str] = set()
-    after: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
-    named: set[str] = set()
+    sequences: list[list[str]] = []  # each cell id's axes, in the order the id names them
     for run in runs:
         parts = run.cell.split("-")
         placed: dict[str, int] = {}
@@ -156,28 +155,29 @@ def _axes(runs: Sequence[RunRecord], expectation: Expectation) -> tuple[Axis, ..
                     if text != version:
                         dotless.add(axis)
                     break
-        sequence = sorted(placed, key=placed.__getitem__) + sorted(a for a in run.pins if a not in placed)
-        named.update(sequence)
-        for earlier, later in itertools.pairwise(sequence):
-            after.add(later, earlier)
+        sequences.append(sorted(placed, key=placed.__getitem__) + sorted(a for a in run.pins if a not in placed))
     observed = [r for r in runs if r.environment and any(k.endswith(PACKAGE_SUFFIX) for k in r.environment)]
     packaged = {k.removesuffix(PACKAGE_SUFFIX) for r in observed for k in r.environment if k.endswith(PACKAGE_SUFFIX)}
     unpackaged = {a for r in observed for a in r.pins if a not in packaged}
     interpreters = unpackaged if observed else dotless
-    axes = expectation.axes or tuple(Axis(a, prefixes.get(a, a)) for a in _agreed_order(after, named))
+    axes = expectation.axes or tuple(Axis(a, prefixes.get(a, a)) for a in _agreed_order(sequences))
     if any(a.interpreter for a in axes):
         return axes
     return tuple(dataclasses.replace(a, interpreter=a.name in interpreters) for a in axes)
 
 
-def _agreed_order(after: graphlib.TopologicalSorter[str], named: set[str]) -> list[str]:
+def _agreed_order(sequences: Sequence[Sequence[str]]) -> list[str]:
     """The axes in an order every cell id keeps, ties by name; ids that contradict each other: by name alone."""
-    for axis in named:
-        after.add(axis)
+    after: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
+    for sequence in sequences:
+        for axis in sequence:  # an axis no other precedes is a node too
+            after.add(axis)
+        for earlier, later in itertools.pairwise(sequence):
+            after.add(later, earlier)
     try:
         after.prepare()
     except graphlib.CycleError:
-        return sorted(named)
+        return sorted({axis for sequence in sequences for axis in sequence})
     order: list[str] = []
     while after.is_active():
         ready = sorted(after.get_ready())
