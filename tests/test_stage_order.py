@@ -146,3 +146,25 @@ def test_the_check_sees_an_import_against_the_order(tmp_path: Path, planted: str
     (copy / planted).write_text(body, encoding="utf-8")
     found = violations(copy)
     assert len(found) == 1 and found[0].startswith(f"bugmatrix/{planted}:"), found
+
+
+def private_imports(package: Path = PACKAGE) -> list[str]:
+    """Every ``from bugmatrix.x import _name`` in the package: a private name used elsewhere is public in all but name."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("bugmatrix"):
+                found += [
+                    f"{path.relative_to(package.parent)}:{node.lineno}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+    return found
+
+
+def test_no_module_imports_another_modules_private_name(tmp_path: Path) -> None:
+    assert private_imports() == [], "make the name public (and list it in __all__), or move the code that needs it"
+    copy = tmp_path / "bugmatrix"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "tools" / "planted.py").write_text("from bugmatrix.tools.benchmark.cells import _planted\n", encoding="utf-8")
+    assert private_imports(copy) == ["bugmatrix/tools/planted.py:1: bugmatrix.tools.benchmark.cells._planted"]

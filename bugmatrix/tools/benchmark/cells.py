@@ -44,6 +44,7 @@ __all__ = [
     "measure_smoke",
     "smoke_floor",
     "smoke_from_runs",
+    "uv_cache_of",
 ]
 
 
@@ -200,7 +201,8 @@ def cached_wheel_sets(cache: Path, wanted: Iterable[tuple[str, str, str]]) -> tu
     return len(held), len(wanted)
 
 
-def _uv_cache_dir(env: Mapping[str, str]) -> Path:
+def uv_cache_of(env: Mapping[str, str]) -> Path:
+    """uv's cache directory as uv itself answers under ``env`` (a benchmark may point it at a cold cache)."""
     found = subprocess.run([*uv_command(), "cache", "dir"], capture_output=True, text=True, env=dict(env), check=False)
     return Path(found.stdout.strip())
 
@@ -249,7 +251,7 @@ def measure_full(
             env["UV_CACHE_DIR"] = str(own)
         for venv in (root / ".nox").glob("cell-*"):
             shutil.rmtree(venv, ignore_errors=True)
-        held, wanted = cached_wheel_sets(_uv_cache_dir(env), heavy_wheels(matrix, cells))
+        held, wanted = cached_wheel_sets(uv_cache_of(env), heavy_wheels(matrix, cells))
         chosen = slots(
             len(cells) or 1,
             cores=len(os.sched_getaffinity(0)),

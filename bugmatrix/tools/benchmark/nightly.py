@@ -31,7 +31,7 @@ from bugmatrix.run.lock import LOCKS_ENV, create_lock, lock_path
 from bugmatrix.run.reresolve import lock_entries, reresolve_cells
 from bugmatrix.run.reuse import ReusePolicy, decide
 from bugmatrix.run.runner import CellSpec, cell_key
-from bugmatrix.tools.benchmark.cells import _uv_cache_dir
+from bugmatrix.tools.benchmark.cells import uv_cache_of
 from bugmatrix.tools.benchmark.disk import Sampler
 from bugmatrix.tools.benchmark.table import Measurement, timed_nox
 
@@ -88,7 +88,7 @@ def _night(root: Path, profile: str, reports: Path, env: Mapping[str, str], *, l
     shutil.rmtree(reports, ignore_errors=True)
     env = {**os.environ, "BUGMATRIX_REPORTS": str(reports), "BUGMATRIX_DISK": "lean", **env}
     tags = [profile, f"fresh-{profile}"] if lane else [profile]
-    with DownloadWatch(_uv_cache_dir(env)) as watch:
+    with DownloadWatch(uv_cache_of(env)) as watch:
         wall = timed_nox(root, env, "-t", *tags)
     runs = load_run_dir(reports / "runs") if (reports / "runs").is_dir() else []
     siblings = load_run_dir(reports / "fresh" / "runs") if (reports / "fresh" / "runs").is_dir() else []
