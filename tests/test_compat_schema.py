@@ -78,6 +78,8 @@ def test_the_schema_file_names_what_the_code_knows(validator: jsonschema.protoco
     assert set(defs["Verdict"]["enum"]) == {v.value for v in Verdict}
     assert set(defs["Kind"]["enum"]) == {k.value for k in Kind}
     assert set(defs["ReleaseNote"]["properties"]["kind"]["enum"]) == {k.value for k in NoteKind}
-    assert set(defs["CellInstall"]["properties"]["status"]["enum"]) == {s.value for s in InstallStatus}
-    assert set(defs["Expectation"]["properties"]["source"]["enum"]) == {s.value for s in ExpectationSource}
+    assert defs["CellInstall"]["properties"]["status"] == {"$ref": "#/$defs/InstallStatus"}
+    assert set(defs["InstallStatus"]["enum"]) == {s.value for s in InstallStatus}
+    assert defs["ExpectationSummary"]["properties"]["source"] == {"$ref": "#/$defs/ExpectationSource"}
+    assert set(defs["ExpectationSource"]["enum"]) == {s.value for s in ExpectationSource}
     assert schema["$ref"] == "#/$defs/Compat"

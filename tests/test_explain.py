@@ -8,9 +8,10 @@ HTML and the step summary, and a new release must lead both.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 from pathlib import Path
+
+import msgspec
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
@@ -188,7 +189,7 @@ def test_the_plans_resolution_wins_and_a_stale_one_says_so() -> None:
         "resolved_at": "2026-11-23T03:17:00+00:00",
         "stale": True,
     }
-    axes = [dataclasses.asdict(a) for a in compat_of(runs).axes]
+    axes = [msgspec.structs.asdict(a) for a in compat_of(runs).axes]
     plan = {"schema": "bugmatrix.plan.cells/1", "profile": "nightly", "axes": axes, "cells": plan_cells, "resolution": resolution}
     compat = merge_runs(runs, profile="nightly", commit="abc1234", generated=GENERATED, plan=PlanDocument.from_json(plan))
     assert compat.tracking_text() == (

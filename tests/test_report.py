@@ -20,6 +20,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+import msgspec
 import pytest
 from packaging.version import Version
 
@@ -398,7 +399,7 @@ def test_html_entries_carry_data_attributes_symbol_word_and_their_log() -> None:
 
 def test_html_hostile_pin_names_cannot_add_attributes() -> None:
     compat = fixture_compat()
-    first = dataclasses.replace(compat.cells[0], pins={**compat.cells[0].pins, 'x onmouseover="alert(1)"': "1"})
+    first = msgspec.structs.replace(compat.cells[0], pins={**compat.cells[0].pins, 'x onmouseover="alert(1)"': "1"})
     compat = dataclasses.replace(compat, cells=(first, *compat.cells[1:]))
     names = {name for _, name, _ in Attributes(render_html(analyse(compat))).found}
     assert not [name for name in names if name.startswith("on")], "no event handler attribute, whatever a run file says"

@@ -1,27 +1,59 @@
 """The compat document (``reports/compat.json``) and the baseline (``reports/baseline.json``, an earlier compat document).
 
-The report builds it from typed values (:mod:`bugmatrix.report.model`); this model says what a valid document is for
-every version the report still reads, and generates ``json/compat.schema.json``. The report's own enums are spelled
-here as literals, kept in step by the tests.
+One declaration per part: these frozen structs are what :mod:`bugmatrix.report.model` holds and every view reads, and
+what generates ``json/compat.schema.json``; they read every version the report still reads.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Annotated, Any, Literal
 
 import msgspec
 
+from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.documents.run import Origin, TrackedPin
 from bugmatrix.values import profile_name
 
-__all__ = ["Baseline", "CellEntry", "Compat", "Entry", "Host", "ReleaseNote", "Variant"]
+__all__ = [
+    "Axis",
+    "Baseline",
+    "Cell",
+    "CellInstall",
+    "Compat",
+    "Entry",
+    "ExpectationSource",
+    "ExpectationSummary",
+    "Host",
+    "InstallStatus",
+    "ReleaseNote",
+    "Tracking",
+    "Variant",
+]
 
 _Strings = list[str]
+_Names = tuple[str, ...]
 
 
-class Struct(msgspec.Struct, forbid_unknown_fields=True):
-    """A part of the document: an unknown key is an error (a typo, or a file from a newer harness)."""
+class Struct(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A part of the document: an unknown key is an error (a typo, or a file from a newer harness); a value, never changed."""
+
+
+class InstallStatus(enum.StrEnum):
+    """Whether a cell's environment was built: ``missing`` is a planned cell without a run file."""
+
+    OK = "ok"
+    FAILED = "failed"
+    MISSING = "missing"
+
+
+class ExpectationSource(enum.StrEnum):
+    """What the report held the runs against, so a hole in the table is never silent."""
+
+    PLAN = "plan"  # the plan document: every planned (variant, cell)
+    BASELINE = "baseline"  # the baseline's (variant, cell) set, and each run file's own selection
+    RUNS = "runs"  # only each run file's own selection (no plan, no baseline of this profile)
 
 
 class Axis(Struct):
@@ -41,19 +73,19 @@ class Tracking(Struct):
 
 
 class CellInstall(Struct):
-    """How a cell's environment build ended: ``missing`` is a planned cell without a run file."""
+    """How a cell's environment build ended, and the resolver's reason when it failed."""
 
-    status: Literal["ok", "failed", "missing"]
+    status: InstallStatus
     reason: str = ""
 
 
-class CellEntry(Struct):
+class Cell(Struct):
     """One pinned environment: pins as requested, environment as observed, and how its run went."""
 
     id: str
     pins: dict[str, str]
     environment: Annotated[dict[str, Any], msgspec.Meta(description="as observed inside the cell (bugmatrix/cell/environment.py)")] = {}
-    install: CellInstall = msgspec.field(default_factory=lambda: CellInstall("ok"))
+    install: CellInstall = CellInstall(InstallStatus.OK)
     started: str = ""
     finished: str = ""
     duration_s: float | None = None
@@ -61,8 +93,26 @@ class CellEntry(Struct):
     deselected_by: str = ""
     tracked: dict[str, TrackedPin] = {}
     input_key: Annotated[str, msgspec.Meta(description="digest of what the cell's results depend on; empty where none was recorded")] = ""
-    origin: Origin | None = None
-    reused_from: Origin | None = None
+    origin: Origin | None = None  # the run that wrote this cell's run file
+    reused_from: Origin | None = None  # set when that run reused an earlier run's results: whose they are
+
+    @property
+    def failed(self) -> bool:
+        return self.install.status is InstallStatus.FAILED
+
+    @property
+    def reused(self) -> bool:
+        """Its results were taken over from an earlier run with the same inputs (never shown as fresh)."""
+        return self.reused_from is not None
+
+    def observed(self, key: str) -> str:
+        """What the cell saw for ``key`` (an axis's installed version, ``cuda``, ``gpu``), or ""."""
+        value = self.environment.get(key)
+        return "" if value is None or value is False else str(value)
+
+    def package(self, axis: str) -> str:
+        """The distribution that provided ``axis`` in this cell (``pytorch-lightning``), or ""."""
+        return self.observed(f"{axis}_package")
 
 
 class Variant(Struct):
@@ -70,15 +120,56 @@ class Variant(Struct):
 
     id: str
     case: str
-    variant: str
+    name: str = msgspec.field(name="variant")
     device: str
-    kind: Kind | None = None
+    kind: Kind | None = None  # None only for a variant no run could describe (a crash record, a planned id)
     workaround_for: str | None = None
     counterpart: str | None = None
     evidence: str = ""
-    axes: _Strings | None = None
+    #: The axes the variant declares it spans: the only axes it is read along (:mod:`~bugmatrix.report.boundaries`).
+    #: None where nothing said (an older document, a variant no run or case described).
+    axes: _Names | None = None
+    #: A pin workaround's requirement on an axis (``transformers<=4.51.3``): read as avoiding the bug where it is absent.
     pinned: str = ""
-    old_checks: _Strings = []
+    #: Checks the case says the variant no longer makes: a result whose message names one was taken under an old check,
+    #: and every view says so beside it.
+    old_checks: _Names = ()
+
+    def old_check(self, entry: Entry) -> str:
+        """The old check ``entry``'s message names ("" if none): the result stands as recorded, under that check."""
+        return next((check for check in self.old_checks if check in entry.message), "")
+
+    @property
+    def tag(self) -> str:
+        """The id's tag: the device, or ``device-dtype`` where one variant declares two dtypes on one device."""
+        try:
+            return VariantId.parse(self.id).tag
+        except ValueError:
+            return self.device
+
+    @property
+    def label(self) -> str:
+        """``core[cpu]``: name and device, where a heading already names the case (tables, pictures)."""
+        return f"{self.name}[{self.device}]"
+
+    @property
+    def short(self) -> str:
+        """``core[cpu-float16]``: the id without its case (name and tag, as :attr:`VariantId.short`)."""
+        try:
+            return VariantId.parse(self.id).short
+        except ValueError:
+            return self.label
+
+    @property
+    def role(self) -> str:
+        """``workaround`` or ``upstream`` when the variant is drawn on another variant's picture, else ""."""
+        return self.kind.value if self.kind in (Kind.WORKAROUND, Kind.UPSTREAM) else ""
+
+    @classmethod
+    def from_id(cls, variant_id: str) -> Variant:
+        """What a variant id alone says (``case::name[tag]``), for a variant no run described."""
+        parsed = VariantId.parse(variant_id)
+        return cls(variant_id, parsed.case, parsed.name, parsed.device)
 
 
 class Entry(Struct):
@@ -89,21 +180,29 @@ class Entry(Struct):
     expected: Outcome | None = None
     message: str = ""
     log: str = ""
-    leaked: _Strings = []
+    leaked: _Names = ()
     duration_s: float | None = 0.0
-    workarounds: _Strings = []
-    tried: Annotated[_Strings | None, msgspec.Meta(description="the workarounds that ran in the same cell at all (absent: not said)")] = (
-        None
-    )
+    workarounds: _Names = ()  # for a reproduced entry: the workarounds of its case and device fixed in this cell
+    tried: Annotated[_Names | None, msgspec.Meta(description="the workarounds that ran in the same cell at all (absent: not said)")] = None
+
+    @property
+    def flagged(self) -> bool:
+        """The outcome differs from its expectation (regression, unexpected fix, new failure mode)."""
+        return self.verdict is not None and self.verdict.flagged
+
+    @property
+    def as_declared(self) -> bool:
+        """The outcome is what its expectation declares here: a change into it is no regression (candidate)."""
+        return self.expected is not None and self.outcome is self.expected
 
 
-class Expectation(Struct):
+class ExpectationSummary(Struct):
     """Which expectation the report used, and what it left out on purpose."""
 
-    source: Literal["plan", "baseline", "runs"]
+    source: ExpectationSource
     text: str = ""
-    dropped: _Strings = []
-    dropped_results: Annotated[int, msgspec.Meta(ge=0)] = 0
+    dropped: _Names = ()  # baseline cells the plan no longer has (dropped on purpose, not missing)
+    dropped_results: Annotated[int, msgspec.Meta(ge=0)] = 0  # baseline (variant, cell) results no longer planned or collected
 
 
 class ReleaseNote(Struct):
@@ -170,18 +269,18 @@ class Compat(Struct):
     """What the report writes (compat.json) and reads back as a baseline (baseline.json)."""
 
     schema: Literal["bugmatrix.compat/1", "bugmatrix.compat/2", "bugmatrix.compat/3", "bugmatrix.compat/4"]
-    cells: list[CellEntry]
-    variants: list[Variant]
+    cells: tuple[Cell, ...]
+    variants: tuple[Variant, ...]
     results: Annotated[dict[str, dict[str, Entry]], msgspec.Meta(description="variant id -> cell id -> entry")]
     generated: str = ""
     commit: str = ""
     profile: str = ""
     profile_source: str = ""
-    axes: list[Axis] = []
-    environments: list[Host] = []
+    axes: tuple[Axis, ...] = ()
+    environments: tuple[Host, ...] = ()
     tracking: Tracking | None = None
-    stale: Annotated[_Strings, msgspec.Meta(description="variant ids recorded by a run but not planned")] = []
-    expectation: Expectation | None = None
+    stale: Annotated[_Names, msgspec.Meta(description="variant ids recorded by a run but not planned")] = ()
+    expectation: ExpectationSummary | None = None
     releases: list[ReleaseNote] = []
     moved: list[Moved] = []
     reresolved: FreshLane | None = None

@@ -31,15 +31,24 @@ __all__ = [
 ]
 
 
-class Origin(msgspec.Struct, forbid_unknown_fields=True):
+class Origin(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """Who observed results: when, by which commit, in which run (a CI run's URL, or ``local <host>``)."""
 
     date: str
     commit: str
     run: str
 
+    @property
+    def text(self) -> str:
+        """``2026-11-22T03:17:40+00:00, commit abc1234, https://github.com/…/runs/1/attempts/1``: what every view says of a reused result."""
+        return f"{self.date}, commit {self.commit or '?'}, {self.run or 'run unknown'}"
 
-class TrackedPin(msgspec.Struct, forbid_unknown_fields=True):
+    @property
+    def day(self) -> str:
+        return self.date[:10]
+
+
+class TrackedPin(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """A pin a profile asked for symbolically: ``latest`` resolved to ``2.15.0``."""
 
     requested: str

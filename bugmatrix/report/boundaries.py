@@ -8,8 +8,9 @@ variant they belong to. A flip into what the expectation declares reads "reprodu
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
+
+import msgspec
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.marks import (
@@ -159,7 +160,7 @@ class _Cells:
     def __init__(self, compat: Compat) -> None:
         self.axes = list(compat.axis_names)
         # A cell that pins nothing (the system cell: the environment as it is) sits where its observed releases are.
-        cells = tuple(c if c.pins else dataclasses.replace(c, pins=_observed_pins(c, self.axes)) for c in compat.cells)
+        cells = tuple(c if c.pins else msgspec.structs.replace(c, pins=_observed_pins(c, self.axes)) for c in compat.cells)
         self.list = cells
         self.pins = {c.id: c.pins for c in cells}
         self.gpu = {c.id: c.observed("gpu") for c in cells}

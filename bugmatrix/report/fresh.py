@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.documents.lane import LaneFile, load_reresolved
@@ -173,7 +175,7 @@ def load_fresh_lane(
         files[f"fresh/runs/{cell.id}.json"] = sibling.digest
         failed = sibling.install.get("status") == "failed"
         kind = "install-failed" if failed else "reused" if sibling.reused_from else "ran"
-        origin = Origin.from_json(sibling.observed)
+        origin = msgspec.convert(sibling.observed, Origin | None)
         reason = sibling.install.get("reason", "") if failed else ""
         cells.append(FreshCell(cell.id, "moved", resolved.moved, reason, kind, origin, () if failed else _differences(compat, sibling)))
     return FreshLane(record.resolved_at, record.as_of, dict(record.held), tuple(cells), tuple(stale), files)

@@ -7,11 +7,12 @@ why. A run whose pins disagree with the plan's for its cell is refused.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import graphlib
 import itertools
 from collections.abc import Mapping, Sequence
+
+import msgspec
 
 from bugmatrix.cell.case import Variant as CaseVariant
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict, judge
@@ -23,11 +24,11 @@ from bugmatrix.report.expectation import Expectation, from_plan, is_system
 from bugmatrix.report.model import (
     Axis,
     Cell,
+    CellInstall,
     Compat,
     Entry,
     ExpectationSource,
     Host,
-    Install,
     InstallStatus,
     Origin,
     TrackedPin,
@@ -64,7 +65,7 @@ def _cell(run: RunRecord) -> Cell:
         id=run.cell,
         pins=dict(run.pins),
         environment={k: v for k, v in run.environment.items() if k not in PRIVATE_ENVIRONMENT_KEYS},
-        install=Install(InstallStatus(run.install.get("status", InstallStatus.OK)), run.install.get("reason", "")),
+        install=CellInstall(InstallStatus(run.install.get("status", InstallStatus.OK)), run.install.get("reason", "")),
         started=run.started,
         finished=run.finished,
         duration_s=_duration(run),
@@ -72,8 +73,8 @@ def _cell(run: RunRecord) -> Cell:
         deselected_by=run.deselected_by,
         tracked={axis: TrackedPin(t.get("requested", ""), t.get("resolved", "")) for axis, t in run.tracked.items()},
         input_key=str((run.input_key or {}).get("digest", "")),
-        origin=Origin.from_json(run.origin),
-        reused_from=Origin.from_json(run.reused_from),
+        origin=msgspec.convert(run.origin, Origin | None),
+        reused_from=msgspec.convert(run.reused_from, Origin | None),
     )
 
 
@@ -163,7 +164,7 @@ def _axes(runs: Sequence[RunRecord], expectation: Expectation) -> tuple[Axis, ..
     axes = expectation.axes or tuple(Axis(a, prefixes.get(a, a)) for a in _agreed_order(sequences))
     if any(a.interpreter for a in axes):
         return axes
-    return tuple(dataclasses.replace(a, interpreter=a.name in interpreters) for a in axes)
+    return tuple(msgspec.structs.replace(a, interpreter=a.name in interpreters) for a in axes)
 
 
 def _agreed_order(sequences: Sequence[Sequence[str]]) -> list[str]:
@@ -260,7 +261,7 @@ def _attach_workarounds(variants: Sequence[Variant], results: dict[str, dict[str
                 found = {w.name: [o.outcome for c in where if (o := results.get(w.id, {}).get(c)) is not None] for w in candidates}
                 held = tuple(name for name, outcomes in found.items() if Outcome.FIXED in outcomes)
                 tried = tuple(name for name, outcomes in found.items() if any(o.ran for o in outcomes))
-                per_cell[cell] = dataclasses.replace(entry, workarounds=held, tried=tried)
+                per_cell[cell] = msgspec.structs.replace(entry, workarounds=held, tried=tried)
 
 
 def merge_runs(
@@ -305,11 +306,11 @@ def merge_runs(
             if known is None:
                 variants[record.id] = _variant(record)
             elif known.kind is None and record.kind:  # a crashed record knows no kind; another cell does
-                variants[record.id] = dataclasses.replace(
+                variants[record.id] = msgspec.structs.replace(
                     known, kind=record.kind, workaround_for=record.workaround_for, evidence=record.evidence, axes=record.axes
                 )
             elif known.axes is None and record.axes is not None:
-                variants[record.id] = dataclasses.replace(known, axes=record.axes)
+                variants[record.id] = msgspec.structs.replace(known, axes=record.axes)
             results.setdefault(record.id, {})[run.cell] = _entry(record, (cases or {}).get(record.id), run.environment)
     for run in runs:
         if _failed(run):
@@ -326,23 +327,23 @@ def merge_runs(
         stale = tuple(sorted(v for v in variants if v not in planned_ids and any(not is_system(c) for c in results.get(v, {}))))
     ran = {run.cell for run in runs}
     cells += [
-        Cell(c.id, dict(c.pins), install=Install(InstallStatus.MISSING, "unreadable run file" if c.id in refused else "no run file"))
+        Cell(c.id, dict(c.pins), install=CellInstall(InstallStatus.MISSING, "unreadable run file" if c.id in refused else "no run file"))
         for c in expectation.cells
         if c.id not in ran
     ]
     planned_cells = {c.id for c in expectation.cells}
     cells += [
-        Cell(bad.cell, dict(bad.pins), install=Install(InstallStatus.MISSING, "unreadable run file"))
+        Cell(bad.cell, dict(bad.pins), install=CellInstall(InstallStatus.MISSING, "unreadable run file"))
         for bad in refused.values()
         if bad.cell not in planned_cells
     ]
     if declared:
         for vid, variant in variants.items():
             if variant.axes is None and vid in declared:
-                variants[vid] = dataclasses.replace(variant, axes=tuple(declared[vid]))
+                variants[vid] = msgspec.structs.replace(variant, axes=tuple(declared[vid]))
     for vid, case_variant in (cases or {}).items():
         if vid in variants and case_variant.old_checks:
-            variants[vid] = dataclasses.replace(variants[vid], old_checks=case_variant.old_checks)
+            variants[vid] = msgspec.structs.replace(variants[vid], old_checks=case_variant.old_checks)
     ordered = sorted(variants.values(), key=lambda v: (v.case, v.kind.order if v.kind else 9, v.name, v.device))
     siblings: dict[str, list[str]] = {}
     for expected in expectation.cells:

@@ -1,25 +1,34 @@
-"""The compat document as typed, frozen values: what every analysis and every view reads.
+"""The merged night as typed, frozen values: what every analysis and every view reads.
 
-Its JSON form is declared by :class:`bugmatrix.documents.compat.Compat`: :meth:`Compat.to_document` and
-:meth:`Compat.from_document` convert, and :func:`load_compat` reads a file of any version (a defect is one line).
-What a document says about itself (axes, the interpreter, short names, which pins tell cells apart) is cached here.
+Its parts are the document's own structs (:mod:`bugmatrix.documents.compat`, re-exported here); :class:`Compat` holds
+them with what the night says about itself (axes, the interpreter, short names, which pins tell cells apart), cached.
+:func:`load_compat` reads a file of any version (a defect is one line).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from bugmatrix.cell.ids import VariantId
-from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.documents import compat as document
+from bugmatrix.documents.compat import (
+    Axis,
+    Cell,
+    CellInstall,
+    Entry,
+    ExpectationSource,
+    ExpectationSummary,
+    InstallStatus,
+    Tracking,
+    Variant,
+)
+from bugmatrix.documents.run import Origin, TrackedPin
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import decode_json, read_bytes
 
@@ -29,12 +38,12 @@ __all__ = [
     "REUSED",
     "Axis",
     "Cell",
+    "CellInstall",
     "Compat",
     "Entry",
     "ExpectationSource",
     "ExpectationSummary",
     "Host",
-    "Install",
     "InstallStatus",
     "Origin",
     "TrackedPin",
@@ -50,48 +59,9 @@ COMPAT_SCHEMA = "bugmatrix.compat/4"
 OLD_COMPAT_SCHEMAS = ("bugmatrix.compat/1", "bugmatrix.compat/2", "bugmatrix.compat/3")
 FIX = "regenerate it with: nox -s report -- --update-baseline"
 _DECODER = msgspec.json.Decoder(document.Compat)
-
-
-class InstallStatus(enum.StrEnum):
-    """Whether a cell's environment was built: ``missing`` is a planned cell without a run file."""
-
-    OK = "ok"
-    FAILED = "failed"
-    MISSING = "missing"
-
-
-class ExpectationSource(enum.StrEnum):
-    """What the report held the runs against, so a hole in the table is never silent."""
-
-    PLAN = "plan"  # the plan document: every planned (variant, cell)
-    BASELINE = "baseline"  # the baseline's (variant, cell) set, and each run file's own selection
-    RUNS = "runs"  # only each run file's own selection (no plan, no baseline of this profile)
-
-
-@dataclass(frozen=True, slots=True)
-class Axis:
-    """One axis of the document, in display order: its name, its short name in cell ids, and whether it is the interpreter."""
-
-    name: str
-    prefix: str
-    interpreter: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class TrackedPin:
-    """A pin a profile asked for symbolically: ``latest`` resolved to ``2.15.0``."""
-
-    requested: str
-    resolved: str
-
-
-@dataclass(frozen=True, slots=True)
-class Tracking:
-    """What ``latest`` meant for this report: the plan's resolution, else what the run files recorded."""
-
-    axes: Mapping[str, TrackedPin] = field(default_factory=dict)
-    resolved_at: str | None = None
-    stale: bool = False
+#: What a night says without a tracked release, and without a plan or a baseline to hold its runs against.
+_UNTRACKED = Tracking()
+_RUNS_ONLY = ExpectationSummary(ExpectationSource.RUNS)
 
 
 #: The mark of a reused cell, its columns, its entries and its findings, in every view.
@@ -101,158 +71,6 @@ REUSED = "♻"
 def reused_note(origin: str) -> str:
     """`` (♻ reused from <date, commit, run>)`` after a line about a reused result ("" for one observed tonight)."""
     return f" ({REUSED} reused from {origin})" if origin else ""
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Where results were observed: when, by which commit, in which run (a CI run's URL, or ``local <host>``)."""
-
-    date: str
-    commit: str = ""
-    run: str = ""
-
-    @property
-    def text(self) -> str:
-        """``2026-11-22T03:17:40+00:00, commit abc1234, https://github.com/…/runs/1/attempts/1``: what every view says of a reused result."""
-        return f"{self.date}, commit {self.commit or '?'}, {self.run or 'run unknown'}"
-
-    @property
-    def day(self) -> str:
-        return self.date[:10]
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> Origin | None:
-        if not data:
-            return None
-        return cls(str(data.get("date", "")), str(data.get("commit", "")), str(data.get("run", "")))
-
-
-@dataclass(frozen=True, slots=True)
-class Install:
-    """How a cell's environment build ended, and the resolver's reason when it failed."""
-
-    status: InstallStatus = InstallStatus.OK
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Cell:
-    """One pinned environment: pins as requested, environment as observed, and how its run went."""
-
-    id: str
-    pins: Mapping[str, str]
-    environment: Mapping[str, Any] = field(default_factory=dict)
-    install: Install = Install()
-    started: str = ""
-    finished: str = ""
-    duration_s: float | None = None
-    complete: bool = False
-    deselected_by: str = ""
-    tracked: Mapping[str, TrackedPin] = field(default_factory=dict)
-    input_key: str = ""  # the digest of what its results depend on (bugmatrix/run/inputkey.py); "" where none was recorded
-    origin: Origin | None = None  # the run that wrote this cell's run file
-    reused_from: Origin | None = None  # set when that run reused an earlier run's results: whose they are
-
-    @property
-    def failed(self) -> bool:
-        return self.install.status is InstallStatus.FAILED
-
-    @property
-    def reused(self) -> bool:
-        """Its results were taken over from an earlier run with the same inputs (never shown as fresh)."""
-        return self.reused_from is not None
-
-    def observed(self, key: str) -> str:
-        """What the cell saw for ``key`` (an axis's installed version, ``cuda``, ``gpu``), or ""."""
-        value = self.environment.get(key)
-        return "" if value is None or value is False else str(value)
-
-    def package(self, axis: str) -> str:
-        """The distribution that provided ``axis`` in this cell (``pytorch-lightning``), or ""."""
-        return self.observed(f"{axis}_package")
-
-
-@dataclass(frozen=True, slots=True)
-class Variant:
-    """One row of the table: a case variant on one device, and what it is to its case."""
-
-    id: str
-    case: str
-    name: str
-    device: str
-    kind: Kind | None = None  # None only for a variant no run could describe (a crash record, a planned id)
-    workaround_for: str | None = None
-    counterpart: str | None = None
-    evidence: str = ""
-    #: The axes the variant declares it spans: the only axes it is read along (:mod:`~bugmatrix.report.boundaries`).
-    #: None where nothing said (an older document, a variant no run or case described).
-    axes: tuple[str, ...] | None = None
-    #: A pin workaround's requirement on an axis (``transformers<=4.51.3``): read as avoiding the bug where it is absent.
-    pinned: str = ""
-    #: Checks the case says the variant no longer makes (``old_checks``): a result whose message names one was taken
-    #: under an old check, and every view says so beside it.
-    old_checks: tuple[str, ...] = ()
-
-    def old_check(self, entry: Entry) -> str:
-        """The old check ``entry``'s message names ("" if none): the result stands as recorded, under that check."""
-        return next((check for check in self.old_checks if check in entry.message), "")
-
-    @property
-    def tag(self) -> str:
-        """The id's tag: the device, or ``device-dtype`` where one variant declares two dtypes on one device."""
-        try:
-            return VariantId.parse(self.id).tag
-        except ValueError:
-            return self.device
-
-    @property
-    def label(self) -> str:
-        """``core[cpu]``: name and device, where a heading already names the case (tables, pictures)."""
-        return f"{self.name}[{self.device}]"
-
-    @property
-    def short(self) -> str:
-        """``core[cpu-float16]``: the id without its case (name and tag, as :attr:`VariantId.short`)."""
-        try:
-            return VariantId.parse(self.id).short
-        except ValueError:
-            return self.label
-
-    @property
-    def role(self) -> str:
-        """``workaround`` or ``upstream`` when the variant is drawn on another variant's picture, else ""."""
-        return self.kind.value if self.kind in (Kind.WORKAROUND, Kind.UPSTREAM) else ""
-
-    @classmethod
-    def from_id(cls, variant_id: str) -> Variant:
-        """What a variant id alone says (``case::name[tag]``), for a variant no run described."""
-        parsed = VariantId.parse(variant_id)
-        return cls(variant_id, parsed.case, parsed.name, parsed.device)
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One result: a variant in a cell, against its expectation, with its message, log and the workarounds that held there."""
-
-    outcome: Outcome
-    verdict: Verdict | None = None
-    expected: Outcome | None = None
-    message: str = ""
-    log: str = ""
-    leaked: tuple[str, ...] = ()
-    duration_s: float | None = 0.0
-    workarounds: tuple[str, ...] = ()  # for a reproduced entry: the workarounds of its case and device fixed in this cell
-    tried: tuple[str, ...] | None = None  # for a reproduced entry: those of them that ran here at all (None: not said, older)
-
-    @property
-    def flagged(self) -> bool:
-        """The outcome differs from its expectation (regression, unexpected fix, new failure mode)."""
-        return self.verdict is not None and self.verdict.flagged
-
-    @property
-    def as_declared(self) -> bool:
-        """The outcome is what its expectation declares here: a change into it is no regression (candidate)."""
-        return self.expected is not None and self.outcome is self.expected
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,16 +105,6 @@ class Host:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ExpectationSummary:
-    """Which expectation the report used, said on the page, and what it left out on purpose."""
-
-    source: ExpectationSource = ExpectationSource.RUNS
-    text: str = ""
-    dropped: tuple[str, ...] = ()  # baseline cells the plan no longer has (dropped on purpose, not missing)
-    dropped_results: int = 0  # baseline (variant, cell) results no longer planned or collected
-
-
 @dataclass(frozen=True)
 class Compat:
     """The merged night: cells (columns), variants (rows) and one entry per (variant, cell), in the merge's order.
@@ -312,9 +120,9 @@ class Compat:
     variants: tuple[Variant, ...]
     results: Mapping[str, Mapping[str, Entry]]
     environments: tuple[Host, ...] = ()
-    tracking: Tracking = Tracking()
+    tracking: Tracking = _UNTRACKED
     stale: tuple[str, ...] = ()  # variant ids recorded by a run but not planned (renamed or removed)
-    expectation: ExpectationSummary = ExpectationSummary()
+    expectation: ExpectationSummary = _RUNS_ONLY
     profile_source: str = ""  # where the profile came from: the plan, --profile, the baseline, or an ad-hoc set
     schema: str = COMPAT_SCHEMA
 
@@ -423,8 +231,8 @@ class Compat:
         changes = {
             k: (Outcome(v) if k in ("outcome", "expected") and v else Verdict(v) if k == "verdict" and v else v) for k, v in changes.items()
         }
-        per_cell = {**self.results[variant_id], cell_id: dataclasses.replace(entry, **changes)}
-        return dataclasses.replace(self, results={**self.results, variant_id: per_cell})
+        per_cell = {**self.results[variant_id], cell_id: msgspec.structs.replace(entry, **changes)}
+        return replace(self, results={**self.results, variant_id: per_cell})
 
     # -- the document (bugmatrix.documents.compat) -----------------------------------------------
 
@@ -436,31 +244,31 @@ class Compat:
             commit=self.commit,
             profile=self.profile,
             profile_source=self.profile_source,
-            axes=_convert(self.axes, list[document.Axis]),
-            environments=[h.to_document(self.interpreter or "interpreter") for h in self.environments],
-            tracking=_convert(self.tracking, document.Tracking),
-            cells=_convert(self.cells, list[document.CellEntry]),
-            variants=[_variant_document(v) for v in self.variants],
-            results=_convert(self.results, dict[str, dict[str, document.Entry]]),
-            stale=list(self.stale),
-            expectation=_convert(self.expectation, document.Expectation),
+            axes=self.axes,
+            environments=tuple(h.to_document(self.interpreter or "interpreter") for h in self.environments),
+            tracking=self.tracking,
+            cells=self.cells,
+            variants=self.variants,
+            results=dict(self.results),
+            stale=self.stale,
+            expectation=self.expectation,
         )
 
     @classmethod
     def from_document(cls, doc: document.Compat) -> Compat:
-        """The values of a compat document of any known version: what an older one lacks takes its default."""
+        """The night of a compat document of any known version: what an older one lacks takes its default."""
         return cls(
             generated=doc.generated,
             commit=doc.commit,
             profile=doc.profile,
-            axes=tuple(Axis(a.name, a.prefix or a.name, a.interpreter) for a in doc.axes),
-            cells=_convert(doc.cells, tuple[Cell, ...]),
-            variants=tuple(_variant(v) for v in doc.variants),
-            results=_convert(doc.results, dict[str, dict[str, Entry]]),
+            axes=tuple(a if a.prefix else msgspec.structs.replace(a, prefix=a.name) for a in doc.axes),
+            cells=doc.cells,
+            variants=doc.variants,
+            results=doc.results,
             environments=tuple(Host.from_document(h) for h in doc.environments),
-            tracking=_convert(doc.tracking, Tracking) if doc.tracking else Tracking(),
-            stale=tuple(doc.stale),
-            expectation=_convert(doc.expectation, ExpectationSummary) if doc.expectation else ExpectationSummary(),
+            tracking=doc.tracking or _UNTRACKED,
+            stale=doc.stale,
+            expectation=doc.expectation or _RUNS_ONLY,
             profile_source=doc.profile_source,
             schema=doc.schema,
         )
@@ -475,26 +283,9 @@ class Compat:
         return compat_json(self.to_document())
 
 
-def _convert(value: object, into: Any) -> Any:
-    """Between the report's values and the model's structs, field by field by name (both ways)."""
-    return msgspec.convert(value, into, from_attributes=True)
-
-
-def _variant_document(variant: Variant) -> document.Variant:
-    fields = dataclasses.asdict(variant)
-    fields["variant"] = fields.pop("name")  # the model's key for the report's name
-    return _convert(fields, document.Variant)
-
-
-def _variant(doc: document.Variant) -> Variant:
-    fields = msgspec.structs.asdict(doc)
-    fields["name"] = fields.pop("variant")
-    return _convert(fields, Variant)
-
-
 def compat_json(doc: document.Compat) -> dict[str, Any]:
     """Plain data for compat.json; a variant's ``axes``, ``pinned``, ``old_checks`` and an entry's ``tried`` only when said."""
-    data = msgspec.to_builtins(doc)
+    data = msgspec.json.decode(msgspec.json.encode(doc))  # what the file holds: lists, never the structs' tuples
     for variant in data["variants"]:
         for key, empty in (("axes", None), ("pinned", ""), ("old_checks", [])):
             if variant[key] == empty:

@@ -160,11 +160,12 @@ class NightReport:
 
     def to_document(self) -> document.Compat:
         """compat.json: the document, the release notes, what moved, the re-resolve lane (the baseline of a later night is this)."""
-        doc = self.compat.to_document()
-        doc.releases = msgspec.convert(self.notes, list[document.ReleaseNote], from_attributes=True)
-        doc.moved = msgspec.convert(self.moved, list[document.Moved], from_attributes=True)
-        doc.reresolved = msgspec.convert(self.fresh, document.FreshLane | None, from_attributes=True)
-        return doc
+        return msgspec.structs.replace(
+            self.compat.to_document(),
+            releases=msgspec.convert(self.notes, list[document.ReleaseNote], from_attributes=True),
+            moved=msgspec.convert(self.moved, list[document.Moved], from_attributes=True),
+            reresolved=msgspec.convert(self.fresh, document.FreshLane | None, from_attributes=True),
+        )
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for compat.json (:func:`~bugmatrix.report.model.compat_json`)."""
