@@ -116,7 +116,7 @@ def session_reuse(session: nox.Session, plan: Planned) -> tuple[ReusePolicy | No
     """The reuse policy of a cell session (``$BUGMATRIX_PREVIOUS`` / ``-- --reuse-from DIR``, ``--no-reuse``) and the arguments left for pytest."""
     options, extra = split_reuse_options(session.posargs)
     try:
-        return reuse_policy(plan.matrix.reuse_max_age_days, options, warn=session.warn, history_of=reuse_facts), extra
+        return reuse_policy(plan.matrix.file.reuse.max_age_days, options, warn=session.warn, history_of=reuse_facts), extra
     except BugmatrixError as exc:
         session.error(str(exc))
 

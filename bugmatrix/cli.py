@@ -95,7 +95,7 @@ def _plan(args: argparse.Namespace) -> int:
                 "session": f"cell({c.id})",
                 "python": c.python,
                 "device": c.device,
-                "runs-on": list(matrix.gpu_runner) if c.device == "cuda" else "ubuntu-latest",
+                "runs-on": list(matrix.file.runner) if c.device == "cuda" else "ubuntu-latest",
                 "cache-key": cache_key(matrix, c.pins),
                 "cache-save": savers[cache_key(matrix, c.pins)] == c.id,
             }
@@ -127,9 +127,9 @@ def _plan_compute(args: argparse.Namespace, planned: Planned) -> int:
     for choice in choices:
         print(f"{choice.case}: {', '.join(choice.cells) or 'no cell'} -- {choice.shows} (from {choice.source})")
     cells = {c for choice in choices for c in choice.cells}
-    print(f"{len(cells)} CPU cells in profile {args.compute}, chosen among profiles.{matrix.within[args.compute]}'s")
+    print(f"{len(cells)} CPU cells in profile {args.compute}, chosen among profiles.{matrix.file.within[args.compute]}'s")
     if args.write:
-        write_choices(matrix.computed[args.compute], args.compute, matrix.within[args.compute], choices)
+        write_choices(matrix.computed[args.compute], args.compute, matrix.file.within[args.compute], choices)
         print(f"wrote {matrix.computed[args.compute]}")
     return 0
 

@@ -102,7 +102,7 @@ def test_a_sibling_cell_is_planned_beside_every_cell_that_runs_the_variant() -> 
     assert sibling.pins == base.pins and sibling.extra == Env(requires=["numpy<2"]) and sibling.sibling_of == base.id
     assert sibling.variants == ("demo::pinned[cuda]", "demo::pinned[cpu]")
     assert "demo::pinned[cpu]" not in base.variants and "demo::core[cpu]" in base.variants
-    assert matrix.requirements_for(sibling.pins, extra=sibling.extra) == ["torch==2.1.2", "numpy<2", *matrix.harness]
+    assert matrix.requirements_for(sibling.pins, extra=sibling.extra) == ["torch==2.1.2", "numpy<2", *matrix.file.harness.requires]
     entry = next(c for c in plan_document(matrix, "smoke", cells)["cells"] if c["id"] == sibling.id)
     assert entry["environment"] == {"requires": ["numpy<2"]} and entry["sibling_of"] == base.id
     assert "environment" not in next(c for c in plan_document(matrix, "smoke", cells)["cells"] if c["id"] == base.id)

@@ -134,9 +134,9 @@ def test_the_reference_matrix_keeps_its_roles() -> None:
     """The reference: torch is installed in every cell and is the device runtime; profiles nest by ``within``."""
     matrix = load_matrix(REFERENCE_MATRIX)
     assert matrix.interpreter == "python" and matrix.held_axes == ("python", "torch") and matrix.device_runtime == "torch"
-    assert list(matrix.profiles) == ["smoke", "nightly", "full"] and matrix.within == {"smoke": "nightly", "nightly": "full"}
-    assert matrix.constraints and matrix.exclude
-    assert any(r.startswith("pytest-xdist") for r in matrix.harness), "cells run their cases with xdist"
+    assert list(matrix.profiles) == ["smoke", "nightly", "full"] and matrix.file.within == {"smoke": "nightly", "nightly": "full"}
+    assert matrix.file.constraints and matrix.file.exclude
+    assert any(r.startswith("pytest-xdist") for r in matrix.file.harness.requires), "cells run their cases with xdist"
 
 
 @pytest.mark.parametrize(("old", "new", "key", "value"), [BY_ID["toml-syntax"], BY_ID["base-pin-not-in-axis"]], ids=["toml", "validation"])

@@ -24,6 +24,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "matrix"
 TINY_TEXT = (FIXTURES / "tiny.toml").read_text(encoding="utf-8")
 TINY = load_matrix(FIXTURES / "tiny.toml")
 REFERENCE = reference_matrix()
+HARNESS = REFERENCE.file.harness.requires
 TORCH, TORCH_PL, TORCH_TF, PL_TF = ("torch",), ("lightning", "torch"), ("torch", "transformers"), ("lightning", "transformers")
 
 
@@ -258,16 +259,16 @@ def test_unknown_profile_and_cell_are_one_line_errors() -> None:
 def test_old_lightning_is_installed_as_pytorch_lightning_with_old_setuptools() -> None:
     """lightning<2.1 -> the pytorch-lightning distribution and setuptools<81; torch<2.3 -> numpy<2 (reference matrix)."""
     pins = {"python": "3.11", "torch": "2.0.1", "lightning": "2.0.3"}
-    assert REFERENCE.requirements_for(pins) == ["torch==2.0.1", "pytorch-lightning==2.0.3", "setuptools<81", "numpy<2", *REFERENCE.harness]
+    assert REFERENCE.requirements_for(pins) == ["torch==2.0.1", "pytorch-lightning==2.0.3", "setuptools<81", "numpy<2", *HARNESS]
     assert REFERENCE.import_modules(pins) == ["torch", "pytorch_lightning"]
 
 
 def test_constraints_stop_at_their_boundaries() -> None:
     """lightning 2.1 is the `lightning` distribution but still needs setuptools<81; the newest stack needs nothing extra."""
     mid = REFERENCE.requirements_for({"python": "3.11", "torch": "2.3.1", "lightning": "2.1.4"})
-    assert mid == ["torch==2.3.1", "lightning==2.1.4", "setuptools<81", *REFERENCE.harness]
+    assert mid == ["torch==2.3.1", "lightning==2.1.4", "setuptools<81", *HARNESS]
     new = {"python": "3.11", "torch": "2.15.0", "lightning": "2.6.6", "transformers": "5.23.0"}
-    assert REFERENCE.requirements_for(new) == ["torch==2.15.0", "lightning==2.6.6", "transformers==5.23.0", *REFERENCE.harness]
+    assert REFERENCE.requirements_for(new) == ["torch==2.15.0", "lightning==2.6.6", "transformers==5.23.0", *HARNESS]
     assert REFERENCE.import_modules(new) == ["torch", "lightning.pytorch", "transformers"]
 
 
@@ -339,7 +340,7 @@ def test_reference_plan_is_far_below_the_cross_product() -> None:
     cpu = ids(plan_cells(REFERENCE, "full", reference_catalog()), "cpu")
     assert len(cpu) < cross / 10
     gpu = [c for c in plan_cells(REFERENCE, "full", reference_catalog()) if c.device == "cuda"]
-    assert gpu and all(c.pins["torch"] in REFERENCE.gpu_select["torch"] for c in gpu)
+    assert gpu and all(c.pins["torch"] in REFERENCE.file.gpu_select["torch"] for c in gpu)
 
 
 def test_the_reference_plan_is_the_committed_one() -> None:

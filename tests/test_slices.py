@@ -238,7 +238,7 @@ def test_the_committed_smoke_choice_is_the_recomputation() -> None:
         assert committed == {c.case: c.cells for c in recompute(matrix, profile, catalog, reference)}, (
             f"recompute it: python -m bugmatrix plan --compute {profile} --write"
         )
-        within = {c.id for c in plan_cells(matrix, matrix.within[profile], catalog)}
+        within = {c.id for c in plan_cells(matrix, matrix.file.within[profile], catalog)}
         assert {c.id for c in plan_cells(matrix, profile, catalog)} <= within
 
 

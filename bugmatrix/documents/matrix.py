@@ -1,13 +1,14 @@
 """``matrix.toml`` as decoded from its parsed TOML: msgspec checks each table's keys and types, the rules between tables
-are :meth:`MatrixFile.__post_init__`'s.
+are :meth:`MatrixFile.__post_init__`'s. The planner (:mod:`bugmatrix.plan.matrix`) plans with these structs.
 
 A rule raises ``ValueError("key: problem; fix")``; :func:`explain` tells msgspec's own errors in the same form, so
-every defect is one line naming the key, the value and the fix (the loader, :mod:`bugmatrix.plan.matrix`, adds the file).
+every defect is one line naming the key, the value and the fix (the loader adds the file).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -20,13 +21,11 @@ from packaging.version import InvalidVersion, Version
 
 from bugmatrix.values import PROFILE_RULE, profile_name
 
-__all__ = ["DEFAULT_REUSE_MAX_AGE_DAYS", "PROFILE_KEYS", "SCHEMA", "SYMBOLIC", "MatrixFile", "explain"]
+__all__ = ["PROFILE_KEYS", "SCHEMA", "SYMBOLIC", "AxisTable", "ConstraintTable", "MatrixFile", "explain", "holds"]
 
 SCHEMA = 2
 #: Profile values resolved by the registry when a plan is made (``bugmatrix.releases.tracking``); the value says if pre-releases count.
 SYMBOLIC = {"latest": False, "latest-pre": True}
-#: ``[reuse] max_age_days`` when the file does not say: every cell really runs at least once a week.
-DEFAULT_REUSE_MAX_AGE_DAYS = 7
 #: The keys of a ``[profiles.<name>]`` table besides the axes (so no axis may be named so).
 PROFILE_KEYS = ("within", "computed")
 _GPU_RUNNER = ["self-hosted", "gpu"]
@@ -45,27 +44,62 @@ class AxisTable(Table):
     every_cell: bool = False
     device_runtime: bool = False
 
+    @property
+    def is_interpreter(self) -> bool:
+        """The interpreter is the one axis no distribution provides."""
+        return not self.distributions
 
-class ExcludeTable(Table):
+    def id_part(self, version: str) -> str:
+        """``torch2.5.1``; the interpreter drops its dots (``py311``)."""
+        return f"{self.prefix}{version.replace('.', '') if self.is_interpreter else version}"
+
+
+def holds(when: Mapping[str, SpecifierSet], pins: Mapping[str, str]) -> bool:
+    """Every axis ``when`` names is pinned at a version its specifier holds."""
+    return all(axis in pins and spec.contains(pins[axis], prereleases=True) for axis, spec in when.items())
+
+
+@functools.cache
+def _specifier(text: str) -> SpecifierSet:
+    return SpecifierSet(text)
+
+
+class _WhenTable(Table):
+    when: dict[str, str] = {}
+
+    @property
+    def specifiers(self) -> dict[str, SpecifierSet]:
+        """``when`` parsed, axis by axis."""
+        return {axis: _specifier(text) for axis, text in self.when.items()}
+
+    def matches(self, pins: Mapping[str, str]) -> bool:
+        """``when`` holds at ``pins``."""
+        return holds(self.specifiers, pins)
+
+
+class ExcludeTable(_WhenTable):
     """``[[exclude]]``: a cell matching every specifier of ``when`` is dropped from ``profiles`` (default: all)."""
 
-    when: dict[str, str] = {}
     profiles: list[str] | None = None
     why: str = ""
 
 
-class BaseWhenTable(Table):
+class BaseWhenTable(_WhenTable):
     """``[[base_when]]``: base pins that stand in where ``when`` holds and the usual base cannot exist."""
 
-    when: dict[str, str] = {}
     pins: dict[str, str] = {}
     why: str = ""
 
+    def apply(self, pins: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
+        """``pins`` with every axis that is held at base (not spanned) replaced, when ``when`` matches."""
+        if not self.matches(pins):
+            return dict(pins)
+        return {a: self.pins[a] if a in self.pins and v == base.get(a) else v for a, v in pins.items()}
 
-class ConstraintTable(Table):
+
+class ConstraintTable(_WhenTable):
     """``[[constraints]]``: extra requirements (and distributions) where ``when`` holds at a cell's effective pins."""
 
-    when: dict[str, str] = {}
     requires: list[str] = []
     distribution: dict[str, str] = {}
     why: str = ""
@@ -79,11 +113,16 @@ class HarnessTable(Table):
     source_builds: Literal["allow", "refuse"] = "allow"
     cell_deadline_s: Annotated[float, msgspec.Meta(ge=0)] = 0
 
+    @property
+    def no_build(self) -> bool:
+        """A cell with no wheel to install is its install failure, never a source build."""
+        return self.source_builds == "refuse"
+
 
 class ReuseTable(Table):
     """``[reuse]``: results older than ``max_age_days`` are observed again."""
 
-    max_age_days: Annotated[int, msgspec.Meta(ge=0)] = DEFAULT_REUSE_MAX_AGE_DAYS
+    max_age_days: Annotated[int, msgspec.Meta(ge=0)] = 7  # not said: every cell really runs at least once a week
 
 
 class MatrixFile(Table):
@@ -104,11 +143,22 @@ class MatrixFile(Table):
     @property
     def packages(self) -> list[str]:
         """Every axis but the interpreter (the one without distributions)."""
-        return [name for name, axis in self.axes.items() if axis.distributions]
+        return [name for name, axis in self.axes.items() if not axis.is_interpreter]
 
     @property
     def runner(self) -> list[str]:
+        """``[gpu] runner``: the labels a CUDA cell's job runs on."""
         return self.gpu.get("runner", _GPU_RUNNER)
+
+    @property
+    def gpu_select(self) -> dict[str, list[str]]:
+        """``[gpu]`` by axis: the versions a CUDA twin is planned at (none named: every version)."""
+        return {axis: self.gpu[axis] for axis in self.axes if axis in self.gpu}
+
+    @property
+    def within(self) -> dict[str, Any]:
+        """profile -> the profile whose cells it must be a subset of."""
+        return {name: table["within"] for name, table in self.profiles.items() if "within" in table}
 
     def listed(self, profile: str) -> dict[str, Any]:
         """A profile's versions by axis (its ``within`` and ``computed`` left out)."""
@@ -145,12 +195,12 @@ class MatrixFile(Table):
             for dist, module in axis.distributions.items():
                 if not module:
                     raise _fail(f"{key}.distributions.{dist}", "'' is not a module name", 'write the module to import, e.g. "numpy"')
-            if (axis.every_cell or axis.device_runtime) and not axis.distributions:
+            if (axis.every_cell or axis.device_runtime) and axis.is_interpreter:
                 raise _fail(f"{key}.{'every_cell' if axis.every_cell else 'device_runtime'}", "set on the interpreter axis", "remove it")
             if axis.device_runtime and (other := next((n for n in before if self.axes[n].device_runtime), None)):
                 raise _fail(f"{key}.device_runtime", f"axes.{other} is the device runtime already", "mark one axis only")
             _versions(axis.versions, f"{key}.versions")
-        interpreters = [f"axes.{name}" for name, axis in self.axes.items() if not axis.distributions]
+        interpreters = [f"axes.{name}" for name, axis in self.axes.items() if axis.is_interpreter]
         if not interpreters:
             raise _fail("axes", "no interpreter axis", 'declare one without distributions: [axes.python] prefix = "py", versions = [...]')
         if len(interpreters) > 1:
@@ -184,7 +234,7 @@ class MatrixFile(Table):
             for axis, values in listed.items():
                 if not isinstance(values, list):
                     raise _fail(f"{key}.{axis}", f"expected a list of versions, got {values!r}", _TOLD_FIX["versions"])
-                _versions(values, f"{key}.{axis}", symbolic=bool(self.axes[axis].distributions))
+                _versions(values, f"{key}.{axis}", symbolic=not self.axes[axis].is_interpreter)
                 self._pinned(
                     [v for v in values if v not in SYMBOLIC], f"{key}.{axis}", axis, f"add it to axes.{axis}.versions or remove it"
                 )
@@ -206,7 +256,7 @@ class MatrixFile(Table):
                     )
                 if "within" not in table:
                     raise _fail(f"{key}.computed", "without within", 'name the profile it picks its cells from: within = "nightly"')
-        within = {name: table["within"] for name, table in self.profiles.items() if "within" in table}
+        within = self.within
         for name, larger in within.items():
             key = f"profiles.{name}.within"
             if not isinstance(larger, str) or larger not in self.profiles or larger == name:
@@ -226,9 +276,9 @@ class MatrixFile(Table):
 
     def _check_gpu(self) -> None:
         _keys(self.gpu, "gpu", [*self.packages, "runner"])
-        for axis in (a for a in self.axes if a in self.gpu):
-            _versions(self.gpu[axis], f"gpu.{axis}")
-            self._pinned(self.gpu[axis], f"gpu.{axis}", axis, "list versions the matrix has, or no GPU cell matches")
+        for axis, versions in self.gpu_select.items():
+            _versions(versions, f"gpu.{axis}")
+            self._pinned(versions, f"gpu.{axis}", axis, "list versions the matrix has, or no GPU cell matches")
         if not self.runner:
             raise _fail("gpu.runner", "[] is not a list of runner labels", _TOLD_FIX["runner"])
 

@@ -47,7 +47,7 @@ class Catalog:
 
 def load_catalog(cases_dir: Path, matrix: Matrix | None = None) -> Catalog:
     """Import the cases once (the matrix's axis modules deferred); every axis a variant spans or requires must be the matrix's."""
-    axes = [] if matrix is None else [module for axis in matrix.package_axes for _, module in matrix.axes[axis].distributions]
+    axes = [] if matrix is None else [module for axis in matrix.package_axes for module in matrix.axes[axis].distributions.values()]
     catalog = Catalog(tuple(load_cases(cases_dir, frozenset(m.partition(".")[0] for m in axes))), cases_dir)
     if matrix is not None:
         for variant in catalog.variants:

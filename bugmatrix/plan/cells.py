@@ -151,7 +151,7 @@ class _Members:
         """What the plan says where ``extra`` takes a distribution over from a constraint (nothing where both say the same)."""
         who = " and ".join(f"{source}'s environment {name!r}" for name, source in named)
         return tuple(
-            f"{who} ({extra.describe()}) takes over from {constraint.describe()}: {text!r} is not installed there"
+            f"{who} ({extra.describe()}) takes over from {self.matrix.describe(constraint)}: {text!r} is not installed there"
             for constraint, text in self.matrix.taken_over(pins, extra)
             if text not in extra.requires
         )
@@ -170,7 +170,7 @@ def plan_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
         return _computed_cells(matrix, profile, catalog)
     slices = catalog.slices(matrix)
     members = _Members(matrix, slices)
-    rules = [r for r in matrix.exclude if profile in r.profiles]
+    rules = [r for r in matrix.file.exclude if r.profiles is None or profile in r.profiles]
     pin_sets = [p for case in slices for p in _slice_pins(matrix, profile, case)]
     pin_sets += [matrix.rebased(pins) for pins, profiles in matrix.include if profile in profiles]
     kept = [p for p in pin_sets if not any(r.matches(p) for r in rules)]
@@ -189,13 +189,13 @@ def plan_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
 
 def recompute(matrix: Matrix, profile: str, catalog: Slices, reference: Reference) -> list[Choice]:
     """Every case's choice for a computed profile (``--compute P --write``); pass the matrix without ``latest``."""
-    candidates = plan_cells(matrix, matrix.within[profile], catalog)
+    candidates = plan_cells(matrix, matrix.file.within[profile], catalog)
     return [choose(matrix, case, candidates, reference) for case in catalog.slices(matrix)]
 
 
 def _computed_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
     """The cells each case of a computed profile chose (committed, else chosen again), with their siblings and CUDA twins."""
-    candidates = plan_cells(matrix, matrix.within[profile], catalog)
+    candidates = plan_cells(matrix, matrix.file.within[profile], catalog)
     by_id = {c.id: c for c in candidates}
     committed = committed_choices(matrix.computed[profile])
     ids: set[str] = set()
@@ -207,21 +207,21 @@ def _computed_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]
         ids.update(chosen)
     cells = [replace(c, profiles=(profile,)) for c in candidates if (c.sibling_of or c.id).removesuffix("-cuda") in ids]
     if not cells:
-        msg = f"{matrix.path}: profiles.{profile}: plans no cells (no case has a cell in profiles.{matrix.within[profile]}); list versions there"
+        msg = f"{matrix.path}: profiles.{profile}: plans no cells (no case has a cell in profiles.{matrix.file.within[profile]}); list versions there"
         raise BugmatrixError(msg)
     return cells
 
 
 def _gpu_cells(matrix: Matrix, cells: list[Cell]) -> list[Cell]:
     """CPU cells selected by ``[gpu]`` (every listed axis matches) also run on a GPU runner."""
-    if not matrix.gpu_select:
+    if not matrix.file.gpu_select:
         return []
-    return [c for c in cells if all(c.pins.get(axis, values[0]) in values for axis, values in matrix.gpu_select.items())]
+    return [c for c in cells if all(c.pins.get(axis, values[0]) in values for axis, values in matrix.file.gpu_select.items())]
 
 
 def _check_within(matrix: Matrix, planned: Mapping[str, list[Cell]]) -> None:
     """``within``: every cell of a profile is a cell of the profile it is declared within (CPU and GPU alike)."""
-    for smaller, larger in matrix.within.items():
+    for smaller, larger in matrix.file.within.items():
         outside = [c.id for c in planned[smaller] if c.id not in {o.id for o in planned[larger]}]
         if outside:
             more = f" (and {len(outside) - 1} more)" if len(outside) > 1 else ""
@@ -271,6 +271,6 @@ def plan_document(matrix: Matrix, profile: str, cells: list[Cell]) -> dict[str, 
     return {
         "schema": PLAN_SCHEMA,
         "profile": profile,
-        "axes": [{"name": a.name, "prefix": a.prefix} for a in matrix.axes.values() if a.name in pinned],
+        "axes": [{"name": name, "prefix": a.prefix} for name, a in matrix.axes.items() if name in pinned],
         "cells": [c.to_json() for c in cells],
     }

@@ -80,7 +80,7 @@ def _demands(matrix: Matrix, pins: Mapping[str, str], extra: Env | None = None) 
         )
     python = pins.get(matrix.interpreter, matrix.base[matrix.interpreter])
     dropped = {text for _, text in matrix.taken_over(pins, extra)}
-    sources = [(text, c.describe()) for c in matrix.matching_constraints(pins) for text in c.requires if text not in dropped]
+    sources = [(text, matrix.describe(c)) for c in matrix.matching_constraints(pins) for text in c.requires if text not in dropped]
     sources += [(text, ENVIRONMENT) for text in extra.requires]
     interpreter = {"python_version": python, "python_full_version": f"{python}.0"}
     for text, source in sources:

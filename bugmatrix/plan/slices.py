@@ -19,8 +19,9 @@ from packaging.utils import canonicalize_name
 from bugmatrix.cell.case import Case, Expect, Variant
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.documents.matrix import holds
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.plan.matrix import Matrix, holds
+from bugmatrix.plan.matrix import Matrix
 
 __all__ = ["Member", "Slice", "case_slice", "source_of", "split_environment"]
 
@@ -71,7 +72,7 @@ class Slice:
 
 def _axis_of(matrix: Matrix) -> dict[str, str]:
     """canonical distribution name -> the axis it provides."""
-    return {canonicalize_name(dist): axis for axis in matrix.package_axes for dist, _ in matrix.axes[axis].distributions}
+    return {canonicalize_name(dist): axis for axis in matrix.package_axes for dist in matrix.axes[axis].distributions}
 
 
 def case_slice(matrix: Matrix, case: Case, source: str) -> Slice:

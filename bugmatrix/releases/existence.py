@@ -77,13 +77,13 @@ def _unreleased(
     ``offline``: reported only when every distribution of the axis has a cached answer without it.
     """
     axis = matrix.axes[name]
-    remembered = set().union(*(cached_versions(d, cache=folder) for d, _ in axis.distributions))
+    remembered = set().union(*(cached_versions(d, cache=folder) for d in axis.distributions))
     missing = [v for v in versions if Version(v) not in remembered]
     if offline:
-        every = all(_cache_file(folder, d).exists() for d, _ in axis.distributions)
+        every = all(_cache_file(folder, d).exists() for d in axis.distributions)
         return (missing if every else []), ""
     unreachable = []
-    for distribution, _ in axis.distributions if missing else ():
+    for distribution in axis.distributions if missing else ():
         try:
             known = listed_versions(distribution, cache=folder, fetch=fetch)
         except RegistryUnreachable as exc:
@@ -112,7 +112,7 @@ def check_versions(
             axis = matrix.axes[name]
             msg = (
                 f"{matrix.path}: axes.{name}.versions[{axis.versions.index(missing[0])}]: {missing[0]!r} is not a release of "
-                f"{' or '.join(d for d, _ in axis.distributions)} on the registry{cached}; correct the version or remove it "
+                f"{' or '.join(axis.distributions)} on the registry{cached}; correct the version or remove it "
                 "(and its uses in profiles, [base], [[include]], [gpu])"
             )
             raise BugmatrixError(msg)
@@ -144,7 +144,7 @@ def check_case_versions(
         if unreachable:
             warn(f"{source}: versions.{axis} not checked against the registry ({unreachable})")
         elif missing:
-            where = " or ".join(d for d, _ in declared.axes[axis].distributions)
+            where = " or ".join(declared.axes[axis].distributions)
             msg = (
                 f"{source}: versions.{axis}[{versions.index(missing[0])}]: {missing[0]!r} is not a release of {where} on the "
                 "registry; correct the version or remove it"
@@ -171,7 +171,7 @@ def check_resolved(
         if unreachable:
             warn(f"{path}: {entry.axis}.resolved not checked against the registry ({unreachable})")
         elif missing:
-            where = " or ".join(d for d, _ in matrix.axes[entry.axis].distributions)
+            where = " or ".join(matrix.axes[entry.axis].distributions)
             msg = (
                 f"{path}: {entry.axis}.resolved: {entry.resolved!r} is not a release of {where} on the registry; "
                 f"delete {path} and re-run `nox -s plan` (it resolves 'latest' again)"

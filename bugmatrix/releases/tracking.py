@@ -14,11 +14,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from packaging.version import InvalidVersion, Version
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import output_dir
-from bugmatrix.plan.matrix import SYMBOLIC, Axis, Matrix, load_matrix
+from bugmatrix.plan.matrix import SYMBOLIC, Matrix, load_matrix
 from bugmatrix.releases.existence import check_resolved
 from bugmatrix.releases.registry import Resolution, load_resolution, resolve_axes, save_resolution, warn
 
@@ -55,11 +56,11 @@ def requests(matrix: Matrix) -> dict[str, list[str]]:
 
 def apply_resolution(matrix: Matrix, resolution: Resolution) -> Matrix:
     """The matrix with every symbolic profile value replaced by its release (added to the axis, kept once)."""
-    axes: dict[str, Axis] = dict(matrix.axes)
+    axes = dict(matrix.axes)
     for entry in resolution.entries:
         axis = axes[entry.axis]
         if Version(entry.resolved) not in {Version(v) for v in axis.versions}:
-            axes[entry.axis] = dataclasses.replace(axis, versions=(*axis.versions, entry.resolved))
+            axes[entry.axis] = msgspec.structs.replace(axis, versions=[*axis.versions, entry.resolved])
     profiles = {name: {axis: tuple(values) for axis, values in resolution.apply(table).items()} for name, table in matrix.profiles.items()}
     return dataclasses.replace(matrix, axes=axes, profiles=profiles)
 
@@ -89,7 +90,7 @@ def resolve_matrix(
     if offline:
         msg = f"no saved resolution of {', '.join(sorted(wanted))} in {path} (listing asks no registry; `nox -s plan` saves one)"
         raise BugmatrixError(msg)
-    distributions = {axis: matrix.axes[axis].distributions[0][0] for axis in wanted if axis != matrix.interpreter}
+    distributions = {axis: next(iter(matrix.axes[axis].distributions)) for axis in wanted if axis != matrix.interpreter}
     resolution = resolve_axes(wanted, distributions, saved=path, warn=warn)
     if not resolution.stale:
         save_resolution(path, resolution)

@@ -89,7 +89,7 @@ def prepare(matrix: Matrix, spec: CellSpec, *, root: Path = ROOT, venv: Path | N
     modules = matrix.import_modules(spec.pins) if check_imports else []
     with cache_lock(root, exclusive=False):  # a lean prune of uv's cache waits for this build (cells side by side)
         built = ensure_environment(
-            target, python, requirements, modules, lock=lock, no_build=matrix.refuse_source_builds, absent=spec.extra.absent
+            target, python, requirements, modules, lock=lock, no_build=matrix.file.harness.no_build, absent=spec.extra.absent
         )
     return Environment(target / "bin" / "python", target, lock, unlocked, built)
 

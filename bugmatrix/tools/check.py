@@ -236,7 +236,7 @@ def constraint_changes(matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], 
                 changes = [f"requires {r}" for r in constraint.requires if r not in dropped]
                 changes += [f"installs {d} for {a}" for a, d in constraint.distribution.items() if a in cell.pins]
                 if changes:
-                    counts[f"{constraint.describe()} {', '.join(changes)}"] += 1
+                    counts[f"{matrix.describe(constraint)} {', '.join(changes)}"] += 1
             counts.update(cell.overrides)
         lines += [f"{_where(cases_dir, case, root)}: {what} in {n} of its {len(mine)} cells" for what, n in counts.items()]
     return lines

@@ -94,8 +94,8 @@ def parse_pins(values: Sequence[str], matrix: Matrix) -> list[tuple[str, str]]:
 def _image_names(matrix: Matrix, python: str, platform: str) -> set[str]:
     """What the box has by definition: the device runtime axis's distributions and the harness's requirements, with their dependencies."""
     runtime = matrix.device_runtime
-    requirements = [d for d, _ in matrix.axes[runtime].distributions] if runtime else []
-    return {canonicalize_name(a.name) for a in resolved_artifacts([*requirements, *matrix.harness], python, platform=platform)}
+    requirements = [*(matrix.axes[runtime].distributions if runtime else ()), *matrix.file.harness.requires]
+    return {canonicalize_name(a.name) for a in resolved_artifacts(requirements, python, platform=platform)}
 
 
 def _why(reason: str, python: str, platform: str) -> str:

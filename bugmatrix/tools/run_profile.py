@@ -65,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs or os.environ.get(JOBS_ENV) or None,
         workers=os.environ.get(WORKERS_ENV) or None,
     )
-    policy = reuse_policy(plan.matrix.reuse_max_age_days, ReuseOptions(args.no_reuse, args.reuse_from), warn=_warn, history_of=reuse_facts)
+    policy = reuse_policy(
+        plan.matrix.file.reuse.max_age_days, ReuseOptions(args.no_reuse, args.reuse_from), warn=_warn, history_of=reuse_facts
+    )
     reports = output_dir()
     print(f"bugmatrix: {len(specs)} {profile} cell(s), {chosen.jobs} at once x {chosen.workers} variant process(es) ({chosen.why})")
     started = time.perf_counter()

@@ -118,7 +118,7 @@ def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path)
 
 def stale_setup(root: Path, matrix: Matrix, cells: Sequence[Cell], previous: Path, locks: Path) -> str:
     """Why a kept setup night cannot stand for last night ("" when every cell would be reused): the harness moved since, say."""
-    policy = ReusePolicy(previous, matrix.reuse_max_age_days, *reuse_facts(previous / "history.jsonl"))
+    policy = ReusePolicy(previous, matrix.file.reuse.max_age_days, *reuse_facts(previous / "history.jsonl"))
     for cell in cells:
         key, why = cell_key(matrix, replace(CellSpec.of(cell), locks=locks), root)  # a sibling: with its extra
         decision = decide(policy, cell.id, cell.pins, key, cell.variants, unkeyed=why)
@@ -132,7 +132,7 @@ def new_release(declared: Matrix, resolution: Resolution, catalog: Catalog, prof
     found = []
     for axis in (a for a in requests(declared) if a in declared.package_axes):
         listed = set(declared.axes[axis].versions)
-        released = release_versions(fetch_project(declared.axes[axis].distributions[0][0]))
+        released = release_versions(fetch_project(next(iter(declared.axes[axis].distributions))))
         unlisted = [str(v) for v in reversed(released) if str(v) not in listed]
         if unlisted and any(e.axis == axis and e.requested == "latest" for e in resolution.entries):
             planned = plan_cells(apply_resolution(declared, _with_release(resolution, axis, unlisted[0])), profile, catalog)
@@ -155,7 +155,7 @@ def moved_candidates(
     """(distribution, version, cells holding it) to hold back, best first: unpinned distributions held by the fewest cells
     (at least two, to show "exactly those"), never the torch stack (holding one of its wheels back leaves torch unsatisfiable).
     """
-    pinned = {d for axis in matrix.package_axes for d, _ in matrix.axes[axis].distributions}
+    pinned = {d for axis in matrix.package_axes for d in matrix.axes[axis].distributions}
     holders: dict[tuple[str, str], list[str]] = {}
     for cell in cells:
         for name, (version, _) in lock_entries(lock_path(root, cell.id, locks).read_text(encoding="utf-8")).items():
