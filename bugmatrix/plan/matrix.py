@@ -6,6 +6,7 @@ entry and nothing else. docs/matrix.md describes the file.
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ class Matrix:
         """The axis whose module says whether there is a GPU and which CUDA (``device_runtime = true``), if any."""
         return next((name for name, axis in self.axes.items() if axis.device_runtime), None)
 
-    @property
+    @functools.cached_property
     def base(self) -> dict[str, str]:
         """``[base]``, in display order."""
         return {axis: self.file.base[axis] for axis in self.axes}
