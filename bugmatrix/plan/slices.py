@@ -8,7 +8,7 @@ environment is a sibling beside them. Every mistake names the case file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,7 +61,7 @@ class Slice:
         """The cell is one this case's ``cross`` allows (an axis it narrows is pinned, at a version the narrowing holds)."""
         return holds(self.cross, pins)
 
-    def own(self, axis: str, listed: tuple[str, ...]) -> tuple[str, ...]:
+    def own(self, axis: str, listed: Sequence[str]) -> tuple[str, ...]:
         """``listed`` (a profile's versions of an axis) with this case's own releases of it added."""
         return (*listed, *self.versions.get(axis, ()))
 
