@@ -77,7 +77,8 @@ def test_the_schema_file_names_what_the_code_knows(validator: jsonschema.protoco
     assert set(defs["Outcome"]["enum"]) == {o.value for o in Outcome}  # msgspec sorts the values
     assert set(defs["Verdict"]["enum"]) == {v.value for v in Verdict}
     assert set(defs["Kind"]["enum"]) == {k.value for k in Kind}
-    assert set(defs["ReleaseNote"]["properties"]["kind"]["enum"]) == {k.value for k in NoteKind}
+    assert defs["ReleaseNote"]["properties"]["kind"] == {"$ref": "#/$defs/NoteKind"}
+    assert set(defs["NoteKind"]["enum"]) == {k.value for k in NoteKind}
     assert defs["CellInstall"]["properties"]["status"] == {"$ref": "#/$defs/InstallStatus"}
     assert set(defs["InstallStatus"]["enum"]) == {s.value for s in InstallStatus}
     assert defs["ExpectationSummary"]["properties"]["source"] == {"$ref": "#/$defs/ExpectationSource"}

@@ -150,8 +150,9 @@ def test_a_change_its_expectation_declares_is_no_regression_candidate(tmp_path: 
 def test_results_as_before_are_one_count_per_release_and_only_the_rest_is_spelled_out(tmp_path: Path) -> None:
     """At the full profile a first run holds hundreds of notes; the headline counts the unchanged ones."""
     current = compat_of(new_release_runs("fixed"))
-    notes = release_notes(current, compat_of(fixture_runs()))
-    (group,) = release_groups(notes)
+    baseline = compat_of(fixture_runs())
+    notes = release_notes(current, baseline)
+    (group,) = release_groups(notes, current, baseline)
     assert group.total == len(notes) and group.same == len(notes) - 1
     assert [n.variant for n in group.notable] == [CORE]
     assert group.headline == f"torch 2.16.0 (new): {len(notes) - 1} of {len(notes)} results as in 2.5.1; 1 differ"

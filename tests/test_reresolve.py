@@ -203,8 +203,9 @@ def lane(tmp_path: Path) -> tuple[Path, list[RunRecord]]:
 def test_the_report_attributes_a_fresh_difference_to_what_moved_and_lists_what_breaks(tmp_path: Path) -> None:
     fresh, runs = lane(tmp_path)
     compat = merge_runs(runs, profile="smoke", commit="c", generated="g")
-    found = load_fresh_lane(fresh, compat)
-    assert found is not None and found.stale == (SMOKE[1].id,), "a sibling of another lock is left out, said so"
+    found, files = load_fresh_lane(fresh, compat)
+    assert found.stale == (SMOKE[1].id,), "a sibling of another lock is left out, said so"
+    assert list(files) == [f"fresh/runs/{SMOKE[0].id}.json"], "the history records only the sibling shown as tonight's"
     report = analyse(compat, fresh=found)
     assert report.findings() == analyse(compat).findings(), "no issue is filed for the lane's findings"
     (differs,) = [c for c in found.cells if c.differences]
@@ -327,8 +328,8 @@ def test_a_sibling_run_of_an_earlier_night_is_not_shown_as_tonights(tmp_path: Pa
         path, {**old, "origin": {**old["origin"], "date": "2026-11-01T03:10:00+00:00"}, "started": "2026-11-01T03:10:00+00:00"}
     )
     compat = merge_runs(runs, profile="smoke", commit="c", generated="g")
-    found = load_fresh_lane(fresh, compat, night="2026-11-23")
-    assert found is not None and moved in found.stale
+    found, files = load_fresh_lane(fresh, compat, night="2026-11-23")
+    assert moved in found.stale and not files
     cell = next(c for c in found.cells if c.cell == moved)
     assert cell.sibling == "not-run" and not cell.differences
     code, terminal, _, _ = _report_of_lane(tmp_path, runs, capsys)

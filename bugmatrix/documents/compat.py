@@ -13,6 +13,7 @@ import msgspec
 
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.documents.lane import STATUSES, Status
 from bugmatrix.documents.run import Origin, TrackedPin
 from bugmatrix.values import profile_name
 
@@ -25,8 +26,13 @@ __all__ = [
     "Entry",
     "ExpectationSource",
     "ExpectationSummary",
+    "FreshCell",
+    "FreshDifference",
+    "FreshLane",
     "Host",
     "InstallStatus",
+    "Moved",
+    "NoteKind",
     "ReleaseNote",
     "Tracking",
     "Variant",
@@ -205,33 +211,45 @@ class ExpectationSummary(Struct):
     dropped_results: Annotated[int, msgspec.Meta(ge=0)] = 0  # baseline (variant, cell) results no longer planned or collected
 
 
-class ReleaseNote(Struct):
+class NoteKind(enum.StrEnum):
     """How a variant in a new release compares with the previous release of its axis."""
+
+    SAME = "same"
+    REGRESSION_CANDIDATE = "regression-candidate"  # fixed before, reproduced now, and no expectation declares that
+    FIX_CANDIDATE = "fix-candidate"
+    DECLARED = "as-declared"  # changed, exactly as the variant's expectation declares for this release
+    CHANGED = "changed"
+    FIRST = "first"  # no earlier release of the axis in this run to compare with
+    DOES_NOT_INSTALL = "does-not-install"  # the cell's environment could not be built
+
+
+class ReleaseNote(Struct):
+    """One variant in one cell of a new release (or one cell that did not install), against the previous release."""
 
     axis: str
     version: str
-    variant: str
+    variant: str  # "" for a cell that did not install
     cell: str
     outcome: Outcome
-    kind: Literal["same", "regression-candidate", "fix-candidate", "as-declared", "changed", "first", "does-not-install"]
+    kind: NoteKind
     text: str
     previous_version: str | None = None
     previous_outcome: Outcome | None = None
-    reason: str = ""
+    reason: str = ""  # uv's one-line reason, for a cell that did not install
 
 
 class Moved(Struct):
-    """A result whose environment moved below its pins since the baseline, and whose outcome changed with it."""
+    """A (variant, cell) whose outcome differs from the baseline's, and what moved below the pins in that cell."""
 
     variant: str
     cell: str
     before: Outcome
     after: Outcome
-    moved: _Strings
+    moved: _Names  # empty: the two runs recorded the same distributions (or either recorded none)
 
 
 class FreshDifference(Struct):
-    """A variant whose outcome differs between a cell's locked run and its fresh sibling."""
+    """A variant whose outcome in the fresh environment differs from the locked run's."""
 
     variant: str
     locked: Outcome
@@ -240,25 +258,50 @@ class FreshDifference(Struct):
 
 
 class FreshCell(Struct):
-    """One cell of the re-resolve lane: did a fresh resolution move anything, and did its sibling run."""
+    """One cell (or CUDA twin) of the re-resolve lane: its fresh resolution, and its sibling run when it moved."""
 
     cell: str
-    status: Literal["same", "moved", "failed", "unlocked"]
-    moved: Annotated[_Strings, msgspec.Meta(description="what moved below the pins: name old → new, +added, -removed")] = []
+    status: Status
+    moved: Annotated[_Names, msgspec.Meta(description="what moved below the pins: name old → new, +added, -removed")] = ()
     reason: str = ""
-    sibling: Literal["", "ran", "reused", "install-failed", "not-run"] = ""
-    origin: Origin | None = None
-    differences: list[FreshDifference] = []
+    sibling: Literal["", "ran", "reused", "install-failed", "not-run"] = ""  # not-run: moved, no current sibling; "": nothing moved
+    origin: Origin | None = None  # whose results the sibling holds
+    differences: tuple[FreshDifference, ...] = ()
+
+    @property
+    def breaks(self) -> str:
+        """Why the refreshed lock would break this cell ("" when it would not): it does not resolve, or does not install."""
+        if self.status == "failed":
+            return f"its requirements no longer resolve: {self.reason}"
+        if self.sibling == "install-failed":
+            return f"the fresh environment does not install: {self.reason}"
+        return ""
 
 
 class FreshLane(Struct):
-    """The re-resolve lane: each cell resolved again without its lock."""
+    """The re-resolve lane: when it resolved (and as of when), each cell of the report, and sibling files left out as stale."""
 
     resolved_at: str
-    cells: list[FreshCell]
+    cells: tuple[FreshCell, ...]
     as_of: Annotated[str | None, msgspec.Meta(description="resolved as the registry stood then (uv --exclude-newer)")] = None
     held: dict[str, str] = {}
-    stale: _Strings = []
+    stale: _Names = ()
+
+    def count(self, status: str) -> int:
+        return sum(1 for c in self.cells if c.status == status and not c.cell.endswith("-cuda"))
+
+    @property
+    def shown(self) -> tuple[FreshCell, ...]:
+        """The cells a view lists one by one: moved or failed (the unchanged ones are counted)."""
+        return tuple(c for c in self.cells if c.status in ("moved", "failed"))
+
+    @property
+    def headline(self) -> str:
+        """``re-resolved 70 cells against today's registry (…): 42 same, 28 moved, 0 failed, 0 unlocked``."""
+        when = f"as of {self.as_of}" if self.as_of else "against the registry"
+        held = f", {', '.join(f'{d} as of {t}' for d, t in self.held.items())}" if self.held else ""
+        counts = ", ".join(f"{self.count(s)} {s}" for s in STATUSES)
+        return f"re-resolved {sum(self.count(s) for s in STATUSES)} cells {when}{held} ({self.resolved_at}): {counts}"
 
 
 #: Platform and GPU, with the CUDA builds seen there and, under the interpreter axis's own name, the interpreters.
@@ -281,8 +324,8 @@ class Compat(Struct):
     tracking: Tracking | None = None
     stale: Annotated[_Names, msgspec.Meta(description="variant ids recorded by a run but not planned")] = ()
     expectation: ExpectationSummary | None = None
-    releases: list[ReleaseNote] = []
-    moved: list[Moved] = []
+    releases: tuple[ReleaseNote, ...] = ()
+    moved: tuple[Moved, ...] = ()
     reresolved: FreshLane | None = None
 
     def __post_init__(self) -> None:

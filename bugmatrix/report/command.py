@@ -189,10 +189,11 @@ def _build(
         unreadable=unreadable,
     )
     # The re-resolve lane (<reports>/fresh, when it ran): tonight's fresh resolutions and their sibling runs, against this night.
-    fresh = load_fresh_lane(options.reports / "fresh", compat, night=date, warn=lambda line: print(line, file=sys.stderr))
+    lane = load_fresh_lane(options.reports / "fresh", compat, night=date, warn=lambda line: print(line, file=sys.stderr))
+    fresh, fresh_files = lane or (None, {})
     # Tonight joins the history before the diff, so a flap that came back tonight is already called flaky; with the digest of
     # every run file it was read from, the only previous results reuse will trust (run/reuse.py).
-    files = {f"runs/{run.cell}.json": run.digest for run in runs} | dict(fresh.files if fresh else {})
+    files = {f"runs/{run.cell}.json": run.digest for run in runs} | fresh_files
     nights = append_night(load_history(options.history_path), night_from_compat(compat, date, files))
     report = analyse(compat, baseline, nights, baseline_path=str(baseline_path), fresh=fresh)
     return report, nights, [r.cell for r in runs if r.cell in own], [r.cell for r in kept]

@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.report.model import Cell, Compat, reused_note
+from bugmatrix.documents.compat import Moved
+from bugmatrix.report.model import Cell, Compat
 from bugmatrix.versions import distribution_changes
 
 __all__ = ["Moved", "cell_distribution_changes", "distributions_of", "environment_changes", "explain_changes", "source_build_lines"]
-
-
-@dataclass(frozen=True, slots=True)
-class Moved:
-    """A (variant, cell) whose outcome differs from the baseline's, and what moved below the pins in that cell."""
-
-    variant: str
-    cell: str
-    before: Outcome
-    after: Outcome
-    moved: tuple[str, ...]  # empty: the two runs recorded the same distributions (or either recorded none)
-    reused: str = ""  # the origin of a reused result (compat.json has it on the cell); "" when tonight observed it
-
-    @property
-    def reused_note(self) -> str:
-        """`` (♻ reused from <date, commit, run>)``: an outcome that changed is never shown as tonight's when it is not."""
-        return reused_note(self.reused)
 
 
 def distributions_of(cell: Cell) -> dict[str, str] | None:
@@ -67,8 +50,7 @@ def explain_changes(baseline: Compat | None, current: Compat) -> list[Moved]:
             before = was.get(cell)
             if before is None or before.outcome is entry.outcome or entry.outcome is Outcome.MISSING:
                 continue
-            reused = current.reused_origins.get(cell, "")
-            explained.append(Moved(variant, cell, before.outcome, entry.outcome, tuple(moved.get(cell, ())), reused))
+            explained.append(Moved(variant, cell, before.outcome, entry.outcome, tuple(moved.get(cell, ()))))
     return sorted(explained, key=lambda e: (e.cell, e.variant))
 
 

@@ -9,85 +9,21 @@ profile or night is left out with one line. Its findings fail no run: the commit
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
+from bugmatrix.documents.compat import FreshCell, FreshDifference, FreshLane
 from bugmatrix.documents.lane import LaneFile, load_reresolved
 from bugmatrix.documents.run import read_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import file_digest
 from bugmatrix.report.model import Compat, Origin
 
-__all__ = ["FreshCell", "FreshDifference", "FreshLane", "load_fresh_lane"]
-
-
-@dataclass(frozen=True, slots=True)
-class FreshDifference:
-    """A variant whose outcome in the fresh environment differs from the locked run's."""
-
-    variant: str
-    locked: Outcome
-    fresh: Outcome
-    message: str = ""
-
-
-@dataclass(frozen=True)
-class FreshCell:
-    """One cell (or CUDA twin) of the lane: its fresh resolution, and its sibling run when it moved.
-
-    ``sibling``: ``ran``, ``reused``, ``install-failed``, ``not-run`` (moved, no current sibling) or "" (nothing moved).
-    """
-
-    cell: str
-    status: str
-    moved: tuple[str, ...] = ()
-    reason: str = ""
-    sibling: str = ""
-    origin: Origin | None = None  # whose results the sibling holds
-    differences: tuple[FreshDifference, ...] = ()
-
-    @property
-    def breaks(self) -> str:
-        """Why the refreshed lock would break this cell ("" when it would not): it does not resolve, or does not install."""
-        if self.status == "failed":
-            return f"its requirements no longer resolve: {self.reason}"
-        if self.sibling == "install-failed":
-            return f"the fresh environment does not install: {self.reason}"
-        return ""
-
-
-@dataclass(frozen=True)
-class FreshLane:
-    """Tonight's lane: when it resolved (and as of when), each cell of the report, and sibling files left out as stale."""
-
-    resolved_at: str
-    as_of: str | None = None
-    held: Mapping[str, str] = field(default_factory=dict)
-    cells: tuple[FreshCell, ...] = ()
-    stale: tuple[str, ...] = ()
-    #: The sibling run files shown as tonight's (``fresh/runs/<cell>.json`` -> digest): what the history records of them.
-    files: Mapping[str, str] = field(default_factory=dict, compare=False)
-
-    def count(self, status: str) -> int:
-        return sum(1 for c in self.cells if c.status == status and not c.cell.endswith("-cuda"))
-
-    @property
-    def shown(self) -> tuple[FreshCell, ...]:
-        """The cells a view lists one by one: moved or failed (the unchanged ones are counted)."""
-        return tuple(c for c in self.cells if c.status in ("moved", "failed"))
-
-    @property
-    def headline(self) -> str:
-        """``re-resolved 70 cells against today's registry (…): 42 same, 28 moved, 0 failed, 0 unlocked``."""
-        when = f"as of {self.as_of}" if self.as_of else "against the registry"
-        held = f", {', '.join(f'{d} as of {t}' for d, t in self.held.items())}" if self.held else ""
-        counts = ", ".join(f"{self.count(s)} {s}" for s in ("same", "moved", "failed", "unlocked"))
-        return f"re-resolved {sum(self.count(s) for s in ('same', 'moved', 'failed', 'unlocked'))} cells {when}{held} ({self.resolved_at}): {counts}"
+__all__ = ["load_fresh_lane"]
 
 
 def _differences(compat: Compat, sibling: RunRecord) -> tuple[FreshDifference, ...]:
@@ -137,8 +73,12 @@ def _not_this_night(record: LaneFile, profile: str, night: str | None) -> str | 
 
 def load_fresh_lane(
     lane_dir: Path, compat: Compat, *, night: str | None = None, warn: Callable[[str], None] | None = None
-) -> FreshLane | None:
-    """The lane of ``lane_dir`` (``<reports>/fresh``) for the report's cells; None when none ran or it is not this night's."""
+) -> tuple[FreshLane, dict[str, str]] | None:
+    """The lane of ``lane_dir`` (``<reports>/fresh``) for the report's cells; None when none ran or it is not this night's.
+
+    Beside it, the sibling run files it shows as tonight's (``fresh/runs/<cell>.json`` -> digest): what the history records
+    of them, and no part of compat.json.
+    """
     try:
         record = load_reresolved(lane_dir)
     except BugmatrixError as exc:  # the lane is news beside the night: a corrupt record loses the lane, never the night
@@ -178,4 +118,4 @@ def load_fresh_lane(
         origin = msgspec.convert(sibling.observed, Origin | None)
         reason = sibling.install.get("reason", "") if failed else ""
         cells.append(FreshCell(cell.id, "moved", resolved.moved, reason, kind, origin, () if failed else _differences(compat, sibling)))
-    return FreshLane(record.resolved_at, record.as_of, dict(record.held), tuple(cells), tuple(stale), files)
+    return FreshLane(record.resolved_at, tuple(cells), record.as_of, dict(record.held), tuple(stale)), files

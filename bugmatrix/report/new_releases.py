@@ -8,13 +8,13 @@ release that does not install is a note of its own and fails ``--fail-on-regress
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
+from bugmatrix.documents.compat import NoteKind, ReleaseNote
 from bugmatrix.report.diff import Change, ChangeKind
 from bugmatrix.report.model import Cell, Compat, Entry, InstallStatus
 from bugmatrix.versions import parse_version
@@ -34,35 +34,6 @@ __all__ = [
 _UNJUDGED = frozenset({Verdict.NEW, Verdict.NOT_RUN, None})
 #: How a note names its pin: a release upstream shipped, or a pin this matrix added (a new axis, an older release).
 NEW, NEW_IN_MATRIX = "(new)", "(new in this matrix)"
-
-
-class NoteKind(enum.StrEnum):
-    """How a variant in a new release compares with the previous release of its axis."""
-
-    SAME = "same"
-    REGRESSION_CANDIDATE = "regression-candidate"  # fixed before, reproduced now, and no expectation declares that
-    FIX_CANDIDATE = "fix-candidate"
-    DECLARED = "as-declared"  # changed, exactly as the variant's expectation declares for this release
-    CHANGED = "changed"
-    FIRST = "first"  # no earlier release of the axis in this run to compare with
-    DOES_NOT_INSTALL = "does-not-install"  # the cell's environment could not be built
-
-
-@dataclass(frozen=True)
-class ReleaseNote:
-    """One variant in one cell of a new release (or one cell that did not install), against the previous release."""
-
-    axis: str
-    version: str
-    variant: str  # "" for a cell that did not install
-    cell: str
-    outcome: Outcome
-    previous_version: str | None
-    previous_outcome: Outcome | None
-    kind: NoteKind
-    text: str
-    reason: str = ""  # uv's one-line reason, for a cell that did not install
-    addition: bool = False  # new to this matrix (a new axis, an older release added on purpose), not a new upstream release
 
 
 def one_line_reason(reason: str) -> str:
@@ -205,16 +176,13 @@ def release_notes(compat: Compat, baseline: Compat | None) -> list[ReleaseNote]:
     for axis, version in releases:
         index = indexes.setdefault(axis, _previous_index(compat.cells, axis))
         holders = [c for c in compat.cells if c.pins.get(axis) == version]
-        addition = is_addition(compat, baseline, axis, version)
-        new = NEW_IN_MATRIX if addition else NEW
+        new = NEW_IN_MATRIX if is_addition(compat, baseline, axis, version) else NEW
         for cell in holders:
             if cell.failed:
                 reason = one_line_reason(cell.install.reason)
                 text = f"{axis} {version} {new}{_where(compat, cell, axis, len(holders))}: does not install in {cell.id}: {reason}"
                 notes.append(
-                    ReleaseNote(
-                        axis, version, "", cell.id, Outcome.INSTALL_FAILED, None, None, NoteKind.DOES_NOT_INSTALL, text, reason, addition
-                    )
+                    ReleaseNote(axis, version, "", cell.id, Outcome.INSTALL_FAILED, NoteKind.DOES_NOT_INSTALL, text, reason=reason)
                 )
         for variant in compat.variants:
             ran = ran_by_variant[variant.id]
@@ -230,11 +198,7 @@ def release_notes(compat: Compat, baseline: Compat | None) -> list[ReleaseNote]:
                     outcome=entry.outcome, previous_version=previous_version, previous_outcome=previous_outcome, axis=axis
                 )
                 text = f"{axis} {version} {new}{_where(compat, cell, axis, len(holders))}: {variant.id} {tail}"
-                notes.append(
-                    ReleaseNote(
-                        axis, version, variant.id, cell.id, entry.outcome, previous_version, previous_outcome, kind, text, addition=addition
-                    )
-                )
+                notes.append(ReleaseNote(axis, version, variant.id, cell.id, entry.outcome, kind, text, previous_version, previous_outcome))
     return notes
 
 
@@ -280,9 +244,9 @@ class ReleaseGroup:
         return head + (f"; {failed}" if failed else "")
 
 
-def release_groups(notes: Iterable[ReleaseNote]) -> list[ReleaseGroup]:
-    """The notes per new release: a release that does not install first, then upstream releases before additions, those with a
-    regression candidate first, else first-seen order."""
+def release_groups(notes: Iterable[ReleaseNote], compat: Compat, baseline: Compat | None) -> list[ReleaseGroup]:
+    """The notes of :func:`release_notes` per new release: a release that does not install first, then upstream releases before
+    additions (:func:`is_addition`), those with a regression candidate first, else first-seen order."""
     by_release: dict[tuple[str, str], list[ReleaseNote]] = {}
     for note in notes:
         by_release.setdefault((note.axis, note.version), []).append(note)
@@ -301,7 +265,7 @@ def release_groups(notes: Iterable[ReleaseNote]) -> list[ReleaseGroup]:
                 tuple(sorted(previous, key=lambda v: parse_version(v) or Version("0"))),
                 tuple(sorted(notable, key=lambda n: n.kind is not NoteKind.REGRESSION_CANDIDATE)),
                 tuple(n for n in group if n.kind is NoteKind.DOES_NOT_INSTALL),
-                group[0].addition,  # the release's first note says whether it is new to the matrix
+                is_addition(compat, baseline, axis, version),
             )
         )
     return sorted(built, key=lambda g: (g.installs, g.addition, not g.has_regression_candidate))

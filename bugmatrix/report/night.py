@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from bugmatrix.documents import compat as document
+from bugmatrix.documents.compat import FreshLane, Moved, ReleaseNote
 from bugmatrix.report.agreement import AgreementLine, per_case
 from bugmatrix.report.boundaries import Boundary, Picture, boundary_text, pictures
 from bugmatrix.report.diff import (
@@ -24,12 +25,11 @@ from bugmatrix.report.diff import (
     diff_against_baseline,
     sort_changes,
 )
-from bugmatrix.report.envdiff import Moved, explain_changes
+from bugmatrix.report.envdiff import explain_changes
 from bugmatrix.report.expectation import SYSTEM_CELL
-from bugmatrix.report.fresh import FreshLane
 from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise, unchanged_since
 from bugmatrix.report.model import Compat, compat_json
-from bugmatrix.report.new_releases import ReleaseGroup, ReleaseNote, install_changes, release_groups, release_notes
+from bugmatrix.report.new_releases import ReleaseGroup, install_changes, release_groups, release_notes
 
 __all__ = ["CELL_FINDINGS", "FINDING_KINDS", "Finding", "NightReport", "analyse"]
 
@@ -160,12 +160,7 @@ class NightReport:
 
     def to_document(self) -> document.Compat:
         """compat.json: the document, the release notes, what moved, the re-resolve lane (the baseline of a later night is this)."""
-        return msgspec.structs.replace(
-            self.compat.to_document(),
-            releases=msgspec.convert(self.notes, list[document.ReleaseNote], from_attributes=True),
-            moved=msgspec.convert(self.moved, list[document.Moved], from_attributes=True),
-            reresolved=msgspec.convert(self.fresh, document.FreshLane | None, from_attributes=True),
-        )
+        return msgspec.structs.replace(self.compat.to_document(), releases=self.notes, moved=self.moved, reresolved=self.fresh)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for compat.json (:func:`~bugmatrix.report.model.compat_json`)."""
@@ -240,7 +235,7 @@ def analyse(
     own = nights_of(list(nights), compat.profile)  # profiles share the history file, not their story
     history = summarise(own)
     notes = release_notes(compat, baseline)
-    groups = release_groups(notes)
+    groups = release_groups(notes, compat, baseline)
     changes = sort_changes([*diff_against_baseline(compat, baseline, flaky_pairs(history)), *install_changes(groups)])
     return NightReport(
         compat=compat,

@@ -14,7 +14,7 @@ from markupsafe import Markup, escape
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.report.diff import FAILING, Change, ChangeKind
-from bugmatrix.report.model import Cell, Compat, Entry, Variant
+from bugmatrix.report.model import Cell, Compat, Entry, Variant, reused_note
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.overview import overview
 from bugmatrix.report.render_lane import REUSED, lane_groups, reuse_groups
@@ -232,7 +232,7 @@ def render_html(report: NightReport) -> str:
         rows=_rows(compat, cells, anchors),
         missing=_missing_by_cell(listed),
         changes=[(c, a, moved.get((c.variant_id, c.cell_id))) for c, a in listed if c.kind is not ChangeKind.MISSING],
-        other_moved=[m for m in report.moved if (m.variant, m.cell) not in in_box],
+        other_moved=[(m, reused_note(compat.reused_origins.get(m.cell, ""))) for m in report.moved if (m.variant, m.cell) not in in_box],
         severe=frozenset(k.value for k in SEVERE),
         hidden_changes=max(0, len(shown) - CHANGE_LIMIT),
         legend=[(o.value, o.label) for o in Outcome],

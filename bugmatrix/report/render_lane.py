@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bugmatrix.report.fresh import FreshCell
+from bugmatrix.documents.compat import FreshCell
 from bugmatrix.report.markdown import code, escape_md
 from bugmatrix.report.model import REUSED, Origin
 from bugmatrix.report.night import NightReport

@@ -16,7 +16,7 @@ from bugmatrix.report.diff import INFORMATIONAL, PER_CELL, Change, ChangeKind
 from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import WINDOW
 from bugmatrix.report.markdown import code, escape_md
-from bugmatrix.report.model import Cell, Compat, Entry, Variant
+from bugmatrix.report.model import Cell, Compat, Entry, Variant, reused_note
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.render_lane import REUSED, lane_lines, reuse_lines
 
@@ -322,9 +322,8 @@ def explained_lines(report: NightReport, limit: int | None = LINE_LIMIT) -> list
         lines += ["## Outcomes that changed since the baseline, and what moved in their cell", ""]
         for entry in report.moved[:limit]:
             why = "; ".join(entry.moved) or "no installed distribution changed"
-            lines.append(
-                f"- {code(entry.variant)} in {code(entry.cell)}: {entry.before} → {entry.after} — {escape_md(why + entry.reused_note)}"
-            )
+            why += reused_note(report.compat.reused_origins.get(entry.cell, ""))
+            lines.append(f"- {code(entry.variant)} in {code(entry.cell)}: {entry.before} → {entry.after} — {escape_md(why)}")
         if limit is not None and len(report.moved) > limit:
             lines.append(f"- … and {len(report.moved) - limit} more (compat.json: moved)")
         lines.append("")
