@@ -224,3 +224,22 @@ def test_a_path_is_named_from_the_checkout_when_inside_it_and_as_given_outside(t
     (checkout / "build").mkdir(parents=True)
     assert shown(checkout / "build" / "plan.json", checkout) == "build/plan.json"
     assert shown(tmp_path / "elsewhere" / "plan.json", checkout) == str(tmp_path / "elsewhere" / "plan.json")
+
+
+def test_the_plans_resolution_is_read_by_its_model_and_an_axis_with_two_picks_tracks_its_first() -> None:
+    from bugmatrix.documents.plan import PlanDocument
+    from bugmatrix.report.expectation import from_plan
+
+    picks = [{"requested": "latest", "resolved": "2.15.0"}, {"requested": "latest-pre", "resolved": "2.16.0rc1"}]
+    cells = [{"id": "a", "pins": {"python": "3.11"}}]
+    plan = {
+        "schema": "bugmatrix.plan.cells/1",
+        "profile": "smoke",
+        "cells": cells,
+        "resolution": {"axes": {"torch": picks}, "resolved_at": "t"},
+    }
+    tracking = from_plan(PlanDocument.from_json(plan)).tracking
+    assert tracking is not None and tracking.resolved_at == "t"
+    assert {a: (p.requested, p.resolved) for a, p in tracking.axes.items()} == {"torch": ("latest", "2.15.0")}
+    with pytest.raises(ValueError, match=r"missing required field `resolved` - at `\$.resolution.axes"):
+        PlanDocument.from_json({**plan, "resolution": {"axes": {"torch": {"requested": "latest"}}}})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
 import msgspec
 
@@ -41,10 +41,6 @@ class LaneFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         if self.profile is not None:
             profile_name(self.profile, "profile", ValueError)
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain data, ready for json.dumps."""
-        return msgspec.to_builtins(self)
 
     @property
     def by_cell(self) -> dict[str, Reresolved]:

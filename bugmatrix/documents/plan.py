@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from bugmatrix.documents.resolution import ResolutionFile
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_json
 from bugmatrix.values import profile_name
@@ -47,7 +48,7 @@ class PlanDocument(msgspec.Struct, frozen=True):
     profile: str
     cells: tuple[PlannedCell, ...]
     axes: tuple[PlannedAxis, ...] = ()
-    resolution: dict[str, Any] = {}
+    resolution: ResolutionFile = ResolutionFile({})
 
     def __post_init__(self) -> None:
         profile_name(self.profile, "profile", ValueError)  # it reaches file names, site paths and issue links

@@ -1,6 +1,6 @@
 """The saved resolution (``resolution.json``): what each ``latest``/``latest-pre`` meant for one nightly's plan.
 
-:mod:`bugmatrix.releases.registry` writes and reads it through :class:`ResolutionFile`.
+:mod:`bugmatrix.releases.registry` writes and reads it through :class:`ResolutionFile`; a plan document carries one too.
 """
 
 from __future__ import annotations
@@ -18,3 +18,8 @@ class ResolutionFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     axes: dict[str, TrackedPin | list[TrackedPin]]
     resolved_at: str = ""
     stale: bool = False
+
+    @property
+    def picks(self) -> list[tuple[str, TrackedPin]]:
+        """(axis, pick) for every pick, in order (an axis with a list gives each of its picks)."""
+        return [(axis, pick) for axis, value in self.axes.items() for pick in (value if isinstance(value, list) else [value])]

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import msgspec
 from packaging.version import Version
@@ -33,13 +33,18 @@ Reference = Mapping[tuple[str, str], Outcome]
 
 class _Chosen(msgspec.Struct):
     cells: list[str]
+    shows: str = ""
+    source: str = msgspec.field(default="", name="from")
 
 
 class _Committed(msgspec.Struct):
-    """What :func:`committed_choices` reads of a computed profile's file (:func:`write_choices` writes it)."""
+    """A computed profile's file: :func:`write_choices` writes it, :func:`committed_choices` reads its cells."""
 
     schema: Literal["bugmatrix.computed/1"]
     cases: dict[str, _Chosen]
+    profile: str = ""
+    within: str = ""
+    written_by: str = ""
 
 
 class CellLike(Protocol):
@@ -60,9 +65,6 @@ class Choice:
     cells: tuple[str, ...]
     shows: str
     source: str  # "reference", "expect", or "reference and expect"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"cells": list(self.cells), "shows": self.shows, "from": self.source}
 
 
 def _at_base(matrix: Matrix, cell: CellLike) -> int:
@@ -164,5 +166,5 @@ def committed_choices(path: Path) -> dict[str, tuple[str, ...]]:
 def write_choices(path: Path, profile: str, within: str, choices: Iterable[Choice]) -> None:
     """The committed choice, all or nothing (what ``plan --compute P --write`` writes and the check compares)."""
     written_by = f"python -m bugmatrix plan --compute {profile} --write (docs/matrix.md, Profiles); do not edit by hand"
-    cases = {c.case: c.to_json() for c in choices}
-    write_json_atomic(path, {"schema": COMPUTED_SCHEMA, "profile": profile, "within": within, "written_by": written_by, "cases": cases})
+    cases = {c.case: _Chosen(list(c.cells), c.shows, c.source) for c in choices}
+    write_json_atomic(path, msgspec.to_builtins(_Committed(COMPUTED_SCHEMA, cases, profile, within, written_by)))

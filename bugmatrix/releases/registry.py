@@ -154,8 +154,7 @@ class Resolution:
     def from_json(cls, data: Any) -> Resolution:
         """Raises msgspec.ValidationError (naming the key) where ``data`` is not a resolution."""
         document = msgspec.convert(data, ResolutionFile)
-        picks = [(axis, pick) for axis, value in document.axes.items() for pick in (value if isinstance(value, list) else [value])]
-        return cls(tuple(Resolved(axis, p.requested, p.resolved) for axis, p in picks), document.resolved_at, document.stale)
+        return cls(tuple(Resolved(axis, p.requested, p.resolved) for axis, p in document.picks), document.resolved_at, document.stale)
 
 
 def dedupe_versions(values: Iterable[str]) -> list[str]:

@@ -75,11 +75,12 @@ class Expectation:
 
 
 def _plan_tracking(plan: PlanDocument) -> Tracking | None:
-    resolution = plan.resolution
-    if not resolution.get("axes"):
+    if not plan.resolution.axes:
         return None
-    axes = {str(a): TrackedPin(str(t["requested"]), str(t["resolved"])) for a, t in resolution["axes"].items()}
-    return Tracking(axes, resolution.get("resolved_at"), bool(resolution.get("stale")))
+    axes: dict[str, TrackedPin] = {}
+    for axis, pick in plan.resolution.picks:
+        axes.setdefault(axis, pick)  # an axis asking latest and latest-pre: its first, as the run files' tracking keeps
+    return Tracking(axes, plan.resolution.resolved_at, plan.resolution.stale)
 
 
 def from_plan(plan: PlanDocument, where: str = "", baseline: Compat | None = None) -> Expectation:

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
 from packaging.utils import canonicalize_name
 
 from bugmatrix.documents.lane import RERESOLVE_SCHEMA, STATUSES, LaneFile, Reresolved
@@ -151,7 +152,7 @@ def reresolve_cells(
     moved = [(r, name, old, new) for r, name, old, new in done if r.status == "moved"]
     # The profile: the report uses the lane only for a night of it.
     document = LaneFile(RERESOLVE_SCHEMA, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), results, as_of, dict(held or {}), profile)
-    files: dict[Path, str | bytes] = {out / "resolve.json": json.dumps(document.to_json(), indent=1, sort_keys=True) + "\n"}
+    files: dict[Path, str | bytes] = {out / "resolve.json": json.dumps(msgspec.to_builtins(document), indent=1, sort_keys=True) + "\n"}
     files |= {out / "locks" / f"{r.cell}.txt": new for r, _, _, new in moved}
     patch = patch_text(_committed_changes(root, [(r.cell, new) for r, _, _, new in moved]))
     if patch:
