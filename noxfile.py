@@ -298,7 +298,7 @@ def write_plan(session: nox.Session, profile: str) -> Path:
     path = output_dir() / f"plan-{profile}.json"
     cells = [c for c in plan_cells(plan.matrix, profile, plan.catalog) if profile in cell_tags(c)]
     try:
-        write_json_atomic(path, {**plan_document(plan.matrix, profile, cells), "resolution": plan.resolution.to_json()})
+        write_json_atomic(path, plan_document(plan.matrix, profile, cells, plan.resolution.to_json()))
     except OSError as exc:  # a full disk, a read-only checkout: one line, as the CLI says it
         session.error(
             f"report: exit {WRITE_EXIT_CODE} (could not write): {path}: {exc.strerror or exc}; free space or pass another directory"

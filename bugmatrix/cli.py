@@ -80,7 +80,7 @@ def _plan(args: argparse.Namespace) -> int:
     for note in override_notes(cells):  # a constraint never masks a case silently: where one's environment wins, it is said
         print(f"note: {note}", file=sys.stderr)
     if args.out:
-        write_json_atomic(args.out, {**plan_document(matrix, args.profile, cells), "resolution": resolution.to_json()})
+        write_json_atomic(args.out, plan_document(matrix, args.profile, cells, resolution.to_json()))
     if args.json:
         from bugmatrix.tools.cachesize import cache_key
 

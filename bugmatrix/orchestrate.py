@@ -53,7 +53,7 @@ def computed_plan(matrix: Path, cases: Path, profile: str, resolution: Path, ran
     ran = set(ran)
     on_gpu = any(c.device != "cpu" and c.id in ran for c in cells)
     kept = [c for c in cells if c.device == "cpu" or on_gpu]
-    document = PlanDocument.from_json({**plan_document(planned.matrix, profile, kept), "resolution": planned.resolution.to_json()})
+    document = PlanDocument.from_json(plan_document(planned.matrix, profile, kept, planned.resolution.to_json()))
     source = f"computed from {shown(matrix)}" + (f" and the saved resolution {shown(resolution)}" if planned.resolution.entries else "")
     return document, source
 

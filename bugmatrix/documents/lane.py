@@ -11,7 +11,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_bytes
 from bugmatrix.values import profile_name
 
-__all__ = ["RERESOLVE_SCHEMA", "STATUSES", "LaneFile", "Reresolved", "load_reresolved"]
+__all__ = ["RERESOLVE_SCHEMA", "STATUSES", "LaneFile", "Reresolved", "Status", "load_reresolved"]
 
 RERESOLVE_SCHEMA = "bugmatrix.reresolve/1"
 Status = Literal["same", "moved", "failed", "unlocked"]

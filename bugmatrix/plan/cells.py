@@ -265,12 +265,16 @@ def find_cell(cells: Iterable[Cell], name: str) -> Cell:
     raise BugmatrixError(msg)
 
 
-def plan_document(matrix: Matrix, profile: str, cells: list[Cell]) -> dict[str, Any]:
-    """The plan as data (``bugmatrix.plan.cells/1``), with the axes its cells pin: what the report checks completeness against."""
+def plan_document(matrix: Matrix, profile: str, cells: list[Cell], resolution: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The plan as data (``bugmatrix.plan.cells/1``), with the axes its cells pin: what the report checks completeness against.
+
+    ``resolution``: what ``latest`` meant for these cells (the saved resolution's JSON), carried for the report's tracking.
+    """
     pinned = {axis for cell in cells for axis in cell.pins}
-    return {
+    document = {
         "schema": PLAN_SCHEMA,
         "profile": profile,
         "axes": [{"name": name, "prefix": a.prefix} for name, a in matrix.axes.items() if name in pinned],
         "cells": [c.to_json() for c in cells],
     }
+    return document if resolution is None else {**document, "resolution": resolution}
