@@ -22,7 +22,8 @@ def report(tmp_path: Path, night: str, commit: str = "abc1234", profile: str = "
     reports.mkdir()
     (reports / "index.html").write_text(f"<p>{night}</p>")
     (reports / "compat.md").write_text(f"# {night}\n")
-    (reports / "compat.json").write_text(json.dumps({"commit": commit, "profile": profile}))
+    compat = {"schema": "bugmatrix.compat/4", "commit": commit, "profile": profile, "cells": [], "variants": [], "results": {}}
+    (reports / "compat.json").write_text(json.dumps(compat))
     return reports
 
 

@@ -39,7 +39,7 @@ SHIELDS_ENDPOINT = {
 
 def cell(cell_id: str, status: str = "ok", *, reused: bool = False) -> dict[str, object]:
     origin = {"date": "2026-11-20T03:00:00+00:00", "commit": "0ld", "run": "local"} if reused else None
-    return {"id": cell_id, "install": {"status": status, "reason": ""}, "reused_from": origin}
+    return {"id": cell_id, "pins": {}, "install": {"status": status, "reason": ""}, "reused_from": origin}
 
 
 def result(outcome: str, verdict: str) -> dict[str, object]:
@@ -52,7 +52,9 @@ def night_report(tmp_path: Path, name: str, compat: dict[str, object], issues: d
     reports.mkdir()
     (reports / "index.html").write_text(f"<p>{name}</p>")
     (reports / "compat.md").write_text(f"# {name}\n")
-    (reports / "compat.json").write_text(json.dumps({"commit": f"c-{name}", "profile": "nightly", **compat}))
+    (reports / "compat.json").write_text(
+        json.dumps({"schema": "bugmatrix.compat/4", "commit": f"c-{name}", "profile": "nightly", "variants": [], **compat})
+    )
     if not issues:
         return reports, None
     bodies = tmp_path / f"issues-{name}"

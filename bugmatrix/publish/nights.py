@@ -14,10 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bugmatrix.cell.outcomes import Outcome
+import msgspec
+
+from bugmatrix.cell.outcomes import Outcome, Verdict
+from bugmatrix.documents.compat import Compat, InstallStatus
 from bugmatrix.documents.nights import SiteNight
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import read_json, read_text, write_json_atomic, write_text_atomic
+from bugmatrix.files import read_bytes, read_text, write_json_atomic, write_text_atomic
 from bugmatrix.publish import render
 from bugmatrix.publish.issue_html import parse_markdown
 from bugmatrix.publish.markers import parse_markers
@@ -104,34 +107,19 @@ def summarize(site: Path, night: SiteNight) -> NightSummary:
     subjects = frozenset(issue.key.partition(":")[2] for issue in issues)
     known = (night.date, night.profile, night.commit, night.path)
     try:
-        data = read_json(site / night.path / "compat.json", "compat document")
-        verdicts: Counter[str] = Counter()
-        outcomes: dict[str, dict[str, str]] = {}
-        flagged = set(subjects)
-        for variant, per_cell in (data.get("results") or {}).items():
-            for cell, entry in per_cell.items():
-                verdict = str(entry.get("verdict") or "")
-                verdicts[verdict] += 1
-                outcomes.setdefault(str(variant), {})[str(cell)] = str(entry.get("outcome") or "")
-                if verdict in ("regression", "new-failure-mode", "unexpected-fix"):
-                    flagged.add(str(variant))
-        cells = [c for c in data.get("cells") or [] if isinstance(c, dict)]
-        status = Counter(str((c.get("install") or {}).get("status", "ok")) for c in cells)
-        reused = sum(1 for c in cells if c.get("reused_from"))
-        releases = len({(r.get("axis"), r.get("version")) for r in data.get("releases") or []})
-        found = (
-            verdicts["regression"],
-            verdicts["new-failure-mode"],
-            verdicts["unexpected-fix"],
-            flaky,
-            status["missing"],
-            status["failed"],
-        )
-        counts = dict(zip(COUNTED, (*found, releases), strict=True))
-        ran = len(cells) - reused - status["missing"]
-        return NightSummary(*known, counts, reused, ran, len(cells), issues, outcomes=outcomes, flagged=frozenset(flagged))
-    except (BugmatrixError, ValueError, AttributeError, TypeError):
+        compat = msgspec.json.decode(read_bytes(site / night.path / "compat.json", "compat document"), type=Compat)
+    except (BugmatrixError, msgspec.DecodeError):
         return NightSummary(*known, {"flaky": flaky}, issues=issues, readable=False, flagged=subjects)
+    verdicts = Counter(e.verdict for per_cell in compat.results.values() for e in per_cell.values())
+    outcomes = {v: {c: e.outcome.value for c, e in per_cell.items()} for v, per_cell in compat.results.items()}
+    flagged = subjects | {v for v, per_cell in compat.results.items() if any(e.flagged for e in per_cell.values())}
+    status = Counter(c.install.status for c in compat.cells)
+    reused = sum(1 for c in compat.cells if c.reused)
+    found = (verdicts[Verdict.REGRESSION], verdicts[Verdict.NEW_FAILURE_MODE], verdicts[Verdict.UNEXPECTED_FIX], flaky)
+    releases = len({(r.axis, r.version) for r in compat.releases})
+    counts = dict(zip(COUNTED, (*found, status[InstallStatus.MISSING], status[InstallStatus.FAILED], releases), strict=True))
+    ran = len(compat.cells) - reused - status[InstallStatus.MISSING]
+    return NightSummary(*known, counts, reused, ran, len(compat.cells), issues, outcomes=outcomes, flagged=flagged)
 
 
 @dataclass(frozen=True)
