@@ -1,9 +1,8 @@
 """From the matrix and the cases' slices to the list of cells.
 
-A profile's cells are the union of its cases' slices (:mod:`bugmatrix.plan.slices`), not the cross product of every
-axis: adding a case adds its cells without touching another case's cells, pins or variants, and one cell id runs the
-same variants in every profile. A CUDA twin is planned only for a cell that runs a CUDA variant; a variant whose case
-declares an environment beyond the axes runs in a sibling cell (same pins plus that environment).
+A profile's cells are the union of its cases' slices, not the cross product of every axis: adding a case touches no
+other case's cells, and one cell id runs the same variants in every profile. A CUDA twin is planned only for a cell
+that runs a CUDA variant; a case environment beyond the axes runs in a sibling cell (same pins plus that environment).
 """
 
 from __future__ import annotations
@@ -71,7 +70,7 @@ class Cell:
 
 
 def sibling_id(cell_id: str, extra: Env) -> str:
-    """``py311-torch2.0.1-with-setuptools-lt-81``: the cell a case's environment runs in, beside ``cell_id`` (from what it holds)."""
+    """``py311-torch2.0.1-with-setuptools-lt-81``: the cell a case's environment runs in, beside ``cell_id``."""
     return f"{cell_id}-{extra.id_part()}"
 
 
@@ -93,11 +92,8 @@ def _slice_pins(matrix: Matrix, profile: str, case: Slice) -> list[dict[str, str
 
 
 class _Members:
-    """Which cases a cell's pins belong to, decided by the pins alone (any profile).
-
-    A case holds a cell that is a point of its cross (its spanned axes at any of their versions, every other pinned axis
-    at its base, ``[[base_when]]`` applied) and every ``[[include]]`` cell that pins its axes.
-    """
+    """Which cases a cell's pins belong to (any profile): a point of the case's cross (its spanned axes at any of their
+    versions, the rest at base, ``[[base_when]]`` applied), or an ``[[include]]`` cell that pins its axes."""
 
     def __init__(self, matrix: Matrix, slices: list[Slice]) -> None:
         self.matrix = matrix
@@ -112,16 +108,13 @@ class _Members:
         return self.matrix.rebased({**self.held, **spanned, self.matrix.interpreter: pins[self.matrix.interpreter]}) == dict(pins)
 
     def cases(self, pins: Mapping[str, str]) -> list[Slice]:
-        """The slices holding a cell (see the class docstring)."""
         installed = {a for a in pins if a != self.matrix.interpreter}
         included = dict(pins) in self.includes
         return [s for s in self.slices if s.admits(pins) and (self._point(s, pins) or (included and set(s.axes) <= installed))]
 
     def cells(self, cell: Cell) -> list[Cell]:
-        """The cell with its variants, and one sibling per environment its cases' variants need there beyond its own.
-
-        A CUDA twin's sibling is its CPU cell's sibling + ``-cuda``: it installs that CPU sibling's lock.
-        """
+        """The cell with its variants, and one sibling per environment its cases' variants need beyond its own (a CUDA
+        twin's sibling is its CPU cell's sibling + ``-cuda``: it installs that sibling's lock)."""
         runs = [(m, s.source) for s in self.cases(cell.pins) for m in s.members if m.runs_at(cell.pins)]
         own = sorted(self.matrix.requirements_for(cell.pins))
         groups: dict[Env, list[tuple[str, str]]] = {}
@@ -148,7 +141,6 @@ class _Members:
         return [c for c in planned if c.variants]
 
     def _overrides(self, pins: Mapping[str, str], extra: Env, named: list[tuple[str, str]]) -> tuple[str, ...]:
-        """What the plan says where ``extra`` takes a distribution over from a constraint (nothing where both say the same)."""
         who = " and ".join(f"{source}'s environment {name!r}" for name, source in named)
         return tuple(
             f"{who} ({extra.describe()}) takes over from {self.matrix.describe(constraint)}: {text!r} is not installed there"
@@ -194,7 +186,6 @@ def recompute(matrix: Matrix, profile: str, catalog: Slices, reference: Referenc
 
 
 def _computed_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
-    """The cells each case of a computed profile chose (committed, else chosen again), with their siblings and CUDA twins."""
     candidates = plan_cells(matrix, matrix.file.within[profile], catalog)
     by_id = {c.id: c for c in candidates}
     committed = committed_choices(matrix.computed[profile])
@@ -213,14 +204,13 @@ def _computed_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]
 
 
 def _gpu_cells(matrix: Matrix, cells: list[Cell]) -> list[Cell]:
-    """CPU cells selected by ``[gpu]`` (every listed axis matches) also run on a GPU runner."""
+    """CPU cells selected by ``[gpu]`` (every listed axis matches): they get a CUDA twin."""
     if not matrix.file.gpu_select:
         return []
     return [c for c in cells if all(c.pins.get(axis, values[0]) in values for axis, values in matrix.file.gpu_select.items())]
 
 
 def _check_within(matrix: Matrix, planned: Mapping[str, list[Cell]]) -> None:
-    """``within``: every cell of a profile is a cell of the profile it is declared within (CPU and GPU alike)."""
     for smaller, larger in matrix.file.within.items():
         outside = [c.id for c in planned[smaller] if c.id not in {o.id for o in planned[larger]}]
         if outside:
@@ -266,10 +256,8 @@ def find_cell(cells: Iterable[Cell], name: str) -> Cell:
 
 
 def plan_document(matrix: Matrix, profile: str, cells: list[Cell], resolution: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The plan as data (``bugmatrix.plan.cells/1``), with the axes its cells pin: what the report checks completeness against.
-
-    ``resolution``: what ``latest`` meant for these cells (the saved resolution's JSON), carried for the report's tracking.
-    """
+    """The plan as data (``bugmatrix.plan.cells/1``): what the report checks completeness against; ``resolution`` (the saved
+    resolution's JSON) says what ``latest`` meant, for the report's tracking."""
     pinned = {axis for cell in cells for axis in cell.pins}
     document = {
         "schema": PLAN_SCHEMA,

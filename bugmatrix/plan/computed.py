@@ -2,8 +2,7 @@
 
 Each case picks its own cells among the ``within`` profile's, from the committed reference's outcomes, else its
 ``expect=`` rules: a (reproduced, fixed) pair where most of its variants flip along exactly one declared axis (then the
-fewest axes apart, the oldest reproduced, the fixed nearest base); else one cell showing both, or its one outcome,
-nearest base. A case's choice depends on that case alone. ``plan --compute P --write`` commits it to the profile's file.
+fewest axes apart, the oldest reproduced, the fixed nearest base); else one cell showing both, or its one outcome.
 """
 
 from __future__ import annotations
@@ -38,8 +37,6 @@ class _Chosen(msgspec.Struct):
 
 
 class _Committed(msgspec.Struct):
-    """A computed profile's file: :func:`write_choices` writes it, :func:`committed_choices` reads its cells."""
-
     schema: Literal["bugmatrix.computed/1"]
     cases: dict[str, _Chosen]
     profile: str = ""
@@ -140,7 +137,6 @@ def choose(matrix: Matrix, case: Slice, candidates: Sequence[CellLike], referenc
 
 
 def _neg(key: tuple[Version, ...]) -> tuple:
-    """A sort key that orders versions newest first."""
     return tuple(tuple(-part for part in v.release) for v in key)
 
 

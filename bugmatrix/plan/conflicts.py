@@ -1,9 +1,8 @@
-"""Contradictions between what a cell pins and what the constraints add, found when the plan is made.
+"""Contradictions between what a cell pins and what the constraints add, found when the plan is made, not at night.
 
-Where two requirements of a cell (an axis pin, a constraint's ``requires``, a case environment's) name one distribution
-and no version satisfies both, the plan is refused in one line naming both entries, rather than the cell install-failing
-at night. Decided on the specifiers alone: a conjunction of PEP 440 specifiers holds somewhere iff it holds at a version
-its bounds name or just beside one. Markers are evaluated for the cell's interpreter.
+Where two requirements of a cell (an axis pin, a constraint's, a case environment's) name one distribution and no
+version satisfies both, the plan is refused in one line naming both. A conjunction of PEP 440 specifiers holds
+somewhere iff it holds at a version its bounds name or just beside one.
 """
 
 from __future__ import annotations
@@ -71,7 +70,7 @@ ENVIRONMENT = "the case's environment requires"
 
 
 def _demands(matrix: Matrix, pins: Mapping[str, str], extra: Env | None = None) -> list[Demand]:
-    """The cell's requirements, each with the entry it comes from (markers evaluated for its interpreter); ``extra``: a case environment's."""
+    """The cell's requirements, each with its entry (markers evaluated for its interpreter); ``extra``: a case environment's."""
     extra = extra or Env()
     demands = []
     for axis, (distribution, _) in matrix.providers(pins).items():

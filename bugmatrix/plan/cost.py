@@ -1,8 +1,6 @@
 """What a profile and each case cost, before anything is locked or run (``nox -s plan -- --cost``).
 
-A variant's time is its own ``duration_s`` in the committed reference's run of that cell, else its mean there, else
-the reference's mean per variant; a cell's fixed cost (its wall less its variants') is charged once per profile. A
-case's line counts every cell it runs in, whole, and names the shared part: adding a case moves no other case's line.
+A case's line counts every cell it runs in, whole, and names the shared part: adding a case moves no other case's line.
 """
 
 from __future__ import annotations
@@ -62,7 +60,6 @@ class Costs:
     """What is committed that prices a cell: its lock and its reference run, each variant's own time (else averages)."""
 
     def __init__(self, locks: Path, runs: Path) -> None:
-        # TODO(locks): the "locks" helper changes how locks are stored; ask its lock-size function here instead of counting lines.
         self.lock_lines = {p.stem: sum(1 for _ in p.open(encoding="utf-8")) for p in sorted(locks.glob("*.txt"))} if locks.is_dir() else {}
         reference: list[RunRecord] = load_run_dir(runs) if runs.is_dir() else []
         self.durations = {(run.cell, r.id): r.duration_s for run in reference for r in run.results}

@@ -1,9 +1,7 @@
-"""Read the cases by importing them, even where torch is not installed.
+"""Read the cases by importing them (what pytest runs), even where torch is not installed.
 
-Planning runs in nox's own interpreter, yet must read exactly what pytest runs, so case files are imported, not parsed:
-a third-party module that is absent (and, for a plan, each matrix axis's module, installed or not) is a *deferred*
-module during the import. Its names resolve (``torch.float16``); calling it raises, so a case that computes at import
-time what only a real torch can say gets a one-line error. Deferred modules leave ``sys.modules`` afterwards.
+An absent third-party module (and, for a plan, each matrix axis's module) is *deferred* during the import: its names
+resolve (``torch.float16``), calling it raises a one-line error. Deferred modules leave ``sys.modules`` afterwards.
 """
 
 from __future__ import annotations
@@ -71,9 +69,7 @@ def _importer() -> str:
 
 class _DeferredFinder(importlib.abc.MetaPathFinder):
     """Defers the imports of a case, a harness module or a deferred module (a library's ``try: import x`` still fails).
-
-    Last on ``sys.meta_path`` it is asked only about absent modules; with ``only``, first, it defers those even where installed.
-    """
+    Last on ``sys.meta_path`` it sees only absent modules; with ``only``, first, it defers those even where installed."""
 
     def __init__(self, only: frozenset[str] | None = None) -> None:
         self.only = only

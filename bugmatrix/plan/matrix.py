@@ -1,7 +1,6 @@
 """``matrix.toml``: read it, check it (:mod:`bugmatrix.documents.matrix`), and hand back the typed :class:`Matrix`.
 
-Nothing about versions, axes or profiles lives in code: an axis (numpy, accelerate, ...) is an ``[axes.<name>]``
-entry and nothing else. docs/matrix.md describes the file.
+No axis lives in code: an axis is an ``[axes.<name>]`` entry and nothing else (docs/matrix.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """A case's slice: the cells it is planned in, and which of its variants run in each.
 
-A case's cells are the cross of the axes its variants span at a profile's versions (and its own releases,
-``Case(versions=...)``), narrowed by ``Case(cross=...)``; the interpreter and ``every_cell`` axes sit at base. A
-variant's requirement on an axis's own distribution (``numpy<2``) says which of those cells it runs in; the rest of its
-environment is a sibling beside them. Every mistake names the case file.
+A case's cells cross the axes its variants span at a profile's versions (plus ``Case(versions=...)``), narrowed by
+``Case(cross=...)``. A variant's requirement on an axis's distribution (``numpy<2``) says which cells it runs in; the
+rest of its environment is a sibling beside them. Every mistake names the case file.
 """
 
 from __future__ import annotations
@@ -71,7 +70,6 @@ class Slice:
 
 
 def _axis_of(matrix: Matrix) -> dict[str, str]:
-    """canonical distribution name -> the axis it provides."""
     return {canonicalize_name(dist): axis for axis in matrix.package_axes for dist in matrix.axes[axis].distributions}
 
 
@@ -124,10 +122,8 @@ def split_environment(
     source: str = "",
     own: Mapping[str, tuple[str, ...]] | None = None,
 ) -> tuple[dict[str, SpecifierSet], Env]:
-    """A variant's environment as the planner reads it: what it requires of an axis (where it runs) and the rest (its sibling).
-
-    ``spans``: the axes its case's cells pin (default: the variant's own); ``own``: the case's own releases.
-    """
+    """A variant's environment as the planner reads it: what it requires of an axis (where it runs) and the rest (its
+    sibling). ``spans``: the axes its case's cells pin (default: the variant's own); ``own``: the case's own releases."""
     spans = variant.axes if spans is None else spans
     providers = _axis_of(matrix)
     when: dict[str, SpecifierSet] = {}

@@ -1,8 +1,7 @@
 """What an issue offers to reproduce its finding: the ``repro`` export, written beside the issue body.
 
-A variant's finding gets :func:`bugmatrix.tools.repro.export_repro` in its first cell (``repro.py``, the variant's
-requirements, the cell's lock, an upstream issue draft); a cell's finding its requirements, lock and command; a
-release that does not install the requirements that fail. When the cases cannot be loaded, the attachment says why.
+A variant's finding gets :func:`bugmatrix.tools.repro.export_repro` in its first cell; a cell's finding its
+requirements, lock and command. When the cases cannot be loaded, the attachment says why.
 """
 
 from __future__ import annotations

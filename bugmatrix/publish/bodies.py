@@ -1,7 +1,7 @@
 """The night's issue bodies as files: one ``<stem>.md`` per finding, its repro files in ``<stem>/`` beside it.
 
-``report --issue-bodies DIR`` writes them with the report's other outputs, all or nothing, exactly one night's;
-``issues`` (:mod:`~bugmatrix.publish.filing`) reads them back. A directory holding anything else is refused, never emptied.
+``report --issue-bodies DIR`` writes them with the report's other outputs; ``issues`` reads them back. A directory
+holding anything else is refused, never emptied.
 """
 
 from __future__ import annotations

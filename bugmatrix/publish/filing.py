@@ -109,18 +109,16 @@ def judged(compat: Compat, marker: Marker) -> bool:
 
 
 def _last(issue: Issue, key: str) -> Marker | None:
-    """What the issue was last told about ``key`` (its body's marker, then its comments')."""
     told = [m for text in (issue.body, *issue.comments) for m in parse_markers(text) if m.key == key]
     return told[-1] if told else None
 
 
 def _said(last: Marker | None, marker: Marker) -> bool:
-    """The issue's last note is this very finding (not a back-to-baseline note, the same digest)."""
+    """The issue's last note is this very finding (no back-to-baseline note, the same digest)."""
     return last is not None and last.state is not State.BACK and last.digest == marker.digest
 
 
 def _for_finding(body: Body, known: list[Issue], night: str, knowingly: Callable[[Issue], bool]) -> Action:
-    """Tonight's finding against the issues with its key (oldest first)."""
     key, marker = body.marker.key, body.marker
     open_issues = [i for i in known if i.open]
     if open_issues:
@@ -145,7 +143,7 @@ def _for_finding(body: Body, known: list[Issue], night: str, knowingly: Callable
 
 
 def _for_gone(key: str, issue: Issue, compat: Compat, night: str, report_url: str, troubled: set[str]) -> Action | None:
-    """An open issue whose finding is not tonight's: a back-to-baseline note where tonight judged it, once."""
+    """An open issue whose finding is gone tonight: one back-to-baseline note where tonight judged it."""
     last = _last(issue, key)
     if last is None or last.state is State.BACK:
         return None  # already told, or nothing the nightly wrote to compare with
@@ -202,7 +200,7 @@ def file_issues(tracker: IssueTracker, actions: list[Action]) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``python -m bugmatrix issues`` (``nox -s issues``)."""
+    """The options of ``python -m bugmatrix issues`` (``nox -s issues``)."""
     parser.add_argument("--bodies", type=Path, required=True, help="the report's --issue-bodies directory")
     parser.add_argument("--compat", type=Path, required=True, help="tonight's compat.json (what the night judged)")
     parser.add_argument("--repo", required=True, help="owner/name of the GitHub repository (GH_TOKEN with issues: write)")

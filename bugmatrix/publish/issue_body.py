@@ -1,8 +1,7 @@
-"""An issue body per finding: one more view over the night's typed report (:class:`~bugmatrix.report.night.NightReport`).
+"""An issue body per finding: one more view over the night's report (:class:`~bugmatrix.report.night.NightReport`).
 
-The marker first, then what changed in which cells since when, what moved below the pins, and the ``repro`` export.
-Anything a run wrote goes into a code span or fenced block sized past its longest backtick run, so no ``@user``,
-``#123`` or markup in a message acts on GitHub. A body stays under GitHub's 65,536 characters.
+Anything a run wrote goes into a code span or fenced block longer than its longest backtick run, so no ``@user``,
+``#123`` or markup in a message acts on GitHub.
 """
 
 from __future__ import annotations
@@ -99,7 +98,7 @@ def _pins(report: NightReport, cell_id: str) -> str:
 
 
 def _cells_table(finding: Finding, report: NightReport) -> tuple[list[str], list[list[str]]]:
-    """The table's columns after cell and pins, and one row per cell: its pins, then what the finding's kind says of it."""
+    """The table's columns after cell and pins, and one row per cell."""
     compat, by_cell = report.compat, {c.cell_id: c for c in finding.changes}
     flaky, of_cells = finding.kind is ChangeKind.FLAKY, not finding.of_variant
     if flaky:
@@ -143,7 +142,7 @@ def _below(finding: Finding, report: NightReport) -> dict[str, str]:
     return below
 
 
-#: What ``issue.md.j2`` writes with besides the finding's values; the short files share what is left of ``room``.
+#: The helpers ``issue.md.j2`` writes with; the inlined files share what is left of ``room``.
 _TOOLS = {"literal": literal, "fenced": fenced, "MARKER": MARKER, "LOCKED": LOCKED, "room": BODY_LIMIT - 200}
 
 

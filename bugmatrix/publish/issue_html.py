@@ -1,8 +1,7 @@
-"""An issue body's Markdown as HTML for the site: the small subset :mod:`~bugmatrix.publish.issue_body` writes, read as data.
+"""An issue body's Markdown as HTML for the site: the subset :mod:`~bugmatrix.publish.issue_body` writes, read as data.
 
-The body is read into :class:`Block` and :class:`Span` values that the autoescaping ``_markdown.html.j2`` renders.
-Only what the body writer emits becomes markup (headings, lists, pipe tables, fences, code spans, bold, http(s) or
-relative links, its ``<details>``/``<summary>``/``<sub>`` lines); anything else is text.
+:class:`Block` and :class:`Span` values are rendered by the autoescaping ``_markdown.html.j2``: only what the body
+writer emits becomes markup; anything else is text.
 """
 
 from __future__ import annotations
@@ -58,7 +57,6 @@ class Block:
 def _split(
     text: str, pattern: re.Pattern[str], outside: Callable[[str], Sequence[Span]], inside: Callable[[re.Match[str]], Sequence[Span]]
 ) -> list[Span]:
-    """``text`` as spans: each match of ``pattern`` by ``inside``, the text around them by ``outside``."""
     out, last = [], 0
     for match in pattern.finditer(text):
         out += [*outside(text[last : match.start()]), *inside(match)]
@@ -87,7 +85,7 @@ def _inline(text: str) -> Line:
 
 
 def _summary(text: str) -> Line:
-    """A ``<summary>``'s content: the writer's ``<code>`` (its content un-escaped once, escaped again by the template), the rest as Markdown."""
+    """A ``<summary>``: the writer's ``<code>`` (un-escaped once, escaped again by the template), the rest as Markdown."""
     return tuple(_split(text, _SUMMARY_CODE, _inline, lambda match: [Span("code", html.unescape(match.group(1)))]))
 
 

@@ -1,10 +1,8 @@
 """The hidden marker that makes an issue *the* issue of one finding, so a finding is never filed twice.
 
-Every body and comment the nightly writes carries one HTML comment, invisible on GitHub:
-``<!-- bugmatrix-finding {"cells": [...], "digest": "3f9a2c1d7e4b", "key": "regression:...", "night": ..., "state": "opened"} -->``.
-The ``key`` (kind and subject) is the finding's identity on every night; the ``digest`` says what it holds (never its
-messages), so an unchanged finding adds no comment. Search only pre-filters; the markers decide. A marker inside code
-is quoted text, never a marker.
+Every body and comment the nightly writes carries one HTML comment (``<!-- bugmatrix-finding {...} -->``): the ``key``
+is the finding's identity on every night, the ``digest`` what it holds (never its messages), so an unchanged finding
+adds no comment. A marker inside code is quoted text, never a marker.
 """
 
 from __future__ import annotations
@@ -82,10 +80,7 @@ _DECODER = msgspec.json.Decoder(Marker)
 
 
 def digest_of(finding: Finding) -> str:
-    """What the finding holds, in 12 hex digits: kind, subject, cells, variants, each change's outcome.
-
-    A flaky variant's outcome flips by definition: there only which cells flap counts.
-    """
+    """What the finding holds, in 12 hex digits (a flaky variant flips by definition: there only which cells flap counts)."""
     outcomes = [] if finding.kind is ChangeKind.FLAKY else sorted((c.variant_id, c.cell_id, str(c.after or "")) for c in finding.changes)
     held = [str(finding.kind), finding.subject, sorted(finding.cells), sorted(finding.variants), outcomes]
     return hashlib.sha256(json.dumps(held).encode()).hexdigest()[:12]

@@ -1,9 +1,7 @@
 """The site's history pages: ``nights.html`` (the variant × night grid, the findings trend, a row per night), issue pages, the badge.
 
-Everything is read from what each night's report wrote into the site (``<night>/compat.json``, ``<night>/issues/*.md``):
-publishing never recomputes a result. The grid's entry for a variant on a night is its outcome symbols across the
-night's cells; an outcome that differs from the night before is a flip. Each report page's site slot
-(:data:`~bugmatrix.report.render_html.SITE_SLOT`) gets the links onward, relative to where that copy sits.
+Read from what each night's report wrote into the site (``<night>/compat.json``, ``<night>/issues/*.md``), never
+recomputed. An outcome that differs from the night before is a flip.
 """
 
 from __future__ import annotations
@@ -89,7 +87,6 @@ class NightSummary:
 
 
 def _issues(directory: Path) -> tuple[Issue, ...]:
-    """The night's issue bodies (``<stem>.md``), each with the title and key its marker carries and the files beside it."""
     found = []
     for path in sorted(directory.glob("*.md")) if directory.is_dir() else ():
         markers = parse_markers(read_text(path, "issue body"))
@@ -124,8 +121,6 @@ def summarize(site: Path, night: SiteNight) -> NightSummary:
 
 @dataclass(frozen=True)
 class GridEntry:
-    """One variant on one night: its symbols ("" when the night has no result of it), a hover text, whether it flipped that night."""
-
     symbols: str
     title: str
     flip: bool = False
@@ -161,7 +156,7 @@ def _entry(night: NightSummary, variant: str, flipped: list[str]) -> GridEntry:
 
 
 def _flips(before: Mapping[str, str] | None, after: Mapping[str, str] | None) -> list[str]:
-    """``a: fixed → reproduced`` per cell whose outcome differs between two nights (a missing result is a gap, not a flip)."""
+    """Per cell whose outcome differs between two nights (a missing result is a gap, not a flip)."""
     if not before or not after:
         return []
     gap = Outcome.MISSING.value
@@ -200,7 +195,6 @@ def variant_grid(nights: Sequence[NightSummary], limit: int = GRID_NIGHTS) -> Gr
 
 
 def _newest_first(date: str) -> int:
-    """A sort key that puts later nights first ("" is no night: equal for all)."""
     return -dt.date.fromisoformat(date).toordinal() if date else 0
 
 
@@ -240,12 +234,11 @@ def badge(night: NightSummary | None, profile: str) -> dict[str, object]:
 
 
 def _up(path: str) -> str:
-    """From a page in ``path`` (a night's directory, or "" for the root) to the site's root."""
     return "../" * len(Path(path).parts)
 
 
 def _fill_slot(page: Path, night: NightSummary, to_root: str, to_night: str) -> None:
-    """Put the site's links into a report page's slot (a page without one, from an older report, is left as it is)."""
+    """Put the site's links into a report page's slot (an older report's page without one is left as it is)."""
     text = page.read_text(encoding="utf-8")
     head, opened, rest = text.partition(SITE_SLOT[0])
     _, closed, tail = rest.partition(SITE_SLOT[1])

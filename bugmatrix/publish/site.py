@@ -1,10 +1,8 @@
 """The GitHub Pages site (``nox -s site``): the root profile's newest night at the root, each night under its date.
 
-Pages serves only what the last deployment uploaded, so :func:`build_site` makes the new site from the previous
-one (the nightly restores its artifact) and tonight's report, keeping :data:`KEEP_NIGHTS` nights per profile; other
-profiles live under their own name. The previous site is not something this code made tonight: only regular files of
-its kinds are taken, under caps, read through the guarded reader and written anew; anything else stops the build with
-one line. The site is built beside ``--out`` and moved into place whole (docs/site.md).
+Pages serves only what the last deployment uploaded, so :func:`build_site` makes the new site from the previous one
+and tonight's report. The previous site is untrusted: only regular files of its kinds are taken, under caps, and
+written anew; anything else stops the build with one line. The site is built beside ``--out`` and moved into place.
 """
 
 from __future__ import annotations
@@ -57,10 +55,6 @@ def night_path(profile: str, date: str, root_profile: str = ROOT_PROFILE) -> str
     return date if profile == root_profile else f"{profile}/{date}"
 
 
-def _index(path: Path) -> NightsFile:
-    return msgspec.convert(read_json(path, "site index"), NightsFile)
-
-
 def load_site_nights(site: Path) -> tuple[list[SiteNight], str | None]:
     """The nights a previous site holds (``nights.json``) and its root profile; an empty or absent directory is a new site."""
     index = site / "nights.json"
@@ -70,7 +64,7 @@ def load_site_nights(site: Path) -> tuple[list[SiteNight], str | None]:
         msg = f"{site if site.is_symlink() else index}: a symlink; a previous site holds regular files only (refused)"
         raise BugmatrixError(msg)
     try:
-        document = _index(index)
+        document = msgspec.convert(read_json(index, "site index"), NightsFile)
         nights = [replace(n, path=n.path or night_path(n.profile, n.date)) for n in document.nights]
         for n in nights:
             if n.path not in (n.date, f"{n.profile}/{n.date}") or not (site / n.path).is_dir():
@@ -103,7 +97,7 @@ def _tonight(reports: Path) -> tuple[str, str]:
 
 
 def _site_files(source: Path, option: str, notes: list[str]) -> Iterator[tuple[Path, int]]:
-    """Each file under ``source`` the site may take (relative path, size): a link or a special file is refused, another kind left out."""
+    """Each file under ``source`` the site may take (relative path, size): a link or special file is refused, other kinds left out."""
     for top, dirs, files in os.walk(source, followlinks=False):
         for name in sorted(dirs + files):
             path = Path(top) / name
@@ -132,7 +126,7 @@ def _site_files(source: Path, option: str, notes: list[str]) -> Iterator[tuple[P
 
 
 def _take(source: Path, target: Path, option: str, used: int, notes: list[str]) -> int:
-    """Write ``source``'s files the site may take under ``target`` as new files of the bytes read; the bytes used so far after it."""
+    """Copy ``source``'s files the site may take under ``target``; the bytes used so far after it."""
     for relative, size in _site_files(source, option, notes):
         used += size
         if size > MAX_FILE_BYTES or used > MAX_SITE_BYTES:
@@ -146,17 +140,15 @@ def _take(source: Path, target: Path, option: str, used: int, notes: list[str]) 
 
 
 def _copy_previous(previous: Path, night: str, target: Path, used: int, notes: list[str]) -> int:
-    """Take one past night's files (its directory and those above it must not be symlinks); the bytes used so far after it."""
+    """Take one past night's files (neither its directory nor one above it a symlink); the bytes used so far after it."""
     for depth in range(1, len(Path(night).parts) + 1):
-        above = previous.joinpath(*Path(night).parts[:depth])
-        if above.is_symlink():
+        if (above := previous.joinpath(*Path(night).parts[:depth])).is_symlink():
             msg = f"--previous {above}: a symlink; a previous site holds regular files only ({_REFUSED})"
             raise BugmatrixError(msg)
     return _take(previous / night, target, "--previous", used, notes)
 
 
 def _complete(previous: Path, night: SiteNight, notes: list[str]) -> bool:
-    """A past night with every page; one that lacks one is named and skipped."""
     lacking = [name for name in PAGES if not (previous / night.path / name).is_file()]
     if lacking:
         notes.append(f"site: skipped the night {night.path}/ of the previous site: it has no {lacking[0]}")
@@ -164,7 +156,7 @@ def _complete(previous: Path, night: SiteNight, notes: list[str]) -> bool:
 
 
 def _profiles(reports: Path, profile: str | None, root_profile: str | None, previous_root: str | None) -> tuple[str, str, str]:
-    """Tonight's commit, its profile (the report's; ``--profile`` may not contradict it) and the root profile (else the previous site's, else tonight's)."""
+    """Tonight's commit, its profile (``--profile`` may not contradict the report's) and the root profile."""
     commit, recorded = _tonight(reports)
     if profile is not None and recorded and profile != recorded:
         msg = f"--profile {profile}: the report in {reports} is of profile {recorded!r}; leave --profile out or pass --profile {recorded}"
@@ -248,7 +240,6 @@ def _stage(
     root_profile: str,
     notes: list[str],
 ) -> None:
-    """Write every night (a past one from where the previous site had it) and the roots into ``staging``."""
     used = 0
     site, sources = previous
     for night in nights:
@@ -308,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     profile = args.profile or _tonight(args.reports)[1]
     own = [n for n in nights if n.profile == profile]
-    root = _index(args.out / "nights.json").root
+    root = msgspec.convert(read_json(args.out / "nights.json", "site index"), NightsFile).root
     print(
         f"site: {args.out} holds {len(nights)} night(s); {profile}: {own[-1].date} to {own[0].date} ({len(own)} of at most {args.keep});"
         f" root profile: {root}"

@@ -1,8 +1,7 @@
 """The issue tracker behind one small interface; the nightly's is GitHub through the ``gh`` CLI (tests put a fake on PATH).
 
-Bodies go through standard input (``--body-file -``), never the command line. Who wrote what is part of the answer,
-for filing's trust rule; logins are compared in one spelling (:func:`login`): ``gh issue list`` says
-``app/github-actions`` where the REST API says ``github-actions[bot]``.
+Bodies go through standard input, never the command line. Who wrote what is part of the answer (filing's trust rule),
+in one spelling (:func:`login`).
 """
 
 from __future__ import annotations
@@ -58,7 +57,6 @@ class IssueTracker(Protocol):
 
 
 def _issue(item: dict) -> Issue:
-    """One entry of ``gh issue list --json number,state,title,body,comments,url``."""
     listed = list(item.get("comments") or ())
     return Issue(
         int(item["number"]),
@@ -138,7 +136,7 @@ class GhIssues:
 
 
 def _pages(out: str) -> list[list]:
-    """``gh api --paginate`` prints one JSON array per page, back to back."""
+    """The pages of ``gh api --paginate``: JSON arrays back to back."""
     decoder, pages, at = json.JSONDecoder(), [], 0
     text = out.strip()
     while at < len(text):
