@@ -1,7 +1,7 @@
 """The compat document (``reports/compat.json``) and the baseline (``reports/baseline.json``, an earlier compat document).
 
-One declaration per part: these frozen structs are what :mod:`bugmatrix.report.model` holds and every view reads, and
-what generates ``json/compat.schema.json``; they read every version the report still reads.
+These frozen structs are what :mod:`bugmatrix.report.model` holds and every view reads; they read every version the
+report still reads.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """``matrix.toml`` as decoded from its parsed TOML: msgspec checks each table's keys and types, the rules between tables
-are :meth:`MatrixFile.__post_init__`'s. The planner (:mod:`bugmatrix.plan.matrix`) plans with these structs.
-
-A rule raises ``ValueError("key: problem; fix")``; :func:`explain` tells msgspec's own errors in the same form, so
-every defect is one line naming the key, the value and the fix (the loader adds the file).
+are :meth:`MatrixFile.__post_init__`'s. A rule raises ``ValueError("key: problem; fix")``; :func:`explain` tells
+msgspec's own errors in the same form.
 """
 
 from __future__ import annotations
@@ -208,7 +206,6 @@ class MatrixFile(Table):
             raise _fail(" and ".join(f"{k}.distributions" for k in interpreters), "missing", fix)
 
     def _pinned(self, values: Iterable[str], key: str, axis: str, fix: str) -> None:
-        """Every one of ``values`` is a version of ``axis`` (``latest`` stands for one)."""
         for value in values:
             _version(value, key)
             if value not in self.axes[axis].versions and value not in SYMBOLIC:
@@ -220,7 +217,7 @@ class MatrixFile(Table):
             raise _fail(key, f"{bad[0]!r} is not a profile", f"use a list of {', '.join(self.profiles)} (the [profiles.*] tables)")
 
     def _check_profiles(self) -> None:
-        """``[profiles.<name>]``: any names, the first the default; ``within`` checked axis-wise here (cell-wise by the planner)."""
+        """``within`` is checked axis-wise here (cell-wise by the planner)."""
         if not self.profiles:
             raise _fail("profiles", "{} is not a table of profiles", 'declare at least one, e.g. [profiles.smoke] torch = ["2.5.1"]')
         for name, table in self.profiles.items():
@@ -326,7 +323,6 @@ def _fail(key: str, problem: str, fix: str) -> ValueError:
 
 
 def _keys(table: Mapping[str, Any], key: str, allowed: Iterable[str]) -> None:
-    """A table keyed by axis (or a profile's) holds only ``allowed`` keys."""
     allowed = set(allowed)
     for name in table:
         if name not in allowed:

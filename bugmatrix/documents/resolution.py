@@ -1,7 +1,4 @@
-"""The saved resolution (``resolution.json``): what each ``latest``/``latest-pre`` meant for one nightly's plan.
-
-:mod:`bugmatrix.releases.registry` writes and reads it through :class:`ResolutionFile`; a plan document carries one too.
-"""
+"""The saved resolution (``resolution.json``): what each ``latest``/``latest-pre`` meant for one nightly's plan."""
 
 from __future__ import annotations
 

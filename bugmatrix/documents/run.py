@@ -1,7 +1,6 @@
 """The run file as the harness reads it: one model, checked on every read (the cell writes it with the standard library).
 
-Everything above the cell reads run files through :func:`load_run_file`: :class:`RunFile` (strict types, no unknown
-keys) decodes them into the cell's own records, so a foreign file is one line naming the file and the bad value's path.
+:class:`RunFile` decodes them into the cell's own records; a foreign file is one line naming the file and the bad value.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The JSON Schema files of the documents, generated from their models and never edited by hand.
 
-``python -m bugmatrix.documents.schemas --write`` writes them beside this module
-(``json/<name>.schema.json``); without ``--write`` it checks that the committed
-files are what the models generate, and exits 1 naming any that is not (the
-tests and CI ask the same question).
+``--write`` writes them (``json/<name>.schema.json``); without it, exit 1 naming any committed file that is stale.
 """
 
 from __future__ import annotations
