@@ -178,7 +178,10 @@ def test_the_cli_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.Ca
     occupied = tmp_path / "occupied"
     occupied.mkdir()
     (occupied / "keep.txt").write_text("a user's file")
+    foreign = report(tmp_path, "foreign")
+    (foreign / "compat.json").write_text('{"commit": "abc1234", "results": 1}')
     cases = [
+        (["--reports", str(foreign), "--out", str(tmp_path / "s"), "--date", "2026-11-23"], "not a compat document"),
         (["--reports", str(reports), "--out", str(occupied), "--date", "2026-11-23"], "is not an empty directory"),
         (["--reports", str(tmp_path), "--out", str(tmp_path / "s"), "--date", "2026-11-23"], "no compat.json; run the report first"),
         (["--reports", str(reports), "--out", str(tmp_path / "s"), "--date", "23.11.2026"], "is not a date"),

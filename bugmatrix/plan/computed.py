@@ -7,9 +7,8 @@ fewest axes apart, the oldest reproduced, the fixed nearest base); else one cell
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -78,7 +77,7 @@ def choose(matrix: Matrix, case: Slice, candidates: Sequence[CellLike], referenc
         key = c.sibling_of or c.id
         ran.setdefault(key, {}).update({variant: c.id for variant in ids & set(c.variants)})
         if key not in home or not c.sibling_of:
-            home[key] = dataclasses.replace(c, id=key, sibling_of="") if c.sibling_of else c  # type: ignore[type-var]
+            home[key] = replace(c, id=key, sibling_of="") if c.sibling_of else c  # type: ignore[type-var]
     cells = sorted(home.values(), key=lambda c: matrix.release_order(c.pins))
     if not cells:
         return Choice(case.case, (), "no cell of this profile runs it", "expect")

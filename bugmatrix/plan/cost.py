@@ -10,10 +10,10 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Protocol
 
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.documents.run import load_run_dir
+from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.slices import Slice
 
 __all__ = ["CaseCost", "Costs", "Price", "price", "render_cost"]
@@ -98,12 +98,6 @@ def _wall(run: RunRecord) -> float | None:
         return None
 
 
-class _CellLike(Protocol):
-    id: str
-    device: str
-    variants: tuple[str, ...]
-
-
 @dataclass(frozen=True)
 class CaseCost:
     """One case in one profile: every cell it runs in (whole) plus its own variants, and how much of that other cases share."""
@@ -114,7 +108,7 @@ class CaseCost:
     shared_fixed: float  # seconds of its cells' fixed cost that are in those shared cells
 
 
-def price(cells: Sequence[_CellLike], slices: Iterable[Slice], costs: Costs) -> tuple[Price, dict[str, CaseCost]]:
+def price(cells: Sequence[Cell], slices: Iterable[Slice], costs: Costs) -> tuple[Price, dict[str, CaseCost]]:
     """The profile's total (each cell's fixed cost once) and each case's own cost (its cells whole, its variants only)."""
     owner = {m.id: s.case for s in slices for m in s.members}
     total = Price()

@@ -19,6 +19,7 @@ import msgspec
 from msgspec.structs import replace
 
 from bugmatrix import values
+from bugmatrix.documents.compat import Compat
 from bugmatrix.documents.nights import SITE_SCHEMA, NightsFile, SiteNight
 from bugmatrix.errors import BugmatrixError, OutputError
 from bugmatrix.files import LIMITS, check_writable_dir, read_bytes, read_json, write_json_atomic
@@ -92,8 +93,13 @@ def _kept(nights: Iterable[SiteNight], tonight: SiteNight, keep: int) -> list[Si
 
 def _tonight(reports: Path) -> tuple[str, str]:
     """The commit and the profile tonight's report recorded."""
-    data = read_json(reports / "compat.json", "compat document", fix="run the report first (nox -s report)")
-    return (str(data.get("commit", "")), str(data.get("profile", ""))) if isinstance(data, dict) else ("", "")
+    path, fix = reports / "compat.json", "run the report first (nox -s report)"
+    try:
+        compat = msgspec.convert(read_json(path, "compat document", fix=fix), Compat)
+    except msgspec.ValidationError as exc:
+        msg = f"{path}: not a compat document ({exc}); {fix}"
+        raise BugmatrixError(msg) from None
+    return compat.commit, compat.profile
 
 
 def _site_files(source: Path, option: str, notes: list[str]) -> Iterator[tuple[Path, int]]:
