@@ -48,14 +48,6 @@ class _Deferred(types.ModuleType):
         return (object,)  # `class Net(torch.nn.Module)` at module level still defines a class
 
 
-class _DeferredLoader(importlib.abc.Loader):
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        return _Deferred(spec.name)
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        return None
-
-
 def _importer() -> str:
     """``__name__`` of the module whose code is running the import (importlib's own frames skipped)."""
     frame = sys._getframe(2)
@@ -67,9 +59,9 @@ def _importer() -> str:
     return ""
 
 
-class _DeferredFinder(importlib.abc.MetaPathFinder):
-    """Defers the imports of a case, a harness module or a deferred module (a library's ``try: import x`` still fails).
-    Last on ``sys.meta_path`` it sees only absent modules; with ``only``, first, it defers those even where installed."""
+class _DeferredFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds and loads as :class:`_Deferred` the imports of a case, a harness module or a deferred module (not a library's
+    ``try: import x``). Last on ``sys.meta_path`` it sees only absent modules; with ``only``, first, those even where installed."""
 
     def __init__(self, only: frozenset[str] | None = None) -> None:
         self.only = only
@@ -83,7 +75,13 @@ class _DeferredFinder(importlib.abc.MetaPathFinder):
         parent = sys.modules.get(name.rpartition(".")[0])
         if not (isinstance(parent, _Deferred) or _importer().startswith((PACKAGE, "bugmatrix."))):
             return None
-        return importlib.util.spec_from_loader(name, _DeferredLoader())
+        return importlib.util.spec_from_loader(name, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return _Deferred(spec.name)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
 
 
 @contextmanager

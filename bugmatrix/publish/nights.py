@@ -146,8 +146,7 @@ def _entry(night: NightSummary, variant: str, flipped: list[str]) -> GridEntry:
     per_cell = night.outcomes.get(variant)
     if not per_cell:
         return GridEntry("", f"{night.date}: not in this night's report")
-    known = {o.value for o in Outcome}
-    counts = Counter(Outcome(value) for value in per_cell.values() if value in known)
+    counts = Counter(Outcome(value) for value in per_cell.values())  # decoded by the compat model: every value is an Outcome
     ran = [o for o in Outcome if o in counts and o.value not in _NOT_RUN] or [o for o in Outcome if o in counts]
     said = ", ".join(f"{o.label} in {counts[o]}" for o in Outcome if o in counts)
     title = f"{night.date}: {said} (cells)" + (f"; flipped: {', '.join(flipped)}" if flipped else "")

@@ -258,9 +258,7 @@ def _stage(
         else:
             assert site is not None  # only tonight comes from elsewhere
             used = _copy_previous(site, sources[(night.date, night.profile)], staging / night.path, used, notes)
-    newest = {}
-    for night in nights:  # newest first: the first of each profile is its root
-        newest.setdefault(night.profile, night)
+    newest = {n.profile: n for n in reversed(nights)}  # nights are newest first: the first of each profile is its root
     for night in newest.values():  # the staging holds only what was written above: its own pages, copied
         root = staging / ("" if night.profile == root_profile else night.profile)
         for name in PAGES:
