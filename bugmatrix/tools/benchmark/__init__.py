@@ -1,9 +1,7 @@
 """``nox -s benchmark`` (``python -m bugmatrix benchmark``): what a matrix run costs, against its floor and the alternatives.
 
-Every number is a ratio measured in one run on one machine: env builds (uv vs virtualenv+pip, cold and warm), each
-smoke cell on both runners vs its floor, the smoke and full profiles vs theirs, lean vs kept environments, the report
-at full scale, disk, the nightly's downloads and caches, and (``--nightly-reuse``) nights whose cost follows what
-changed. One module per thing measured; rows are saved after every step, so a late failure loses nothing.
+Every number is a ratio measured in one run on one machine; one module per thing measured. Rows are saved after
+every step, so a late failure loses nothing.
 """
 
 from __future__ import annotations
@@ -84,7 +82,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _axis_release(text: str) -> str:
-    """argparse type: ``AXIS=VERSION`` (``torch=2.16.0``); the axis is checked against the matrix before anything is measured."""
     axis, sep, version = text.partition("=")
     if not sep or not axis:
         msg = f"{text!r} is not AXIS=VERSION, e.g. torch=2.16.0"
