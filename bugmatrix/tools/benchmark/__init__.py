@@ -130,6 +130,17 @@ def run(args: argparse.Namespace) -> int:
             return [skipped("env builds: uv vs virtualenv+pip", "skipped (--skip-builds)")]
         return measure_builds(root, matrix, cell, args.quick)
 
+    def nightly_rows() -> list[Measurement]:
+        return measure_nightly_reuse(
+            root,
+            args.matrix,
+            catalog,
+            profile=args.nightly_profile,
+            fresh_setup=args.fresh_setup,
+            release=args.new_release,
+            moved=args.moved,
+        )
+
     steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
         ("env builds", build_rows),
         ("smoke cells: fork runner and xdist vs floor", lambda: measure_runners(root, matrix, catalog, smoke, args.repeat)),
@@ -155,36 +166,16 @@ def run(args: argparse.Namespace) -> int:
             for c in kinds
         ]
     if args.nightly_reuse:
-        steps.append(
-            (
-                f"nightly reuse ({args.nightly_profile})",
-                lambda: measure_nightly_reuse(
-                    root,
-                    args.matrix,
-                    catalog,
-                    profile=args.nightly_profile,
-                    fresh_setup=args.fresh_setup,
-                    release=args.new_release,
-                    moved=args.moved,
-                ),
-            )
-        )
+        steps.append((f"nightly reuse ({args.nightly_profile})", nightly_rows))
     rows: list[Measurement] = []
+    document = {"cell": cell.id, "quick": args.quick, "cores": os.cpu_count()}
     for label, measure in steps:
         print(f"benchmark: {label} ...", flush=True)
         try:
             rows += measure()
         except (CommandFailed, BugmatrixError, subprocess.CalledProcessError) as exc:
             rows.append(skipped(label, f"failed: {exc}"))
-        write_json_atomic(
-            out,
-            {
-                "cell": cell.id,
-                "quick": args.quick,
-                "cores": os.cpu_count(),
-                "rows": [asdict(r) | {"ratio": r.ratio and round(r.ratio, 3), "met": r.met} for r in rows],
-            },
-        )
+        write_json_atomic(out, document | {"rows": [asdict(r) | {"ratio": r.ratio and round(r.ratio, 3), "met": r.met} for r in rows]})
     print(format_table(rows))
     print(f"-> {out}")
     return 0

@@ -17,13 +17,13 @@ from bugmatrix.plan.cells import plan_cells
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.tools.benchmark.table import Measurement, skipped
+from bugmatrix.tools.cachesize import GB, measure_cells
 
 __all__ = ["Sampler", "disk_kib", "heavy_release", "measure_ci_cache", "measure_disk"]
 
 
 class Sampler:
-    """Calls :meth:`sample` in a daemon thread every ``every`` seconds while entered (what a run adds to the disk is seen
-    only while it runs), and once more on leaving."""
+    """Calls :meth:`sample` in a daemon thread every ``every`` seconds while entered, and once more on leaving."""
 
     def __init__(self, every: float, name: str) -> None:
         self.every = every
@@ -31,7 +31,7 @@ class Sampler:
         self._thread = threading.Thread(target=self._watch, name=name, daemon=True)
 
     def sample(self) -> None:
-        """Take one sample now (the thread calls it every ``every`` seconds; a test calls it at the points it chooses)."""
+        """Take one sample now."""
         raise NotImplementedError
 
     def _watch(self) -> None:
@@ -55,7 +55,7 @@ def disk_kib(paths: Sequence[Path]) -> int:
 
 
 def heavy_release(venv: Path) -> str:
-    """The heavy distributions installed in ``venv`` with their versions ("torch 2.5.1"), from their dist-info; "" when none."""
+    """The heavy distributions installed in ``venv`` with their versions ("torch 2.5.1"); "" when none."""
     found = []
     for info in sorted(venv.glob("lib/python*/site-packages/*.dist-info")):
         name, _, version = info.name.removesuffix(".dist-info").partition("-")
@@ -94,8 +94,6 @@ def measure_disk(root: Path) -> list[Measurement]:
 
 def measure_ci_cache(matrix: Matrix, catalog: Catalog) -> list[Measurement]:
     """What a cold nightly downloads, and what its uv caches hold against GitHub's 10 GB (resolved, not downloaded)."""
-    from bugmatrix.tools.cachesize import GB, measure_cells
-
     cells = plan_cells(matrix, "nightly", catalog)
     size = measure_cells(matrix, cells)
     note = f"{len(cells)} jobs, {len(size.per_key)} cache keys, {size.files} distinct files"
