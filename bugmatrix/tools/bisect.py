@@ -35,7 +35,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import REFERENCE, output_dir
 from bugmatrix.plan.matrix import Matrix
-from bugmatrix.releases.registry import Fetch, fetch_project, release_versions
+from bugmatrix.releases.registry import Fetch, fetch_project
 from bugmatrix.run.envbuild import cell_venv
 from bugmatrix.run.runner import CellSpec, built_python, run_cell
 from bugmatrix.tools.cachesize import target_tags
@@ -147,29 +147,6 @@ def _why_not(files: Sequence[Mapping[str, object]], python: str | None) -> str |
     return f"no wheel for Python {python} on x86_64 Linux, and no sdist"
 
 
-def _within(version: Version, low: str | None, high: str | None) -> bool:
-    return not (low and version < Version(low)) and not (high and version > Version(high))
-
-
-def _skipped_releases(
-    project: Mapping[str, object], *, low: str | None, high: str | None, python: str | None, pre: bool = False
-) -> list[Skipped]:
-    skipped = []
-    for text, files in dict(project.get("releases") or {}).items():  # type: ignore[call-overload]
-        try:
-            version = Version(text)
-        except InvalidVersion:
-            continue
-        if version.is_devrelease or version.local or version.post is not None or (version.is_prerelease and not pre):
-            continue  # not releases (registry.release_versions)
-        if not _within(version, low, high):
-            continue
-        reason = _why_not(list(files or []), python)
-        if reason is not None:
-            skipped.append(Skipped(str(version), reason))
-    return sorted(skipped, key=lambda s: Version(s.version))
-
-
 def registry_versions(
     distribution: str,
     *,
@@ -181,16 +158,27 @@ def registry_versions(
     skipped: list[Skipped] | None = None,
 ) -> list[str]:
     """Released versions between ``low`` and ``high`` (inclusive) that ``python`` can install; ``skipped`` receives those left out."""
-    project = (fetch or fetch_project)(distribution)
-    left_out = _skipped_releases(project, low=low, high=high, python=python, pre=pre)
+    found, left_out = [], []
+    for text, files in dict((fetch or fetch_project)(distribution).get("releases") or {}).items():
+        try:
+            version = Version(text)
+        except InvalidVersion:
+            continue
+        if version.is_devrelease or version.local or version.post is not None or (version.is_prerelease and not pre):
+            continue  # not releases (as registry.release_versions)
+        if (low and version < Version(low)) or (high and version > Version(high)):
+            continue
+        reason = _why_not(list(files or []), python)
+        if reason is not None:
+            left_out.append(Skipped(str(version), reason))
+        elif files:
+            found.append(version)
     if skipped is not None:
-        skipped.extend(left_out)
-    out = {s.version for s in left_out}
-    found = [v for v in release_versions(project, pre=pre) if _within(v, low, high) and str(v) not in out]
+        skipped.extend(sorted(left_out, key=lambda s: Version(s.version)))
     if not found:
         msg = f"no {distribution} releases between {low or 'the first'} and {high or 'the latest'}; widen --from/--to"
         raise BugmatrixError(msg)
-    return [str(v) for v in found]
+    return [str(v) for v in sorted(found)]
 
 
 #: The two readings a boundary lies between: a bug's presence and its absence.
