@@ -44,14 +44,10 @@ def unstable(seen: dict[str, list[str]]) -> dict[str, list[str]]:
     return {variant: outcomes for variant, outcomes in seen.items() if len(set(outcomes)) > 1}
 
 
-def _counts(outcomes: list[str]) -> str:
-    return ", ".join(f"{outcome} x{count}" for outcome, count in sorted(Counter(outcomes).items()))
-
-
 def stability_table(seen: dict[str, list[str]]) -> str:
     """variant | outcomes seen (with counts) | stable?"""
     width = max((len(v) for v in seen), default=len("variant"))
-    counts = {variant: _counts(outcomes) for variant, outcomes in seen.items()}
+    counts = {variant: ", ".join(f"{o} x{n}" for o, n in sorted(Counter(outcomes).items())) for variant, outcomes in seen.items()}
     middle = max((len(c) for c in counts.values()), default=0)
     head = f"{'variant':{width}}  {'outcomes seen':{middle}}  stable?"
     lines = [head, "-" * len(head)]
@@ -70,10 +66,7 @@ def _why(output: str) -> str:
 def run_repeatedly(
     root: Path, matrix: Matrix, cell: Cell | None, repeat: int, extra: Sequence[str], *, python: Path | None = None
 ) -> tuple[list[RunRecord], list[float]]:
-    """Run the cell's cases ``repeat`` times, each into its own run file: the runs and their wall times.
-
-    ``cell=None``: an interpreter as it is (``--system``): ``python``, default this one.
-    """
+    """Run the cell's cases ``repeat`` times: the runs and their wall times (``cell=None``: ``python`` as it is, default this one)."""
     spec = CellSpec.of(cell) if cell else CellSpec("system", None, interpreter=python)
     runs: list[RunRecord] = []
     seconds: list[float] = []
@@ -91,7 +84,8 @@ def run_repeatedly(
             done = run_cell(matrix, spec, run_file, execute=execute, root=root, extra=extra)
             seconds.append(time.perf_counter() - start)
             if done.install_failed:
-                msg = f"cell {spec.id}: its environment cannot be built ({done.install_failed.splitlines()[-1]}); see nox -s 'cell({spec.id})'"
+                why = done.install_failed.splitlines()[-1]
+                msg = f"cell {spec.id}: its environment cannot be built ({why}); see nox -s 'cell({spec.id})'"
                 raise BugmatrixError(msg)
             if not run_file.exists():  # collection or startup failed: nothing ran, nothing to compare
                 msg = f"run {index + 1} recorded nothing (pytest exit {done.returncode}: {_why(''.join(output))}); check that the cases run in {done.environment.python if done.environment else '?'}"
