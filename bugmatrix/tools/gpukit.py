@@ -178,13 +178,11 @@ def pack_kit(runs: Sequence[KitRun], matrix: Matrix, *, root: Path, cases: Path,
         }
         write_json_atomic(staging / "kit.json", manifest)
         size = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
+        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old."))
         if out.exists():
-            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old."))
             out.rename(old / out.name)
-            staging.rename(out)
-            shutil.rmtree(old)
-        else:
-            staging.rename(out)
+        staging.rename(out)
+        shutil.rmtree(old)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return size
