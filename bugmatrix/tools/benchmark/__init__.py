@@ -81,12 +81,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _axis_release(text: str) -> str:
+def _axis_release(text: str) -> tuple[str, str]:
     axis, sep, version = text.partition("=")
     if not sep or not axis:
         msg = f"{text!r} is not AXIS=VERSION, e.g. torch=2.16.0"
         raise argparse.ArgumentTypeError(msg)
-    return f"{axis}={values.version(version)}"
+    return axis, values.version(version)
 
 
 def _check(args: argparse.Namespace, matrix: Matrix, out: Path) -> None:
@@ -102,9 +102,9 @@ def _check(args: argparse.Namespace, matrix: Matrix, out: Path) -> None:
     if args.full_only and not args.full:
         msg = "--full-only needs --full cold|warm|both"
         raise BugmatrixError(msg)
-    axis = args.new_release.partition("=")[0] if args.new_release else None
+    axis, version = args.new_release or (None, None)
     if axis is not None and axis not in matrix.axes:
-        msg = f"--new-release {args.new_release}: {axis} is not an axis of {matrix.path} (axes: {', '.join(matrix.axes)})"
+        msg = f"--new-release {axis}={version}: {axis} is not an axis of {matrix.path} (axes: {', '.join(matrix.axes)})"
         raise BugmatrixError(msg)
     if args.nightly_reuse and args.nightly_profile not in matrix.profiles:
         msg = f"--nightly-profile {args.nightly_profile}: not a profile of {matrix.path} (profiles: {', '.join(matrix.profiles)})"

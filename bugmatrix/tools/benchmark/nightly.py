@@ -218,7 +218,7 @@ def measure_nightly_reuse(
     *,
     profile: str = "full",
     fresh_setup: bool = False,
-    release: str | None = None,
+    release: tuple[str, str] | None = None,
     moved: str | None = None,
 ) -> list[Measurement]:
     """The setup night (a full run), then nights (a), (b) and (c); one row each against the full run's wall time."""
@@ -256,7 +256,7 @@ def measure_nightly_reuse(
     met = not a.ran and not a.moved and a.downloaded_mib == 0
     rows.append(row("nightly (a) every key unchanged vs full run", a, f"target: 0 run, 0 moved, 0 MiB (met: {met})", bounded=True))
 
-    axis, version = release.split("=", 1) if release else new_release(declared, resolution, catalog, profile)
+    axis, version = release or new_release(declared, resolution, catalog, profile)
     if not any(e.axis == axis and e.requested == "latest" for e in resolution.entries):
         msg = f"--new-release {axis}={version}: no profile tracks latest for {axis!r}; name an axis matrix.toml lists latest for"
         raise BugmatrixError(msg)
