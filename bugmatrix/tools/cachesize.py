@@ -125,14 +125,9 @@ def resolved_artifacts(
     requirements: Sequence[str], python: str, *, platform: str = DEFAULT_PLATFORM, only_binary: bool = False
 ) -> list[Artifact]:
     """The files one environment downloads, resolved by uv for the runners (``only_binary``: wheels only)."""
-    compile_ = ["pip", "compile", "-", "--quiet", "--format", "pylock.toml", "--python-version", python, "--python-platform", platform]
-    result = subprocess.run(
-        [*uv_command(), *compile_, *(["--only-binary", ":all:"] if only_binary else [])],
-        input="\n".join(requirements) + "\n",
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    command = [*uv_command(), "pip", "compile", "-", "--quiet", "--format", "pylock.toml", "--python-version", python]
+    command += ["--python-platform", platform, *(["--only-binary", ":all:"] if only_binary else [])]
+    result = subprocess.run(command, input="\n".join(requirements) + "\n", capture_output=True, text=True, check=False)
     if result.returncode != 0:
         reason = ([line.strip() for line in result.stderr.splitlines() if line.strip()][-1:] or ["no output"])[0]
         msg = f"cannot resolve {' '.join(requirements)} for python {python}: {reason}; fix the cell's pins"

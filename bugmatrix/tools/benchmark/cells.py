@@ -265,11 +265,10 @@ def measure_full(
         start = f"; the uv cache held {held} of its {wanted} heavy wheels at the start" if cells else ""
         mode = "lean" if lean else "kept (auto: lean once the disk needs it)"
         what = f"bugmatrix run --profile full --jobs {chosen.jobs}, {mode} environments{start}; load average {load:.1f} at the start"
+        network = "this machine's network interfaces, all traffic"
         rows = [
             Measurement(f"full profile, {how}: wall ({ran} cells)", wall / 60, None, "min", note=what),
-            Measurement(
-                f"full profile, {how}: bytes received", downloaded, None, "GB", note="this machine's network interfaces, all traffic"
-            ),
+            Measurement(f"full profile, {how}: bytes received", downloaded, None, "GB", note=network),
             Measurement(f"full profile, {how}: most disk added at once", disk.added_gib, None, "GiB", note="sampled every 5 s"),
         ]
         if keep is not None:
