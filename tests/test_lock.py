@@ -205,7 +205,7 @@ def test_stability_and_bisect_build_a_planned_cell_from_its_lock(tmp_path: Path,
 
     monkeypatch.setattr(bugmatrix.run.runner, "ensure_environment", record)
     with pytest.raises(BugmatrixError, match="cannot be built"):
-        bugmatrix.tools.stability.cell_python(tmp_path, matrix, cell)
+        bugmatrix.tools.stability.run_repeatedly(tmp_path, matrix, cell, 2, [])
     case = Case(id="x", title="t", signature=Signature("x"), axes=("torch",))
     case.variant(devices=(CPU_BF16,))(y)
     probe, _ = bugmatrix.tools.bisect.run_variant_in(tmp_path, matrix, pins, case.variants[0])

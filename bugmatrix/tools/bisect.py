@@ -1,9 +1,7 @@
-"""Find the first release where a variant's outcome changes, by running it.
+"""Find the first release where a variant's outcome changes, by running it (each probe through ``run_cell``).
 
-Versions come from :mod:`bugmatrix.releases.registry`; every release left out (yanked, no wheel for this Python,
-another Python) is said, with why, since a yanked release can be the real first affected one. Both ends of the
-range run, then a binary search for the reproduced <-> fixed boundary; any other change is said as such and
-``--publish`` refuses it. Each probe runs the one variant through :func:`bugmatrix.run.runner.run_cell`.
+Every release left out (yanked, no wheel for this Python) is said with why: a yanked release can be the real first
+affected one. Only a reproduced <-> fixed change is a boundary ``--publish`` writes.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -37,25 +35,13 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import REFERENCE, output_dir
 from bugmatrix.plan.matrix import Matrix
-from bugmatrix.releases.registry import Fetch, fetch_project, release_versions
+from bugmatrix.releases.registry import Fetch, fetch_project
 from bugmatrix.run.envbuild import cell_venv
 from bugmatrix.run.runner import CellSpec, built_python, run_cell
 from bugmatrix.tools.cachesize import target_tags
 from bugmatrix.tools.repro import variant_cell
 
-__all__ = [
-    "BisectResult",
-    "Probe",
-    "Skipped",
-    "bisect_versions",
-    "env_dir",
-    "is_boundary",
-    "matrix_range",
-    "registry_versions",
-    "run_bisect",
-    "run_variant_in",
-    "skipped_releases",
-]
+__all__ = ["BisectResult", "Probe", "Skipped", "bisect_versions", "is_boundary", "registry_versions", "run_bisect", "run_variant_in"]
 
 #: The newest glibc a probe's wheel may need: a probe is built on this x86_64 Linux machine, not for the runners.
 PROBE_GLIBC_MINOR = 40
@@ -63,7 +49,7 @@ PROBE_GLIBC_MINOR = 40
 
 @dataclass(frozen=True)
 class Skipped:
-    """A release in the range that is not probed, and why (said, never silent)."""
+    """A release in the range that is not probed, and why."""
 
     version: str
     reason: str
@@ -123,7 +109,7 @@ class BisectResult:
         )
 
     def to_json(self) -> dict[str, object]:
-        """The result file: every field, and whether the change found is a reproduced <-> fixed boundary."""
+        """The result file: every field and ``boundary``."""
         return {**asdict(self), "boundary": self.boundary}
 
 
@@ -161,30 +147,6 @@ def _why_not(files: Sequence[Mapping[str, object]], python: str | None) -> str |
     return f"no wheel for Python {python} on x86_64 Linux, and no sdist"
 
 
-def _within(version: Version, low: str | None, high: str | None) -> bool:
-    return not (low and version < Version(low)) and not (high and version > Version(high))
-
-
-def skipped_releases(
-    project: Mapping[str, object], *, low: str | None, high: str | None, python: str | None, pre: bool = False
-) -> list[Skipped]:
-    """The releases between ``low`` and ``high`` that bisect does not probe, each with why (non-releases aside)."""
-    skipped = []
-    for text, files in dict(project.get("releases") or {}).items():  # type: ignore[call-overload]
-        try:
-            version = Version(text)
-        except InvalidVersion:
-            continue
-        if version.is_devrelease or version.local or version.post is not None or (version.is_prerelease and not pre):
-            continue  # not releases (registry.release_versions): never candidates, nothing to say
-        if not _within(version, low, high):
-            continue
-        reason = _why_not(list(files or []), python)
-        if reason is not None:
-            skipped.append(Skipped(str(version), reason))
-    return sorted(skipped, key=lambda s: Version(s.version))
-
-
 def registry_versions(
     distribution: str,
     *,
@@ -196,16 +158,27 @@ def registry_versions(
     skipped: list[Skipped] | None = None,
 ) -> list[str]:
     """Released versions between ``low`` and ``high`` (inclusive) that ``python`` can install; ``skipped`` receives those left out."""
-    project = (fetch or fetch_project)(distribution)
-    left_out = skipped_releases(project, low=low, high=high, python=python, pre=pre)
+    found, left_out = [], []
+    for text, files in dict((fetch or fetch_project)(distribution).get("releases") or {}).items():
+        try:
+            version = Version(text)
+        except InvalidVersion:
+            continue
+        if version.is_devrelease or version.local or version.post is not None or (version.is_prerelease and not pre):
+            continue  # not releases (as registry.release_versions)
+        if (low and version < Version(low)) or (high and version > Version(high)):
+            continue
+        reason = _why_not(list(files or []), python)
+        if reason is not None:
+            left_out.append(Skipped(str(version), reason))
+        elif files:
+            found.append(version)
     if skipped is not None:
-        skipped.extend(left_out)
-    out = {s.version for s in left_out}
-    found = [v for v in release_versions(project, pre=pre) if _within(v, low, high) and str(v) not in out]
+        skipped.extend(sorted(left_out, key=lambda s: Version(s.version)))
     if not found:
         msg = f"no {distribution} releases between {low or 'the first'} and {high or 'the latest'}; widen --from/--to"
         raise BugmatrixError(msg)
-    return [str(v) for v in found]
+    return [str(v) for v in sorted(found)]
 
 
 #: The two readings a boundary lies between: a bug's presence and its absence.
@@ -224,8 +197,8 @@ def bisect_versions(
 ) -> tuple[list[Probe], Probe | None, Probe | None]:
     """Binary search for the reproduced <-> fixed boundary: (every probe, the last release before it, the first after).
 
-    Anchored at an end reading reproduced or fixed (the newest where both do), so old releases that fail another way
-    are searched through, not mistaken for the boundary; install failures are stepped over. ``linear`` probes all.
+    Anchored at an end reading reproduced or fixed (the newest where both do), so old releases failing another way are
+    searched through, not mistaken for the boundary; install failures are stepped over. ``linear`` probes all.
     """
     probes: dict[str, Probe] = {}
 
@@ -267,18 +240,8 @@ def bisect_versions(
     return list(probes.values()), run(lo), run(hi)
 
 
-def matrix_range(matrix: Matrix, package: str, own: Sequence[str] = ()) -> str:
-    """Where the matrix's range of an axis starts: its first listed release, or the case's own (``Case(versions=...)``) if older."""
-    return min([*matrix.axes[package].versions, *own], key=Version)
-
-
-def env_dir(root: Path, cid: str) -> Path:
-    """Cell ``cid``'s venv where a planned cell built one (reused); else a bisect venv."""
-    return cell_venv(root, cid) if built_python(root, cid) else root / ".nox" / "bisect" / cid
-
-
 def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant: Variant, timeout: float = 900) -> tuple[Probe, bool]:
-    """Build (or reuse: a planned cell's lock and venv, or its sibling's) the env for ``pins`` and run one variant there; (probe, built?)."""
+    """Build (or reuse a planned cell's lock and venv) the env for ``pins`` and run one variant there: (probe, built?)."""
     label = ",".join(f"{k}={v}" for k, v in pins.items())
     started = time.perf_counter()
     timed_out = False
@@ -297,7 +260,7 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
             run_file,
             execute=execute,
             root=root,
-            venv=env_dir(root, cid),
+            venv=cell_venv(root, cid) if built_python(root, cid) else root / ".nox" / "bisect" / cid,  # a planned cell's reused
             select=[VariantId.parse(variant.id).node()],
         )
         results = load_run_file(run_file).results if done.environment is not None and run_file.exists() else []
@@ -313,8 +276,7 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
 
 
 def run_probe(command: Sequence[str], root: Path, env: Mapping[str, str], timeout: float) -> tuple[int, bool]:
-    """Run one probe's pytest; (its exit code, whether it outlived ``timeout``: then its process group and every descendant
-    are killed and waited for, so nothing is left running)."""
+    """Run one probe's pytest: (its exit code, whether it outlived ``timeout``; then all it started is killed and waited for)."""
     with subprocess.Popen(
         list(command), cwd=root, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     ) as proc:
@@ -333,7 +295,6 @@ def run_probe(command: Sequence[str], root: Path, env: Mapping[str, str], timeou
 
 
 def _wait_gone(pids: Sequence[int], within: float = 10.0) -> None:
-    """Until each of ``pids`` has ended (a killed process is gone once its new parent reaps it), or ``within`` seconds."""
     until = time.monotonic() + within
     while time.monotonic() < until and any(_alive(pid) for pid in pids):
         time.sleep(0.05)
@@ -353,10 +314,7 @@ def default_out(variant: str, package: str, *, publish: bool = False) -> Path:
 
 
 def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held: dict[str, str], own: Sequence[str] = ()) -> int:
-    """The ``bisect`` subcommand: probe, print, write the result file (``--publish``: only a reproduced <-> fixed boundary).
-
-    ``own``: the case's own releases of the axis (``Case(versions=...)``), part of the matrix's range of it.
-    """
+    """The ``bisect`` subcommand: probe, print, write the result file; ``own``: the case's ``Case(versions=...)`` of the axis."""
     axes = dict.fromkeys([*variant.axes, *(a for a in matrix.held_axes if a != matrix.interpreter)])
     if args.package not in axes:
         msg = f"{variant.id} does not depend on {args.package!r} (its axes: {', '.join(axes)}); bisect one of those"
@@ -364,7 +322,7 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
     distribution = matrix.providers({**held, args.package: held.get(args.package, matrix.base[args.package])})[args.package][0]
     skipped: list[Skipped] = []
     python = held.get(matrix.interpreter, matrix.base.get(matrix.interpreter))
-    low = args.low or matrix_range(matrix, args.package, own)
+    low = args.low or min([*matrix.axes[args.package].versions, *own], key=Version)
     start = "--from" if args.low else f"the matrix's first {args.package} release,"
     where = f"from {start} {low} to {f'--to {args.high}' if args.high else 'the latest'}; --from/--to for another range"
     if args.versions:
@@ -376,11 +334,8 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
     def probe(version: str) -> Probe:
         found, built = run_variant_in(args.root, matrix, {**held, args.package: version}, variant, timeout=args.timeout)
         result.environments_built += 1
-        outcome = Probe(version, found.outcome, found.message, found.seconds)
-        print(
-            f"  {args.package}=={version}: {outcome.outcome} ({outcome.seconds:.0f}s{', new env' if built else ', reused env'})", flush=True
-        )
-        return outcome
+        print(f"  {args.package}=={version}: {found.outcome} ({found.seconds:.0f}s{', new env' if built else ', reused env'})", flush=True)
+        return replace(found, version=version)
 
     print(
         f"{variant.id}: {result.mode} over {len(versions)} {args.package} releases {versions[0]}..{versions[-1]} ({where}), "

@@ -1,8 +1,7 @@
 """How many bytes a nightly downloads cold, and what its uv caches hold, without downloading them.
 
-uv resolves each cell for the runners (``--format pylock.toml`` lists each wheel's size) and the wheel an installer
-would pick is the best-ranked tag; summed per cache key that is what the saved caches hold (GitHub keeps 10 GB).
-An estimate: actions/cache stores a zstd tarball of uv's unpacked wheels, near the zips' size for these.
+uv resolves each cell for the runners (``--format pylock.toml`` lists each wheel's size); the wheel an installer picks
+is the best-ranked tag. An estimate: actions/cache stores a zstd tarball of uv's unpacked wheels, near the zips' size.
 """
 
 from __future__ import annotations
@@ -12,20 +11,19 @@ import subprocess
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
 from bugmatrix import values
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.plan.catalog import load_catalog
+from bugmatrix.plan.cells import Cell, plan_cells
 from bugmatrix.plan.matrix import Matrix
+from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.lock import DEFAULT_PLATFORM
-
-if TYPE_CHECKING:
-    from bugmatrix.plan.cells import Cell
 
 __all__ = [
     "Artifact",
@@ -41,8 +39,7 @@ __all__ = [
     "target_tags",
 ]
 
-#: The CUDA runtime wheels: 1.7-3.2 GB per torch release, trimmed from a saved
-#: cache (the workflow does ``uv cache clean`` on them) so the caches fit in 10 GB.
+#: The CUDA runtime wheels (1.7-3.2 GB per torch release): the workflow cleans them from a saved cache to fit in 10 GB.
 TRIMMED = ("nvidia-", "triton", "cuda-")
 #: manylinux_2_28 is what uv assumes for x86_64-unknown-linux-gnu (and what ubuntu-latest satisfies).
 GLIBC_MINOR = 28
@@ -51,7 +48,7 @@ GB = 1e9
 
 @dataclass(frozen=True)
 class Artifact:
-    """One file an install downloads: a wheel, or an sdist where no wheel fits (where to fetch it and its hash, for the GPU kit)."""
+    """One file an install downloads: a wheel, or an sdist where no wheel fits (its URL and hash: for the GPU kit)."""
 
     name: str
     version: str
@@ -62,14 +59,14 @@ class Artifact:
 
     @property
     def pure(self) -> bool:
-        """A wheel that installs on any platform and Python 3 (``py3-none-any``): no native code in it."""
+        """A wheel with no native code (``py3-none-any``)."""
         if not self.filename.endswith(".whl"):
             return False
         return all(tag.platform == "any" and tag.abi == "none" for tag in parse_wheel_filename(self.filename)[3])
 
 
 class Unresolvable(BugmatrixError):
-    """uv found no resolution; ``reason`` is uv's own last line, for a caller that says what it means for its command."""
+    """uv found no resolution; ``reason`` is uv's own last line."""
 
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
@@ -88,17 +85,16 @@ class CacheSize:
 
     @property
     def cached_bytes(self) -> int:
-        """What all keys together hold: a file used under two keys is stored twice."""
+        """What all keys together hold (a file used under two keys is stored twice)."""
         return sum(self.per_key.values())
 
     @property
     def kept_bytes(self) -> int:
-        """What the saved caches hold once the CUDA runtime wheels (TRIMMED) are cleaned out."""
         return sum(self.kept_per_key.values())
 
 
 def target_tags(python: str, *, glibc_minor: int = GLIBC_MINOR) -> list[Tag]:
-    """Wheel tags for CPython ``python`` on linux x86_64 (glibc 2.28 unless told), best first, as an installer ranks them."""
+    """Wheel tags for CPython ``python`` on linux x86_64, best first, as an installer ranks them."""
     major, minor = (int(part) for part in python.split(".")[:2])
     platforms = [f"manylinux_2_{m}_x86_64" for m in range(glibc_minor, 4, -1)]
     platforms += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
@@ -128,15 +124,10 @@ def _pick(package: Mapping[str, object], rank: Mapping[Tag, int]) -> Artifact | 
 def resolved_artifacts(
     requirements: Sequence[str], python: str, *, platform: str = DEFAULT_PLATFORM, only_binary: bool = False
 ) -> list[Artifact]:
-    """The files one environment downloads: resolved by uv for the runners, chosen by tag rank (``only_binary``: wheels only)."""
-    compile_ = ["pip", "compile", "-", "--quiet", "--format", "pylock.toml", "--python-version", python, "--python-platform", platform]
-    result = subprocess.run(
-        [*uv_command(), *compile_, *(["--only-binary", ":all:"] if only_binary else [])],
-        input="\n".join(requirements) + "\n",
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    """The files one environment downloads, resolved by uv for the runners (``only_binary``: wheels only)."""
+    command = [*uv_command(), "pip", "compile", "-", "--quiet", "--format", "pylock.toml", "--python-version", python]
+    command += ["--python-platform", platform, *(["--only-binary", ":all:"] if only_binary else [])]
+    result = subprocess.run(command, input="\n".join(requirements) + "\n", capture_output=True, text=True, check=False)
     if result.returncode != 0:
         reason = ([line.strip() for line in result.stderr.splitlines() if line.strip()][-1:] or ["no output"])[0]
         msg = f"cannot resolve {' '.join(requirements)} for python {python}: {reason}; fix the cell's pins"
@@ -192,10 +183,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the cold download and the cache per key for one profile's cells (CUDA twins included: they are jobs too)."""
-    from bugmatrix.plan.catalog import load_catalog
-    from bugmatrix.plan.cells import plan_cells
-    from bugmatrix.releases.tracking import load_resolved_matrix
-
     matrix = load_resolved_matrix(args.matrix)
     cells = plan_cells(matrix, args.profile, load_catalog(args.cases, matrix))
     size = measure_cells(matrix, cells)

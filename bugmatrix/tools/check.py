@@ -1,8 +1,7 @@
 """``python -m bugmatrix check`` (``nox -s check``): this project's own policies for its catalogue, one line per gap.
 
-The harness runs any valid case; these (:data:`POLICIES`) are the rules *this* project keeps so that its table is
-evidence. Exit 1 when a gap is found. :func:`constraint_changes` is not a policy: it says which cases' cells a
-``[[constraints]]`` entry changes, since a constraint written for old releases can hide the bug a new case is about.
+The harness runs any valid case; :data:`POLICIES` are the rules *this* project keeps so that its table is evidence.
+:func:`constraint_changes` is no policy: a constraint written for old releases can hide the bug a new case is about.
 """
 
 from __future__ import annotations
@@ -36,32 +35,26 @@ README_TABLES = ("docs/cases.md", "cases/README.md")
 class Gap:
     """One policy a case does not keep, and what to add."""
 
-    where: str
     policy: str
     problem: str
     fix: str
+    where: str = ""
 
     def __str__(self) -> str:
         return f"{self.where}: {self.problem}; {self.fix}"
 
 
-def _source_and_evidence(case: Case, where: str) -> Iterator[Gap]:
+def _source_and_evidence(case: Case) -> Iterator[Gap]:
     if case.source is None:
-        yield Gap(
-            where, "source", "cites no source document", 'add source=Source("<title>", date="YYYY-MM-DD", link="https://...") to Case(...)'
-        )
-    links = [e for e in case.evidence if e.startswith(("https://", "http://"))]
-    if not links:
-        yield Gap(
-            where, "evidence", "cites no upstream evidence", 'add evidence=("https://github.com/<org>/<repo>/issues/<n>", ...) to Case(...)'
-        )
+        yield Gap("source", "cites no source document", 'add source=Source("<title>", date="YYYY-MM-DD", link="https://...") to Case(...)')
+    if not any(e.startswith(("https://", "http://")) for e in case.evidence):
+        yield Gap("evidence", "cites no upstream evidence", 'add evidence=("https://github.com/<org>/<repo>/issues/<n>", ...) to Case(...)')
 
 
-def _upstream(case: Case, where: str) -> Iterator[Gap]:
+def _upstream(case: Case) -> Iterator[Gap]:
     upstream = [v for v in case.variants if v.kind is Kind.UPSTREAM]
     if not upstream:
         yield Gap(
-            where,
             "upstream",
             "has no upstream variant",
             'add one running upstream\'s own test or snippet: @case.variant(..., kind="upstream", counterpart="<variant>")',
@@ -70,7 +63,6 @@ def _upstream(case: Case, where: str) -> Iterator[Gap]:
     for variant in upstream:
         if (variant.counterpart or "", variant.device) not in own:
             yield Gap(
-                where,
                 "upstream",
                 f"upstream variant {variant.id} has no counterpart {variant.counterpart!r} of the case's own on {variant.device}",
                 f"name a non-upstream variant declared for {variant.device} in counterpart=",
@@ -86,21 +78,19 @@ def _where(cases_dir: Path, case: Case, root: Path) -> str:
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
-def _expectations(case: Case, where: str, root: Path) -> Iterator[Gap]:
+def _expectations(case: Case, root: Path) -> Iterator[Gap]:
     for variant in case.variants:
         if variant.device == "cpu" and not variant.expect:
             yield Gap(
-                where,
                 "expectation",
                 f"{variant.id} expects nothing (every result is 'new')",
                 'add expect=(Expect("reproduced", <axis>="<spec>", evidence=...), ...)',
             )
         if variant.device != "cpu":
-            yield from _device_expectations(variant, where)
+            yield from _device_expectations(variant)
         for expect in variant.expect:
             if not expect.evidence.strip():
                 yield Gap(
-                    where,
                     "expectation",
                     f"{variant.id} expects {expect.outcome.value} ({_when(expect)}) without evidence",
                     'say where it comes from: Expect(..., evidence="bisect (reports/bisect/<file>.json); upstream PR #<n>")',
@@ -108,20 +98,18 @@ def _expectations(case: Case, where: str, root: Path) -> Iterator[Gap]:
             for cited in CITED_FILE.findall(expect.evidence):
                 if not (root / cited).is_file():
                     yield Gap(
-                        where,
                         "expectation",
                         f"{variant.id} cites {cited}, which is not in the repository",
                         "publish the bisect result there (nox -s bisect -- ... --publish) or correct the path",
                     )
 
 
-def _device_expectations(variant: Variant, where: str) -> Iterator[Gap]:
+def _device_expectations(variant: Variant) -> Iterator[Gap]:
     """A GPU variant's expectations name their device, cite a committed run on it and pin exactly the releases it ran."""
     for expect in variant.expect:
         when = _when(expect)
         if expect.device is None:
             yield Gap(
-                where,
                 "expectation",
                 f"{variant.id} expects {expect.outcome.value} ({when}) on every device: nothing run on {variant.device} is its evidence",
                 f'limit it with device="cpu", and declare {variant.device} ones from a committed run: '
@@ -131,7 +119,6 @@ def _device_expectations(variant: Variant, where: str) -> Iterator[Gap]:
             not RUN_FILE.search(expect.evidence) or any(not str(spec).startswith("==") for spec in expect.when.values()) or not expect.when
         ):
             yield Gap(
-                where,
                 "expectation",
                 f"{variant.id} expects {expect.outcome.value} ({when}) beyond what a committed run on {variant.device} observed",
                 f'declare the releases a run file in reports/runs/ holds: *observed("{expect.outcome.value}", device="{variant.device}", '
@@ -140,11 +127,11 @@ def _device_expectations(variant: Variant, where: str) -> Iterator[Gap]:
 
 
 def _runs(variant: Variant, cell: Cell) -> bool:
-    """What a CPU cell runs of this variant, as far as the host can tell (an ``api`` requirement is checked in the cell)."""
+    """As far as the host can tell (an ``api`` requirement is checked in the cell)."""
     return variant.device == cell.device and variant.id in cell.variants and not variant.requires.unmet(cell.pins)
 
 
-def _boundary(case: Case, where: str, profile: str, cells: list[Cell]) -> Iterator[Gap]:
+def _boundary(case: Case, profile: str, cells: list[Cell]) -> Iterator[Gap]:
     expected: dict[str, dict[Outcome, set[str]]] = {}
     for variant in (v for v in case.variants if v.device == "cpu"):
         sides = expected.setdefault(variant.id, {Outcome.REPRODUCED: set(), Outcome.FIXED: set()})
@@ -155,7 +142,6 @@ def _boundary(case: Case, where: str, profile: str, cells: list[Cell]) -> Iterat
     for outcome in (Outcome.REPRODUCED, Outcome.FIXED):
         if not any(sides[outcome] for sides in expected.values()):
             yield Gap(
-                where,
                 "boundary",
                 f"profile {profile} has no CPU cell where a variant is expected {outcome.value}",
                 f"list versions where it is {outcome.value} in [profiles.{profile}] of matrix.toml",
@@ -164,21 +150,18 @@ def _boundary(case: Case, where: str, profile: str, cells: list[Cell]) -> Iterat
     crossed = [v for v in declared if all(expected[v.id][o] for o in (Outcome.REPRODUCED, Outcome.FIXED))]
     if declared and not crossed:
         yield Gap(
-            where,
             "boundary",
             f"profile {profile} shows none of {', '.join(v.id for v in declared)} on both sides of its boundary",
             f"list versions either side of it in [profiles.{profile}] of matrix.toml",
         )
 
 
-def _tables(case: Case, where: str, root: Path) -> Iterator[Gap]:
+def _tables(case: Case, root: Path) -> Iterator[Gap]:
     for table in README_TABLES:
         path = root / table
         text = path.read_text(encoding="utf-8") if path.is_file() else ""
         if f"| `{case.id}` |" not in text and f"| `{case.id}.py` |" not in text:
-            yield Gap(
-                where, "tables", f"{table} has no row for {case.id}", "add one to its table of cases (see docs/cases.md, How to add a case)"
-            )
+            yield Gap("tables", f"{table} has no row for {case.id}", "add one to its table of cases (see docs/cases.md, How to add a case)")
 
 
 def _computed(declared: Matrix | None, catalog: Catalog, root: Path) -> dict[str, list[Gap]]:
@@ -195,7 +178,6 @@ def _computed(declared: Matrix | None, catalog: Catalog, root: Path) -> dict[str
                 held = ", ".join(committed.get(choice.case, ())) or "none"
                 found.setdefault(choice.case, []).append(
                     Gap(
-                        "",
                         "computed",
                         f"{path.name} holds {held} for it in profile {profile}, recomputed: {', '.join(choice.cells)}",
                         f"run python -m bugmatrix plan --compute {profile} --write and commit {path.name}",
@@ -211,15 +193,14 @@ def catalogue_gaps(matrix: Matrix, catalog: Catalog, cases_dir: Path, root: Path
     computed = _computed(declared, catalog, root)
     gaps = []
     for case in catalog.cases:
-        where = _where(cases_dir, case, root)
-        gaps += [
-            *_source_and_evidence(case, where),
-            *_upstream(case, where),
-            *_expectations(case, where, root),
-            *_boundary(case, where, profile, cells),
-            *_tables(case, where, root),
-            *(replace(g, where=where) for g in computed.get(case.id, ())),
+        found = [
+            *_source_and_evidence(case),
+            *_upstream(case),
+            *_expectations(case, root),
+            *_boundary(case, profile, cells),
+            *_tables(case, root),
         ]
+        gaps += [replace(g, where=_where(cases_dir, case, root)) for g in [*found, *computed.get(case.id, ())]]
     return gaps
 
 

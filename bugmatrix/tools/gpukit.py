@@ -1,9 +1,8 @@
 """The GPU kit: the cases, the harness and the wheels of some axis versions, for a GPU box that reaches no registry.
 
 ``nox -s gpu-kit -- --pin lightning=2.0.3,2.6.6`` here, ``python3 run.py`` (:mod:`bugmatrix.tools.gpukit_run`) on the
-box. What installs offline is decided here, per target Python: uv resolves each version as a cell would, wheels only;
-a version that does not resolve so, or whose own wheel has native code, is refused in one line and nothing is written.
-What the box has by definition is left out; other native dependencies must be on the box, and ``run.py`` checks them.
+box. uv resolves each version per target Python, wheels only; one that does not, or whose own wheel is native, is
+refused and nothing is written. What the box has by definition is left out; ``run.py`` checks the native rest.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ DOWNLOAD_TIMEOUT_S = 120
 
 @dataclass(frozen=True)
 class KitRun:
-    """One run on the box: an axis at one version on one target Python, with the wheels it installs and what the box must have."""
+    """One run on the box: an axis at one version on one target Python, the wheels it installs and what the box must have."""
 
     python: str
     axis: str
@@ -71,7 +70,7 @@ class KitRun:
 
 
 def parse_pins(values: Sequence[str], matrix: Matrix) -> list[tuple[str, str]]:
-    """``--pin AXIS=V,V`` (repeatable) -> (axis, version) pairs in the order given; a bad one is one line naming it."""
+    """``--pin AXIS=V,V`` (repeatable) -> (axis, version) pairs in the order given."""
     pairs: list[tuple[str, str]] = []
     for value in values:
         axis, sep, versions = value.partition("=")
@@ -99,7 +98,6 @@ def _image_names(matrix: Matrix, python: str, platform: str) -> set[str]:
 
 
 def _why(reason: str, python: str, platform: str) -> str:
-    """uv's last line, or what its hint means for the kit: no wheel of a distribution fits the target."""
     found = re.search(r"Wheels are required for `([^`]+)`", reason)
     return f"no wheel of {found[1]} fits Python {python} on {platform}" if found else reason
 
@@ -127,7 +125,7 @@ def _kit_run(matrix: Matrix, python: str, axis: str, version: str, image: set[st
 
 
 def plan_kit(matrix: Matrix, pins: Sequence[tuple[str, str]], pythons: Sequence[str], platform: str = DEFAULT_PLATFORM) -> list[KitRun]:
-    """What each (Python, axis, version) carries, resolved by uv (metadata only); every refusal in one line, and nothing packed."""
+    """What each (Python, axis, version) carries, resolved by uv (metadata only); every refusal in one line."""
     found: list[KitRun | str] = []
     for python in pythons:
         image = _image_names(matrix, python, platform)
@@ -140,7 +138,6 @@ def plan_kit(matrix: Matrix, pins: Sequence[tuple[str, str]], pythons: Sequence[
 
 
 def _download(artifact: Artifact, into: Path) -> None:
-    """The wheel uv chose, from where uv's lock says, checked against the lock's sha256."""
     try:
         with urllib.request.urlopen(artifact.url, timeout=DOWNLOAD_TIMEOUT_S) as response:  # noqa: S310 - the index URL uv resolved
             data = response.read()
@@ -181,13 +178,11 @@ def pack_kit(runs: Sequence[KitRun], matrix: Matrix, *, root: Path, cases: Path,
         }
         write_json_atomic(staging / "kit.json", manifest)
         size = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
+        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old."))
         if out.exists():
-            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old."))
             out.rename(old / out.name)
-            staging.rename(out)
-            shutil.rmtree(old)
-        else:
-            staging.rename(out)
+        staging.rename(out)
+        shutil.rmtree(old)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return size

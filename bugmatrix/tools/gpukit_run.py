@@ -1,8 +1,7 @@
 """The GPU kit's script (``run.py`` in a kit): run the cases once per carried version, on a box that reaches no registry.
 
-Copied into the kit by :mod:`bugmatrix.tools.gpukit`; runs with the box's own Python (3.10 and up, with pytest and
-pip; no index is ever asked). Each run's wheels go into a fresh ``--target`` directory first on ``PYTHONPATH``, and
-``cases/`` runs as cell ``system-<device>-<label>`` with the axis's providers narrowed to the carried distribution.
+Runs with the box's own Python (3.10+, pytest and pip; standard library and the kit's harness only). Each run's wheels
+go into a fresh ``--target`` directory first on ``PYTHONPATH``; ``cases/`` runs as cell ``system-<device>-<label>``.
 Exit: 0 every run left its run file; 1 a run was refused or did not finish; 2 the box lacks what the kit needs.
 """
 
@@ -23,7 +22,7 @@ from importlib import metadata, util
 from pathlib import Path
 from typing import Any
 
-try:  # packaging comes with pytest: without it, say so in one line rather than a traceback
+try:  # one line rather than a traceback
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
@@ -42,9 +41,8 @@ except ImportError as missing:
 __all__ = ["SCHEMA", "cell_device", "main", "unmet"]
 
 KIT = Path(__file__).resolve().parent
-#: kit.json's format, written by bugmatrix/tools/gpukit.py.
 SCHEMA = "bugmatrix.kit/1"
-#: Offline, the kit's wheels and nothing else: ``--isolated`` keeps the box's pip configuration (an index, other find-links) out.
+#: ``--isolated``: the box's pip configuration (an index, other find-links) stays out.
 PIP = ("-m", "pip", "--isolated", "install", "--no-index", "--no-deps", "--no-compile", "--disable-pip-version-check")
 #: The cases as the runner starts a cell (bugmatrix/run/command.py), its fork runner included.
 PYTEST = ("-m", "pytest", "cases", "-p", "no:cacheprovider", "-q", "-rs")
@@ -68,7 +66,7 @@ def load_kit(kit: Path) -> dict[str, Any]:
 
 
 def check_box(kit: dict[str, Any]) -> list[dict[str, Any]]:
-    """The runs packed for this Python, once the device runtime, pytest and pip are found; else one line saying what is missing."""
+    """The runs packed for this Python, once the device runtime, pytest and pip are found."""
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     runs = [r for r in kit["runs"] if r["python"] == python]
     if not runs:
@@ -98,7 +96,7 @@ def cell_device(environment: dict[str, Any]) -> str:
 
 
 def describe_box(out: Path, kit: dict[str, Any]) -> tuple[str, str]:
-    """environment.txt (the box as it is, before any carried wheel: versions, CUDA, GPU, nvidia-smi); the cell id's device part and the stack."""
+    """Write environment.txt (the box before any carried wheel); (the cell id's device part, the stack)."""
     set_active_spec(parse_spec(kit["axis_spec"]))
     environment = observe_environment()
     lines = [
@@ -116,10 +114,7 @@ def describe_box(out: Path, kit: dict[str, Any]) -> tuple[str, str]:
 
 
 def unmet(target: Path, run: dict[str, Any]) -> list[str]:
-    """What the carried distributions (and the version's own native requirements) need that this Python lacks, one phrase each.
-
-    Extras are not followed (``fsspec[http]`` needs fsspec here, not aiohttp), as pip check does not.
-    """
+    """What the carried distributions and the version's native requirements need that this Python lacks (extras not followed)."""
     carried = {canonicalize_name(text.partition("==")[0]) for text in run["install"]}
     wanted = [(text, f"{run['axis']} {run['version']}") for text in run["requires"]]
     for dist in metadata.distributions(path=[str(target)]):
@@ -152,7 +147,7 @@ def _logged(command: list[str], log: Any, **kwargs: Any) -> int:
 
 
 def run_one(kit: dict[str, Any], run: dict[str, Any], out: Path, device: str, pytest_args: list[str]) -> tuple[bool, str]:
-    """Install the run's wheels, check what the box must have, run the cases as the run's cell: (left a run file, one line)."""
+    """Install the run's wheels, check the box, run the cases as the run's cell: (left a run file, one line)."""
     cell = f"system-{device}-{run['label']}"
     run_file, log_path, spec = out / "runs" / f"{cell}.json", out / "logs" / f"{cell}.log", out / "spec" / f"{cell}.json"
     log_path.parent.mkdir(parents=True, exist_ok=True)

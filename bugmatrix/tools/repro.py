@@ -1,9 +1,8 @@
 """Export one variant as a standalone, issue-ready reproduction.
 
-The script is generated from the loaded case's syntax tree minus the harness's declarations, with the harness helpers
-it calls and the suite's own outcome classification copied in, so it classifies exactly as the suite does.
-``requirements.lock.txt`` is the cell's lock where it has one: months later, loose pins resolve to another registry.
-A file in the output directory that no ``.bugmatrix-repro`` manifest lists is refused unless ``--force``.
+repro.py is the case's syntax tree minus the harness's declarations, with the helpers it calls and the suite's own
+outcome classification copied in, so it classifies exactly as the suite does. The cell's lock goes with it where it
+has one: months later, loose pins resolve to another registry.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ __all__ = ["FILES", "build_script", "export_repro", "variant_cell"]
 MANIFEST = ".bugmatrix-repro"
 LOCKED = "requirements.lock.txt"
 FILES = ("repro.py", "requirements.txt", LOCKED, "ISSUE.md")
-#: Names whose only job is to declare a case to the harness; the script has no use for them.
+#: Names that only declare a case to the harness.
 DECLARING_MODULES = ("bugmatrix", "bugmatrix.cell.case", "bugmatrix.cell.outcomes")
 DECLARATIONS = {"Case", "Expect", "Requires", "Signature", "Source", "observed", *DEVICE_CONSTANTS}
 
@@ -77,7 +76,7 @@ def _module_body(source: str) -> list[ast.stmt]:
 
 
 def _helper_modules(source: str) -> list[str]:
-    """The harness helper modules a case imports (``bugmatrix.cell.checks``), copied whole: they are the case's toolbox."""
+    """The harness helper modules a case imports (``bugmatrix.cell.checks``), copied whole."""
     names = [
         n.module
         for n in ast.parse(source).body
@@ -107,11 +106,6 @@ def _case_body(source: str, case_name: str) -> str:
     return "\n\n\n".join(body)
 
 
-def _outcomes_source() -> str:
-    """The suite's own Outcome/Signature/classify_outcome, verbatim."""
-    return "\n\n\n".join(ast.unparse(n) for n in _module_body(inspect.getsource(outcomes)))
-
-
 def build_script(variant: Variant, providers: Mapping[str, list[tuple[str, str]]]) -> str:
     """The text of a standalone repro.py for one variant; ``providers`` is the cell's axis spec."""
     namespace = variant.fn.__globals__  # the case module's own namespace, however it was imported
@@ -123,7 +117,7 @@ def build_script(variant: Variant, providers: Mapping[str, list[tuple[str, str]]
         f'"""Standalone reproduction of {variant.id} (exported by bugmatrix).\n\n{story}\n"""',
         "from __future__ import annotations",
         "# --- the suite's outcome classification (bugmatrix/cell/outcomes.py) ---",
-        _outcomes_source(),
+        "\n\n\n".join(ast.unparse(n) for n in _module_body(inspect.getsource(outcomes))),
         inspect.getsource(SkipVariant),
         f"SIGNATURE = Signature(*{case.signature.patterns!r})",
         "# --- harness helpers the case imports ---",
@@ -167,11 +161,8 @@ def variant_cell(matrix: Matrix, variant: Variant, pins: Mapping[str, str]) -> t
 def export_repro(
     matrix: Matrix, variant: Variant, pins: Mapping[str, str], out: Path, run_dir: Path, *, force: bool = False, fresh: bool = True
 ) -> Path:
-    """Write repro.py, requirements.txt and ISSUE.md for one variant and the given pins.
-
-    ``fresh=False`` quotes the run file's log instead of running repro.py (the nightly's issue bodies: the night ran it).
-    """
-    check_output_dir(out, "--out", manifest=MANIFEST, force=force, example="build/repro")  # refuses files it did not write
+    """Write :data:`FILES` for one variant and the given pins; ``fresh=False`` quotes the run file's log instead of running repro.py."""
+    check_output_dir(out, "--out", manifest=MANIFEST, force=force, example="build/repro")
     out.mkdir(parents=True, exist_ok=True)
     needed = {a: v for a, v in pins.items() if a in matrix.held_axes or a in variant.axes}
     cell, extra = variant_cell(matrix, variant, pins)

@@ -1,8 +1,6 @@
 """``python -m bugmatrix run``: a profile's cells side by side, through the run stage's pool (``nox -s run`` calls it).
 
-The command sits above the report stage because a night's reuse asks the
-previous night's history which results were flaky (those always run again);
-:mod:`bugmatrix.run.pool` only runs what it is given.
+It sits above the report stage: a night's reuse asks the previous night's history which results were flaky.
 """
 
 from __future__ import annotations
@@ -48,9 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
     plan = load_plan(load_matrix(args.matrix), args.cases, fallback=True)
     profile = args.profile or plan.declared.default_profile
-    device = (lambda d: d != "cpu") if args.gpu else (lambda d: d == "cpu")
     wanted = {c.id for c in plan.profile_cells(profile)}  # an unknown profile is a one-line error here
-    cells = [c for c in plan.cells if c.id in wanted and device(c.device)]  # as planned: what `nox -s "cell(<id>)"` runs
+    cells = [c for c in plan.cells if c.id in wanted and (c.device != "cpu") == args.gpu]  # as planned: what `nox -s "cell(<id>)"` runs
     if args.cell:
         unknown = sorted(set(args.cell) - {c.id for c in cells})
         if unknown:

@@ -1,7 +1,7 @@
 """``python -m bugmatrix stability --repeat 20 [--cell ID] [-k EXPR]`` (``nox -s stability``): same cell, same outcomes, every time?
 
-Runs one cell's cases N times in its environment (``--system``: this interpreter) and compares the outcomes per
-variant; exit 1 when any varies (a variant missing from a run too): bisect and the baseline diff assume it does not.
+Runs one cell's cases N times (``--system``: in this interpreter) and compares the outcomes per variant; exit 1 when
+any varies (a variant missing from a run too): bisect and the baseline diff assume none does.
 """
 
 from __future__ import annotations
@@ -24,25 +24,12 @@ from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import Cell, find_cell, plan_all, plan_cells
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.run.envbuild import InstallFailed
-from bugmatrix.run.runner import CellSpec, prepare, run_cell
+from bugmatrix.run.runner import CellSpec, run_cell
 
-__all__ = ["ABSENT", "add_arguments", "cell_python", "outcomes_by_variant", "run", "run_repeatedly", "stability_table", "unstable"]
+__all__ = ["ABSENT", "add_arguments", "outcomes_by_variant", "run", "run_repeatedly", "stability_table", "unstable"]
 
 #: The outcome recorded for a variant that a run did not report at all.
 ABSENT = "absent"
-
-
-def _unbuildable(cell: str, reason: str) -> BugmatrixError:
-    return BugmatrixError(f"cell {cell}: its environment cannot be built ({reason.splitlines()[-1]}); see nox -s 'cell({cell})'")
-
-
-def cell_python(root: Path, matrix: Matrix, cell: Cell) -> Path:
-    """The cell's interpreter, its venv built first when missing or stale (not import-checked: each run records that)."""
-    try:
-        return prepare(matrix, CellSpec.of(cell), root=root, check_imports=False).python
-    except InstallFailed as exc:
-        raise _unbuildable(cell.id, str(exc)) from exc
 
 
 def outcomes_by_variant(runs: Sequence[RunRecord]) -> dict[str, list[str]]:
@@ -57,14 +44,10 @@ def unstable(seen: dict[str, list[str]]) -> dict[str, list[str]]:
     return {variant: outcomes for variant, outcomes in seen.items() if len(set(outcomes)) > 1}
 
 
-def _counts(outcomes: list[str]) -> str:
-    return ", ".join(f"{outcome} x{count}" for outcome, count in sorted(Counter(outcomes).items()))
-
-
 def stability_table(seen: dict[str, list[str]]) -> str:
     """variant | outcomes seen (with counts) | stable?"""
     width = max((len(v) for v in seen), default=len("variant"))
-    counts = {variant: _counts(outcomes) for variant, outcomes in seen.items()}
+    counts = {variant: ", ".join(f"{o} x{n}" for o, n in sorted(Counter(outcomes).items())) for variant, outcomes in seen.items()}
     middle = max((len(c) for c in counts.values()), default=0)
     head = f"{'variant':{width}}  {'outcomes seen':{middle}}  stable?"
     lines = [head, "-" * len(head)]
@@ -75,7 +58,7 @@ def stability_table(seen: dict[str, list[str]]) -> str:
 
 
 def _why(output: str) -> str:
-    """pytest's own reason: its last line naming an error, else its last line."""
+    """pytest's last line naming an error, else its last line."""
     lines = [line.strip() for line in output.splitlines() if line.strip()] or ["no output"]
     return next((line for line in reversed(lines) if "error" in line.lower()), lines[-1])
 
@@ -83,10 +66,7 @@ def _why(output: str) -> str:
 def run_repeatedly(
     root: Path, matrix: Matrix, cell: Cell | None, repeat: int, extra: Sequence[str], *, python: Path | None = None
 ) -> tuple[list[RunRecord], list[float]]:
-    """Run the cell's cases ``repeat`` times, each into its own run file; the runs and their wall times.
-
-    ``cell=None``: an interpreter as it is (``--system``): ``python``, default this one.
-    """
+    """Run the cell's cases ``repeat`` times: the runs and their wall times (``cell=None``: ``python`` as it is, default this one)."""
     spec = CellSpec.of(cell) if cell else CellSpec("system", None, interpreter=python)
     runs: list[RunRecord] = []
     seconds: list[float] = []
@@ -104,7 +84,9 @@ def run_repeatedly(
             done = run_cell(matrix, spec, run_file, execute=execute, root=root, extra=extra)
             seconds.append(time.perf_counter() - start)
             if done.install_failed:
-                raise _unbuildable(spec.id, done.install_failed)
+                why = done.install_failed.splitlines()[-1]
+                msg = f"cell {spec.id}: its environment cannot be built ({why}); see nox -s 'cell({spec.id})'"
+                raise BugmatrixError(msg)
             if not run_file.exists():  # collection or startup failed: nothing ran, nothing to compare
                 msg = f"run {index + 1} recorded nothing (pytest exit {done.returncode}: {_why(''.join(output))}); check that the cases run in {done.environment.python if done.environment else '?'}"
                 raise BugmatrixError(msg)

@@ -1,9 +1,7 @@
 """``nox -s benchmark`` (``python -m bugmatrix benchmark``): what a matrix run costs, against its floor and the alternatives.
 
-Every number is a ratio measured in one run on one machine: env builds (uv vs virtualenv+pip, cold and warm), each
-smoke cell on both runners vs its floor, the smoke and full profiles vs theirs, lean vs kept environments, the report
-at full scale, disk, the nightly's downloads and caches, and (``--nightly-reuse``) nights whose cost follows what
-changed. One module per thing measured; rows are saved after every step, so a late failure loses nothing.
+Every number is a ratio measured in one run on one machine; one module per thing measured. Rows are saved after
+every step, so a late failure loses nothing.
 """
 
 from __future__ import annotations
@@ -83,13 +81,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _axis_release(text: str) -> str:
-    """argparse type: ``AXIS=VERSION`` (``torch=2.16.0``); the axis is checked against the matrix before anything is measured."""
+def _axis_release(text: str) -> tuple[str, str]:
     axis, sep, version = text.partition("=")
     if not sep or not axis:
         msg = f"{text!r} is not AXIS=VERSION, e.g. torch=2.16.0"
         raise argparse.ArgumentTypeError(msg)
-    return f"{axis}={values.version(version)}"
+    return axis, values.version(version)
 
 
 def _check(args: argparse.Namespace, matrix: Matrix, out: Path) -> None:
@@ -105,9 +102,9 @@ def _check(args: argparse.Namespace, matrix: Matrix, out: Path) -> None:
     if args.full_only and not args.full:
         msg = "--full-only needs --full cold|warm|both"
         raise BugmatrixError(msg)
-    axis = args.new_release.partition("=")[0] if args.new_release else None
+    axis, version = args.new_release or (None, None)
     if axis is not None and axis not in matrix.axes:
-        msg = f"--new-release {args.new_release}: {axis} is not an axis of {matrix.path} (axes: {', '.join(matrix.axes)})"
+        msg = f"--new-release {axis}={version}: {axis} is not an axis of {matrix.path} (axes: {', '.join(matrix.axes)})"
         raise BugmatrixError(msg)
     if args.nightly_reuse and args.nightly_profile not in matrix.profiles:
         msg = f"--nightly-profile {args.nightly_profile}: not a profile of {matrix.path} (profiles: {', '.join(matrix.profiles)})"
@@ -132,6 +129,17 @@ def run(args: argparse.Namespace) -> int:
         if args.skip_builds:
             return [skipped("env builds: uv vs virtualenv+pip", "skipped (--skip-builds)")]
         return measure_builds(root, matrix, cell, args.quick)
+
+    def nightly_rows() -> list[Measurement]:
+        return measure_nightly_reuse(
+            root,
+            args.matrix,
+            catalog,
+            profile=args.nightly_profile,
+            fresh_setup=args.fresh_setup,
+            release=args.new_release,
+            moved=args.moved,
+        )
 
     steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
         ("env builds", build_rows),
@@ -158,36 +166,16 @@ def run(args: argparse.Namespace) -> int:
             for c in kinds
         ]
     if args.nightly_reuse:
-        steps.append(
-            (
-                f"nightly reuse ({args.nightly_profile})",
-                lambda: measure_nightly_reuse(
-                    root,
-                    args.matrix,
-                    catalog,
-                    profile=args.nightly_profile,
-                    fresh_setup=args.fresh_setup,
-                    release=args.new_release,
-                    moved=args.moved,
-                ),
-            )
-        )
+        steps.append((f"nightly reuse ({args.nightly_profile})", nightly_rows))
     rows: list[Measurement] = []
+    document = {"cell": cell.id, "quick": args.quick, "cores": os.cpu_count()}
     for label, measure in steps:
         print(f"benchmark: {label} ...", flush=True)
         try:
             rows += measure()
         except (CommandFailed, BugmatrixError, subprocess.CalledProcessError) as exc:
             rows.append(skipped(label, f"failed: {exc}"))
-        write_json_atomic(
-            out,
-            {
-                "cell": cell.id,
-                "quick": args.quick,
-                "cores": os.cpu_count(),
-                "rows": [asdict(r) | {"ratio": r.ratio and round(r.ratio, 3), "met": r.met} for r in rows],
-            },
-        )
+        write_json_atomic(out, document | {"rows": [asdict(r) | {"ratio": r.ratio and round(r.ratio, 3), "met": r.met} for r in rows]})
     print(format_table(rows))
     print(f"-> {out}")
     return 0

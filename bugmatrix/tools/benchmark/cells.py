@@ -1,8 +1,7 @@
 """Cells: each smoke cell on the fork runner and on xdist against its floor, the smoke profile, the full profile.
 
-A cell's *floor* is one import of its stack (what the fork runner's cell process imports before forking) plus the
-variants' own compute after it, one at a time (a fork run with one child); xdist's durations are no floor, since each
-worker's first variant pays the import.
+A cell's *floor* is one import of its stack plus the variants' own compute, one at a time (a fork run with one child);
+xdist's durations are no floor, since each worker's first variant pays the import.
 """
 
 from __future__ import annotations
@@ -54,13 +53,12 @@ def smoke_floor(run: RunRecord, imports: float) -> float:
 
 
 def _run_timed(root: Path, matrix: Matrix, cell: Cell, runner: Runner, run_file: Path) -> tuple[float, RunRecord, Path]:
-    """One run of the cell with ``runner``: pytest's wall seconds, its run file, its interpreter."""
     wall, _, python = timed_cell(root, matrix, replace(CellSpec.of(cell), runner=runner), run_file)
     return wall, load_run_file(run_file), python
 
 
 def compare_outcomes(old: RunRecord, new: RunRecord) -> dict[str, str]:
-    """variant id -> "" where both runs recorded the same outcome, else what each recorded (a variant one of them lacks differs too)."""
+    """variant id -> "" where both runs recorded the same outcome, else what each recorded (a variant one lacks differs too)."""
     before, after = ({r.id: r.outcome.value for r in run.results} for run in (old, new))
     return {
         variant_id: ""
@@ -73,7 +71,7 @@ def compare_outcomes(old: RunRecord, new: RunRecord) -> dict[str, str]:
 def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], repeat: int = 1) -> list[Measurement]:
     """Each cell (env reused) on xdist and on the fork runner against its floor, and whether their outcomes agree.
 
-    ``repeat`` > 1 alternates the runners and keeps each one's fastest run (the least disturbed, on a shared machine).
+    ``repeat`` > 1 alternates the runners and keeps each one's fastest run (the least disturbed).
     """
     rows: list[Measurement] = []
     pairs, differ = 0, []
@@ -106,9 +104,8 @@ def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequenc
 
 
 def measure_sessions(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], repeat: int = 2) -> list[Measurement]:
-    """Each cell's whole ``nox -s "cell(<id>)" -- --no-reuse`` against one import of its stack: what a user waits for
-    beyond that import. The first session builds the environment and is not counted; the fastest of ``repeat`` counts.
-    """
+    """Each cell's whole ``nox -s "cell(<id>)" -- --no-reuse`` (after one uncounted session that builds its env; the
+    fastest of ``repeat``) against one import of its stack."""
     rows: list[Measurement] = []
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-session-") as tmp:
         env = {**os.environ, "BUGMATRIX_REPORTS": tmp}
@@ -166,7 +163,7 @@ def measure_smoke(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[
 
 
 class DiskPeak(Sampler):
-    """Samples the disk in use (and the uv cache's filesystem) in a thread; ``peak`` - ``start`` is what a run added."""
+    """The most disk in use while entered; ``peak`` - ``start`` is what a run added."""
 
     def __init__(self, path: Path, every: float = 5.0) -> None:
         super().__init__(every, "disk-peak")
@@ -182,7 +179,7 @@ class DiskPeak(Sampler):
 
 
 def heavy_wheels(matrix: Matrix, cells: Iterable[Cell]) -> set[tuple[str, str, str]]:
-    """(distribution, version, ``cpXY``) of every heavy pinned distribution the cells install (torch and the like)."""
+    """(distribution, version, ``cpXY``) of every heavy pinned distribution the cells install."""
     return {
         (canonicalize_name(name), version, "cp" + cell.pins[matrix.interpreter].replace(".", ""))
         for cell in cells
@@ -191,7 +188,7 @@ def heavy_wheels(matrix: Matrix, cells: Iterable[Cell]) -> set[tuple[str, str, s
 
 
 def cached_wheel_sets(cache: Path, wanted: Iterable[tuple[str, str, str]]) -> tuple[int, int]:
-    """How many of ``wanted`` (distribution, version, cpXY) wheels uv's cache holds unpacked (``wheels-v*/pypi/<name>/``), of how many."""
+    """How many of ``wanted`` wheels uv's cache holds unpacked (``wheels-v*/pypi/<name>/``), of how many."""
     wanted = set(wanted)
     held = {
         (name, version, py)
@@ -202,13 +199,13 @@ def cached_wheel_sets(cache: Path, wanted: Iterable[tuple[str, str, str]]) -> tu
 
 
 def uv_cache_of(env: Mapping[str, str]) -> Path:
-    """uv's cache directory as uv itself answers under ``env`` (a benchmark may point it at a cold cache)."""
+    """uv's cache directory as uv itself answers under ``env``."""
     found = subprocess.run([*uv_command(), "cache", "dir"], capture_output=True, text=True, env=dict(env), check=False)
     return Path(found.stdout.strip())
 
 
 def received_bytes() -> int:
-    """Bytes this machine has received on its network interfaces but ``lo`` (``/proc/net/dev``; 0 where there is none)."""
+    """Bytes received on every network interface but ``lo`` (0 without ``/proc/net/dev``)."""
     try:
         lines = Path("/proc/net/dev").read_text(encoding="utf-8").splitlines()[2:]
     except OSError:
@@ -231,11 +228,9 @@ def measure_full(
     cache: Path | None = None,
     keep: Path | None = None,
 ) -> list[Measurement]:
-    """The full profile end to end (``bugmatrix run --profile full``, then its report), every cell venv removed first:
-    wall time, bytes received, the most disk it added and, warm, the wall time against the profile's floor.
-
-    ``cache``: the uv cache both runs of ``--full both`` use (cold empties it; warm starts from what cold left); without
-    it cold uses an empty cache of its own, warm the machine's. ``keep``: copy the run's reports directory there.
+    """The full profile end to end, every cell venv removed first: wall time, bytes received, the most disk it added and,
+    warm, the wall time against its floor. ``cache``: the uv cache of ``--full both`` (cold empties it); without it cold
+    uses an empty one of its own, warm the machine's. ``keep``: copy the run's reports directory there.
     """
     from bugmatrix.run.diskbudget import free_gib, lean_needed, uv_cache_dir
     from bugmatrix.run.pool import slots
@@ -270,11 +265,10 @@ def measure_full(
         start = f"; the uv cache held {held} of its {wanted} heavy wheels at the start" if cells else ""
         mode = "lean" if lean else "kept (auto: lean once the disk needs it)"
         what = f"bugmatrix run --profile full --jobs {chosen.jobs}, {mode} environments{start}; load average {load:.1f} at the start"
+        network = "this machine's network interfaces, all traffic"
         rows = [
             Measurement(f"full profile, {how}: wall ({ran} cells)", wall / 60, None, "min", note=what),
-            Measurement(
-                f"full profile, {how}: bytes received", downloaded, None, "GB", note="this machine's network interfaces, all traffic"
-            ),
+            Measurement(f"full profile, {how}: bytes received", downloaded, None, "GB", note=network),
             Measurement(f"full profile, {how}: most disk added at once", disk.added_gib, None, "GiB", note="sampled every 5 s"),
         ]
         if keep is not None:

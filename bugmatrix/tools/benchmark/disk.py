@@ -17,13 +17,13 @@ from bugmatrix.plan.cells import plan_cells
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.tools.benchmark.table import Measurement, skipped
+from bugmatrix.tools.cachesize import GB, measure_cells
 
 __all__ = ["Sampler", "disk_kib", "heavy_release", "measure_ci_cache", "measure_disk"]
 
 
 class Sampler:
-    """Calls :meth:`sample` in a daemon thread every ``every`` seconds while entered (what a run adds to the disk is seen
-    only while it runs), and once more on leaving."""
+    """Calls :meth:`sample` in a daemon thread every ``every`` seconds while entered, and once more on leaving."""
 
     def __init__(self, every: float, name: str) -> None:
         self.every = every
@@ -31,7 +31,7 @@ class Sampler:
         self._thread = threading.Thread(target=self._watch, name=name, daemon=True)
 
     def sample(self) -> None:
-        """Take one sample now (the thread calls it every ``every`` seconds; a test calls it at the points it chooses)."""
+        """Take one sample now."""
         raise NotImplementedError
 
     def _watch(self) -> None:
@@ -55,7 +55,7 @@ def disk_kib(paths: Sequence[Path]) -> int:
 
 
 def heavy_release(venv: Path) -> str:
-    """The heavy distributions installed in ``venv`` with their versions ("torch 2.5.1"), from their dist-info; "" when none."""
+    """The heavy distributions installed in ``venv`` with their versions ("torch 2.5.1"); "" when none."""
     found = []
     for info in sorted(venv.glob("lib/python*/site-packages/*.dist-info")):
         name, _, version = info.name.removesuffix(".dist-info").partition("-")
@@ -77,39 +77,23 @@ def measure_disk(root: Path) -> list[Measurement]:
     together = disk_kib(envs) / 1024
     floor = disk_kib([max(group, key=each.__getitem__) for group in by_release.values()]) / 1024  # their shared files once, too
     note = f"N={len(envs)} on {len(by_release)} heavy releases; target set for 20 envs"
+    sharing = f"disk: {len(shared)} cell envs on {release} vs one"
     return [
         Measurement(f"disk: all {len(envs)} cell envs vs the largest one", together, max(each.values()), "MiB", "<", 2, note=note),
-        Measurement(
-            f"disk: {len(shared)} cell envs on {release} vs one",
-            disk_kib(shared) / 1024,
-            max(each[e] for e in shared),
-            "MiB",
-            "<",
-            2,
-            note="what uv's hard links share",
-        ),
+        Measurement(sharing, disk_kib(shared) / 1024, max(each[e] for e in shared), "MiB", "<", 2, note="what uv's hard links share"),
         Measurement(f"disk: all {len(envs)} cell envs vs one env per heavy release ({len(by_release)})", together, floor, "MiB", "<=", 1.5),
     ]
 
 
 def measure_ci_cache(matrix: Matrix, catalog: Catalog) -> list[Measurement]:
     """What a cold nightly downloads, and what its uv caches hold against GitHub's 10 GB (resolved, not downloaded)."""
-    from bugmatrix.tools.cachesize import GB, measure_cells
-
     cells = plan_cells(matrix, "nightly", catalog)
     size = measure_cells(matrix, cells)
     note = f"{len(cells)} jobs, {len(size.per_key)} cache keys, {size.files} distinct files"
+    github = "baseline: GitHub's 10 GB per repository"
     return [
         Measurement("nightly cold download, every job", size.jobs_bytes / GB, None, "GB", note=note),
         Measurement("nightly distinct files", size.total_bytes / GB, None, "GB"),
         Measurement("uv caches, one per heavy release", size.cached_bytes / GB, None, "GB"),
-        Measurement(
-            "same, CUDA runtime wheels trimmed (saved)",
-            size.kept_bytes / GB,
-            10.0,
-            "GB",
-            "<",
-            1.0,
-            note="baseline: GitHub's 10 GB per repository",
-        ),
+        Measurement("same, CUDA runtime wheels trimmed (saved)", size.kept_bytes / GB, 10.0, "GB", "<", 1.0, note=github),
     ]

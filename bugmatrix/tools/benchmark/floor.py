@@ -47,10 +47,8 @@ def stack_imports(matrix: Matrix, catalog: Catalog, cell: Cell) -> tuple[list[st
 
 
 def import_seconds(python: Path, modules: Sequence[str], declared: Sequence[str] = (), root: Path | None = None) -> float:
-    """Wall time of a fresh interpreter importing the cell's stack once (the best of two: the first may read a cold disk).
-
-    As the fork runner's cell process does: ``declared`` resolved by its preload, bytecode from the venv, ``os._exit``.
-    """
+    """Wall time of a fresh interpreter importing the stack as the fork runner's cell process does (``declared`` resolved
+    by its preload, ``os._exit``); the best of two, since the first may read a cold disk."""
     code = "import os, " + ", ".join(modules)
     if declared:
         code += f"; from bugmatrix.cell.requirements import resolve_attribute; [resolve_attribute(n) for n in {list(declared)!r}]"
@@ -93,8 +91,8 @@ def floor_rows(label: str, wall_s: float | None, floors: Sequence[CellFloor], jo
 
 
 def measure_floors(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], runs: Path) -> list[CellFloor]:
-    """Each cell's floor after a run into ``runs``: a fresh build from the (warm) cache, one import, the run file's compute
-    (a cell without a run file, or that does not install, is left out, so the floor stays a floor)."""
+    """Each cell's floor after a run into ``runs``: a fresh build from the warm cache, one import, the run file's compute
+    (a cell without a run file, or that does not install, is left out so the floor stays a floor)."""
     floors = []
     with tempfile.TemporaryDirectory(prefix="bugmatrix-floor-") as scratch:
         for cell in cells:
@@ -132,7 +130,7 @@ def timed_cell(root: Path, matrix: Matrix, spec: CellSpec, run_file: Path) -> tu
 
 
 def measure_lean_cost(root: Path, matrix: Matrix, cells: Sequence[Cell]) -> list[Measurement]:
-    """The smoke cells with their venvs kept (reused) against lean (each venv removed first, so rebuilt from the warm cache)."""
+    """The smoke cells with their venvs kept (reused) against lean (each venv removed first: rebuilt from the warm cache)."""
     kept = lean = 0.0
     with tempfile.TemporaryDirectory(prefix="bugmatrix-lean-") as scratch:
         for cell in cells:

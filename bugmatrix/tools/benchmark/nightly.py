@@ -1,9 +1,9 @@
-"""``--nightly-reuse``: what a nightly costs when its cost follows what changed (issue 25), against a full run.
+"""``--nightly-reuse``: what a nightly costs when its cost follows what changed, against a full run.
 
 Each night is ``nox -t <profile> fresh-<profile>`` with ``$BUGMATRIX_PREVIOUS`` and lean disk, after a setup night
-(every cell run, kept in ``.nox/benchmark-nightly/``): (a) nothing moved (target <= 5 % of the full run, nothing
-downloaded); (b) a new release of one axis (exactly its cells run); (c) a new release of one transitive dependency
-(exactly the cells whose locks hold it move, and their fresh siblings run). Downloads are new ``archive-v*`` entries.
+(every cell run, kept in ``.nox/benchmark-nightly/``): (a) nothing moved (<= 5 % of the full run, nothing downloaded);
+(b) a new release of one axis (exactly its cells run); (c) a new release of one transitive dependency (exactly the
+cells whose locks hold it move, and their fresh siblings run).
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from bugmatrix.tools.benchmark.table import Measurement, timed_nox
 
 __all__ = ["DownloadWatch", "measure_nightly_reuse", "moved_candidates", "new_release", "stale_setup"]
 
-#: At most this share of the full run's wall time for a night whose inputs are all unchanged (issue 25, target (a)).
+#: At most this share of the full run's wall time for a night whose inputs are all unchanged (night (a)).
 TARGET = 0.05
 
 
 class DownloadWatch(Sampler):
-    """Bytes of wheels that appear in uv's cache while it watches (new ``archive-v*`` entries, sized when first seen)."""
+    """Bytes of wheels that appear in uv's cache while entered (new ``archive-v*`` entries, sized when first seen)."""
 
     def __init__(self, cache: Path, every: float = 2.0) -> None:
         super().__init__(every, "download-watch")
@@ -65,7 +65,7 @@ class DownloadWatch(Sampler):
 
 @dataclass(frozen=True)
 class Night:
-    """One measured night: its wall time, what ran and what was reused, what its lane found, and what it downloaded."""
+    """One measured night: its wall time, what ran and was reused, what its lane found, what it downloaded."""
 
     wall_min: float
     ran: frozenset[str]
@@ -84,7 +84,6 @@ class Night:
 
 
 def _night(root: Path, profile: str, reports: Path, env: Mapping[str, str], *, lane: bool = True) -> Night:
-    """``nox -t <profile> [fresh-<profile>]`` into ``reports``, timed, watching uv's cache."""
     shutil.rmtree(reports, ignore_errors=True)
     env = {**os.environ, "BUGMATRIX_REPORTS": str(reports), "BUGMATRIX_DISK": "lean", **env}
     tags = [profile, f"fresh-{profile}"] if lane else [profile]
@@ -106,7 +105,7 @@ def _night(root: Path, profile: str, reports: Path, env: Mapping[str, str], *, l
 
 
 def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path) -> Path:
-    """The committed locks with the lane's patch applied (today's resolution), in ``work/locks``: a night on which nothing has moved yet."""
+    """The committed locks with the lane's patch applied (today's resolution), in ``work/locks``: nothing has moved yet."""
     locks = work / "locks"
     shutil.rmtree(locks, ignore_errors=True)
     shutil.copytree(root / "locks", locks)
@@ -117,7 +116,7 @@ def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path)
 
 
 def stale_setup(root: Path, matrix: Matrix, cells: Sequence[Cell], previous: Path, locks: Path) -> str:
-    """Why a kept setup night cannot stand for last night ("" when every cell would be reused): the harness moved since, say."""
+    """Why a kept setup night cannot stand for last night ("" when every cell would be reused)."""
     policy = ReusePolicy(previous, matrix.file.reuse.max_age_days, *reuse_facts(previous / "history.jsonl"))
     for cell in cells:
         key, why = cell_key(matrix, replace(CellSpec.of(cell), locks=locks), root)  # a sibling: with its extra
@@ -128,7 +127,7 @@ def stale_setup(root: Path, matrix: Matrix, cells: Sequence[Cell], previous: Pat
 
 
 def new_release(declared: Matrix, resolution: Resolution, catalog: Catalog, profile: str) -> tuple[str, str]:
-    """(axis, version): of each ``latest`` package axis's newest unlisted release, the one bringing the fewest cells (> 0) into ``profile``."""
+    """(axis, version): of each ``latest`` package axis's newest unlisted release, the one bringing the fewest cells (> 0)."""
     found = []
     for axis in (a for a in requests(declared) if a in declared.package_axes):
         listed = set(declared.axes[axis].versions)
@@ -152,9 +151,8 @@ def _with_release(resolution: Resolution, axis: str, version: str) -> Resolution
 def moved_candidates(
     root: Path, locks: Path, cells: Sequence[Cell], matrix: Matrix, wanted: str | None
 ) -> list[tuple[str, str, list[str]]]:
-    """(distribution, version, cells holding it) to hold back, best first: unpinned distributions held by the fewest cells
-    (at least two, to show "exactly those"), never the torch stack (holding one of its wheels back leaves torch unsatisfiable).
-    """
+    """(distribution, version, cells holding it) to hold back, best first: unpinned ones held by the fewest cells (at least
+    two, to show "exactly those"), never the torch stack (holding one of its wheels back leaves torch unsatisfiable)."""
     pinned = {d for axis in matrix.package_axes for d in matrix.axes[axis].distributions}
     holders: dict[tuple[str, str], list[str]] = {}
     for cell in cells:
@@ -189,10 +187,8 @@ def _first_upload(name: str, version: str) -> dt.datetime:
 def _yesterday(
     matrix: Matrix, cells: Sequence[Cell], locks: Path, candidates: Sequence[tuple[str, str, list[str]]], work: Path
 ) -> tuple[Path, str, str, list[str], str]:
-    """Locks as the registry stood just before one candidate's release, for the cells holding it (the others unchanged).
-
-    The first candidate whose held-back locks resolve: (locks, distribution, version, cells, cutoff).
-    """
+    """Locks as the registry stood just before the first candidate's release that resolves, for the cells holding it:
+    (locks, distribution, version, cells, cutoff)."""
     before = work / "locks-before"
     tried = []
     for name, version, held in candidates[:5]:
@@ -222,7 +218,7 @@ def measure_nightly_reuse(
     *,
     profile: str = "full",
     fresh_setup: bool = False,
-    release: str | None = None,
+    release: tuple[str, str] | None = None,
     moved: str | None = None,
 ) -> list[Measurement]:
     """The setup night (a full run), then nights (a), (b) and (c); one row each against the full run's wall time."""
@@ -260,7 +256,7 @@ def measure_nightly_reuse(
     met = not a.ran and not a.moved and a.downloaded_mib == 0
     rows.append(row("nightly (a) every key unchanged vs full run", a, f"target: 0 run, 0 moved, 0 MiB (met: {met})", bounded=True))
 
-    axis, version = release.split("=", 1) if release else new_release(declared, resolution, catalog, profile)
+    axis, version = release or new_release(declared, resolution, catalog, profile)
     if not any(e.axis == axis and e.requested == "latest" for e in resolution.entries):
         msg = f"--new-release {axis}={version}: no profile tracks latest for {axis!r}; name an axis matrix.toml lists latest for"
         raise BugmatrixError(msg)

@@ -22,10 +22,8 @@ class CommandFailed(Exception):
 
 @dataclass(frozen=True)
 class Measurement:
-    """One row: a value against its baseline, and the bound its ratio (``speedup``: baseline / value) must meet.
-
-    A row without a value says in ``note`` why it was not measured.
-    """
+    """One row: a value against its baseline, and the bound its ratio (``speedup``: baseline / value) must meet; a row
+    without a value says in ``note`` why."""
 
     name: str
     value: float | None
@@ -85,7 +83,7 @@ def format_table(rows: Sequence[Measurement]) -> str:
 
 
 def timed(command: Sequence[str], env: Mapping[str, str] | None = None, ok: tuple[int, ...] = (0,), cwd: Path | None = None) -> float:
-    """Wall seconds of ``command`` (run with exactly ``env`` when given); CommandFailed with its last words otherwise."""
+    """Wall seconds of ``command`` (with exactly ``env`` when given); CommandFailed with its last words otherwise."""
     start = time.perf_counter()
     done = subprocess.run(list(command), capture_output=True, text=True, env=dict(env or os.environ), cwd=cwd, check=False)
     if done.returncode not in ok:
