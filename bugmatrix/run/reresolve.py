@@ -26,8 +26,7 @@ from packaging.utils import canonicalize_name
 from bugmatrix.documents.lane import RERESOLVE_SCHEMA, STATUSES, LaneFile, Reresolved
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_files
-from bugmatrix.run.lock import create_lock, lock_for, lock_path, read_header
-from bugmatrix.run.lockpieces import PIECES, referenced_pieces, stored_lock_files, unused_pieces
+from bugmatrix.run.lock import PIECES, create_lock, lock_for, lock_path, read_header, referenced_pieces, stored_lock_files, unused_pieces
 from bugmatrix.versions import distribution_changes
 
 if TYPE_CHECKING:
