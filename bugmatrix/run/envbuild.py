@@ -1,9 +1,7 @@
 """Build one cell's environment with uv, or say exactly why it cannot be built.
 
-A venv is built whole or not at all: beside the target (``<venv>.new``), installed (``uv pip sync --require-hashes``
-from the cell's lock, else ``uv pip install``), import-checked unless the caller checks it, stamped with a digest of
-its inputs, and only then swapped into place, so a killed build never leaves a half-installed venv that later looks
-current. A venv whose stamp matches is reused without asking the resolver.
+A venv is built whole beside the target (``<venv>.new``), stamped with a digest of its inputs and only then swapped
+into place, so a killed build never leaves a half-installed venv that looks current; a matching stamp is reused as is.
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ __all__ = [
     "ensure_environment",
     "find_interpreter",
     "fresh_venv",
-    "import_failure",
     "record_install_failure",
     "uv_command",
 ]
@@ -58,12 +55,12 @@ class InstallFailed(Exception):
 
 
 def cell_venv(root: Path, cell_id: str) -> Path:
-    """The venv of ``cell(<id>)``: ``.nox/cell-<id, non-alphanumerics as '-'>`` (nox's own naming, kept)."""
+    """``.nox/cell-<id, non-alphanumerics as '-'>``: nox's own name for ``cell(<id>)``."""
     return root / ".nox" / ("cell-" + re.sub(r"[^A-Za-z0-9]+", "-", cell_id).strip("-").lower())
 
 
 def fresh_venv(root: Path, cell_id: str) -> Path:
-    """The venv of ``fresh(<id>)``: the cell in tonight's fresh resolution, beside (never instead of) its locked venv."""
+    """The venv of ``fresh(<id>)`` (tonight's fresh resolution), beside its locked venv."""
     locked = cell_venv(root, cell_id)
     return locked.with_name("fresh-" + locked.name.removeprefix("cell-"))
 
@@ -76,8 +73,7 @@ def uv_command() -> list[str]:
 
 def find_interpreter(version: str) -> str:
     """An interpreter for ``version`` ("3.10"): what ``uv python find`` sees, else a pyenv install (uv finds only the
-    one pyenv has active); never a download. Raises InstallFailed naming both places.
-    """
+    one pyenv has active); never a download. Raises InstallFailed naming both places."""
     found = subprocess.run([*uv_command(), "python", "find", "--no-python-downloads", version], capture_output=True, text=True, check=False)
     if found.returncode == 0 and found.stdout.strip():
         return found.stdout.strip().splitlines()[-1]
@@ -98,16 +94,14 @@ def _tail(text: str) -> str:
 def _digest(
     python: str, requirements: Sequence[str], lock: Path | None = None, *, no_build: bool = False, absent: Sequence[str] = ()
 ) -> str:
-    # The lock's whole text: a re-created lock (new hashes, a moved transitive pin) is a new environment.
-    locked = [f"lock {lock.read_text(encoding='utf-8')}"] if lock is not None else []
-    # Only when set, so every venv built before the setting existed keeps its stamp.
-    refused = ["no source builds"] if no_build else []
+    locked = [f"lock {lock.read_text(encoding='utf-8')}"] if lock is not None else []  # a re-created lock is a new environment
+    refused = ["no source builds"] if no_build else []  # only when set: venvs built before the setting keep their stamp
     removed = [f"absent {name}" for name in absent]
     return hashlib.sha256("\n".join([f"python {python}", *requirements, *locked, *refused, *removed]).encode()).hexdigest()
 
 
 def is_current(venv: Path, digest: str) -> bool:
-    """True when ``venv`` was completely built from the inputs of ``digest`` (its stamp)."""
+    """Whether ``venv`` was completely built from the inputs of ``digest`` (its stamp)."""
     stamp = venv / STAMP
     return (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == digest
 
@@ -165,12 +159,7 @@ def _build(
     if modules:
         imported = subprocess.run([str(interpreter), "-c", IMPORT_CHECK, *modules], capture_output=True, text=True, check=False)
         if imported.returncode != 0:
-            raise InstallFailed(import_failure(imported.stderr))
-
-
-def import_failure(reason: str) -> str:
-    """The install-failed reason of an environment that installed but does not import (the checker's last words)."""
-    return "installed, but does not import: " + _tail(reason)
+            raise InstallFailed("installed, but does not import: " + _tail(imported.stderr))
 
 
 def ensure_environment(
@@ -183,11 +172,8 @@ def ensure_environment(
     no_build: bool = False,
     absent: Sequence[str] = (),
 ) -> bool:
-    """Reuse ``venv`` if it is current, else build it fresh and swap it in; True when it was built.
-
-    ``modules`` must import afterwards (empty: the caller checks); ``lock``: install exactly it; ``no_build``: refuse
-    source builds; ``absent``: removed after the install. Raises InstallFailed; an existing venv is left as it was.
-    """
+    """Reuse ``venv`` if it is current, else build it fresh and swap it in; True when it was built. ``modules`` must import
+    (empty: the caller checks); ``absent``: removed after the install. Raises InstallFailed, the old venv left as it was."""
     digest = _digest(python, requirements, lock, no_build=no_build, absent=absent)
     fresh, old = venv.with_name(venv.name + ".new"), venv.with_name(venv.name + ".old")
     with _one_builder(venv):
@@ -211,8 +197,7 @@ def ensure_environment(
 
 @contextlib.contextmanager
 def _one_builder(venv: Path) -> Iterator[None]:
-    """One process at a time checks and builds ``venv`` (a lock file beside it): two runs of one cell would delete each
-    other's half-built ``.new``; different cells still build side by side."""
+    """One process at a time checks and builds ``venv`` (two runs of one cell would delete each other's ``.new``)."""
     venv.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(venv.with_name(f".{venv.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:

@@ -92,8 +92,7 @@ def _reason(stderr: str) -> str:
 
 
 def exclude_newer_for(pinned: Mapping[str, str], *, slack: dt.timedelta = dt.timedelta(days=1), fetch: Fetch | None = None) -> str:
-    """A cutoff just after the newest pin's *last* upload (torch uploads its wheels over minutes: a cutoff between them
-    leaves uv with "no version of torch==2.15.0")."""
+    """A cutoff just after the newest pin's *last* upload (torch uploads its wheels over minutes)."""
     newest = max(release_time((fetch or fetch_project)(name), version) for name, version in pinned.items())
     return (newest + slack).astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -190,8 +189,7 @@ def lock_for(
 
 
 def assembled_lock(root: Path, lock: Path) -> Path:
-    """A file holding ``lock``'s complete text: ``lock`` itself when stored whole, else ``<root>/build/locks/<digest>/<name>``
-    (named by its text, so cells side by side never write over each other's)."""
+    """A file holding ``lock``'s complete text: ``lock`` itself when stored whole, else ``<root>/build/locks/<digest>/<name>``."""
     text = lock.read_text(encoding="utf-8")
     if not is_stored_as_pieces(text):
         return lock
@@ -221,7 +219,6 @@ def run_lock(matrix: Matrix, cells: Sequence[Cell], root: Path, *, check: bool, 
             continue  # a CUDA twin installs from its CPU cell's lock
         requirements, path = matrix.requirements_for(cell.pins, extra=cell.extra), lock_path(root, cell.id)
         reason = lock_status(path, requirements, python=cell.python)
-        # A current lock as uv wrote it (another branch's, a hand copy): the same text, only stored as pieces; nothing resolved again.
         whole = reason is None and not is_stored_as_pieces(path.read_text(encoding="utf-8"))
         if check:
             stale += reason is not None or whole
@@ -237,7 +234,6 @@ def run_lock(matrix: Matrix, cells: Sequence[Cell], root: Path, *, check: bool, 
         else:
             print(f"locks/{path.name}: current")
     for piece in unused_pieces(locks_dir(root)) if cells else ():
-        # Left by a hand-applied locks.patch or a removed cell: harmless (nothing installs it), noted so it can go.
         print(f"locks/pieces/{piece.name}: no lock uses it; remove it (or run: nox -s lock)")
     return 1 if stale else 0
 
