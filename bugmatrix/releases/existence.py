@@ -1,9 +1,6 @@
 """Every version the matrix names is a release on the registry, checked when the plan is made (a typo would plan cells
-that can only fail to install).
-
-A version is known when any distribution of its axis lists it with a file that is not yanked. Answers are cached
-(``build/registry/<distribution>.json`` or ``$BUGMATRIX_REGISTRY_CACHE``): a version missing from the cache makes one
-fresh request. An unreachable registry is a warning; ``offline`` (``nox -l``) checks against the cache alone.
+that can only fail to install). Answers are cached: a version missing from the cache makes one fresh request. An
+unreachable registry is a warning; ``offline`` (``nox -l``) checks against the cache alone.
 """
 
 from __future__ import annotations
@@ -79,9 +76,8 @@ def _check(
     offline: bool,
     indexed: bool = True,
 ) -> None:
-    """Refuse, in one line naming ``where`` (``[index]`` when ``indexed``), the first version no distribution of axis
-    ``name`` has released; unreachable: warn. ``offline``: only where every distribution has a cached answer without it.
-    """
+    """Refuse, in one line naming ``where``, the first version no distribution of axis ``name`` lists with a file not
+    yanked; unreachable: warn. ``offline``: only where every distribution has a cached answer without it."""
     folder, axis = cache or cache_dir(), matrix.axes[name]
     remembered = set().union(*(cached_versions(d, cache=folder) for d in axis.distributions))
     missing = [v for v in versions if Version(v) not in remembered]

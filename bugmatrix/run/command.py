@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.cellspec import CellOptions
 from bugmatrix.cell.descendants import PARENT_ENV
@@ -79,7 +81,7 @@ def write_spec(
         environment=spec.extra.to_json() or None,
         variants=spec.variants or None,
         axis_spec=matrix.axis_spec(spec.pins),
-        input_key=input_key.to_json() if input_key is not None else None,
+        input_key=msgspec.to_builtins(input_key),
         origin=dict(origin) if origin is not None else None,
         cell_deadline_s=matrix.cell_deadline_s,
     )

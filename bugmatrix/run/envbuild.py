@@ -17,10 +17,12 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+
+import msgspec
 
 from bugmatrix.cell.environment import SOURCE_BUILDS
 from bugmatrix.cell.runfile import RunRecord
+from bugmatrix.documents.run import InputKey
 from bugmatrix.files import write_json_atomic
 from bugmatrix.versions import version_key
 
@@ -214,7 +216,7 @@ def record_install_failure(
     reason: str,
     *,
     tracked: Mapping[str, Mapping[str, str]] | None = None,
-    input_key: Any = None,
+    input_key: InputKey | None = None,
     origin: Mapping[str, str] | None = None,
 ) -> None:
     """Write the run file of a cell that could not be built (no results, the reason kept; never reused)."""
@@ -229,7 +231,7 @@ def record_install_failure(
         install={"status": "failed", "reason": reason},
         complete=True,
         tracked={axis: dict(t) for axis, t in (tracked or {}).items()},
-        input_key=input_key.to_json() if input_key is not None else None,
+        input_key=msgspec.to_builtins(input_key),
         origin=dict(origin) if origin else None,
     )
     write_json_atomic(path, run.to_json())

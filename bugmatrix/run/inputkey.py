@@ -15,11 +15,11 @@ import shutil
 import subprocess
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bugmatrix.cell.ids import VariantId
+from bugmatrix.documents.run import InputKey
 from bugmatrix.files import file_digest
 
 __all__ = [
@@ -42,22 +42,6 @@ PROBE = (
     "import platform; print(platform.python_implementation(), platform.python_version(),"
     " '(' + ', '.join(platform.python_build()) + ')', platform.python_compiler())"
 )
-
-
-@dataclass(frozen=True)
-class InputKey:
-    """The key's digest and the parts it was computed from (what a miss is explained with)."""
-
-    digest: str
-    parts: Mapping[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"digest": self.digest, "parts": dict(self.parts)}
-
-    @classmethod
-    def from_parts(cls, parts: Mapping[str, Any]) -> InputKey:
-        text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
-        return cls("sha256:" + hashlib.sha256(text.encode()).hexdigest(), dict(parts))
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -153,7 +137,7 @@ def input_key(
         "gpu": gpu if gpu is not None else gpu_description(),
         "providers": json.loads(json.dumps(providers or {})),  # tuples as lists: the form it has once read back
     }
-    return InputKey.from_parts(parts)
+    return InputKey("sha256:" + hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest(), parts)
 
 
 def _file_changes(kind: str, before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:

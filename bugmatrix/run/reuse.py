@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import msgspec
+
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.documents.run import load_run_file
@@ -207,7 +209,7 @@ def write_reused(
     """Write tonight's run file from a previous run's results, with tonight's origin and tracking and ``reused_from``."""
     reused = replace(
         previous,
-        input_key=key.to_json(),
+        input_key=msgspec.to_builtins(key),
         origin=dict(origin),
         reused_from=dict(previous.observed or {}),
         tracked={axis: dict(t) for axis, t in tracked.items()},
