@@ -184,7 +184,7 @@ ALLOWED = {
     ("bugmatrix/publish/site.py", "_stage"): "pages the site wrote into its own staging directory a moment before",
     ("bugmatrix/releases/registry.py", "fetch_project"): "an HTTP response (urlopen with a timeout), not a file",
     ("bugmatrix/run/diskbudget.py", "cache_lock"): "its own lock file, opened to flock it",
-    ("bugmatrix/run/envbuild.py", "_digest"): "the project's own committed lock",
+    ("bugmatrix/run/envbuild.py", "ensure_environment"): "the project's own committed lock",
     ("bugmatrix/run/envbuild.py", "is_current"): "the stamp this runner wrote into the cell's own venv",
     ("bugmatrix/run/envbuild.py", "_one_builder"): "its own lock file, opened to flock it",
     ("bugmatrix/run/inputkey.py", "_imported_modules"): "the project's own harness modules",

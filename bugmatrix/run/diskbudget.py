@@ -11,14 +11,13 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.run.envbuild import uv_command
+from bugmatrix.run.envbuild import run_uv
 from bugmatrix.run.lock import pinned_distributions
 
 __all__ = [
@@ -112,9 +111,7 @@ def heavy_distributions(names: Iterable[str]) -> list[str]:
 
 
 def _installed(python: Path) -> list[str]:
-    listed = subprocess.run(
-        [*uv_command(), "pip", "list", "--python", str(python), "--format", "json"], capture_output=True, text=True, check=False
-    )
+    listed = run_uv("pip", "list", "--python", str(python), "--format", "json")
     if listed.returncode != 0:
         return []
     return [entry["name"] for entry in json.loads(listed.stdout or "[]")]
@@ -126,6 +123,6 @@ def release_cell(venv: Path, *, drop_cache: bool, root: Path | None = None) -> l
     shutil.rmtree(venv, ignore_errors=True)
     if cleaned:
         with cache_lock(root, exclusive=True) if root is not None else contextlib.nullcontext():
-            subprocess.run([*uv_command(), "cache", "clean", *cleaned], capture_output=True, check=False)
-            subprocess.run([*uv_command(), "cache", "prune"], capture_output=True, check=False)
+            run_uv("cache", "clean", *cleaned)
+            run_uv("cache", "prune")
     return cleaned

@@ -34,6 +34,7 @@ __all__ = [
     "find_interpreter",
     "fresh_venv",
     "record_install_failure",
+    "run_uv",
     "uv_command",
 ]
 
@@ -73,10 +74,15 @@ def uv_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "uv"]
 
 
+def run_uv(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``uv <args>``, its output captured as text; the caller reads the exit code."""
+    return subprocess.run([*uv_command(), *args], input=input, capture_output=True, text=True, check=False)
+
+
 def find_interpreter(version: str) -> str:
     """An interpreter for ``version`` ("3.10"): what ``uv python find`` sees, else a pyenv install (uv finds only the
     one pyenv has active); never a download. Raises InstallFailed naming both places."""
-    found = subprocess.run([*uv_command(), "python", "find", "--no-python-downloads", version], capture_output=True, text=True, check=False)
+    found = run_uv("python", "find", "--no-python-downloads", version)
     if found.returncode == 0 and found.stdout.strip():
         return found.stdout.strip().splitlines()[-1]
     pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
@@ -91,15 +97,6 @@ def find_interpreter(version: str) -> str:
 def _tail(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return "\n".join(lines[-REASON_LINES:])
-
-
-def _digest(
-    python: str, requirements: Sequence[str], lock: Path | None = None, *, no_build: bool = False, absent: Sequence[str] = ()
-) -> str:
-    locked = [f"lock {lock.read_text(encoding='utf-8')}"] if lock is not None else []  # a re-created lock is a new environment
-    refused = ["no source builds"] if no_build else []  # only when set: venvs built before the setting keep their stamp
-    removed = [f"absent {name}" for name in absent]
-    return hashlib.sha256("\n".join([f"python {python}", *requirements, *locked, *refused, *removed]).encode()).hexdigest()
 
 
 def is_current(venv: Path, digest: str) -> bool:
@@ -129,21 +126,15 @@ def _build(
     no_build: bool,
     absent: Sequence[str],
 ) -> None:
-    made = subprocess.run(
-        [*uv_command(), "venv", "-q", "--no-python-downloads", "-p", find_interpreter(python), str(target)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    made = run_uv("venv", "-q", "--no-python-downloads", "-p", find_interpreter(python), str(target))
     if made.returncode != 0:
         raise InstallFailed(f"uv venv -p {python}: " + (_tail(made.stderr) or f"exit {made.returncode}"))
     interpreter = target / "bin" / "python"
     if lock is None:
-        command = [*uv_command(), "pip", "install", "--python", str(interpreter), *requirements]
+        command = ["pip", "install", "--python", str(interpreter), *requirements]
     else:
-        command = [*uv_command(), "pip", "sync", "--require-hashes", "--python", str(interpreter), str(lock)]
-    command += ["--no-build"] if no_build else []
-    install = subprocess.run(command, capture_output=True, text=True, check=False)
+        command = ["pip", "sync", "--require-hashes", "--python", str(interpreter), str(lock)]
+    install = run_uv(*command, *(["--no-build"] if no_build else []))
     if install.returncode != 0:
         where = f"installing {lock.name}: " if lock is not None else ""
         refused = _refused(install.stderr + install.stdout, python)
@@ -153,9 +144,7 @@ def _build(
     if built:
         (target / SOURCE_BUILDS).write_text("".join(f"{line}\n" for line in built), encoding="utf-8")
     if absent:  # after the install, whatever brought them (uv says, and goes on, where one was not installed)
-        removed = subprocess.run(
-            [*uv_command(), "pip", "uninstall", "--python", str(interpreter), *absent], capture_output=True, text=True, check=False
-        )
+        removed = run_uv("pip", "uninstall", "--python", str(interpreter), *absent)
         if removed.returncode != 0:
             raise InstallFailed(f"removing {', '.join(absent)}: " + (_tail(removed.stderr) or f"uv exited {removed.returncode}"))
     if modules:
@@ -176,7 +165,10 @@ def ensure_environment(
 ) -> bool:
     """Reuse ``venv`` if it is current, else build it fresh and swap it in; True when it was built. ``modules`` must import
     (empty: the caller checks); ``absent``: removed after the install. Raises InstallFailed, the old venv left as it was."""
-    digest = _digest(python, requirements, lock, no_build=no_build, absent=absent)
+    locked = [f"lock {lock.read_text(encoding='utf-8')}"] if lock is not None else []  # a re-created lock is a new environment
+    refused = ["no source builds"] if no_build else []  # only when set: venvs built before the setting keep their stamp
+    inputs = [f"python {python}", *requirements, *locked, *refused, *(f"absent {name}" for name in absent)]
+    digest = hashlib.sha256("\n".join(inputs).encode()).hexdigest()
     fresh, old = venv.with_name(venv.name + ".new"), venv.with_name(venv.name + ".old")
     with _one_builder(venv):
         # What a killed run left behind, cleared even when ``venv`` is current (a kill during the last rmtree).

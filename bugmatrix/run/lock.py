@@ -12,7 +12,6 @@ import datetime as dt
 import hashlib
 import os
 import re
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +21,7 @@ from packaging.requirements import Requirement
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_files, write_text_atomic
 from bugmatrix.releases.registry import Fetch, fetch_project, release_time
-from bugmatrix.run.envbuild import uv_command
+from bugmatrix.run.envbuild import run_uv
 
 if TYPE_CHECKING:
     from bugmatrix.plan.cells import Cell
@@ -111,7 +110,7 @@ def create_lock(
     """Resolve ``requirements`` for ``python`` on ``platform`` into ``out`` (``pieces``: in the stored form); no solution
     is a BugmatrixError with the resolver's reason. ``exclude_newer`` holds all but ``exempt`` back, ``exclude_newer_packages`` one each.
     """
-    command = [*uv_command(), "pip", "compile", "-", "--quiet", "--no-header", "--generate-hashes"]
+    command = ["pip", "compile", "-", "--quiet", "--no-header", "--generate-hashes"]
     command += ["--python-version", python, "--python-platform", platform]
     if exclude_newer:
         command += ["--exclude-newer", exclude_newer]
@@ -119,7 +118,7 @@ def create_lock(
         command += [arg for name in exempt for arg in ("--exclude-newer-package", f"{name}={now}")]
     held = dict(exclude_newer_packages or {})
     command += [arg for name, cutoff in sorted(held.items()) for arg in ("--exclude-newer-package", f"{name}={cutoff}")]
-    result = subprocess.run(command, input="\n".join(requirements) + "\n", capture_output=True, text=True, check=False)
+    result = run_uv(*command, input="\n".join(requirements) + "\n")
     if result.returncode != 0:
         msg = f"cannot lock {out.name} for python {python}: {_reason(result.stderr)}; fix the pins or constraints in matrix.toml"
         raise BugmatrixError(msg)
