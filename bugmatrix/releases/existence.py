@@ -5,20 +5,20 @@ unreachable registry is a warning; ``offline`` (``nox -l``) checks against the c
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_json, write_json_atomic
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.registry import Fetch, RegistryUnreachable, Resolution, fetch_project, warn
+from bugmatrix.versions import parse_version
 
 __all__ = ["CACHE_ENV", "cache_dir", "cached_versions", "check_case_versions", "check_resolved", "check_versions", "listed_versions"]
 
@@ -31,11 +31,7 @@ def cache_dir() -> Path:
 
 
 def _as_versions(texts: Iterable[str]) -> set[Version]:
-    found = set()
-    for text in texts:
-        with contextlib.suppress(InvalidVersion):
-            found.add(Version(text))
-    return found
+    return {v for v in map(parse_version, texts) if v is not None}
 
 
 def _cache_file(cache: Path, distribution: str) -> Path:

@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from bugmatrix.documents.resolution import ResolutionFile
 from bugmatrix.documents.run import TrackedPin
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_json, write_json_atomic
 from bugmatrix.plan.matrix import SYMBOLIC
+from bugmatrix.versions import parse_version
 
 __all__ = [
     "INDEX_URL_ENV",
@@ -74,11 +75,10 @@ def release_versions(project: Mapping[str, Any], *, pre: bool = False) -> list[V
     """The project's releases (not yanked, dev, post or local), oldest first."""
     found = []
     for text, files in project.get("releases", {}).items():
-        try:
-            version = Version(text)
-        except InvalidVersion:
+        version = parse_version(text)
+        if version is None or not files or all(f.get("yanked") for f in files) or version.is_devrelease or version.local:
             continue
-        if not files or all(f.get("yanked") for f in files) or version.is_devrelease or version.local or version.post is not None:
+        if version.post is not None:
             continue  # a post release repackages a release: the behaviour is the same
         if pre or not version.is_prerelease:
             found.append(version)

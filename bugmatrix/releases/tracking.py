@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.matrix import SYMBOLIC, Matrix, load_matrix
 from bugmatrix.releases.existence import check_resolved
 from bugmatrix.releases.registry import Resolution, load_resolution, resolve_axes, save_resolution, warn
+from bugmatrix.versions import parse_version
 
 __all__ = [
     "RESOLUTION_ENV",
@@ -100,11 +101,9 @@ def checked_resolution(resolution: Resolution, matrix: Matrix, path: Path) -> Re
     for entry in resolution.entries:
         if entry.axis not in matrix.axes:
             continue
-        try:
-            Version(entry.resolved)
-        except InvalidVersion:
+        if parse_version(entry.resolved) is None:
             msg = f"{path}: {entry.axis}.resolved: {entry.resolved!r} is not a version; delete {path} and re-run `nox -s plan`"
-            raise BugmatrixError(msg) from None
+            raise BugmatrixError(msg)
         kept.append(entry)
     return dataclasses.replace(resolution, entries=tuple(kept))
 

@@ -38,21 +38,16 @@ HASH = re.compile(r"--hash=(?P<hash>\S+)")
 
 def lock_entries(text: str) -> dict[str, tuple[str, frozenset[str]]]:
     """Distribution (normalised) -> (version, hashes) of a lock's text (comments and ``# via`` lines ignored)."""
-    entries: dict[str, tuple[str, frozenset[str]]] = {}
+    versions: dict[str, str] = {}
+    hashes: dict[str, set[str]] = {}
     current: str | None = None
-    hashes: set[str] = set()
     for line in text.splitlines():
-        match = ENTRY.match(line)
-        if match:
-            if current is not None:
-                entries[current] = (entries[current][0], frozenset(hashes))
-            current, hashes = canonicalize_name(match["name"]), set()
-            entries[current] = (match["version"], frozenset())
+        if match := ENTRY.match(line):
+            current = canonicalize_name(match["name"])
+            versions[current], hashes[current] = match["version"], set()
         elif current is not None and line.startswith((" ", "\t")):
-            hashes |= {m["hash"] for m in HASH.finditer(line)}
-    if current is not None:
-        entries[current] = (entries[current][0], frozenset(hashes))
-    return entries
+            hashes[current] |= {m["hash"] for m in HASH.finditer(line)}
+    return {name: (version, frozenset(hashes[name])) for name, version in versions.items()}
 
 
 def lock_changes(committed: str, fresh: str) -> list[str]:
