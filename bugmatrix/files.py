@@ -71,10 +71,8 @@ def _kind_of(mode: int) -> str:
 
 
 def read_bytes(path: Path, kind: str, *, fix: str = "", seconds: float = READ_SECONDS) -> bytes:
-    """The bytes of ``path``, a regular file of at most ``LIMITS[kind]`` bytes read within ``seconds``; else one-line BugmatrixError.
-
-    ``lstat`` first, so a FIFO or a device is never opened; the read stops at the cap whatever the size said (``/proc``: 0).
-    """
+    """The bytes of ``path``, a regular file of at most ``LIMITS[kind]`` bytes read within ``seconds``; else one-line BugmatrixError
+    (``lstat`` first, so a FIFO or a device is never opened; the read stops at the cap whatever the size said)."""
     limit = LIMITS[kind]
     tail = f"; {fix}" if fix else ""
 
@@ -187,10 +185,8 @@ def _write_temporary(path: Path, content: str | bytes) -> str:
 
 
 def write_files(contents: Mapping[Path, str | bytes], *, remove: Iterable[Path] = ()) -> None:
-    """Write every file, or none: all temporaries first, then every rename, then ``remove`` (files, or directories whole).
-
-    A rename needs no space, so a full disk fails before the first: :class:`OutputError`, every previous output untouched.
-    """
+    """Write every file, or none: all temporaries first (a full disk fails there: :class:`OutputError`), then every rename
+    (which needs no space), then ``remove`` (files, or directories whole)."""
     written: list[tuple[str, Path]] = []
     current = None
     try:

@@ -108,8 +108,7 @@ def create_lock(
     pieces: bool = False,
 ) -> Path:
     """Resolve ``requirements`` for ``python`` on ``platform`` into ``out`` (``pieces``: in the stored form); no solution
-    is a BugmatrixError with the resolver's reason. ``exclude_newer`` holds all but ``exempt`` back, ``exclude_newer_packages`` one each.
-    """
+    is a BugmatrixError with the resolver's reason. ``exclude_newer`` holds all but ``exempt`` back."""
     command = ["pip", "compile", "-", "--quiet", "--no-header", "--generate-hashes"]
     command += ["--python-version", python, "--python-platform", platform]
     if exclude_newer:
