@@ -1,7 +1,6 @@
 """Command line: ``python -m bugmatrix plan|run|lock|reresolve|report|bisect|repro|check|stability|benchmark|cachesize|site|issues``.
 
-Every subcommand is a thin layer over a library function. Arguments are checked here before anything is written; a
-BugmatrixError anywhere is printed as one line and exits with its code: the one place where errors meet people.
+Every subcommand is a thin layer over a library function; a BugmatrixError anywhere is printed here as one line.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from packaging.version import Version
 
 from bugmatrix import values
 from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
-from bugmatrix.files import check_output_dir, check_output_file
+from bugmatrix.files import check_output_dir, check_output_file, write_json_atomic
 from bugmatrix.paths import ROOT, output_dir
 
 if TYPE_CHECKING:
@@ -62,7 +61,6 @@ def _versions(text: str) -> list[str]:
 def _plan(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_output_file(args.out, "--out", forbidden=(args.cases,))
-    from bugmatrix.files import write_json_atomic
     from bugmatrix.plan.cells import override_notes, plan_document
     from bugmatrix.plan.matrix import load_matrix
     from bugmatrix.releases.planned import load_plan
@@ -84,8 +82,7 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         from bugmatrix.tools.cachesize import cache_key
 
-        # Cells on one torch release and Python share a uv cache; the first of them (a CPU
-        # cell: they sort first) is the one job that saves it. See nightly.yml for the sizes.
+        # Cells on one torch release and Python share a uv cache; the first of them (a CPU cell) is the one job that saves it.
         savers: dict[str, str] = {}
         for c in cells:
             savers.setdefault(cache_key(matrix, c.pins), c.id)
@@ -113,7 +110,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _plan_compute(args: argparse.Namespace, planned: Planned) -> int:
-    """``plan --compute P [--write]``: each case's cells of a computed profile, from the committed reference (else ``expect=``)."""
+    """``plan --compute P [--write]``: each case's cells of a computed profile, from the committed reference."""
     from bugmatrix.plan.cells import recompute
     from bugmatrix.plan.computed import reference_outcomes, write_choices
     from bugmatrix.releases.tracking import without_symbolic
@@ -135,7 +132,7 @@ def _plan_compute(args: argparse.Namespace, planned: Planned) -> int:
 
 
 def _plan_cost(args: argparse.Namespace, planned: Planned) -> int:
-    """``plan --cost``: cells, environments, lock lines and time, per profile (or the one asked for) and per case."""
+    """``plan --cost``: cells, environments, lock lines and time, per profile and per case."""
     from bugmatrix.plan.cost import Costs, price, render_cost
 
     costs = Costs(args.cases.resolve().parent / "locks", args.reference)
@@ -146,7 +143,6 @@ def _plan_cost(args: argparse.Namespace, planned: Planned) -> int:
 
 
 def _catalogued(args: argparse.Namespace) -> tuple[Matrix, Catalog]:
-    """The matrix, ``latest`` resolved, and the cases read against it."""
     from bugmatrix.plan.catalog import load_catalog
     from bugmatrix.releases.tracking import load_resolved_matrix
 
@@ -155,7 +151,7 @@ def _catalogued(args: argparse.Namespace) -> tuple[Matrix, Catalog]:
 
 
 def _held_pins(args: argparse.Namespace, variant_id: str) -> tuple[Matrix, Variant, dict[str, str], Case]:
-    """The matrix, the variant, the pins to hold (a cell's, ``--cell``, or the base pins of its axes) and the variant's case."""
+    """The matrix, the variant, the pins to hold (``--cell``'s, or the base pins of its axes) and the variant's case."""
     from bugmatrix.plan.cells import find_cell, plan_all
 
     matrix, catalog = _catalogued(args)
@@ -216,7 +212,7 @@ def _reresolve(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    """``report``: the report stage's typed options; ``--issue-bodies`` adds the publish stage's output to its registry."""
+    """``--issue-bodies`` adds the publish stage's output to the report's."""
     from bugmatrix.orchestrate import report
     from bugmatrix.report.options import ReportOptions
 
@@ -239,7 +235,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The whole command line; with ``command`` given, only that tool's module is imported (the others may need more: jinja2)."""
+    """The whole command line; with ``command`` given, only that tool's module is imported (the others may need jinja2)."""
     parser = _Parser(prog="python -m bugmatrix", description=__doc__.splitlines()[0])
     parser.add_argument("--matrix", type=Path, default=ROOT / "matrix.toml", help="matrix file (default: %(default)s)")
     parser.add_argument("--cases", type=Path, default=ROOT / "cases", help="case directory (default: %(default)s)")

@@ -1,8 +1,4 @@
-"""The exception types that reach a person, and the exit codes they end in.
-
-A bad input is a :class:`BugmatrixError`: one line naming the file, key and value and what to do. An output that
-cannot be written is an :class:`OutputError`, with its own exit code, so CI can tell a regression from a full disk.
-"""
+"""The exception types that reach a person, and the exit codes they end in (CI tells a regression from a full disk)."""
 
 from __future__ import annotations
 

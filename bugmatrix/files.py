@@ -1,8 +1,5 @@
 """Files written so that a reader only ever sees the old or the new whole file, files read with limits, and output paths
-checked before anything is written.
-
-Imported inside cells too (the run file): the standard library only.
-"""
+checked before anything is written. Imported inside cells too (the run file): the standard library only."""
 
 from __future__ import annotations
 
@@ -74,11 +71,8 @@ def _kind_of(mode: int) -> str:
 
 
 def read_bytes(path: Path, kind: str, *, fix: str = "", seconds: float = READ_SECONDS) -> bytes:
-    """The bytes of ``path``, a regular file of at most ``LIMITS[kind]`` bytes read within ``seconds``; else one-line BugmatrixError.
-
-    ``lstat`` first, so a FIFO or a device is never opened; the opened descriptor must be the same regular file, and the
-    read stops at the cap whatever the size said (``/proc`` files say 0).
-    """
+    """The bytes of ``path``, a regular file of at most ``LIMITS[kind]`` bytes read within ``seconds``; else one-line BugmatrixError
+    (``lstat`` first, so a FIFO or a device is never opened; the read stops at the cap whatever the size said)."""
     limit = LIMITS[kind]
     tail = f"; {fix}" if fix else ""
 
@@ -176,7 +170,6 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def _write_temporary(path: Path, content: str | bytes) -> str:
-    """``content`` in a fsynced temporary beside ``path``; its name."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -192,11 +185,8 @@ def _write_temporary(path: Path, content: str | bytes) -> str:
 
 
 def write_files(contents: Mapping[Path, str | bytes], *, remove: Iterable[Path] = ()) -> None:
-    """Write every file, or none: all temporaries first, then every rename, then ``remove`` (files, or directories whole).
-
-    A rename needs no space, so an ``OSError`` (disk full) can only come before the first: then the temporaries are
-    removed and :class:`OutputError` names the path, every previous output untouched.
-    """
+    """Write every file, or none: all temporaries first (a full disk fails there: :class:`OutputError`), then every rename
+    (which needs no space), then ``remove`` (files, or directories whole)."""
     written: list[tuple[str, Path]] = []
     current = None
     try:
@@ -231,7 +221,7 @@ def _nearest_existing(path: Path) -> Path:
 
 
 def _check_writable_parent(path: Path, option: str, *, create_parent: bool, shown: Path | None = None) -> None:
-    """``path``'s directory (or the nearest one that exists, to be created under) takes a new file; ``shown`` names it."""
+    """``path``'s directory (or the nearest one that exists, to be created under) takes a new file."""
     parent, shown = path.parent, shown or path
     if not create_parent and not parent.is_dir():
         msg = f"{option} {shown}: no such directory {parent}; create it first or pass a path in an existing directory"
@@ -262,11 +252,8 @@ def _check_not_inside(path: Path, option: str, forbidden: Iterable[Path]) -> Non
 
 
 def check_output_file(path: Path, option: str, *, create_parent: bool = True, forbidden: Iterable[Path] = ()) -> None:
-    """Refuse, in one line naming the option and the path, an output file that cannot be written as a file.
-
-    A directory, a path under a file or inside ``forbidden`` (the cases), an unwritable directory, and, with
-    ``create_parent`` False, a parent directory that does not exist.
-    """
+    """Refuse, in one line naming the option and the path, a directory, a path under a file or inside ``forbidden`` (the
+    cases), an unwritable directory, and (``create_parent`` False) a parent directory that does not exist."""
     if path.is_dir():
         msg = f"{option} {path}: is a directory; pass a file path, e.g. {path / 'out.json'}"
         raise BugmatrixError(msg)
@@ -294,10 +281,8 @@ def check_output_dir(
 
 @contextlib.contextmanager
 def locked_directories(directories: Iterable[Path], on_wait: Callable[[Path], None] | None = None) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on each directory (created if needed) for the block: one writer per directory at a time.
-
-    A second process waits (after ``on_wait(directory)``, once); directories are locked in one order, so no deadlock.
-    """
+    """An exclusive ``flock`` on each directory (created if needed) for the block; a second process waits (after
+    ``on_wait(directory)``). Locked in one order, so no deadlock."""
     held: list[int] = []
     try:
         for directory in sorted({d.resolve() for d in directories}):

@@ -1,8 +1,5 @@
-"""The orchestrator of ``report``: what the report needs from the stages below it, read once and handed on as plain data.
-
-The report never imports the planner: the cases' declarations and, for ``--profile`` without ``--plan``, the night's
-plan (computed offline from matrix.toml, the cases and the night's *saved* resolution, never the registry) are read
-here and passed on as an :class:`~bugmatrix.report.options.Upstream`.
+"""The orchestrator of ``report``: the cases' declarations and, for ``--profile`` without ``--plan``, the night's plan
+(computed offline from the night's *saved* resolution) are read here and handed on, so the report never imports the planner.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ __all__ = ["computed_plan", "declared_variants", "report"]
 
 
 def report(options: ReportOptions) -> int:
-    """``python -m bugmatrix report``: the plan and the cases' declarations read here, then the report stage runs on them."""
+    """``python -m bugmatrix report``."""
     if options.readme is not None and not options.publish:  # the README's table alone: nothing planned, no case read
         return run_report(options)
     plan, source = None, ""
@@ -59,7 +56,7 @@ def computed_plan(matrix: Path, cases: Path, profile: str, resolution: Path, ran
 
 
 def declared_variants(options: ReportOptions) -> dict[str, Variant]:
-    """What the cases declare now, by variant id (axes, old checks, expectations): the one place the report's cases are read."""
+    """What the cases declare now, by variant id: the one place the report's cases are read."""
     if options.cases is None or not options.cases.is_dir():
         return {}
     variants = load_catalog(options.cases, load_matrix(options.matrix) if options.matrix.is_file() else None).variants

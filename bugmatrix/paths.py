@@ -18,7 +18,7 @@ def output_dir() -> Path:
 
 
 def shown(path: Path, root: Path = ROOT) -> str:
-    """``path`` as a report names it: relative to the checkout when inside it, so a committed page names no machine's path."""
+    """``path`` relative to the checkout when inside it, so a committed page names no machine's path."""
     try:
         return str(path.resolve().relative_to(root.resolve()))
     except ValueError:

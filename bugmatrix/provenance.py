@@ -14,16 +14,13 @@ __all__ = ["ci_run", "git_commit", "origin_now"]
 
 def git_commit(root: Path | str) -> str:
     """The checkout's short commit (-dirty if code changed; reports/ are outputs), or "unknown" outside git."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout.strip()
+
     try:
-        sha = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)reports"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        sha = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)reports")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return sha + ("-dirty" if dirty else "")

@@ -1,8 +1,7 @@
 """Values from the command line and from files, checked where they are parsed: one rule per kind of value.
 
-The functions are argparse ``type=`` callables (an ``ArgumentTypeError`` is argparse's one usage line), so an option
-is refused before anything is read or written. :func:`profile_name` also checks a profile named inside a file: a
-profile becomes a nox tag, a file name, a site path and a link. Imported inside cells: stdlib and ``packaging`` only.
+The functions are argparse ``type=`` callables, so an option is refused before anything is read or written.
+Imported inside cells: stdlib and ``packaging`` only.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ __all__ = [
     "PROFILE_RULE",
     "count",
     "existing_dir",
-    "existing_file",
     "held",
     "iso_date",
     "moment",
@@ -36,13 +34,12 @@ __all__ = [
 
 #: A profile's name: a nox tag, a session name (``report-<name>``), a file name (``plan-<name>.json``), a site path.
 PROFILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
-#: Names a profile may not take: ``gpu-<profile>`` is the tag of a profile's CUDA cells.
-_RESERVED_PREFIX = "gpu-"
+_RESERVED_PREFIX = "gpu-"  # ``gpu-<profile>`` is the tag of a profile's CUDA cells
 PROFILE_RULE = "lowercase letters, digits, - and _, not starting with gpu-"
 
 
 def profile_name(value: object, where: str, error: type[Exception] = BugmatrixError) -> str:
-    """``value`` when it is a profile name; else a one-line ``error`` naming ``where`` (ValueError in a msgspec model)."""
+    """``value`` when it is a profile name; else a one-line ``error`` naming ``where``."""
     if not isinstance(value, str) or not PROFILE_NAME.fullmatch(value) or value.startswith(_RESERVED_PREFIX):
         msg = " ".join(f"{where} {value!r}: not a profile name ({PROFILE_RULE})".split())
         raise error(msg)
@@ -75,7 +72,7 @@ def seconds(text: str) -> float:
 
 
 def seconds_or_zero(text: str) -> float:
-    """A finite number of seconds, 0 meaning none (a deadline that can be turned off)."""
+    """A finite number of seconds, 0 meaning none."""
     if text.strip() in ("0", "0.0"):
         return 0.0
     try:
@@ -113,7 +110,7 @@ def moment(text: str) -> str:
 
 
 def iso_date(value: str, where: str, fix: str = " (YYYY-MM-DD)") -> str:
-    """``value`` as a date (``2026-11-23``; history lines and site paths sort by it); else a one-line BugmatrixError."""
+    """``value`` as a date (``2026-11-23``); else a one-line BugmatrixError."""
     try:
         return dt.date.fromisoformat(value).isoformat()
     except ValueError:
@@ -135,14 +132,5 @@ def existing_dir(text: str) -> Path:
     path = Path(name(text))
     if not path.is_dir():
         msg = f"{text}: {'not a directory' if path.exists() else 'no such directory'}; pass an existing one"
-        raise argparse.ArgumentTypeError(msg)
-    return path
-
-
-def existing_file(text: str) -> Path:
-    """A file (or directory of files, for inputs that take either) that exists."""
-    path = Path(name(text))
-    if not path.exists():
-        msg = f"{text}: no such file or directory; pass an existing one"
         raise argparse.ArgumentTypeError(msg)
     return path

@@ -1,7 +1,4 @@
-"""Versions, parsed and compared in one place (never as strings); local tags dropped (``2.6.0+cu124`` is ``2.6.0``).
-
-Imported inside cells too: the standard library and ``packaging`` only.
-"""
+"""Versions, parsed and compared in one place (never as strings). Imported inside cells too: stdlib and ``packaging`` only."""
 
 from __future__ import annotations
 

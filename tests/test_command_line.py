@@ -15,6 +15,7 @@ import shlex
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from bugmatrix.cell.caseenv import Env
@@ -67,7 +68,7 @@ def test_every_planned_cells_command_is_one_short_line(tmp_path: Path, reports_i
     assert len(lines) > 50 and longest == sibling[0]
     # The spec file holds what left the line: the whole input key among it, so the run file still records it.
     spec = read_options(reports / "spec" / f"{longest}.json")
-    assert spec.cell == longest and spec.input_key == key.to_json() and spec.pins
+    assert spec.cell == longest and spec.input_key == msgspec.to_builtins(key) and spec.pins
     assert spec.run_file == (f"build/reports/runs/{longest}.json" if reports_inside else str(run_file_path(reports, longest)))
 
 

@@ -13,12 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.run.lock import assembled_lock, lock_status, read_header
-from bugmatrix.run.lockpieces import (
+from bugmatrix.run.lock import (
     PIECES,
     added_size,
     assemble_lock,
+    assembled_lock,
     is_stored_as_pieces,
+    lock_status,
+    read_header,
     split_lock,
     stored_lock_files,
     unused_pieces,

@@ -12,7 +12,7 @@ import pytest
 import bugmatrix.tools.repro
 from bugmatrix.cli import main
 from bugmatrix.plan.catalog import load_catalog
-from bugmatrix.run.lockpieces import assemble_lock
+from bugmatrix.run.lock import assemble_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 T5 = "t5_loss_no_grad_fn::lightning_trainer[cpu]"

@@ -23,8 +23,7 @@ from bugmatrix.files import file_digest, write_json_atomic
 from bugmatrix.report.fresh import load_fresh_lane
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.night import analyse
-from bugmatrix.run.lock import create_lock, lock_path
-from bugmatrix.run.lockpieces import assemble_lock, is_stored_as_pieces
+from bugmatrix.run.lock import assemble_lock, create_lock, is_stored_as_pieces, lock_path
 from bugmatrix.run.reresolve import lock_changes, lock_entries, patch_text, reresolve_cells
 from tests.test_lock import registry_reachable
 from tests.test_reuse import MATRIX, SMOKE, record

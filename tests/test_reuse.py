@@ -14,6 +14,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import bugmatrix.run.runner
@@ -69,7 +70,7 @@ def previous_run(root: Path, **changes: object) -> RunRecord:
     fields: dict[str, object] = {
         "cell": CELL.id, "pins": dict(CELL.pins), "axes": list(CELL.pins), "environment": {"python": "3.11.7"},
         "started": ORIGIN["date"], "finished": "2026-11-22T03:21:00+00:00", "results": [record(v) for v in CELL.variants],
-        "selected": list(CELL.variants), "complete": True, "input_key": key.to_json(), "origin": dict(ORIGIN),
+        "selected": list(CELL.variants), "complete": True, "input_key": msgspec.to_builtins(key), "origin": dict(ORIGIN),
     }  # fmt: skip
     fields.update(changes)
     return RunRecord(**fields)  # type: ignore[arg-type]
@@ -303,7 +304,7 @@ def test_a_workaround_sibling_is_keyed_with_its_extra_wherever_a_planned_cell_is
     key, why = cell_key(MATRIX, replace(CellSpec.of(sibling), locks=root / "locks"), root)
     assert key is not None, why
     recent = {**ORIGIN, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
-    save(tmp_path, previous_run(root, cell=sibling.id, input_key=key.to_json(), origin=recent, started=recent["date"]))
+    save(tmp_path, previous_run(root, cell=sibling.id, input_key=msgspec.to_builtins(key), origin=recent, started=recent["date"]))
     assert stale_setup(root, MATRIX, [sibling], tmp_path, root / "locks") == ""
     without = stale_setup(root, MATRIX, [replace(sibling, extra=Env())], tmp_path, root / "locks")
     assert "no current lock" in without and "(-filelock<4)" in without, "without its extra the sibling's lock is stale"

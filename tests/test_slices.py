@@ -39,8 +39,7 @@ from bugmatrix.plan.computed import committed_choices, reference_outcomes
 from bugmatrix.plan.loader import load_case
 from bugmatrix.plan.matrix import Matrix, load_matrix, parse_matrix
 from bugmatrix.releases.tracking import load_resolved_matrix, without_symbolic
-from bugmatrix.run.lock import create_lock
-from bugmatrix.run.lockpieces import added_size
+from bugmatrix.run.lock import added_size, create_lock
 from tests.reference import reference_case_files, reference_catalog
 from tests.test_lock import registry_reachable
 

@@ -1,8 +1,4 @@
-"""The plan in one call, as ``nox -l``, ``plan`` and ``check`` make it: every matrix mistake found before a cell runs.
-
-Versions checked against the registry, ``latest`` made concrete, the cases imported and their own releases checked,
-every profile planned; the first mistake is one :class:`~bugmatrix.errors.BugmatrixError` line.
-"""
+"""The plan in one call, as ``nox -l``, ``plan`` and ``check`` make it: every matrix mistake found before a cell runs."""
 
 from __future__ import annotations
 
@@ -47,11 +43,8 @@ def load_plan(
     saved: Path | None = None,
     warn: Callable[[str], None] = warn,
 ) -> Planned:
-    """Check, resolve, import and plan.
-
-    ``refresh`` asks the registry what ``latest`` is now; ``fallback`` plans the pinned versions only (with a warning)
-    when it cannot; ``registry=False`` skips the version checks; ``offline`` asks and writes nothing.
-    """
+    """Check, resolve, import and plan. ``fallback``: plan the pinned versions only (with a warning) when ``latest`` cannot
+    be resolved; ``registry=False`` skips the version checks; ``offline`` asks and writes nothing."""
     if registry:
         check_versions(declared, warn=warn, offline=offline)
     try:

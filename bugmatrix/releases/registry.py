@@ -1,9 +1,7 @@
 """The one client for the package registry (PyPI's JSON API, or ``$BUGMATRIX_INDEX_URL``), and ``latest`` resolved.
 
-An axis may list ``"latest"`` (the newest final release) or ``"latest-pre"``; :func:`resolve_axes` asks the registry
-once per nightly and the :class:`Resolution` is saved beside the plan, so every cell job sees the same versions. A
-release is not yanked, dev, post or local. An unreachable registry falls back to the last saved resolution with a
-warning (yesterday's ``latest`` still tests everything else); with none saved it is a one-line error.
+:func:`resolve_axes` asks the registry once per nightly and the :class:`Resolution` is saved beside the plan, so every
+cell job sees the same versions. An unreachable registry falls back to the last saved resolution with a warning.
 """
 
 from __future__ import annotations
@@ -20,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from bugmatrix.documents.resolution import ResolutionFile
 from bugmatrix.documents.run import TrackedPin
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_json, write_json_atomic
 from bugmatrix.plan.matrix import SYMBOLIC
+from bugmatrix.versions import parse_version
 
 __all__ = [
     "INDEX_URL_ENV",
@@ -73,14 +72,13 @@ def fetch_project(name: str) -> Mapping[str, Any]:
 
 
 def release_versions(project: Mapping[str, Any], *, pre: bool = False) -> list[Version]:
-    """The project's releases, oldest first."""
+    """The project's releases (not yanked, dev, post or local), oldest first."""
     found = []
     for text, files in project.get("releases", {}).items():
-        try:
-            version = Version(text)
-        except InvalidVersion:
-            continue  # ancient non-PEP 440 releases cannot be pinned sensibly anyway
-        if not files or all(f.get("yanked") for f in files) or version.is_devrelease or version.local or version.post is not None:
+        version = parse_version(text)
+        if version is None or not files or all(f.get("yanked") for f in files) or version.is_devrelease or version.local:
+            continue
+        if version.post is not None:
             continue  # a post release repackages a release: the behaviour is the same
         if pre or not version.is_prerelease:
             found.append(version)
@@ -139,7 +137,7 @@ class Resolution:
         return any(e.axis == axis and e.requested == requested for e in self.entries)
 
     def apply(self, values: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:
-        """``values`` with symbolic versions replaced and duplicates merged (see dedupe_versions)."""
+        """``values`` with symbolic versions replaced and duplicates merged."""
         return {axis: dedupe_versions([self.version(axis, v) for v in listed]) for axis, listed in values.items()}
 
     def to_json(self) -> dict[str, Any]:
@@ -166,7 +164,7 @@ def dedupe_versions(values: Iterable[str]) -> list[str]:
 
 
 def save_resolution(path: Path, resolution: Resolution) -> None:
-    """Write the resolution beside the plan, atomically."""
+    """Write the resolution, atomically."""
     write_json_atomic(path, resolution.to_json())
 
 
@@ -196,8 +194,7 @@ def resolve_axes(
     warn: Callable[[str], None] = warn,
 ) -> Resolution:
     """Resolve each ``latest``/``latest-pre`` in ``values`` once; unreachable: the ``saved`` resolution when it covers
-    every request (``stale``, with a warning), else the error.
-    """
+    every request (``stale``, with a warning), else the error."""
     wanted = sorted({(axis, v) for axis, listed in values.items() for v in listed if v in SYMBOLIC})
     cache: dict[tuple[str, bool], str] = {}
     entries = []

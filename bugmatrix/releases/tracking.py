@@ -1,9 +1,7 @@
 """Release tracking: a profile's ``latest`` / ``latest-pre`` made concrete, once per plan.
 
-Each symbolic value is asked of the registry once (:func:`~bugmatrix.releases.registry.resolve_axes`), replaced by the
-release it names and added to its axis's versions, so constraints and excludes treat it like any listed release. The
-resolution is saved (``$BUGMATRIX_RESOLUTION``, default ``<reports>/resolution.json``) and reused by everything that
-plans after it, so a nightly's cell jobs all see the same versions.
+Each symbolic value is replaced by the release it names and added to its axis's versions, so constraints and excludes
+treat it like any listed release; the resolution is saved and reused by everything that plans after it.
 """
 
 from __future__ import annotations
@@ -15,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.matrix import SYMBOLIC, Matrix, load_matrix
 from bugmatrix.releases.existence import check_resolved
 from bugmatrix.releases.registry import Resolution, load_resolution, resolve_axes, save_resolution, warn
+from bugmatrix.versions import parse_version
 
 __all__ = [
     "RESOLUTION_ENV",
@@ -39,7 +38,7 @@ RESOLUTION_ENV = "BUGMATRIX_RESOLUTION"
 
 
 def resolution_path(reports: Path | None = None) -> Path:
-    """Where the plan's resolution is saved and read: ``$BUGMATRIX_RESOLUTION`` or ``<reports>/resolution.json``."""
+    """``$BUGMATRIX_RESOLUTION`` or ``<reports>/resolution.json``."""
     return Path(os.environ.get(RESOLUTION_ENV) or (reports or output_dir()) / "resolution.json")
 
 
@@ -74,9 +73,8 @@ def resolve_matrix(
     offline: bool = False,
     check: bool = True,
 ) -> tuple[Matrix, Resolution]:
-    """The concrete matrix and the resolution it used: a saved one covering every request unless ``refresh`` (its versions
-    checked unless not ``check``), else the registry's, saved. ``offline``: never the registry, never a write.
-    """
+    """The concrete matrix and its resolution: a saved one covering every request unless ``refresh``, else the registry's,
+    saved. ``offline``: never the registry, never a write."""
     wanted = requests(matrix)
     if not wanted:
         return matrix, Resolution()
@@ -98,24 +96,20 @@ def resolve_matrix(
 
 
 def checked_resolution(resolution: Resolution, matrix: Matrix, path: Path) -> Resolution:
-    """A saved resolution read like matrix.toml: an entry of an axis the matrix no longer has is dropped; a value that is
-    not a version (a hand edit, ``../../etc``) is one line."""
+    """A saved resolution less the axes the matrix no longer has; a value that is not a version (``../../etc``) is one line."""
     kept = []
     for entry in resolution.entries:
         if entry.axis not in matrix.axes:
-            continue  # an axis removed from matrix.toml since: nothing asks for it
-        try:
-            Version(entry.resolved)
-        except InvalidVersion:
+            continue
+        if parse_version(entry.resolved) is None:
             msg = f"{path}: {entry.axis}.resolved: {entry.resolved!r} is not a version; delete {path} and re-run `nox -s plan`"
-            raise BugmatrixError(msg) from None
+            raise BugmatrixError(msg)
         kept.append(entry)
     return dataclasses.replace(resolution, entries=tuple(kept))
 
 
 def without_symbolic(matrix: Matrix) -> Matrix:
-    """The matrix with every ``latest``/``latest-pre`` left out (an axis left empty falls back to its base pin): ``nox -l``
-    without the registry or a saved resolution still lists the pinned cells."""
+    """The matrix with every ``latest``/``latest-pre`` left out (an axis left empty falls back to its base pin)."""
     profiles = {
         name: {axis: kept for axis, values in table.items() if (kept := tuple(v for v in values if v not in SYMBOLIC))}
         for name, table in matrix.profiles.items()
@@ -124,14 +118,13 @@ def without_symbolic(matrix: Matrix) -> Matrix:
 
 
 def load_resolved_matrix(path: Path) -> Matrix:
-    """``load_matrix`` + :func:`resolve_matrix` with the saved resolution: what every planner but ``plan --resolve`` uses."""
+    """``load_matrix`` + :func:`resolve_matrix` with the saved resolution."""
     return resolve_matrix(load_matrix(path))[0]
 
 
 def tracked_for(matrix: Matrix, resolution: Resolution, pins: Mapping[str, str], profiles: tuple[str, ...]) -> dict[str, Any]:
-    """What a cell's run file records of tracking: ``{"torch": {"requested": "latest", "resolved": "2.15.0"}}``
-    (``matrix`` unresolved: an axis one of the cell's profiles asks a symbolic value of that resolved to its pin).
-    """
+    """``{"torch": {"requested": "latest", "resolved": "2.15.0"}}`` for each axis one of the cell's profiles asks a symbolic
+    value of (``matrix`` unresolved) that resolved to its pin."""
     tracked: dict[str, Any] = {}
     for entry in resolution.entries:
         asked = any(entry.requested in matrix.profiles[p].get(entry.axis, ()) for p in profiles)

@@ -1,7 +1,4 @@
-"""A cell's spec, its spec file, its pytest command, its environment variables and where its run file goes.
-
-Built here only, for the one runner (:mod:`bugmatrix.run.runner`), so the paths that run a cell cannot drift apart.
-"""
+"""A cell's spec, its spec file, its pytest command, its environment variables and where its run file goes."""
 
 from __future__ import annotations
 
@@ -10,6 +7,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from bugmatrix.cell.caseenv import Env
 from bugmatrix.cell.cellspec import CellOptions
@@ -26,24 +25,21 @@ __all__ = ["CellSpec", "cell_env", "pytest_command", "run_file_path", "spec_path
 
 @dataclass(frozen=True)
 class CellSpec:
-    """Which cell: its id and pins as planned (``pins=None``: the current interpreter as it is, the system cell).
-
-    ``tracked``: the pins a profile's ``latest`` chose; ``locks``: a directory of locks instead of the committed ones;
-    ``runner``: how its variants run (default ``$BUGMATRIX_RUNNER`` with ``$BUGMATRIX_WORKERS`` at once).
-    """
+    """Which cell: its id and pins as planned (``pins=None``: the current interpreter as it is, the system cell);
+    ``tracked``: the pins a profile's ``latest`` chose; ``locks``: a directory of locks instead of the committed ones."""
 
     id: str
     pins: Mapping[str, str] | None
     tracked: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     interpreter: Path | None = None  # pins=None only: an interpreter as it is (default: this one)
-    extra: Env = field(default_factory=Env)  # a case's environment beyond the pins (a sibling cell: bugmatrix.plan.cells.Cell.extra)
+    extra: Env = field(default_factory=Env)  # a case's environment beyond the pins (a sibling cell)
     variants: tuple[str, ...] = ()
     locks: Path | None = None
     runner: Runner = field(default_factory=chosen_runner)
 
     @classmethod
     def of(cls, cell: Cell, tracked: Mapping[str, Mapping[str, str]] | None = None) -> CellSpec:
-        """The spec of a planned cell: its id, pins, planned variants and (for a sibling cell) its case environment."""
+        """The spec of a planned cell."""
         return cls(cell.id, cell.pins, dict(tracked or {}), extra=cell.extra, variants=tuple(cell.variants))
 
 
@@ -73,7 +69,7 @@ def write_spec(
     input_key: InputKey | None = None,
     origin: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write the spec file (:func:`spec_path`): everything the cell's plugin is told, so the command nox logs stays short."""
+    """Write the spec file: everything the cell's plugin is told, so the command nox logs stays short."""
     ordered = matrix.ordered(spec.pins) if spec.pins is not None else {}
     options = CellOptions(
         cell=spec.id,
@@ -85,7 +81,7 @@ def write_spec(
         environment=spec.extra.to_json() or None,
         variants=spec.variants or None,
         axis_spec=matrix.axis_spec(spec.pins),
-        input_key=input_key.to_json() if input_key is not None else None,
+        input_key=msgspec.to_builtins(input_key),
         origin=dict(origin) if origin is not None else None,
         cell_deadline_s=matrix.cell_deadline_s,
     )
@@ -103,6 +99,5 @@ def pytest_command(
 
 
 def cell_env(root: Path = ROOT) -> dict[str, str]:
-    """The environment a cell's pytest gets: the harness importable, hashes seeded, and this process's pid (the cell dies
-    with it: :func:`~bugmatrix.cell.descendants.die_with_runner`)."""
+    """The harness importable, hashes seeded, and this process's pid (the cell dies with it)."""
     return {**os.environ, "PYTHONPATH": str(root), "PYTHONHASHSEED": "0", PARENT_ENV: str(os.getpid())}

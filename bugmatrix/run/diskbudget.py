@@ -1,9 +1,7 @@
 """Run a whole profile within this machine's disk: drop what no later cell needs.
 
-Each torch release's wheels take ~4.5 GB of uv's cache plus a venv; a full profile holds ~18. Lean (``BUGMATRIX_DISK=lean``,
-or unset/``auto`` once the free disk cannot hold the next stack: :func:`lean_needed`), a cell that ends removes its venv
-and, when no later (or still running) cell pins its torch, cleans that stack from uv's cache, under an exclusive
-:func:`cache_lock` that every build holds shared. ``keep`` never prunes.
+Each torch release's wheels take ~4.5 GB of uv's cache; a full profile holds ~18. Lean, a cell that ends removes its venv
+and, when no later (or still running) cell pins its torch, cleans that stack from uv's cache.
 """
 
 from __future__ import annotations
@@ -13,14 +11,13 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.run.envbuild import uv_command
+from bugmatrix.run.envbuild import run_uv
 from bugmatrix.run.lock import pinned_distributions
 
 __all__ = [
@@ -50,7 +47,7 @@ HEAVY_PREFIXES = ("nvidia-", "cuda-")
 
 
 def uv_cache_dir() -> Path:
-    """uv's cache directory as uv finds it (``$UV_CACHE_DIR``, ``$XDG_CACHE_HOME/uv``, ``~/.cache/uv``), without running uv."""
+    """uv's cache directory as uv finds it (``$UV_CACHE_DIR``, ``$XDG_CACHE_HOME/uv``, ``~/.cache/uv``)."""
     if os.environ.get("UV_CACHE_DIR"):
         return Path(os.environ["UV_CACHE_DIR"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "uv"
@@ -64,9 +61,8 @@ def free_gib(path: Path) -> float:
 
 
 def lean_needed(jobs: int = 1) -> bool:
-    """Lean or kept environments, asked as each cell ends: ``$BUGMATRIX_DISK`` when ``lean`` or ``keep``; else (greedy: kept
-    while there is room) lean once the free disk cannot hold the next ``jobs`` torch stacks beside the margin.
-    """
+    """``$BUGMATRIX_DISK`` when ``lean`` or ``keep``; else lean once the free disk cannot hold the next ``jobs`` torch stacks
+    beside the margin (asked as each cell ends)."""
     value = os.environ.get("BUGMATRIX_DISK", "").strip().lower()
     if value in (LEAN, KEEP):
         return value == LEAN
@@ -77,7 +73,7 @@ def lean_needed(jobs: int = 1) -> bool:
 
 
 def needed_by(others: Iterable[Sequence[str]], mine: Sequence[str]) -> bool:
-    """Whether any of ``others`` (requirements of cells still running or waiting) pins one of ``mine``'s heavy distributions."""
+    """Whether any of ``others`` (requirements) pins one of ``mine``'s heavy distributions."""
     heavy = _heavy_pins(mine)
     return any(heavy & _heavy_pins(requirements) for requirements in others)
 
@@ -105,7 +101,6 @@ def needed_later(order: Sequence[tuple[str, Sequence[str]]], cell_id: str) -> bo
 
 
 def _heavy_pins(requirements: Sequence[str]) -> set[str]:
-    """``{"torch==2.15.0"}``: the exact pins of heavy distributions among ``requirements``."""
     return {f"{canonicalize_name(n)}=={v}" for n, v in pinned_distributions(requirements).items() if heavy_distributions([n])}
 
 
@@ -116,9 +111,7 @@ def heavy_distributions(names: Iterable[str]) -> list[str]:
 
 
 def _installed(python: Path) -> list[str]:
-    listed = subprocess.run(
-        [*uv_command(), "pip", "list", "--python", str(python), "--format", "json"], capture_output=True, text=True, check=False
-    )
+    listed = run_uv("pip", "list", "--python", str(python), "--format", "json")
     if listed.returncode != 0:
         return []
     return [entry["name"] for entry in json.loads(listed.stdout or "[]")]
@@ -130,6 +123,6 @@ def release_cell(venv: Path, *, drop_cache: bool, root: Path | None = None) -> l
     shutil.rmtree(venv, ignore_errors=True)
     if cleaned:
         with cache_lock(root, exclusive=True) if root is not None else contextlib.nullcontext():
-            subprocess.run([*uv_command(), "cache", "clean", *cleaned], capture_output=True, check=False)
-            subprocess.run([*uv_command(), "cache", "prune"], capture_output=True, check=False)
+            run_uv("cache", "clean", *cleaned)
+            run_uv("cache", "prune")
     return cleaned

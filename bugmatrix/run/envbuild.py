@@ -1,9 +1,7 @@
 """Build one cell's environment with uv, or say exactly why it cannot be built.
 
-A venv is built whole or not at all: beside the target (``<venv>.new``), installed (``uv pip sync --require-hashes``
-from the cell's lock, else ``uv pip install``), import-checked unless the caller checks it, stamped with a digest of
-its inputs, and only then swapped into place, so a killed build never leaves a half-installed venv that later looks
-current. A venv whose stamp matches is reused without asking the resolver.
+A venv is built whole beside the target (``<venv>.new``), stamped with a digest of its inputs and only then swapped
+into place, so a killed build never leaves a half-installed venv that looks current; a matching stamp is reused as is.
 """
 
 from __future__ import annotations
@@ -19,10 +17,12 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+
+import msgspec
 
 from bugmatrix.cell.environment import SOURCE_BUILDS
 from bugmatrix.cell.runfile import RunRecord
+from bugmatrix.documents.run import InputKey
 from bugmatrix.files import write_json_atomic
 from bugmatrix.versions import version_key
 
@@ -33,8 +33,8 @@ __all__ = [
     "ensure_environment",
     "find_interpreter",
     "fresh_venv",
-    "import_failure",
     "record_install_failure",
+    "run_uv",
     "uv_command",
 ]
 
@@ -58,12 +58,12 @@ class InstallFailed(Exception):
 
 
 def cell_venv(root: Path, cell_id: str) -> Path:
-    """The venv of ``cell(<id>)``: ``.nox/cell-<id, non-alphanumerics as '-'>`` (nox's own naming, kept)."""
+    """``.nox/cell-<id, non-alphanumerics as '-'>``: nox's own name for ``cell(<id>)``."""
     return root / ".nox" / ("cell-" + re.sub(r"[^A-Za-z0-9]+", "-", cell_id).strip("-").lower())
 
 
 def fresh_venv(root: Path, cell_id: str) -> Path:
-    """The venv of ``fresh(<id>)``: the cell in tonight's fresh resolution, beside (never instead of) its locked venv."""
+    """The venv of ``fresh(<id>)`` (tonight's fresh resolution), beside its locked venv."""
     locked = cell_venv(root, cell_id)
     return locked.with_name("fresh-" + locked.name.removeprefix("cell-"))
 
@@ -74,11 +74,15 @@ def uv_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "uv"]
 
 
+def run_uv(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``uv <args>``, its output captured as text; the caller reads the exit code."""
+    return subprocess.run([*uv_command(), *args], input=input, capture_output=True, text=True, check=False)
+
+
 def find_interpreter(version: str) -> str:
     """An interpreter for ``version`` ("3.10"): what ``uv python find`` sees, else a pyenv install (uv finds only the
-    one pyenv has active); never a download. Raises InstallFailed naming both places.
-    """
-    found = subprocess.run([*uv_command(), "python", "find", "--no-python-downloads", version], capture_output=True, text=True, check=False)
+    one pyenv has active); never a download. Raises InstallFailed naming both places."""
+    found = run_uv("python", "find", "--no-python-downloads", version)
     if found.returncode == 0 and found.stdout.strip():
         return found.stdout.strip().splitlines()[-1]
     pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
@@ -95,19 +99,8 @@ def _tail(text: str) -> str:
     return "\n".join(lines[-REASON_LINES:])
 
 
-def _digest(
-    python: str, requirements: Sequence[str], lock: Path | None = None, *, no_build: bool = False, absent: Sequence[str] = ()
-) -> str:
-    # The lock's whole text: a re-created lock (new hashes, a moved transitive pin) is a new environment.
-    locked = [f"lock {lock.read_text(encoding='utf-8')}"] if lock is not None else []
-    # Only when set, so every venv built before the setting existed keeps its stamp.
-    refused = ["no source builds"] if no_build else []
-    removed = [f"absent {name}" for name in absent]
-    return hashlib.sha256("\n".join([f"python {python}", *requirements, *locked, *refused, *removed]).encode()).hexdigest()
-
-
 def is_current(venv: Path, digest: str) -> bool:
-    """True when ``venv`` was completely built from the inputs of ``digest`` (its stamp)."""
+    """Whether ``venv`` was completely built from the inputs of ``digest`` (its stamp)."""
     stamp = venv / STAMP
     return (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == digest
 
@@ -133,21 +126,15 @@ def _build(
     no_build: bool,
     absent: Sequence[str],
 ) -> None:
-    made = subprocess.run(
-        [*uv_command(), "venv", "-q", "--no-python-downloads", "-p", find_interpreter(python), str(target)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    made = run_uv("venv", "-q", "--no-python-downloads", "-p", find_interpreter(python), str(target))
     if made.returncode != 0:
         raise InstallFailed(f"uv venv -p {python}: " + (_tail(made.stderr) or f"exit {made.returncode}"))
     interpreter = target / "bin" / "python"
     if lock is None:
-        command = [*uv_command(), "pip", "install", "--python", str(interpreter), *requirements]
+        command = ["pip", "install", "--python", str(interpreter), *requirements]
     else:
-        command = [*uv_command(), "pip", "sync", "--require-hashes", "--python", str(interpreter), str(lock)]
-    command += ["--no-build"] if no_build else []
-    install = subprocess.run(command, capture_output=True, text=True, check=False)
+        command = ["pip", "sync", "--require-hashes", "--python", str(interpreter), str(lock)]
+    install = run_uv(*command, *(["--no-build"] if no_build else []))
     if install.returncode != 0:
         where = f"installing {lock.name}: " if lock is not None else ""
         refused = _refused(install.stderr + install.stdout, python)
@@ -157,20 +144,13 @@ def _build(
     if built:
         (target / SOURCE_BUILDS).write_text("".join(f"{line}\n" for line in built), encoding="utf-8")
     if absent:  # after the install, whatever brought them (uv says, and goes on, where one was not installed)
-        removed = subprocess.run(
-            [*uv_command(), "pip", "uninstall", "--python", str(interpreter), *absent], capture_output=True, text=True, check=False
-        )
+        removed = run_uv("pip", "uninstall", "--python", str(interpreter), *absent)
         if removed.returncode != 0:
             raise InstallFailed(f"removing {', '.join(absent)}: " + (_tail(removed.stderr) or f"uv exited {removed.returncode}"))
     if modules:
         imported = subprocess.run([str(interpreter), "-c", IMPORT_CHECK, *modules], capture_output=True, text=True, check=False)
         if imported.returncode != 0:
-            raise InstallFailed(import_failure(imported.stderr))
-
-
-def import_failure(reason: str) -> str:
-    """The install-failed reason of an environment that installed but does not import (the checker's last words)."""
-    return "installed, but does not import: " + _tail(reason)
+            raise InstallFailed("installed, but does not import: " + _tail(imported.stderr))
 
 
 def ensure_environment(
@@ -183,12 +163,12 @@ def ensure_environment(
     no_build: bool = False,
     absent: Sequence[str] = (),
 ) -> bool:
-    """Reuse ``venv`` if it is current, else build it fresh and swap it in; True when it was built.
-
-    ``modules`` must import afterwards (empty: the caller checks); ``lock``: install exactly it; ``no_build``: refuse
-    source builds; ``absent``: removed after the install. Raises InstallFailed; an existing venv is left as it was.
-    """
-    digest = _digest(python, requirements, lock, no_build=no_build, absent=absent)
+    """Reuse ``venv`` if it is current, else build it fresh and swap it in; True when it was built. ``modules`` must import
+    (empty: the caller checks); ``absent``: removed after the install. Raises InstallFailed, the old venv left as it was."""
+    locked = [f"lock {lock.read_text(encoding='utf-8')}"] if lock is not None else []  # a re-created lock is a new environment
+    refused = ["no source builds"] if no_build else []  # only when set: venvs built before the setting keep their stamp
+    inputs = [f"python {python}", *requirements, *locked, *refused, *(f"absent {name}" for name in absent)]
+    digest = hashlib.sha256("\n".join(inputs).encode()).hexdigest()
     fresh, old = venv.with_name(venv.name + ".new"), venv.with_name(venv.name + ".old")
     with _one_builder(venv):
         # What a killed run left behind, cleared even when ``venv`` is current (a kill during the last rmtree).
@@ -211,8 +191,7 @@ def ensure_environment(
 
 @contextlib.contextmanager
 def _one_builder(venv: Path) -> Iterator[None]:
-    """One process at a time checks and builds ``venv`` (a lock file beside it): two runs of one cell would delete each
-    other's half-built ``.new``; different cells still build side by side."""
+    """One process at a time checks and builds ``venv`` (two runs of one cell would delete each other's ``.new``)."""
     venv.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(venv.with_name(f".{venv.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -229,7 +208,7 @@ def record_install_failure(
     reason: str,
     *,
     tracked: Mapping[str, Mapping[str, str]] | None = None,
-    input_key: Any = None,
+    input_key: InputKey | None = None,
     origin: Mapping[str, str] | None = None,
 ) -> None:
     """Write the run file of a cell that could not be built (no results, the reason kept; never reused)."""
@@ -244,7 +223,7 @@ def record_install_failure(
         install={"status": "failed", "reason": reason},
         complete=True,
         tracked={axis: dict(t) for axis, t in (tracked or {}).items()},
-        input_key=input_key.to_json() if input_key is not None else None,
+        input_key=msgspec.to_builtins(input_key),
         origin=dict(origin) if origin else None,
     )
     write_json_atomic(path, run.to_json())

@@ -1,9 +1,7 @@
 """A cell's input key: everything its results depend on, hashed, so a later night can tell whether anything moved.
 
-The parts, each recorded in the run file so a miss can say *what* changed: ``lock`` (the lock's text: versions reach
-the key only through it), ``cases`` (the case files run and ``cases/_*.py``), ``harness`` (``bugmatrix/cell/**`` and
-every ``bugmatrix`` module they import, ``conftest.py``, pytest's settings), ``platform``, ``python`` (the
-interpreter's build), ``providers`` (the axis registry as the cell is told it) and ``gpu`` (``nvidia-smi``, or ``none``).
+Its parts are recorded in the run file, so a miss can say *what* changed: the lock (versions reach the key only through
+it), the case files, the harness (``bugmatrix/cell/**`` and what it imports, pytest's settings), platform, python, gpu.
 """
 
 from __future__ import annotations
@@ -17,11 +15,11 @@ import shutil
 import subprocess
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bugmatrix.cell.ids import VariantId
+from bugmatrix.documents.run import InputKey
 from bugmatrix.files import file_digest
 
 __all__ = [
@@ -46,24 +44,7 @@ PROBE = (
 )
 
 
-@dataclass(frozen=True)
-class InputKey:
-    """The key's digest and the parts it was computed from (what a miss is explained with)."""
-
-    digest: str
-    parts: Mapping[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"digest": self.digest, "parts": dict(self.parts)}
-
-    @classmethod
-    def from_parts(cls, parts: Mapping[str, Any]) -> InputKey:
-        text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
-        return cls("sha256:" + hashlib.sha256(text.encode()).hexdigest(), dict(parts))
-
-
 def _imported_modules(path: Path) -> set[str]:
-    """The ``bugmatrix`` modules a file imports anywhere in it (inside functions too)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
@@ -84,8 +65,7 @@ def harness_files(root: Path) -> list[Path]:
             continue
         seen.add(path)
         for module in _imported_modules(path):
-            parts = module.split(".")
-            # Importing a.b.c runs a/__init__.py and a/b/__init__.py first; what is no file is skipped when popped.
+            parts = module.split(".")  # importing a.b.c runs a/__init__.py and a/b/__init__.py first
             for depth in range(1, len(parts) + 1):
                 base = root.joinpath(*parts[:depth])
                 todo += [base.with_suffix(".py"), base / "__init__.py"]
@@ -113,7 +93,7 @@ def _relative(root: Path, path: Path) -> str:
 
 
 def _probe(command: list[str], name: str) -> tuple[str, str | None]:
-    """(stdout, None), or ("", ``unknown (...)``) when the probe fails: a failed probe never matches a key."""
+    """(stdout, None), or ("", ``unknown (...)``): a failed probe never matches a key."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -123,7 +103,7 @@ def _probe(command: list[str], name: str) -> tuple[str, str | None]:
 
 @functools.cache
 def interpreter_build(interpreter: str) -> str:
-    """``CPython 3.11.7 (main, Dec  4 2023 18:10:11) GCC 12.2.0`` for an interpreter (cached per path: a probe costs a process)."""
+    """``CPython 3.11.7 (main, Dec  4 2023 18:10:11) GCC 12.2.0`` (cached per path: a probe costs a process)."""
     out, failed = _probe([interpreter, "-c", PROBE], interpreter)
     return failed or out.strip()
 
@@ -138,7 +118,7 @@ def gpu_description() -> str:
 
 
 def host_platform() -> str:
-    """``Linux-x86_64 glibc 2.39``: the operating system, machine and C library (not the kernel: CI images update it weekly)."""
+    """``Linux-x86_64 glibc 2.39`` (not the kernel: CI images update it weekly)."""
     libc = " ".join(part for part in platform.libc_ver() if part)
     return f"{platform.system()}-{platform.machine()}" + (f" {libc}" if libc else "")
 
@@ -146,9 +126,7 @@ def host_platform() -> str:
 def input_key(
     root: Path, lock: Path, variants: Sequence[str], interpreter: str, *, providers: Mapping[str, Any] | None = None, gpu: str | None = None
 ) -> InputKey:
-    """The key of a cell installed from ``lock``, running ``variants`` on ``interpreter`` (a path) on this machine;
-    ``providers``: ``Matrix.axis_spec(pins)``, ``gpu``: default what ``nvidia-smi`` says.
-    """
+    """The key of a cell installed from ``lock``, running ``variants`` on ``interpreter`` (a path) on this machine."""
     parts = {
         "schema": KEY_SCHEMA,
         "lock": file_digest(lock),
@@ -159,7 +137,7 @@ def input_key(
         "gpu": gpu if gpu is not None else gpu_description(),
         "providers": json.loads(json.dumps(providers or {})),  # tuples as lists: the form it has once read back
     }
-    return InputKey.from_parts(parts)
+    return InputKey("sha256:" + hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest(), parts)
 
 
 def _file_changes(kind: str, before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:

@@ -1,10 +1,9 @@
 """One lock file per cell: every distribution at an exact version, with hashes.
 
-A cell pins torch, Lightning and transformers, but the rest floats with the registry, so ``uv pip compile
---generate-hashes`` writes the whole resolution to ``locks/<cell-id>.txt`` (committed, its hash blocks stored once
-as pieces: :mod:`bugmatrix.run.lockpieces`). Its header records the digest of the requirements it was made from, so a
-changed pin makes it stale (:func:`lock_status`). A CUDA twin installs its CPU cell's lock. Making a lock reads
-metadata only (PEP 658): no wheel is downloaded.
+``uv pip compile --generate-hashes`` writes the whole resolution to ``locks/<cell-id>.txt`` (committed; a CUDA twin
+installs its CPU cell's), from metadata only. Its header records the digest of the requirements, so a changed pin
+makes it stale. It is stored as pieces: each hash block once under ``locks/pieces/<name>-<version>-<sha256>.txt``,
+the lock a ``name==version #piece <digest>`` line per block; :func:`assemble_lock` gives uv's text back byte for byte.
 """
 
 from __future__ import annotations
@@ -13,18 +12,16 @@ import datetime as dt
 import hashlib
 import os
 import re
-import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_text_atomic
+from bugmatrix.files import write_files, write_text_atomic
 from bugmatrix.releases.registry import Fetch, fetch_project, release_time
-from bugmatrix.run.envbuild import uv_command
-from bugmatrix.run.lockpieces import assemble_lock, is_stored_as_pieces, unused_pieces, write_stored_lock
+from bugmatrix.run.envbuild import run_uv
 
 if TYPE_CHECKING:
     from bugmatrix.plan.cells import Cell
@@ -34,17 +31,26 @@ __all__ = [
     "DEFAULT_PLATFORM",
     "HARNESS_EXEMPT",
     "LOCKS_ENV",
+    "PIECES",
+    "added_size",
+    "assemble_lock",
     "assembled_lock",
     "create_lock",
     "exclude_newer_for",
+    "is_stored_as_pieces",
     "lock_for",
     "lock_path",
     "lock_status",
     "locks_dir",
     "pinned_distributions",
     "read_header",
+    "referenced_pieces",
     "requirements_digest",
     "run_lock",
+    "split_lock",
+    "stored_lock_files",
+    "unused_pieces",
+    "write_stored_lock",
 ]
 
 #: The nightly's runners (ubuntu-latest, the GPU runner): a lock made on a laptop still resolves for them.
@@ -53,15 +59,24 @@ HEADER_KEY = re.compile(r"^# (?P<key>[a-z0-9-]+): (?P<value>.*)$")
 REASON_LINES = 3
 #: Another directory of locks in place of the committed ``locks/`` (try a lock patch before applying it; the benchmark).
 LOCKS_ENV = "BUGMATRIX_LOCKS"
+#: The harness's tools and their dependencies: resolved as of today even in an era-locked cell.
+HARNESS_EXEMPT = ("pytest", "pytest-xdist", "pluggy", "iniconfig", "execnet")
+#: The directory of pieces, inside a directory of locks.
+PIECES = "pieces"
+DIGEST_CHARS = 16
+REFERENCE = re.compile(rf"^(?P<requirement>\S[^\n]*?) #piece (?P<digest>[0-9a-f]{{{DIGEST_CHARS}}})$")
+PINNED = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9._+!-]+)")
+#: A hash block: ``name==version \\`` and its ``--hash=`` lines (one that ends the text without a newline stays whole).
+BLOCK = re.compile(r"^(?P<requirement>[^\s#][^\n]*) \\\n(?:    --hash=[^\n]*\\\n)*    --hash=[^\n]*\n", re.MULTILINE)
 
 
 def locks_dir(root: Path) -> Path:
-    """The directory of the locks cells install from: ``$BUGMATRIX_LOCKS``, else ``<root>/locks``."""
+    """``$BUGMATRIX_LOCKS``, else ``<root>/locks``."""
     return Path(os.environ.get(LOCKS_ENV) or root / "locks")
 
 
 def lock_path(root: Path, cell_id: str, directory: Path | None = None) -> Path:
-    """``<locks>/<cell-id>.txt`` (``directory``, else :func:`locks_dir`); a CUDA twin uses its CPU cell's."""
+    """``<locks>/<cell-id>.txt``; a CUDA twin uses its CPU cell's."""
     return (directory or locks_dir(root)) / f"{cell_id.removesuffix('-cuda')}.txt"
 
 
@@ -71,14 +86,12 @@ def requirements_digest(requirements: Sequence[str]) -> str:
 
 
 def _reason(stderr: str) -> str:
-    # uv ends with the cause/hint lines.
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    return " ".join(lines[-REASON_LINES:]) or "no output"
+    return " ".join(lines[-REASON_LINES:]) or "no output"  # uv ends with the cause/hint lines
 
 
 def exclude_newer_for(pinned: Mapping[str, str], *, slack: dt.timedelta = dt.timedelta(days=1), fetch: Fetch | None = None) -> str:
-    """A cutoff just after the newest pin's *last* upload (torch uploads its wheels over minutes: a cutoff between them
-    leaves uv with "no version of torch==2.15.0")."""
+    """A cutoff just after the newest pin's *last* upload (torch uploads its wheels over minutes)."""
     newest = max(release_time((fetch or fetch_project)(name), version) for name, version in pinned.items())
     return (newest + slack).astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -94,12 +107,9 @@ def create_lock(
     exclude_newer_packages: Mapping[str, str] | None = None,
     pieces: bool = False,
 ) -> Path:
-    """Resolve ``requirements`` for ``python`` on ``platform`` and write the lock to ``out`` (``pieces``: in the stored form).
-
-    ``exclude_newer``: the registry as it stood then, but for the ``exempt`` distributions (the harness's tools);
-    ``exclude_newer_packages`` holds single distributions back. No solution: BugmatrixError with the resolver's reason.
-    """
-    command = [*uv_command(), "pip", "compile", "-", "--quiet", "--no-header", "--generate-hashes"]
+    """Resolve ``requirements`` for ``python`` on ``platform`` into ``out`` (``pieces``: in the stored form); no solution
+    is a BugmatrixError with the resolver's reason. ``exclude_newer`` holds all but ``exempt`` back."""
+    command = ["pip", "compile", "-", "--quiet", "--no-header", "--generate-hashes"]
     command += ["--python-version", python, "--python-platform", platform]
     if exclude_newer:
         command += ["--exclude-newer", exclude_newer]
@@ -107,7 +117,7 @@ def create_lock(
         command += [arg for name in exempt for arg in ("--exclude-newer-package", f"{name}={now}")]
     held = dict(exclude_newer_packages or {})
     command += [arg for name, cutoff in sorted(held.items()) for arg in ("--exclude-newer-package", f"{name}={cutoff}")]
-    result = subprocess.run(command, input="\n".join(requirements) + "\n", capture_output=True, text=True, check=False)
+    result = run_uv(*command, input="\n".join(requirements) + "\n")
     if result.returncode != 0:
         msg = f"cannot lock {out.name} for python {python}: {_reason(result.stderr)}; fix the pins or constraints in matrix.toml"
         raise BugmatrixError(msg)
@@ -177,8 +187,7 @@ def lock_for(
 
 
 def assembled_lock(root: Path, lock: Path) -> Path:
-    """A file holding ``lock``'s complete text: ``lock`` itself when stored whole, else ``<root>/build/locks/<digest>/<name>``
-    (named by its text, so cells side by side never write over each other's)."""
+    """A file holding ``lock``'s complete text: ``lock`` itself when stored whole, else ``<root>/build/locks/<digest>/<name>``."""
     text = lock.read_text(encoding="utf-8")
     if not is_stored_as_pieces(text):
         return lock
@@ -187,10 +196,6 @@ def assembled_lock(root: Path, lock: Path) -> Path:
     if not out.exists() or out.read_text(encoding="utf-8") != complete:
         write_text_atomic(out, complete)
     return out
-
-
-#: The harness's tools and their dependencies: resolved as of today even in an era-locked cell.
-HARNESS_EXEMPT = ("pytest", "pytest-xdist", "pluggy", "iniconfig", "execnet")
 
 
 def pinned_distributions(requirements: Sequence[str]) -> dict[str, str]:
@@ -212,7 +217,6 @@ def run_lock(matrix: Matrix, cells: Sequence[Cell], root: Path, *, check: bool, 
             continue  # a CUDA twin installs from its CPU cell's lock
         requirements, path = matrix.requirements_for(cell.pins, extra=cell.extra), lock_path(root, cell.id)
         reason = lock_status(path, requirements, python=cell.python)
-        # A current lock as uv wrote it (another branch's, a hand copy): the same text, only stored as pieces; nothing resolved again.
         whole = reason is None and not is_stored_as_pieces(path.read_text(encoding="utf-8"))
         if check:
             stale += reason is not None or whole
@@ -228,6 +232,97 @@ def run_lock(matrix: Matrix, cells: Sequence[Cell], root: Path, *, check: bool, 
         else:
             print(f"locks/{path.name}: current")
     for piece in unused_pieces(locks_dir(root)) if cells else ():
-        # Left by a hand-applied locks.patch or a removed cell: harmless (nothing installs it), noted so it can go.
         print(f"locks/pieces/{piece.name}: no lock uses it; remove it (or run: nox -s lock)")
     return 1 if stale else 0
+
+
+def _digest(piece: str) -> str:
+    return hashlib.sha256(piece.encode()).hexdigest()[:DIGEST_CHARS]
+
+
+def _file_name(requirement: str, digest: str) -> str:
+    pinned = PINNED.match(requirement)
+    return f"{pinned['name'].lower()}-{pinned['version']}-{digest}.txt" if pinned else f"{digest}.txt"
+
+
+def _piece_path(locks: Path, reference_line: str) -> Path | None:
+    match = REFERENCE.match(reference_line)
+    return locks / PIECES / _file_name(match["requirement"], match["digest"]) if match else None
+
+
+def split_lock(text: str) -> tuple[str, dict[str, str]]:
+    """uv's lock text -> (the cell's stored text, {piece file name: piece text}); :func:`assemble_lock` inverts it exactly."""
+    pieces: dict[str, str] = {}
+
+    def reference(block: re.Match[str]) -> str:
+        digest = _digest(block[0])
+        pieces[_file_name(block["requirement"], digest)] = block[0]
+        return f"{block['requirement']} #piece {digest}\n"
+
+    return BLOCK.sub(reference, text), pieces
+
+
+def is_stored_as_pieces(text: str) -> bool:
+    """Whether a lock's text refers to pieces (else it is complete as it is)."""
+    return any(REFERENCE.match(line) for line in text.splitlines())
+
+
+def assemble_lock(lock: Path, text: str | None = None) -> str:
+    """uv's output, byte for byte, of the stored lock ``lock``; a missing or altered piece is a BugmatrixError naming it."""
+    if text is None:
+        text = lock.read_text(encoding="utf-8")
+    out: list[str] = []
+    for line in text.splitlines(keepends=True):
+        path = _piece_path(lock.parent, line.rstrip("\n"))
+        if path is None:
+            out.append(line)
+            continue
+        fix = f"restore it (git checkout -- {lock.parent.name}/{PIECES}) or re-create the lock with: nox -s lock"
+        try:
+            piece = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            msg = f"{lock.name}: its piece {lock.parent.name}/{PIECES}/{path.name} is missing ({exc.strerror}); {fix}"
+            raise BugmatrixError(msg) from exc
+        requirement = line.rstrip("\n").rsplit(" #piece ", 1)[0]
+        if _digest(piece) != path.stem.rsplit("-", 1)[-1] or piece.splitlines()[0] != f"{requirement} \\":
+            msg = f"{lock.name}: its piece {lock.parent.name}/{PIECES}/{path.name} does not match its name (edited or corrupt); {fix}"
+            raise BugmatrixError(msg)
+        out.append(piece)
+    return "".join(out)
+
+
+def stored_lock_files(text: str, lock: Path) -> dict[Path, str]:
+    """The files that store uv's lock ``text`` as ``lock``: the cell's short file and each piece."""
+    stored, pieces = split_lock(text)
+    return {lock: stored, **{lock.parent / PIECES / name: piece for name, piece in pieces.items()}}
+
+
+def referenced_pieces(texts: Iterable[str], locks: Path) -> set[Path]:
+    """The pieces the stored locks ``texts`` (of the directory ``locks``) refer to."""
+    return {p for text in texts for p in (_piece_path(locks, line) for line in text.splitlines()) if p is not None}
+
+
+def unused_pieces(locks: Path, replaced: Mapping[Path, str] | None = None) -> list[Path]:
+    """The pieces no lock in ``locks`` refers to (``replaced``: locks about to get this stored text)."""
+    texts = {p: p.read_text(encoding="utf-8") for p in locks.glob("*.txt")} | dict(replaced or {})
+    used = referenced_pieces(texts.values(), locks)
+    return sorted(p for p in (locks / PIECES).glob("*.txt") if p not in used)
+
+
+def write_stored_lock(text: str, lock: Path) -> None:
+    """Store uv's lock ``text`` as ``lock`` and its pieces, all or nothing; pieces no lock uses any more are removed."""
+    files = stored_lock_files(text, lock)
+    write_files(files, remove=unused_pieces(lock.parent, {lock: files[lock]}))
+
+
+def added_size(locks: Path, texts: Mapping[str, str]) -> tuple[int, int]:
+    """(lines, bytes) that storing these new locks (cell id -> uv's lock text) adds to ``locks``; a stored piece costs nothing."""
+    lines = size = 0
+    seen = {p.name for p in (locks / PIECES).glob("*.txt")}
+    for cell, text in texts.items():
+        for path, body in stored_lock_files(text, locks / f"{cell}.txt").items():
+            if path.parent.name == PIECES and path.name in seen:
+                continue
+            seen.add(path.name)
+            lines, size = lines + body.count("\n"), size + len(body.encode())
+    return lines, size

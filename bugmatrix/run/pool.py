@@ -1,10 +1,5 @@
-"""Cells side by side: ``python -m bugmatrix run --profile P [--jobs N]`` (the ``run`` nox session), one runner, a process pool.
-
-Each cell runs in a pool process through the one runner (:func:`bugmatrix.run.runner.run_cell`), so results and locks
-are those of a sequential run. :func:`slots` picks cells at once and variant processes per cell within the cores and
-the disk; lean mode gives a finished cell's disk back in this process. One line per finished cell; each cell's own
-output goes to ``<reports>/logs/<cell>.log``.
-"""
+"""Cells side by side (``python -m bugmatrix run``): each in a pool process through the one runner, so results and locks
+are those of a sequential run; each cell's own output goes to ``<reports>/logs/<cell>.log``."""
 
 from __future__ import annotations
 
@@ -54,9 +49,8 @@ def _count(name: str, text: str) -> int:
 
 
 def slots(cells: int, *, cores: int, free: float, jobs: str | None = None, workers: str | None = None) -> Slots:
-    """How many cells run at once and how many variant processes each gets (``jobs``/``workers`` as given, None: choose):
-    the cores, at most one cell per torch stack the ``free`` GiB hold beside the margin, at most the cells.
-    """
+    """Cells at once and variant processes per cell (``jobs``/``workers`` as given, None: choose): the cores, at most one
+    cell per torch stack the ``free`` GiB hold beside the margin, at most the cells."""
     cores, cells = max(1, cores), max(1, cells)
     by_disk = max(1, int((free - MARGIN_GIB) // STACK_GIB))
     if jobs is not None:
@@ -105,7 +99,7 @@ class Finished:
     returncode: int | None
     install_failed: str | None
     reused: bool
-    unfinished: str | None = None  # runner.unfinished
+    unfinished: str | None = None
 
 
 def run_job(job: Job) -> Finished:
@@ -157,9 +151,7 @@ def run_cells(
     order: Sequence[CellSpec] | None = None,
     say: Callable[[str], None] = print,
 ) -> list[Finished]:
-    """Run ``specs`` up to ``jobs`` at once, one line per finished cell, lean disk given back (``order``: every planned
-    cell, default ``specs``); in finishing order.
-    """
+    """Run ``specs`` up to ``jobs`` at once, one line per finished cell, lean disk given back (``order``: every planned cell)."""
     made = [Job(matrix, replace(spec, runner=chosen_runner(spec.runner.name, workers)), reports, root, reuse) for spec in specs]
     unfinished = {job.spec.id: job.spec for job in made}
     finished: list[Finished] = []

@@ -1,11 +1,8 @@
 """The re-resolve lane: every locked cell's requirements resolved again against today's registry, and what moved below the pins.
 
-A locked nightly cannot see a new release of an unpinned dependency (setuptools 81 removing ``pkg_resources``; NumPy 2
-under old torch), so each cell is resolved as ``nox -s lock`` would and compared with its lock: ``same``, ``moved``
-(the distributions named; its fresh lock kept for the ``fresh(<id>)`` session), ``failed`` (no longer resolves) or
-``unlocked``. An ``--era`` lock is re-resolved at its own cutoff. Written all or nothing into ``<out>``:
-``resolve.json`` (:class:`~bugmatrix.documents.lane.LaneFile`), the moved cells' fresh locks, and ``locks.patch``
-(the moved locks in the committed form, for ``git apply``).
+A locked nightly cannot see a new release of an unpinned dependency (setuptools 81 removing ``pkg_resources``), so each
+cell is resolved as ``nox -s lock`` would and compared with its lock. Written all or nothing into ``<out>``:
+``resolve.json``, the moved cells' fresh locks, and ``locks.patch`` (for ``git apply``).
 """
 
 from __future__ import annotations
@@ -26,8 +23,7 @@ from packaging.utils import canonicalize_name
 from bugmatrix.documents.lane import RERESOLVE_SCHEMA, STATUSES, LaneFile, Reresolved
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_files
-from bugmatrix.run.lock import create_lock, lock_for, lock_path, read_header
-from bugmatrix.run.lockpieces import PIECES, referenced_pieces, stored_lock_files, unused_pieces
+from bugmatrix.run.lock import PIECES, create_lock, lock_for, lock_path, read_header, referenced_pieces, stored_lock_files, unused_pieces
 from bugmatrix.versions import distribution_changes
 
 if TYPE_CHECKING:
@@ -42,27 +38,20 @@ HASH = re.compile(r"--hash=(?P<hash>\S+)")
 
 def lock_entries(text: str) -> dict[str, tuple[str, frozenset[str]]]:
     """Distribution (normalised) -> (version, hashes) of a lock's text (comments and ``# via`` lines ignored)."""
-    entries: dict[str, tuple[str, frozenset[str]]] = {}
+    versions: dict[str, str] = {}
+    hashes: dict[str, set[str]] = {}
     current: str | None = None
-    hashes: set[str] = set()
     for line in text.splitlines():
-        match = ENTRY.match(line)
-        if match:
-            if current is not None:
-                entries[current] = (entries[current][0], frozenset(hashes))
-            current, hashes = canonicalize_name(match["name"]), set()
-            entries[current] = (match["version"], frozenset())
+        if match := ENTRY.match(line):
+            current = canonicalize_name(match["name"])
+            versions[current], hashes[current] = match["version"], set()
         elif current is not None and line.startswith((" ", "\t")):
-            hashes |= {m["hash"] for m in HASH.finditer(line)}
-    if current is not None:
-        entries[current] = (entries[current][0], frozenset(hashes))
-    return entries
+            hashes[current] |= {m["hash"] for m in HASH.finditer(line)}
+    return {name: (version, frozenset(hashes[name])) for name, version in versions.items()}
 
 
 def lock_changes(committed: str, fresh: str) -> list[str]:
-    """What moved from one lock's text to another's, said as the report's environment diff says it, plus
-    ``name v: files changed`` (another set of hashes).
-    """
+    """What moved from one lock's text to another's, as the report's environment diff says it, plus ``name v: files changed``."""
     before, after = lock_entries(committed), lock_entries(fresh)
     moved = distribution_changes({n: v for n, (v, _) in before.items()}, {n: v for n, (v, _) in after.items()})
     rehashed = [
@@ -74,7 +63,7 @@ def lock_changes(committed: str, fresh: str) -> list[str]:
 
 
 def patch_text(changes: Sequence[tuple[str, str | None, str | None]]) -> str:
-    """A patch for ``git apply`` turning each (path in the repository, committed text, fresh text); None adds or deletes the file."""
+    """A patch for ``git apply`` from (path in the repository, committed text, fresh text); None adds or deletes the file."""
     out = []
     for path, old, new in changes:
         before, after = ("/dev/null" if old is None else f"a/{path}"), ("/dev/null" if new is None else f"b/{path}")
@@ -111,8 +100,8 @@ def _one(
 
 
 def _committed_changes(root: Path, fresh: Sequence[tuple[str, str]]) -> list[tuple[str, str | None, str | None]]:
-    """(path in the repository, committed text, new text) storing these (cell, fresh lock text): each cell's stored text,
-    its new pieces, and the pieces only the old locks used (removed: an applied patch leaves no orphans)."""
+    """(path, committed text, new text) storing these (cell, fresh lock text): each cell's stored text, its new pieces,
+    and the pieces only the old locks used (removed)."""
     stored: dict[Path, str] = {}
     old: dict[Path, str] = {}
     added: dict[Path, str] = {}
@@ -150,7 +139,6 @@ def reresolve_cells(
     for result in results if log is not None else ():
         log(result)
     moved = [(r, name, old, new) for r, name, old, new in done if r.status == "moved"]
-    # The profile: the report uses the lane only for a night of it.
     document = LaneFile(RERESOLVE_SCHEMA, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), results, as_of, dict(held or {}), profile)
     files: dict[Path, str | bytes] = {out / "resolve.json": json.dumps(msgspec.to_builtins(document), indent=1, sort_keys=True) + "\n"}
     files |= {out / "locks" / f"{r.cell}.txt": new for r, _, _, new in moved}

@@ -1,10 +1,8 @@
 """Reuse a previous night's results for a cell whose inputs cannot have moved (the same :class:`InputKey`).
 
-Previous results are a reports directory of an earlier run (``$BUGMATRIX_PREVIOUS`` or ``--reuse-from DIR``); a reused
-run file says so (``reused_from``). Never reused: with ``--no-reuse``/``BUGMATRIX_NO_REUSE=1``, results older than
-``[reuse] max_age_days`` (or dated in the future), a file whose digest is not the one the history recorded for it (an
-edit could not be told), a flaky pair, a crash, timeout, incomplete run or failed install. Callers that measure or
-compare runs (stability, bisect, the benchmark's floors) pass no policy.
+Previous results are an earlier run's reports directory (``$BUGMATRIX_PREVIOUS`` or ``--reuse-from DIR``). Never
+reused: results too old (or dated in the future), a file the history did not record with this digest, a flaky pair, a
+crash, timeout, incomplete run or failed install. Callers that measure or compare runs pass no policy.
 """
 
 from __future__ import annotations
@@ -15,6 +13,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import msgspec
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
@@ -148,8 +148,7 @@ def _why_not(
     age = _age_days(observed, policy.now or dt.datetime.now(dt.UTC)) if observed else None
     if age is None:
         return "its results carry no date"
-    if age < -1 / 24:
-        # A date ahead of tonight (a clock gone wrong, or a planted file) would never age past max_age_days.
+    if age < -1 / 24:  # a date ahead (a clock gone wrong, a planted file) would never age past max_age_days
         return f"its results are dated {observed['date'][:10]}, in the future: refused"  # type: ignore[index]
     if age > policy.max_age_days:
         return f"its results are from {observed['date'][:10]}, {age:.0f} days ago ([reuse] max_age_days = {policy.max_age_days})"  # type: ignore[index]
@@ -210,7 +209,7 @@ def write_reused(
     """Write tonight's run file from a previous run's results, with tonight's origin and tracking and ``reused_from``."""
     reused = replace(
         previous,
-        input_key=key.to_json(),
+        input_key=msgspec.to_builtins(key),
         origin=dict(origin),
         reused_from=dict(previous.observed or {}),
         tracked={axis: dict(t) for axis, t in tracked.items()},

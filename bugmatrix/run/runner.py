@@ -1,10 +1,7 @@
 """The one way to run a cell: lock, environment, import check, pytest, run file, cleanup.
 
 Every path that runs cases in a cell's environment comes through here (the ``cell``/``system`` sessions, bisect,
-stability, the benchmark, repro), so the steps cannot drift apart; what differs is the :class:`CellSpec` or an
-argument. :func:`prepare` builds the environment from the cell's current lock; :func:`run_cell` reuses a previous run
-of the same input key or prepares the cell and runs its pytest (a stack that cannot be built is ``install-failed``;
-one that installs but does not import is recorded by the cell itself); :func:`release` gives the disk back when lean.
+stability, the benchmark, repro), so the steps cannot drift apart; what differs is the :class:`CellSpec` or an argument.
 """
 
 from __future__ import annotations
@@ -38,7 +35,6 @@ __all__ = [
     "built_python",
     "bytecode_env",
     "cell_key",
-    "evict_kept",
     "prepare",
     "release",
     "run_cell",
@@ -62,7 +58,7 @@ class Environment:
 
 @dataclass(frozen=True)
 class CellRun:
-    """What running a cell gave: its run file and environment, pytest's exit code, why it could not be built, or the run it reused."""
+    """What running a cell gave: its run file, environment, pytest's exit code, why it could not be built, or the run it reused."""
 
     run_file: Path
     environment: Environment | None
@@ -78,9 +74,7 @@ class CellRun:
 
 
 def prepare(matrix: Matrix, spec: CellSpec, *, root: Path = ROOT, venv: Path | None = None, check_imports: bool = True) -> Environment:
-    """The cell's environment, built or reused from its current lock, else unlocked (the reason kept); ``check_imports``
-    False: the caller's process checks the import. Raises :class:`~bugmatrix.run.envbuild.InstallFailed`.
-    """
+    """The cell's environment, built or reused from its current lock, else unlocked (the reason kept); raises InstallFailed."""
     if spec.pins is None:
         return Environment(spec.interpreter or Path(sys.executable))
     python, requirements = spec.pins[matrix.interpreter], matrix.requirements_for(spec.pins, extra=spec.extra)
@@ -95,7 +89,7 @@ def prepare(matrix: Matrix, spec: CellSpec, *, root: Path = ROOT, venv: Path | N
 
 
 def built_python(root: Path, cell_id: str) -> Path | None:
-    """The interpreter of a cell whose venv exists already (nothing is built), else None."""
+    """The interpreter of a cell whose venv exists already, else None (nothing is built)."""
     python = cell_venv(root, cell_id) / "bin" / "python"
     return python if python.exists() else None
 
@@ -116,8 +110,7 @@ def run_cell(
     log: Callable[[str], None] | None = None,
 ) -> CellRun:
     """Reuse a previous run of the same inputs, or prepare the cell and run its cases into ``run_file`` (install-failed
-    when it cannot be built). ``select``/``extra`` narrow the run (no reuse); ``prepared`` is told the environment.
-    """
+    when it cannot be built). ``select``/``extra`` narrow the run (no reuse); ``prepared`` is told the environment."""
     origin = origin_now(root)
     key, unkeyed = cell_key(matrix, spec, root)
     decision = decide(reuse, spec.id, spec.pins, key, spec.variants, unkeyed=unkeyed, narrowed=[*select, *extra])
@@ -151,8 +144,7 @@ def run_cell(
 
 def unfinished(run_file: Path, since: dt.datetime) -> str | None:
     """Why ``run_file`` is not the whole record of a cell run that started at ``since`` (None: it is); never decided
-    from pytest's exit code (a variant can end its process with any code; a killed cell leaves the old file).
-    """
+    from pytest's exit code (a variant can end its process with any code; a killed cell leaves the old file)."""
     try:
         run = load_run_file(run_file)
     except BugmatrixError as exc:
@@ -180,9 +172,7 @@ def bytecode_env(env: Mapping[str, str], venv: Path | None) -> dict[str, str]:
     return {**env, "PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(venv / ".bytecode")}
 
 
-@functools.cache
-def _interpreter(version: str) -> str:
-    return find_interpreter(version)  # once per process: one process plans and runs many cells
+_interpreter = functools.cache(find_interpreter)  # once per process: one process plans and runs many cells
 
 
 def cell_key(matrix: Matrix, spec: CellSpec, root: Path = ROOT) -> tuple[InputKey | None, str]:
@@ -210,9 +200,8 @@ def release(
     others: Sequence[CellSpec] | None = None,
     jobs: int = 1,
 ) -> list[str]:
-    """When lean: remove the cell's venv, and its heavy wheels from uv's cache unless a cell still to come needs them (after
-    it in ``order``, or ``others`` running or waiting beside it). What was cleaned.
-    """
+    """When lean: remove the cell's venv, and its heavy wheels from uv's cache unless a cell still to come (after it in
+    ``order``, or ``others`` running or waiting beside it) needs them; what was cleaned."""
     if spec.pins is None or not lean_needed(jobs):
         return []
     planned = [(c.id, matrix.requirements_for(c.pins, extra=c.extra)) for c in order if c.pins is not None]
@@ -224,13 +213,8 @@ def release(
         mine = matrix.requirements_for(spec.pins, extra=spec.extra)
         later = needed_by((matrix.requirements_for(c.pins, extra=c.extra) for c in others if c.pins is not None), mine)
         busy = {c.id for c in others} | {spec.id}
-    evict_kept(root, [cid for cid, _ in planned if cid not in busy])
+    # The venvs kept by cells neither running nor still to come go first: their hard links keep uv's cache from shrinking.
+    for cid, _ in planned:
+        if cid not in busy and cell_venv(root, cid).exists():
+            release_cell(cell_venv(root, cid), drop_cache=False)
     return release_cell(venv or cell_venv(root, spec.id), drop_cache=not later, root=root)
-
-
-def evict_kept(root: Path, finished: Sequence[str]) -> list[str]:
-    """Remove the venvs kept by cells neither running nor still to come (their hard links keep uv's cache from shrinking)."""
-    evicted = [cid for cid in finished if cell_venv(root, cid).exists()]
-    for cid in evicted:
-        release_cell(cell_venv(root, cid), drop_cache=False)
-    return evicted
