@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.portable import Portable, import_roots
+from bugmatrix.cell.recording import Portable, import_roots
 from tests.test_faults import NEEDS_TORCH, ROOT, recorded, run_cases
 
 RUNS = ROOT / "reports" / "runs"

@@ -17,14 +17,7 @@ from packaging.utils import canonicalize_name
 
 from bugmatrix.cell.axes import device_runtime, device_runtime_axis, installed_axis_versions
 
-__all__ = [
-    "SOURCE_BUILDS",
-    "describe_environment",
-    "installed_distributions",
-    "observe_environment",
-    "source_builds",
-    "wheel_builds",
-]
+__all__ = ["SOURCE_BUILDS", "describe_environment", "installed_distributions", "observe_environment", "source_builds", "wheel_builds"]
 
 #: Written into a venv by its builder (``bugmatrix.run.envbuild``): the ``name==version`` uv said it built from source.
 SOURCE_BUILDS = ".bugmatrix-source-builds"

@@ -11,19 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = [
-    "LOG_LIMIT",
-    "MESSAGE_LIMIT",
-    "Classified",
-    "Kind",
-    "Outcome",
-    "Signature",
-    "Verdict",
-    "classify_outcome",
-    "excerpt",
-    "judge",
-    "tail",
-]
+__all__ = ["MESSAGE_LIMIT", "Classified", "Kind", "Outcome", "Signature", "Verdict", "classify_outcome", "excerpt", "judge", "tail"]
 
 #: Longest message kept in a run file: the error line plus context. Longer ones say how much was cut.
 MESSAGE_LIMIT = 600

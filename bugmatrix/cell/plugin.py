@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from argparse import ArgumentTypeError
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,18 +24,27 @@ from typing import Any
 import pytest
 
 from bugmatrix import values
-from bugmatrix.cell.axes import active_spec, parse_spec, set_active_spec, spec_from_matrix_file
+from bugmatrix.cell.axes import active_spec, device_runtime_axis, parse_spec, set_active_spec, spec_from_matrix_file
 from bugmatrix.cell.case import Case, Variant, case_of_module
-from bugmatrix.cell.cellend import CellDeadline, WorkerWatch, say_past_capture, worker_pid
 from bugmatrix.cell.cellspec import CellOptions, read_options
 from bugmatrix.cell.descendants import become_subreaper, die_with, die_with_runner, kill_descendants
-from bugmatrix.cell.execution import Executed, execute_variant, installed_versions
-from bugmatrix.cell.forkloop import cuda_initialized_here, probe_in_child, run_forked
-from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, can_fork
+from bugmatrix.cell.execution import Executed, GpuFacts, execute_variant, gpu_facts, installed_versions, unmet_requirements
+from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, ForkPool, can_fork
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Classified, Outcome, classify_outcome, excerpt, judge, tail
 from bugmatrix.cell.preload import ImportFailure, checked_modules, import_check, preload, uncovered_imports
-from bugmatrix.cell.recording import DIED_INLINE, PROPERTY, Recorder, RunState, crash_record, expire, uncovered_results
+from bugmatrix.cell.recording import (
+    DIED_INLINE,
+    PROPERTY,
+    CellDeadline,
+    Recorder,
+    RunState,
+    WorkerWatch,
+    crash_record,
+    expire,
+    uncovered_results,
+    worker_pid,
+)
 from bugmatrix.cell.runfile import VariantRecord
 from bugmatrix.cell.runners import Fork, Inline, Runner, Xdist, default_workers
 from bugmatrix.errors import BugmatrixError
@@ -183,13 +193,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if is_worker(config):
         return
     state = config.stash[STATE_KEY] = RunState(config, options, _observer(config), exclusive=is_a_cell(config))
-    config.pluginmanager.register(Recorder(config, STATE_KEY), "bugmatrix-recorder")
+    config.pluginmanager.register(Recorder(state), "bugmatrix-recorder")
     if runner.in_workers and owns_its_processes(config):
         watch = config.stash[WATCH_KEY] = WorkerWatch()
         state.leaked_by = lambda report: watch.leaked_by(worker_pid(getattr(report, "node", None)))
     deadline = cell_deadline_of(config)
     if deadline is not None and not runner.forks and not config.option.collectonly:  # the fork runner's loop checks it
-        config.stash[DEADLINE_KEY] = CellDeadline(deadline, lambda: expire(state, deadline, _unfinished(config), say_past_capture(config)))
+        config.stash[DEADLINE_KEY] = CellDeadline(deadline, lambda: expire(state, deadline, _unfinished(config)))
         config.stash[DEADLINE_KEY].start()
 
 
@@ -485,26 +495,119 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         warning = cuda_initialized_here()
         if warning:
             terminal.write_line(f"bugmatrix: warning: {warning}", yellow=True)
-
-    def decided(skips: list[tuple[VariantItem, Executed]]) -> None:
-        for item, executed in skips:
-            item.stash[EXECUTED_KEY] = executed
-        state.add(*(item.record(executed) for item, executed in skips))
-
-    def ended(item: VariantItem, executed: Executed, end: ChildEnd) -> None:
-        item.stash[EXECUTED_KEY], item.stash[OUTPUT_KEY] = executed, (end.stdout, end.stderr)
-        note_uncovered(config, item.variant.id, executed.imported)
-        state.add(item.record(executed))  # the run file has it now, whatever happens to this process next
-
     deadline = cell_deadline_of(config)
     until = config.stash[STARTED_KEY] + deadline if deadline is not None else None
     try:
-        run_forked(session, variants, runner.workers, gpu, decided, ended, until)
+        _run_forked(session, variants, runner.workers, gpu, until)
     except DeadlinePassed:  # every child is killed by now
         assert deadline is not None
-        expire(state, deadline, _unfinished(config), say_past_capture(config))
+        expire(state, deadline, _unfinished(config))
     config.stash[FORKED_KEY] = True
     return True
+
+
+def _run_forked(session: pytest.Session, variants: list[VariantItem], children: int, gpu: GpuFacts | None, until: float | None) -> None:
+    """Fork up to ``children`` variants at once in collection order, recording each as it ends; pytest then reports each item.
+
+    Variants with unmet requirements are skipped without a fork (``gpu`` answers for CUDA ones). Past ``until``
+    (monotonic), :class:`~bugmatrix.cell.forkrun.DeadlinePassed` is raised.
+    """
+    state, items, by_node = session.config.stash[STATE_KEY], session.items, {i.nodeid: i for i in variants}
+    skips = [(v, skipped) for v in variants if (skipped := skipped_here(v, gpu)) is not None]
+    for item, executed in skips:
+        item.stash[EXECUTED_KEY] = executed
+    state.add(*(item.record(executed) for item, executed in skips))
+    done = {v.nodeid for v, _ in skips}
+    queue = deque(v for v in variants if v.nodeid not in done)
+    with ForkPool(children, until) as pool:
+        for index, item in enumerate(items):
+            while item.nodeid in by_node and item.nodeid not in done:
+                while pool.free and queue:
+                    waiting = queue.popleft()
+                    timeout = waiting.timeout()
+                    pool.start(waiting.nodeid, _child_job(waiting), deadline_s=timeout + grace(timeout))
+                end = pool.next_end()
+                finished = by_node[str(end.key)]
+                executed = executed_from(finished, end)
+                finished.stash[EXECUTED_KEY], finished.stash[OUTPUT_KEY] = executed, (end.stdout, end.stderr)
+                note_uncovered(session.config, finished.variant.id, executed.imported)
+                state.add(finished.record(executed))  # the run file has it now, whatever happens to this process next
+                done.add(str(end.key))
+            nextitem = items[index + 1] if index + 1 < len(items) else None
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+
+
+def skipped_here(item: VariantItem, gpu: GpuFacts | None) -> Executed | None:
+    """The variant's ``skipped`` result when its requirements are unmet (decided without CUDA here), else None: fork it."""
+    if item.variant.device == "cuda" and gpu is None:
+        return None
+    versions = installed_versions()
+    reasons = unmet_requirements(item.variant, versions, gpu)
+    return Executed(Classified(Outcome.SKIPPED, "; ".join(reasons)), versions, 0.0) if reasons else None
+
+
+def _child_job(item: VariantItem) -> Callable[[], dict[str, Any]]:
+    return lambda: execute_variant(item.variant, item.case, item.timeout(), restore=False).to_json()
+
+
+def grace(timeout: float) -> float:
+    """How long past its timeout a child gets to stop itself (SIGALRM) before its process group is killed."""
+    return max(2.0, 0.1 * timeout)
+
+
+def executed_from(item: VariantItem, end: ChildEnd) -> Executed:
+    """What a child reported, else how it ended (``timeout`` or ``crashed``); the processes it left join its ``leaked``."""
+    if end.result is not None:
+        executed = Executed.from_json(end.result)
+        return dataclasses.replace(executed, leaked=(*executed.leaked, *end.leaked)) if end.leaked else executed
+    log = tail(end.stderr + (f"\n[stdout]\n{end.stdout}" if end.stdout.strip() else ""))
+    if end.timed_out:
+        message = (
+            f"variant still running after {item.timeout():g}s and it did not stop itself (no return to Python): "
+            f"its process group was killed after {end.seconds:.0f}s"
+        )
+        return Executed(Classified(Outcome.TIMEOUT, message), installed_versions(), end.seconds, log, end.leaked)
+    last = last_words(end.stderr)
+    message = f"the variant's process {end.status} before reporting a result" + (f"; its last words: {last}" if last else "")
+    return Executed(Classified(Outcome.CRASHED, excerpt(message)), installed_versions(), end.seconds, log, end.leaked)
+
+
+def last_words(stderr: str) -> str:
+    """The line of a dead process's stderr that says why: faulthandler's "Fatal Python error: ...", else its last line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("Extension modules:")]
+    return next((line for line in lines if line.startswith("Fatal Python error")), lines[-1] if lines else "")
+
+
+def _probe() -> dict[str, Any]:
+    from bugmatrix.cell.environment import observe_environment
+
+    facts = gpu_facts()  # None: no device runtime here, CUDA variants are skipped saying why
+    return {"environment": observe_environment(), "gpu": dataclasses.asdict(facts) if facts is not None else None}
+
+
+def probe_in_child(timeout: float) -> tuple[dict[str, Any], GpuFacts | None]:
+    """The environment and what torch sees of the GPU, asked in a forked child (CUDA is initialized there only)."""
+    with ForkPool(1) as pool:
+        end = pool.call(_probe, deadline_s=timeout + grace(timeout))
+    if end.result is None:
+        failed = f"the observing process {end.status}: {end.stderr.strip()[-300:]}"
+        return {"python": sys.version.split()[0], "observation_failed": failed}, None
+    gpu = end.result["gpu"]
+    return dict(end.result["environment"]), GpuFacts(**gpu) if gpu is not None else None
+
+
+def cuda_initialized_here() -> str:
+    """A warning when something (a case module, a conftest) initialized CUDA in this process before forking."""
+    axis = device_runtime_axis()
+    runtime = sys.modules.get(active_spec().get(axis, (("", ""),))[0][1]) if axis else None  # never imported here for the asking
+    cuda = getattr(runtime, "cuda", None)
+    if cuda is not None and getattr(cuda, "is_initialized", lambda: False)():
+        return "CUDA was initialized in the cell process before forking (at import?): CUDA variants cannot use it in their children"
+    return ""
 
 
 def note_uncovered(config: pytest.Config, variant_id: str, imported: tuple[str, ...]) -> None:

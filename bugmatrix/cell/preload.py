@@ -28,6 +28,7 @@ __all__ = [
     "checked_modules",
     "import_check",
     "preload",
+    "resolve_attribute",
     "uncovered_imports",
 ]
 
@@ -61,6 +62,24 @@ def _where(error: BaseException) -> str:
     return f"{frames[-1].filename.rpartition('site-packages/')[2]}:{frames[-1].lineno}"
 
 
+def resolve_attribute(dotted: str) -> object | None:
+    """Import ``a.b.C`` attribute by attribute; None where any part is absent."""
+    parts = dotted.split(".")
+    try:
+        obj: object = importlib.import_module(parts[0])
+    except ImportError:
+        return None
+    for index, part in enumerate(parts[1:], start=1):
+        if not hasattr(obj, part):
+            try:
+                obj = importlib.import_module(".".join(parts[: index + 1]))
+                continue
+            except ImportError:
+                return None
+        obj = getattr(obj, part)
+    return obj
+
+
 @dataclass(frozen=True)
 class Preloaded:
     """What was imported, how long it took, and what failed to import (each variant will say so itself)."""
@@ -88,8 +107,6 @@ def import_check(modules: Iterable[str]) -> ImportFailure | None:
 
 def preload(variants: Iterable[Variant], cases: Iterable[Case]) -> Preloaded:
     """Import the axis modules of ``variants`` and the ``imports`` of their ``cases`` (each once; failures noted, not raised)."""
-    from bugmatrix.cell.requirements import resolve_attribute
-
     variants = list(variants)
     wanted = {v.case_id for v in variants}
     installed = installed_axis_versions()

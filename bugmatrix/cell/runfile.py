@@ -17,14 +17,7 @@ from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import decode_json, digest_of, read_bytes
 
-__all__ = [
-    "ORIGIN_KEYS",
-    "SCHEMA",
-    "RunRecord",
-    "VariantRecord",
-    "checked",
-    "load_run_file",
-]
+__all__ = ["ORIGIN_KEYS", "SCHEMA", "RunRecord", "VariantRecord", "checked", "load_run_file"]
 
 SCHEMA = "bugmatrix.run/3"
 OLD_SCHEMAS = ("bugmatrix.run/1", "bugmatrix.run/2")
