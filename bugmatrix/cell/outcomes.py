@@ -1,8 +1,4 @@
-"""Outcomes as values: what a variant did, and how that compares to what was expected.
-
-:func:`classify_outcome` turns what a variant did into one :class:`Outcome`; :func:`judge` names the verdict against
-the expectation. Each outcome member carries what every view writes for it (symbol, history letter, verb).
-"""
+"""Outcomes as values: what a variant did (:func:`classify_outcome`), and its verdict against the expectation (:func:`judge`)."""
 
 from __future__ import annotations
 
@@ -20,11 +16,8 @@ LOG_LIMIT = 3000
 
 
 class Outcome(str, enum.Enum):
-    """How one variant ended in one environment (see DESIGN.md, "Outcomes").
-
-    Each member is (value, ``symbol``: works without colour, the report never relies on colour alone; ``code``: its
-    one letter in the history file; ``verb``: a flip into it on a picture, "fixed in torch 2.11.0").
-    """
+    """How one variant ended in one environment: (value, ``symbol`` so no view relies on colour alone, ``code`` in the
+    history file, ``verb`` for a flip into it: "fixed in torch 2.11.0")."""
 
     symbol: str
     code: str

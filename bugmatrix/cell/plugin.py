@@ -1,9 +1,9 @@
 """The pytest plugin: collects ``cases/*.py``, runs each variant where the runner says, records a run file.
 
-By default each variant runs in a child forked after one import of the stack (:mod:`~bugmatrix.cell.forkloop`), so a
-variant that exits, hangs or poisons process state ends only its own process; ``--bugmatrix-forks 0`` and xdist workers
-run them in-process. Only the controlling process writes the run file (:mod:`~bugmatrix.cell.recording`), after every
-result. The cell process never initializes CUDA; how a cell ends whatever its variants do is :mod:`~bugmatrix.cell.cellend`.
+By default each variant runs in a child forked after one import of the stack (:mod:`~bugmatrix.cell.forkrun`), so a
+variant that exits, hangs or poisons process state ends only its own process; children run ahead in collection order
+and pytest's own protocol then reports each item from its child's result. ``--bugmatrix-forks 0`` and xdist workers
+run variants in-process. The cell process never initializes CUDA; the run file is :mod:`~bugmatrix.cell.recording`'s.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from bugmatrix.cell.case import Case, Variant, case_of_module
 from bugmatrix.cell.cellspec import CellOptions, read_options
 from bugmatrix.cell.descendants import become_subreaper, die_with, die_with_runner, kill_descendants
 from bugmatrix.cell.execution import Executed, GpuFacts, execute_variant, gpu_facts, installed_versions, unmet_requirements
-from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, ForkPool, can_fork
+from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, ForkPool
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Classified, Outcome, classify_outcome, excerpt, judge, tail
 from bugmatrix.cell.preload import ImportFailure, checked_modules, import_check, preload, uncovered_imports
@@ -76,12 +76,8 @@ HARNESS_ROOT = Path(__file__).resolve().parents[2]
 
 STATE_KEY = pytest.StashKey["RunState"]()
 OPTIONS_KEY = pytest.StashKey[CellOptions]()
-VARIANT_KEY = pytest.StashKey[Variant]()
-EXECUTED_KEY = pytest.StashKey[Executed]()  # on an item: what its forked child reported
-OUTPUT_KEY = pytest.StashKey[tuple[str, str]]()  # on an item: its child's stdout and stderr
 PRELOADED_KEY = pytest.StashKey[bool]()  # on the config: this process imported what its variants need
 CHECKED_KEY = pytest.StashKey[float]()  # on the config: seconds this process spent on the environment's import check
-IMPORT_FAILURE_KEY = pytest.StashKey["ImportFailure | None"]()  # on the config: what that check found (None: it imports)
 LEFT_THREADS_KEY = pytest.StashKey[dict[threading.Thread, str]]()  # non-daemon threads variants left -> who left them
 UNCOVERED_KEY = pytest.StashKey[dict[str, set[str]]]()  # package -> variants that imported it in their child
 EXIT_KEY = pytest.StashKey[int]()
@@ -114,7 +110,7 @@ def is_worker(config: pytest.Config) -> bool:
 
 
 def runner_of(config: pytest.Config) -> Runner:
-    """This process's runner, from its command line: xdist's workers run inline, its controller none; else ``--bugmatrix-forks``."""
+    """This process's runner, from its command line: xdist's workers run inline; else ``-n``, then ``--bugmatrix-forks``."""
     workers = getattr(config.option, "numprocesses", None)
     if isinstance(workers, int) and workers < 0:  # xdist takes -n -2 and starts no worker
         msg = f"-n {workers}: give a number of xdist workers (0: none), or auto"
@@ -131,7 +127,7 @@ def runner_of(config: pytest.Config) -> Runner:
     if children < 0:
         msg = f"--bugmatrix-forks {children}: give a number of processes (0: run variants in this process)"
         raise pytest.UsageError(msg)
-    return Fork(children) if children and can_fork() else Inline()
+    return Fork(children) if children and hasattr(os, "fork") else Inline()
 
 
 def options_of(config: pytest.Config) -> CellOptions:
@@ -264,8 +260,7 @@ class CaseFile(pytest.Module):
             raise self.CollectError(str(exc)) from None
         for variant in case.variants:
             item = VariantItem.from_parent(self, name=VariantId.parse(variant.id).short)
-            item.stash[VARIANT_KEY] = variant
-            item.case = case
+            item.variant, item.case = variant, case
             item.add_marker("bugmatrix_variant")
             yield item
 
@@ -296,17 +291,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     planned = set(options.variants) if options.variants is not None else None
     keep, drop = [], []
     for item in items:
-        variant = item.stash.get(VARIANT_KEY, None)
+        if not isinstance(item, VariantItem):
+            keep.append(item)
+            continue
+        variant = item.variant
         if planned is not None:  # the plan decided: exactly its variants run here, so `selected` is the plan's list
-            outside, elsewhere = variant is not None and variant.id not in planned, False
-        else:
-            outside = allowed is not None and variant is not None and not set(variant.axes) <= set(allowed)
-            # A variant with an environment of its own runs only in the cell built with it, and nothing else runs there.
-            elsewhere = isinstance(item, VariantItem) and item.variant.env.to_json() != built_with
-        (drop if outside or elsewhere or (variant is not None and variant.id in done) else keep).append(item)
-        if state is not None and isinstance(item, VariantItem) and item.variant.id in state.recovered:
+            stays = variant.id in planned
+        else:  # a variant with an environment of its own runs only in the cell built with it, and nothing else runs there
+            stays = (allowed is None or set(variant.axes) <= set(allowed)) and variant.env.to_json() == built_with
+        (keep if stays and variant.id not in done else drop).append(item)
+        if state is not None and variant.id in state.recovered:
             # Found running in a process that died: the full record (kind, expectation) now that the variant is known.
-            state.previous[item.variant.id] = item.record(Executed(Classified(Outcome.CRASHED, DIED_INLINE), installed_versions(), 0.0))
+            state.previous[variant.id] = item.record(Executed(Classified(Outcome.CRASHED, DIED_INLINE), installed_versions(), 0.0))
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -330,23 +326,20 @@ class VariantItem(pytest.Item):
     """Runs one variant (or reports what its forked child ran), classifies it, and compares with the expectation."""
 
     case: Case
-
-    @property
-    def variant(self) -> Variant:
-        return self.stash[VARIANT_KEY]
+    variant: Variant
+    executed: Executed | None = None  # what its forked child reported, or the failed import says
+    output: tuple[str, str] = ("", "")  # its child's stdout and stderr
 
     def timeout(self) -> float:
         return timeout_of(self.config)
 
     def runtest(self) -> None:
-        executed = self.stash.get(EXECUTED_KEY, None)
+        executed = self.executed
         if executed is None:
             executed = self._run_here()
-        else:
-            stdout, stderr = self.stash.get(OUTPUT_KEY, ("", ""))
-            for name, text in (("stdout", stdout), ("stderr", stderr)):
-                if text:
-                    self.add_report_section("call", name, text)
+        for name, text in zip(("stdout", "stderr"), self.output, strict=True):
+            if text:
+                self.add_report_section("call", name, text)
         self.finish(executed)
 
     def _run_here(self) -> Executed:
@@ -440,15 +433,14 @@ DOES_NOT_IMPORT = "the stack does not import here"
 
 
 def check_environment(config: pytest.Config) -> ImportFailure | None:
-    """The environment's import check, once, in the process that runs the variants (not xdist's controller)."""
+    """The environment's import check, in the process that runs the variants (not xdist's controller)."""
     modules = checked_modules()
     if config.stash[RUNNER_KEY].in_workers or not modules:
         return None
-    if CHECKED_KEY not in config.stash:
-        started = time.perf_counter()
-        config.stash[IMPORT_FAILURE_KEY] = import_check(modules)
-        config.stash[CHECKED_KEY] = time.perf_counter() - started
-    return config.stash[IMPORT_FAILURE_KEY]
+    started = time.perf_counter()
+    failure = import_check(modules)
+    config.stash[CHECKED_KEY] = time.perf_counter() - started
+    return failure
 
 
 def observed_at_import(item: VariantItem, failure: ImportFailure) -> Executed:
@@ -475,7 +467,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         if terminal is not None:
             terminal.write_line(f"bugmatrix: {DOES_NOT_IMPORT}: {failure.line}", yellow=True)
         for item in variants:
-            item.stash[EXECUTED_KEY] = observed_at_import(item, failure)
+            item.executed = observed_at_import(item, failure)
         return None
     if not runner.forks or config.option.collectonly or not variants:
         return None  # pytest's own loop: inline, xdist, or nothing of ours to run
@@ -507,15 +499,14 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 
 
 def _run_forked(session: pytest.Session, variants: list[VariantItem], children: int, gpu: GpuFacts | None, until: float | None) -> None:
-    """Fork up to ``children`` variants at once in collection order, recording each as it ends; pytest then reports each item.
+    """Fork up to ``children`` variants at once, recording each as it ends, and let pytest report each item in turn.
 
-    Variants with unmet requirements are skipped without a fork (``gpu`` answers for CUDA ones). Past ``until``
-    (monotonic), :class:`~bugmatrix.cell.forkrun.DeadlinePassed` is raised.
+    Unmet requirements skip a variant without a fork; past ``until`` (monotonic), :class:`DeadlinePassed` is raised.
     """
     state, items, by_node = session.config.stash[STATE_KEY], session.items, {i.nodeid: i for i in variants}
     skips = [(v, skipped) for v in variants if (skipped := skipped_here(v, gpu)) is not None]
     for item, executed in skips:
-        item.stash[EXECUTED_KEY] = executed
+        item.executed = executed
     state.add(*(item.record(executed) for item, executed in skips))
     done = {v.nodeid for v, _ in skips}
     queue = deque(v for v in variants if v.nodeid not in done)
@@ -529,7 +520,7 @@ def _run_forked(session: pytest.Session, variants: list[VariantItem], children: 
                 end = pool.next_end()
                 finished = by_node[str(end.key)]
                 executed = executed_from(finished, end)
-                finished.stash[EXECUTED_KEY], finished.stash[OUTPUT_KEY] = executed, (end.stdout, end.stderr)
+                finished.executed, finished.output = executed, (end.stdout, end.stderr)
                 note_uncovered(session.config, finished.variant.id, executed.imported)
                 state.add(finished.record(executed))  # the run file has it now, whatever happens to this process next
                 done.add(str(end.key))
@@ -647,11 +638,8 @@ def is_the_program(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The run file is final: exit now where waiting serves nobody.
-
-    A non-daemon thread a variant left would keep the process alive forever: it is named. The fork runner's cell
-    process ran no variant, so it skips seconds of tearing down the stack it imported.
-    """
+    """The run file is final: exit now where a non-daemon thread a variant left (named) would keep the process alive, or
+    where the fork runner's cell process would spend seconds tearing down the stack it imported."""
     left = {t: v for t, v in config.stash.get(LEFT_THREADS_KEY, {}).items() if t.is_alive()}
     if not left and not (config.stash.get(FORKED_KEY, False) and is_the_program(config)):
         return

@@ -1,9 +1,8 @@
 """Import, once and before any variant runs, what the selected variants will import; and the environment's import check.
 
-Every forked child then finds it imported, and state a library sets at import belongs to every variant's baseline. What
-is imported is data: the axes the variants span, the device runtime, and each case's ``Case(imports=...)``. The runner
-names the modules the environment must import (``$BUGMATRIX_IMPORT_CHECK``): checked in the same process, so the stack
-is imported once; a stack that installs but does not import is an observation (:class:`ImportFailure`), not a failure.
+Every forked child then finds it imported, and what a library sets at import belongs to every variant's baseline. The
+runner names the modules the environment must import (``$BUGMATRIX_IMPORT_CHECK``): a stack that installs but does not
+import is an observation (:class:`ImportFailure`), not a failure.
 """
 
 from __future__ import annotations
@@ -138,8 +137,7 @@ MANY_MODULES = 50
 
 
 def uncovered_imports(imported: Iterable[str], roots: Iterable[str]) -> list[str]:
-    """Per package of ``roots`` of which a variant imported :data:`MANY_MODULES` or more itself, the subpackage (two
-    levels, ``torch._dynamo``) that pulled in the most."""
+    """Per package of ``roots`` a variant imported :data:`MANY_MODULES` of itself, the subpackage that pulled in most."""
     roots = set(roots)
     counts: dict[str, Counter[str]] = {}
     for name in imported:

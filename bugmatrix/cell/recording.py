@@ -382,8 +382,7 @@ class RunState:
 def expire(state: RunState, seconds: float, record_for: Callable[[str, str], VariantRecord]) -> None:
     """The cell deadline passed: kill what runs, record the unfinished as ``timeout``, write the run file complete, exit.
 
-    Holds the run state's lock to the end: no other thread records anything after this.
-    """
+    Holds the run state's lock to the end: no other thread records anything after this."""
     state.writing.acquire()
     missing = sorted(state.selected - set(state.results) - set(state.previous))
     killed = kill_descendants(when="when the cell deadline passed")

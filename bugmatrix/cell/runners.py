@@ -1,8 +1,7 @@
 """How a cell runs its variants: one class per runner mode, behind one protocol, in this one registry.
 
-The run side chooses a mode once per cell (its :class:`~bugmatrix.run.command.CellSpec`) and puts its pytest arguments
-on the command line; the plugin reads them back (:func:`~bugmatrix.cell.plugin.runner_of`). A new mode is a class here,
-listed in :data:`RUNNERS`; nothing else compares mode names. Standard library only.
+The run side chooses a mode once per cell and puts its pytest arguments on the command line; the plugin reads them back
+(:func:`~bugmatrix.cell.plugin.runner_of`). A new mode is a class listed in :data:`RUNNERS`.
 """
 
 from __future__ import annotations
