@@ -139,7 +139,7 @@ class ForkPool:
         self._dir = Path(tempfile.mkdtemp(prefix="bugmatrix-fork-"))
         self._selector = selectors.DefaultSelector()
         self._count = 0
-        self._was_subreaper = is_subreaper()  # the cell process is one for its whole life (cellend.py); a pool inside leaves it so
+        self._was_subreaper = is_subreaper()  # the cell process is one for its whole life; a pool inside leaves it so
         self.subreaper = self._was_subreaper or become_subreaper()
 
     def __enter__(self) -> ForkPool:
