@@ -16,8 +16,11 @@ LOG_LIMIT = 3000
 
 
 class Outcome(str, enum.Enum):
-    """How one variant ended in one environment: (value, ``symbol`` so no view relies on colour alone, ``code`` in the
-    history file, ``verb`` for a flip into it: "fixed in torch 2.11.0")."""
+    """How one variant ended in one environment (see DESIGN.md, "Outcomes").
+
+    Each member is (value, ``symbol``: works without colour, the report never relies on colour alone; ``code``: its
+    one letter in the history file; ``verb``: a flip into it on a picture, "fixed in torch 2.11.0").
+    """
 
     symbol: str
     code: str

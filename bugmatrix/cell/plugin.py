@@ -22,12 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from bugmatrix import values
 from bugmatrix.cell.axes import active_spec, device_runtime_axis, parse_spec, set_active_spec, spec_from_matrix_file
 from bugmatrix.cell.case import Case, Variant, case_of_module
 from bugmatrix.cell.cellspec import CellOptions, read_options
 from bugmatrix.cell.descendants import become_subreaper, die_with, die_with_runner, kill_descendants
+from bugmatrix.cell.environment import describe_environment, observe_environment
 from bugmatrix.cell.execution import Executed, GpuFacts, execute_variant, gpu_facts, installed_versions, unmet_requirements
 from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, ForkPool
 from bugmatrix.cell.ids import VariantId
@@ -161,15 +164,6 @@ def _configure_axes(config: pytest.Config) -> None:
     raise pytest.UsageError(msg)
 
 
-def _observer(config: pytest.Config) -> Callable[[], dict[str, Any]]:
-    """Under the fork runner the environment is observed in a child, so CUDA stays untouched here."""
-    from bugmatrix.cell.environment import observe_environment
-
-    if not config.stash[RUNNER_KEY].forks:
-        return observe_environment
-    return lambda: probe_in_child(timeout_of(config))[0]
-
-
 @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml plugin reads --junitxml
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "bugmatrix_variant: a case variant collected from cases/")
@@ -188,7 +182,9 @@ def pytest_configure(config: pytest.Config) -> None:
         die_with(STARTED_BY)
     if is_worker(config):
         return
-    state = config.stash[STATE_KEY] = RunState(config, options, _observer(config), exclusive=is_a_cell(config))
+    # Under the fork runner the environment is observed in a child, so CUDA stays untouched here.
+    observe = (lambda: probe_in_child(timeout_of(config))[0]) if runner.forks else observe_environment
+    state = config.stash[STATE_KEY] = RunState(config, options, observe, exclusive=is_a_cell(config))
     config.pluginmanager.register(Recorder(state), "bugmatrix-recorder")
     if runner.in_workers and owns_its_processes(config):
         watch = config.stash[WATCH_KEY] = WorkerWatch()
@@ -239,8 +235,6 @@ def pytest_report_header(config: pytest.Config) -> str:
     runner = config.stash[RUNNER_KEY]
     if runner.forks:  # the environment line comes when the variants start, observed in a child
         return f"bugmatrix: {runner.describe()}"
-    from bugmatrix.cell.environment import describe_environment, observe_environment
-
     return f"bugmatrix: {describe_environment(observe_environment())}; {runner.describe()}"
 
 
@@ -388,9 +382,6 @@ class VariantItem(pytest.Item):
 
     def pinned(self) -> str:
         """What the variant's environment requires of an axis of this cell (a pin workaround: it runs where the pin holds)."""
-        from packaging.requirements import Requirement
-        from packaging.utils import canonicalize_name
-
         axis_distributions = {canonicalize_name(d) for providers in active_spec().values() for d, _ in providers}
         return ", ".join(r for r in self.variant.env.requires if canonicalize_name(Requirement(r).name) in axis_distributions)
 
@@ -481,8 +472,6 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     environment, gpu = probe_in_child(timeout_of(config))
     state.environment = state.environment or environment
     if terminal is not None:
-        from bugmatrix.cell.environment import describe_environment
-
         terminal.write_line(f"bugmatrix: {describe_environment(state.environment)}")
         warning = cuda_initialized_here()
         if warning:
@@ -574,8 +563,6 @@ def last_words(stderr: str) -> str:
 
 
 def _probe() -> dict[str, Any]:
-    from bugmatrix.cell.environment import observe_environment
-
     facts = gpu_facts()  # None: no device runtime here, CUDA variants are skipped saying why
     return {"environment": observe_environment(), "gpu": dataclasses.asdict(facts) if facts is not None else None}
 

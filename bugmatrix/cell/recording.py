@@ -296,18 +296,16 @@ class RunState:
     def __init__(
         self, config: pytest.Config, options: CellOptions, observe: Callable[[], dict[str, Any]], *, exclusive: bool = True
     ) -> None:
-        self.config, self.cell = config, options.cell
+        self.config, self.options = config, options
         output = os.environ.get("BUGMATRIX_REPORTS") or Path(config.rootpath, "build", "reports")
         run_file = Path(config.invocation_params.dir, options.run_file) if options.run_file else None
-        self.path = run_file or Path(output, "runs", f"{self.cell}.json")
+        self.path = run_file or Path(output, "runs", f"{options.cell}.json")
         self.lock = RunFileLock(self.path)  # taken before a resume reads the file
         if exclusive:
             self.lock.acquire(lambda line: (sys.stderr.write(line + "\n"), sys.stderr.flush()))
         self.writing = threading.Lock()  # the cell deadline's thread writes the last version, and nothing after it
         #: What a worker xdist reports crashed left running (the WorkerWatch): named on its crash record.
         self.leaked_by: Callable[[pytest.TestReport], tuple[str, ...]] = lambda report: ()
-        self.pins = dict(options.pins)
-        self.tracked = {axis: {"requested": r, "resolved": self.pins.get(axis, "")} for axis, r in options.requested.items()}
         keyword, marks = config.getoption("keyword", ""), config.getoption("markexpr", "")
         self.deselected_by = " ".join(p for p in (f"-k {keyword}" if keyword else "", f"-m {marks}" if marks else "") if p)
         self.started = now()
@@ -319,7 +317,6 @@ class RunState:
         self.running: set[str] = set()
         self.environment: dict[str, Any] | None = None
         self.observe = observe
-        self.input_key, self.origin = options.input_key, options.origin
         #: The checkout is where pytest started, not its rootdir (which walks up to any enclosing pyproject.toml).
         self.portable = Portable.here(str(config.invocation_params.dir))
         if config.getoption("--bugmatrix-resume") and self.path.exists():
@@ -361,10 +358,10 @@ class RunState:
             self.environment = {**observed, **where}
         merged = {**self.previous, **self.results}
         run = RunRecord(
-            cell=self.cell,
-            pins=self.pins,
-            axes=list(self.pins),
-            tracked=self.tracked,
+            cell=self.options.cell,
+            pins=dict(self.options.pins),
+            axes=list(self.options.pins),
+            tracked={axis: {"requested": r, "resolved": self.options.pins.get(axis, "")} for axis, r in self.options.requested.items()},
             environment=self.environment,
             started=self.started,
             finished=finished,
@@ -373,8 +370,8 @@ class RunState:
             deselected_by=self.deselected_by,
             complete=bool(finished) and self.collected and self.selected <= set(merged),
             running=sorted(self.running),
-            input_key=self.input_key,
-            origin=self.origin,
+            input_key=self.options.input_key,
+            origin=self.options.origin,
         )
         write_json_atomic(self.path, run.to_json())
 
