@@ -493,6 +493,7 @@ def _run_forked(session: pytest.Session, variants: list[VariantItem], children: 
     Unmet requirements skip a variant without a fork; past ``until`` (monotonic), :class:`DeadlinePassed` is raised.
     """
     state, items, by_node = session.config.stash[STATE_KEY], session.items, {i.nodeid: i for i in variants}
+    roots = {module.split(".")[0] for providers in active_spec().values() for _, module in providers}
     skips = [(v, skipped) for v in variants if (skipped := skipped_here(v, gpu)) is not None]
     for item, executed in skips:
         item.executed = executed
@@ -510,7 +511,8 @@ def _run_forked(session: pytest.Session, variants: list[VariantItem], children: 
                 finished = by_node[str(end.key)]
                 executed = executed_from(finished, end)
                 finished.executed, finished.output = executed, (end.stdout, end.stderr)
-                note_uncovered(session.config, finished.variant.id, executed.imported)
+                for package in uncovered_imports(executed.imported, roots):  # each child paid for importing it
+                    session.config.stash[UNCOVERED_KEY].setdefault(package, set()).add(finished.variant.id)
                 state.add(finished.record(executed))  # the run file has it now, whatever happens to this process next
                 done.add(str(end.key))
             nextitem = items[index + 1] if index + 1 < len(items) else None
@@ -586,13 +588,6 @@ def cuda_initialized_here() -> str:
     if cuda is not None and getattr(cuda, "is_initialized", lambda: False)():
         return "CUDA was initialized in the cell process before forking (at import?): CUDA variants cannot use it in their children"
     return ""
-
-
-def note_uncovered(config: pytest.Config, variant_id: str, imported: tuple[str, ...]) -> None:
-    """Remember which variants imported a package of the stack themselves (each child paid for it)."""
-    roots = {module.split(".")[0] for providers in active_spec().values() for _, module in providers}
-    for package in uncovered_imports(imported, roots):
-        config.stash[UNCOVERED_KEY].setdefault(package, set()).add(variant_id)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

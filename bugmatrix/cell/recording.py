@@ -121,8 +121,8 @@ class RunFileLock:
         self.path = run_file.with_name(f".{run_file.name}.lock")
         self.fd: int | None = None
 
-    def acquire(self, say: Callable[[str], None]) -> None:
-        """Take the lock; when another process holds it, ``say`` one line naming it and wait until it ends."""
+    def acquire(self) -> None:
+        """Take the lock; when another process holds it, say so on stderr and wait until it ends."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         said = False
         while True:
@@ -132,7 +132,10 @@ class RunFileLock:
             except BlockingIOError:
                 if not said:
                     holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-                    say(f"bugmatrix: another pytest (pid {holder}) is writing {self.run_file}; waiting for it to end (lock {self.path})")
+                    sys.stderr.write(
+                        f"bugmatrix: another pytest (pid {holder}) is writing {self.run_file}; waiting for it to end (lock {self.path})\n"
+                    )
+                    sys.stderr.flush()
                     said = True
                 fcntl.flock(fd, fcntl.LOCK_EX)
             try:
@@ -302,7 +305,7 @@ class RunState:
         self.path = run_file or Path(output, "runs", f"{options.cell}.json")
         self.lock = RunFileLock(self.path)  # taken before a resume reads the file
         if exclusive:
-            self.lock.acquire(lambda line: (sys.stderr.write(line + "\n"), sys.stderr.flush()))
+            self.lock.acquire()
         self.writing = threading.Lock()  # the cell deadline's thread writes the last version, and nothing after it
         #: What a worker xdist reports crashed left running (the WorkerWatch): named on its crash record.
         self.leaked_by: Callable[[pytest.TestReport], tuple[str, ...]] = lambda report: ()
