@@ -32,12 +32,10 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 
 __all__ = [
-    "DEADLINE_EXIT",
     "PROPERTY",
     "CellDeadline",
     "Portable",
     "Recorder",
-    "RunFileLock",
     "RunState",
     "WorkerWatch",
     "crash_record",
