@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.cellend import deadline_message
 from bugmatrix.cell.cellspec import SCHEMA as SPEC_SCHEMA
+from bugmatrix.cell.recording import deadline_message
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.cell.runners import chosen_runner
 from bugmatrix.files import write_json_atomic
@@ -200,7 +200,7 @@ def test_setsid_daemons_ending_side_by_side_never_keep_the_fork_runners_deadline
 #: xdist's controller, standing in: ten times, two workers leave a shell's ``setsid sleep &`` and exit side by side.
 WATCHED = """
 import json, os, subprocess, sys
-from bugmatrix.cell.cellend import WorkerWatch
+from bugmatrix.cell.recording import WorkerWatch
 from bugmatrix.cell.descendants import become_subreaper, descendants_of
 
 become_subreaper()

@@ -2,7 +2,7 @@
 
 The committed reference is read on other machines (the GPU runs came from a
 baked image in ``/opt/torch/.venv``); a path of the machine that ran a cell
-says nothing to anyone else (bugmatrix/cell/portable.py).
+says nothing to anyone else (bugmatrix/cell/recording.py, Portable).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bugmatrix.cell.portable import Portable, import_roots
+from bugmatrix.cell.recording import Portable, import_roots
 from tests.test_faults import NEEDS_TORCH, ROOT, recorded, run_cases
 
 RUNS = ROOT / "reports" / "runs"

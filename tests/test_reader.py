@@ -160,7 +160,7 @@ ALLOWED = {
     ("bugmatrix/files.py", "read_bytes"): "the guarded reader itself (os.open with O_NOFOLLOW | O_NONBLOCK, after lstat)",
     ("bugmatrix/files.py", "locked_directories"): "opens a directory to flock it; reads nothing",
     ("bugmatrix/cell/axes.py", "spec_from_matrix_file"): "the project's own matrix.toml",
-    ("bugmatrix/cell/cellend.py", "RunFileLock.acquire"): "the run file's lock file, opened to flock it; reads nothing",
+    ("bugmatrix/cell/recording.py", "RunFileLock.acquire"): "the run file's lock file, opened to flock it; reads nothing",
     ("bugmatrix/cell/descendants.py", "_processes"): "/proc/<pid>/stat of this cell's own descendants",
     ("bugmatrix/cell/environment.py", "wheel_builds"): "importlib.metadata of the cell's own installed distributions",
     ("bugmatrix/cell/environment.py", "source_builds"): "importlib.metadata and the RECORD uv wrote into the cell's own venv",

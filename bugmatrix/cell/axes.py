@@ -1,7 +1,7 @@
 """Which distribution provides each axis inside this cell, which module to import for it, and which is the device runtime.
 
-The registry is ``matrix.toml``'s ``[axes.<name>]``; a cell learns its part from the spec file's ``axis_spec`` (or reads
-``matrix.toml`` itself). Nothing in the harness names an axis. The *device runtime* axis answers the CUDA questions.
+The registry is ``matrix.toml``'s ``[axes.<name>]``, handed over as the spec file's ``axis_spec``; nothing in the
+harness names an axis.
 """
 
 from __future__ import annotations
@@ -49,8 +49,7 @@ def _spec(providers: Providers, device_runtime: object = None) -> AxisSpec:
 
 
 def parse_spec(text: str | dict[str, Any]) -> AxisSpec:
-    """``{"axes": {"torch": [["torch", "torch"]]}, "device_runtime": "torch"}`` (JSON text, or parsed; or the bare
-    ``{"torch": [...]}`` of earlier commands) -> the spec; a malformed one is one line."""
+    """``{"axes": {"torch": [["torch", "torch"]]}, "device_runtime": "torch"}`` (text or parsed; or bare axes) -> the spec."""
     try:
         data = json.loads(text) if isinstance(text, str) else text
         if isinstance(data.get("axes"), dict):
@@ -121,10 +120,7 @@ def installed_axis_versions() -> dict[str, tuple[str, str]]:
 
 
 def import_axis(axis: str) -> ModuleType:
-    """The module of the distribution that provides ``axis`` here (``lightning.pytorch`` or ``pytorch_lightning``).
-
-    No fallback on ImportError: it would silently run another Lightning than the one the cell pins.
-    """
+    """The module of the distribution that provides ``axis`` here; no fallback on ImportError (another Lightning would run)."""
     providers = _ACTIVE.providers.get(axis)
     if not providers:
         declared = ", ".join(_ACTIVE.providers) or "none"

@@ -1,9 +1,8 @@
 """How a case declares itself: variants, requirements and expectations as data.
 
-A case module builds one :class:`Case` and decorates plain functions with :meth:`Case.variant`; a variant takes
-``(device, dtype)`` and raises (the bug, or something else) or returns its positive checks as ``{"what": bool}``. The
-same body runs once per declared device, and nothing in it branches on versions. Declarations are checked at import,
-so a mistake is one line at collection and at planning alike. Axes are names from ``matrix.toml``, never from here.
+A case builds one :class:`Case` and decorates plain ``(device, dtype)`` functions with :meth:`Case.variant`; a variant
+raises (the bug, or something else) or returns its positive checks as ``{"what": bool}``, never branching on versions.
+Declarations are checked at import, so a mistake is one line at collection and at planning alike.
 """
 
 from __future__ import annotations
@@ -235,8 +234,7 @@ def _axis_names(value: object) -> bool:
 class Case:
     """A documented failure: its story, its signature and its variants.
 
-    ``axes``: what its variants span unless one declares its own; ``cross`` narrows its cells to the versions it is
-    about (``{"transformers": ">=4.46"}``); ``versions`` adds releases matrix.toml does not list, for its cells only.
+    ``cross`` narrows its cells to the versions it is about; ``versions`` adds releases matrix.toml does not list.
     """
 
     id: str

@@ -1,9 +1,7 @@
 """An environment a case needs beyond its cell's axes: distributions present, pinned or absent, variables, interpreter flags.
 
 Many failures live in the environment rather than a call (``pkg_resources`` gone with setuptools 81, ``-W error``). A
-case declares it as data (``Case(environments={"bare": Env(absent=["setuptools"])})``) and each variant names the one
-it runs in. The planner builds it as a sibling of the cell, keyed by what it holds (:mod:`bugmatrix.plan.slices`).
-Standard library and ``packaging`` only: a cell's interpreter reads this too.
+case declares it as data and each variant names the one it runs in; the planner builds it as a sibling of the cell.
 """
 
 from __future__ import annotations

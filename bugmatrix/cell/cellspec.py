@@ -1,7 +1,7 @@
 """The one file a cell's pytest is handed (``--bugmatrix-spec FILE``): which cell, where it records, and what with.
 
-Options would put about 5 KB on each logged command line. The runner (:mod:`bugmatrix.run.command`) writes it; relative
-paths in it are from where pytest starts (the repository root). Read with the standard library only.
+Written by :mod:`bugmatrix.run.command` (as options it would put about 5 KB on each logged command line); relative
+paths in it are from where pytest starts.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ SCHEMA = "bugmatrix.cellspec/1"
 class CellOptions:
     """What the plugin needs to know about its cell; the defaults are a plain ``python -m pytest cases/`` (system).
 
-    ``requested``: axis -> ``latest``/``latest-pre``; ``axes``: only variants spanning these run; ``environment``: the
-    case ``Env`` (as JSON) the cell was built with; ``variants``: exactly what runs (None: what those admit).
+    ``variants``: exactly what runs (None: what ``axes`` and ``environment``, the case ``Env`` it was built with, admit).
     """
 
     # Each field's ``said``: what a spec file's value must be, as its one-line refusal says it.

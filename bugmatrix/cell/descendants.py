@@ -1,9 +1,7 @@
 """The processes a cell started, wherever they went: found through /proc, killed, reaped and named.
 
-A variant may leave processes running (a DataLoader worker, a ``setsid`` daemon) that hold a pipe open and outlive the
-cell. A Linux *child subreaper* becomes the parent of every orphaned descendant, so walking /proc from it finds them all.
-Killing and waiting work from one snapshot of /proc and never block on a process that came back meanwhile. Elsewhere
-(no /proc, no subreaper) nothing is found. Standard library only: it runs inside every cell's venv.
+A variant may leave processes (a DataLoader worker, a ``setsid`` daemon) that hold a pipe open and outlive the cell. A
+Linux *child subreaper* inherits every orphaned descendant, so walking /proc from it finds them all; elsewhere, none.
 """
 
 from __future__ import annotations
@@ -19,32 +17,23 @@ from pathlib import Path
 
 __all__ = [
     "PARENT_ENV",
-    "PR_SET_CHILD_SUBREAPER",
-    "PR_SET_PDEATHSIG",
+    "REAP_S",
     "become_subreaper",
     "descendants_of",
     "die_with",
     "die_with_runner",
     "is_subreaper",
     "kill_descendants",
-    "left_running",
     "reap",
     "reaping",
 ]
 
 #: The runner's pid, in the environment of a cell's pytest it starts (:func:`die_with_runner`).
 PARENT_ENV = "BUGMATRIX_CELL_PARENT"
-#: How a process ends whose parent died before it could ask to die with it (sysexits' EX_SOFTWARE).
-EX_SOFTWARE = 70
-#: prctl(2): the signal a process gets when the thread that started it ends (in practice: its parent dies).
-PR_SET_PDEATHSIG = 1
-#: prctl(2): orphaned descendants are reparented to this process instead of init (Linux 3.4+).
-PR_SET_CHILD_SUBREAPER = 36
-PR_GET_CHILD_SUBREAPER = 37
-
+EX_SOFTWARE = 70  # sysexits: how a process ends whose parent died before it could ask to die with it
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 1, 36, 37  # prctl(2)
 #: Seconds one :func:`kill_descendants` waits in all for what it killed to end.
 REAP_S = 10.0
-#: How often :func:`reap` looks again while what it waits for is still ending.
 POLL_S = 0.002
 
 
@@ -76,8 +65,7 @@ def die_with(parent: int) -> None:
 
 
 def die_with_runner() -> int:
-    """The first thing a cell's pytest does: the pid of its runner (:data:`PARENT_ENV`, popped; else the parent now),
-    dying with it from now on where the runner named itself."""
+    """The pid of this cell's runner (:data:`PARENT_ENV`, popped; else the parent now), dying with it where it named itself."""
     given = os.environ.pop(PARENT_ENV, "")
     if not given.isdigit():
         return os.getppid()
@@ -121,16 +109,11 @@ def descendants_of(pid: int, spare: Collection[int] = ()) -> list[tuple[int, str
     return [(child, table[child][1]) for child in _below(table, pid, spare) if not table[child][2]]
 
 
-def left_running(pid: int, name: str, when: str = "after the variant ended") -> str:
-    """How a killed leftover is named in a variant's ``leaked``."""
-    return f"process {pid} ({name}) still running {when}: killed"
-
-
 def kill_descendants(spare: Collection[int] = (), when: str = "after the variant ended") -> tuple[str, ...]:
     """SIGKILL every descendant of this process but ``spare`` (and theirs), reap our children, name each once.
 
-    Each round kills what one /proc snapshot shows and waits only for our children among them, never for a process
-    that came back after the snapshot; rounds go on until none is left, within :data:`REAP_S`.
+    Each round kills what one /proc snapshot shows and waits only for our children among them (never for one that came
+    back after the snapshot), until none is left or :data:`REAP_S` has passed.
     """
     me, named = os.getpid(), {}
     until = time.monotonic() + REAP_S
@@ -141,7 +124,7 @@ def kill_descendants(spare: Collection[int] = (), when: str = "after the variant
             break
         for pid in found:
             if not table[pid][2]:
-                named.setdefault(pid, left_running(pid, table[pid][1], when))
+                named.setdefault(pid, f"process {pid} ({table[pid][1]}) still running {when}: killed")
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
         if time.monotonic() >= until:  # past REAP_S: what is left is killed and named, not waited for
@@ -156,8 +139,8 @@ def kill_descendants(spare: Collection[int] = (), when: str = "after the variant
 
 @contextlib.contextmanager
 def reaping(when: str) -> Iterator[list[str]]:
-    """A subreaper for the block: on leaving, what the processes it started left is killed, reaped and named in the
-    list it yields. Children it had before the block are spared, and theirs."""
+    """A subreaper for the block: on leaving, what its processes left is killed, reaped and named in the list it yields
+    (children from before the block are spared)."""
     me = os.getpid()
     before = {pid for pid, (parent, _, _) in _processes().items() if parent == me}
     was = is_subreaper()

@@ -1,7 +1,6 @@
 """The environment as observed inside the running interpreter, not as requested.
 
-The report must say what was really there (``2.4.1+cu121``, CUDA 12.1, which GPU) and every distribution the cell did
-not pin: an outcome can change overnight with no pin changed.
+Every distribution the cell did not pin is recorded too: an outcome can change overnight with no pin changed.
 """
 
 from __future__ import annotations
@@ -17,14 +16,7 @@ from packaging.utils import canonicalize_name
 
 from bugmatrix.cell.axes import device_runtime, device_runtime_axis, installed_axis_versions
 
-__all__ = [
-    "SOURCE_BUILDS",
-    "describe_environment",
-    "installed_distributions",
-    "observe_environment",
-    "source_builds",
-    "wheel_builds",
-]
+__all__ = ["SOURCE_BUILDS", "describe_environment", "installed_distributions", "observe_environment", "source_builds", "wheel_builds"]
 
 #: Written into a venv by its builder (``bugmatrix.run.envbuild``): the ``name==version`` uv said it built from source.
 SOURCE_BUILDS = ".bugmatrix-source-builds"
@@ -54,11 +46,8 @@ def wheel_builds() -> dict[str, str]:
 
 
 def source_builds(prefix: str | None = None) -> dict[str, str]:
-    """Distributions this environment built from source (no wheel fit), names normalised.
-
-    Two signs: what the builder recorded from uv's ``Built`` lines (:data:`SOURCE_BUILDS`), and uv's own record in a
-    built wheel's ``.dist-info``, which stays when uv served the build from its cache.
-    """
+    """Distributions this environment built from source: as the builder recorded (:data:`SOURCE_BUILDS`), or as uv's
+    own record in the ``.dist-info`` says (it stays when uv served the build from its cache)."""
     found: dict[str, str] = {}
     root = Path(prefix or sys.prefix)
     recorded = root / SOURCE_BUILDS

@@ -1,9 +1,8 @@
 """Run functions in forked children of the cell process, a few at once: one process per variant.
 
-A cell's time is almost all imports; each child starts with the stack imported (copy-on-write) and whatever it does
-(``os._exit``, a hang, a leaked thread, process-wide state) ends with its process. The parent must not have initialized
-CUDA, run a parallel torch op or started threads before forking. A child's result (JSON), stdout and stderr go to files;
-the parent waits on pidfds, kills a child's process group at its deadline and after it exits. Nothing here knows pytest.
+Each child starts with the stack imported (copy-on-write), and whatever it does (``os._exit``, a hang, a leaked thread,
+process-wide state) ends with its process. The parent must not have initialized CUDA or started threads before forking.
+A child's result (JSON), stdout and stderr go to files; the parent waits on pidfds and kills a child's process group.
 """
 
 from __future__ import annotations
@@ -20,26 +19,20 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bugmatrix.cell.descendants import REAP_S, become_subreaper, die_with, is_subreaper, kill_descendants, reap
 
-__all__ = ["Child", "ChildEnd", "DeadlinePassed", "ForkPool", "can_fork", "describe_status"]
+__all__ = ["Child", "ChildEnd", "DeadlinePassed", "ForkPool", "describe_status"]
 
 
 class DeadlinePassed(Exception):
     """The cell deadline passed while the pool waited for its children."""
 
 
-#: How often the parent looks at its children where no pidfd exists (not Linux).
-POLL_S = 0.01
-
-
-def can_fork() -> bool:
-    """Fork exists here (not on Windows)."""
-    return hasattr(os, "fork")
+POLL_S = 0.01  # how often the parent looks at its children where no pidfd exists (not Linux)
 
 
 def describe_status(status: int) -> str:
@@ -80,7 +73,7 @@ class Child:
     started: float
     files: Path  # <dir>/<n>: .json (result), .out, .err
     pidfd: int | None = None
-    timed_out: bool = field(default=False)
+    timed_out: bool = False
 
 
 def _read(path: Path) -> str:
@@ -137,10 +130,7 @@ def _pidfd(pid: int) -> int | None:
 
 
 class ForkPool:
-    """Up to ``size`` forked children at once; :meth:`start` one, :meth:`next_end` waits for whichever ends first.
-
-    Leaving it (a context manager) kills every child still running and removes its files.
-    """
+    """Up to ``size`` forked children at once: :meth:`start` one, :meth:`next_end` waits for the first to end; leaving kills the rest."""
 
     def __init__(self, size: int, until: float | None = None) -> None:
         self.size = max(1, size)
@@ -149,7 +139,7 @@ class ForkPool:
         self._dir = Path(tempfile.mkdtemp(prefix="bugmatrix-fork-"))
         self._selector = selectors.DefaultSelector()
         self._count = 0
-        self._was_subreaper = is_subreaper()  # the cell process is one for its whole life (cellend.py); a pool inside leaves it so
+        self._was_subreaper = is_subreaper()  # the cell process is one for its whole life; a pool inside leaves it so
         self.subreaper = self._was_subreaper or become_subreaper()
 
     def __enter__(self) -> ForkPool:

@@ -1,7 +1,6 @@
-"""A variant's id, built and parsed in one place: ``case::name[tag]``.
+"""A variant's id, built and parsed in one place: ``case::name[tag]``, the key of every result.
 
-The key of every result (run files, compat documents, the command line, pytest node ids); the tag is the device, or
-``device-dtype`` where one variant declares two dtypes on one device.
+The tag is the device, or ``device-dtype`` where one variant declares two dtypes on one device.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""Outcomes as values: what a variant did, and how that compares to what was expected.
-
-:func:`classify_outcome` turns what a variant did into one :class:`Outcome`; :func:`judge` names the verdict against
-the expectation. Each outcome member carries what every view writes for it (symbol, history letter, verb).
-"""
+"""Outcomes as values: what a variant did (:func:`classify_outcome`), and its verdict against the expectation (:func:`judge`)."""
 
 from __future__ import annotations
 
@@ -11,19 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = [
-    "LOG_LIMIT",
-    "MESSAGE_LIMIT",
-    "Classified",
-    "Kind",
-    "Outcome",
-    "Signature",
-    "Verdict",
-    "classify_outcome",
-    "excerpt",
-    "judge",
-    "tail",
-]
+__all__ = ["MESSAGE_LIMIT", "Classified", "Kind", "Outcome", "Signature", "Verdict", "classify_outcome", "excerpt", "judge", "tail"]
 
 #: Longest message kept in a run file: the error line plus context. Longer ones say how much was cut.
 MESSAGE_LIMIT = 600

@@ -1,9 +1,9 @@
 """The pytest plugin: collects ``cases/*.py``, runs each variant where the runner says, records a run file.
 
-By default each variant runs in a child forked after one import of the stack (:mod:`~bugmatrix.cell.forkloop`), so a
-variant that exits, hangs or poisons process state ends only its own process; ``--bugmatrix-forks 0`` and xdist workers
-run them in-process. Only the controlling process writes the run file (:mod:`~bugmatrix.cell.recording`), after every
-result. The cell process never initializes CUDA; how a cell ends whatever its variants do is :mod:`~bugmatrix.cell.cellend`.
+By default each variant runs in a child forked after one import of the stack (:mod:`~bugmatrix.cell.forkrun`), so a
+variant that exits, hangs or poisons process state ends only its own process; children run ahead in collection order
+and pytest's own protocol then reports each item from its child's result. ``--bugmatrix-forks 0`` and xdist workers
+run variants in-process. The cell process never initializes CUDA; the run file is :mod:`~bugmatrix.cell.recording`'s.
 """
 
 from __future__ import annotations
@@ -16,25 +16,38 @@ import sys
 import threading
 import time
 from argparse import ArgumentTypeError
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from bugmatrix import values
-from bugmatrix.cell.axes import active_spec, parse_spec, set_active_spec, spec_from_matrix_file
+from bugmatrix.cell.axes import active_spec, device_runtime_axis, parse_spec, set_active_spec, spec_from_matrix_file
 from bugmatrix.cell.case import Case, Variant, case_of_module
-from bugmatrix.cell.cellend import CellDeadline, WorkerWatch, say_past_capture, worker_pid
 from bugmatrix.cell.cellspec import CellOptions, read_options
 from bugmatrix.cell.descendants import become_subreaper, die_with, die_with_runner, kill_descendants
-from bugmatrix.cell.execution import Executed, execute_variant, installed_versions
-from bugmatrix.cell.forkloop import cuda_initialized_here, probe_in_child, run_forked
-from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, can_fork
+from bugmatrix.cell.environment import describe_environment, observe_environment
+from bugmatrix.cell.execution import Executed, GpuFacts, execute_variant, gpu_facts, installed_versions, unmet_requirements
+from bugmatrix.cell.forkrun import ChildEnd, DeadlinePassed, ForkPool
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Classified, Outcome, classify_outcome, excerpt, judge, tail
 from bugmatrix.cell.preload import ImportFailure, checked_modules, import_check, preload, uncovered_imports
-from bugmatrix.cell.recording import DIED_INLINE, PROPERTY, Recorder, RunState, crash_record, expire, uncovered_results
+from bugmatrix.cell.recording import (
+    DIED_INLINE,
+    PROPERTY,
+    CellDeadline,
+    Recorder,
+    RunState,
+    WorkerWatch,
+    crash_record,
+    expire,
+    uncovered_results,
+    worker_pid,
+)
 from bugmatrix.cell.runfile import VariantRecord
 from bugmatrix.cell.runners import Fork, Inline, Runner, Xdist, default_workers
 from bugmatrix.errors import BugmatrixError
@@ -66,12 +79,8 @@ HARNESS_ROOT = Path(__file__).resolve().parents[2]
 
 STATE_KEY = pytest.StashKey["RunState"]()
 OPTIONS_KEY = pytest.StashKey[CellOptions]()
-VARIANT_KEY = pytest.StashKey[Variant]()
-EXECUTED_KEY = pytest.StashKey[Executed]()  # on an item: what its forked child reported
-OUTPUT_KEY = pytest.StashKey[tuple[str, str]]()  # on an item: its child's stdout and stderr
 PRELOADED_KEY = pytest.StashKey[bool]()  # on the config: this process imported what its variants need
 CHECKED_KEY = pytest.StashKey[float]()  # on the config: seconds this process spent on the environment's import check
-IMPORT_FAILURE_KEY = pytest.StashKey["ImportFailure | None"]()  # on the config: what that check found (None: it imports)
 LEFT_THREADS_KEY = pytest.StashKey[dict[threading.Thread, str]]()  # non-daemon threads variants left -> who left them
 UNCOVERED_KEY = pytest.StashKey[dict[str, set[str]]]()  # package -> variants that imported it in their child
 EXIT_KEY = pytest.StashKey[int]()
@@ -104,7 +113,7 @@ def is_worker(config: pytest.Config) -> bool:
 
 
 def runner_of(config: pytest.Config) -> Runner:
-    """This process's runner, from its command line: xdist's workers run inline, its controller none; else ``--bugmatrix-forks``."""
+    """This process's runner, from its command line: xdist's workers run inline; else ``-n``, then ``--bugmatrix-forks``."""
     workers = getattr(config.option, "numprocesses", None)
     if isinstance(workers, int) and workers < 0:  # xdist takes -n -2 and starts no worker
         msg = f"-n {workers}: give a number of xdist workers (0: none), or auto"
@@ -121,7 +130,7 @@ def runner_of(config: pytest.Config) -> Runner:
     if children < 0:
         msg = f"--bugmatrix-forks {children}: give a number of processes (0: run variants in this process)"
         raise pytest.UsageError(msg)
-    return Fork(children) if children and can_fork() else Inline()
+    return Fork(children) if children and hasattr(os, "fork") else Inline()
 
 
 def options_of(config: pytest.Config) -> CellOptions:
@@ -155,15 +164,6 @@ def _configure_axes(config: pytest.Config) -> None:
     raise pytest.UsageError(msg)
 
 
-def _observer(config: pytest.Config) -> Callable[[], dict[str, Any]]:
-    """Under the fork runner the environment is observed in a child, so CUDA stays untouched here."""
-    from bugmatrix.cell.environment import observe_environment
-
-    if not config.stash[RUNNER_KEY].forks:
-        return observe_environment
-    return lambda: probe_in_child(timeout_of(config))[0]
-
-
 @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml plugin reads --junitxml
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "bugmatrix_variant: a case variant collected from cases/")
@@ -182,14 +182,16 @@ def pytest_configure(config: pytest.Config) -> None:
         die_with(STARTED_BY)
     if is_worker(config):
         return
-    state = config.stash[STATE_KEY] = RunState(config, options, _observer(config), exclusive=is_a_cell(config))
-    config.pluginmanager.register(Recorder(config, STATE_KEY), "bugmatrix-recorder")
+    # Under the fork runner the environment is observed in a child, so CUDA stays untouched here.
+    observe = (lambda: probe_in_child(timeout_of(config))[0]) if runner.forks else observe_environment
+    state = config.stash[STATE_KEY] = RunState(config, options, observe, exclusive=is_a_cell(config))
+    config.pluginmanager.register(Recorder(state), "bugmatrix-recorder")
     if runner.in_workers and owns_its_processes(config):
         watch = config.stash[WATCH_KEY] = WorkerWatch()
         state.leaked_by = lambda report: watch.leaked_by(worker_pid(getattr(report, "node", None)))
     deadline = cell_deadline_of(config)
     if deadline is not None and not runner.forks and not config.option.collectonly:  # the fork runner's loop checks it
-        config.stash[DEADLINE_KEY] = CellDeadline(deadline, lambda: expire(state, deadline, _unfinished(config), say_past_capture(config)))
+        config.stash[DEADLINE_KEY] = CellDeadline(deadline, lambda: expire(state, deadline, _unfinished(config)))
         config.stash[DEADLINE_KEY].start()
 
 
@@ -233,8 +235,6 @@ def pytest_report_header(config: pytest.Config) -> str:
     runner = config.stash[RUNNER_KEY]
     if runner.forks:  # the environment line comes when the variants start, observed in a child
         return f"bugmatrix: {runner.describe()}"
-    from bugmatrix.cell.environment import describe_environment, observe_environment
-
     return f"bugmatrix: {describe_environment(observe_environment())}; {runner.describe()}"
 
 
@@ -254,8 +254,7 @@ class CaseFile(pytest.Module):
             raise self.CollectError(str(exc)) from None
         for variant in case.variants:
             item = VariantItem.from_parent(self, name=VariantId.parse(variant.id).short)
-            item.stash[VARIANT_KEY] = variant
-            item.case = case
+            item.variant, item.case = variant, case
             item.add_marker("bugmatrix_variant")
             yield item
 
@@ -286,17 +285,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     planned = set(options.variants) if options.variants is not None else None
     keep, drop = [], []
     for item in items:
-        variant = item.stash.get(VARIANT_KEY, None)
+        if not isinstance(item, VariantItem):
+            keep.append(item)
+            continue
+        variant = item.variant
         if planned is not None:  # the plan decided: exactly its variants run here, so `selected` is the plan's list
-            outside, elsewhere = variant is not None and variant.id not in planned, False
-        else:
-            outside = allowed is not None and variant is not None and not set(variant.axes) <= set(allowed)
-            # A variant with an environment of its own runs only in the cell built with it, and nothing else runs there.
-            elsewhere = isinstance(item, VariantItem) and item.variant.env.to_json() != built_with
-        (drop if outside or elsewhere or (variant is not None and variant.id in done) else keep).append(item)
-        if state is not None and isinstance(item, VariantItem) and item.variant.id in state.recovered:
+            stays = variant.id in planned
+        else:  # a variant with an environment of its own runs only in the cell built with it, and nothing else runs there
+            stays = (allowed is None or set(variant.axes) <= set(allowed)) and variant.env.to_json() == built_with
+        (keep if stays and variant.id not in done else drop).append(item)
+        if state is not None and variant.id in state.recovered:
             # Found running in a process that died: the full record (kind, expectation) now that the variant is known.
-            state.previous[item.variant.id] = item.record(Executed(Classified(Outcome.CRASHED, DIED_INLINE), installed_versions(), 0.0))
+            state.previous[variant.id] = item.record(Executed(Classified(Outcome.CRASHED, DIED_INLINE), installed_versions(), 0.0))
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -320,23 +320,20 @@ class VariantItem(pytest.Item):
     """Runs one variant (or reports what its forked child ran), classifies it, and compares with the expectation."""
 
     case: Case
-
-    @property
-    def variant(self) -> Variant:
-        return self.stash[VARIANT_KEY]
+    variant: Variant
+    executed: Executed | None = None  # what its forked child reported, or the failed import says
+    output: tuple[str, str] = ("", "")  # its child's stdout and stderr
 
     def timeout(self) -> float:
         return timeout_of(self.config)
 
     def runtest(self) -> None:
-        executed = self.stash.get(EXECUTED_KEY, None)
+        executed = self.executed
         if executed is None:
             executed = self._run_here()
-        else:
-            stdout, stderr = self.stash.get(OUTPUT_KEY, ("", ""))
-            for name, text in (("stdout", stdout), ("stderr", stderr)):
-                if text:
-                    self.add_report_section("call", name, text)
+        for name, text in zip(("stdout", "stderr"), self.output, strict=True):
+            if text:
+                self.add_report_section("call", name, text)
         self.finish(executed)
 
     def _run_here(self) -> Executed:
@@ -385,9 +382,6 @@ class VariantItem(pytest.Item):
 
     def pinned(self) -> str:
         """What the variant's environment requires of an axis of this cell (a pin workaround: it runs where the pin holds)."""
-        from packaging.requirements import Requirement
-        from packaging.utils import canonicalize_name
-
         axis_distributions = {canonicalize_name(d) for providers in active_spec().values() for d, _ in providers}
         return ", ".join(r for r in self.variant.env.requires if canonicalize_name(Requirement(r).name) in axis_distributions)
 
@@ -430,15 +424,14 @@ DOES_NOT_IMPORT = "the stack does not import here"
 
 
 def check_environment(config: pytest.Config) -> ImportFailure | None:
-    """The environment's import check, once, in the process that runs the variants (not xdist's controller)."""
+    """The environment's import check, in the process that runs the variants (not xdist's controller)."""
     modules = checked_modules()
     if config.stash[RUNNER_KEY].in_workers or not modules:
         return None
-    if CHECKED_KEY not in config.stash:
-        started = time.perf_counter()
-        config.stash[IMPORT_FAILURE_KEY] = import_check(modules)
-        config.stash[CHECKED_KEY] = time.perf_counter() - started
-    return config.stash[IMPORT_FAILURE_KEY]
+    started = time.perf_counter()
+    failure = import_check(modules)
+    config.stash[CHECKED_KEY] = time.perf_counter() - started
+    return failure
 
 
 def observed_at_import(item: VariantItem, failure: ImportFailure) -> Executed:
@@ -465,7 +458,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         if terminal is not None:
             terminal.write_line(f"bugmatrix: {DOES_NOT_IMPORT}: {failure.line}", yellow=True)
         for item in variants:
-            item.stash[EXECUTED_KEY] = observed_at_import(item, failure)
+            item.executed = observed_at_import(item, failure)
         return None
     if not runner.forks or config.option.collectonly or not variants:
         return None  # pytest's own loop: inline, xdist, or nothing of ours to run
@@ -479,39 +472,122 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     environment, gpu = probe_in_child(timeout_of(config))
     state.environment = state.environment or environment
     if terminal is not None:
-        from bugmatrix.cell.environment import describe_environment
-
         terminal.write_line(f"bugmatrix: {describe_environment(state.environment)}")
         warning = cuda_initialized_here()
         if warning:
             terminal.write_line(f"bugmatrix: warning: {warning}", yellow=True)
-
-    def decided(skips: list[tuple[VariantItem, Executed]]) -> None:
-        for item, executed in skips:
-            item.stash[EXECUTED_KEY] = executed
-        state.add(*(item.record(executed) for item, executed in skips))
-
-    def ended(item: VariantItem, executed: Executed, end: ChildEnd) -> None:
-        item.stash[EXECUTED_KEY], item.stash[OUTPUT_KEY] = executed, (end.stdout, end.stderr)
-        note_uncovered(config, item.variant.id, executed.imported)
-        state.add(item.record(executed))  # the run file has it now, whatever happens to this process next
-
     deadline = cell_deadline_of(config)
     until = config.stash[STARTED_KEY] + deadline if deadline is not None else None
     try:
-        run_forked(session, variants, runner.workers, gpu, decided, ended, until)
+        _run_forked(session, variants, runner.workers, gpu, until)
     except DeadlinePassed:  # every child is killed by now
         assert deadline is not None
-        expire(state, deadline, _unfinished(config), say_past_capture(config))
+        expire(state, deadline, _unfinished(config))
     config.stash[FORKED_KEY] = True
     return True
 
 
-def note_uncovered(config: pytest.Config, variant_id: str, imported: tuple[str, ...]) -> None:
-    """Remember which variants imported a package of the stack themselves (each child paid for it)."""
+def _run_forked(session: pytest.Session, variants: list[VariantItem], children: int, gpu: GpuFacts | None, until: float | None) -> None:
+    """Fork up to ``children`` variants at once, recording each as it ends, and let pytest report each item in turn.
+
+    Unmet requirements skip a variant without a fork; past ``until`` (monotonic), :class:`DeadlinePassed` is raised.
+    """
+    state, items, by_node = session.config.stash[STATE_KEY], session.items, {i.nodeid: i for i in variants}
     roots = {module.split(".")[0] for providers in active_spec().values() for _, module in providers}
-    for package in uncovered_imports(imported, roots):
-        config.stash[UNCOVERED_KEY].setdefault(package, set()).add(variant_id)
+    skips = [(v, skipped) for v in variants if (skipped := skipped_here(v, gpu)) is not None]
+    for item, executed in skips:
+        item.executed = executed
+    state.add(*(item.record(executed) for item, executed in skips))
+    done = {v.nodeid for v, _ in skips}
+    queue = deque(v for v in variants if v.nodeid not in done)
+    with ForkPool(children, until) as pool:
+        for index, item in enumerate(items):
+            while item.nodeid in by_node and item.nodeid not in done:
+                while pool.free and queue:
+                    waiting = queue.popleft()
+                    timeout = waiting.timeout()
+                    pool.start(waiting.nodeid, _child_job(waiting), deadline_s=timeout + grace(timeout))
+                end = pool.next_end()
+                finished = by_node[str(end.key)]
+                executed = executed_from(finished, end)
+                finished.executed, finished.output = executed, (end.stdout, end.stderr)
+                for package in uncovered_imports(executed.imported, roots):  # each child paid for importing it
+                    session.config.stash[UNCOVERED_KEY].setdefault(package, set()).add(finished.variant.id)
+                state.add(finished.record(executed))  # the run file has it now, whatever happens to this process next
+                done.add(str(end.key))
+            nextitem = items[index + 1] if index + 1 < len(items) else None
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+
+
+def skipped_here(item: VariantItem, gpu: GpuFacts | None) -> Executed | None:
+    """The variant's ``skipped`` result when its requirements are unmet (decided without CUDA here), else None: fork it."""
+    if item.variant.device == "cuda" and gpu is None:
+        return None
+    versions = installed_versions()
+    reasons = unmet_requirements(item.variant, versions, gpu)
+    return Executed(Classified(Outcome.SKIPPED, "; ".join(reasons)), versions, 0.0) if reasons else None
+
+
+def _child_job(item: VariantItem) -> Callable[[], dict[str, Any]]:
+    return lambda: execute_variant(item.variant, item.case, item.timeout(), restore=False).to_json()
+
+
+def grace(timeout: float) -> float:
+    """How long past its timeout a child gets to stop itself (SIGALRM) before its process group is killed."""
+    return max(2.0, 0.1 * timeout)
+
+
+def executed_from(item: VariantItem, end: ChildEnd) -> Executed:
+    """What a child reported, else how it ended (``timeout`` or ``crashed``); the processes it left join its ``leaked``."""
+    if end.result is not None:
+        executed = Executed.from_json(end.result)
+        return dataclasses.replace(executed, leaked=(*executed.leaked, *end.leaked)) if end.leaked else executed
+    log = tail(end.stderr + (f"\n[stdout]\n{end.stdout}" if end.stdout.strip() else ""))
+    if end.timed_out:
+        message = (
+            f"variant still running after {item.timeout():g}s and it did not stop itself (no return to Python): "
+            f"its process group was killed after {end.seconds:.0f}s"
+        )
+        return Executed(Classified(Outcome.TIMEOUT, message), installed_versions(), end.seconds, log, end.leaked)
+    last = last_words(end.stderr)
+    message = f"the variant's process {end.status} before reporting a result" + (f"; its last words: {last}" if last else "")
+    return Executed(Classified(Outcome.CRASHED, excerpt(message)), installed_versions(), end.seconds, log, end.leaked)
+
+
+def last_words(stderr: str) -> str:
+    """The line of a dead process's stderr that says why: faulthandler's "Fatal Python error: ...", else its last line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("Extension modules:")]
+    return next((line for line in lines if line.startswith("Fatal Python error")), lines[-1] if lines else "")
+
+
+def _probe() -> dict[str, Any]:
+    facts = gpu_facts()  # None: no device runtime here, CUDA variants are skipped saying why
+    return {"environment": observe_environment(), "gpu": dataclasses.asdict(facts) if facts is not None else None}
+
+
+def probe_in_child(timeout: float) -> tuple[dict[str, Any], GpuFacts | None]:
+    """The environment and what torch sees of the GPU, asked in a forked child (CUDA is initialized there only)."""
+    with ForkPool(1) as pool:
+        end = pool.call(_probe, deadline_s=timeout + grace(timeout))
+    if end.result is None:
+        failed = f"the observing process {end.status}: {end.stderr.strip()[-300:]}"
+        return {"python": sys.version.split()[0], "observation_failed": failed}, None
+    gpu = end.result["gpu"]
+    return dict(end.result["environment"]), GpuFacts(**gpu) if gpu is not None else None
+
+
+def cuda_initialized_here() -> str:
+    """A warning when something (a case module, a conftest) initialized CUDA in this process before forking."""
+    axis = device_runtime_axis()
+    runtime = sys.modules.get(active_spec().get(axis, (("", ""),))[0][1]) if axis else None  # never imported here for the asking
+    cuda = getattr(runtime, "cuda", None)
+    if cuda is not None and getattr(cuda, "is_initialized", lambda: False)():
+        return "CUDA was initialized in the cell process before forking (at import?): CUDA variants cannot use it in their children"
+    return ""
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -544,11 +620,8 @@ def is_the_program(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The run file is final: exit now where waiting serves nobody.
-
-    A non-daemon thread a variant left would keep the process alive forever: it is named. The fork runner's cell
-    process ran no variant, so it skips seconds of tearing down the stack it imported.
-    """
+    """The run file is final: exit now where a non-daemon thread a variant left (named) would keep the process alive, or
+    where the fork runner's cell process would spend seconds tearing down the stack it imported."""
     left = {t: v for t, v in config.stash.get(LEFT_THREADS_KEY, {}).items() if t.is_alive()}
     if not left and not (config.stash.get(FORKED_KEY, False) and is_the_program(config)):
         return

@@ -1,9 +1,8 @@
 """Import, once and before any variant runs, what the selected variants will import; and the environment's import check.
 
-Every forked child then finds it imported, and state a library sets at import belongs to every variant's baseline. What
-is imported is data: the axes the variants span, the device runtime, and each case's ``Case(imports=...)``. The runner
-names the modules the environment must import (``$BUGMATRIX_IMPORT_CHECK``): checked in the same process, so the stack
-is imported once; a stack that installs but does not import is an observation (:class:`ImportFailure`), not a failure.
+Every forked child then finds it imported, and what a library sets at import belongs to every variant's baseline. The
+runner names the modules the environment must import (``$BUGMATRIX_IMPORT_CHECK``): a stack that installs but does not
+import is an observation (:class:`ImportFailure`), not a failure.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ __all__ = [
     "checked_modules",
     "import_check",
     "preload",
+    "resolve_attribute",
     "uncovered_imports",
 ]
 
@@ -61,6 +61,24 @@ def _where(error: BaseException) -> str:
     return f"{frames[-1].filename.rpartition('site-packages/')[2]}:{frames[-1].lineno}"
 
 
+def resolve_attribute(dotted: str) -> object | None:
+    """Import ``a.b.C`` attribute by attribute; None where any part is absent."""
+    parts = dotted.split(".")
+    try:
+        obj: object = importlib.import_module(parts[0])
+    except ImportError:
+        return None
+    for index, part in enumerate(parts[1:], start=1):
+        if not hasattr(obj, part):
+            try:
+                obj = importlib.import_module(".".join(parts[: index + 1]))
+                continue
+            except ImportError:
+                return None
+        obj = getattr(obj, part)
+    return obj
+
+
 @dataclass(frozen=True)
 class Preloaded:
     """What was imported, how long it took, and what failed to import (each variant will say so itself)."""
@@ -88,8 +106,6 @@ def import_check(modules: Iterable[str]) -> ImportFailure | None:
 
 def preload(variants: Iterable[Variant], cases: Iterable[Case]) -> Preloaded:
     """Import the axis modules of ``variants`` and the ``imports`` of their ``cases`` (each once; failures noted, not raised)."""
-    from bugmatrix.cell.requirements import resolve_attribute
-
     variants = list(variants)
     wanted = {v.case_id for v in variants}
     installed = installed_axis_versions()
@@ -121,8 +137,7 @@ MANY_MODULES = 50
 
 
 def uncovered_imports(imported: Iterable[str], roots: Iterable[str]) -> list[str]:
-    """Per package of ``roots`` of which a variant imported :data:`MANY_MODULES` or more itself, the subpackage (two
-    levels, ``torch._dynamo``) that pulled in the most."""
+    """Per package of ``roots`` a variant imported :data:`MANY_MODULES` of itself, the subpackage that pulled in most."""
     roots = set(roots)
     counts: dict[str, Counter[str]] = {}
     for name in imported:

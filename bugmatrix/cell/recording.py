@@ -1,15 +1,20 @@
-"""The controlling process's side of a cell run: what was selected, what is running, what was recorded.
+"""The controlling process's side of a cell run: the run file, its lock, the cell deadline, xdist's dead workers.
 
-One writer, pytest itself or the xdist controller, rewrites the run file atomically after every result, so whatever
-ends the run, what was recorded stays and ``complete: false`` says the rest is missing. A variant run in that process
-is named in ``running`` first: if the process dies there, ``--bugmatrix-resume`` records it ``crashed`` and goes on.
+One writer, pytest itself or the xdist controller, holds the run file's ``flock`` for the whole cell and rewrites it
+atomically after every result, so whatever ends the run, what was recorded stays and ``complete: false`` says the rest
+is missing. A variant run in that process is named in ``running`` first, for ``--bugmatrix-resume``. Paths in what it
+records are portable (:class:`Portable`): relative to the checkout, installed code from its package on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
+import fcntl
 import os
+import re
+import selectors
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -18,26 +23,236 @@ from typing import Any
 
 import pytest
 
-from bugmatrix.cell.cellend import DEADLINE_EXIT, RunFileLock, deadline_message
 from bugmatrix.cell.cellspec import CellOptions
 from bugmatrix.cell.descendants import kill_descendants
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome, Verdict, excerpt, tail
-from bugmatrix.cell.portable import Portable
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 
 __all__ = [
     "PROPERTY",
+    "CellDeadline",
+    "Portable",
     "Recorder",
     "RunState",
+    "WorkerWatch",
     "crash_record",
+    "deadline_message",
     "expire",
-    "now",
-    "record_from_report",
+    "import_roots",
     "uncovered_results",
 ]
+
+
+#: The head of a log :func:`~bugmatrix.cell.outcomes.tail` cut: what follows may start in the middle of a path.
+_CUT = re.compile(r"\[[\d,]+ characters cut\] … ")
+
+
+def import_roots(path: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The directories of ``sys.path`` (or ``path``) that hold installed distributions (a ``*.dist-info`` inside)."""
+    roots = []
+    for entry in sys.path if path is None else path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:  # a zip file, a missing directory
+            continue
+        if entry and any(name.endswith(".dist-info") for name in names):
+            roots.append(entry)
+    return tuple(roots)
+
+
+@dataclasses.dataclass(frozen=True)
+class Portable:
+    """Removes one machine's path prefixes from recorded text: the checkout's, and each import root's."""
+
+    #: Every prefix to remove, with its trailing separator, the longest first.
+    prefixes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, checkout: str, roots: Iterable[str] = ()) -> Portable:
+        """``checkout`` -> relative, each of ``roots`` -> from the package on (each as written and resolved)."""
+        found = {
+            form.rstrip(os.sep) + os.sep
+            for directory in (checkout, *roots)
+            for form in (directory, os.path.realpath(directory))
+            if form.rstrip(os.sep)
+        }
+        return cls(tuple(sorted(found, key=len, reverse=True)))
+
+    @classmethod
+    def here(cls, checkout: str) -> Portable:
+        """This interpreter's: ``checkout`` and the import roots of its ``sys.path``."""
+        return cls.of(str(checkout), import_roots())
+
+    def text(self, text: str) -> str:
+        """``text`` with each prefix removed wherever it starts a path, and the piece of one a cut log begins with."""
+        for prefix in self.prefixes:
+            if prefix in text:
+                text = text.replace(prefix, "")
+        cut = _CUT.match(text)
+        if cut:
+            rest = text[cut.end() :]
+            piece = next((p[k:] for p in self.prefixes for k in range(1, len(p) - 1) if rest.startswith(p[k:])), "")
+            text = text[: cut.end()] + rest[len(piece) :]
+        return text
+
+
+#: pytest's exit code when the cell deadline ended the run: "tests failed".
+DEADLINE_EXIT = 1
+
+
+def deadline_message(seconds: float) -> str:
+    """What an unfinished variant's ``timeout`` record says."""
+    return (
+        f"the cell deadline ({seconds:g}s, [harness] cell_deadline_s) passed before this variant finished: "
+        "everything the cell still ran was killed"
+    )
+
+
+class RunFileLock:
+    """An exclusive ``flock`` on ``.<run file>.lock``, held for the whole cell; the kernel drops it when its holder dies."""
+
+    def __init__(self, run_file: Path) -> None:
+        self.run_file = run_file
+        self.path = run_file.with_name(f".{run_file.name}.lock")
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock; when another process holds it, say so on stderr and wait until it ends."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        said = False
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not said:
+                    holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                    sys.stderr.write(
+                        f"bugmatrix: another pytest (pid {holder}) is writing {self.run_file}; waiting for it to end (lock {self.path})\n"
+                    )
+                    sys.stderr.flush()
+                    said = True
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                ours = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                ours = False
+            if ours:  # not a file its last holder removed as we waited on it
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.fd = fd
+
+    def release(self) -> None:
+        """Remove the lock file and let go (a waiting process then takes a fresh one)."""
+        if self.fd is None:
+            return
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        os.close(self.fd)
+        self.fd = None
+
+
+class CellDeadline:
+    """A daemon thread that calls ``on_expiry`` once ``seconds`` have passed, unless cancelled (never in a process that forks)."""
+
+    def __init__(self, seconds: float, on_expiry: Callable[[], None]) -> None:
+        self.seconds = seconds
+        self._cancelled = threading.Event()
+        self._decided = threading.Lock()  # cancelled or fired, never both
+        self._fired = False
+        self._thread = threading.Thread(target=self._wait, name="bugmatrix-cell-deadline", daemon=True)
+        self._on_expiry = on_expiry
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """The session ends on its own; if the deadline fired first, wait for it (it ends the process: no half-written end)."""
+        with self._decided:
+            self._cancelled.set()
+            fired = self._fired
+        if fired:
+            self._thread.join()
+
+    def _wait(self) -> None:
+        if self._cancelled.wait(self.seconds):
+            return
+        with self._decided:
+            if self._cancelled.is_set():
+                return
+            self._fired = True
+        self._on_expiry()
+
+
+class WorkerWatch:
+    """xdist's controller (a subreaper): when a worker ends, kill and reap what it left and keep their names."""
+
+    def __init__(self) -> None:
+        self.workers: set[int] = set()
+        self._leaked: dict[int, tuple[str, ...]] = {}
+        self._ended: dict[int, threading.Event] = {}
+        self._selector = selectors.DefaultSelector()
+        self._thread: threading.Thread | None = None
+
+    def add(self, pid: int) -> None:
+        """Watch a worker; the thread starts with the first."""
+        try:
+            pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            return  # no pidfd (not Linux 5.3+): xdist alone, as before
+        self.workers.add(pid)
+        self._ended[pid] = threading.Event()
+        self._selector.register(pidfd, selectors.EVENT_READ, pid)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._watch, name="bugmatrix-worker-watch", daemon=True)
+            self._thread.start()
+
+    def _watch(self) -> None:
+        while True:
+            for key, _ in self._selector.select(timeout=1.0):
+                pid = key.data
+                self._selector.unregister(key.fd)
+                os.close(key.fd)
+                # Every worker is spared (a live one's descendants are its own; a dead one is xdist's zombie to reap).
+                self._leaked[pid] = kill_descendants(spare=set(self.workers), when="after its worker died")
+                self._ended[pid].set()
+
+    def leaked_by(self, pid: int, wait_s: float = 30.0) -> tuple[str, ...]:
+        """What the worker ``pid`` left when it died (waits until the watch has dealt with its end)."""
+        ended = self._ended.get(pid)
+        if ended is None:
+            return ()
+        ended.wait(wait_s)
+        return self._leaked.get(pid, ())
+
+
+def worker_pid(node: Any) -> int:
+    """An xdist worker's pid (execnet caches it when xdist sets the worker up), -1 when unknown."""
+    try:
+        return int(node.gateway._rinfo().pid)
+    except AttributeError:
+        return -1
+
+
+def say_past_capture(config: pytest.Config) -> Callable[[str], None]:
+    """One line on the real stderr, past pytest's capture (the process exits right after)."""
+
+    def say(line: str) -> None:
+        capture = config.pluginmanager.getplugin("capturemanager")
+        if capture is not None:
+            with contextlib.suppress(Exception):  # best effort: the line matters more than the capture's state
+                capture.suspend_global_capture(in_=False)
+        sys.stdout.flush()
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    return say
+
 
 PROPERTY = "bugmatrix"
 
@@ -82,18 +297,16 @@ class RunState:
     def __init__(
         self, config: pytest.Config, options: CellOptions, observe: Callable[[], dict[str, Any]], *, exclusive: bool = True
     ) -> None:
-        self.cell = options.cell
+        self.config, self.options = config, options
         output = os.environ.get("BUGMATRIX_REPORTS") or Path(config.rootpath, "build", "reports")
         run_file = Path(config.invocation_params.dir, options.run_file) if options.run_file else None
-        self.path = run_file or Path(output, "runs", f"{self.cell}.json")
+        self.path = run_file or Path(output, "runs", f"{options.cell}.json")
         self.lock = RunFileLock(self.path)  # taken before a resume reads the file
         if exclusive:
-            self.lock.acquire(lambda line: (sys.stderr.write(line + "\n"), sys.stderr.flush()))
+            self.lock.acquire()
         self.writing = threading.Lock()  # the cell deadline's thread writes the last version, and nothing after it
         #: What a worker xdist reports crashed left running (the WorkerWatch): named on its crash record.
         self.leaked_by: Callable[[pytest.TestReport], tuple[str, ...]] = lambda report: ()
-        self.pins = dict(options.pins)
-        self.tracked = {axis: {"requested": r, "resolved": self.pins.get(axis, "")} for axis, r in options.requested.items()}
         keyword, marks = config.getoption("keyword", ""), config.getoption("markexpr", "")
         self.deselected_by = " ".join(p for p in (f"-k {keyword}" if keyword else "", f"-m {marks}" if marks else "") if p)
         self.started = now()
@@ -105,7 +318,6 @@ class RunState:
         self.running: set[str] = set()
         self.environment: dict[str, Any] | None = None
         self.observe = observe
-        self.input_key, self.origin = options.input_key, options.origin
         #: The checkout is where pytest started, not its rootdir (which walks up to any enclosing pyproject.toml).
         self.portable = Portable.here(str(config.invocation_params.dir))
         if config.getoption("--bugmatrix-resume") and self.path.exists():
@@ -135,13 +347,8 @@ class RunState:
             if records:
                 self.write_unlocked(finished="")
 
-    def write(self, finished: str) -> None:
-        """Rewrite the run file (``finished``: when the session ended, "" while it runs)."""
-        with self.writing:
-            self.write_unlocked(finished)
-
     def close_unlocked(self) -> None:
-        """The last write, by whoever holds :attr:`writing` (the cell deadline): finished now, nothing running."""
+        """The last write, by whoever holds :attr:`writing`: finished now, nothing running."""
         self.running.clear()
         self.write_unlocked(finished=now())
 
@@ -152,10 +359,10 @@ class RunState:
             self.environment = {**observed, **where}
         merged = {**self.previous, **self.results}
         run = RunRecord(
-            cell=self.cell,
-            pins=self.pins,
-            axes=list(self.pins),
-            tracked=self.tracked,
+            cell=self.options.cell,
+            pins=dict(self.options.pins),
+            axes=list(self.options.pins),
+            tracked={axis: {"requested": r, "resolved": self.options.pins.get(axis, "")} for axis, r in self.options.requested.items()},
             environment=self.environment,
             started=self.started,
             finished=finished,
@@ -164,17 +371,16 @@ class RunState:
             deselected_by=self.deselected_by,
             complete=bool(finished) and self.collected and self.selected <= set(merged),
             running=sorted(self.running),
-            input_key=self.input_key,
-            origin=self.origin,
+            input_key=self.options.input_key,
+            origin=self.options.origin,
         )
         write_json_atomic(self.path, run.to_json())
 
 
-def expire(state: RunState, seconds: float, record_for: Callable[[str, str], VariantRecord], say: Callable[[str], None]) -> None:
+def expire(state: RunState, seconds: float, record_for: Callable[[str, str], VariantRecord]) -> None:
     """The cell deadline passed: kill what runs, record the unfinished as ``timeout``, write the run file complete, exit.
 
-    Holds the run state's lock to the end: no other thread records anything after this.
-    """
+    Holds the run state's lock to the end: no other thread records anything after this."""
     state.writing.acquire()
     missing = sorted(state.selected - set(state.results) - set(state.previous))
     killed = kill_descendants(when="when the cell deadline passed")
@@ -187,7 +393,7 @@ def expire(state: RunState, seconds: float, record_for: Callable[[str, str], Var
         state.results[variant_id] = record_for(variant_id, message)
     state.close_unlocked()
     names = f"; killed {len(killed)} process(es): " + "; ".join(killed) if killed else ""
-    say(f"bugmatrix: the cell deadline ({seconds:g}s) passed {said}{names}")
+    say_past_capture(state.config)(f"bugmatrix: the cell deadline ({seconds:g}s) passed {said}{names}")
     os._exit(DEADLINE_EXIT)
 
 
@@ -212,17 +418,14 @@ def record_from_report(report: pytest.TestReport) -> VariantRecord | None:
 
 
 class Recorder:
-    """Controller-side hooks bound to one config (so they can reach the state)."""
+    """Controller-side hooks bound to one run's state."""
 
-    def __init__(self, config: pytest.Config, state_key: pytest.StashKey[RunState]) -> None:
-        self.config = config
-        self.key = state_key
+    def __init__(self, state: RunState) -> None:
+        self.state = state
 
     def _select(self, nodeids: list[str]) -> None:
-        state = self.config.stash.get(self.key, None)
-        if state is not None:
-            state.selected |= {str(v) for v in map(VariantId.from_node, nodeids) if v}
-            state.collected = True
+        self.state.selected |= {str(v) for v in map(VariantId.from_node, nodeids) if v}
+        self.state.collected = True
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._select([item.nodeid for item in session.items])
@@ -232,9 +435,9 @@ class Recorder:
         self._select(ids)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        state = self.config.stash.get(self.key, None)
+        state = self.state
         # "call" carries the record; a failed setup/teardown or a dead xdist worker's report carries none -> crashed.
-        if state is None or not (report.when == "call" or report.failed):
+        if not (report.when == "call" or report.failed):
             return
         record = record_from_report(report)
         if record is not None and not report.user_properties and record.outcome is Outcome.CRASHED:
@@ -243,11 +446,9 @@ class Recorder:
             state.add(record)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        state = self.config.stash.get(self.key, None)
-        if state is None:
-            return
+        state = self.state
         # Listing variants (--collect-only) runs nothing and records nothing.
-        if not self.config.option.collectonly and (state.results or state.previous or state.selected):
-            state.running.clear()  # a variant still named here was interrupted with the session, not crashed
-            state.write(finished=now())
+        if not session.config.option.collectonly and (state.results or state.previous or state.selected):
+            with state.writing:  # a variant still named running was interrupted with the session, not crashed
+                state.close_unlocked()
         state.lock.release()

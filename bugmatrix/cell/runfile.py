@@ -1,9 +1,7 @@
 """The run file: one JSON document per cell run (schema ``bugmatrix.run/3``), rewritten atomically after every result.
 
-The harness reads it through the model :class:`bugmatrix.documents.run.RunFile` (its JSON Schema is
-``bugmatrix/documents/json/run.schema.json``); the cell writes and re-reads it (``--bugmatrix-resume``) with the standard
-library alone, here. Paths in what it records are portable (:mod:`bugmatrix.cell.portable`). Version 1 and 2 files still
-load, upgraded in memory; a defect is one line naming the file.
+The harness reads it through :class:`bugmatrix.documents.run.RunFile`; the cell writes and re-reads it
+(``--bugmatrix-resume``) with the standard library alone, here. Version 1 and 2 files still load; a defect is one line.
 """
 
 from __future__ import annotations
@@ -17,14 +15,7 @@ from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import decode_json, digest_of, read_bytes
 
-__all__ = [
-    "ORIGIN_KEYS",
-    "SCHEMA",
-    "RunRecord",
-    "VariantRecord",
-    "checked",
-    "load_run_file",
-]
+__all__ = ["ORIGIN_KEYS", "SCHEMA", "RunRecord", "VariantRecord", "checked", "load_run_file"]
 
 SCHEMA = "bugmatrix.run/3"
 OLD_SCHEMAS = ("bugmatrix.run/1", "bugmatrix.run/2")

@@ -1,15 +1,14 @@
-"""How a cell runs its variants: one class per runner mode, behind one protocol, in this one registry.
+"""How a cell runs its variants: one class per runner mode, each a :class:`Runner`, in this one registry.
 
-The run side chooses a mode once per cell (its :class:`~bugmatrix.run.command.CellSpec`) and puts its pytest arguments
-on the command line; the plugin reads them back (:func:`~bugmatrix.cell.plugin.runner_of`). A new mode is a class here,
-listed in :data:`RUNNERS`; nothing else compares mode names. Standard library only.
+The run side chooses a mode once per cell and puts its pytest arguments on the command line; the plugin reads them back
+(:func:`~bugmatrix.cell.plugin.runner_of`). A new mode is a class listed in :data:`RUNNERS`.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 from bugmatrix.errors import BugmatrixError
 
@@ -18,26 +17,13 @@ __all__ = ["RUNNERS", "RUNNER_ENV", "WORKERS_ENV", "Fork", "Inline", "Runner", "
 RUNNER_ENV, WORKERS_ENV = "BUGMATRIX_RUNNER", "BUGMATRIX_WORKERS"
 
 
-class Runner(Protocol):
-    """A runner mode: what it adds to pytest's command line, and where the variants then run."""
-
-    name: ClassVar[str]
-    forks: ClassVar[bool]  # each variant runs in a child forked from the cell process after one import of the stack
-    in_workers: ClassVar[bool]  # variants run in xdist workers: the process holding this (xdist's controller) runs none
-    workers: int
-
-    def pytest_args(self) -> list[str]: ...
-
-    def describe(self) -> str: ...
-
-
 @dataclass(frozen=True)
-class _Mode:
-    """A mode declared as data: its arguments and its description, ``{workers}`` filled in."""
+class Runner:
+    """A runner mode, declared as data: its pytest arguments and description (``{workers}`` filled in), where variants run."""
 
     name: ClassVar[str]
-    forks: ClassVar[bool] = False
-    in_workers: ClassVar[bool] = False
+    forks: ClassVar[bool] = False  # each variant runs in a child forked from the cell process after one import of the stack
+    in_workers: ClassVar[bool] = False  # variants run in xdist workers: the process holding this (xdist's controller) runs none
     args: ClassVar[tuple[str, ...]]
     text: ClassVar[str]
     workers: int = 2
@@ -49,7 +35,7 @@ class _Mode:
         return self.text.format(workers=self.workers)
 
 
-class Fork(_Mode):
+class Fork(Runner):
     """The default: one import of the stack, then a forked process per variant, ``workers`` at once (docs/performance.md)."""
 
     name = "fork"
@@ -58,7 +44,7 @@ class Fork(_Mode):
     text = "each variant runs in its own process, forked from this one after one import (up to {workers} at once)"
 
 
-class Xdist(_Mode):
+class Xdist(Runner):
     """``workers`` pytest-xdist workers, each importing the stack and running variants in its own process."""
 
     name = "xdist"
@@ -67,7 +53,7 @@ class Xdist(_Mode):
     text = "variants run in xdist workers, in each worker's own process"
 
 
-class Inline(_Mode):
+class Inline(Runner):
     """One process, no isolation: the variant being run is named in the run file, for ``--bugmatrix-resume``."""
 
     name = "inline"
@@ -75,7 +61,7 @@ class Inline(_Mode):
     text = "variants run in this process, one after another (--bugmatrix-forks 0, or an xdist worker)"
 
 
-RUNNERS: dict[str, type[_Mode]] = {mode.name: mode for mode in (Fork, Xdist, Inline)}
+RUNNERS: dict[str, type[Runner]] = {mode.name: mode for mode in (Fork, Xdist, Inline)}
 
 
 def default_workers() -> int:

@@ -51,7 +51,7 @@ def import_seconds(python: Path, modules: Sequence[str], declared: Sequence[str]
     by its preload, ``os._exit``); the best of two, since the first may read a cold disk."""
     code = "import os, " + ", ".join(modules)
     if declared:
-        code += f"; from bugmatrix.cell.requirements import resolve_attribute; [resolve_attribute(n) for n in {list(declared)!r}]"
+        code += f"; from bugmatrix.cell.preload import resolve_attribute; [resolve_attribute(n) for n in {list(declared)!r}]"
     code += "; os._exit(0)"
     env = bytecode_env({**os.environ, **({"PYTHONPATH": str(root)} if root else {})}, python.parent.parent)
     return min(timed([str(python), "-c", code], env) for _ in range(2))
