@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,14 @@ class RunRecord:
     def observed(self) -> dict[str, str] | None:
         """Whose results these are: the run this file was reused from, else its own origin."""
         return self.reused_from or self.origin
+
+    @property
+    def wall_s(self) -> float | None:
+        """Seconds from started to finished, or None when the timestamps cannot say (empty, malformed, naive vs aware)."""
+        try:
+            return (datetime.fromisoformat(self.finished) - datetime.fromisoformat(self.started)).total_seconds()
+        except (TypeError, ValueError):
+            return None
 
     def to_json(self) -> dict[str, Any]:
         """Plain data, ready for json.dumps."""

@@ -65,9 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         for path, text in generated().items():
             write_text_atomic(path, text)
         return 0
-    for path in stale():
+    outdated = stale()
+    for path in outdated:
         print(f"{path}: not what the models generate; run python -m bugmatrix.documents.schemas --write", file=sys.stderr)
-    return 1 if stale() else 0
+    return 1 if outdated else 0
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ A case's line counts every cell it runs in, whole, and names the shared part: ad
 
 from __future__ import annotations
 
-import datetime as dt
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -64,7 +63,7 @@ class Costs:
         reference: list[RunRecord] = load_run_dir(runs) if runs.is_dir() else []
         self.durations = {(run.cell, r.id): r.duration_s for run in reference for r in run.results}
         self.fixed = {
-            run.cell: max(0.0, wall - sum(r.duration_s for r in run.results)) for run in reference if (wall := _wall(run)) is not None
+            run.cell: max(0.0, wall - sum(r.duration_s for r in run.results)) for run in reference if (wall := run.wall_s) is not None
         }
         anywhere: dict[str, list[float]] = {}
         for (_, variant), seconds in self.durations.items():
@@ -89,13 +88,6 @@ class Costs:
         if seconds is None:
             return Price(variants=self.mean_variant, runs=1, guessed_runs=1)
         return Price(variants=seconds, runs=1)
-
-
-def _wall(run: RunRecord) -> float | None:
-    try:
-        return (dt.datetime.fromisoformat(run.finished) - dt.datetime.fromisoformat(run.started)).total_seconds()
-    except (TypeError, ValueError):
-        return None
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ xdist's durations are no floor, since each worker's first variant pays the impor
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import os
 import shutil
 import subprocess
@@ -127,13 +126,6 @@ def measure_sessions(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequen
     return rows
 
 
-def _wall(run: RunRecord) -> float | None:
-    try:
-        return (dt.datetime.fromisoformat(run.finished) - dt.datetime.fromisoformat(run.started)).total_seconds()
-    except ValueError:
-        return None
-
-
 def smoke_from_runs(
     root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], runs_dir: Path, wall: float | None, how: str
 ) -> Measurement:
@@ -143,7 +135,7 @@ def smoke_from_runs(
     for cell in cells:
         path, python = runs_dir / f"{cell.id}.json", built_python(root, cell.id)
         run = load_run_file(path) if path.exists() else None
-        seconds = _wall(run) if run else None
+        seconds = run.wall_s if run else None
         if run is None or seconds is None or python is None:
             missing.append(cell.id)
             continue
