@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from bugmatrix.documents import compat as document
-from bugmatrix.documents.compat import FreshLane, Moved, ReleaseNote
+from bugmatrix.documents.compat import FreshCell, FreshLane, Moved, ReleaseNote
 from bugmatrix.report.agreement import AgreementLine, per_case
 from bugmatrix.report.boundaries import Boundary, Picture, boundary_text, pictures
 from bugmatrix.report.diff import (
@@ -28,7 +28,7 @@ from bugmatrix.report.diff import (
 from bugmatrix.report.envdiff import explain_changes
 from bugmatrix.report.expectation import SYSTEM_CELL
 from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise, unchanged_since
-from bugmatrix.report.model import Compat, compat_json
+from bugmatrix.report.model import Compat, Origin, compat_json
 from bugmatrix.report.new_releases import ReleaseGroup, install_changes, release_groups, release_notes
 
 __all__ = ["CELL_FINDINGS", "FINDING_KINDS", "Finding", "NightReport", "analyse"]
@@ -152,6 +152,26 @@ class NightReport:
     def additions(self) -> tuple[ReleaseGroup, ...]:
         """Pins new to this matrix on purpose (a new axis, an older release) that install: said quietly, after the findings."""
         return tuple(g for g in self.releases if g.addition and g.installs)
+
+    @property
+    def reuse_groups(self) -> list[tuple[Origin, list[str]]]:
+        """The reused cells grouped by whose results they carry, oldest first."""
+        groups: dict[Origin, list[str]] = {}
+        for cell in self.compat.reused_cells:
+            assert cell.reused_from is not None
+            groups.setdefault(cell.reused_from, []).append(cell.id)
+        return sorted(groups.items(), key=lambda item: item[0].date)
+
+    @property
+    def lane_groups(self) -> tuple[list[FreshCell], list[tuple[tuple[str, ...], list[FreshCell]]]]:
+        """The lane's cells named one by one (a finding, or a sibling that did not run), and the quiet moved ones by what moved."""
+        single, quiet = [], {}
+        for cell in self.fresh.shown if self.fresh else ():
+            if cell.status == "failed" or cell.breaks or cell.differences or cell.sibling == "not-run":
+                single.append(cell)
+            elif cell.status == "moved":
+                quiet.setdefault(cell.moved, []).append(cell)
+        return single, list(quiet.items())
 
     @cached_property
     def pictures_by_variant(self) -> dict[str, Picture]:

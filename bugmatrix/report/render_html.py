@@ -14,10 +14,9 @@ from markupsafe import Markup, escape
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.report.diff import FAILING, Change, ChangeKind
-from bugmatrix.report.model import Cell, Compat, Entry, Variant, reused_note
+from bugmatrix.report.model import REUSED, Cell, Compat, Entry, Variant, reused_note
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.overview import overview
-from bugmatrix.report.render_lane import REUSED, lane_groups, reuse_groups
 
 __all__ = ["SITE_SLOT", "render_html"]
 
@@ -243,7 +242,7 @@ def render_html(report: NightReport) -> str:
         overview=overview(compat, report.boundary, report.history),
         table_open=len(cells) <= OPEN_TABLE_CELLS,
         reused_mark=REUSED,
-        reused_groups=reuse_groups(report),
+        reused_groups=report.reuse_groups,
         lane=report.fresh,
-        lane_groups=lane_groups(report.fresh.shown) if report.fresh else ([], []),
+        lane_groups=report.lane_groups,
     )

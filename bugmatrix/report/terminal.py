@@ -16,9 +16,8 @@ from bugmatrix.report.boundaries import Picture, Track, boundary_text
 from bugmatrix.report.diff import ChangeKind, flaky_lines, summary_lines
 from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import VariantHistory
-from bugmatrix.report.model import Compat
+from bugmatrix.report.model import REUSED, Compat
 from bugmatrix.report.night import NightReport
-from bugmatrix.report.render_lane import REUSED, lane_groups, reuse_groups
 
 __all__ = ["finding_lines", "headline_lines", "render_terminal", "summary_rows", "trailing_lines", "use_colour"]
 
@@ -124,7 +123,7 @@ def _lane_lines(report: NightReport) -> list[str]:
     if report.fresh is None:
         return []
     lines = [f"↻ {report.fresh.headline}"]
-    single, quiet = lane_groups(report.fresh.shown)
+    single, quiet = report.lane_groups
     for cell in single[:HEADLINE_LIMIT]:
         if cell.breaks:
             lines.append(f"    ⚠ {cell.cell}: {cell.breaks}")
@@ -140,7 +139,7 @@ def _lane_lines(report: NightReport) -> list[str]:
 
 def _reuse_lines(report: NightReport) -> list[str]:
     """One line per origin: which cells took over whose results (never a reused result without its origin)."""
-    groups = reuse_groups(report)
+    groups = report.reuse_groups
     if not groups:
         return []
     lines = [f"{REUSED} REUSED {len(report.compat.reused_cells)} of {len(report.compat.cells)} cells (inputs unchanged, not run again):"]
