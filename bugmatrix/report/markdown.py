@@ -1,4 +1,4 @@
-"""Markdown pages (compat.md, the step summary) from Jinja templates, with run text escaped in one place.
+"""The text pages (compat.md, the step summary, the terminal) from Jinja templates; Markdown escaped in one place.
 
 No Markdown library escapes for GitHub's dialect, so :func:`escape_md` is the one hand-written helper; the templates
 apply it as the ``md`` and ``code`` filters (autoescape is for HTML).
@@ -10,7 +10,9 @@ import re
 
 from jinja2 import Environment, PackageLoader
 
-__all__ = ["MARKDOWN", "code", "escape_md"]
+from bugmatrix.report.model import REUSED
+
+__all__ = ["TEXT", "code", "escape_md"]
 
 #: Characters that change Markdown structure or style; backslash-escaped (GFM honours these in tables too).
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
@@ -31,12 +33,13 @@ def code(text: object) -> str:
     return f"`{text}`" if _PLAIN_ID.fullmatch(text) else escape_md(text)
 
 
-#: The Markdown templates (``*.md.j2``): a line holding only a tag leaves nothing behind.
-MARKDOWN = Environment(
+#: The text templates (``*.md.j2``, ``terminal.txt.j2``): a line holding only a tag leaves nothing behind.
+TEXT = Environment(
     loader=PackageLoader("bugmatrix.report", "templates"),
-    autoescape=False,  # noqa: S701 -- Markdown, escaped by the md and code filters
+    autoescape=False,  # noqa: S701 -- Markdown escapes with the md and code filters
     trim_blocks=True,
     lstrip_blocks=True,
     keep_trailing_newline=True,
 )
-MARKDOWN.filters.update(md=escape_md, code=code)
+TEXT.filters.update(md=escape_md, code=code)
+TEXT.globals["reused"] = REUSED

@@ -16,7 +16,7 @@ from bugmatrix.report.boundaries import Picture, Track, boundary_text
 from bugmatrix.report.diff import INFORMATIONAL, PER_CELL, Change
 from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import WINDOW
-from bugmatrix.report.markdown import MARKDOWN, code, escape_md
+from bugmatrix.report.markdown import TEXT, code, escape_md
 from bugmatrix.report.model import REUSED, Cell, Compat, Entry, Variant, reused_note
 from bugmatrix.report.night import NightReport
 
@@ -136,13 +136,12 @@ def _sibling(cell: FreshCell) -> str:
     }.get(cell.sibling, cell.sibling)
 
 
-MARKDOWN.filters["moved"] = lambda moved: escape_md("; ".join(moved)) if moved else "nothing"
-MARKDOWN.globals.update(
+TEXT.filters["moved"] = lambda moved: escape_md("; ".join(moved)) if moved else "nothing"
+TEXT.globals.update(
     change_lines=change_lines,
     flips=_flips,
     names=_names,
     sibling=_sibling,
-    reused=REUSED,
     reused_note=reused_note,
     outcomes=list(Outcome),
     line_limit=LINE_LIMIT,
@@ -186,7 +185,7 @@ def render_markdown(report: NightReport) -> str:
         f"{h.platform} · GPU: {h.gpu or 'none'} · CUDA builds: {', '.join(h.cuda) or 'none'} · {interpreter} {', '.join(h.interpreters)}"
         for h in compat.environments
     )
-    return MARKDOWN.get_template("compat.md.j2").render(
+    return TEXT.get_template("compat.md.j2").render(
         report=report,
         compat=compat,
         hosts=hosts,
@@ -205,7 +204,7 @@ def render_step_summary(report: NightReport) -> str:
     counts: dict[str, Counter[Outcome]] = {}
     for variant in compat.variants:
         counts.setdefault(variant.case, Counter()).update(e.outcome for e in compat.entries(variant.id).values())
-    return MARKDOWN.get_template("summary.md.j2").render(
+    return TEXT.get_template("summary.md.j2").render(
         report=report,
         compat=compat,
         counts=[(case, [counter.get(o, 0) for o in Outcome]) for case, counter in counts.items()],
