@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import check_output_file, read_text
-from bugmatrix.report.markdown import code, escape_md
+from bugmatrix.report.markdown import TEXT
 from bugmatrix.report.model import Compat, load_compat
 from bugmatrix.report.night import NightReport, analyse
 from bugmatrix.report.terminal import summary_rows
@@ -24,30 +24,11 @@ _OPENING = "<!-- bugmatrix:table"
 END = "<!-- /bugmatrix:table -->"
 
 
-def _cell(text: str) -> str:
-    return escape_md(text) if text else "—"
-
-
 def readme_table(report: NightReport) -> str:
     """The Markdown block (without markers)."""
-    compat = report.compat
     rows, idle = summary_rows(report, with_history=False)
-    cpu = sum(1 for c in compat.cells if not c.observed("gpu"))
-    date = compat.generated[:10]
-    gpu = compat.gpu_runs_text()
-    lines = [
-        f"Generated from the committed {code(compat.profile)} run ({cpu} CPU cells, {date}, commit {code(compat.commit)})"
-        + (f" and the GPU runs committed beside it ({escape_md(gpu)})" if gpu else "")
-        + "; full table: [`reports/compat.md`](reports/compat.md), HTML report: `reports/index.html`.",
-        "",
-        "| variant | ✗ reproduced in | ✓ fixed in | boundary | workarounds that held where it reproduced |",
-        "|---|---|---|---|---|",
-    ]
-    for name, reproduced, fixed, flip, held in rows:
-        lines.append(f"| {code(name)} | {_cell(reproduced)} | {_cell(fixed)} | {_cell(flip)} | {_cell(held)} |")
-    if idle:
-        lines += ["", f"{idle} variant(s) ran in no cell of this run (CUDA variants not run on a GPU, or skipped everywhere)."]
-    return "\n".join(lines)
+    cpu = sum(1 for c in report.compat.cells if not c.observed("gpu"))
+    return TEXT.get_template("readme.md.j2").render(compat=report.compat, cpu=cpu, rows=rows, idle=idle).removesuffix("\n")
 
 
 def _read(path: Path) -> tuple[str, int, int]:

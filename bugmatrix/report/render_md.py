@@ -7,7 +7,7 @@ cells that agree sharing a column (:func:`_column_groups`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
@@ -20,11 +20,10 @@ from bugmatrix.report.markdown import TEXT, code, escape_md
 from bugmatrix.report.model import REUSED, Cell, Compat, Entry, Variant, reused_note
 from bugmatrix.report.night import NightReport
 
-__all__ = ["LINE_LIMIT", "SUMMARY_CHANGE_LIMIT", "change_lines", "render_markdown", "render_step_summary"]
+__all__ = ["LINE_LIMIT", "SUMMARY_CHANGE_LIMIT", "render_markdown", "render_step_summary"]
 
 #: GitHub rejects step summaries over 1 MiB; a nightly with a broken index could list thousands of changes.
 SUMMARY_CHANGE_LIMIT = 30
-MESSAGE_CHARS = 200
 #: The step summary stays readable (GitHub truncates it at 1 MiB anyway); compat.json has everything.
 LINE_LIMIT = 40
 
@@ -44,23 +43,8 @@ def _entry(entry: Entry | None, variant: Variant) -> str:
     return text
 
 
-def _bullet(item: Change | list[Change]) -> str:
-    if isinstance(item, list):  # every variant of one cell that is missing or no longer installs; a cell of a release
-        first = item[0]
-        if not first.variant_id:
-            return f"- **{first.kind}**: {code(first.cell_id)} — {escape_md(first.message[:MESSAGE_CHARS])}"
-        return (
-            f"- **{first.kind}**: {code(first.cell_id)} ({len(item)} variants) — {escape_md(first.message[:MESSAGE_CHARS])}"
-            f"{escape_md(first.reused_note)}"
-        )
-    return (
-        f"- **{item.kind}**: {code(item.variant_id)} in {code(item.cell_id)}: {escape_md(item.before or '—')} → {escape_md(item.after)}"
-        f" — {escape_md(item.message[:MESSAGE_CHARS])}{escape_md(item.reused_note)}"
-    )
-
-
-def change_lines(changes: Sequence[Change], limit: int | None = None) -> list[str]:
-    """Markdown bullets, most severe first; a missing or uninstallable cell is one line, not one per variant."""
+def _change_items(changes: Iterable[Change]) -> list[Change | list[Change]]:
+    """The changes to list, most severe first; a missing or uninstallable cell is one item (a list), not one per variant."""
     items: list[Change | list[Change]] = []
     per_cell: dict[tuple[str, str], list[Change]] = {}
     for c in changes:
@@ -73,10 +57,7 @@ def change_lines(changes: Sequence[Change], limit: int | None = None) -> list[st
         else:
             per_cell[(c.kind, c.cell_id)] = [c]
             items.append(per_cell[(c.kind, c.cell_id)])  # the group keeps the severity slot of its first change
-    lines = [_bullet(item) for item in items]
-    if limit is not None and len(lines) > limit:
-        lines = [*lines[:limit], f"- … and {len(lines) - limit} more (see compat.md or index.html)"]
-    return lines
+    return items
 
 
 def _column_groups(compat: Compat, columns: list[Cell], ran: list[Variant], varying: list[str]) -> list[tuple[str, list[str]]]:
@@ -138,7 +119,7 @@ def _sibling(cell: FreshCell) -> str:
 
 TEXT.filters["moved"] = lambda moved: escape_md("; ".join(moved)) if moved else "nothing"
 TEXT.globals.update(
-    change_lines=change_lines,
+    change_items=_change_items,
     flips=_flips,
     names=_names,
     sibling=_sibling,
