@@ -8,7 +8,7 @@ them with what the night says about itself (axes, the interpreter, short names, 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,8 @@ _DECODER = msgspec.json.Decoder(document.Compat)
 #: What a night says without a tracked release, and without a plan or a baseline to hold its runs against.
 _UNTRACKED = Tracking()
 _RUNS_ONLY = ExpectationSummary(ExpectationSource.RUNS)
+#: The fields :meth:`Compat.from_document` fills in where an older document lacks them.
+_DEFAULTED = frozenset({"axes", "environments", "tracking", "expectation"})
 
 
 #: The mark of a reused cell, its columns, its entries and its findings, in every view.
@@ -238,39 +240,18 @@ class Compat:
 
     def to_document(self) -> document.Compat:
         """This night as the model of compat.json (:meth:`NightReport.to_document` adds the analyses)."""
-        return document.Compat(
-            schema=self.schema,
-            generated=self.generated,
-            commit=self.commit,
-            profile=self.profile,
-            profile_source=self.profile_source,
-            axes=self.axes,
-            environments=tuple(h.to_document(self.interpreter or "interpreter") for h in self.environments),
-            tracking=self.tracking,
-            cells=self.cells,
-            variants=self.variants,
-            results=dict(self.results),
-            stale=self.stale,
-            expectation=self.expectation,
-        )
+        same = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "environments"}
+        return document.Compat(**same, environments=tuple(h.to_document(self.interpreter or "interpreter") for h in self.environments))
 
     @classmethod
     def from_document(cls, doc: document.Compat) -> Compat:
         """The night of a compat document of any known version: what an older one lacks takes its default."""
         return cls(
-            generated=doc.generated,
-            commit=doc.commit,
-            profile=doc.profile,
+            **{f.name: getattr(doc, f.name) for f in fields(cls) if f.name not in _DEFAULTED},
             axes=tuple(a if a.prefix else msgspec.structs.replace(a, prefix=a.name) for a in doc.axes),
-            cells=doc.cells,
-            variants=doc.variants,
-            results=doc.results,
             environments=tuple(Host.from_document(h) for h in doc.environments),
             tracking=doc.tracking or _UNTRACKED,
-            stale=doc.stale,
             expectation=doc.expectation or _RUNS_ONLY,
-            profile_source=doc.profile_source,
-            schema=doc.schema,
         )
 
     @classmethod
