@@ -14,7 +14,7 @@ from markupsafe import Markup, escape
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.report.diff import FAILING, Change, ChangeKind
-from bugmatrix.report.model import REUSED, Cell, Compat, Entry, Variant, reused_note
+from bugmatrix.report.model import REUSED, Compat, Entry, Variant, reused_note
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.overview import overview
 
@@ -36,8 +36,8 @@ _URL = re.compile(r"https?://[^\s<>\"']+[^\s<>\"'.,;:)\]]")
 CHANGE_LIMIT = 200
 #: Above this many cells the per-cell table starts collapsed: the boundary pictures are the overview.
 OPEN_TABLE_CELLS = 24
-#: Environment keys the cell records beside its axes' versions: the device runtime and the GPU it saw.
-CUDA, GPU = "cuda", "gpu"
+#: The environment key of the device runtime a cell saw, recorded beside its axes' versions.
+CUDA = "cuda"
 #: Change kinds set in the severe colour: what fails the run, and a new way of failing.
 SEVERE = FAILING | {ChangeKind.NEW_FAILURE_MODE}
 
@@ -76,31 +76,6 @@ def _cells(compat: Compat) -> list[dict[str, object]]:
             }
         )
     return cells
-
-
-@dataclass(frozen=True, slots=True)
-class _EnvironmentRow:
-    """One row of the Environments table: what the cell observed, one column per axis of the document."""
-
-    cell: Cell
-    versions: list[str]
-    runtime: str
-    run_time: str
-
-
-def _environment_rows(compat: Compat) -> list[_EnvironmentRow]:
-    rows = []
-    for cell in compat.cells:
-        versions = []
-        for axis in compat.axis_names:
-            package = cell.package(axis)
-            versions.append(cell.observed(axis) + (f" ({package})" if package and package != axis else ""))
-        runtime = f"{cell.observed(CUDA)}, {cell.observed(GPU) or 'no GPU'}" if cell.observed(CUDA) else ""
-        run_time = f"{cell.duration_s:.0f} s" if cell.duration_s is not None else ""
-        if cell.reused_from is not None:
-            run_time = f"{REUSED} not run: reused from {cell.reused_from.text}" + (f" (took {run_time})" if run_time else "")
-        rows.append(_EnvironmentRow(cell, versions, runtime, run_time))
-    return rows
 
 
 class _Escaped(dict[str, str]):
@@ -237,7 +212,6 @@ def render_html(report: NightReport) -> str:
         legend=[(o.value, o.label) for o in Outcome],
         axes=[(_attr_name(a), a) for a in compat.axis_names],
         shared=", ".join(f"{compat.short(a)} {v}" for a, v in shared.items()),
-        environment_rows=_environment_rows(compat),
         evidence=_evidence(compat),
         overview=overview(compat, report.boundary, report.history),
         table_open=len(cells) <= OPEN_TABLE_CELLS,
