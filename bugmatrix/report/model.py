@@ -1,8 +1,7 @@
 """The merged night as typed, frozen values: what every analysis and every view reads.
 
 Its parts are the document's own structs (:mod:`bugmatrix.documents.compat`, re-exported here); :class:`Compat` holds
-them with what the night says about itself (axes, the interpreter, short names, which pins tell cells apart), cached.
-:func:`load_compat` reads a file of any version (a defect is one line).
+them with what the night says about itself, cached. :func:`load_compat` reads a file of any version.
 """
 
 from __future__ import annotations
@@ -109,10 +108,7 @@ class Host:
 
 @dataclass(frozen=True)
 class Compat:
-    """The merged night: cells (columns), variants (rows) and one entry per (variant, cell), in the merge's order.
-
-    Derived facts are cached on first use: a full report asks them ~10^5 times.
-    """
+    """The merged night: cells (columns), variants (rows) and one entry per (variant, cell); derived facts cached."""
 
     generated: str
     commit: str
@@ -128,8 +124,6 @@ class Compat:
     profile_source: str = ""  # where the profile came from: the plan, --profile, the baseline, or an ad-hoc set
     schema: str = COMPAT_SCHEMA
 
-    # -- what the document says about itself ------------------------------------------------------
-
     @cached_property
     def cell_by_id(self) -> dict[str, Cell]:
         return {c.id: c for c in self.cells}
@@ -140,16 +134,16 @@ class Compat:
 
     @cached_property
     def reused_cells(self) -> tuple[Cell, ...]:
-        """The cells whose results were taken over from an earlier run (each view names them with their origin)."""
+        """The cells whose results were taken over from an earlier run."""
         return tuple(c for c in self.cells if c.reused)
 
     @cached_property
     def reused_origins(self) -> dict[str, str]:
-        """Cell id -> whose results it holds (:attr:`Origin.text`), for the reused cells: every line about them says so."""
+        """Cell id -> whose results it holds (:attr:`Origin.text`), for the reused cells."""
         return {c.id: c.reused_from.text for c in self.cells if c.reused_from is not None}
 
     def reuses(self, variant_id: str) -> bool:
-        """Whether one of the variant's entries is a reused cell's: a line that reads the variant then says ♻."""
+        """Whether one of the variant's entries is a reused cell's."""
         return not self.reused_origins.keys().isdisjoint(self.entries(variant_id))
 
     @cached_property
@@ -212,8 +206,7 @@ class Compat:
         return " · ".join(parts) + when + stale
 
     def gpu_runs_text(self) -> str:
-        """``NVIDIA H200 · CUDA 13.0 · 2026-11-27: system-cuda-h200 (torch 2.11.0 · pl 2.6.6 · tf 5.17.0); …``: the cells that
-        ran on a GPU, per GPU, with the day and the stack each observed; "" where none did."""
+        """``NVIDIA H200 · CUDA 13.0 · 2026-11-27: system-cuda-h200 (torch 2.11.0 · …)``: the cells that ran on a GPU, per GPU."""
         groups: dict[tuple[str, str, str], list[str]] = {}
         for cell in self.cells:
             gpu = cell.observed("gpu")
@@ -225,8 +218,6 @@ class Compat:
             f"{gpu} · CUDA {cuda or '?'} · {day or 'date unknown'}: {', '.join(cells)}" for (gpu, cuda, day), cells in groups.items()
         )
 
-    # -- new documents from this one (tests, what-ifs) ------------------------------------------
-
     def with_entry(self, variant_id: str, cell_id: str, **changes: Any) -> Compat:
         """This document with one entry changed (``outcome=Outcome.REPRODUCED, message=...``); the original is untouched."""
         entry = self.results[variant_id][cell_id]
@@ -235,8 +226,6 @@ class Compat:
         }
         per_cell = {**self.results[variant_id], cell_id: msgspec.structs.replace(entry, **changes)}
         return replace(self, results={**self.results, variant_id: per_cell})
-
-    # -- the document (bugmatrix.documents.compat) -----------------------------------------------
 
     def to_document(self) -> document.Compat:
         """This night as the model of compat.json (:meth:`NightReport.to_document` adds the analyses)."""
