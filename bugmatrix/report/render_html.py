@@ -1,7 +1,6 @@
 """index.html: one self-contained file (inline CSS/JS, no network), Jinja2 with autoescape.
 
-Rows, labels and classes are prepared here so the template is a plain loop (the 1 s budget at full scale); only the
-evidence links and each entry's attributes are assembled, from :func:`markupsafe.escape`-d pieces.
+The per-cell table's entries are assembled here from :func:`markupsafe.escape`-d pieces (the 1 s budget at full scale).
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ SEVERE = FAILING | {ChangeKind.NEW_FAILURE_MODE}
 
 
 def _attr_name(axis: str) -> str:
-    """A pins key as part of a ``data-pin-*`` attribute name: reduced to the characters HTML allows (autoescape is for values)."""
+    """A pins key as part of a ``data-pin-*`` attribute name (autoescape is for values)."""
     return re.sub(r"[^a-z0-9-]", "-", axis.lower()) or "axis"
 
 
@@ -101,7 +100,6 @@ def _short_list(names: tuple[str, ...]) -> str:
 
 
 def _td_attrs(esc: _Escaped, cls: str, outcome: str, case: str, cell_id: str, anchor: str = "", reused: str = "") -> Markup:
-    """The ``<td>``'s attributes, each value through (memoised) markupsafe.escape."""
     text = f'class="{esc[cls]}" data-outcome="{esc[outcome]}" data-case="{esc[case]}" data-cell="{esc[cell_id]}"'
     if anchor:
         text += f' id="{esc[anchor]}"'
@@ -148,7 +146,6 @@ def _entry(esc: _Escaped, variant: Variant, cell_id: str, entry: Entry | None, a
 
 
 def _rows(compat: Compat, cells: list[dict[str, object]], anchors: dict[tuple[str, str], str]) -> list[_Row]:
-    """Everything the table shows, flattened so the template only loops and prints."""
     rows, previous_case, esc = [], None, _Escaped()
     ids = [(str(c["id"]), str(c["reused"])) for c in cells]
     for variant in compat.variants:
@@ -179,7 +176,7 @@ def _evidence(compat: Compat) -> list[tuple[str, Markup]]:
 
 
 def _missing_by_cell(changes: list[tuple[Change, str]]) -> list[tuple[str, int, str, str]]:
-    """(cell id, how many results, why, anchor of the first) per cell with missing results, in change order."""
+    """(cell id, how many results, why, anchor of the first) per cell with missing results."""
     grouped: dict[str, list[tuple[Change, str]]] = {}
     for change, anchor in changes:
         if change.kind is ChangeKind.MISSING:

@@ -45,7 +45,7 @@ def _paint(text: str, colour: bool) -> str:
 
 
 def _ranges(values: list[str], hits: set[str]) -> str:
-    """``2.0.1–2.10.0, 2.13.0``: consecutive values (in the strip's order) as one range."""
+    """``2.0.1–2.10.0, 2.13.0``: consecutive values as one range."""
     runs: list[list[str]] = []
     for i, value in enumerate(values):
         if value in hits:
@@ -67,7 +67,6 @@ def _where(picture: Picture, track: Track, outcome: Outcome) -> str:
 
 
 def _pin(requirement: str) -> str:
-    """``transformers ≤ 4.51.3``: a pin as a sentence says it."""
     words = {"<=": "≤", ">=": "≥", "==": "=", "!=": "≠"}
     parsed = [Requirement(r) for r in requirement.split(", ")]
     return ", ".join(f"{r.name} {', '.join(f'{words.get(s.operator, s.operator)} {s.version}' for s in r.specifier)}" for r in parsed)
@@ -78,9 +77,7 @@ def _cells(n: int) -> str:
 
 
 def _held(track: Track, workarounds: list[Track], compat: Compat, history: Mapping[str, VariantHistory]) -> str:
-    """``cache_disabled ✓ 11/11; fast_path_off ✓ 6/6 (not run where it reproduced: 5 cells)``: per workaround, where it ran
-    and was fixed among the cells where the variant reproduced; a pin workaround reads as the bug avoided by the pin.
-    """
+    """``cache_disabled ✓ 11/11; fast_path_off ✓ 6/6 (…)``: per workaround, fixed / ran among the cells where the variant reproduced."""
     entries = compat.entries(track.variant.id)
     reproduced = [e for e in entries.values() if e.outcome is Outcome.REPRODUCED]
     if not reproduced or not workarounds:
@@ -111,7 +108,6 @@ def summary_rows(report: NightReport, *, with_history: bool = True) -> tuple[lis
     for picture in drawn:
         track = picture.tracks[0]
         flaky = history.get(track.variant.id)
-        # A reading that takes in a reused result says so on its own line (the REUSED lines above name whose).
         reused = f" {REUSED}" if report.compat.reuses(track.variant.id) else ""
         name = track.variant.id + reused + (" ≈ flaky" if flaky is not None and flaky.flaky else "")
         held = _held(track, picture.tracks[1:], report.compat, history)
