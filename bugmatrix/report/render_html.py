@@ -12,10 +12,11 @@ from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.report.boundaries import Boundary, Mark, Picture, boundary_text, symbol
 from bugmatrix.report.diff import FAILING, Change, ChangeKind
+from bugmatrix.report.marks import flip_edges
 from bugmatrix.report.model import REUSED, Compat, Entry, Variant, reused_note
 from bugmatrix.report.night import NightReport
-from bugmatrix.report.overview import overview
 
 __all__ = ["SITE_SLOT", "render_html"]
 
@@ -184,6 +185,28 @@ def _missing_by_cell(changes: list[tuple[Change, str]]) -> list[tuple[str, int, 
     return [(cell, len(items), items[0][0].message, next((a for _, a in items if a), "")) for cell, items in grouped.items()]
 
 
+def _by_case(compat: Compat, boundary: Boundary) -> list[tuple[str, list[Picture], list[str]]]:
+    """Per case, in document order: its pictures, and the variants that ran nowhere (listed, not drawn)."""
+    cases: dict[str, tuple[list[Picture], list[str]]] = {v.case: ([], []) for v in compat.variants}
+    for picture in boundary[0]:
+        cases[picture.variant.case][0].append(picture)
+    for variant in boundary[1]:
+        cases[variant.case][1].append(variant.label)
+    return [(case, drawn, idle) for case, (drawn, idle) in cases.items()]
+
+
+def _companions(picture: Picture, key: tuple[str, ...]) -> tuple[str, str]:
+    """A grid position's small symbols, one per companion (workaround, upstream), and their words for its tooltip."""
+    marks = [(t.name, t.marks.get(key, Mark())) for t in picture.tracks[1:]]
+    if not any(m.outcomes for _, m in marks):
+        return "", ""  # nothing ran here at all: an empty position stays empty
+    sub = "".join(symbol(m.single) if m.single is not None else ("*" if m.outcomes else "·") for _, m in marks)
+    return sub, "; also on this picture: " + ", ".join(f"{name} {m.outcome or 'not run'}" for name, m in marks)
+
+
+_ENV.globals.update(boundary_text=boundary_text, companions=_companions, flip_edges=flip_edges, no_mark=Mark())
+
+
 def render_html(report: NightReport) -> str:
     """The whole report as one HTML string, a view of one :class:`~bugmatrix.report.night.NightReport`."""
     compat = report.compat
@@ -210,7 +233,7 @@ def render_html(report: NightReport) -> str:
         axes=[(_attr_name(a), a) for a in compat.axis_names],
         shared=", ".join(f"{compat.short(a)} {v}" for a, v in shared.items()),
         evidence=_evidence(compat),
-        overview=overview(compat, report.boundary, report.history),
+        cases=_by_case(compat, report.boundary),
         table_open=len(cells) <= OPEN_TABLE_CELLS,
         reused_mark=REUSED,
         reused_groups=report.reuse_groups,
