@@ -7,16 +7,15 @@ cells that agree sharing a column (:func:`_column_groups`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
-from bugmatrix.documents.compat import FreshCell
 from bugmatrix.report.boundaries import Picture, Track, boundary_text
 from bugmatrix.report.diff import INFORMATIONAL, PER_CELL, Change
 from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import WINDOW
-from bugmatrix.report.markdown import TEXT, code, escape_md
+from bugmatrix.report.markdown import TEXT, escape_md
 from bugmatrix.report.model import REUSED, Cell, Compat, Entry, Variant, reused_note
 from bugmatrix.report.night import NightReport
 
@@ -102,27 +101,10 @@ def _flips(picture: Picture, track: Track) -> str:
     )
 
 
-def _names(cells: Sequence[str], limit: int | None) -> str:
-    shown = cells if limit is None else cells[:limit]
-    more = f" … and {len(cells) - len(shown)} more" if len(shown) < len(cells) else ""
-    return ", ".join(code(c) for c in shown) + more
-
-
-def _sibling(cell: FreshCell) -> str:
-    origin = f" ({escape_md(cell.origin.text)})" if cell.origin else ""
-    return {
-        "ran": f"ran in the fresh environment{origin}",
-        "reused": f"{REUSED} reused an earlier run of the same fresh lock{origin}",
-        "not-run": f"**not run** in the fresh environment ({escape_md(cell.reason)})",
-    }.get(cell.sibling, cell.sibling)
-
-
 TEXT.filters["moved"] = lambda moved: escape_md("; ".join(moved)) if moved else "nothing"
 TEXT.globals.update(
     change_items=_change_items,
     flips=_flips,
-    names=_names,
-    sibling=_sibling,
     reused_note=reused_note,
     outcomes=list(Outcome),
     line_limit=LINE_LIMIT,
