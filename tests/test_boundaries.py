@@ -11,7 +11,7 @@ from bugmatrix.report.boundaries import Flip, boundary_text, pictures, version_k
 from bugmatrix.report.model import COMPAT_SCHEMA, Compat
 from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
-from tests.fullscale import EXPECTED, full_compat
+from tests.fullscale import EXPECTED, compat_from_json, full_compat
 
 AXES = [{"name": "python", "prefix": "py"}, {"name": "torch", "prefix": "torch"}, {"name": "lightning", "prefix": "pl"}]
 
@@ -26,7 +26,7 @@ def strip_compat(
     if workaround:
         variants.append({"id": "c::w[cpu]", "case": "c", "variant": "w", "device": "cpu", "kind": "workaround", "workaround_for": "core"})
         results["c::w[cpu]"] = {f"t{v}": {"outcome": o} for v, o in workaround.items()}
-    return Compat.from_json({"schema": COMPAT_SCHEMA, "axes": AXES, "cells": cells, "variants": variants, "results": results})
+    return compat_from_json({"schema": COMPAT_SCHEMA, "axes": AXES, "cells": cells, "variants": variants, "results": results})
 
 
 def test_a_fix_is_one_flip_labelled_with_its_release() -> None:
@@ -133,7 +133,7 @@ def test_more_than_two_declared_axes_keep_the_two_with_most_values_and_say_so() 
         "axes": ["python", "torch", "lightning"],
     }  # fmt: skip
     (picture,), _ = pictures(
-        Compat.from_json({"schema": COMPAT_SCHEMA, "axes": AXES, "cells": cells, "variants": [variant], "results": {"c::v[cpu]": results}})
+        compat_from_json({"schema": COMPAT_SCHEMA, "axes": AXES, "cells": cells, "variants": [variant], "results": {"c::v[cpu]": results}})
     )
     assert picture.kind == "grid" and picture.axes == ("torch", "python"), "most values first; a tie keeps display order"
     assert "also spans lightning" in picture.note and "per-cell table" in picture.note

@@ -243,15 +243,6 @@ class Compat:
             expectation=doc.expectation or _RUNS_ONLY,
         )
 
-    @classmethod
-    def from_json(cls, data: object) -> Compat:
-        """A compat document from plain data (``json.load``), checked by the model; raises msgspec.ValidationError."""
-        return cls.from_document(msgspec.convert(data, document.Compat))
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain data for compat.json (:func:`compat_json`)."""
-        return compat_json(self.to_document())
-
 
 def compat_json(doc: document.Compat) -> dict[str, Any]:
     """Plain data for compat.json; a variant's ``axes``, ``pinned``, ``old_checks`` and an entry's ``tried`` only when said."""
