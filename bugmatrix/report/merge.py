@@ -16,6 +16,7 @@ import msgspec
 from bugmatrix.cell.case import Variant as CaseVariant
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict, judge
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
+from bugmatrix.documents import compat as document
 from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.documents.run import UnreadableRun
 from bugmatrix.errors import BugmatrixError
@@ -27,7 +28,6 @@ from bugmatrix.report.model import (
     Compat,
     Entry,
     ExpectationSource,
-    Host,
     InstallStatus,
     Origin,
     TrackedPin,
@@ -86,7 +86,7 @@ def _tracking(runs: Sequence[RunRecord], expectation: Expectation) -> Tracking:
     return Tracking(axes)
 
 
-def _environments(runs: Sequence[RunRecord], interpreter: str | None) -> tuple[Host, ...]:
+def _environments(runs: Sequence[RunRecord], interpreter: str | None) -> tuple[document.Host, ...]:
     hosts: dict[tuple[str, str], tuple[str | None, list[str], list[str], list[str]]] = {}
     for run in runs:
         env = run.environment
@@ -98,7 +98,8 @@ def _environments(runs: Sequence[RunRecord], interpreter: str | None) -> tuple[H
             if value and str(value) not in seen:
                 seen.append(str(value))
         cells.append(run.cell)
-    return tuple(Host(key[0], gpu, tuple(cuda), tuple(py), tuple(cells)) for key, (gpu, cuda, py, cells) in hosts.items())
+    named = interpreter or "interpreter"  # the document lists a host's interpreters under the interpreter axis's name
+    return tuple({"platform": key[0], "gpu": gpu, "cuda": cuda, named: py, "cells": cells} for key, (gpu, cuda, py, cells) in hosts.items())
 
 
 def _entry(record: VariantRecord, declared: CaseVariant | None = None, versions: Mapping[str, str] | None = None) -> Entry:

@@ -42,7 +42,6 @@ __all__ = [
     "Entry",
     "ExpectationSource",
     "ExpectationSummary",
-    "Host",
     "InstallStatus",
     "Origin",
     "TrackedPin",
@@ -62,7 +61,9 @@ _DECODER = msgspec.json.Decoder(document.Compat)
 _UNTRACKED = Tracking()
 _RUNS_ONLY = ExpectationSummary(ExpectationSource.RUNS)
 #: The fields :meth:`Compat.from_document` fills in where an older document lacks them.
-_DEFAULTED = frozenset({"axes", "environments", "tracking", "expectation"})
+_DEFAULTED = frozenset({"axes", "tracking", "expectation"})
+#: A host's keys other than its interpreters (listed under the interpreter axis's name).
+_HOST_KEYS = frozenset({"platform", "gpu", "cuda", "cells"})
 
 
 #: The mark of a reused cell, its columns, its entries and its findings, in every view.
@@ -72,38 +73,6 @@ REUSED = "♻"
 def reused_note(origin: str) -> str:
     """`` (♻ reused from <date, commit, run>)`` after a line about a reused result ("" for one observed tonight)."""
     return f" ({REUSED} reused from {origin})" if origin else ""
-
-
-@dataclass(frozen=True, slots=True)
-class Host:
-    """A machine the cells ran on, for the report header: platform and GPU, with the CUDA builds and interpreters seen there."""
-
-    platform: str
-    gpu: str | None = None
-    cuda: tuple[str, ...] = ()
-    interpreters: tuple[str, ...] = ()
-    cells: tuple[str, ...] = ()
-
-    def to_document(self, interpreter: str) -> document.Host:
-        """The model leaves a host a plain mapping: the interpreters' versions are under the interpreter axis's own name."""
-        return {
-            "platform": self.platform,
-            "gpu": self.gpu,
-            "cuda": list(self.cuda),
-            interpreter: list(self.interpreters),
-            "cells": list(self.cells),
-        }
-
-    @classmethod
-    def from_document(cls, data: document.Host) -> Host:
-        interpreters = next((v for k, v in data.items() if k not in ("platform", "gpu", "cuda", "cells") and isinstance(v, list)), [])
-        return cls(
-            str(data.get("platform") or ""),
-            data.get("gpu"),
-            tuple(data.get("cuda") or ()),
-            tuple(interpreters),
-            tuple(data.get("cells") or ()),
-        )
 
 
 @dataclass(frozen=True)
@@ -117,7 +86,7 @@ class Compat:
     cells: tuple[Cell, ...]
     variants: tuple[Variant, ...]
     results: Mapping[str, Mapping[str, Entry]]
-    environments: tuple[Host, ...] = ()
+    environments: tuple[document.Host, ...] = ()
     tracking: Tracking = _UNTRACKED
     stale: tuple[str, ...] = ()  # variant ids recorded by a run but not planned (renamed or removed)
     expectation: ExpectationSummary = _RUNS_ONLY
@@ -165,6 +134,11 @@ class Compat:
     def short(self, axis: str) -> str:
         """An axis's short name in headings, as in cell ids (the prefix the plan gives it)."""
         return self._shorts.get(axis, axis)
+
+    @staticmethod
+    def interpreters(host: document.Host) -> list[str]:
+        """The interpreters seen on a host (an older document may list them under another key)."""
+        return next((v for k, v in host.items() if k not in _HOST_KEYS and isinstance(v, list)), [])
 
     def entry(self, variant_id: str, cell_id: str) -> Entry | None:
         return self.results.get(variant_id, {}).get(cell_id)
@@ -229,8 +203,7 @@ class Compat:
 
     def to_document(self) -> document.Compat:
         """This night as the model of compat.json (:meth:`NightReport.to_document` adds the analyses)."""
-        same = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "environments"}
-        return document.Compat(**same, environments=tuple(h.to_document(self.interpreter or "interpreter") for h in self.environments))
+        return document.Compat(**{f.name: getattr(self, f.name) for f in fields(self)})
 
     @classmethod
     def from_document(cls, doc: document.Compat) -> Compat:
@@ -238,7 +211,6 @@ class Compat:
         return cls(
             **{f.name: getattr(doc, f.name) for f in fields(cls) if f.name not in _DEFAULTED},
             axes=tuple(a if a.prefix else msgspec.structs.replace(a, prefix=a.name) for a in doc.axes),
-            environments=tuple(Host.from_document(h) for h in doc.environments),
             tracking=doc.tracking or _UNTRACKED,
             expectation=doc.expectation or _RUNS_ONLY,
         )

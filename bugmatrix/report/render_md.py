@@ -145,7 +145,8 @@ def render_markdown(report: NightReport) -> str:
     compat = report.compat
     interpreter = (compat.interpreter or "interpreter").capitalize()
     hosts = "; ".join(
-        f"{h.platform} · GPU: {h.gpu or 'none'} · CUDA builds: {', '.join(h.cuda) or 'none'} · {interpreter} {', '.join(h.interpreters)}"
+        f"{h.get('platform') or ''} · GPU: {h.get('gpu') or 'none'} · CUDA builds: {', '.join(h.get('cuda') or ()) or 'none'} · {interpreter}"
+        f" {', '.join(compat.interpreters(h))}"
         for h in compat.environments
     )
     return TEXT.get_template("compat.md.j2").render(
