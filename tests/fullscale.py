@@ -23,17 +23,25 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
+from bugmatrix.documents import compat as document
 from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.plan.cells import plan_cells, plan_document
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.model import Compat
 from tests.reference import reference_catalog, reference_matrix
 
-__all__ = ["EXPECTED", "RULES", "UNINSTALLABLE", "full_compat", "full_runs"]
+__all__ = ["EXPECTED", "RULES", "UNINSTALLABLE", "compat_from_json", "full_compat", "full_runs"]
+
+
+def compat_from_json(data: object) -> Compat:
+    """A night from plain data (``json.load``), checked by the document model (raises msgspec.ValidationError)."""
+    return Compat.from_document(msgspec.convert(data, document.Compat))
+
 
 Pins = dict[str, str]
 Rule = Callable[[Pins], str]

@@ -6,6 +6,7 @@ from typing import Any
 
 from bugmatrix.report.agreement import AgreementRow, agreement, per_case, sentence
 from bugmatrix.report.model import Compat
+from tests.fullscale import compat_from_json
 
 
 def _variant(case: str, name: str, device: str, kind: str, counterpart: str | None = None) -> dict[str, Any]:
@@ -16,7 +17,7 @@ def _variant(case: str, name: str, device: str, kind: str, counterpart: str | No
 
 
 def _compat(variants: list[dict[str, Any]], results: dict[str, dict[str, str]], cells: list[str] = ()) -> Compat:
-    return Compat.from_json({
+    return compat_from_json({
         "schema": "bugmatrix.compat/1",
         "cells": [{"id": c, "pins": {}} for c in cells],
         "variants": variants,

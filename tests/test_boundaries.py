@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.boundaries import Flip, boundary_text, pictures, version_key
 from bugmatrix.report.model import COMPAT_SCHEMA, Compat
-from bugmatrix.report.overview import overview
-from tests.fullscale import EXPECTED, full_compat
+from bugmatrix.report.night import analyse
+from bugmatrix.report.render_html import render_html
+from tests.fullscale import EXPECTED, compat_from_json, full_compat
 
 AXES = [{"name": "python", "prefix": "py"}, {"name": "torch", "prefix": "torch"}, {"name": "lightning", "prefix": "pl"}]
 
@@ -23,7 +26,7 @@ def strip_compat(
     if workaround:
         variants.append({"id": "c::w[cpu]", "case": "c", "variant": "w", "device": "cpu", "kind": "workaround", "workaround_for": "core"})
         results["c::w[cpu]"] = {f"t{v}": {"outcome": o} for v, o in workaround.items()}
-    return Compat.from_json({"schema": COMPAT_SCHEMA, "axes": AXES, "cells": cells, "variants": variants, "results": results})
+    return compat_from_json({"schema": COMPAT_SCHEMA, "axes": AXES, "cells": cells, "variants": variants, "results": results})
 
 
 def test_a_fix_is_one_flip_labelled_with_its_release() -> None:
@@ -130,7 +133,7 @@ def test_more_than_two_declared_axes_keep_the_two_with_most_values_and_say_so() 
         "axes": ["python", "torch", "lightning"],
     }  # fmt: skip
     (picture,), _ = pictures(
-        Compat.from_json({"schema": COMPAT_SCHEMA, "axes": AXES, "cells": cells, "variants": [variant], "results": {"c::v[cpu]": results}})
+        compat_from_json({"schema": COMPAT_SCHEMA, "axes": AXES, "cells": cells, "variants": [variant], "results": {"c::v[cpu]": results}})
     )
     assert picture.kind == "grid" and picture.axes == ("torch", "python"), "most values first; a tie keeps display order"
     assert "also spans lightning" in picture.note and "per-cell table" in picture.note
@@ -138,14 +141,17 @@ def test_more_than_two_declared_axes_keep_the_two_with_most_values_and_say_so() 
 
 
 def test_overview_groups_figures_by_case() -> None:
-    compat = full_compat()
-    cases = overview(compat, pictures(compat))
-    assert [c.case for c in cases] == ["autocast_cache", "double_unscale", "encoder_bf16_eval", "t5_loss_no_grad_fn"]
-    t5 = cases[-1]
-    assert [f.kind for f in t5.figures] == ["strip", "grid"]
-    assert t5.figures[1].companions == ["upstream_lightning_pr18268_test[cpu]", "enable_grad_closure[cpu]"]
-    (row,) = [line for line in t5.figures[1].lines if line.head == "4.30.2"]
-    assert [s.text + "/" + s.sub for s in row.spots[:3]] == ["✗/✗✓", "✗/✗✓", "✓/✓✓"], (
+    html = render_html(analyse(full_compat()))
+    cases = re.findall(r'<section class="case-overview" data-case="([^"]+)">', html)
+    assert cases == ["autocast_cache", "double_unscale", "encoder_bf16_eval", "t5_loss_no_grad_fn"]
+    t5 = html[html.index('<section class="case-overview" data-case="t5_loss_no_grad_fn">') :]
+    t5 = t5[: t5.index("</section>")]
+    assert re.findall(r'<figure class="boundary (\w+)"', t5) == ["strip", "grid"]
+    assert "; small symbols, in this order: upstream_lightning_pr18268_test[cpu], enable_grad_closure[cpu]" in t5
+    grid = t5[t5.index('<figure class="boundary grid"') :]
+    row = grid[grid.index('<th class="row" scope="row">4.30.2</th>') :]
+    spots = re.findall(r'<td class="[^"]*" title="[^"]*">([^<]*)(?:<span class="w">([^<]*)</span>)?</td>', row[: row.index("</tr>")])
+    assert [f"{text}/{sub}" for text, sub in spots[:3]] == ["✗/✗✓", "✗/✗✓", "✓/✓✓"], (
         "pl 2.0.3, 2.0.6: the bug and upstream's test reproduce, the workaround holds; pl 2.0.7 fixes all"
     )
 
@@ -155,5 +161,7 @@ def test_too_many_releases_to_draw_become_a_list_of_flips() -> None:
     (picture,), _ = pictures(strip_compat(outcomes))
     assert picture.kind == "list" and "too many to draw in 1280 px" in picture.note
     assert [f.label for f in picture.tracks[0].flips] == ["fixed in torch 2.20.0"]
-    (figure,) = overview(strip_compat(outcomes), pictures(strip_compat(outcomes)))[0].figures
-    assert figure.lines == [] and figure.flips[0][3] == "core[cpu]: fixed in torch 2.20.0"
+    html = render_html(analyse(strip_compat(outcomes)))
+    figure = html[html.index('<figure class="boundary list"') :]
+    figure = figure[: figure.index("</figure>")]
+    assert '<table class="pic">' not in figure and ">core[cpu]: fixed in torch 2.20.0</li>" in figure

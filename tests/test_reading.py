@@ -21,12 +21,13 @@ from bugmatrix.paths import ROOT
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.report.boundaries import boundary_text, pictures
 from bugmatrix.report.merge import merge_runs
-from bugmatrix.report.model import COMPAT_SCHEMA, Compat, ExpectationSource, ExpectationSummary
+from bugmatrix.report.model import COMPAT_SCHEMA, Compat, ExpectationSource, ExpectationSummary, compat_json
 from bugmatrix.report.new_releases import is_addition
 from bugmatrix.report.night import NightReport, analyse
 from bugmatrix.report.readme import readme_table
 from bugmatrix.report.render_md import render_markdown
 from bugmatrix.report.terminal import render_terminal
+from tests.fullscale import compat_from_json
 
 #: The four smoke cells' run files as the issue was reported on them (reports/runs/ of 2026-11-24 morning, before the
 #: cells ran only their cases' variants): the reproduction of issue 33 item 1, kept as it was.
@@ -176,7 +177,7 @@ AXES = [
 def one_variant(axes: list[str], cells: dict[str, tuple[dict[str, str], str]]) -> Compat:
     """One variant declaring ``axes``; cells: id -> (pins, outcome)."""
     variant = {"id": "c::v[cpu]", "case": "c", "variant": "v", "device": "cpu", "kind": "core", "workaround_for": None, "axes": axes}
-    return Compat.from_json({
+    return compat_from_json({
         "schema": COMPAT_SCHEMA, "axes": AXES, "cells": [{"id": cid, "pins": {"python": "3.11", **pins}} for cid, (pins, _) in cells.items()],
         "variants": [variant], "results": {"c::v[cpu]": {cid: {"outcome": o} for cid, (_, o) in cells.items()}},
     })  # fmt: skip
@@ -221,12 +222,14 @@ def cells_json(*pins: dict[str, str], failed: str = "") -> list[dict]:
 
 def test_a_new_axis_and_an_older_release_are_new_in_this_matrix_not_a_new_release() -> None:
     empty = {"schema": COMPAT_SCHEMA, "axes": AXES, "variants": [], "results": {}}
-    baseline = Compat.from_json({**empty, "cells": cells_json({"torch": "2.5.1"}, {"torch": "2.15.0"}, {"torch": "9.0.0"}, failed="9.0.0")})
-    tonight = Compat.from_json({**empty, "cells": cells_json({"torch": "2.10.0", "numpy": "1.26.4"}), "tracking": {}})
+    baseline = compat_from_json({**empty, "cells": cells_json({"torch": "2.5.1"}, {"torch": "2.15.0"}, {"torch": "9.0.0"}, failed="9.0.0")})
+    tonight = compat_from_json({**empty, "cells": cells_json({"torch": "2.10.0", "numpy": "1.26.4"}), "tracking": {}})
     assert is_addition(tonight, baseline, "torch", "2.10.0"), "older than a release the baseline judged"
     assert is_addition(tonight, baseline, "numpy", "1.26.4"), "a new axis"
     assert not is_addition(tonight, baseline, "torch", "2.16.0"), "newer than every installed release (9.0.0 never installed)"
-    tracked = Compat.from_json({**tonight.to_json(), "tracking": {"axes": {"torch": {"requested": "latest", "resolved": "2.10.0"}}}})
+    tracked = compat_from_json(
+        {**compat_json(tonight.to_document()), "tracking": {"axes": {"torch": {"requested": "latest", "resolved": "2.10.0"}}}}
+    )
     assert not is_addition(tracked, baseline, "torch", "2.10.0"), "what latest resolved to is a release"
 
 
@@ -251,9 +254,9 @@ def test_additions_and_dropped_cells_come_after_the_findings(tmp_path: Path) -> 
 
 def test_the_system_cell_sits_where_its_observed_releases_are_never_in_an_unpinned_column() -> None:
     compat = one_variant(["torch"], {"a": ({"torch": "2.5.1"}, "reproduced"), "b": ({"torch": "2.15.0"}, "fixed")})
-    data = compat.to_json()
+    data = compat_json(compat.to_document())
     data["cells"].append({"id": "system", "pins": {}, "environment": {"python": "3.11.7", "torch": "2.15.0+cpu"}})
     data["results"]["c::v[cpu]"]["system"] = {"outcome": "fixed"}
-    (picture,), _ = pictures(Compat.from_json(data))
+    (picture,), _ = pictures(compat_from_json(data))
     assert picture.values == (("2.5.1", "2.15.0"),) and picture.tracks[0].marks[("2.15.0",)].cells == ("b", "system")
     assert boundary_text(picture) == "torch 2.5.1 ✗ → 2.15.0 ✓"

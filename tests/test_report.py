@@ -32,7 +32,7 @@ from bugmatrix.files import write_json_atomic
 from bugmatrix.report.diff import Change, diff_against_baseline, summary_lines
 from bugmatrix.report.markdown import code, escape_md
 from bugmatrix.report.merge import LOG_LIMIT, merge_runs
-from bugmatrix.report.model import COMPAT_SCHEMA, Compat, InstallStatus, load_compat
+from bugmatrix.report.model import COMPAT_SCHEMA, Compat, InstallStatus, compat_json, load_compat
 from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import SUMMARY_CHANGE_LIMIT, render_markdown, render_step_summary
@@ -71,7 +71,7 @@ def table_rows(markdown: str) -> list[str]:
 
 def test_merge_header_cells_and_observed_environments() -> None:
     compat = fixture_compat()
-    assert compat.schema == COMPAT_SCHEMA and compat.to_json()["schema"] == COMPAT_SCHEMA
+    assert compat.schema == COMPAT_SCHEMA and compat_json(compat.to_document())["schema"] == COMPAT_SCHEMA
     assert (compat.profile, compat.commit, compat.generated) == ("smoke", "abc1234", "2026-11-20T02:00:00+00:00")
     assert [c.id for c in compat.cells] == [REPRODUCED, FIXED, CRASHED, UNINSTALLABLE], "cells keep the plan's order"
     first = compat.cells[0]
@@ -80,10 +80,12 @@ def test_merge_header_cells_and_observed_environments() -> None:
     assert first.duration_s == 41.0
     assert compat.cells[3].install.status is InstallStatus.FAILED and "torch==9.0.0" in compat.cells[3].install.reason
     (host,) = compat.environments
-    assert host.platform == "Linux-x86_64" and host.gpu is None and host.cuda == ("12.4",)
-    assert host.cells == (REPRODUCED, FIXED, CRASHED), "a cell that never installed observed nothing"
+    assert (
+        host["platform"] == "Linux-x86_64" and host["gpu"] is None and host["cuda"] == ["12.4"] and compat.interpreters(host) == ["3.11.7"]
+    )
+    assert host["cells"] == [REPRODUCED, FIXED, CRASHED], "a cell that never installed observed nothing"
     assert compat.interpreter == "python", "the axis the cells pin but whose distribution they do not record"
-    json.dumps(compat.to_json())  # it is written as compat.json and as the baseline
+    json.dumps(compat_json(compat.to_document()))  # it is written as compat.json and as the baseline
 
 
 def test_merge_orders_variants_by_case_with_workarounds_last() -> None:
@@ -144,7 +146,7 @@ def test_load_compat_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "baseline.json"
     write_json_atomic(path, analyse(fixture_compat()).to_json())
     loaded = load_compat(path)
-    assert loaded == fixture_compat() and loaded.to_json() == fixture_compat().to_json()
+    assert loaded == fixture_compat() and compat_json(loaded.to_document()) == compat_json(fixture_compat().to_document())
 
 
 @pytest.mark.parametrize(
@@ -189,7 +191,7 @@ def test_the_committed_baseline_loads_as_a_model() -> None:
     path = Path(__file__).resolve().parents[1] / "reports" / "baseline.json"
     data = json.loads(path.read_text())
     baseline = load_compat(path)
-    again = baseline.to_json()
+    again = compat_json(baseline.to_document())
     assert again["results"] == data["results"] and again["variants"] == data["variants"]
     assert [c["id"] for c in again["cells"]] == [c["id"] for c in data["cells"]]
 

@@ -2,6 +2,5 @@
 
 One way and typed: :mod:`~bugmatrix.report.merge` builds a :class:`~bugmatrix.report.model.Compat`,
 :func:`~bugmatrix.report.night.analyse` runs every analysis once into a :class:`~bugmatrix.report.night.NightReport`,
-the views only read that value, and :mod:`~bugmatrix.report.command` writes every output all or nothing.
-Axes, their order and short names come from the document itself: nothing here names an axis.
+the views (templates) only read that value. Nothing here names an axis: they come from the document.
 """

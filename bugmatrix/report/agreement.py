@@ -1,8 +1,7 @@
 """Do upstream's own reproductions agree with this suite's variants?
 
-An ``upstream`` variant names the case variant it should agree with (its ``counterpart``); in every cell where both
-ran, their outcomes should match. An outcome that is no reading of the bug and is declared as such is named apart.
-:func:`per_case` words the rows once, so every view says the same.
+An ``upstream`` variant's outcomes should match its ``counterpart``'s in every cell where both ran; an outcome that is
+no reading of the bug, declared as such, is named apart.
 """
 
 from __future__ import annotations
@@ -28,9 +27,7 @@ class AgreementRow:
     total: int = 0
     differ: tuple[str, ...] = field(default=())
     reused: tuple[str, ...] = field(default=())  # compared cells whose results were reused from an earlier run
-    #: Cells where both ran but either failed another way as its expectation declares: no reading of the bug, never a
-    #: disagreement.
-    apart: tuple[str, ...] = field(default=())
+    apart: tuple[str, ...] = field(default=())  # either failed another way, as declared: no reading, no disagreement
 
 
 #: The outcomes that read the bug.
@@ -38,12 +35,10 @@ READINGS = frozenset({Outcome.REPRODUCED, Outcome.FIXED})
 
 
 def _declared_apart(entry: Entry) -> bool:
-    """It failed another way, and its expectation says so: no evidence for or against the bug."""
     return entry.outcome not in READINGS and entry.as_declared
 
 
 def _ran(entry: Entry) -> Outcome | None:
-    """The outcome of an entry that actually ran, else None (skipped, install-failed, missing: nothing to compare)."""
     return entry.outcome if entry.outcome.ran else None
 
 
@@ -134,7 +129,6 @@ def per_case(compat: Compat) -> dict[str, tuple[list[AgreementLine], list[str]]]
     cases: dict[str, tuple[list[AgreementLine], list[str]]] = {}
 
     def _name(variant_id: str) -> str:
-        """``upstream_pr165068_test[cpu]``: the id without its case, which the heading already says."""
         return compat.variant_by_id[variant_id].short
 
     for row in agreement(compat):

@@ -1,9 +1,8 @@
 """Where a variant's outcome flips: the compat document as strips and grids, data the renderers print.
 
-A variant is read along the axes it declares (its own ``axes=``, else its case's), never along axes picked from the
-data: every other pin is context it was "held at". One varying declared axis is a strip, two a grid, none a list;
-disagreeing context makes a position *mixed*. Workarounds and upstream variants are drawn on the picture of the
-variant they belong to. A flip into what the expectation declares reads "reproduced from", not "regressed in".
+A variant is read along the axes it declares, never along axes picked from the data: every other pin is context it
+was "held at". One varying declared axis is a strip, two a grid, none a list; disagreeing context makes a position
+*mixed*. Workarounds and upstream variants are drawn on the picture of the variant they belong to.
 """
 
 from __future__ import annotations
@@ -30,12 +29,9 @@ from bugmatrix.report.marks import (
 )
 from bugmatrix.report.model import Cell, Compat, Entry, Variant
 
-# The value types are re-exported: callers import what a picture is and how to get one from here.
 __all__ = ["Boundary", "Flip", "Mark", "Picture", "Track", "axis_values", "boundary_text", "pictures", "symbol", "version_key"]
 
 _RANK = {o: i for i, o in enumerate(Outcome)}
-
-
 _SKIPPED, _INSTALL_FAILED, _MISSING = Outcome.SKIPPED, Outcome.INSTALL_FAILED, Outcome.MISSING  # NOT_RUN, by identity
 
 
@@ -73,7 +69,6 @@ def _marks(per_cell: Mapping[str, Entry], pins: Mapping[str, Mapping[str, str]],
 
 
 def _line_flips(line: list[tuple[str, Mark]], axis: str, shorts: Mapping[str, str]) -> list[Flip]:
-    """Flips along one line of positions (every value of the axis, in release order)."""
     flips, last, last_index = [], None, -1
     for index, (value, mark) in enumerate(line):
         outcome = mark.single
@@ -97,7 +92,6 @@ def _line_flips(line: list[tuple[str, Mark]], axis: str, shorts: Mapping[str, st
 
 
 def _usable_on_line(marks: dict[tuple[str, ...], Mark], along: int, fixed: str, values: tuple[str, ...]) -> int:
-    """How many positions of one grid line hold a single outcome of running."""
     count = 0
     for v in values:
         mark = marks.get((v, fixed) if along == 0 else (fixed, v))
@@ -176,8 +170,8 @@ class _Cells:
 def _read_axes(group: list[Variant], ran_ids: list[str], cells: _Cells) -> tuple[list[str], str]:
     """The axes a picture reads its variant along (declared, in document order), and a note when some cannot be drawn.
 
-    A declared axis with one value is drawn only when no declared axis has more, else held; only a variant whose
-    declaration nothing recorded is read along the pins that vary where it ran.
+    A declared axis with one value is drawn only when no declared axis has more; an undeclared variant is read along
+    the pins that vary where it ran.
     """
     declared = group[0].axes
     counts = {a: len(cells.values(ran_ids, a)) for a in cells.axes}
@@ -204,8 +198,7 @@ def _read_axes(group: list[Variant], ran_ids: list[str], cells: _Cells) -> tuple
 
 
 def _held(ran: list[str], axes: tuple[str, ...], cells: _Cells) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """The pins of the cells where it ran that the picture does not read along, as sets: context, never the reading
-    ("" where a cell does not install it)."""
+    """The pins of the cells where it ran that the picture does not read along: context, never the reading."""
     return tuple((a, tuple(values)) for a in cells.axes if a not in axes and (values := cells.values(ran, a)) and values != [""])
 
 
@@ -303,10 +296,7 @@ Boundary = tuple[list[Picture], list[Variant]]
 
 
 def _root(variant: Variant, by_name: Mapping[tuple[str, str, str], Variant]) -> tuple[str, str, str] | None:
-    """The (case, device, variant) whose picture ``variant`` joins (None: its own): one picture per bug.
-
-    A workaround joins what it works around; an upstream variant its counterpart, or what that workaround is for.
-    """
+    """The (case, device, variant) whose picture ``variant`` joins (None: its own): a workaround's, an upstream's counterpart's."""
     target_field = JOINS.get(variant.kind) if variant.kind else None
     name = getattr(variant, target_field) if target_field else None
     seen = {variant.name}

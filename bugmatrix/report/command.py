@@ -1,9 +1,7 @@
 """``python -m bugmatrix report``: run files (+ the plan) -> compat.json, compat.md, index.html, the history, and more.
 
 Every path is checked before anything is written (exit 2), each output directory is locked, and every output is
-written beside its target and renamed only when all are written (exit 3 on failure, nothing changed). Exit 1 with
-``--fail-on-regression`` for a missing, regressed or no longer installing result. ``--readme`` alone regenerates the
-README's table from ``reports/compat.json``. The outputs are a registry (:mod:`bugmatrix.report.outputs`).
+written all or nothing (exit 3). Exit 1 with ``--fail-on-regression`` for a missing, regressed or uninstallable result.
 """
 
 from __future__ import annotations
@@ -122,7 +120,7 @@ def _refresh_readme(options: ReportOptions, readme: Path) -> int:
 
 
 def _say(night: Night, lines: list[str]) -> None:
-    """The terminal's account of the night: its findings and the summary (:func:`render_terminal`), where it went, and each failing result."""
+    """The terminal's account of the night: findings, summary, where it went, and each failing result (stderr)."""
     report, options = night.report, night.options
     compat = report.compat
     failing, flaky = summary_lines(report.changes), flaky_lines(report.changes)

@@ -1,8 +1,7 @@
 """What changed since the baseline (an earlier compat document): missing results and regressions first.
 
-A regression is also read from the run's own verdict, and a *missing* result is reported with or without a baseline.
-A flaky pair's change (:mod:`~bugmatrix.report.history`) is listed as :attr:`ChangeKind.FLAKY` and fails nothing;
-a missing result is never downgraded. :data:`FAILING` is what fails ``--fail-on-regression``.
+A regression is also read from the run's own verdict; a flaky pair's change is :attr:`ChangeKind.FLAKY` and fails
+nothing, but a missing result is never downgraded. :data:`FAILING` is what fails ``--fail-on-regression``.
 """
 
 from __future__ import annotations
@@ -76,12 +75,11 @@ class Change:
 
     @property
     def reused_note(self) -> str:
-        """`` (♻ reused from <date, commit, run>)`` for a reused result: a finding never passes as tonight's observation."""
+        """`` (♻ reused from <date, commit, run>)`` for a reused result."""
         return reused_note(self.reused)
 
 
 def _classify(before: Outcome | None, after: Outcome) -> ChangeKind | None:
-    """The change kind for one entry, or None when nothing worth saying changed."""
     if before is after:
         return None
     if before is Outcome.FIXED and after is Outcome.REPRODUCED:
@@ -98,10 +96,7 @@ def _classify(before: Outcome | None, after: Outcome) -> ChangeKind | None:
 
 
 def diff_against_baseline(current: Compat, baseline: Compat | None, flaky: Collection[tuple[str, str]] = frozenset()) -> list[Change]:
-    """Changes from ``baseline`` to ``current``, most severe first; ``flaky`` pairs (:func:`~bugmatrix.report.history.flaky_pairs`).
-
-    Without a baseline only the run's own regression verdicts and missing results: everything else would be "new".
-    """
+    """Changes from ``baseline`` to ``current``, most severe first; without one, only regression verdicts and missing results."""
     changes: list[Change] = []
     old = baseline.results if baseline is not None else {}
     origins = current.reused_origins

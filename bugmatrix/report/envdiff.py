@@ -55,7 +55,7 @@ def explain_changes(baseline: Compat | None, current: Compat) -> list[Moved]:
 
 
 def source_build_lines(compat: Compat) -> list[str]:
-    """One line per cell whose environment built a distribution from source (its run file's ``source_builds``): slow, and another binary than a wheel's."""
+    """One line per cell whose environment built a distribution from source (slow, and another binary than a wheel's)."""
     lines = []
     for cell in compat.cells:
         built = cell.environment.get("source_builds") or {}

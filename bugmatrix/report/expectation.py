@@ -1,8 +1,7 @@
 """What a report expected to find, and under which profile: a result that is not there is *missing*, never silent.
 
-The expectation is the plan (``--plan``, or the profile's plan computed upstream); else the baseline's (variant, cell)
-set when it is of the same profile, plus each run file's own selection; else only those selections. The profile is
-the plan's, else ``--profile``, else the baseline's when every cell is one of its own, else ``ad-hoc-<digest>``.
+The expectation is the plan; else the baseline's (variant, cell) set when of the same profile, plus each run file's
+own selection; else only those selections. The profile: the plan's, ``--profile``, the baseline's, or ``ad-hoc-<digest>``.
 """
 
 from __future__ import annotations
@@ -123,7 +122,7 @@ def expect(
     baseline: Compat | None = None,
     baseline_path: str = "",
 ) -> Expectation:
-    """The expectation this report holds ``runs`` against (the rules are in the module docstring)."""
+    """The expectation this report holds ``runs`` against."""
     if plan is not None:
         return from_plan(plan, plan_path, baseline)
     if baseline is not None and baseline.profile == profile:

@@ -1,9 +1,8 @@
 """The re-resolve lane in the report: per cell, what moved below its lock tonight, and what that changed.
 
 The lane (:mod:`bugmatrix.run.reresolve`) leaves ``<reports>/fresh/``: ``resolve.json`` and a sibling run per moved
-cell. Each outcome that differs from the locked run is attributed to what moved; a cell that no longer resolves or
-installs is a finding. Siblings of another lock or an earlier night are stale and left out, and a lane of another
-profile or night is left out with one line. Its findings fail no run: the committed locks behaved as recorded.
+cell. Siblings of another lock or night are stale; a lane of another profile or night is left out with one line. Its
+findings fail no run: the committed locks behaved as recorded.
 """
 
 from __future__ import annotations
@@ -74,11 +73,7 @@ def _not_this_night(record: LaneFile, profile: str, night: str | None) -> str | 
 def load_fresh_lane(
     lane_dir: Path, compat: Compat, *, night: str | None = None, warn: Callable[[str], None] | None = None
 ) -> tuple[FreshLane, dict[str, str]] | None:
-    """The lane of ``lane_dir`` (``<reports>/fresh``) for the report's cells; None when none ran or it is not this night's.
-
-    Beside it, the sibling run files it shows as tonight's (``fresh/runs/<cell>.json`` -> digest): what the history records
-    of them, and no part of compat.json.
-    """
+    """The lane of ``lane_dir`` for the report's cells, and its sibling run files' digests (for the history); None when none ran."""
     try:
         record = load_reresolved(lane_dir)
     except BugmatrixError as exc:  # the lane is news beside the night: a corrupt record loses the lane, never the night

@@ -1,9 +1,8 @@
 """Outcomes across nights (``bugmatrix.history/1``, one line per night and profile): last change, timeline, flakiness.
 
-Each night stores one letter per (variant, cell), so 90 nights of 1,000 cells x 20 variants stay ~2 MB; each profile
-keeps its own last :data:`KEEP_NIGHTS`. A (variant, cell) is *flaky* when within the last :data:`WINDOW` (30) nights
-it changed at least :data:`FLIPS` (2) times and went back to an outcome it already had; a ``missing`` night is a gap.
-The diff lists such a pair's changes as flaky (:func:`flaky_pairs`) instead of failing the run (docs/report.md).
+One letter per (variant, cell) a night. A (variant, cell) is *flaky* when within the last :data:`WINDOW` nights it
+changed at least :data:`FLIPS` times and went back to an outcome it already had (a ``missing`` night is a gap); the
+diff lists its changes as flaky instead of failing the run.
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ KEEP_NIGHTS = 90
 WINDOW = 30
 #: Changes within the window (one of them back to an earlier outcome) that make a (variant, cell) flaky.
 FLIPS = 2
-#: One letter per outcome (``Outcome.code``; tests/test_history.py checks they differ) -> the outcome's word.
+#: One letter per outcome (``Outcome.code``) -> the outcome's word.
 WORDS = {o.code: o.value for o in Outcome}
 ABSENT = "."
 #: Letters that are no outcome of the bug: a gap on the timeline, never a change, never flaky.
@@ -154,7 +153,7 @@ class _Cells:
         self.cells: tuple[str, ...] = ()
 
     def feed(self, night: Night, letters: str) -> list[tuple[str, str, str]]:
-        """(cell, before, after) for every cell whose outcome differs from its last real one."""
+        """(cell, before, after) per cell whose outcome differs from its last real one."""
         if letters == self.letters and night.cells == self.cells:
             return []  # most nights: nothing changed, compared in one step
         changes = []
@@ -181,7 +180,7 @@ def _tick(night: Night, state: str, changes: list[tuple[str, str, str]]) -> Tick
 
 
 def summarise(nights: list[Night], window: int = WINDOW) -> dict[str, VariantHistory]:
-    """Per variant of the last night: since when unchanged, the last ``window`` nights, its flaky cells (the rule: module docstring)."""
+    """Per variant of the last night: since when unchanged, the last ``window`` nights, its flaky cells."""
     if not nights:
         return {}
     first_recent = max(0, len(nights) - window)
@@ -221,10 +220,7 @@ def summarise(nights: list[Night], window: int = WINDOW) -> dict[str, VariantHis
 
 
 def unchanged_since(nights: Sequence[Night], cell: str, variants: Iterable[str]) -> str | None:
-    """Per cell, the first night from which each variant has had its last night's outcome there; None without one.
-
-    A night without the cell or the variant ends the run; ``missing`` counts as an outcome, so a lost cell says so.
-    """
+    """The first night from which each variant has had its last night's outcome in ``cell`` (``missing`` counts); None without one."""
     if not nights or cell not in nights[-1].cells:
         return None
     last = nights[-1]

@@ -1,13 +1,18 @@
-"""Markdown text from run data, escaped in one place: compat.md, the step summary and the README table write through here.
+"""The text pages (compat.md, the step summary, the terminal) from Jinja templates; Markdown escaped in one place.
 
-No Markdown library escapes for GitHub's dialect, so :func:`escape_md` is the one hand-written helper.
+No Markdown library escapes for GitHub's dialect, so :func:`escape_md` is the one hand-written helper; the templates
+apply it as the ``md`` and ``code`` filters (autoescape is for HTML).
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["code", "escape_md"]
+from jinja2 import Environment, PackageLoader
+
+from bugmatrix.report.model import REUSED
+
+__all__ = ["TEXT", "code", "escape_md"]
 
 #: Characters that change Markdown structure or style; backslash-escaped (GFM honours these in tables too).
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
@@ -26,3 +31,15 @@ def code(text: object) -> str:
     """An id as a code span when it needs no escaping (a code span shows backslashes literally), else escaped text."""
     text = str(text)
     return f"`{text}`" if _PLAIN_ID.fullmatch(text) else escape_md(text)
+
+
+#: The text templates (``*.md.j2``, ``terminal.txt.j2``): a line holding only a tag leaves nothing behind.
+TEXT = Environment(
+    loader=PackageLoader("bugmatrix.report", "templates"),
+    autoescape=False,  # noqa: S701 -- Markdown escapes with the md and code filters
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+TEXT.filters.update(md=escape_md, code=code)
+TEXT.globals["reused"] = REUSED

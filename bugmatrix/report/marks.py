@@ -25,8 +25,7 @@ __all__ = [
     "version_key",
 ]
 
-#: Outcomes that say nothing about the bug: they never make an axis drawn nor a flip (a gap on the picture). A skip
-#: ("needs a CUDA GPU", "needs lightning>=2.1") is one: a variant is read only where it ran, on every device.
+#: Outcomes that say nothing about the bug (a skip too): never a flip, a gap on the picture.
 NOT_RUN = frozenset(o for o in Outcome if not o.ran)
 #: Roles a variant can play on another variant's picture: the kind, and the field naming its target.
 JOINS = {Kind.WORKAROUND: "workaround_for", Kind.UPSTREAM: "counterpart"}
@@ -35,8 +34,7 @@ MAX_COLUMNS = 20
 MAX_ROWS = 40
 #: The most values of one held axis a picture's caption names before it says "…".
 HELD_SHOWN = 4
-#: Verbs for a flip from ``was`` to ``now``; the default is ``now``'s own (``Outcome.verb``). "regressed in" only
-#: where the new outcome is not what its expectation declares (see :attr:`Flip.declared`).
+#: Verbs for a flip from ``was`` to ``now`` (default: ``now``'s own); "regressed in" only where not declared (:attr:`Flip.declared`).
 _PAIR_VERBS = {(Outcome.REPRODUCED, Outcome.FIXED): "fixed in", (Outcome.FIXED, Outcome.REPRODUCED): "regressed in"}
 
 
@@ -60,7 +58,7 @@ class Mark:
 
     @property
     def single(self) -> Outcome | None:
-        """The one outcome of this position, or None (nothing here, or several: mixed)."""
+        """The one outcome of this position, or None (nothing, or mixed)."""
         return self.outcomes[0] if len(self.outcomes) == 1 else None
 
     @property
@@ -75,10 +73,7 @@ class Mark:
 
 @dataclass(frozen=True, slots=True)
 class Flip:
-    """The outcome changes from ``was`` at ``before`` to ``now`` at ``after`` along ``axis``.
-
-    ``at``: the grid lines where it occurs (empty on a strip); ``adjacent`` is False when a gap lies between.
-    """
+    """The outcome changes from ``was`` at ``before`` to ``now`` at ``after`` along ``axis`` (``at``: the grid lines where)."""
 
     axis: str
     before: str
@@ -88,10 +83,10 @@ class Flip:
     at: tuple[str, ...] = ()
     other_axis: str = ""
     adjacent: bool = True
-    #: The axes' short names as the document spells them (``pl``); only for labels, not identity.
+    #: Short names (``pl``), for labels only.
     axis_short: str = field(default="", compare=False)
     other_short: str = field(default="", compare=False)
-    #: The outcome after the flip is what its expectation declares there (the bug was introduced on record, not regressed).
+    #: The outcome after the flip is what its expectation declares there.
     declared: bool = field(default=False, compare=False)
 
     @property
@@ -119,11 +114,8 @@ class Track:
     variant: Variant
     marks: dict[tuple[str, ...], Mark]
     flips: list[Flip]
-    #: Where it has more than one outcome and no flip: why, in words (cells that differ on both axes read at once,
-    #: or outcomes that differ with pins it does not declare); "" otherwise.
-    unread: str = ""
-    #: The cells where its result was taken under a check its case no longer makes (``old_checks``): said on its line.
-    old: tuple[str, ...] = ()
+    unread: str = ""  # why a track with several outcomes shows no flip
+    old: tuple[str, ...] = ()  # cells whose result was taken under a check its case no longer makes
 
     @property
     def name(self) -> str:
@@ -139,8 +131,7 @@ class Track:
 class Picture:
     """A strip (one axis) or grid (two) of a variant (``tracks[0]``) and the workarounds for it.
 
-    ``values[i]`` are ``axes[i]``'s values in release order (``axes[0]`` along the columns of a grid); ``held`` are
-    the other pins of its cells with the values they were held at: context, never the reading.
+    ``values[i]``: ``axes[i]``'s values in release order; ``held``: the other pins of its cells, as context.
     """
 
     kind: str  # strip | grid | list (too many releases to draw: flips only)
@@ -152,9 +143,7 @@ class Picture:
     flip_edges: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
     shorts: Mapping[str, str] = field(default_factory=dict)  # axis -> short name, from the document
     held: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    #: Where a variant of another device than the CPU was observed: ``NVIDIA H200; torch 2.11.0`` (the GPUs of its cells,
-    #: and the pins it was held at, the interpreter left out); "" for a CPU variant. Its line says it, and only it.
-    observed_on: str = ""
+    observed_on: str = ""  # a non-CPU variant's GPUs and pins (``NVIDIA H200; torch 2.11.0``); "" for a CPU one
 
     @property
     def held_text(self) -> str:
@@ -168,7 +157,6 @@ class Picture:
         return "held at " + " · ".join(parts) if parts else ""
 
     def short(self, axis: str) -> str:
-        """An axis's short name (``pl``), as in the document's cell ids."""
         return self.shorts.get(axis, axis)
 
     @property

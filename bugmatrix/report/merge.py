@@ -1,8 +1,7 @@
 """Merge run files into one compat document (:class:`~bugmatrix.report.model.Compat`): every view's single input.
 
-One entry per (variant, cell) a run recorded (its log cut to :data:`LOG_LIMIT`); every variant of a cell whose install
-failed gets ``install-failed`` with the resolver's reason; every expected result no run recorded is ``missing`` with
-why. A run whose pins disagree with the plan's for its cell is refused.
+A cell whose install failed gets ``install-failed`` for every variant; an expected result no run recorded is ``missing``
+with why. A run whose pins disagree with the plan's for its cell is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ import msgspec
 from bugmatrix.cell.case import Variant as CaseVariant
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict, judge
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
+from bugmatrix.documents import compat as document
 from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.documents.run import UnreadableRun
 from bugmatrix.errors import BugmatrixError
@@ -28,7 +28,6 @@ from bugmatrix.report.model import (
     Compat,
     Entry,
     ExpectationSource,
-    Host,
     InstallStatus,
     Origin,
     TrackedPin,
@@ -48,7 +47,6 @@ PACKAGE_SUFFIX = "_package"
 
 
 def _duration(run: RunRecord) -> float | None:
-    """Wall time of the cell, or None when the run file's timestamps cannot say."""
     try:
         return (dt.datetime.fromisoformat(run.finished) - dt.datetime.fromisoformat(run.started)).total_seconds()
     except (TypeError, ValueError):  # empty, malformed, or one naive and one aware timestamp
@@ -56,7 +54,6 @@ def _duration(run: RunRecord) -> float | None:
 
 
 def _failed(run: RunRecord) -> bool:
-    """The run file says its environment could not be built."""
     return InstallStatus(run.install.get("status", InstallStatus.OK)) is InstallStatus.FAILED
 
 
@@ -89,8 +86,7 @@ def _tracking(runs: Sequence[RunRecord], expectation: Expectation) -> Tracking:
     return Tracking(axes)
 
 
-def _environments(runs: Sequence[RunRecord], interpreter: str | None) -> tuple[Host, ...]:
-    """The machines the cells ran on, for the report header: platform and GPU, with the CUDA builds and interpreters."""
+def _environments(runs: Sequence[RunRecord], interpreter: str | None) -> tuple[document.Host, ...]:
     hosts: dict[tuple[str, str], tuple[str | None, list[str], list[str], list[str]]] = {}
     for run in runs:
         env = run.environment
@@ -102,7 +98,8 @@ def _environments(runs: Sequence[RunRecord], interpreter: str | None) -> tuple[H
             if value and str(value) not in seen:
                 seen.append(str(value))
         cells.append(run.cell)
-    return tuple(Host(key[0], gpu, tuple(cuda), tuple(py), tuple(cells)) for key, (gpu, cuda, py, cells) in hosts.items())
+    named = interpreter or "interpreter"  # the document lists a host's interpreters under the interpreter axis's name
+    return tuple({"platform": key[0], "gpu": gpu, "cuda": cuda, named: py, "cells": cells} for key, (gpu, cuda, py, cells) in hosts.items())
 
 
 def _entry(record: VariantRecord, declared: CaseVariant | None = None, versions: Mapping[str, str] | None = None) -> Entry:
@@ -137,9 +134,8 @@ def _check_against_plan(runs: Sequence[RunRecord], expectation: Expectation) -> 
 def _axes(runs: Sequence[RunRecord], expectation: Expectation) -> tuple[Axis, ...]:
     """Axis names, order, short names and which is the interpreter: the plan's, else read back from the cell ids.
 
-    Without a plan the order is one every cell id agrees with (an axis a cell does not name in its id goes after those
-    it names), whichever run file is read first. The interpreter is the axis whose distribution the environment does
-    not record (no ``<axis>_package``), else the prefix that drops its dots (``py311``).
+    Without a plan: an order every cell id agrees with; the interpreter is the axis whose distribution the environment
+    does not record (no ``<axis>_package``), else the prefix that drops its dots (``py311``).
     """
     prefixes: dict[str, str] = {}
     dotless: set[str] = set()
@@ -243,8 +239,7 @@ def _missing(
 
 
 def _attach_workarounds(variants: Sequence[Variant], results: dict[str, dict[str, Entry]], siblings: Mapping[str, Sequence[str]]) -> None:
-    """For each reproduced entry: the workarounds of its case and device fixed in the same pins: its cell, the cell it is a
-    sibling of, or any of their ``siblings`` (a case's environment runs in a cell of the same pins built with it)."""
+    """For each reproduced entry: the workarounds of its case and device fixed in the same pins (its cell or a sibling)."""
     helpers: dict[tuple[str, str, str], list[Variant]] = {}
     for w in variants:
         if w.workaround_for:
@@ -279,9 +274,8 @@ def merge_runs(
 ) -> Compat:
     """One compat document from run files: cells in the plan's order (else as given), then the expected cells no run holds.
 
-    ``expectation`` (:func:`~bugmatrix.report.expectation.expect`; a bare ``plan`` is ``from_plan(plan)``) says what
-    should be there. ``declared`` and ``cases`` (by variant id) stand in for what older run files did not record: the
-    axes, the old checks, the expectation of a result recorded ``new``. ``unreadable`` run files are their cells' findings.
+    ``expectation`` says what should be there (a bare ``plan``: ``from_plan(plan)``); ``declared`` and ``cases`` (by
+    variant id) stand in for what older run files did not record (axes, old checks, the expectation of a ``new`` result).
     """
     if expectation is None:
         expectation = from_plan(plan) if plan is not None else Expectation(ExpectationSource.RUNS, "each run file's own selection")

@@ -1,14 +1,13 @@
 """The merged night as typed, frozen values: what every analysis and every view reads.
 
 Its parts are the document's own structs (:mod:`bugmatrix.documents.compat`, re-exported here); :class:`Compat` holds
-them with what the night says about itself (axes, the interpreter, short names, which pins tell cells apart), cached.
-:func:`load_compat` reads a file of any version (a defect is one line).
+them with what the night says about itself, cached. :func:`load_compat` reads a file of any version.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,6 @@ __all__ = [
     "Entry",
     "ExpectationSource",
     "ExpectationSummary",
-    "Host",
     "InstallStatus",
     "Origin",
     "TrackedPin",
@@ -62,6 +60,10 @@ _DECODER = msgspec.json.Decoder(document.Compat)
 #: What a night says without a tracked release, and without a plan or a baseline to hold its runs against.
 _UNTRACKED = Tracking()
 _RUNS_ONLY = ExpectationSummary(ExpectationSource.RUNS)
+#: The fields :meth:`Compat.from_document` fills in where an older document lacks them.
+_DEFAULTED = frozenset({"axes", "tracking", "expectation"})
+#: A host's keys other than its interpreters (listed under the interpreter axis's name).
+_HOST_KEYS = frozenset({"platform", "gpu", "cuda", "cells"})
 
 
 #: The mark of a reused cell, its columns, its entries and its findings, in every view.
@@ -73,44 +75,9 @@ def reused_note(origin: str) -> str:
     return f" ({REUSED} reused from {origin})" if origin else ""
 
 
-@dataclass(frozen=True, slots=True)
-class Host:
-    """A machine the cells ran on, for the report header: platform and GPU, with the CUDA builds and interpreters seen there."""
-
-    platform: str
-    gpu: str | None = None
-    cuda: tuple[str, ...] = ()
-    interpreters: tuple[str, ...] = ()
-    cells: tuple[str, ...] = ()
-
-    def to_document(self, interpreter: str) -> document.Host:
-        """The model leaves a host a plain mapping: the interpreters' versions are under the interpreter axis's own name."""
-        return {
-            "platform": self.platform,
-            "gpu": self.gpu,
-            "cuda": list(self.cuda),
-            interpreter: list(self.interpreters),
-            "cells": list(self.cells),
-        }
-
-    @classmethod
-    def from_document(cls, data: document.Host) -> Host:
-        interpreters = next((v for k, v in data.items() if k not in ("platform", "gpu", "cuda", "cells") and isinstance(v, list)), [])
-        return cls(
-            str(data.get("platform") or ""),
-            data.get("gpu"),
-            tuple(data.get("cuda") or ()),
-            tuple(interpreters),
-            tuple(data.get("cells") or ()),
-        )
-
-
 @dataclass(frozen=True)
 class Compat:
-    """The merged night: cells (columns), variants (rows) and one entry per (variant, cell), in the merge's order.
-
-    Derived facts are cached on first use: a full report asks them ~10^5 times.
-    """
+    """The merged night: cells (columns), variants (rows) and one entry per (variant, cell); derived facts cached."""
 
     generated: str
     commit: str
@@ -119,14 +86,12 @@ class Compat:
     cells: tuple[Cell, ...]
     variants: tuple[Variant, ...]
     results: Mapping[str, Mapping[str, Entry]]
-    environments: tuple[Host, ...] = ()
+    environments: tuple[document.Host, ...] = ()
     tracking: Tracking = _UNTRACKED
     stale: tuple[str, ...] = ()  # variant ids recorded by a run but not planned (renamed or removed)
     expectation: ExpectationSummary = _RUNS_ONLY
     profile_source: str = ""  # where the profile came from: the plan, --profile, the baseline, or an ad-hoc set
     schema: str = COMPAT_SCHEMA
-
-    # -- what the document says about itself ------------------------------------------------------
 
     @cached_property
     def cell_by_id(self) -> dict[str, Cell]:
@@ -138,16 +103,16 @@ class Compat:
 
     @cached_property
     def reused_cells(self) -> tuple[Cell, ...]:
-        """The cells whose results were taken over from an earlier run (each view names them with their origin)."""
+        """The cells whose results were taken over from an earlier run."""
         return tuple(c for c in self.cells if c.reused)
 
     @cached_property
     def reused_origins(self) -> dict[str, str]:
-        """Cell id -> whose results it holds (:attr:`Origin.text`), for the reused cells: every line about them says so."""
+        """Cell id -> whose results it holds (:attr:`Origin.text`), for the reused cells."""
         return {c.id: c.reused_from.text for c in self.cells if c.reused_from is not None}
 
     def reuses(self, variant_id: str) -> bool:
-        """Whether one of the variant's entries is a reused cell's: a line that reads the variant then says ♻."""
+        """Whether one of the variant's entries is a reused cell's."""
         return not self.reused_origins.keys().isdisjoint(self.entries(variant_id))
 
     @cached_property
@@ -169,6 +134,11 @@ class Compat:
     def short(self, axis: str) -> str:
         """An axis's short name in headings, as in cell ids (the prefix the plan gives it)."""
         return self._shorts.get(axis, axis)
+
+    @staticmethod
+    def interpreters(host: document.Host) -> list[str]:
+        """The interpreters seen on a host (an older document may list them under another key)."""
+        return next((v for k, v in host.items() if k not in _HOST_KEYS and isinstance(v, list)), [])
 
     def entry(self, variant_id: str, cell_id: str) -> Entry | None:
         return self.results.get(variant_id, {}).get(cell_id)
@@ -210,8 +180,7 @@ class Compat:
         return " · ".join(parts) + when + stale
 
     def gpu_runs_text(self) -> str:
-        """``NVIDIA H200 · CUDA 13.0 · 2026-11-27: system-cuda-h200 (torch 2.11.0 · pl 2.6.6 · tf 5.17.0); …``: the cells that
-        ran on a GPU, per GPU, with the day and the stack each observed; "" where none did."""
+        """``NVIDIA H200 · CUDA 13.0 · 2026-11-27: system-cuda-h200 (torch 2.11.0 · …)``: the cells that ran on a GPU, per GPU."""
         groups: dict[tuple[str, str, str], list[str]] = {}
         for cell in self.cells:
             gpu = cell.observed("gpu")
@@ -223,8 +192,6 @@ class Compat:
             f"{gpu} · CUDA {cuda or '?'} · {day or 'date unknown'}: {', '.join(cells)}" for (gpu, cuda, day), cells in groups.items()
         )
 
-    # -- new documents from this one (tests, what-ifs) ------------------------------------------
-
     def with_entry(self, variant_id: str, cell_id: str, **changes: Any) -> Compat:
         """This document with one entry changed (``outcome=Outcome.REPRODUCED, message=...``); the original is untouched."""
         entry = self.results[variant_id][cell_id]
@@ -234,53 +201,19 @@ class Compat:
         per_cell = {**self.results[variant_id], cell_id: msgspec.structs.replace(entry, **changes)}
         return replace(self, results={**self.results, variant_id: per_cell})
 
-    # -- the document (bugmatrix.documents.compat) -----------------------------------------------
-
     def to_document(self) -> document.Compat:
         """This night as the model of compat.json (:meth:`NightReport.to_document` adds the analyses)."""
-        return document.Compat(
-            schema=self.schema,
-            generated=self.generated,
-            commit=self.commit,
-            profile=self.profile,
-            profile_source=self.profile_source,
-            axes=self.axes,
-            environments=tuple(h.to_document(self.interpreter or "interpreter") for h in self.environments),
-            tracking=self.tracking,
-            cells=self.cells,
-            variants=self.variants,
-            results=dict(self.results),
-            stale=self.stale,
-            expectation=self.expectation,
-        )
+        return document.Compat(**{f.name: getattr(self, f.name) for f in fields(self)})
 
     @classmethod
     def from_document(cls, doc: document.Compat) -> Compat:
         """The night of a compat document of any known version: what an older one lacks takes its default."""
         return cls(
-            generated=doc.generated,
-            commit=doc.commit,
-            profile=doc.profile,
+            **{f.name: getattr(doc, f.name) for f in fields(cls) if f.name not in _DEFAULTED},
             axes=tuple(a if a.prefix else msgspec.structs.replace(a, prefix=a.name) for a in doc.axes),
-            cells=doc.cells,
-            variants=doc.variants,
-            results=doc.results,
-            environments=tuple(Host.from_document(h) for h in doc.environments),
             tracking=doc.tracking or _UNTRACKED,
-            stale=doc.stale,
             expectation=doc.expectation or _RUNS_ONLY,
-            profile_source=doc.profile_source,
-            schema=doc.schema,
         )
-
-    @classmethod
-    def from_json(cls, data: object) -> Compat:
-        """A compat document from plain data (``json.load``), checked by the model; raises msgspec.ValidationError."""
-        return cls.from_document(msgspec.convert(data, document.Compat))
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain data for compat.json (:func:`compat_json`)."""
-        return compat_json(self.to_document())
 
 
 def compat_json(doc: document.Compat) -> dict[str, Any]:

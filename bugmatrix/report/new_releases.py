@@ -1,9 +1,8 @@
 """The new-release section: how each variant fares in a release the suite has not judged before, installed or not.
 
-A release is *new* when the baseline pins no cell to it (without a baseline: when nothing judged its cells, or it is
-what ``latest`` resolved to). Each variant is compared with the previous release of the axis in the same run; a pin
-new to the matrix but not just shipped (a new axis, an older release) is an addition, said quietly. A cell of a new
-release that does not install is a note of its own and fails ``--fail-on-regression`` (:func:`install_changes`).
+A release is *new* when the baseline pins no cell to it (without a baseline: nothing judged its cells, or ``latest``
+resolved to it); each variant is compared with the previous release of the axis in the same run. A pin new to the
+matrix but not just shipped is an addition, said quietly; a new release that does not install fails the run.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ NEW, NEW_IN_MATRIX = "(new)", "(new in this matrix)"
 
 
 def one_line_reason(reason: str) -> str:
-    """uv's reason in one line: its "Because ..." sentence when it has one, else the last line that says something."""
+    """uv's reason in one line: its "Because ..." sentence, else its last line that says something."""
     lines = [line.strip().lstrip("×╰─▶│ ").strip() for line in reason.splitlines()]
     # uv's own chatter: where it installs ("... environment at: <venv>") and its hints are not the reason.
     lines = [line for line in lines if line and "environment at:" not in line and not line.lower().startswith(("hint:", "help:"))]
@@ -90,10 +89,7 @@ def new_releases(compat: Compat, baseline: Compat | None) -> list[tuple[str, str
 
 
 def is_addition(compat: Compat, baseline: Compat | None, axis: str, version: str) -> bool:
-    """A pin new to this run that upstream did not just ship: a new axis, or older than a release already judged.
-
-    What ``latest`` resolved to is always a release; without a baseline, a pin with an earlier release in this run.
-    """
+    """A pin new to this run that upstream did not just ship: a new axis, or older than a release already judged."""
     if (axis, version) in _tracked(compat):
         return False
     mine = parse_version(version)
@@ -106,7 +102,7 @@ def is_addition(compat: Compat, baseline: Compat | None, axis: str, version: str
 
 
 def _previous_index(cells: Sequence[Cell], axis: str) -> dict[tuple, list[tuple[Version, str, str]]]:
-    """Cells by their pins other than ``axis`` (the same pin set), each list sorted by the ``axis`` version."""
+    """Cells by their pins other than ``axis``, each list sorted by the ``axis`` version."""
     index: dict[tuple, list[tuple[Version, str, str]]] = {}  # (version, cell id, the pin as written)
     for cell in cells:
         version = parse_version(cell.pins.get(axis, ""))
@@ -122,7 +118,7 @@ def _previous_index(cells: Sequence[Cell], axis: str) -> dict[tuple, list[tuple[
 def _previous(
     index: dict[tuple, list[tuple[Version, str, str]]], cell: Cell, axis: str, ran: Mapping[str, Entry]
 ) -> tuple[str, str] | None:
-    """(pin, cell id) of the cell with the same other pins and the nearest lower ``axis`` version in which the variant ran."""
+    """(pin, cell id) of the nearest lower ``axis`` version with the same other pins where the variant ran."""
     mine = parse_version(cell.pins.get(axis, ""))
     key = tuple(sorted((a, v) for a, v in cell.pins.items() if a != axis))
     best = None
@@ -160,7 +156,6 @@ _TAILS = {
 
 
 def _where(compat: Compat, cell: Cell, axis: str, holders: int) -> str:
-    """`` with pl 2.0.3``: the other pins, only where the release has several cells."""
     others = [(a, v) for a, v in cell.pins.items() if a not in (axis, compat.interpreter)]
     return f" with {' '.join(f'{compat.short(a)} {v}' for a, v in others)}" if holders > 1 and others else ""
 
@@ -245,8 +240,7 @@ class ReleaseGroup:
 
 
 def release_groups(notes: Iterable[ReleaseNote], compat: Compat, baseline: Compat | None) -> list[ReleaseGroup]:
-    """The notes of :func:`release_notes` per new release: a release that does not install first, then upstream releases before
-    additions (:func:`is_addition`), those with a regression candidate first, else first-seen order."""
+    """The notes per new release: one that does not install first, then upstream releases (regression candidates first), then additions."""
     by_release: dict[tuple[str, str], list[ReleaseNote]] = {}
     for note in notes:
         by_release.setdefault((note.axis, note.version), []).append(note)

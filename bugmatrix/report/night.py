@@ -1,7 +1,6 @@
 """One night's report as one value: the compat document and every analysis of it, built once by :func:`analyse`.
 
 Every view reads the :class:`NightReport` and computes nothing of its own, so they cannot disagree.
-:meth:`NightReport.findings` groups what needs a maintainer with everything known about it (the issue bodies read it).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from typing import Any
 import msgspec
 
 from bugmatrix.documents import compat as document
-from bugmatrix.documents.compat import FreshLane, Moved, ReleaseNote
+from bugmatrix.documents.compat import FreshCell, FreshLane, Moved, ReleaseNote
 from bugmatrix.report.agreement import AgreementLine, per_case
 from bugmatrix.report.boundaries import Boundary, Picture, boundary_text, pictures
 from bugmatrix.report.diff import (
@@ -28,7 +27,7 @@ from bugmatrix.report.diff import (
 from bugmatrix.report.envdiff import explain_changes
 from bugmatrix.report.expectation import SYSTEM_CELL
 from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise, unchanged_since
-from bugmatrix.report.model import Compat, compat_json
+from bugmatrix.report.model import Compat, Origin, compat_json
 from bugmatrix.report.new_releases import ReleaseGroup, install_changes, release_groups, release_notes
 
 __all__ = ["CELL_FINDINGS", "FINDING_KINDS", "Finding", "NightReport", "analyse"]
@@ -50,9 +49,7 @@ CELL_FINDINGS = frozenset({ChangeKind.MISSING, ChangeKind.NO_LONGER_INSTALLS})
 class Finding:
     """One thing to act on, and everything the night knows about it.
 
-    ``kind`` and ``subject`` make it the same finding on another night: a variant id, a cell id (:data:`CELL_FINDINGS`)
-    or ``axis version`` (a release that does not install, also in ``release``). ``since`` / ``since_by_cell``: the first
-    night of the current outcomes (None without history); ``moved``: per cell, what moved below the pins.
+    ``kind`` and ``subject`` (a variant id, a cell id, or ``axis version``) make it the same finding on another night.
     """
 
     kind: ChangeKind
@@ -117,16 +114,13 @@ class NightReport:
 
     @property
     def expectation_text(self) -> str:
-        """``Expected: the plan … (70 cells); profile full from the plan.``: every view says it (what was dropped: :attr:`dropped_text`)."""
+        """``Expected: the plan … (70 cells); profile full from the plan.``"""
         summary, compat = self.compat.expectation, self.compat
         return f"Expected: {summary.text or 'not recorded (an older document)'}; profile {compat.profile} from {compat.profile_source or 'the document'}."
 
     @property
     def dropped_text(self) -> str:
-        """What the baseline had and this plan left out on purpose, one line every view puts last (or "").
-
-        A profile that is a subset of the baseline's says just that, instead of naming the dozens of cells it does not run.
-        """
+        """What the baseline had and this plan left out on purpose, one line every view puts last (or "")."""
         summary, baseline = self.compat.expectation, self.baseline
         if summary.dropped and baseline is not None and baseline.profile != self.compat.profile:
             ran = [c.id for c in self.compat.cells if c.id != SYSTEM_CELL]
@@ -145,13 +139,33 @@ class NightReport:
 
     @property
     def upstream_releases(self) -> tuple[ReleaseGroup, ...]:
-        """New releases upstream shipped (and additions that do not install: a failure leads whatever it is): lead every view."""
+        """New releases upstream shipped, and additions that do not install: they lead every view."""
         return tuple(g for g in self.releases if not g.addition or not g.installs)
 
     @property
     def additions(self) -> tuple[ReleaseGroup, ...]:
-        """Pins new to this matrix on purpose (a new axis, an older release) that install: said quietly, after the findings."""
+        """Pins new to this matrix on purpose that install: said quietly, after the findings."""
         return tuple(g for g in self.releases if g.addition and g.installs)
+
+    @property
+    def reuse_groups(self) -> list[tuple[Origin, list[str]]]:
+        """The reused cells grouped by whose results they carry, oldest first."""
+        groups: dict[Origin, list[str]] = {}
+        for cell in self.compat.reused_cells:
+            assert cell.reused_from is not None
+            groups.setdefault(cell.reused_from, []).append(cell.id)
+        return sorted(groups.items(), key=lambda item: item[0].date)
+
+    @property
+    def lane_groups(self) -> tuple[list[FreshCell], list[tuple[tuple[str, ...], list[FreshCell]]]]:
+        """The lane's cells named one by one (a finding, or a sibling that did not run), and the quiet moved ones by what moved."""
+        single, quiet = [], {}
+        for cell in self.fresh.shown if self.fresh else ():
+            if cell.status == "failed" or cell.breaks or cell.differences or cell.sibling == "not-run":
+                single.append(cell)
+            elif cell.status == "moved":
+                quiet.setdefault(cell.moved, []).append(cell)
+        return single, list(quiet.items())
 
     @cached_property
     def pictures_by_variant(self) -> dict[str, Picture]:
@@ -159,11 +173,11 @@ class NightReport:
         return {t.variant.id: p for p in self.boundary[0] for t in p.tracks}
 
     def to_document(self) -> document.Compat:
-        """compat.json: the document, the release notes, what moved, the re-resolve lane (the baseline of a later night is this)."""
+        """compat.json: the document, the release notes, what moved, the re-resolve lane."""
         return msgspec.structs.replace(self.compat.to_document(), releases=self.notes, moved=self.moved, reresolved=self.fresh)
 
     def to_json(self) -> dict[str, Any]:
-        """Plain data for compat.json (:func:`~bugmatrix.report.model.compat_json`)."""
+        """Plain data for compat.json."""
         return compat_json(self.to_document())
 
     def findings(self) -> list[Finding]:

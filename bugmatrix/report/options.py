@@ -17,8 +17,7 @@ __all__ = ["ReportOptions", "Upstream"]
 
 @dataclass(frozen=True)
 class Upstream:
-    """What the orchestrator read below the report: ``--profile``'s plan when no ``--plan`` was given (and where it
-    came from), and what the cases declare now, by variant id."""
+    """What the orchestrator read below the report: ``--profile``'s plan (and where from), and the cases' variants by id."""
 
     plan: PlanDocument | None = None
     plan_source: str = ""

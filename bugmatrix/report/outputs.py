@@ -109,8 +109,7 @@ def kept_by_publish(reference: Path) -> list[Path]:
 
 
 def _observed_on_a_gpu(path: Path) -> bool:
-    """A run recorded on a GPU (``cuda_available``). An unreadable file is not kept on that ground: it is the
-    reference's own, and the publish replaces it."""
+    """A run recorded on a GPU (``cuda_available``); an unreadable one is not kept (the publish replaces it)."""
     try:
         environment = read_json(path, "run file").get("environment") or {}
     except (BugmatrixError, AttributeError):

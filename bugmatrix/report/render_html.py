@@ -1,7 +1,6 @@
 """index.html: one self-contained file (inline CSS/JS, no network), Jinja2 with autoescape.
 
-Rows, labels and classes are prepared here so the template is a plain loop (the 1 s budget at full scale); only the
-evidence links and each entry's attributes are assembled, from :func:`markupsafe.escape`-d pieces.
+The per-cell table's entries are assembled here from :func:`markupsafe.escape`-d pieces (the 1 s budget at full scale).
 """
 
 from __future__ import annotations
@@ -13,11 +12,11 @@ from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.report.boundaries import Boundary, Mark, Picture, boundary_text, symbol
 from bugmatrix.report.diff import FAILING, Change, ChangeKind
-from bugmatrix.report.model import Cell, Compat, Entry, Variant, reused_note
+from bugmatrix.report.marks import flip_edges
+from bugmatrix.report.model import REUSED, Compat, Entry, Variant, reused_note
 from bugmatrix.report.night import NightReport
-from bugmatrix.report.overview import overview
-from bugmatrix.report.render_lane import REUSED, lane_groups, reuse_groups
 
 __all__ = ["SITE_SLOT", "render_html"]
 
@@ -37,14 +36,14 @@ _URL = re.compile(r"https?://[^\s<>\"']+[^\s<>\"'.,;:)\]]")
 CHANGE_LIMIT = 200
 #: Above this many cells the per-cell table starts collapsed: the boundary pictures are the overview.
 OPEN_TABLE_CELLS = 24
-#: Environment keys the cell records beside its axes' versions: the device runtime and the GPU it saw.
-CUDA, GPU = "cuda", "gpu"
+#: The environment key of the device runtime a cell saw, recorded beside its axes' versions.
+CUDA = "cuda"
 #: Change kinds set in the severe colour: what fails the run, and a new way of failing.
 SEVERE = FAILING | {ChangeKind.NEW_FAILURE_MODE}
 
 
 def _attr_name(axis: str) -> str:
-    """A pins key as part of a ``data-pin-*`` attribute name: reduced to the characters HTML allows (autoescape is for values)."""
+    """A pins key as part of a ``data-pin-*`` attribute name (autoescape is for values)."""
     return re.sub(r"[^a-z0-9-]", "-", axis.lower()) or "axis"
 
 
@@ -79,31 +78,6 @@ def _cells(compat: Compat) -> list[dict[str, object]]:
     return cells
 
 
-@dataclass(frozen=True, slots=True)
-class _EnvironmentRow:
-    """One row of the Environments table: what the cell observed, one column per axis of the document."""
-
-    cell: Cell
-    versions: list[str]
-    runtime: str
-    run_time: str
-
-
-def _environment_rows(compat: Compat) -> list[_EnvironmentRow]:
-    rows = []
-    for cell in compat.cells:
-        versions = []
-        for axis in compat.axis_names:
-            package = cell.package(axis)
-            versions.append(cell.observed(axis) + (f" ({package})" if package and package != axis else ""))
-        runtime = f"{cell.observed(CUDA)}, {cell.observed(GPU) or 'no GPU'}" if cell.observed(CUDA) else ""
-        run_time = f"{cell.duration_s:.0f} s" if cell.duration_s is not None else ""
-        if cell.reused_from is not None:
-            run_time = f"{REUSED} not run: reused from {cell.reused_from.text}" + (f" (took {run_time})" if run_time else "")
-        rows.append(_EnvironmentRow(cell, versions, runtime, run_time))
-    return rows
-
-
 class _Escaped(dict[str, str]):
     """``markupsafe.escape`` memoised: case names, cell ids and labels repeat thousands of times."""
 
@@ -127,7 +101,6 @@ def _short_list(names: tuple[str, ...]) -> str:
 
 
 def _td_attrs(esc: _Escaped, cls: str, outcome: str, case: str, cell_id: str, anchor: str = "", reused: str = "") -> Markup:
-    """The ``<td>``'s attributes, each value through (memoised) markupsafe.escape."""
     text = f'class="{esc[cls]}" data-outcome="{esc[outcome]}" data-case="{esc[case]}" data-cell="{esc[cell_id]}"'
     if anchor:
         text += f' id="{esc[anchor]}"'
@@ -174,7 +147,6 @@ def _entry(esc: _Escaped, variant: Variant, cell_id: str, entry: Entry | None, a
 
 
 def _rows(compat: Compat, cells: list[dict[str, object]], anchors: dict[tuple[str, str], str]) -> list[_Row]:
-    """Everything the table shows, flattened so the template only loops and prints."""
     rows, previous_case, esc = [], None, _Escaped()
     ids = [(str(c["id"]), str(c["reused"])) for c in cells]
     for variant in compat.variants:
@@ -205,12 +177,34 @@ def _evidence(compat: Compat) -> list[tuple[str, Markup]]:
 
 
 def _missing_by_cell(changes: list[tuple[Change, str]]) -> list[tuple[str, int, str, str]]:
-    """(cell id, how many results, why, anchor of the first) per cell with missing results, in change order."""
+    """(cell id, how many results, why, anchor of the first) per cell with missing results."""
     grouped: dict[str, list[tuple[Change, str]]] = {}
     for change, anchor in changes:
         if change.kind is ChangeKind.MISSING:
             grouped.setdefault(change.cell_id, []).append((change, anchor))
     return [(cell, len(items), items[0][0].message, next((a for _, a in items if a), "")) for cell, items in grouped.items()]
+
+
+def _by_case(compat: Compat, boundary: Boundary) -> list[tuple[str, list[Picture], list[str]]]:
+    """Per case, in document order: its pictures, and the variants that ran nowhere (listed, not drawn)."""
+    cases: dict[str, tuple[list[Picture], list[str]]] = {v.case: ([], []) for v in compat.variants}
+    for picture in boundary[0]:
+        cases[picture.variant.case][0].append(picture)
+    for variant in boundary[1]:
+        cases[variant.case][1].append(variant.label)
+    return [(case, drawn, idle) for case, (drawn, idle) in cases.items()]
+
+
+def _companions(picture: Picture, key: tuple[str, ...]) -> tuple[str, str]:
+    """A grid position's small symbols, one per companion (workaround, upstream), and their words for its tooltip."""
+    marks = [(t.name, t.marks.get(key, Mark())) for t in picture.tracks[1:]]
+    if not any(m.outcomes for _, m in marks):
+        return "", ""  # nothing ran here at all: an empty position stays empty
+    sub = "".join(symbol(m.single) if m.single is not None else ("*" if m.outcomes else "·") for _, m in marks)
+    return sub, "; also on this picture: " + ", ".join(f"{name} {m.outcome or 'not run'}" for name, m in marks)
+
+
+_ENV.globals.update(boundary_text=boundary_text, companions=_companions, flip_edges=flip_edges, no_mark=Mark())
 
 
 def render_html(report: NightReport) -> str:
@@ -238,12 +232,11 @@ def render_html(report: NightReport) -> str:
         legend=[(o.value, o.label) for o in Outcome],
         axes=[(_attr_name(a), a) for a in compat.axis_names],
         shared=", ".join(f"{compat.short(a)} {v}" for a, v in shared.items()),
-        environment_rows=_environment_rows(compat),
         evidence=_evidence(compat),
-        overview=overview(compat, report.boundary, report.history),
+        cases=_by_case(compat, report.boundary),
         table_open=len(cells) <= OPEN_TABLE_CELLS,
         reused_mark=REUSED,
-        reused_groups=reuse_groups(report),
+        reused_groups=report.reuse_groups,
         lane=report.fresh,
-        lane_groups=lane_groups(report.fresh.shown) if report.fresh else ([], []),
+        lane_groups=report.lane_groups,
     )

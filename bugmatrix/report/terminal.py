@@ -16,11 +16,11 @@ from bugmatrix.report.boundaries import Picture, Track, boundary_text
 from bugmatrix.report.diff import ChangeKind, flaky_lines, summary_lines
 from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import VariantHistory
-from bugmatrix.report.model import Compat
+from bugmatrix.report.markdown import TEXT
+from bugmatrix.report.model import REUSED, Compat
 from bugmatrix.report.night import NightReport
-from bugmatrix.report.render_lane import REUSED, lane_groups, reuse_groups
 
-__all__ = ["finding_lines", "headline_lines", "render_terminal", "summary_rows", "trailing_lines", "use_colour"]
+__all__ = ["finding_lines", "render_terminal", "summary_rows", "use_colour"]
 
 #: Missing results and release notes named one by one before "… and N more": the page has them all.
 HEADLINE_LIMIT = 10
@@ -45,7 +45,7 @@ def _paint(text: str, colour: bool) -> str:
 
 
 def _ranges(values: list[str], hits: set[str]) -> str:
-    """``2.0.1–2.10.0, 2.13.0``: consecutive values (in the strip's order) as one range."""
+    """``2.0.1–2.10.0, 2.13.0``: consecutive values as one range."""
     runs: list[list[str]] = []
     for i, value in enumerate(values):
         if value in hits:
@@ -67,7 +67,6 @@ def _where(picture: Picture, track: Track, outcome: Outcome) -> str:
 
 
 def _pin(requirement: str) -> str:
-    """``transformers ≤ 4.51.3``: a pin as a sentence says it."""
     words = {"<=": "≤", ">=": "≥", "==": "=", "!=": "≠"}
     parsed = [Requirement(r) for r in requirement.split(", ")]
     return ", ".join(f"{r.name} {', '.join(f'{words.get(s.operator, s.operator)} {s.version}' for s in r.specifier)}" for r in parsed)
@@ -78,9 +77,7 @@ def _cells(n: int) -> str:
 
 
 def _held(track: Track, workarounds: list[Track], compat: Compat, history: Mapping[str, VariantHistory]) -> str:
-    """``cache_disabled ✓ 11/11; fast_path_off ✓ 6/6 (not run where it reproduced: 5 cells)``: per workaround, where it ran
-    and was fixed among the cells where the variant reproduced; a pin workaround reads as the bug avoided by the pin.
-    """
+    """``cache_disabled ✓ 11/11; fast_path_off ✓ 6/6 (…)``: per workaround, fixed / ran among the cells where the variant reproduced."""
     entries = compat.entries(track.variant.id)
     reproduced = [e for e in entries.values() if e.outcome is Outcome.REPRODUCED]
     if not reproduced or not workarounds:
@@ -111,45 +108,11 @@ def summary_rows(report: NightReport, *, with_history: bool = True) -> tuple[lis
     for picture in drawn:
         track = picture.tracks[0]
         flaky = history.get(track.variant.id)
-        # A reading that takes in a reused result says so on its own line (the REUSED lines above name whose).
         reused = f" {REUSED}" if report.compat.reuses(track.variant.id) else ""
         name = track.variant.id + reused + (" ≈ flaky" if flaky is not None and flaky.flaky else "")
         held = _held(track, picture.tracks[1:], report.compat, history)
         rows.append((name, _where(picture, track, Outcome.REPRODUCED), _where(picture, track, Outcome.FIXED), boundary_text(picture), held))
     return rows, len(idle)
-
-
-def _lane_lines(report: NightReport) -> list[str]:
-    """The re-resolve lane: its totals, what a refreshed lock breaks, the outcomes that differ in the fresh environment and why."""
-    if report.fresh is None:
-        return []
-    lines = [f"↻ {report.fresh.headline}"]
-    single, quiet = lane_groups(report.fresh.shown)
-    for cell in single[:HEADLINE_LIMIT]:
-        if cell.breaks:
-            lines.append(f"    ⚠ {cell.cell}: {cell.breaks}")
-            continue
-        sibling = {"ran": "ran fresh", "reused": f"fresh run {REUSED} reused", "not-run": f"NOT run fresh: {cell.reason}"}.get(
-            cell.sibling, cell.sibling
-        )
-        lines.append(f"    {cell.cell}: moved {'; '.join(cell.moved)} ({sibling})")
-        lines += [f"      {d.variant}: locked {d.locked} → fresh {d.fresh}" for d in cell.differences]
-    lines += [f"    {len(cells)} cell(s) moved {'; '.join(moved)}: no outcome differs" for moved, cells in quiet[:HEADLINE_LIMIT]]
-    return lines
-
-
-def _reuse_lines(report: NightReport) -> list[str]:
-    """One line per origin: which cells took over whose results (never a reused result without its origin)."""
-    groups = reuse_groups(report)
-    if not groups:
-        return []
-    lines = [f"{REUSED} REUSED {len(report.compat.reused_cells)} of {len(report.compat.cells)} cells (inputs unchanged, not run again):"]
-    for origin, cells in groups[:HEADLINE_LIMIT]:
-        lines.append(
-            f"    from {origin.text}: {', '.join(cells[:HEADLINE_LIMIT])}"
-            + (f" … +{len(cells) - HEADLINE_LIMIT}" if len(cells) > HEADLINE_LIMIT else "")
-        )
-    return lines
 
 
 def finding_lines(report: NightReport) -> list[str]:
@@ -166,50 +129,29 @@ def finding_lines(report: NightReport) -> list[str]:
     return lines
 
 
-def headline_lines(report: NightReport) -> list[str]:
-    """What leads the terminal, before the table: the findings (missing results first), the re-resolve lane, new releases, reused cells."""
-    lines = []
-    missing = report.missing
-    if missing:
-        cells: dict[str, list[str]] = {}
-        for change in missing:
-            cells.setdefault(change.cell_id, []).append(change.message)
-        lines.append(f"? MISSING: {len(missing)} expected result(s) not recorded, in {len(cells)} cell(s):")
-        for cell, messages in list(cells.items())[:HEADLINE_LIMIT]:
-            lines.append(f"    {cell}: {len(messages)} — {messages[0].splitlines()[0] if messages[0] else ''}")
-        if len(cells) > HEADLINE_LIMIT:
-            lines.append(f"    … and {len(cells) - HEADLINE_LIMIT} more cell(s) (see compat.md or index.html)")
-    lines += finding_lines(report)
-    lines += _lane_lines(report)
-    for group in report.upstream_releases:
-        lines.append(f"{'⚠' if not group.installs else '•'} {'' if group.addition else 'NEW RELEASE '}{group.headline}")
-        for note in (*group.not_installed, *group.notable)[:HEADLINE_LIMIT]:
-            lines.append(f"    {note.text}")
-    return lines + _reuse_lines(report) + [f"• {line}" for line in source_build_lines(report.compat)]
-
-
-def trailing_lines(report: NightReport) -> list[str]:
-    """What closes the terminal, after the table: pins new to this matrix on purpose, and what the plan dropped (no findings)."""
-    lines = []
-    for group in report.additions:
-        lines.append(f"  {group.headline}")
-        for note in group.notable[:HEADLINE_LIMIT]:
-            lines.append(f"    {note.text}")
-    return lines + ([report.dropped_text] if report.dropped_text else [])
-
-
 def render_terminal(report: NightReport, *, colour: bool = False) -> str:
     """The findings and new releases first, then the summary table (no trailing newline); the history adds ≈ flaky marks."""
     body, idle = summary_rows(report)
     rows = [("variant", "reproduced in", "fixed in", "boundary", ""), *body]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = []
-    for i, row in enumerate(rows):
-        text = "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:3])) + "  " + row[3]
-        lines.append(_paint(text.rstrip(), colour) if i else (f"\033[1m{text.rstrip()}{_RESET}" if colour else text.rstrip()))
+    table = []
+    for row in rows:
+        table.append(("  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:3])) + "  " + row[3]).rstrip())
         if row[4]:
-            lines.append("    " + _paint(HELD + row[4], colour))
-    if idle:
-        lines.append(f"ran nowhere (not run on a GPU, or skipped or not installed in every cell): {idle} variant(s)")
-    lines += [_paint(line, colour) for line in trailing_lines(report)]
-    return "\n".join([*(_paint(line, colour) for line in headline_lines(report)), *lines])
+            table.append("    " + HELD + row[4])
+    if colour:
+        table[0] = f"\033[1m{table[0]}{_RESET}"
+    missing_cells: dict[str, list[str]] = {}
+    for change in report.missing:
+        missing_cells.setdefault(change.cell_id, []).append(change.message)
+    text = TEXT.get_template("terminal.txt.j2").render(
+        report=report,
+        compat=report.compat,
+        missing_cells=list(missing_cells.items()),
+        findings=finding_lines(report),
+        source_builds=source_build_lines(report.compat),
+        table=table,
+        idle=idle,
+        limit=HEADLINE_LIMIT,
+    )
+    return _paint(text.removesuffix("\n"), colour)
