@@ -135,8 +135,23 @@ def test_merge_refuses_two_run_files_for_one_cell() -> None:
 
 def test_merge_tolerates_unparseable_timestamps() -> None:
     run = fixture_runs()[1]
-    run.started, run.finished = "", "2026-11-20T01:01:30"  # empty, and naive against aware
+    run.started, run.finished = "", "2026-11-20T01:01:30"  # empty
     assert merge_runs([run], profile="smoke", commit="x", generated="now").cells[0].duration_s is None
+
+
+@pytest.mark.parametrize(
+    ("started", "finished", "seconds"),
+    [
+        ("2026-11-20T01:00:00+00:00", "2026-11-20T01:01:30+00:00", 90.0),
+        ("", "2026-11-20T01:01:30+00:00", None),
+        ("2026-11-20T01:00:00", "2026-11-20T01:01:30+00:00", None),  # naive against aware
+        ("yesterday", "2026-11-20T01:01:30+00:00", None),
+    ],
+)
+def test_a_runs_wall_time_is_none_when_its_timestamps_cannot_say(started: str, finished: str, seconds: float | None) -> None:
+    run = fixture_runs()[1]
+    run.started, run.finished = started, finished
+    assert run.wall_s == seconds
 
 
 # -- load_compat -----------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ with why. A run whose pins disagree with the plan's for its cell is refused.
 
 from __future__ import annotations
 
-import datetime as dt
 import graphlib
 import itertools
 from collections.abc import Mapping, Sequence
@@ -46,13 +45,6 @@ PRIVATE_ENVIRONMENT_KEYS = frozenset({"executable"})
 PACKAGE_SUFFIX = "_package"
 
 
-def _duration(run: RunRecord) -> float | None:
-    try:
-        return (dt.datetime.fromisoformat(run.finished) - dt.datetime.fromisoformat(run.started)).total_seconds()
-    except (TypeError, ValueError):  # empty, malformed, or one naive and one aware timestamp
-        return None
-
-
 def _failed(run: RunRecord) -> bool:
     return InstallStatus(run.install.get("status", InstallStatus.OK)) is InstallStatus.FAILED
 
@@ -65,7 +57,7 @@ def _cell(run: RunRecord) -> Cell:
         install=CellInstall(InstallStatus(run.install.get("status", InstallStatus.OK)), run.install.get("reason", "")),
         started=run.started,
         finished=run.finished,
-        duration_s=_duration(run),
+        duration_s=run.wall_s,
         complete=run.complete,
         deselected_by=run.deselected_by,
         tracked={axis: TrackedPin(t.get("requested", ""), t.get("resolved", "")) for axis, t in run.tracked.items()},
