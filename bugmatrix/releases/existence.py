@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -59,45 +60,42 @@ def listed_versions(distribution: str, *, cache: Path, fetch: Fetch | None = Non
     return _as_versions(versions)
 
 
-def _check(
-    matrix: Matrix,
-    name: str,
-    versions: Sequence[str],
-    where: str,
-    fix: str,
-    *,
-    cache: Path | None,
-    fetch: Fetch | None,
-    warn: Callable[[str], None],
-    offline: bool,
-    indexed: bool = True,
-) -> None:
-    """Refuse, in one line naming ``where``, the first version no distribution of axis ``name`` lists with a file not
-    yanked; unreachable: warn. ``offline``: only where every distribution has a cached answer without it."""
-    folder, axis = cache or cache_dir(), matrix.axes[name]
-    remembered = set().union(*(cached_versions(d, cache=folder) for d in axis.distributions))
-    missing = [v for v in versions if Version(v) not in remembered]
-    if offline and not all(_cache_file(folder, d).exists() for d in axis.distributions):
-        missing = []
-    unreachable = []
-    for distribution in axis.distributions if missing and not offline else ():
-        try:
-            known = listed_versions(distribution, cache=folder, fetch=fetch)
-        except RegistryUnreachable as exc:
-            unreachable.append(str(exc))
-            continue
-        except BugmatrixError as exc:  # the registry answered: no such project
-            msg = f"{matrix.path}: axes.{name}.distributions.{distribution}: {exc}"
-            raise BugmatrixError(msg) from exc
-        missing = [v for v in missing if Version(v) not in known]
-        if not missing:
-            break
-    if missing and unreachable:
-        warn(f"{where} not checked against the registry ({unreachable[0]})")
-    elif missing:
-        at = f"[{versions.index(missing[0])}]" if indexed else ""
-        msg = f"{where}{at}: {missing[0]!r} is not a release of {' or '.join(axis.distributions)} on the registry{fix}"
-        raise BugmatrixError(msg)
+@dataclass(frozen=True)
+class _Registry:
+    """Where versions are looked up: the cache (None: :func:`cache_dir`), the registry, where a warning goes, or the cache only."""
+
+    cache: Path | None
+    fetch: Fetch | None
+    warn: Callable[[str], None]
+    offline: bool
+
+    def check(self, matrix: Matrix, name: str, versions: Sequence[str], where: str, fix: str, *, indexed: bool = True) -> None:
+        """Refuse, in one line naming ``where``, the first version no distribution of axis ``name`` lists with a file not
+        yanked; unreachable: warn. ``offline``: only where every distribution has a cached answer without it."""
+        folder, axis = self.cache or cache_dir(), matrix.axes[name]
+        remembered = set().union(*(cached_versions(d, cache=folder) for d in axis.distributions))
+        missing = [v for v in versions if Version(v) not in remembered]
+        if self.offline and not all(_cache_file(folder, d).exists() for d in axis.distributions):
+            missing = []
+        unreachable = []
+        for distribution in axis.distributions if missing and not self.offline else ():
+            try:
+                known = listed_versions(distribution, cache=folder, fetch=self.fetch)
+            except RegistryUnreachable as exc:
+                unreachable.append(str(exc))
+                continue
+            except BugmatrixError as exc:  # the registry answered: no such project
+                msg = f"{matrix.path}: axes.{name}.distributions.{distribution}: {exc}"
+                raise BugmatrixError(msg) from exc
+            missing = [v for v in missing if Version(v) not in known]
+            if not missing:
+                break
+        if missing and unreachable:
+            self.warn(f"{where} not checked against the registry ({unreachable[0]})")
+        elif missing:
+            at = f"[{versions.index(missing[0])}]" if indexed else ""
+            msg = f"{where}{at}: {missing[0]!r} is not a release of {' or '.join(axis.distributions)} on the registry{fix}"
+            raise BugmatrixError(msg)
 
 
 def check_versions(
@@ -107,8 +105,7 @@ def check_versions(
     cached = f" (as cached in {cache or cache_dir()}; `nox -s plan` asks the registry again)" if offline else ""
     fix = f"{cached}; correct the version or remove it (and its uses in profiles, [base], [[include]], [gpu])"
     for name in matrix.package_axes:
-        where = f"{matrix.path}: axes.{name}.versions"
-        _check(matrix, name, matrix.axes[name].versions, where, fix, cache=cache, fetch=fetch, warn=warn, offline=offline)
+        _Registry(cache, fetch, warn, offline).check(matrix, name, matrix.axes[name].versions, f"{matrix.path}: axes.{name}.versions", fix)
 
 
 def check_case_versions(
@@ -131,8 +128,9 @@ def check_case_versions(
             )
             raise BugmatrixError(msg)
         if ask:
-            fix = "; correct the version or remove it"
-            _check(declared, axis, versions, f"{source}: versions.{axis}", fix, cache=cache, fetch=fetch, warn=warn, offline=offline)
+            _Registry(cache, fetch, warn, offline).check(
+                declared, axis, versions, f"{source}: versions.{axis}", "; correct the version or remove it"
+            )
 
 
 def check_resolved(
@@ -149,5 +147,6 @@ def check_resolved(
     fix = f"; delete {path} and re-run `nox -s plan` (it resolves 'latest' again)"
     for entry in resolution.entries:
         if entry.axis in matrix.package_axes:
-            where = f"{path}: {entry.axis}.resolved"
-            _check(matrix, entry.axis, [entry.resolved], where, fix, cache=cache, fetch=fetch, warn=warn, offline=offline, indexed=False)
+            _Registry(cache, fetch, warn, offline).check(
+                matrix, entry.axis, [entry.resolved], f"{path}: {entry.axis}.resolved", fix, indexed=False
+            )

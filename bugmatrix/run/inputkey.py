@@ -88,10 +88,6 @@ def case_files(root: Path, variants: Iterable[str]) -> list[Path]:
     return [*files, *sorted(cases.glob("_*.py"))]
 
 
-def _relative(root: Path, path: Path) -> str:
-    return path.relative_to(root).as_posix()
-
-
 def _probe(command: list[str], name: str) -> tuple[str, str | None]:
     """(stdout, None), or ("", ``unknown (...)``): a failed probe never matches a key."""
     try:
@@ -130,8 +126,11 @@ def input_key(
     parts = {
         "schema": KEY_SCHEMA,
         "lock": file_digest(lock),
-        "cases": {_relative(root, p): file_digest(p) for p in case_files(root, variants) if p.is_file()},
-        "harness": {**{_relative(root, p): file_digest(p) for p in harness_files(root)}, PYTEST_SETTINGS: _pytest_settings(root)},
+        "cases": {p.relative_to(root).as_posix(): file_digest(p) for p in case_files(root, variants) if p.is_file()},
+        "harness": {
+            **{p.relative_to(root).as_posix(): file_digest(p) for p in harness_files(root)},
+            PYTEST_SETTINGS: _pytest_settings(root),
+        },
         "platform": host_platform(),
         "python": interpreter_build(interpreter),
         "gpu": gpu if gpu is not None else gpu_description(),
@@ -141,15 +140,8 @@ def input_key(
 
 
 def _file_changes(kind: str, before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    lines = []
-    for name in sorted(before.keys() | after.keys()):
-        if name not in after:
-            lines.append(f"{kind} {name} removed")
-        elif name not in before:
-            lines.append(f"{kind} {name} added")
-        elif before[name] != after[name]:
-            lines.append(f"{kind} {name} changed")
-    return lines
+    changed = sorted((before.keys() ^ after.keys()) | {name for name in before.keys() & after.keys() if before[name] != after[name]})
+    return [f"{kind} {name} {'removed' if name not in after else 'added' if name not in before else 'changed'}" for name in changed]
 
 
 def differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
@@ -161,7 +153,6 @@ def differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str
     lines += _file_changes("harness", before.get("harness") or {}, after.get("harness") or {})
     if before.get("providers") != after.get("providers"):
         lines.append("the distributions or modules providing the axes changed (matrix.toml)")
-    for part in ("platform", "python", "gpu"):
-        if before.get(part) != after.get(part):
-            lines.append(f"{part} {before.get(part)} → {after.get(part)}")
-    return lines
+    return lines + [
+        f"{part} {before.get(part)} → {after.get(part)}" for part in ("platform", "python", "gpu") if before.get(part) != after.get(part)
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,6 +43,7 @@ __all__ = [
     "lock_path",
     "lock_status",
     "locks_dir",
+    "new_lock_files",
     "pinned_distributions",
     "read_header",
     "referenced_pieces",
@@ -146,16 +148,9 @@ def read_header(lock: Path) -> dict[str, str | list[str]]:
     except OSError as exc:
         msg = f"{lock}: cannot read the lock ({exc.strerror}); create it with bugmatrix.run.lock.create_lock"
         raise BugmatrixError(msg) from exc
-    header: dict[str, str | list[str]] = {"requirement": []}
-    for line in text.splitlines():
-        match = HEADER_KEY.match(line)
-        if not line.startswith("#"):
-            break
-        if match and match["key"] == "requirement":
-            header["requirement"].append(match["value"])  # type: ignore[union-attr]
-        elif match:
-            header[match["key"]] = match["value"]
-    return header
+    comments = itertools.takewhile(lambda line: line.startswith("#"), text.splitlines())
+    found = [(m["key"], m["value"]) for line in comments if (m := HEADER_KEY.match(line))]
+    return {"requirement": [value for key, value in found if key == "requirement"]} | {k: v for k, v in found if k != "requirement"}
 
 
 def lock_status(lock: Path, requirements: Sequence[str], *, python: str | None = None) -> str | None:
@@ -297,6 +292,14 @@ def stored_lock_files(text: str, lock: Path) -> dict[Path, str]:
     return {lock: stored, **{lock.parent / PIECES / name: piece for name, piece in pieces.items()}}
 
 
+def new_lock_files(texts: Mapping[Path, str]) -> dict[Path, str]:
+    """The files storing uv's lock texts (lock path -> text): each lock's short file and the pieces not stored yet."""
+    files: dict[Path, str] = {}
+    for lock, text in texts.items():
+        files |= {p: body for p, body in stored_lock_files(text, lock).items() if p == lock or not p.exists()}
+    return files
+
+
 def referenced_pieces(texts: Iterable[str], locks: Path) -> set[Path]:
     """The pieces the stored locks ``texts`` (of the directory ``locks``) refer to."""
     return {p for text in texts for p in (_piece_path(locks, line) for line in text.splitlines()) if p is not None}
@@ -317,12 +320,5 @@ def write_stored_lock(text: str, lock: Path) -> None:
 
 def added_size(locks: Path, texts: Mapping[str, str]) -> tuple[int, int]:
     """(lines, bytes) that storing these new locks (cell id -> uv's lock text) adds to ``locks``; a stored piece costs nothing."""
-    lines = size = 0
-    seen = {p.name for p in (locks / PIECES).glob("*.txt")}
-    for cell, text in texts.items():
-        for path, body in stored_lock_files(text, locks / f"{cell}.txt").items():
-            if path.parent.name == PIECES and path.name in seen:
-                continue
-            seen.add(path.name)
-            lines, size = lines + body.count("\n"), size + len(body.encode())
-    return lines, size
+    bodies = new_lock_files({locks / f"{cell}.txt": text for cell, text in texts.items()}).values()
+    return sum(body.count("\n") for body in bodies), sum(len(body.encode()) for body in bodies)

@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 from bugmatrix.documents.lane import RERESOLVE_SCHEMA, STATUSES, LaneFile, Reresolved
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_files
-from bugmatrix.run.lock import PIECES, create_lock, lock_for, lock_path, read_header, referenced_pieces, stored_lock_files, unused_pieces
+from bugmatrix.run.lock import PIECES, create_lock, lock_for, lock_path, new_lock_files, read_header, referenced_pieces, unused_pieces
 from bugmatrix.versions import distribution_changes
 
 if TYPE_CHECKING:
@@ -77,13 +77,11 @@ def patch_text(changes: Sequence[tuple[str, str | None, str | None]]) -> str:
     return "".join(out)
 
 
-def _one(
-    matrix: Matrix, cell: Cell, root: Path, scratch: Path, as_of: str | None, held: Mapping[str, str]
-) -> tuple[Reresolved, str, str, str]:
+def _one(matrix: Matrix, cell: Cell, root: Path, scratch: Path, as_of: str | None, held: Mapping[str, str]) -> tuple[Reresolved, str]:
     requirements = matrix.requirements_for(cell.pins, extra=cell.extra)
     lock, unlocked = lock_for(root, cell.id, requirements, cell.python)
     if lock is None:
-        return Reresolved(cell.id, "unlocked", reason=unlocked or "no lock"), "", "", ""
+        return Reresolved(cell.id, "unlocked", reason=unlocked or "no lock"), ""
     name = f"locks/{lock.name}"  # as the repository knows it, wherever $BUGMATRIX_LOCKS pointed
     header = read_header(lock)
     # An era lock stays at its own cutoff; its exempt tools float.
@@ -93,28 +91,20 @@ def _one(
         out = scratch / f"{cell.id}.txt"
         fresh = create_lock(requirements, cell.python, out, exclude_newer=as_of or era, exempt=exempt, exclude_newer_packages=held)
     except BugmatrixError as exc:
-        return Reresolved(cell.id, "failed", reason=str(exc), committed=name), name, "", ""
-    old, new = lock.read_text(encoding="utf-8"), fresh.read_text(encoding="utf-8")
-    moved = lock_changes(old, new)
-    return Reresolved(cell.id, "moved" if moved else "same", tuple(moved), committed=name), name, old, new
+        return Reresolved(cell.id, "failed", reason=str(exc), committed=name), ""
+    new = fresh.read_text(encoding="utf-8")
+    moved = lock_changes(lock.read_text(encoding="utf-8"), new)
+    return Reresolved(cell.id, "moved" if moved else "same", tuple(moved), committed=name), new
 
 
 def _committed_changes(root: Path, fresh: Sequence[tuple[str, str]]) -> list[tuple[str, str | None, str | None]]:
     """(path, committed text, new text) storing these (cell, fresh lock text): each cell's stored text, its new pieces,
     and the pieces only the old locks used (removed)."""
-    stored: dict[Path, str] = {}
-    old: dict[Path, str] = {}
-    added: dict[Path, str] = {}
-    for cell, text in fresh:
-        path = lock_path(root, cell)
-        files = stored_lock_files(text, path)
-        stored[path], old[path] = files.pop(path), path.read_text(encoding="utf-8")
-        added |= {piece: body for piece, body in files.items() if not piece.exists()}
-    locks = lock_path(root, "any").parent
-    was_used = referenced_pieces(old.values(), locks)
-    gone = [p for p in unused_pieces(locks, stored) if p in was_used]
-    changes: list[tuple[str, str | None, str | None]] = [(f"locks/{p.name}", old[p], stored[p]) for p in stored]
-    changes += [(f"locks/{PIECES}/{p.name}", None, body) for p, body in added.items()]
+    locks, texts = lock_path(root, "any").parent, {lock_path(root, cell): text for cell, text in fresh}
+    old, files = {p: p.read_text(encoding="utf-8") for p in texts}, new_lock_files(texts)
+    gone = [p for p in unused_pieces(locks, {p: files[p] for p in texts}) if p in referenced_pieces(old.values(), locks)]
+    changes: list[tuple[str, str | None, str | None]] = [(f"locks/{p.name}", old[p], files[p]) for p in texts]
+    changes += [(f"locks/{PIECES}/{p.name}", None, body) for p, body in files.items() if p not in texts]
     changes += [(f"locks/{PIECES}/{p.name}", p.read_text(encoding="utf-8"), None) for p in gone]
     return sorted(changes)
 
@@ -135,14 +125,14 @@ def reresolve_cells(
     cpu = [c for c in cells if c.device == "cpu"]
     with tempfile.TemporaryDirectory(prefix="bugmatrix-reresolve-") as tmp, ThreadPoolExecutor(max(1, jobs)) as pool:
         done = list(pool.map(lambda c: _one(matrix, c, root, Path(tmp), as_of, dict(held or {})), cpu))
-    results = [r for r, *_ in done]
+    results = [r for r, _ in done]
     for result in results if log is not None else ():
         log(result)
-    moved = [(r, name, old, new) for r, name, old, new in done if r.status == "moved"]
+    moved = [(r.cell, new) for r, new in done if r.status == "moved"]
     document = LaneFile(RERESOLVE_SCHEMA, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), results, as_of, dict(held or {}), profile)
     files: dict[Path, str | bytes] = {out / "resolve.json": json.dumps(msgspec.to_builtins(document), indent=1, sort_keys=True) + "\n"}
-    files |= {out / "locks" / f"{r.cell}.txt": new for r, _, _, new in moved}
-    patch = patch_text(_committed_changes(root, [(r.cell, new) for r, _, _, new in moved]))
+    files |= {out / "locks" / f"{cell}.txt": new for cell, new in moved}
+    patch = patch_text(_committed_changes(root, moved))
     if patch:
         files[out / "locks.patch"] = patch
     stale = [p for p in (out / "locks").glob("*.txt") if p not in files] + ([] if patch else [out / "locks.patch"])
