@@ -36,8 +36,7 @@ from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.cells import Cell, plan_cells, plan_document
 from bugmatrix.plan.matrix import Matrix, load_matrix
-from bugmatrix.releases.planned import Planned, load_plan
-from bugmatrix.releases.tracking import tracked_for
+from bugmatrix.releases.tracking import Planned, load_plan, tracked_for
 from bugmatrix.report.history import reuse_facts
 from bugmatrix.run.command import pytest_command, run_file_path, write_spec
 from bugmatrix.run.envbuild import fresh_venv

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from bugmatrix.cell.case import Case, Variant
     from bugmatrix.plan.catalog import Catalog
     from bugmatrix.plan.matrix import Matrix
-    from bugmatrix.releases.planned import Planned
+    from bugmatrix.releases.tracking import Planned
 
 __all__ = ["build_parser", "main"]
 
@@ -63,7 +63,7 @@ def _plan(args: argparse.Namespace) -> int:
         check_output_file(args.out, "--out", forbidden=(args.cases,))
     from bugmatrix.plan.cells import override_notes, plan_document
     from bugmatrix.plan.matrix import load_matrix
-    from bugmatrix.releases.planned import load_plan
+    from bugmatrix.releases.tracking import load_plan
 
     planned = load_plan(load_matrix(args.matrix), args.cases, refresh=args.resolve)
     matrix, resolution = planned.matrix, planned.resolution

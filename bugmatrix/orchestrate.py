@@ -15,8 +15,7 @@ from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import plan_document
 from bugmatrix.plan.matrix import load_matrix
 from bugmatrix.releases.existence import check_resolved
-from bugmatrix.releases.planned import load_plan
-from bugmatrix.releases.tracking import resolution_path
+from bugmatrix.releases.tracking import load_plan, resolution_path
 from bugmatrix.report.command import night_cells, run_report
 from bugmatrix.report.options import ReportOptions, Upstream
 

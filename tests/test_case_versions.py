@@ -27,8 +27,7 @@ from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell, plan_cells
 from bugmatrix.plan.matrix import load_matrix
 from bugmatrix.releases.existence import check_case_versions
-from bugmatrix.releases.planned import load_plan
-from bugmatrix.releases.tracking import load_resolved_matrix
+from bugmatrix.releases.tracking import load_plan, load_resolved_matrix
 from tests.fullscale import full_runs
 from tests.reference import REFERENCE_MATRIX, reference_catalog, reference_matrix
 from tests.test_case_cost import cost_lines, reference_runs

@@ -192,7 +192,7 @@ def test_an_empty_runs_directory_is_one_line_and_no_night_joins_the_history(tmp_
 def test_a_lost_smoke_run_file_is_missing_with_profile_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 34's probe: ``report --profile smoke --fail-on-regression`` with a deleted run file said "0 missing", exit 0."""
     from bugmatrix.plan.matrix import load_matrix
-    from bugmatrix.releases.planned import load_plan
+    from bugmatrix.releases.tracking import load_plan
 
     cases = reference_case_files(tmp_path / "cases")  # the fixture catalogue's: a user's new case adds no smoke cell here
     smoke = load_plan(load_matrix(ROOT / "matrix.toml"), cases, registry=False, offline=True).profile_cells("smoke")

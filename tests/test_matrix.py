@@ -17,7 +17,7 @@ import pytest
 from bugmatrix.cli import main
 from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.plan.matrix import load_matrix
-from bugmatrix.releases.planned import load_plan
+from bugmatrix.releases.tracking import load_plan
 from tests.reference import REFERENCE_MATRIX
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -320,9 +320,8 @@ def test_a_saved_resolution_naming_no_release_is_refused_before_a_cell_is_planne
     """``latest = 9.9.9`` in a saved resolution (hand-edited, or from another registry) is checked like matrix.toml's versions."""
     from bugmatrix.plan.matrix import load_matrix
     from bugmatrix.releases.existence import check_resolved
-    from bugmatrix.releases.planned import load_plan
     from bugmatrix.releases.registry import Resolution, Resolved, save_resolution
-    from bugmatrix.releases.tracking import requests
+    from bugmatrix.releases.tracking import load_plan, requests
 
     root = Path(__file__).resolve().parents[1]
     matrix = load_matrix(root / "matrix.toml")

@@ -73,16 +73,11 @@ def fetch_project(name: str) -> Mapping[str, Any]:
 
 def release_versions(project: Mapping[str, Any], *, pre: bool = False) -> list[Version]:
     """The project's releases (not yanked, dev, post or local), oldest first."""
-    found = []
-    for text, files in project.get("releases", {}).items():
-        version = parse_version(text)
-        if version is None or not files or all(f.get("yanked") for f in files) or version.is_devrelease or version.local:
-            continue
-        if version.post is not None:
-            continue  # a post release repackages a release: the behaviour is the same
-        if pre or not version.is_prerelease:
-            found.append(version)
-    return sorted(found)
+    listed = [
+        parse_version(text) for text, files in project.get("releases", {}).items() if files and not all(f.get("yanked") for f in files)
+    ]
+    # A post release repackages a release: the behaviour is the same.
+    return sorted(v for v in listed if v and not v.is_devrelease and not v.local and v.post is None and (pre or not v.is_prerelease))
 
 
 def release_time(project: Mapping[str, Any], version: str) -> dt.datetime:

@@ -1,7 +1,8 @@
-"""Release tracking: a profile's ``latest`` / ``latest-pre`` made concrete, once per plan.
+"""Release tracking: a profile's ``latest`` / ``latest-pre`` made concrete, once per plan, and the plan in one call.
 
 Each symbolic value is replaced by the release it names and added to its axis's versions, so constraints and excludes
-treat it like any listed release; the resolution is saved and reused by everything that plans after it.
+treat it like any listed release; the resolution is saved and reused by everything that plans after it. :func:`load_plan`
+is the plan as ``nox -l``, ``plan`` and ``check`` make it: every matrix mistake found before a cell runs.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +19,18 @@ from packaging.version import Version
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.paths import output_dir
+from bugmatrix.plan.catalog import Catalog, load_catalog
+from bugmatrix.plan.cells import Cell, plan_all, plan_cells
 from bugmatrix.plan.matrix import SYMBOLIC, Matrix, load_matrix
-from bugmatrix.releases.existence import check_resolved
+from bugmatrix.releases.existence import check_case_versions, check_resolved, check_versions
 from bugmatrix.releases.registry import Resolution, load_resolution, resolve_axes, save_resolution, warn
 from bugmatrix.versions import parse_version
 
 __all__ = [
     "RESOLUTION_ENV",
+    "Planned",
     "apply_resolution",
-    "checked_resolution",
+    "load_plan",
     "load_resolved_matrix",
     "requests",
     "resolution_path",
@@ -44,13 +49,11 @@ def resolution_path(reports: Path | None = None) -> Path:
 
 def requests(matrix: Matrix) -> dict[str, list[str]]:
     """axis -> the symbolic values any profile lists for it (empty when every version is pinned)."""
-    found: dict[str, list[str]] = {}
+    found: dict[str, dict[str, None]] = {}
     for table in matrix.profiles.values():
         for axis, values in table.items():
-            for value in values:
-                if value in SYMBOLIC and value not in found.setdefault(axis, []):
-                    found[axis].append(value)
-    return {axis: values for axis, values in found.items() if values}
+            found.setdefault(axis, {}).update(dict.fromkeys(v for v in values if v in SYMBOLIC))
+    return {axis: list(values) for axis, values in found.items() if values}
 
 
 def apply_resolution(matrix: Matrix, resolution: Resolution) -> Matrix:
@@ -80,7 +83,7 @@ def resolve_matrix(
         return matrix, Resolution()
     path = saved or resolution_path()
     if not refresh and path.exists():
-        previous = checked_resolution(load_resolution(path), matrix, path)
+        previous = _known_axes(load_resolution(path), matrix, path)
         if all(previous.covers(a, r) for a, rs in wanted.items() for r in rs):
             if check:
                 check_resolved(previous, matrix, path, offline=offline, warn=warn)
@@ -95,7 +98,7 @@ def resolve_matrix(
     return apply_resolution(matrix, resolution), resolution
 
 
-def checked_resolution(resolution: Resolution, matrix: Matrix, path: Path) -> Resolution:
+def _known_axes(resolution: Resolution, matrix: Matrix, path: Path) -> Resolution:
     """A saved resolution less the axes the matrix no longer has; a value that is not a version (``../../etc``) is one line."""
     kept = []
     for entry in resolution.entries:
@@ -131,3 +134,45 @@ def tracked_for(matrix: Matrix, resolution: Resolution, pins: Mapping[str, str],
         if asked and entry.axis in pins and Version(pins[entry.axis]) == Version(entry.resolved):
             tracked[entry.axis] = {"requested": entry.requested, "resolved": pins[entry.axis]}
     return tracked
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The matrix as declared and as resolved (``latest`` made concrete), the cases, and every profile's cells."""
+
+    declared: Matrix
+    matrix: Matrix
+    resolution: Resolution
+    catalog: Catalog
+    cells: tuple[Cell, ...]
+
+    def profile_cells(self, profile: str) -> list[Cell]:
+        """One profile's cells, tagged with that profile only (an unknown name is a one-line error)."""
+        return plan_cells(self.matrix, profile, self.catalog)
+
+
+def load_plan(
+    declared: Matrix,
+    cases_dir: Path,
+    *,
+    refresh: bool = False,
+    fallback: bool = False,
+    registry: bool = True,
+    offline: bool = False,
+    saved: Path | None = None,
+    warn: Callable[[str], None] = warn,
+) -> Planned:
+    """Check, resolve, import and plan. ``fallback``: plan the pinned versions only (with a warning) when ``latest`` cannot
+    be resolved; ``registry=False`` skips the version checks; ``offline`` asks and writes nothing."""
+    if registry:
+        check_versions(declared, warn=warn, offline=offline)
+    try:
+        matrix, resolution = resolve_matrix(declared, refresh=refresh, saved=saved, warn=warn, offline=offline, check=registry)
+    except BugmatrixError as exc:
+        if not fallback:
+            raise
+        warn(f"'latest' left out of every profile: {exc}")
+        matrix, resolution = without_symbolic(declared), Resolution()
+    catalog = load_catalog(cases_dir, matrix)
+    check_case_versions(declared, catalog.own_versions(), ask=registry, warn=warn, offline=offline)
+    return Planned(declared, matrix, resolution, catalog, tuple(plan_all(matrix, catalog)))

@@ -87,9 +87,8 @@ def find_interpreter(version: str) -> str:
         return found.stdout.strip().splitlines()[-1]
     pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
     candidates = sorted(pyenv.glob(f"{version}.*/bin/python{version}"), key=lambda p: version_key(p.parent.parent.name), reverse=True)
-    for candidate in candidates:
-        if os.access(candidate, os.X_OK):
-            return str(candidate)
+    if runnable := [c for c in candidates if os.access(c, os.X_OK)]:
+        return str(runnable[0])
     msg = f"no Python {version} interpreter: `uv python find {version}` finds none, nor does {pyenv}/{version}.*; install one or exclude it"
     raise InstallFailed(msg)
 
@@ -117,14 +116,7 @@ def _refused(output: str, python: str) -> str | None:
 
 
 def _build(
-    target: Path,
-    python: str,
-    requirements: Sequence[str],
-    modules: Sequence[str],
-    lock: Path | None,
-    *,
-    no_build: bool,
-    absent: Sequence[str],
+    target: Path, python: str, requirements: Sequence[str], modules: Sequence[str], lock: Path | None, no_build: bool, absent: Sequence[str]
 ) -> None:
     made = run_uv("venv", "-q", "--no-python-downloads", "-p", find_interpreter(python), str(target))
     if made.returncode != 0:
@@ -177,7 +169,7 @@ def ensure_environment(
         if is_current(venv, digest):
             return False
         try:
-            _build(fresh, python, requirements, modules, lock, no_build=no_build, absent=absent)
+            _build(fresh, python, requirements, modules, lock, no_build, absent)
             (fresh / STAMP).write_text(digest + "\n")
         except BaseException:
             shutil.rmtree(fresh, ignore_errors=True)

@@ -40,8 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan the profile, run its cells side by side into <reports>/runs/; exit 1 when a cell's pytest did not run to its end."""
     from bugmatrix.plan.matrix import load_matrix
-    from bugmatrix.releases.planned import load_plan
-    from bugmatrix.releases.tracking import tracked_for
+    from bugmatrix.releases.tracking import load_plan, tracked_for
     from bugmatrix.run.reuse import ReuseOptions, reuse_policy
 
     plan = load_plan(load_matrix(args.matrix), args.cases, fallback=True)
