@@ -115,10 +115,10 @@ def check_case_versions(
     ask: bool = True,
     cache: Path | None = None,
     fetch: Fetch | None = None,
-    warn: Callable[[str], None] = warn,
     offline: bool = False,
 ) -> None:
     """The cases' own releases ((file, axis, versions)) not listed already and, unless ``ask=False``, released."""
+    registry = _Registry(cache, fetch, warn, offline)
     for source, axis, versions in own:
         listed = [v for v in versions if v in declared.axes[axis].versions]
         if listed:
@@ -128,9 +128,7 @@ def check_case_versions(
             )
             raise BugmatrixError(msg)
         if ask:
-            _Registry(cache, fetch, warn, offline).check(
-                declared, axis, versions, f"{source}: versions.{axis}", "; correct the version or remove it"
-            )
+            registry.check(declared, axis, versions, f"{source}: versions.{axis}", "; correct the version or remove it")
 
 
 def check_resolved(
@@ -144,9 +142,7 @@ def check_resolved(
     offline: bool = False,
 ) -> None:
     """Refuse a saved resolution (hand-edited, or from another registry) whose ``latest`` is no release of its axis."""
-    fix = f"; delete {path} and re-run `nox -s plan` (it resolves 'latest' again)"
+    fix, registry = f"; delete {path} and re-run `nox -s plan` (it resolves 'latest' again)", _Registry(cache, fetch, warn, offline)
     for entry in resolution.entries:
         if entry.axis in matrix.package_axes:
-            _Registry(cache, fetch, warn, offline).check(
-                matrix, entry.axis, [entry.resolved], f"{path}: {entry.axis}.resolved", fix, indexed=False
-            )
+            registry.check(matrix, entry.axis, [entry.resolved], f"{path}: {entry.axis}.resolved", fix, indexed=False)

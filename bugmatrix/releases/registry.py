@@ -1,8 +1,6 @@
-"""The one client for the package registry (PyPI's JSON API, or ``$BUGMATRIX_INDEX_URL``), and ``latest`` resolved.
-
-:func:`resolve_axes` asks the registry once per nightly and the :class:`Resolution` is saved beside the plan, so every
-cell job sees the same versions. An unreachable registry falls back to the last saved resolution with a warning.
-"""
+"""The one client for the package registry (PyPI's JSON API, or ``$BUGMATRIX_INDEX_URL``), and ``latest`` resolved once
+per nightly: the :class:`Resolution` is saved beside the plan, so every cell job sees the same versions (an unreachable
+registry falls back to the last saved one, with a warning)."""
 
 from __future__ import annotations
 

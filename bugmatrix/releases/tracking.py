@@ -1,9 +1,6 @@
-"""Release tracking: a profile's ``latest`` / ``latest-pre`` made concrete, once per plan, and the plan in one call.
-
-Each symbolic value is replaced by the release it names and added to its axis's versions, so constraints and excludes
-treat it like any listed release; the resolution is saved and reused by everything that plans after it. :func:`load_plan`
-is the plan as ``nox -l``, ``plan`` and ``check`` make it: every matrix mistake found before a cell runs.
-"""
+"""Release tracking: each ``latest`` / ``latest-pre`` of a profile replaced, once per plan, by the release it names and
+added to its axis's versions (constraints and excludes treat it like any listed release; the resolution is saved and
+reused by everything that plans after it). :func:`load_plan`: the plan as ``nox -l``, ``plan`` and ``check`` make it."""
 
 from __future__ import annotations
 
@@ -160,19 +157,18 @@ def load_plan(
     registry: bool = True,
     offline: bool = False,
     saved: Path | None = None,
-    warn: Callable[[str], None] = warn,
 ) -> Planned:
     """Check, resolve, import and plan. ``fallback``: plan the pinned versions only (with a warning) when ``latest`` cannot
     be resolved; ``registry=False`` skips the version checks; ``offline`` asks and writes nothing."""
     if registry:
-        check_versions(declared, warn=warn, offline=offline)
+        check_versions(declared, offline=offline)
     try:
-        matrix, resolution = resolve_matrix(declared, refresh=refresh, saved=saved, warn=warn, offline=offline, check=registry)
+        matrix, resolution = resolve_matrix(declared, refresh=refresh, saved=saved, offline=offline, check=registry)
     except BugmatrixError as exc:
         if not fallback:
             raise
         warn(f"'latest' left out of every profile: {exc}")
         matrix, resolution = without_symbolic(declared), Resolution()
     catalog = load_catalog(cases_dir, matrix)
-    check_case_versions(declared, catalog.own_versions(), ask=registry, warn=warn, offline=offline)
+    check_case_versions(declared, catalog.own_versions(), ask=registry, offline=offline)
     return Planned(declared, matrix, resolution, catalog, tuple(plan_all(matrix, catalog)))

@@ -1,8 +1,5 @@
-"""Run a whole profile within this machine's disk: drop what no later cell needs.
-
-Each torch release's wheels take ~4.5 GB of uv's cache; a full profile holds ~18. Lean, a cell that ends removes its venv
-and, when no later (or still running) cell pins its torch, cleans that stack from uv's cache.
-"""
+"""Run a whole profile within this machine's disk: each torch release's wheels take ~4.5 GB of uv's cache (a profile holds
+~18), so lean, a cell that ends removes its venv and, when no later (or running) cell pins its torch, cleans that stack."""
 
 from __future__ import annotations
 
@@ -55,9 +52,7 @@ def uv_cache_dir() -> Path:
 
 def free_gib(path: Path) -> float:
     """Free disk on the filesystem holding ``path`` (its nearest existing parent)."""
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return shutil.disk_usage(path).free / 2**30
+    return shutil.disk_usage(next(p for p in (path, *path.parents) if p.exists())).free / 2**30
 
 
 def lean_needed(jobs: int = 1) -> bool:

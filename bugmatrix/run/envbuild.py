@@ -1,8 +1,6 @@
-"""Build one cell's environment with uv, or say exactly why it cannot be built.
-
-A venv is built whole beside the target (``<venv>.new``), stamped with a digest of its inputs and only then swapped
-into place, so a killed build never leaves a half-installed venv that looks current; a matching stamp is reused as is.
-"""
+"""Build one cell's environment with uv, or say exactly why it cannot be built. A venv is built whole beside the target
+(``<venv>.new``), stamped with a digest of its inputs and only then swapped in, so a killed build never leaves a
+half-installed venv that looks current; a matching stamp is reused as is."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""A cell's input key: everything its results depend on, hashed, so a later night can tell whether anything moved.
-
-Its parts are recorded in the run file, so a miss can say *what* changed: the lock (versions reach the key only through
-it), the case files, the harness (``bugmatrix/cell/**`` and what it imports, pytest's settings), platform, python, gpu.
-"""
+"""A cell's input key: everything its results depend on, hashed, so a later night can tell whether anything moved. Its
+parts, kept in the run file, say *what* changed: the lock (versions reach the key only through it), the case files, the
+harness (``bugmatrix/cell/**`` and what it imports, pytest's settings), platform, python, gpu."""
 
 from __future__ import annotations
 
@@ -22,17 +20,7 @@ from bugmatrix.cell.ids import VariantId
 from bugmatrix.documents.run import InputKey
 from bugmatrix.files import file_digest
 
-__all__ = [
-    "KEY_SCHEMA",
-    "InputKey",
-    "case_files",
-    "differences",
-    "gpu_description",
-    "harness_files",
-    "host_platform",
-    "input_key",
-    "interpreter_build",
-]
+__all__ = ["KEY_SCHEMA", "InputKey", "case_files", "differences", "harness_files", "input_key"]
 
 KEY_SCHEMA = "bugmatrix.key/1"
 PACKAGE = "bugmatrix"
@@ -98,13 +86,13 @@ def _probe(command: list[str], name: str) -> tuple[str, str | None]:
 
 
 @functools.cache
-def interpreter_build(interpreter: str) -> str:
+def _interpreter_build(interpreter: str) -> str:
     """``CPython 3.11.7 (main, Dec  4 2023 18:10:11) GCC 12.2.0`` (cached per path: a probe costs a process)."""
     out, failed = _probe([interpreter, "-c", PROBE], interpreter)
     return failed or out.strip()
 
 
-def gpu_description() -> str:
+def _gpu_description() -> str:
     """The GPUs and driver (``nvidia-smi``), ``none`` where there is no ``nvidia-smi``."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
@@ -113,7 +101,7 @@ def gpu_description() -> str:
     return failed or "; ".join(line.strip() for line in out.splitlines() if line.strip()) or "none"
 
 
-def host_platform() -> str:
+def _host_platform() -> str:
     """``Linux-x86_64 glibc 2.39`` (not the kernel: CI images update it weekly)."""
     libc = " ".join(part for part in platform.libc_ver() if part)
     return f"{platform.system()}-{platform.machine()}" + (f" {libc}" if libc else "")
@@ -131,9 +119,9 @@ def input_key(
             **{p.relative_to(root).as_posix(): file_digest(p) for p in harness_files(root)},
             PYTEST_SETTINGS: _pytest_settings(root),
         },
-        "platform": host_platform(),
-        "python": interpreter_build(interpreter),
-        "gpu": gpu if gpu is not None else gpu_description(),
+        "platform": _host_platform(),
+        "python": _interpreter_build(interpreter),
+        "gpu": gpu if gpu is not None else _gpu_description(),
         "providers": json.loads(json.dumps(providers or {})),  # tuples as lists: the form it has once read back
     }
     return InputKey("sha256:" + hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest(), parts)

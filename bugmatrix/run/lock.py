@@ -1,9 +1,8 @@
-"""One lock file per cell: every distribution at an exact version, with hashes.
+"""One committed lock per cell, ``locks/<cell-id>.txt`` (a CUDA twin installs its CPU cell's): ``uv pip compile --generate-hashes``.
 
-``uv pip compile --generate-hashes`` writes the whole resolution to ``locks/<cell-id>.txt`` (committed; a CUDA twin
-installs its CPU cell's), from metadata only. Its header records the digest of the requirements, so a changed pin
-makes it stale. It is stored as pieces: each hash block once under ``locks/pieces/<name>-<version>-<sha256>.txt``,
-the lock a ``name==version #piece <digest>`` line per block; :func:`assemble_lock` gives uv's text back byte for byte.
+Its header records the requirements' digest, so a changed pin makes it stale. Each hash block is stored once, as
+``locks/pieces/<name>-<version>-<sha256>.txt``, referenced by a ``name==version #piece <digest>`` line; :func:`assemble_lock`
+gives uv's text back byte for byte.
 """
 
 from __future__ import annotations

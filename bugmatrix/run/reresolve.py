@@ -1,9 +1,6 @@
-"""The re-resolve lane: every locked cell's requirements resolved again against today's registry, and what moved below the pins.
-
-A locked nightly cannot see a new release of an unpinned dependency (setuptools 81 removing ``pkg_resources``), so each
-cell is resolved as ``nox -s lock`` would and compared with its lock. Written all or nothing into ``<out>``:
-``resolve.json``, the moved cells' fresh locks, and ``locks.patch`` (for ``git apply``).
-"""
+"""The re-resolve lane: a locked nightly cannot see a new release of an unpinned dependency (setuptools 81 removing
+``pkg_resources``), so each cell is resolved as ``nox -s lock`` would against today's registry and compared with its lock.
+Written all or nothing into ``<out>``: ``resolve.json``, the moved cells' fresh locks, ``locks.patch`` (for ``git apply``)."""
 
 from __future__ import annotations
 

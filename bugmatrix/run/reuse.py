@@ -1,9 +1,7 @@
-"""Reuse a previous night's results for a cell whose inputs cannot have moved (the same :class:`InputKey`).
-
-Previous results are an earlier run's reports directory (``$BUGMATRIX_PREVIOUS`` or ``--reuse-from DIR``). Never
-reused: results too old (or dated in the future), a file the history did not record with this digest, a flaky pair, a
-crash, timeout, incomplete run or failed install. Callers that measure or compare runs pass no policy.
-"""
+"""Reuse a previous night's results (its reports directory: ``$BUGMATRIX_PREVIOUS`` or ``--reuse-from DIR``) for a cell
+whose inputs cannot have moved (the same :class:`InputKey`). Never reused: results too old (or dated in the future), a
+file the history did not record with this digest, a flaky pair, a crash, timeout, incomplete run or failed install.
+Callers that measure or compare runs pass no policy."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The one way to run a cell: lock, environment, import check, pytest, run file, cleanup.
-
-Every path that runs cases in a cell's environment comes through here (the ``cell``/``system`` sessions, bisect,
-stability, the benchmark, repro), so the steps cannot drift apart; what differs is the :class:`CellSpec` or an argument.
-"""
+"""The one way to run a cell (lock, environment, import check, pytest, run file, cleanup) for every path that runs cases
+in a cell's environment (the ``cell``/``system`` sessions, bisect, stability, the benchmark, repro): the steps cannot drift."""
 
 from __future__ import annotations
 
