@@ -45,9 +45,7 @@ HEAVY_PREFIXES = ("nvidia-", "cuda-")
 
 def uv_cache_dir() -> Path:
     """uv's cache directory as uv finds it (``$UV_CACHE_DIR``, ``$XDG_CACHE_HOME/uv``, ``~/.cache/uv``)."""
-    if os.environ.get("UV_CACHE_DIR"):
-        return Path(os.environ["UV_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "uv"
+    return Path(os.environ.get("UV_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "uv")
 
 
 def free_gib(path: Path) -> float:
@@ -78,12 +76,9 @@ def cache_lock(root: Path, *, exclusive: bool) -> Iterator[None]:
     """Builds hold it shared, a lean prune of uv's cache exclusive: a ``flock`` on ``<root>/.nox/uv-cache.lock``."""
     path = root / ".nox" / "uv-cache.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
+    with path.open("a") as handle:  # closing it releases the lock, also when the process dies
         fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
 
 
 def needed_later(order: Sequence[tuple[str, Sequence[str]]], cell_id: str) -> bool:
