@@ -12,6 +12,7 @@ mark in its environment (:func:`env`), so /proc says what survived it (:func:`su
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
 import importlib.util
 import json
@@ -31,7 +32,7 @@ from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.cell.runners import chosen_runner
 from bugmatrix.files import write_json_atomic
 from bugmatrix.plan.matrix import load_matrix
-from bugmatrix.run.runner import CellRun, CellSpec
+from bugmatrix.run.runner import CellRun, CellSpec, unfinished
 from bugmatrix.run.runner import run_cell as runner_run_cell
 
 pytestmark = [
@@ -316,6 +317,20 @@ def test_a_cell_that_records_nothing_is_unfinished_even_beside_an_earlier_comple
     assert done.unfinished is not None and done.unfinished.startswith(
         f"{earlier} was not written by this run (it is from a run started 2020-01-01T00:00:00+00:00)"
     )
+
+
+@pytest.mark.parametrize("started", ["2020-01-01T00:00:00+00:00", "2099-01-01T00:00:00", "not a time", ""])
+def test_a_run_file_this_run_did_not_write_is_unfinished_whatever_its_start_stamp(tmp_path: Path, started: str) -> None:
+    """Older, naive (a foreign writer: the cell side writes aware stamps), malformed or empty starts each give the reason,
+    never a TypeError from comparing naive with aware."""
+    run_file = tmp_path / "run.json"
+    write_json_atomic(run_file, RunRecord("planted", {}, {}, started, "2099-01-01T00:01:00+00:00", complete=True).to_json())
+    since = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    reason = unfinished(run_file, since)
+    assert reason is not None and reason.startswith(f"{run_file} was not written by this run"), reason
+    fresh = RunRecord("planted", {}, {}, "2026-01-02T00:00:00+00:00", "2026-01-02T00:01:00+00:00", complete=True)
+    write_json_atomic(run_file, fresh.to_json())
+    assert unfinished(run_file, since) is None
 
 
 def test_a_second_pytest_on_the_same_run_file_waits_for_the_first(tmp_path: Path) -> None:

@@ -147,10 +147,10 @@ def unfinished(run_file: Path, since: dt.datetime) -> str | None:
     except BugmatrixError as exc:
         return f"no readable run file: {exc}"
     try:
-        started = dt.datetime.fromisoformat(run.started)
-    except ValueError:
-        started = None
-    if started is None or started < since:
+        fresh = dt.datetime.fromisoformat(run.started) >= since
+    except (TypeError, ValueError):  # malformed, or naive beside the aware ``since``: not a file this run wrote
+        fresh = False
+    if not fresh:
         return f"{run_file} was not written by this run (it is from a run started {run.started or 'at an unknown time'}): the cell ended before it recorded anything"
     if not run.complete:
         recorded = {r.id for r in run.results}
