@@ -16,7 +16,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -187,9 +187,7 @@ OPPOSITES = (Outcome.REPRODUCED.value, Outcome.FIXED.value)
 
 def is_boundary(last_before: Probe | None, first_after: Probe | None) -> bool:
     """The pair reads one outcome and its opposite (reproduced <-> fixed): a boundary a case may cite, not just a change."""
-    if last_before is None or first_after is None:
-        return False
-    return {last_before.outcome, first_after.outcome} == set(OPPOSITES)
+    return last_before is not None and first_after is not None and {last_before.outcome, first_after.outcome} == set(OPPOSITES)
 
 
 def bisect_versions(
@@ -208,29 +206,21 @@ def bisect_versions(
             probes[version] = probe(version)
         return probes[version]
 
-    def usable(indices: range) -> int | None:
-        for index in indices:
-            if run(index).outcome != Outcome.INSTALL_FAILED:
-                return index
-        return None
+    def usable(indices: Iterable[int]) -> int | None:
+        return next((i for i in indices if run(i).outcome != Outcome.INSTALL_FAILED), None)
 
     if linear:
-        for index in range(len(versions)):
-            run(index)
-        ok = [probes[v] for v in versions if probes[v].outcome != Outcome.INSTALL_FAILED]
-        pairs = list(itertools.pairwise(ok))
+        pairs = list(itertools.pairwise(p for p in map(run, range(len(versions))) if p.outcome != Outcome.INSTALL_FAILED))
         found = next((p for p in pairs if is_boundary(*p)), None) or next((p for p in pairs if p[0].outcome != p[1].outcome), None)
         return list(probes.values()), *(found or (None, None))
-    lo = usable(range(len(versions)))
-    hi = usable(range(len(versions) - 1, -1, -1))
+    lo, hi = usable(range(len(versions))), usable(reversed(range(len(versions))))
     if lo is None or hi is None or lo >= hi or run(lo).outcome == run(hi).outcome:
         return list(probes.values()), None, None
     anchor_high = run(hi).outcome in OPPOSITES
     anchor = run(hi).outcome if anchor_high else run(lo).outcome
     while hi - lo > 1 and anchor in OPPOSITES:
         mid = (lo + hi) // 2
-        candidates = sorted(range(lo + 1, hi), key=lambda i: abs(i - mid))
-        chosen = next((i for i in candidates if run(i).outcome != Outcome.INSTALL_FAILED), None)
+        chosen = usable(sorted(range(lo + 1, hi), key=lambda i: abs(i - mid)))
         if chosen is None:
             break  # everything in between fails to install: the boundary is as narrow as it gets
         if (run(chosen).outcome == anchor) == anchor_high:

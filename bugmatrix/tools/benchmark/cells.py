@@ -26,10 +26,9 @@ from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.runner import CellSpec, built_python
-from bugmatrix.tools.benchmark.builds import uv_cache
-from bugmatrix.tools.benchmark.disk import Sampler
+from bugmatrix.tools.benchmark.envs import uv_cache
 from bugmatrix.tools.benchmark.floor import floor_rows, import_seconds, measure_floors, stack_imports, timed_cell
-from bugmatrix.tools.benchmark.table import Measurement, skipped, timed, timed_nox
+from bugmatrix.tools.benchmark.table import Measurement, Sampler, skipped, timed, timed_nox
 from bugmatrix.tools.cachesize import heavy_pins
 
 __all__ = [
