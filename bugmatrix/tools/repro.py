@@ -40,30 +40,11 @@ FILES = ("repro.py", "requirements.txt", LOCKED, "ISSUE.md")
 DECLARING_MODULES = ("bugmatrix", "bugmatrix.cell.case", "bugmatrix.cell.outcomes")
 DECLARATIONS = {"Case", "Expect", "Requires", "Signature", "Source", "observed", *DEVICE_CONSTANTS}
 
-#: ISSUE.md: the story, how to make the environment (the cell's lock where it has one), what the suite observed.
-ISSUE = TEXT.overlay(loader=PackageLoader("bugmatrix.tools", "templates")).get_template("issue.md.j2")
-MAIN = """
-
-# --- run one variant, classify as the suite does -----------------------------
-if __name__ == "__main__":
-    import random
-    import traceback
-
-    random.seed(0)
-    torch.manual_seed(0)
-    print("torch", torch.__version__, "| CUDA", torch.version.cuda, "| device {device}")
-    error, checks = None, None
-    try:
-        checks = {name}({device!r}, torch.{dtype})
-    except SkipVariant as exc:
-        print("OUTCOME: skipped", exc)
-        raise SystemExit(0) from None
-    except Exception as exc:  # the failure under study
-        traceback.print_exc()
-        error = exc
-    print("checks:", checks)
-    print("OUTCOME:", classify_outcome(SIGNATURE, error, checks).outcome.value)
-"""
+#: repro.py (the case with the harness's classification copied in) and ISSUE.md (the story, how to make the environment,
+#: what the suite observed): the report's text settings, this package's templates.
+TEMPLATES = TEXT.overlay(loader=PackageLoader("bugmatrix.tools", "templates"))
+ISSUE = TEMPLATES.get_template("issue.md.j2")
+SCRIPT = TEMPLATES.get_template("repro.py.j2")
 
 
 def _module_body(source: str) -> list[ast.stmt]:
@@ -119,34 +100,17 @@ def build_script(variant: Variant, providers: Mapping[str, list[tuple[str, str]]
     namespace = variant.fn.__globals__  # the case module's own namespace, however it was imported
     source = Path(namespace["__file__"]).read_text(encoding="utf-8")
     case_name = next(name for name, value in namespace.items() if isinstance(value, Case) and variant in value.variants)
-    case = namespace[case_name]
-    parts = [
-        f'"""Standalone reproduction of {variant.id} (exported by bugmatrix).\n\n{_story(variant)}\n"""',
-        "from __future__ import annotations",
-        "# --- the suite's outcome classification (bugmatrix/cell/outcomes.py) ---",
-        "\n\n\n".join(ast.unparse(n) for n in _module_body(inspect.getsource(outcomes))),
-        inspect.getsource(SkipVariant),
-        f"SIGNATURE = Signature(*{case.signature.patterns!r})",
-        "# --- harness helpers the case imports ---",
-        "import importlib\nfrom importlib import metadata",
-        f"_PROVIDERS = {dict(providers)!r}",
-        IMPORT_AXIS,
-        *_helper_modules(source),
-        "# --- the case ---",
-        _case_body(source, case_name),
-    ]
-    return "\n\n\n".join(parts) + MAIN.format(name=variant.name, device=variant.device, dtype=variant.dtype)
-
-
-IMPORT_AXIS = '''def import_axis(axis):
-    """The module of the installed distribution of an axis, as a cell picks it (no fallback)."""
-    for distribution, module in _PROVIDERS.get(axis, ()):
-        try:
-            metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            continue
-        return importlib.import_module(module)
-    raise ImportError(f"no distribution of {axis} is installed")'''
+    return SCRIPT.render(
+        variant=variant,
+        device=repr(variant.device),
+        story=_story(variant),
+        outcomes="\n\n\n".join(ast.unparse(n) for n in _module_body(inspect.getsource(outcomes))),
+        skip_variant=inspect.getsource(SkipVariant),
+        patterns=repr(namespace[case_name].signature.patterns),
+        providers=repr(dict(providers)),
+        helpers="".join(text + "\n\n\n" for text in _helper_modules(source)),
+        case_body=_case_body(source, case_name),
+    )
 
 
 def _fresh_traceback(cell: str, extra: Env, script: Path) -> str | None:
