@@ -40,6 +40,7 @@ from bugmatrix.run.envbuild import cell_venv
 from bugmatrix.run.runner import CellSpec, built_python, run_cell
 from bugmatrix.tools.cachesize import target_tags
 from bugmatrix.tools.repro import variant_cell
+from bugmatrix.versions import parse_version
 
 __all__ = ["BisectResult", "Probe", "Skipped", "bisect_versions", "is_boundary", "registry_versions", "run_bisect", "run_variant_in"]
 
@@ -140,10 +141,9 @@ def _why_not(files: Sequence[Mapping[str, object]], python: str | None) -> str |
     except (InvalidSpecifier, InvalidVersion):
         pass  # a malformed requires_python is the installer's to judge
     names = [str(f.get("filename", "")) for f in live]
-    if any(n.endswith(".whl") and _wheel_tags(n) & _supported(python) for n in names):
+    # an sdist builds here (slowly): probed, and the environment says it was built from source
+    if any(_wheel_tags(n) & _supported(python) if n.endswith(".whl") else n.endswith((".tar.gz", ".zip")) for n in names):
         return None
-    if any(n.endswith((".tar.gz", ".zip")) for n in names):
-        return None  # an sdist builds here (slowly): probed, and the environment says it was built from source
     return f"no wheel for Python {python} on x86_64 Linux, and no sdist"
 
 
@@ -160,11 +160,8 @@ def registry_versions(
     """Released versions between ``low`` and ``high`` (inclusive) that ``python`` can install; ``skipped`` receives those left out."""
     found, left_out = [], []
     for text, files in dict((fetch or fetch_project)(distribution).get("releases") or {}).items():
-        try:
-            version = Version(text)
-        except InvalidVersion:
-            continue
-        if version.is_devrelease or version.local or version.post is not None or (version.is_prerelease and not pre):
+        version = parse_version(text)
+        if version is None or version.is_devrelease or version.local or version.post is not None or (version.is_prerelease and not pre):
             continue  # not releases (as registry.release_versions)
         if (low and version < Version(low)) or (high and version > Version(high)):
             continue
