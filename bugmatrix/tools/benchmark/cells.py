@@ -201,12 +201,8 @@ def received_bytes() -> int:
         lines = Path("/proc/net/dev").read_text(encoding="utf-8").splitlines()[2:]
     except OSError:
         return 0
-    total = 0
-    for line in lines:
-        name, _, fields = line.partition(":")
-        if name.strip() != "lo" and fields.split():
-            total += int(fields.split()[0])
-    return total
+    interfaces = (line.partition(":") for line in lines)
+    return sum(int(fields.split()[0]) for name, _, fields in interfaces if name.strip() != "lo" and fields.split())
 
 
 def measure_full(

@@ -105,12 +105,11 @@ def disk_kib(paths: Sequence[Path]) -> int:
 
 def heavy_release(venv: Path) -> str:
     """The heavy distributions installed in ``venv`` with their versions ("torch 2.5.1"); "" when none."""
-    found = []
-    for info in sorted(venv.glob("lib/python*/site-packages/*.dist-info")):
-        name, _, version = info.name.removesuffix(".dist-info").partition("-")
-        if heavy_distributions([name]) and not name.startswith(("nvidia", "cuda")):
-            found.append(f"{name} {version}")
-    return ", ".join(found)
+    installed = (info.name.removesuffix(".dist-info").partition("-") for info in sorted(venv.glob("lib/python*/site-packages/*.dist-info")))
+    heavy = [
+        f"{name} {version}" for name, _, version in installed if heavy_distributions([name]) and not name.startswith(("nvidia", "cuda"))
+    ]
+    return ", ".join(heavy)
 
 
 def measure_disk(root: Path) -> list[Measurement]:
