@@ -204,7 +204,6 @@ ALLOWED = {
     ("bugmatrix/tools/benchmark/nightly.py", "moved_candidates"): "the project's own committed locks/",
     ("bugmatrix/tools/benchmark/nightly.py", "_yesterday"): "copies the benchmark's own working locks",
     ("bugmatrix/tools/benchmark/nightly.py", "measure_nightly_reuse"): "copies and reads the benchmark's own working nights",
-    ("bugmatrix/tools/bisect.py", "_alive"): "/proc/<pid>/cmdline of its own probe",
     ("bugmatrix/tools/check.py", "_tables"): "the project's own README and docs",
     ("bugmatrix/tools/repro.py", "_helper_modules"): "the project's own case helper modules",
     ("bugmatrix/tools/repro.py", "build_script"): "the project's own case file",

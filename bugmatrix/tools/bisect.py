@@ -7,7 +7,6 @@ affected one. Only a reproduced <-> fixed change is a boundary ``--publish`` wri
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import itertools
 import os
@@ -26,7 +25,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from bugmatrix.cell.case import Variant
-from bugmatrix.cell.descendants import descendants_of
+from bugmatrix.cell.descendants import reaping
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runners import chosen_runner
@@ -263,35 +262,21 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
 
 
 def run_probe(command: Sequence[str], root: Path, env: Mapping[str, str], timeout: float) -> tuple[int, bool]:
-    """Run one probe's pytest: (its exit code, whether it outlived ``timeout``; then all it started is killed and waited for)."""
-    with subprocess.Popen(
-        list(command), cwd=root, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    ) as proc:
+    """Run one probe's pytest: (its exit code, whether it outlived ``timeout``); all it started is killed and reaped after.
+
+    The variants' children may have sessions of their own: this process is their subreaper while the probe runs.
+    """
+    with (
+        reaping("after the probe ended"),
+        subprocess.Popen(
+            list(command), cwd=root, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        ) as proc,
+    ):
         try:
             return proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:
-            # The variants' children have process groups of their own: named before pytest dies, killed with it.
-            escaped = [pid for pid, _ in descendants_of(proc.pid)]
             os.killpg(proc.pid, signal.SIGKILL)
-            for pid in escaped:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            code = proc.wait()
-            _wait_gone(escaped)
-            return code, True
-
-
-def _wait_gone(pids: Sequence[int], within: float = 10.0) -> None:
-    until = time.monotonic() + within
-    while time.monotonic() < until and any(_alive(pid) for pid in pids):
-        time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes() != b""  # a zombie has none: it runs nothing any more
-    except OSError:
-        return False
+            return proc.wait(), True
 
 
 def default_out(variant: str, package: str, *, publish: bool = False) -> Path:
