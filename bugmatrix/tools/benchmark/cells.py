@@ -206,14 +206,7 @@ def received_bytes() -> int:
 
 
 def measure_full(
-    root: Path,
-    matrix: Matrix,
-    cold: bool,
-    cells: Sequence[Cell] = (),
-    catalog: Catalog | None = None,
-    *,
-    cache: Path | None = None,
-    keep: Path | None = None,
+    root: Path, matrix: Matrix, cold: bool, cells: Sequence[Cell], catalog: Catalog, *, cache: Path | None, keep: Path | None
 ) -> list[Measurement]:
     """The full profile end to end, every cell venv removed first: wall time, bytes received, the most disk it added and,
     warm, the wall time against its floor. ``cache``: the uv cache of ``--full both`` (cold empties it); without it cold
@@ -261,7 +254,7 @@ def measure_full(
         if keep is not None:
             shutil.rmtree(keep, ignore_errors=True)
             shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("uv-cache"))
-        if not cold and catalog is not None:  # the floor builds from the warm cache the run used
+        if not cold:  # the floor builds from the warm cache the run used
             with uv_cache(own) if own is not None else contextlib.nullcontext():
                 floors = measure_floors(root, matrix, catalog, cells, Path(tmp) / "runs")
             rows += floor_rows(f"full profile, {how}", wall, floors, chosen.jobs)
