@@ -103,7 +103,7 @@ def _night(root: Path, profile: str, reports: Path, env: Mapping[str, str], *, l
     )
 
 
-def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path) -> Path:
+def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path) -> None:
     """The committed locks with the lane's patch applied (today's resolution), in ``work/locks``: nothing has moved yet."""
     locks = work / "locks"
     shutil.rmtree(locks, ignore_errors=True)
@@ -111,7 +111,6 @@ def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path)
     reresolve_cells(matrix, cells, root, work / "lane")
     for fresh in (work / "lane" / "locks").glob("*.txt"):
         shutil.copy(fresh, locks / fresh.name)
-    return locks
 
 
 def stale_setup(root: Path, matrix: Matrix, cells: Sequence[Cell], previous: Path, locks: Path) -> str:
