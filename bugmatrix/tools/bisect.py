@@ -7,7 +7,6 @@ affected one. Only a reproduced <-> fixed change is a boundary ``--publish`` wri
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import itertools
 import os
@@ -16,7 +15,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from bugmatrix.cell.case import Variant
-from bugmatrix.cell.descendants import descendants_of
+from bugmatrix.cell.descendants import reaping
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runners import chosen_runner
@@ -40,6 +39,7 @@ from bugmatrix.run.envbuild import cell_venv
 from bugmatrix.run.runner import CellSpec, built_python, run_cell
 from bugmatrix.tools.cachesize import target_tags
 from bugmatrix.tools.repro import variant_cell
+from bugmatrix.versions import parse_version
 
 __all__ = ["BisectResult", "Probe", "Skipped", "bisect_versions", "is_boundary", "registry_versions", "run_bisect", "run_variant_in"]
 
@@ -140,10 +140,9 @@ def _why_not(files: Sequence[Mapping[str, object]], python: str | None) -> str |
     except (InvalidSpecifier, InvalidVersion):
         pass  # a malformed requires_python is the installer's to judge
     names = [str(f.get("filename", "")) for f in live]
-    if any(n.endswith(".whl") and _wheel_tags(n) & _supported(python) for n in names):
+    # an sdist builds here (slowly): probed, and the environment says it was built from source
+    if any(_wheel_tags(n) & _supported(python) if n.endswith(".whl") else n.endswith((".tar.gz", ".zip")) for n in names):
         return None
-    if any(n.endswith((".tar.gz", ".zip")) for n in names):
-        return None  # an sdist builds here (slowly): probed, and the environment says it was built from source
     return f"no wheel for Python {python} on x86_64 Linux, and no sdist"
 
 
@@ -160,11 +159,8 @@ def registry_versions(
     """Released versions between ``low`` and ``high`` (inclusive) that ``python`` can install; ``skipped`` receives those left out."""
     found, left_out = [], []
     for text, files in dict((fetch or fetch_project)(distribution).get("releases") or {}).items():
-        try:
-            version = Version(text)
-        except InvalidVersion:
-            continue
-        if version.is_devrelease or version.local or version.post is not None or (version.is_prerelease and not pre):
+        version = parse_version(text)
+        if version is None or version.is_devrelease or version.local or version.post is not None or (version.is_prerelease and not pre):
             continue  # not releases (as registry.release_versions)
         if (low and version < Version(low)) or (high and version > Version(high)):
             continue
@@ -187,9 +183,7 @@ OPPOSITES = (Outcome.REPRODUCED.value, Outcome.FIXED.value)
 
 def is_boundary(last_before: Probe | None, first_after: Probe | None) -> bool:
     """The pair reads one outcome and its opposite (reproduced <-> fixed): a boundary a case may cite, not just a change."""
-    if last_before is None or first_after is None:
-        return False
-    return {last_before.outcome, first_after.outcome} == set(OPPOSITES)
+    return last_before is not None and first_after is not None and {last_before.outcome, first_after.outcome} == set(OPPOSITES)
 
 
 def bisect_versions(
@@ -208,29 +202,21 @@ def bisect_versions(
             probes[version] = probe(version)
         return probes[version]
 
-    def usable(indices: range) -> int | None:
-        for index in indices:
-            if run(index).outcome != Outcome.INSTALL_FAILED:
-                return index
-        return None
+    def usable(indices: Iterable[int]) -> int | None:
+        return next((i for i in indices if run(i).outcome != Outcome.INSTALL_FAILED), None)
 
     if linear:
-        for index in range(len(versions)):
-            run(index)
-        ok = [probes[v] for v in versions if probes[v].outcome != Outcome.INSTALL_FAILED]
-        pairs = list(itertools.pairwise(ok))
+        pairs = list(itertools.pairwise(p for p in map(run, range(len(versions))) if p.outcome != Outcome.INSTALL_FAILED))
         found = next((p for p in pairs if is_boundary(*p)), None) or next((p for p in pairs if p[0].outcome != p[1].outcome), None)
         return list(probes.values()), *(found or (None, None))
-    lo = usable(range(len(versions)))
-    hi = usable(range(len(versions) - 1, -1, -1))
+    lo, hi = usable(range(len(versions))), usable(reversed(range(len(versions))))
     if lo is None or hi is None or lo >= hi or run(lo).outcome == run(hi).outcome:
         return list(probes.values()), None, None
     anchor_high = run(hi).outcome in OPPOSITES
     anchor = run(hi).outcome if anchor_high else run(lo).outcome
     while hi - lo > 1 and anchor in OPPOSITES:
         mid = (lo + hi) // 2
-        candidates = sorted(range(lo + 1, hi), key=lambda i: abs(i - mid))
-        chosen = next((i for i in candidates if run(i).outcome != Outcome.INSTALL_FAILED), None)
+        chosen = usable(sorted(range(lo + 1, hi), key=lambda i: abs(i - mid)))
         if chosen is None:
             break  # everything in between fails to install: the boundary is as narrow as it gets
         if (run(chosen).outcome == anchor) == anchor_high:
@@ -276,35 +262,21 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
 
 
 def run_probe(command: Sequence[str], root: Path, env: Mapping[str, str], timeout: float) -> tuple[int, bool]:
-    """Run one probe's pytest: (its exit code, whether it outlived ``timeout``; then all it started is killed and waited for)."""
-    with subprocess.Popen(
-        list(command), cwd=root, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    ) as proc:
+    """Run one probe's pytest: (its exit code, whether it outlived ``timeout``); all it started is killed and reaped after.
+
+    The variants' children may have sessions of their own: this process is their subreaper while the probe runs.
+    """
+    with (
+        reaping("after the probe ended"),
+        subprocess.Popen(
+            list(command), cwd=root, env=dict(env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        ) as proc,
+    ):
         try:
             return proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:
-            # The variants' children have process groups of their own: named before pytest dies, killed with it.
-            escaped = [pid for pid, _ in descendants_of(proc.pid)]
             os.killpg(proc.pid, signal.SIGKILL)
-            for pid in escaped:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            code = proc.wait()
-            _wait_gone(escaped)
-            return code, True
-
-
-def _wait_gone(pids: Sequence[int], within: float = 10.0) -> None:
-    until = time.monotonic() + within
-    while time.monotonic() < until and any(_alive(pid) for pid in pids):
-        time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes() != b""  # a zombie has none: it runs nothing any more
-    except OSError:
-        return False
+            return proc.wait(), True
 
 
 def default_out(variant: str, package: str, *, publish: bool = False) -> Path:

@@ -7,6 +7,7 @@ is the best-ranked tag. An estimate: actions/cache stores a zstd tarball of uv's
 from __future__ import annotations
 
 import argparse
+import functools
 import subprocess
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -60,9 +61,8 @@ class Artifact:
     @property
     def pure(self) -> bool:
         """A wheel with no native code (``py3-none-any``)."""
-        if not self.filename.endswith(".whl"):
-            return False
-        return all(tag.platform == "any" and tag.abi == "none" for tag in parse_wheel_filename(self.filename)[3])
+        wheel = self.filename.endswith(".whl")
+        return wheel and all(tag.platform == "any" and tag.abi == "none" for tag in parse_wheel_filename(self.filename)[3])
 
 
 class Unresolvable(BugmatrixError):
@@ -139,12 +139,8 @@ def resolved_artifacts(
 
 def heavy_pins(matrix: Matrix, pins: Mapping[str, str], *, harness: bool = True) -> list[tuple[str, str]]:
     """(name as required, version) of each heavy distribution (the torch stack) the pins' requirements pin exactly."""
-    found = []
-    for requirement in matrix.requirements_for(pins, harness=harness):
-        name, sep, version = requirement.partition("==")
-        if sep and heavy_distributions([name]):
-            found.append((name, version))
-    return found
+    pinned = (requirement.partition("==") for requirement in matrix.requirements_for(pins, harness=harness))
+    return [(name, version) for name, sep, version in pinned if sep and heavy_distributions([name])]
 
 
 def cache_key(matrix: Matrix, pins: Mapping[str, str]) -> str:
@@ -154,15 +150,12 @@ def cache_key(matrix: Matrix, pins: Mapping[str, str]) -> str:
 
 def measure(environments: Iterable[tuple[str, Sequence[str], str]]) -> CacheSize:
     """Sizes for ``(cache key, requirements, python)`` triples, one per CI job (a cold nightly: each runner starts empty)."""
-    resolved: dict[tuple[tuple[str, ...], str], list[Artifact]] = {}
+    resolve = functools.cache(resolved_artifacts)  # a CUDA twin installs exactly what its CPU cell does: resolved once
     jobs = 0
     overall: dict[str, int] = {}
     per_key: dict[str, dict[str, Artifact]] = {}
     for key, requirements, python in environments:
-        memo = (tuple(requirements), python)
-        if memo not in resolved:  # a CUDA twin installs exactly what its CPU cell does
-            resolved[memo] = resolved_artifacts(requirements, python)
-        for artifact in resolved[memo]:
+        for artifact in resolve(tuple(requirements), python):
             jobs += artifact.size
             overall[artifact.filename] = artifact.size
             per_key.setdefault(key, {})[artifact.filename] = artifact

@@ -176,13 +176,9 @@ def _computed(declared: Matrix | None, catalog: Catalog, root: Path) -> dict[str
         for choice in recompute(matrix, profile, catalog, reference):
             if committed.get(choice.case) != choice.cells:
                 held = ", ".join(committed.get(choice.case, ())) or "none"
-                found.setdefault(choice.case, []).append(
-                    Gap(
-                        "computed",
-                        f"{path.name} holds {held} for it in profile {profile}, recomputed: {', '.join(choice.cells)}",
-                        f"run python -m bugmatrix plan --compute {profile} --write and commit {path.name}",
-                    )
-                )
+                problem = f"{path.name} holds {held} for it in profile {profile}, recomputed: {', '.join(choice.cells)}"
+                fix = f"run python -m bugmatrix plan --compute {profile} --write and commit {path.name}"
+                found.setdefault(choice.case, []).append(Gap("computed", problem, fix))
     return found
 
 

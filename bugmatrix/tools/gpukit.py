@@ -21,7 +21,6 @@ from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import check_output_dir, write_json_atomic
@@ -31,6 +30,7 @@ from bugmatrix.provenance import origin_now
 from bugmatrix.run.lock import DEFAULT_PLATFORM
 from bugmatrix.tools.cachesize import Artifact, Unresolvable, resolved_artifacts
 from bugmatrix.tools.gpukit_run import SCHEMA
+from bugmatrix.versions import parse_version
 
 __all__ = ["DEFAULT_PYTHON", "KitRun", "add_arguments", "pack_kit", "parse_pins", "plan_kit", "run"]
 
@@ -56,17 +56,10 @@ class KitRun:
     from_image: tuple[str, ...]  # native dependencies left to the box (run.py checks their versions)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "python": self.python,
-            "axis": self.axis,
-            "version": self.version,
-            "label": self.label,
-            "axis_spec": self.axis_spec,
-            "install": [f"{a.name}=={a.version}" for a in self.carried],
-            "wheels": [a.filename for a in self.carried],
-            "requires": list(self.requires),
-            "from_image": list(self.from_image),
-        }
+        """kit.json's entry, read by run.py: the carried wheels as ``install`` requirements and ``wheels`` file names."""
+        own = {name: getattr(self, name) for name in ("python", "axis", "version", "label", "axis_spec")}
+        carried = {"install": [f"{a.name}=={a.version}" for a in self.carried], "wheels": [a.filename for a in self.carried]}
+        return own | carried | {"requires": list(self.requires), "from_image": list(self.from_image)}
 
 
 def parse_pins(values: Sequence[str], matrix: Matrix) -> list[tuple[str, str]]:
@@ -78,11 +71,9 @@ def parse_pins(values: Sequence[str], matrix: Matrix) -> list[tuple[str, str]]:
             msg = f"--pin {value}: not AXIS=VERSION[,VERSION...] with AXIS one of {', '.join(matrix.package_axes)} ({matrix.path})"
             raise BugmatrixError(msg)
         for version in filter(None, (v.strip() for v in versions.split(","))):
-            try:
-                Version(version)
-            except InvalidVersion:
+            if parse_version(version) is None:
                 msg = f"--pin {value}: {version!r} is not a version; write a release such as 2.0.3"
-                raise BugmatrixError(msg) from None
+                raise BugmatrixError(msg)
             pairs.append((axis, version))
     if not pairs:
         msg = "no version asked for; pass --pin AXIS=VERSION[,VERSION...], e.g. --pin lightning=2.0.3,2.6.6"
@@ -97,11 +88,6 @@ def _image_names(matrix: Matrix, python: str, platform: str) -> set[str]:
     return {canonicalize_name(a.name) for a in resolved_artifacts(requirements, python, platform=platform)}
 
 
-def _why(reason: str, python: str, platform: str) -> str:
-    found = re.search(r"Wheels are required for `([^`]+)`", reason)
-    return f"no wheel of {found[1]} fits Python {python} on {platform}" if found else reason
-
-
 def _kit_run(matrix: Matrix, python: str, axis: str, version: str, image: set[str], platform: str) -> KitRun | str:
     """The run of one version on one Python, or why it cannot be carried (one phrase)."""
     pinned = {matrix.interpreter: python, axis: version}
@@ -109,7 +95,9 @@ def _kit_run(matrix: Matrix, python: str, axis: str, version: str, image: set[st
     try:
         resolved = resolved_artifacts(requested, python, platform=platform, only_binary=True)
     except Unresolvable as exc:
-        return f"{axis} {version} cannot install offline on Python {python}: {_why(exc.reason, python, platform)}"
+        found = re.search(r"Wheels are required for `([^`]+)`", exc.reason)
+        why = f"no wheel of {found[1]} fits Python {python} on {platform}" if found else exc.reason
+        return f"{axis} {version} cannot install offline on Python {python}: {why}"
     own = canonicalize_name(matrix.providers(pinned)[axis][0])
     explicit = {canonicalize_name(Requirement(r).name): r for r in requested}  # the version's own requirements: always carried
     name = {a.filename: canonicalize_name(a.name) for a in resolved}

@@ -16,16 +16,18 @@ import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
+from jinja2 import PackageLoader
+
 from bugmatrix.cell import outcomes
 from bugmatrix.cell.case import DEVICE_CONSTANTS, Case, SkipVariant, Variant
 from bugmatrix.cell.caseenv import Env
-from bugmatrix.cell.runfile import VariantRecord
 from bugmatrix.documents.run import load_run_file
 from bugmatrix.files import check_output_dir
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.cells import sibling_id
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.plan.slices import split_environment
+from bugmatrix.report.markdown import TEXT
 from bugmatrix.run.lock import lock_for
 from bugmatrix.run.runner import built_python
 
@@ -38,28 +40,11 @@ FILES = ("repro.py", "requirements.txt", LOCKED, "ISSUE.md")
 DECLARING_MODULES = ("bugmatrix", "bugmatrix.cell.case", "bugmatrix.cell.outcomes")
 DECLARATIONS = {"Case", "Expect", "Requires", "Signature", "Source", "observed", *DEVICE_CONSTANTS}
 
-MAIN = """
-
-# --- run one variant, classify as the suite does -----------------------------
-if __name__ == "__main__":
-    import random
-    import traceback
-
-    random.seed(0)
-    torch.manual_seed(0)
-    print("torch", torch.__version__, "| CUDA", torch.version.cuda, "| device {device}")
-    error, checks = None, None
-    try:
-        checks = {name}({device!r}, torch.{dtype})
-    except SkipVariant as exc:
-        print("OUTCOME: skipped", exc)
-        raise SystemExit(0) from None
-    except Exception as exc:  # the failure under study
-        traceback.print_exc()
-        error = exc
-    print("checks:", checks)
-    print("OUTCOME:", classify_outcome(SIGNATURE, error, checks).outcome.value)
-"""
+#: repro.py (the case with the harness's classification copied in) and ISSUE.md (the story, how to make the environment,
+#: what the suite observed): the report's text settings, this package's templates.
+TEMPLATES = TEXT.overlay(loader=PackageLoader("bugmatrix.tools", "templates"))
+ISSUE = TEMPLATES.get_template("issue.md.j2")
+SCRIPT = TEMPLATES.get_template("repro.py.j2")
 
 
 def _module_body(source: str) -> list[ast.stmt]:
@@ -106,40 +91,26 @@ def _case_body(source: str, case_name: str) -> str:
     return "\n\n\n".join(body)
 
 
+def _story(variant: Variant) -> str:
+    return textwrap.dedent(variant.fn.__globals__.get("__doc__") or "").strip()
+
+
 def build_script(variant: Variant, providers: Mapping[str, list[tuple[str, str]]]) -> str:
     """The text of a standalone repro.py for one variant; ``providers`` is the cell's axis spec."""
     namespace = variant.fn.__globals__  # the case module's own namespace, however it was imported
     source = Path(namespace["__file__"]).read_text(encoding="utf-8")
     case_name = next(name for name, value in namespace.items() if isinstance(value, Case) and variant in value.variants)
-    case = namespace[case_name]
-    story = textwrap.dedent(namespace.get("__doc__") or "").strip()
-    parts = [
-        f'"""Standalone reproduction of {variant.id} (exported by bugmatrix).\n\n{story}\n"""',
-        "from __future__ import annotations",
-        "# --- the suite's outcome classification (bugmatrix/cell/outcomes.py) ---",
-        "\n\n\n".join(ast.unparse(n) for n in _module_body(inspect.getsource(outcomes))),
-        inspect.getsource(SkipVariant),
-        f"SIGNATURE = Signature(*{case.signature.patterns!r})",
-        "# --- harness helpers the case imports ---",
-        "import importlib\nfrom importlib import metadata",
-        f"_PROVIDERS = {dict(providers)!r}",
-        IMPORT_AXIS,
-        *_helper_modules(source),
-        "# --- the case ---",
-        _case_body(source, case_name),
-    ]
-    return "\n\n\n".join(parts) + MAIN.format(name=variant.name, device=variant.device, dtype=variant.dtype)
-
-
-IMPORT_AXIS = '''def import_axis(axis):
-    """The module of the installed distribution of an axis, as a cell picks it (no fallback)."""
-    for distribution, module in _PROVIDERS.get(axis, ()):
-        try:
-            metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            continue
-        return importlib.import_module(module)
-    raise ImportError(f"no distribution of {axis} is installed")'''
+    return SCRIPT.render(
+        variant=variant,
+        device=repr(variant.device),
+        story=_story(variant),
+        outcomes="\n\n\n".join(ast.unparse(n) for n in _module_body(inspect.getsource(outcomes))),
+        skip_variant=inspect.getsource(SkipVariant),
+        patterns=repr(namespace[case_name].signature.patterns),
+        providers=repr(dict(providers)),
+        helpers="".join(text + "\n\n\n" for text in _helper_modules(source)),
+        case_body=_case_body(source, case_name),
+    )
 
 
 def _fresh_traceback(cell: str, extra: Env, script: Path) -> str | None:
@@ -178,48 +149,7 @@ def export_repro(
     fresh_log = _fresh_traceback(cell, extra, out / "repro.py") if fresh else None
     run_file = run_dir / f"{cell}.json"
     record = next((r for r in load_run_file(run_file).results if r.id == variant.id), None) if run_file.exists() else None
-    issue = _issue_text(variant, requirements, cell, fresh_log, record, pins[matrix.interpreter], extra, lock is not None, why_not)
-    (out / "ISSUE.md").write_text(issue)
+    context = {"variant": variant.id, "story": _story(variant), "python": pins[matrix.interpreter], "lock_name": LOCKED}
+    context |= {"requirements": requirements, "cell": cell, "extra": extra, "locked": lock is not None, "why_not": why_not}
+    (out / "ISSUE.md").write_text(ISSUE.render(context, fresh=fresh_log, record=record))
     return out
-
-
-def _issue_text(
-    variant: Variant,
-    requirements: list[str],
-    cell: str,
-    fresh: str | None,
-    record: VariantRecord | None,
-    python: str,
-    extra: Env,
-    locked: bool,
-    why_not: str | None,
-) -> str:
-    story = textwrap.dedent(variant.fn.__globals__.get("__doc__") or "").strip()
-    lines = [f"# {story.splitlines()[0] if story else variant.id}", "", story, "", "## Environment", ""]
-    lines += [f"- python {python}", *(f"- {r}" for r in requirements)]
-    # What the case's environment adds beyond an install: distributions removed, variables, interpreter flags.
-    removed = [f"uv pip uninstall --python venv/bin/python {' '.join(extra.absent)}"] if extra.absent else []
-    run = " ".join([*(f"{k}={v}" for k, v in extra.variables), "venv/bin/python", *extra.flags, "repro.py"])
-    lines += ["", "## Reproduce", "", "```", f"uv venv -p {python} venv && uv pip install --python venv/bin/python -r requirements.txt"]
-    lines += [*removed, run, "```", ""]
-    if locked:
-        lines += [
-            f"Exactly the environment of cell `{cell}` (every distribution, exact versions and hashes; made for x86_64 Linux):",
-            "",
-            "```",
-            f"uv venv -p {python} venv && uv pip sync --require-hashes --python venv/bin/python {LOCKED}",
-            *removed,
-            "```",
-            "",
-        ]
-    elif why_not:
-        lines += [f"No lock of cell `{cell}` is attached ({why_not}); the pins above resolve against today's registry.", ""]
-    lines += ["## Expected vs actual", ""]
-    lines += ["Expected: the program runs to the end and every positive check holds (`OUTCOME: fixed`).", ""]
-    if fresh is not None:
-        lines += [f"Actual, from running repro.py just now in cell `{cell}`:", "", "```", fresh, "```"]
-    elif record is not None:
-        lines += [f"Actual, as recorded by cell `{cell}` (`{record.outcome}`):", "", "```", (record.log or record.message).strip(), "```"]
-    else:
-        lines += [f"Not yet run in cell `{cell}`: run the commands above."]
-    return "\n".join(lines) + "\n"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
 from bugmatrix import values
@@ -40,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan the profile, run its cells side by side into <reports>/runs/; exit 1 when a cell's pytest did not run to its end."""
     from bugmatrix.plan.matrix import load_matrix
+    from bugmatrix.releases.registry import warn
     from bugmatrix.releases.tracking import load_plan, tracked_for
     from bugmatrix.run.reuse import ReuseOptions, reuse_policy
 
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         workers=os.environ.get(WORKERS_ENV) or None,
     )
     policy = reuse_policy(
-        plan.matrix.file.reuse.max_age_days, ReuseOptions(args.no_reuse, args.reuse_from), warn=_warn, history_of=reuse_facts
+        plan.matrix.file.reuse.max_age_days, ReuseOptions(args.no_reuse, args.reuse_from), warn=warn, history_of=reuse_facts
     )
     reports = output_dir()
     print(f"bugmatrix: {len(specs)} {profile} cell(s), {chosen.jobs} at once x {chosen.workers} variant process(es) ({chosen.why})")
@@ -74,7 +74,3 @@ def run(args: argparse.Namespace) -> int:
     if broken:
         print(f"bugmatrix: {len(broken)} cell(s) did not run to the end: {', '.join(broken)} (their logs: {reports / 'logs'})")
     return 1 if broken else 0
-
-
-def _warn(text: str) -> None:
-    print(f"bugmatrix: warning: {text}", file=sys.stderr)

@@ -50,11 +50,8 @@ def stability_table(seen: dict[str, list[str]]) -> str:
     counts = {variant: ", ".join(f"{o} x{n}" for o, n in sorted(Counter(outcomes).items())) for variant, outcomes in seen.items()}
     middle = max((len(c) for c in counts.values()), default=0)
     head = f"{'variant':{width}}  {'outcomes seen':{middle}}  stable?"
-    lines = [head, "-" * len(head)]
-    for variant in sorted(seen):
-        verdict = "yes" if len(set(seen[variant])) == 1 else "NO"
-        lines.append(f"{variant:{width}}  {counts[variant]:{middle}}  {verdict}")
-    return "\n".join(lines)
+    rows = [f"{v:{width}}  {counts[v]:{middle}}  {'yes' if len(set(seen[v])) == 1 else 'NO'}" for v in sorted(seen)]
+    return "\n".join([head, "-" * len(head), *rows])
 
 
 def _why(output: str) -> str:

@@ -1,6 +1,6 @@
 """``nox -s benchmark`` (``python -m bugmatrix benchmark``): what a matrix run costs, against its floor and the alternatives.
 
-Every number is a ratio measured in one run on one machine; one module per thing measured. Rows are saved after
+Every number is a ratio measured in one run on one machine, one module per kind of cost. Rows are saved after
 every step, so a late failure loses nothing.
 """
 
@@ -21,9 +21,8 @@ from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import find_cell, plan_cells
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.tools.benchmark.builds import measure_builds
 from bugmatrix.tools.benchmark.cells import measure_full, measure_runners, measure_sessions, measure_smoke, smoke_from_runs
-from bugmatrix.tools.benchmark.disk import measure_ci_cache, measure_disk
+from bugmatrix.tools.benchmark.envs import measure_builds, measure_ci_cache, measure_disk
 from bugmatrix.tools.benchmark.floor import measure_lean_cost
 from bugmatrix.tools.benchmark.nightly import measure_nightly_reuse
 from bugmatrix.tools.benchmark.reports import measure_report, measure_report_with_history
@@ -131,15 +130,7 @@ def run(args: argparse.Namespace) -> int:
         return measure_builds(root, matrix, cell, args.quick)
 
     def nightly_rows() -> list[Measurement]:
-        return measure_nightly_reuse(
-            root,
-            args.matrix,
-            catalog,
-            profile=args.nightly_profile,
-            fresh_setup=args.fresh_setup,
-            release=args.new_release,
-            moved=args.moved,
-        )
+        return measure_nightly_reuse(root, args.matrix, catalog, args.nightly_profile, args.fresh_setup, args.new_release, args.moved)
 
     steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
         ("env builds", build_rows),

@@ -26,10 +26,9 @@ from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.envbuild import uv_command
 from bugmatrix.run.runner import CellSpec, built_python
-from bugmatrix.tools.benchmark.builds import uv_cache
-from bugmatrix.tools.benchmark.disk import Sampler
+from bugmatrix.tools.benchmark.envs import uv_cache
 from bugmatrix.tools.benchmark.floor import floor_rows, import_seconds, measure_floors, stack_imports, timed_cell
-from bugmatrix.tools.benchmark.table import Measurement, skipped, timed, timed_nox
+from bugmatrix.tools.benchmark.table import Measurement, Sampler, skipped, timed, timed_nox
 from bugmatrix.tools.cachesize import heavy_pins
 
 __all__ = [
@@ -202,23 +201,12 @@ def received_bytes() -> int:
         lines = Path("/proc/net/dev").read_text(encoding="utf-8").splitlines()[2:]
     except OSError:
         return 0
-    total = 0
-    for line in lines:
-        name, _, fields = line.partition(":")
-        if name.strip() != "lo" and fields.split():
-            total += int(fields.split()[0])
-    return total
+    interfaces = (line.partition(":") for line in lines)
+    return sum(int(fields.split()[0]) for name, _, fields in interfaces if name.strip() != "lo" and fields.split())
 
 
 def measure_full(
-    root: Path,
-    matrix: Matrix,
-    cold: bool,
-    cells: Sequence[Cell] = (),
-    catalog: Catalog | None = None,
-    *,
-    cache: Path | None = None,
-    keep: Path | None = None,
+    root: Path, matrix: Matrix, cold: bool, cells: Sequence[Cell], catalog: Catalog, *, cache: Path | None, keep: Path | None
 ) -> list[Measurement]:
     """The full profile end to end, every cell venv removed first: wall time, bytes received, the most disk it added and,
     warm, the wall time against its floor. ``cache``: the uv cache of ``--full both`` (cold empties it); without it cold
@@ -266,7 +254,7 @@ def measure_full(
         if keep is not None:
             shutil.rmtree(keep, ignore_errors=True)
             shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("uv-cache"))
-        if not cold and catalog is not None:  # the floor builds from the warm cache the run used
+        if not cold:  # the floor builds from the warm cache the run used
             with uv_cache(own) if own is not None else contextlib.nullcontext():
                 floors = measure_floors(root, matrix, catalog, cells, Path(tmp) / "runs")
             rows += floor_rows(f"full profile, {how}", wall, floors, chosen.jobs)

@@ -32,8 +32,7 @@ from bugmatrix.run.reresolve import lock_entries, reresolve_cells
 from bugmatrix.run.reuse import ReusePolicy, decide
 from bugmatrix.run.runner import CellSpec, cell_key
 from bugmatrix.tools.benchmark.cells import uv_cache_of
-from bugmatrix.tools.benchmark.disk import Sampler
-from bugmatrix.tools.benchmark.table import Measurement, timed_nox
+from bugmatrix.tools.benchmark.table import Measurement, Sampler, timed_nox
 
 __all__ = ["DownloadWatch", "measure_nightly_reuse", "moved_candidates", "new_release", "stale_setup"]
 
@@ -104,7 +103,7 @@ def _night(root: Path, profile: str, reports: Path, env: Mapping[str, str], *, l
     )
 
 
-def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path) -> Path:
+def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path) -> None:
     """The committed locks with the lane's patch applied (today's resolution), in ``work/locks``: nothing has moved yet."""
     locks = work / "locks"
     shutil.rmtree(locks, ignore_errors=True)
@@ -112,7 +111,6 @@ def _todays_locks(root: Path, matrix: Matrix, cells: Sequence[Cell], work: Path)
     reresolve_cells(matrix, cells, root, work / "lane")
     for fresh in (work / "lane" / "locks").glob("*.txt"):
         shutil.copy(fresh, locks / fresh.name)
-    return locks
 
 
 def stale_setup(root: Path, matrix: Matrix, cells: Sequence[Cell], previous: Path, locks: Path) -> str:
@@ -212,14 +210,7 @@ def _yesterday(
 
 
 def measure_nightly_reuse(
-    root: Path,
-    matrix_path: Path,
-    catalog: Catalog,
-    *,
-    profile: str = "full",
-    fresh_setup: bool = False,
-    release: tuple[str, str] | None = None,
-    moved: str | None = None,
+    root: Path, matrix_path: Path, catalog: Catalog, profile: str, fresh_setup: bool, release: tuple[str, str] | None, moved: str | None
 ) -> list[Measurement]:
     """The setup night (a full run), then nights (a), (b) and (c); one row each against the full run's wall time."""
     declared = load_matrix(matrix_path)

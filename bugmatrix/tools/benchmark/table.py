@@ -1,4 +1,4 @@
-"""A benchmark row, the table they print as, and the one timed command runner the rows share."""
+"""A benchmark row, the table they print as, and the timed command runner and background sampler the rows share."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import operator
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
-__all__ = ["CommandFailed", "Measurement", "format_table", "skipped", "timed", "timed_nox"]
+__all__ = ["CommandFailed", "Measurement", "Sampler", "format_table", "skipped", "timed", "timed_nox"]
 
 OPS = {"<": operator.lt, "<=": operator.le, ">=": operator.ge}
 
@@ -96,3 +98,29 @@ def timed(command: Sequence[str], env: Mapping[str, str] | None = None, ok: tupl
 def timed_nox(root: Path, env: Mapping[str, str], *args: str, ok: tuple[int, ...] = (0, 1)) -> float:
     """Wall seconds of ``nox -f <root>/noxfile.py ARGS`` run in ``root`` (exit 1 by default too: an outcome differs)."""
     return timed([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), *args], env, ok=ok, cwd=root)
+
+
+class Sampler:
+    """Calls :meth:`sample` in a daemon thread every ``every`` seconds while entered, and once more on leaving."""
+
+    def __init__(self, every: float, name: str) -> None:
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=name, daemon=True)
+
+    def sample(self) -> None:
+        """Take one sample now."""
+        raise NotImplementedError
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()

@@ -1,7 +1,9 @@
-"""Env builds: the runner's own build (uv) against virtualenv + pip building the same distributions.
+"""What a cell env costs: its build (the runner's uv against virtualenv + pip), its disk, a nightly's downloads.
 
-Both sides install the cell's lock when it has one, then the same import check; pip runs with
-``PIP_CONFIG_FILE=/dev/null`` and no ``PIP_*`` index settings, so both install the same wheels from PyPI.
+Both builds install the cell's lock when it has one, then the same import check; pip runs with ``PIP_CONFIG_FILE=/dev/null``
+and no ``PIP_*`` index settings, so both install the same wheels from PyPI. uv hard-links from its cache, so cells sharing
+wheels share inodes (one ``du`` counts each once); cells on different heavy releases (torch and its CUDA libraries) share
+nothing, so the matrix's floor is one env per such release.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -16,13 +19,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from unittest import mock
 
-from bugmatrix.plan.cells import Cell
+from bugmatrix.plan.catalog import Catalog
+from bugmatrix.plan.cells import Cell, plan_cells
 from bugmatrix.plan.matrix import Matrix
+from bugmatrix.run.diskbudget import heavy_distributions
 from bugmatrix.run.envbuild import IMPORT_CHECK
 from bugmatrix.run.runner import CellSpec, Environment, prepare
-from bugmatrix.tools.benchmark.table import Measurement, timed
+from bugmatrix.tools.benchmark.table import Measurement, skipped, timed
+from bugmatrix.tools.cachesize import GB, measure_cells
 
-__all__ = ["measure_builds", "pip_build", "uv_build"]
+__all__ = ["disk_kib", "heavy_release", "measure_builds", "measure_ci_cache", "measure_disk", "pip_build", "uv_build"]
 
 #: pip as uv sees the world: PyPI only. This machine's pip config adds a local wheel dir and a torch cap.
 PIP_KEEP = {"PIP_CERT", "PIP_DEFAULT_TIMEOUT"}
@@ -89,3 +95,53 @@ def measure_builds(root: Path, matrix: Matrix, cell: Cell, quick: bool) -> list[
     locked = f"both from {environment.lock.name}" if environment.lock else "both unlocked (no current lock)"
     notes = [note, "pip from PyPI like uv (PIP_CONFIG_FILE=/dev/null)", locked, "both import-checked"]
     return [cold, Measurement(warm_name, uv_warm, pip_warm, "s", ">=", 10, speedup=True, note="; ".join(filter(None, notes)))]
+
+
+def disk_kib(paths: Sequence[Path]) -> int:
+    """KiB used by ``paths`` together: one ``du`` invocation counts a hard-linked inode once."""
+    out = subprocess.run(["du", "-skc", *map(str, paths)], capture_output=True, text=True, check=True).stdout
+    return int(out.strip().splitlines()[-1].split()[0])
+
+
+def heavy_release(venv: Path) -> str:
+    """The heavy distributions installed in ``venv`` with their versions ("torch 2.5.1"); "" when none."""
+    installed = (info.name.removesuffix(".dist-info").partition("-") for info in sorted(venv.glob("lib/python*/site-packages/*.dist-info")))
+    heavy = [
+        f"{name} {version}" for name, _, version in installed if heavy_distributions([name]) and not name.startswith(("nvidia", "cuda"))
+    ]
+    return ", ".join(heavy)
+
+
+def measure_disk(root: Path) -> list[Measurement]:
+    """Disk of all cell envs vs one; of the envs sharing one heavy release vs one; of all vs one env per heavy release."""
+    envs = sorted(p for p in (root / ".nox").glob("cell-*") if (p / "bin" / "python").exists())
+    if len(envs) < 2:
+        return [skipped("disk: cell envs vs one", f"{len(envs)} cell env(s) in .nox; run nox -t smoke first")]
+    each = {env: disk_kib([env]) / 1024 for env in envs}
+    by_release: dict[str, list[Path]] = {}
+    for env in envs:
+        by_release.setdefault(heavy_release(env), []).append(env)
+    release, shared = max(by_release.items(), key=lambda item: len(item[1]))
+    together = disk_kib(envs) / 1024
+    floor = disk_kib([max(group, key=each.__getitem__) for group in by_release.values()]) / 1024  # their shared files once, too
+    note = f"N={len(envs)} on {len(by_release)} heavy releases; target set for 20 envs"
+    sharing = f"disk: {len(shared)} cell envs on {release} vs one"
+    return [
+        Measurement(f"disk: all {len(envs)} cell envs vs the largest one", together, max(each.values()), "MiB", "<", 2, note=note),
+        Measurement(sharing, disk_kib(shared) / 1024, max(each[e] for e in shared), "MiB", "<", 2, note="what uv's hard links share"),
+        Measurement(f"disk: all {len(envs)} cell envs vs one env per heavy release ({len(by_release)})", together, floor, "MiB", "<=", 1.5),
+    ]
+
+
+def measure_ci_cache(matrix: Matrix, catalog: Catalog) -> list[Measurement]:
+    """What a cold nightly downloads, and what its uv caches hold against GitHub's 10 GB (resolved, not downloaded)."""
+    cells = plan_cells(matrix, "nightly", catalog)
+    size = measure_cells(matrix, cells)
+    note = f"{len(cells)} jobs, {len(size.per_key)} cache keys, {size.files} distinct files"
+    github = "baseline: GitHub's 10 GB per repository"
+    return [
+        Measurement("nightly cold download, every job", size.jobs_bytes / GB, None, "GB", note=note),
+        Measurement("nightly distinct files", size.total_bytes / GB, None, "GB"),
+        Measurement("uv caches, one per heavy release", size.cached_bytes / GB, None, "GB"),
+        Measurement("same, CUDA runtime wheels trimmed (saved)", size.kept_bytes / GB, 10.0, "GB", "<", 1.0, note=github),
+    ]
