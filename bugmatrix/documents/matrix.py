@@ -355,25 +355,21 @@ def _specifiers(when: Mapping[str, str], key: str, axes: Iterable[str]) -> None:
     if not when:
         raise _fail(key, "empty condition", 'name at least one axis, e.g. { torch = "<2.3" }')
     for axis, text in when.items():
-        if not _parses(SpecifierSet, text):
-            raise _fail(f"{key}.{axis}", f"{text!r} is not a version specifier", _TOLD_FIX["specifier"])
+        try:
+            _specifier(text)
+        except InvalidSpecifier:
+            raise _fail(f"{key}.{axis}", f"{text!r} is not a version specifier", _TOLD_FIX["specifier"]) from None
 
 
 def _requirements(values: list[str], key: str, *, allow_direct: bool = False) -> None:
     for i, value in enumerate(values):
-        if not _parses(Requirement, value):
-            raise _fail(f"{key}[{i}]", f"{value!r} is not a requirement", 'write it as pip would take it, e.g. "numpy<2"')
-        if Requirement(value).url and not allow_direct:
+        try:
+            direct = Requirement(value).url
+        except InvalidRequirement:
+            raise _fail(f"{key}[{i}]", f"{value!r} is not a requirement", 'write it as pip would take it, e.g. "numpy<2"') from None
+        if direct and not allow_direct:
             problem = f"{value!r} is a direct URL or path, which no lock or registry can reproduce"
             raise _fail(f"{key}[{i}]", problem, "use a released version, or add allow_direct = true with a why to this entry")
-
-
-def _parses(kind: type, text: str) -> bool:
-    try:
-        kind(text)
-    except (InvalidSpecifier, InvalidRequirement):
-        return False
-    return True
 
 
 _TOLD_FIX = {

@@ -226,13 +226,10 @@ def plan_all(matrix: Matrix, catalog: Slices) -> list[Cell]:
     """Every cell of every profile, each tagged with the profiles that include it; ``within`` relations checked."""
     planned = {profile: plan_cells(matrix, profile, catalog) for profile in matrix.profiles}
     _check_within(matrix, planned)
-    tags: dict[str, list[str]] = {}
     cells: dict[str, Cell] = {}
-    for profile, profile_cells in planned.items():
-        for cell in profile_cells:
-            cells.setdefault(cell.id, cell)
-            tags.setdefault(cell.id, []).append(profile)
-    return sorted((replace(c, profiles=tuple(tags[c.id])) for c in cells.values()), key=lambda c: _sort_key(matrix, c))
+    for cell in (c for profile_cells in planned.values() for c in profile_cells):
+        cells[cell.id] = replace(cells[cell.id], profiles=(*cells[cell.id].profiles, *cell.profiles)) if cell.id in cells else cell
+    return sorted(cells.values(), key=lambda c: _sort_key(matrix, c))
 
 
 def override_notes(cells: Iterable[Cell]) -> list[str]:
@@ -244,9 +241,8 @@ def override_notes(cells: Iterable[Cell]) -> list[str]:
 def find_cell(cells: Iterable[Cell], name: str) -> Cell:
     """A cell by id, with a helpful error naming close matches."""
     cells = list(cells)
-    for cell in cells:
-        if cell.id == name:
-            return cell
+    if found := next((c for c in cells if c.id == name), None):
+        return found
     close = [c.id for c in cells if name in c.id or c.id in name][:3]
     tags = Counter(p for c in cells for p in c.profiles)
     widest = f" -- --profile {tags.most_common(1)[0][0]}" if tags else ""
