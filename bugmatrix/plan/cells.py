@@ -172,7 +172,8 @@ def plan_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
         raise BugmatrixError(msg)
     interpreter = matrix.interpreter
     cells = [Cell(cid, pins, (profile,), interpreter=interpreter) for cid, pins in {matrix.cell_id(p): p for p in kept}.items()]
-    twins = [c for c in _gpu_cells(matrix, cells) if members.has_cuda(c.pins)]
+    gpu = matrix.file.gpu_select  # a CPU cell matching every axis [gpu] lists gets a CUDA twin where one of its cases runs on CUDA
+    twins = [c for c in cells if gpu and all(c.pins.get(a, v[0]) in v for a, v in gpu.items()) and members.has_cuda(c.pins)]
     cells += [Cell(matrix.cell_id(c.pins, "cuda"), c.pins, (profile,), "cuda", interpreter=interpreter) for c in twins]
     planned = [p for cell in cells for p in members.cells(cell)]
     check_contradictions(matrix, [(c.id, c.pins, c.extra, c.source) for c in planned if c.device == "cpu"])
@@ -203,14 +204,9 @@ def _computed_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]
     return cells
 
 
-def _gpu_cells(matrix: Matrix, cells: list[Cell]) -> list[Cell]:
-    """CPU cells selected by ``[gpu]`` (every listed axis matches): they get a CUDA twin."""
-    if not matrix.file.gpu_select:
-        return []
-    return [c for c in cells if all(c.pins.get(axis, values[0]) in values for axis, values in matrix.file.gpu_select.items())]
-
-
-def _check_within(matrix: Matrix, planned: Mapping[str, list[Cell]]) -> None:
+def plan_all(matrix: Matrix, catalog: Slices) -> list[Cell]:
+    """Every cell of every profile, each tagged with the profiles that include it; ``within`` relations checked."""
+    planned = {profile: plan_cells(matrix, profile, catalog) for profile in matrix.profiles}
     for smaller, larger in matrix.file.within.items():
         outside = [c.id for c in planned[smaller] if c.id not in {o.id for o in planned[larger]}]
         if outside:
@@ -220,12 +216,6 @@ def _check_within(matrix: Matrix, planned: Mapping[str, list[Cell]]) -> None:
                 f"list its versions in profiles.{larger}, or remove within from profiles.{smaller}"
             )
             raise BugmatrixError(msg)
-
-
-def plan_all(matrix: Matrix, catalog: Slices) -> list[Cell]:
-    """Every cell of every profile, each tagged with the profiles that include it; ``within`` relations checked."""
-    planned = {profile: plan_cells(matrix, profile, catalog) for profile in matrix.profiles}
-    _check_within(matrix, planned)
     cells: dict[str, Cell] = {}
     for cell in (c for profile_cells in planned.values() for c in profile_cells):
         cells[cell.id] = replace(cells[cell.id], profiles=(*cells[cell.id].profiles, *cell.profiles)) if cell.id in cells else cell
