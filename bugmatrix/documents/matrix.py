@@ -1,7 +1,5 @@
 """``matrix.toml`` as decoded from its parsed TOML: msgspec checks each table's keys and types, the rules between tables
-are :meth:`MatrixFile.__post_init__`'s. A rule raises ``ValueError("key: problem; fix")``; :func:`explain` tells
-msgspec's own errors in the same form.
-"""
+are :meth:`MatrixFile.__post_init__`'s. A rule raises ``ValueError("key: problem; fix")``, as :func:`explain` tells msgspec's."""
 
 from __future__ import annotations
 

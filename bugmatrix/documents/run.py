@@ -1,7 +1,5 @@
 """The run file as the harness reads it: one model, checked on every read (the cell writes it with the standard library).
-
-:class:`RunFile` decodes them into the cell's own records; a foreign file is one line naming the file and the bad value.
-"""
+:class:`RunFile` decodes them into the cell's own records; a foreign file is one line naming the file and the bad value."""
 
 from __future__ import annotations
 
