@@ -84,11 +84,11 @@ def _slice_pins(matrix: Matrix, profile: str, case: Slice) -> list[dict[str, str
     interpreter = matrix.interpreter
     held = {a: matrix.base[a] for a in matrix.held_axes}
     values = [case.own(axis, chosen[axis]) if axis in chosen else (matrix.base[axis],) for axis in case.axes]
-    pin_sets = [matrix.ordered({**held, **dict(zip(case.axes, combo, strict=True))}) for combo in itertools.product(*values)]
+    pin_sets = [{**held, **dict(zip(case.axes, combo, strict=True))} for combo in itertools.product(*values)]
     for python in chosen.get(interpreter, ()):
         if python != matrix.base[interpreter]:
-            pin_sets.append(matrix.ordered({**held, **{a: matrix.base[a] for a in case.axes}, interpreter: python}))
-    return [p for p in map(matrix.rebased, pin_sets) if case.admits(p)]
+            pin_sets.append({**held, **{a: matrix.base[a] for a in case.axes}, interpreter: python})
+    return [p for p in map(matrix.rebased, pin_sets) if case.admits(p)]  # rebased puts them in display order
 
 
 class _Members:
