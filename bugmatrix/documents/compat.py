@@ -1,8 +1,5 @@
-"""The compat document (``reports/compat.json``) and the baseline (``reports/baseline.json``, an earlier compat document).
-
-These frozen structs are what :mod:`bugmatrix.report.model` holds and every view reads; they read every version the
-report still reads.
-"""
+"""The compat document (``reports/compat.json``) and the baseline (``reports/baseline.json``, an earlier compat document):
+what :mod:`bugmatrix.report.model` holds and every view reads, in every version the report still reads."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """``matrix.toml`` as decoded from its parsed TOML: msgspec checks each table's keys and types, the rules between tables
-are :meth:`MatrixFile.__post_init__`'s. A rule raises ``ValueError("key: problem; fix")``; :func:`explain` tells
-msgspec's own errors in the same form.
-"""
+are :meth:`MatrixFile.__post_init__`'s. A rule raises ``ValueError("key: problem; fix")``, as :func:`explain` tells msgspec's."""
 
 from __future__ import annotations
 
@@ -175,7 +173,7 @@ class MatrixFile(Table):
             self._profile_names(rule.profiles, f"exclude[{i}].profiles")
         _requirements(self.harness.requires, "harness.requires")
         if not math.isfinite(self.harness.cell_deadline_s):
-            raise _fail("harness.cell_deadline_s", f"{self.harness.cell_deadline_s!r} is not a number of seconds", _TOLD_FIX["deadline"])
+            raise _told("*.cell_deadline_s", "harness.cell_deadline_s", self.harness.cell_deadline_s)
         self._check_gpu()
         self._check_include()
         self._check_constraints()
@@ -187,12 +185,12 @@ class MatrixFile(Table):
             if name in PROFILE_KEYS:
                 raise _fail(key, f"{name!r} is a word [profiles.*] tables use", "name the axis otherwise")
             if not axis.prefix.isalnum():
-                raise _fail(f"{key}.prefix", f"{axis.prefix!r} is not a short alphanumeric prefix", 'write e.g. prefix = "np"')
+                raise _told("*.prefix", f"{key}.prefix", axis.prefix)
             if any(self.axes[n].prefix == axis.prefix for n in before):
                 raise _fail(f"{key}.prefix", f"{axis.prefix!r} is used by another axis", "cell ids must tell axes apart: pick another")
             for dist, module in axis.distributions.items():
                 if not module:
-                    raise _fail(f"{key}.distributions.{dist}", "'' is not a module name", 'write the module to import, e.g. "numpy"')
+                    raise _told("*.distributions.*", f"{key}.distributions.{dist}", module)
             if (axis.every_cell or axis.device_runtime) and axis.is_interpreter:
                 raise _fail(f"{key}.{'every_cell' if axis.every_cell else 'device_runtime'}", "set on the interpreter axis", "remove it")
             if axis.device_runtime and (other := next((n for n in before if self.axes[n].device_runtime), None)):
@@ -214,12 +212,12 @@ class MatrixFile(Table):
     def _profile_names(self, value: Any, key: str) -> None:
         bad = [n for n in value if n not in self.profiles] if isinstance(value, list) and value else [value]
         if value is not None and bad:
-            raise _fail(key, f"{bad[0]!r} is not a profile", f"use a list of {', '.join(self.profiles)} (the [profiles.*] tables)")
+            raise _told("*.profiles*", key, bad[0], self.profiles)
 
     def _check_profiles(self) -> None:
         """``within`` is checked axis-wise here (cell-wise by the planner)."""
         if not self.profiles:
-            raise _fail("profiles", "{} is not a table of profiles", 'declare at least one, e.g. [profiles.smoke] torch = ["2.5.1"]')
+            raise _told("profiles", "profiles", self.profiles)
         for name, table in self.profiles.items():
             key = f"profiles.{name}"
             try:
@@ -230,7 +228,7 @@ class MatrixFile(Table):
             listed = self.listed(name)
             for axis, values in listed.items():
                 if not isinstance(values, list):
-                    raise _fail(f"{key}.{axis}", f"expected a list of versions, got {values!r}", _TOLD_FIX["versions"])
+                    raise _told("*.versions|profiles.*.*|gpu.*", f"{key}.{axis}", values)
                 _versions(values, f"{key}.{axis}", symbolic=not self.axes[axis].is_interpreter)
                 self._pinned(
                     [v for v in values if v not in SYMBOLIC], f"{key}.{axis}", axis, f"add it to axes.{axis}.versions or remove it"
@@ -242,11 +240,7 @@ class MatrixFile(Table):
                 raise _fail(key, "lists no versions (and is not computed): it would plan the base cells alone", fix)
             if computed is not None:
                 if not isinstance(computed, str) or not computed.endswith(".json") or "/" in computed or computed.startswith("."):
-                    raise _fail(
-                        f"{key}.computed",
-                        f"{computed!r} is not a .json file name",
-                        f'write e.g. computed = "{name}.json" (beside the matrix)',
-                    )
+                    raise _told("profiles.*.computed", f"{key}.computed", computed)
                 if listed:
                     raise _fail(
                         key, "is computed and lists versions too", "remove the version lists (the cells come from its within profile)"
@@ -257,8 +251,7 @@ class MatrixFile(Table):
         for name, larger in within.items():
             key = f"profiles.{name}.within"
             if not isinstance(larger, str) or larger not in self.profiles or larger == name:
-                others = ", ".join(p for p in self.profiles if p != name) or "none"
-                raise _fail(key, f"{larger!r} is not another profile", f"name one of {others}, or remove within")
+                raise _told("profiles.*.within", key, larger, self.profiles)
             seen = [name]
             while seen[-1] in within:
                 seen.append(str(within[seen[-1]]))
@@ -277,7 +270,7 @@ class MatrixFile(Table):
             _versions(versions, f"gpu.{axis}")
             self._pinned(versions, f"gpu.{axis}", axis, "list versions the matrix has, or no GPU cell matches")
         if not self.runner:
-            raise _fail("gpu.runner", "[] is not a list of runner labels", _TOLD_FIX["runner"])
+            raise _told("gpu.runner*", "gpu.runner", self.runner)
 
     def _check_include(self) -> None:
         for i, table in enumerate(self.include):
@@ -286,7 +279,7 @@ class MatrixFile(Table):
             pins = {axis: version for axis, version in table.items() if axis != "profiles"}
             for axis, version in pins.items():
                 if not isinstance(version, str):
-                    raise _fail(f"{key}.{axis}", f"{version!r} is not a version string", _TOLD_FIX["version"])
+                    raise _told("*]|base.*|*.pins.*|include*.*", f"{key}.{axis}", version)
                 self._pinned([version], f"{key}.{axis}", axis, "an include can only combine listed versions")
             if not pins:
                 raise _fail(key, "pins nothing", 'list the versions of the cell to add, e.g. torch = "2.5.1"')
@@ -355,56 +348,55 @@ def _specifiers(when: Mapping[str, str], key: str, axes: Iterable[str]) -> None:
     if not when:
         raise _fail(key, "empty condition", 'name at least one axis, e.g. { torch = "<2.3" }')
     for axis, text in when.items():
-        if not _parses(SpecifierSet, text):
-            raise _fail(f"{key}.{axis}", f"{text!r} is not a version specifier", _TOLD_FIX["specifier"])
+        try:
+            _specifier(text)
+        except InvalidSpecifier:
+            raise _told("*.when.*", f"{key}.{axis}", text) from None
 
 
 def _requirements(values: list[str], key: str, *, allow_direct: bool = False) -> None:
     for i, value in enumerate(values):
-        if not _parses(Requirement, value):
-            raise _fail(f"{key}[{i}]", f"{value!r} is not a requirement", 'write it as pip would take it, e.g. "numpy<2"')
-        if Requirement(value).url and not allow_direct:
+        try:
+            direct = Requirement(value).url
+        except InvalidRequirement:
+            raise _fail(f"{key}[{i}]", f"{value!r} is not a requirement", 'write it as pip would take it, e.g. "numpy<2"') from None
+        if direct and not allow_direct:
             problem = f"{value!r} is a direct URL or path, which no lock or registry can reproduce"
             raise _fail(f"{key}[{i}]", problem, "use a released version, or add allow_direct = true with a why to this entry")
 
 
-def _parses(kind: type, text: str) -> bool:
-    try:
-        kind(text)
-    except (InvalidSpecifier, InvalidRequirement):
-        return False
-    return True
-
-
-_TOLD_FIX = {
-    "version": 'write it quoted, e.g. "2.4.1"',
-    "versions": 'write e.g. ["2.4.1", "2.5.1"]',
-    "specifier": 'write e.g. "<2.1" or ">=2.3,<2.6"',
-    "runner": 'write e.g. ["self-hosted", "gpu"]',
-    "deadline": "write e.g. cell_deadline_s = 3600 (0: none)",
+#: How a bad value is told, by its key (``fnmatch`` patterns, ``|`` between alternatives): msgspec's type errors take the
+#: first entry that matches, a rule names its entry.
+_TOLD = {
+    "schema": ("{value!r} is not a known matrix schema", f"set schema = {SCHEMA}"),
+    "profiles": ("{value!r} is not a table of profiles", 'declare at least one, e.g. [profiles.smoke] torch = ["2.5.1"]'),
+    "gpu.runner*": ("{value!r} is not a list of runner labels", 'write e.g. ["self-hosted", "gpu"]'),
+    "*.prefix": ("{value!r} is not a short alphanumeric prefix", 'write e.g. prefix = "np"'),
+    "*.distributions.*": ("{value!r} is not a module name", 'write the module to import, e.g. "numpy"'),
+    "*.every_cell|*.device_runtime|*.allow_direct": ("{value!r} is not true or false", "write {name} = true, or leave it out"),
+    "*.requires*": ("{value!r} is not a list of requirements", 'write e.g. ["numpy<2"]'),
+    "*.source_builds": ("{value!r} is not allow or refuse", 'write source_builds = "refuse"'),
+    "*.cell_deadline_s": ("{value!r} is not a number of seconds", "write e.g. cell_deadline_s = 3600 (0: none)"),
+    "*.max_age_days": ("{value!r} is not a whole number of days", "write e.g. max_age_days = 7 (0: never reuse)"),
+    "*.when.*": ("{value!r} is not a version specifier", 'write e.g. "<2.1" or ">=2.3,<2.6"'),
+    "*.profiles*": ("{value!r} is not a profile", "use a list of {profiles} (the [profiles.*] tables)"),
+    "profiles.*.computed": ("{value!r} is not a .json file name", 'write e.g. computed = "{parts[1]}.json" (beside the matrix)'),
+    "profiles.*.within": ("{value!r} is not another profile", "name one of {others}, or remove within"),
+    "base_when[[]*]|exclude[[]*]|include[[]*]|constraints[[]*]": ("expected a table, got {type}", "see the comments in matrix.toml"),
+    "*]|base.*|*.pins.*|include*.*": ("{value!r} is not a version string", 'write it quoted, e.g. "2.4.1"'),
+    "*.versions|profiles.*.*|gpu.*": ("expected a list of versions, got {value!r}", 'write e.g. ["2.4.1", "2.5.1"]'),
+    "base_when|exclude|include|constraints": ("expected an array of tables, got {type}", "write [[{key}]] blocks"),
+    "*": ("expected a table, got {type}", "see the comments in matrix.toml"),
 }
-#: How msgspec's type errors are told, by the key (``fnmatch`` patterns, ``|`` between alternatives; the first match wins).
-_TOLD = (
-    ("schema", "{value!r} is not a known matrix schema", f"set schema = {SCHEMA}"),
-    ("profiles", "{value!r} is not a table of profiles", 'declare at least one, e.g. [profiles.smoke] torch = ["2.5.1"]'),
-    ("gpu.runner*", "{value!r} is not a list of runner labels", _TOLD_FIX["runner"]),
-    ("*.prefix", "{value!r} is not a short alphanumeric prefix", 'write e.g. prefix = "np"'),
-    ("*.distributions.*", "{value!r} is not a module name", 'write the module to import, e.g. "numpy"'),
-    ("*.every_cell|*.device_runtime|*.allow_direct", "{value!r} is not true or false", "write {name} = true, or leave it out"),
-    ("*.requires*", "{value!r} is not a list of requirements", 'write e.g. ["numpy<2"]'),
-    ("*.source_builds", "{value!r} is not allow or refuse", 'write source_builds = "refuse"'),
-    ("*.cell_deadline_s", "{value!r} is not a number of seconds", _TOLD_FIX["deadline"]),
-    ("*.max_age_days", "{value!r} is not a whole number of days", "write e.g. max_age_days = 7 (0: never reuse)"),
-    ("*.when.*", "{value!r} is not a version specifier", _TOLD_FIX["specifier"]),
-    ("*.profiles*", "{value!r} is not a profile", "use a list of {profiles} (the [profiles.*] tables)"),
-    ("profiles.*.computed", "{value!r} is not a .json file name", 'write e.g. computed = "{parts[1]}.json" (beside the matrix)'),
-    ("profiles.*.within", "{value!r} is not another profile", "name one of {others}, or remove within"),
-    ("base_when[[]*]|exclude[[]*]|include[[]*]|constraints[[]*]", "expected a table, got {type}", "see the comments in matrix.toml"),
-    ("*]|base.*|*.pins.*|include*.*", "{value!r} is not a version string", _TOLD_FIX["version"]),
-    ("*.versions|profiles.*.*|gpu.*", "expected a list of versions, got {value!r}", _TOLD_FIX["versions"]),
-    ("base_when|exclude|include|constraints", "expected an array of tables, got {type}", "write [[{key}]] blocks"),
-    ("*", "expected a table, got {type}", "see the comments in matrix.toml"),
-)
+
+
+def _told(entry: str, key: str, value: Any, profiles: Iterable[str] = ()) -> ValueError:
+    """``key: problem; fix`` for a bad ``value``, as :data:`_TOLD`'s ``entry`` tells it (``profiles``: the declared ones)."""
+    told, fix = _TOLD[entry]
+    parts, profiles = key.split("."), list(profiles)
+    facts = {"value": value, "type": type(value).__name__, "key": key, "name": parts[-1], "parts": parts}
+    facts |= {"profiles": ", ".join(profiles), "others": ", ".join(p for p in profiles if p not in parts[1:2]) or "none"}
+    return ValueError(f"{key}: {told.format(**facts)}; {fix.format(**facts)}")
 
 
 def _fields(model: Any) -> dict[str, Any]:
@@ -448,12 +440,7 @@ def explain(exc: msgspec.ValidationError, data: Mapping[str, Any]) -> str:
         key, value = f"{key}.{found[1]}".lstrip("."), None
     elif not path:
         return text  # a rule's own: already "key: problem; fix"
-    told, fix = next((p, f) for keys, p, f in _TOLD if any(fnmatch.fnmatchcase(key, k) for k in keys.split("|")))
-    if "list of" in told and key.endswith("]"):  # a list of requirements or labels is named whole
+    entry = next(keys for keys in _TOLD if any(fnmatch.fnmatchcase(key, k) for k in keys.split("|")))
+    if "list of" in _TOLD[entry][0] and key.endswith("]"):  # a list of requirements or labels is named whole
         key, value = outer
-    parts = key.split(".")
-    profiles = list(data["profiles"]) if isinstance(data.get("profiles"), dict) else []
-    others = ", ".join(p for p in profiles if p not in parts[1:2]) or "none"
-    facts = {"value": value, "type": type(value).__name__, "key": key, "name": parts[-1], "parts": parts}
-    facts |= {"profiles": ", ".join(profiles), "others": others}
-    return f"{key}: {told.format(**facts)}; {fix.format(**facts)}"
+    return str(_told(entry, key, value, data["profiles"] if isinstance(data.get("profiles"), dict) else ()))

@@ -1,7 +1,5 @@
 """The site's index (``nights.json``, ``bugmatrix.site/1``): every night the Pages site keeps, newest first, and its root profile.
-
-A file written before the site recorded its root (or a night's path) leaves them out: the site derives them.
-"""
+A file written before the site recorded its root (or a night's path) leaves them out: the site derives them."""
 
 from __future__ import annotations
 

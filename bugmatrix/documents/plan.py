@@ -1,7 +1,5 @@
 """The plan document (``bugmatrix.plan.cells/1``): which (variant, cell) results a night owes, as the report reads it.
-
-Written by :func:`bugmatrix.plan.cells.plan_document`; it lives here so the report reads it without the planner.
-"""
+Written by :func:`bugmatrix.plan.cells.plan_document`; it lives here so the report reads it without the planner."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """The run file as the harness reads it: one model, checked on every read (the cell writes it with the standard library).
-
-:class:`RunFile` decodes them into the cell's own records; a foreign file is one line naming the file and the bad value.
-"""
+:class:`RunFile` decodes them into the cell's own records; a foreign file is one line naming the file and the bad value."""
 
 from __future__ import annotations
 
@@ -124,17 +122,11 @@ FIX = "re-run its cell"
 
 
 def _record(document: RunFile, digest: str) -> RunRecord:
-    plain = msgspec.to_builtins(msgspec.structs.replace(document, results=[]))  # the plain dicts a RunRecord holds
-    results = [
-        VariantRecord(
-            **msgspec.structs.asdict(r)
-            | {"kind": Kind(r.kind) if r.kind else None, "leaked": tuple(r.leaked), "axes": None if r.axes is None else tuple(r.axes)}
-        )
-        for r in document.results
-    ]
+    plain = msgspec.to_builtins(document)  # the plain dicts a RunRecord holds
+    plain["results"] = [VariantRecord.from_dict(r) for r in plain["results"]]
     # A v1 file cannot say what it was asked to run; "finished" was its only completeness mark.
-    complete = bool(document.finished) if document.complete is None else document.complete
-    return RunRecord(**{**plain, "results": results, "complete": complete, "digest": digest})
+    plain["complete"] = bool(document.finished) if document.complete is None else document.complete
+    return RunRecord(**plain, digest=digest)
 
 
 def load_run_file(path: Path) -> RunRecord:

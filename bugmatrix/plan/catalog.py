@@ -36,9 +36,8 @@ class Catalog:
 
     def find(self, variant_id: str) -> Variant:
         """A variant by id, with close matches named when there is none."""
-        for variant in self.variants:
-            if variant.id == variant_id:
-                return variant
+        if found := next((v for v in self.variants if v.id == variant_id), None):
+            return found
         close = difflib.get_close_matches(variant_id, [v.id for v in self.variants], n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}?" if close else "list them with: python -m bugmatrix plan --variants"
         msg = f"unknown variant {variant_id!r}; {hint}"

@@ -84,11 +84,11 @@ def _slice_pins(matrix: Matrix, profile: str, case: Slice) -> list[dict[str, str
     interpreter = matrix.interpreter
     held = {a: matrix.base[a] for a in matrix.held_axes}
     values = [case.own(axis, chosen[axis]) if axis in chosen else (matrix.base[axis],) for axis in case.axes]
-    pin_sets = [matrix.ordered({**held, **dict(zip(case.axes, combo, strict=True))}) for combo in itertools.product(*values)]
+    pin_sets = [{**held, **dict(zip(case.axes, combo, strict=True))} for combo in itertools.product(*values)]
     for python in chosen.get(interpreter, ()):
         if python != matrix.base[interpreter]:
-            pin_sets.append(matrix.ordered({**held, **{a: matrix.base[a] for a in case.axes}, interpreter: python}))
-    return [p for p in map(matrix.rebased, pin_sets) if case.admits(p)]
+            pin_sets.append({**held, **{a: matrix.base[a] for a in case.axes}, interpreter: python})
+    return [p for p in map(matrix.rebased, pin_sets) if case.admits(p)]  # rebased puts them in display order
 
 
 class _Members:
@@ -172,7 +172,8 @@ def plan_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]:
         raise BugmatrixError(msg)
     interpreter = matrix.interpreter
     cells = [Cell(cid, pins, (profile,), interpreter=interpreter) for cid, pins in {matrix.cell_id(p): p for p in kept}.items()]
-    twins = [c for c in _gpu_cells(matrix, cells) if members.has_cuda(c.pins)]
+    gpu = matrix.file.gpu_select  # a CPU cell matching every axis [gpu] lists gets a CUDA twin where one of its cases runs on CUDA
+    twins = [c for c in cells if gpu and all(c.pins.get(a, v[0]) in v for a, v in gpu.items()) and members.has_cuda(c.pins)]
     cells += [Cell(matrix.cell_id(c.pins, "cuda"), c.pins, (profile,), "cuda", interpreter=interpreter) for c in twins]
     planned = [p for cell in cells for p in members.cells(cell)]
     check_contradictions(matrix, [(c.id, c.pins, c.extra, c.source) for c in planned if c.device == "cpu"])
@@ -203,14 +204,9 @@ def _computed_cells(matrix: Matrix, profile: str, catalog: Slices) -> list[Cell]
     return cells
 
 
-def _gpu_cells(matrix: Matrix, cells: list[Cell]) -> list[Cell]:
-    """CPU cells selected by ``[gpu]`` (every listed axis matches): they get a CUDA twin."""
-    if not matrix.file.gpu_select:
-        return []
-    return [c for c in cells if all(c.pins.get(axis, values[0]) in values for axis, values in matrix.file.gpu_select.items())]
-
-
-def _check_within(matrix: Matrix, planned: Mapping[str, list[Cell]]) -> None:
+def plan_all(matrix: Matrix, catalog: Slices) -> list[Cell]:
+    """Every cell of every profile, each tagged with the profiles that include it; ``within`` relations checked."""
+    planned = {profile: plan_cells(matrix, profile, catalog) for profile in matrix.profiles}
     for smaller, larger in matrix.file.within.items():
         outside = [c.id for c in planned[smaller] if c.id not in {o.id for o in planned[larger]}]
         if outside:
@@ -220,19 +216,10 @@ def _check_within(matrix: Matrix, planned: Mapping[str, list[Cell]]) -> None:
                 f"list its versions in profiles.{larger}, or remove within from profiles.{smaller}"
             )
             raise BugmatrixError(msg)
-
-
-def plan_all(matrix: Matrix, catalog: Slices) -> list[Cell]:
-    """Every cell of every profile, each tagged with the profiles that include it; ``within`` relations checked."""
-    planned = {profile: plan_cells(matrix, profile, catalog) for profile in matrix.profiles}
-    _check_within(matrix, planned)
-    tags: dict[str, list[str]] = {}
     cells: dict[str, Cell] = {}
-    for profile, profile_cells in planned.items():
-        for cell in profile_cells:
-            cells.setdefault(cell.id, cell)
-            tags.setdefault(cell.id, []).append(profile)
-    return sorted((replace(c, profiles=tuple(tags[c.id])) for c in cells.values()), key=lambda c: _sort_key(matrix, c))
+    for cell in (c for profile_cells in planned.values() for c in profile_cells):
+        cells[cell.id] = replace(cells[cell.id], profiles=(*cells[cell.id].profiles, *cell.profiles)) if cell.id in cells else cell
+    return sorted(cells.values(), key=lambda c: _sort_key(matrix, c))
 
 
 def override_notes(cells: Iterable[Cell]) -> list[str]:
@@ -244,9 +231,8 @@ def override_notes(cells: Iterable[Cell]) -> list[str]:
 def find_cell(cells: Iterable[Cell], name: str) -> Cell:
     """A cell by id, with a helpful error naming close matches."""
     cells = list(cells)
-    for cell in cells:
-        if cell.id == name:
-            return cell
+    if found := next((c for c in cells if c.id == name), None):
+        return found
     close = [c.id for c in cells if name in c.id or c.id in name][:3]
     tags = Counter(p for c in cells for p in c.profiles)
     widest = f" -- --profile {tags.most_common(1)[0][0]}" if tags else ""

@@ -44,7 +44,7 @@ class _Committed(msgspec.Struct):
 
 
 class CellLike(Protocol):
-    """What choosing needs of a planned cell (:class:`bugmatrix.plan.cells.Cell`)."""
+    """What choosing needs of a planned cell (:class:`bugmatrix.plan.cells.Cell`: the planner imports this module)."""
 
     id: str
     pins: Mapping[str, str]

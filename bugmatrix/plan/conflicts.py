@@ -72,16 +72,13 @@ ENVIRONMENT = "the case's environment requires"
 def _demands(matrix: Matrix, pins: Mapping[str, str], extra: Env | None = None) -> list[Demand]:
     """The cell's requirements, each with its entry (markers evaluated for its interpreter); ``extra``: a case environment's."""
     extra = extra or Env()
-    demands = []
-    for axis, (distribution, _) in matrix.providers(pins).items():
-        demands.append(
-            Demand(canonicalize_name(distribution), SpecifierSet(f"=={pins[axis]}"), f"{distribution}=={pins[axis]}", f"axes.{axis} pin")
-        )
     python = pins.get(matrix.interpreter, matrix.base[matrix.interpreter])
     dropped = {text for _, text in matrix.taken_over(pins, extra)}
-    sources = [(text, matrix.describe(c)) for c in matrix.matching_constraints(pins) for text in c.requires if text not in dropped]
+    sources = [(f"{distribution}=={pins[axis]}", f"axes.{axis} pin") for axis, (distribution, _) in matrix.providers(pins).items()]
+    sources += [(text, matrix.describe(c)) for c in matrix.matching_constraints(pins) for text in c.requires if text not in dropped]
     sources += [(text, ENVIRONMENT) for text in extra.requires]
     interpreter = {"python_version": python, "python_full_version": f"{python}.0"}
+    demands = []
     for text, source in sources:
         requirement = Requirement(text)
         if requirement.marker is None or requirement.marker.evaluate(interpreter):

@@ -1,7 +1,5 @@
-"""What a profile and each case cost, before anything is locked or run (``nox -s plan -- --cost``).
-
-A case's line counts every cell it runs in, whole, and names the shared part: adding a case moves no other case's line.
-"""
+"""What a profile and each case cost, before anything is locked or run (``nox -s plan -- --cost``). A case's line counts
+every cell it runs in, whole, and names the shared part: adding a case moves no other case's line."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """``matrix.toml``: read it, check it (:mod:`bugmatrix.documents.matrix`), and hand back the typed :class:`Matrix`.
-
-No axis lives in code: an axis is an ``[axes.<name>]`` entry and nothing else (docs/matrix.md).
-"""
+No axis lives in code: an axis is an ``[axes.<name>]`` entry and nothing else (docs/matrix.md)."""
 
 from __future__ import annotations
 

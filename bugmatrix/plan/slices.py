@@ -64,10 +64,6 @@ class Slice:
         """``listed`` (a profile's versions of an axis) with this case's own releases of it added."""
         return (*listed, *self.versions.get(axis, ()))
 
-    @property
-    def devices(self) -> set[str]:
-        return {m.device for m in self.members}
-
 
 def _axis_of(matrix: Matrix) -> dict[str, str]:
     return {canonicalize_name(dist): axis for axis in matrix.package_axes for dist in matrix.axes[axis].distributions}
@@ -84,7 +80,7 @@ def case_slice(matrix: Matrix, case: Case, source: str) -> Slice:
             f"add it to their axes=, or narrow one of {', '.join(spans) or 'no axes'}"
         )
         raise BugmatrixError(msg)
-    own = _own_versions(matrix, case, source, spans, narrowing)
+    own = _own_versions(matrix, case, source)
     members = []
     for variant in case.variants:
         when, extra = split_environment(matrix, variant, spans, source, own)
@@ -92,17 +88,15 @@ def case_slice(matrix: Matrix, case: Case, source: str) -> Slice:
     return Slice(case.id, spans, tuple(members), narrowing, source, own)
 
 
-def _own_versions(
-    matrix: Matrix, case: Case, source: str, spans: tuple[str, ...], narrowing: Mapping[str, SpecifierSet]
-) -> dict[str, tuple[str, ...]]:
+def _own_versions(matrix: Matrix, case: Case, source: str) -> dict[str, tuple[str, ...]]:
     """``Case(versions=...)`` checked against the matrix, less what the axis lists already (``latest`` may resolve to one)."""
-    own = {}
+    own, narrowing = {}, case.narrowing
     for axis, versions in case.versions.items():
         where = f"{source}: versions names axis {axis!r}"
         if axis not in matrix.package_axes:
             msg = f"{where}, which {matrix.path} does not declare; use one of {', '.join(matrix.package_axes)}"
             raise BugmatrixError(msg)
-        if axis not in spans:
+        if axis not in case.spans:
             msg = f"{where}, which none of the case's variants spans; add it to their axes=, or remove it from versions"
             raise BugmatrixError(msg)
         outside = [v for v in versions if axis in narrowing and not narrowing[axis].contains(v, prereleases=True)]
