@@ -14,7 +14,7 @@ import msgspec
 
 from bugmatrix.documents import compat as document
 from bugmatrix.documents.compat import FreshCell, FreshLane, Moved, ReleaseNote
-from bugmatrix.report.agreement import AgreementLine, per_case
+from bugmatrix.report.agreement import AgreementRow, per_case
 from bugmatrix.report.boundaries import Boundary, Picture, boundary_text, pictures
 from bugmatrix.report.diff import (
     FAILING,
@@ -86,7 +86,7 @@ class NightReport:
     notes: tuple[ReleaseNote, ...]
     releases: tuple[ReleaseGroup, ...]
     moved: tuple[Moved, ...]
-    agreement: Mapping[str, tuple[list[AgreementLine], list[str]]]
+    agreement: Mapping[str, tuple[list[AgreementRow], list[str]]]
     boundary: Boundary
     history: Mapping[str, VariantHistory] = field(default_factory=dict)
     nights: int = 0  # nights of this profile in the history, tonight included
