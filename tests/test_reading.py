@@ -7,11 +7,11 @@ not), fabricated from one of them as the issue describes.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
@@ -228,7 +228,7 @@ def test_a_new_axis_and_an_older_release_are_new_in_this_matrix_not_a_new_releas
     assert is_addition(tonight, baseline, "numpy", "1.26.4"), "a new axis"
     assert not is_addition(tonight, baseline, "torch", "2.16.0"), "newer than every installed release (9.0.0 never installed)"
     tracked = compat_from_json(
-        {**compat_json(tonight.to_document()), "tracking": {"axes": {"torch": {"requested": "latest", "resolved": "2.10.0"}}}}
+        {**compat_json(tonight), "tracking": {"axes": {"torch": {"requested": "latest", "resolved": "2.10.0"}}}}
     )
     assert not is_addition(tracked, baseline, "torch", "2.10.0"), "what latest resolved to is a release"
 
@@ -236,10 +236,10 @@ def test_a_new_axis_and_an_older_release_are_new_in_this_matrix_not_a_new_releas
 def test_additions_and_dropped_cells_come_after_the_findings(tmp_path: Path) -> None:
     smoke = [load_run_file(ISSUE33 / f"{cell}.json") for cell in SMOKE]
     compat = merge_runs(smoke, profile="smoke", commit="abc1234", generated="2026-11-24T00:00:00+00:00", declared=declared())
-    dropped = dataclasses.replace(
+    dropped = msgspec.structs.replace(
         compat, expectation=ExpectationSummary(ExpectationSource.PLAN, "the plan (4 cells)", ("gone-1", "gone-2"))
     )
-    baseline = dataclasses.replace(compat, cells=tuple(c for c in compat.cells if c.pins["torch"] != "2.5.1"))
+    baseline = msgspec.structs.replace(compat, cells=tuple(c for c in compat.cells if c.pins["torch"] != "2.5.1"))
     report = analyse(dropped, baseline)
     assert report.releases and all(g.addition for g in report.releases), "torch 2.5.1 is older than 2.15.0: added on purpose"
     terminal = render_terminal(report)
@@ -254,7 +254,7 @@ def test_additions_and_dropped_cells_come_after_the_findings(tmp_path: Path) -> 
 
 def test_the_system_cell_sits_where_its_observed_releases_are_never_in_an_unpinned_column() -> None:
     compat = one_variant(["torch"], {"a": ({"torch": "2.5.1"}, "reproduced"), "b": ({"torch": "2.15.0"}, "fixed")})
-    data = compat_json(compat.to_document())
+    data = compat_json(compat)
     data["cells"].append({"id": "system", "pins": {}, "environment": {"python": "3.11.7", "torch": "2.15.0+cpu"}})
     data["results"]["c::v[cpu]"]["system"] = {"outcome": "fixed"}
     (picture,), _ = pictures(compat_from_json(data))

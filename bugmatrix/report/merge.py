@@ -21,6 +21,7 @@ from bugmatrix.documents.run import UnreadableRun
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.report.expectation import Expectation, from_plan, is_system
 from bugmatrix.report.model import (
+    COMPAT_SCHEMA,
     Axis,
     Cell,
     CellInstall,
@@ -339,6 +340,7 @@ def merge_runs(
     axes = _axes(runs, expectation)
     interpreter = next((a.name for a in axes if a.interpreter), None)
     return Compat(
+        schema=COMPAT_SCHEMA,
         generated=generated,
         commit=commit,
         profile=profile,

@@ -174,7 +174,7 @@ class NightReport:
 
     def to_document(self) -> document.Compat:
         """compat.json: the document, the release notes, what moved, the re-resolve lane."""
-        return msgspec.structs.replace(self.compat.to_document(), releases=self.notes, moved=self.moved, reresolved=self.fresh)
+        return msgspec.structs.replace(self.compat, releases=self.notes, moved=self.moved, reresolved=self.fresh)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for compat.json."""
