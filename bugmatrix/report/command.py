@@ -92,20 +92,14 @@ def run_report(options: ReportOptions, upstream: Upstream | None = None) -> int:
     return FINDINGS_EXIT_CODE if (options.fail_on_regression and summary_lines(report.changes)) else 0
 
 
+#: The options ``--readme`` without ``--publish`` refuses beside it, named in this order.
+_NOT_WITH_README = ("update_baseline", "step_summary", "fail_on_regression", "plan", "profile", "baseline", "history", "date")
+
+
 def _refresh_readme(options: ReportOptions, readme: Path) -> int:
     """``--readme`` without ``--publish``: the README's table from the committed reference, nothing else read or written."""
-    asked = {
-        "--update-baseline": options.update_baseline,
-        "--step-summary": options.step_summary,
-        "--fail-on-regression": options.fail_on_regression,
-        "--plan": options.plan,
-        "--profile": options.profile,
-        "--baseline": options.baseline,
-        "--history": options.history,
-        "--date": options.date,
-        "--issue-bodies": options.extra,
-    }
-    other = [flag for flag, value in asked.items() if value]
+    other = [f"--{name.replace('_', '-')}" for name in _NOT_WITH_README if getattr(options, name)]
+    other += ["--issue-bodies"] if options.extra else []
     if other:
         msg = (
             f"--readme {readme} without --publish only regenerates its table from {options.reference / 'compat.json'}; "

@@ -52,11 +52,6 @@ class Expectation:
     def __post_init__(self) -> None:
         self._by_id.update({c.id: c for c in self.cells})
 
-    @property
-    def noun(self) -> str:
-        """How a missing result's message names what was expected: planned, or selected."""
-        return "planned" if self.source is ExpectationSource.PLAN else "expected"
-
     def cell(self, cell_id: str) -> ExpectedCell | None:
         return self._by_id.get(cell_id)
 

@@ -204,6 +204,7 @@ def _missing(
     order = [c.id for c in expectation.cells] + [r.cell for r in runs if expectation.cell(r.cell) is None]
     order += [c for c in unreadable if c not in order]
     known = list(variants)
+    noun = "planned" if expectation.source is ExpectationSource.PLAN else "expected"
     for cell_id in order:
         run = by_cell.get(cell_id)
         if run is not None and _failed(run):
@@ -223,7 +224,7 @@ def _missing(
             elif run is None:
                 why = "no run file for this cell: its job did not run, or its run file was lost"
             else:
-                why = f"the run recorded {len(run.results)} of {len(expected)} {expectation.noun} variants" + (
+                why = f"the run recorded {len(run.results)} of {len(expected)} {noun} variants" + (
                     "" if run.complete else " and never completed (killed or crashed mid-run)"
                 )
             results.setdefault(variant_id, {})[cell_id] = _not_run(Outcome.MISSING, why)

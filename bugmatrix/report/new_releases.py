@@ -217,10 +217,6 @@ class ReleaseGroup:
         return self.total > 0 or not self.not_installed
 
     @property
-    def has_regression_candidate(self) -> bool:
-        return any(n.kind is NoteKind.REGRESSION_CANDIDATE for n in self.notable)
-
-    @property
     def headline(self) -> str:
         """``torch 2.16.0 (new): 44 of 46 results as in 2.15.0; 2 differ`` or ``torch 2.99.0 (new): does not install in 2 cells: …``."""
         head = f"{self.axis} {self.version} {NEW_IN_MATRIX if self.addition else NEW}: "
@@ -262,7 +258,8 @@ def release_groups(notes: Iterable[ReleaseNote], compat: Compat, baseline: Compa
                 is_addition(compat, baseline, axis, version),
             )
         )
-    return sorted(built, key=lambda g: (g.installs, g.addition, not g.has_regression_candidate))
+    regression_candidate = NoteKind.REGRESSION_CANDIDATE
+    return sorted(built, key=lambda g: (g.installs, g.addition, all(n.kind is not regression_candidate for n in g.notable)))
 
 
 def install_changes(groups: Iterable[ReleaseGroup]) -> list[Change]:

@@ -96,10 +96,6 @@ class _Row:
     entries: Markup  # the row's <td>s, escaped and joined (see _entry)
 
 
-def _short_list(names: tuple[str, ...]) -> str:
-    return f"{names[0]} +{len(names) - 1}" if len(names) > 1 else "".join(names)
-
-
 def _td_attrs(esc: _Escaped, cls: str, outcome: str, case: str, cell_id: str, anchor: str = "", reused: str = "") -> Markup:
     text = f'class="{esc[cls]}" data-outcome="{esc[outcome]}" data-case="{esc[case]}" data-cell="{esc[cell_id]}"'
     if anchor:
@@ -124,7 +120,9 @@ def _entry(esc: _Escaped, variant: Variant, cell_id: str, entry: Entry | None, a
     summary = entry.outcome.label + (f" ({verdict})" if flagged or entry.verdict is Verdict.NEW else "") + (f" {REUSED}" if reused else "")
     summary += " (under an old check)" if old else ""
     workarounds = entry.workarounds
-    works = _short_list(workarounds)  # the first working workaround (+N): keeps columns narrow enough for 1280 px
+    works = (
+        f"{workarounds[0]} +{len(workarounds) - 1}" if len(workarounds) > 1 else "".join(workarounds)
+    )  # the first working workaround (+N): keeps columns narrow enough for 1280 px
     # A result that did not run is judged by nothing: "no expectation covers" would read like a new release.
     expected = (
         entry.expected.value
