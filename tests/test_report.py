@@ -30,12 +30,11 @@ from bugmatrix.documents.run import load_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.report.diff import Change, diff_against_baseline, summary_lines
-from bugmatrix.report.markdown import code, escape_md
 from bugmatrix.report.merge import LOG_LIMIT, merge_runs
 from bugmatrix.report.model import COMPAT_SCHEMA, Compat, InstallStatus, compat_json, load_compat
 from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
-from bugmatrix.report.render_md import SUMMARY_CHANGE_LIMIT, render_markdown, render_step_summary
+from bugmatrix.report.render_md import SUMMARY_CHANGE_LIMIT, code, escape_md, render_markdown, render_step_summary
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 REPRODUCED, FIXED, CRASHED, UNINSTALLABLE = (
