@@ -117,15 +117,6 @@ class Track:
     unread: str = ""  # why a track with several outcomes shows no flip
     old: tuple[str, ...] = ()  # cells whose result was taken under a check its case no longer makes
 
-    @property
-    def name(self) -> str:
-        return self.variant.label
-
-    @property
-    def role(self) -> str:
-        """How the track relates to the picture's variant: "" for the variant itself, else its kind (workaround, upstream)."""
-        return self.variant.role
-
 
 @dataclass(frozen=True)
 class Picture:

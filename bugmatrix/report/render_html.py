@@ -195,7 +195,7 @@ def _by_case(compat: Compat, boundary: Boundary) -> list[tuple[str, list[Picture
 
 def _companions(picture: Picture, key: tuple[str, ...]) -> tuple[str, str]:
     """A grid position's small symbols, one per companion (workaround, upstream), and their words for its tooltip."""
-    marks = [(t.name, t.marks.get(key, Mark())) for t in picture.tracks[1:]]
+    marks = [(t.variant.label, t.marks.get(key, Mark())) for t in picture.tracks[1:]]
     if not any(m.outcomes for _, m in marks):
         return "", ""  # nothing ran here at all: an empty position stays empty
     sub = "".join(symbol(m.single) if m.single is not None else ("*" if m.outcomes else "·") for _, m in marks)

@@ -83,7 +83,7 @@ def _held(track: Track, workarounds: list[Track], compat: Compat, history: Mappi
     if not reproduced or not workarounds:
         return ""
     parts = []
-    for w in (w for w in workarounds if w.role == "workaround"):
+    for w in (w for w in workarounds if w.variant.role == "workaround"):
         flaky = " ≈ flaky" if (h := history.get(w.variant.id)) is not None and h.flaky else ""
         held = sum(1 for e in reproduced if w.variant.name in e.workarounds)
         ran = sum(1 for e in reproduced if e.tried is None or w.variant.name in e.tried)  # None: an older document, not said
