@@ -227,9 +227,7 @@ def test_a_new_axis_and_an_older_release_are_new_in_this_matrix_not_a_new_releas
     assert is_addition(tonight, baseline, "torch", "2.10.0"), "older than a release the baseline judged"
     assert is_addition(tonight, baseline, "numpy", "1.26.4"), "a new axis"
     assert not is_addition(tonight, baseline, "torch", "2.16.0"), "newer than every installed release (9.0.0 never installed)"
-    tracked = compat_from_json(
-        {**compat_json(tonight), "tracking": {"axes": {"torch": {"requested": "latest", "resolved": "2.10.0"}}}}
-    )
+    tracked = compat_from_json({**compat_json(tonight), "tracking": {"axes": {"torch": {"requested": "latest", "resolved": "2.10.0"}}}})
     assert not is_addition(tracked, baseline, "torch", "2.10.0"), "what latest resolved to is a release"
 
 
