@@ -7,15 +7,15 @@ own selection; else only those selections. The profile: the plan's, ``--profile`
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bugmatrix.cell.runfile import RunRecord
-from bugmatrix.documents.plan import PlanDocument
+from bugmatrix.documents.plan import PlanDocument, PlannedCell
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.report.model import Axis, Compat, ExpectationSource, ExpectationSummary, TrackedPin, Tracking
 
-__all__ = ["SYSTEM_CELL", "Expectation", "ExpectedCell", "choose_profile", "expect", "from_plan", "is_system"]
+__all__ = ["SYSTEM_CELL", "Expectation", "choose_profile", "expect", "from_plan", "is_system"]
 
 #: The cell that runs the cases in the current interpreter (``nox -s system``): never planned, never expected.
 SYSTEM_CELL = "system"
@@ -26,33 +26,23 @@ def is_system(cell_id: str) -> bool:
     return cell_id == SYSTEM_CELL or cell_id.startswith(f"{SYSTEM_CELL}-")
 
 
-@dataclass(frozen=True, slots=True)
-class ExpectedCell:
-    """A cell the report expects, with or without a run file: its pins and the variants it should record."""
-
-    id: str
-    pins: Mapping[str, str]
-    variants: tuple[str, ...]
-    sibling_of: str = ""  # a case environment's cell: the cell whose pins it shares (the plan says so)
-
-
 @dataclass(frozen=True)
 class Expectation:
-    """The expected cells (display order) and how to say where they came from."""
+    """The expected cells (display order; a plan's cells, or the baseline's as such) and how to say where they came from."""
 
     source: ExpectationSource
     text: str  # "the plan build/reports/plan-full.json (70 cells)", said on the page, the terminal and the step summary
-    cells: tuple[ExpectedCell, ...] = ()
+    cells: tuple[PlannedCell, ...] = ()
     axes: tuple[Axis, ...] = ()  # the plan's axis list, when the plan has one
     tracking: Tracking | None = None  # the plan's resolution of latest
     dropped: tuple[str, ...] = ()
     dropped_results: int = 0
-    _by_id: dict[str, ExpectedCell] = field(default_factory=dict, compare=False, repr=False)
+    _by_id: dict[str, PlannedCell] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._by_id.update({c.id: c for c in self.cells})
 
-    def cell(self, cell_id: str) -> ExpectedCell | None:
+    def cell(self, cell_id: str) -> PlannedCell | None:
         return self._by_id.get(cell_id)
 
     def variants_for(self, cell_id: str, run: RunRecord | None) -> tuple[str, ...]:
@@ -79,7 +69,7 @@ def _plan_tracking(plan: PlanDocument) -> Tracking | None:
 
 def from_plan(plan: PlanDocument, where: str = "", baseline: Compat | None = None) -> Expectation:
     """Every planned (variant, cell); baseline cells and results the plan no longer has are counted as dropped on purpose."""
-    cells = tuple(ExpectedCell(c.id, dict(c.pins), c.variants, c.sibling_of) for c in plan.cells)
+    cells = plan.cells
     dropped: tuple[str, ...] = ()
     dropped_results = 0
     if baseline is not None:
@@ -99,7 +89,7 @@ def _from_baseline(baseline: Compat, where: str, runs: Sequence[RunRecord]) -> E
     for vid, per_cell in baseline.results.items():
         for cid in per_cell:
             by_cell.setdefault(cid, []).append(vid)
-    cells = tuple(ExpectedCell(c.id, dict(c.pins), tuple(by_cell.get(c.id, ()))) for c in baseline.cells if not is_system(c.id))
+    cells = tuple(PlannedCell(c.id, dict(c.pins), tuple(by_cell.get(c.id, ()))) for c in baseline.cells if not is_system(c.id))
     dropped_results = 0
     for run in runs:
         if run.selected and not run.deselected_by and run.cell in by_cell:
