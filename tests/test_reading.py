@@ -17,11 +17,12 @@ import pytest
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.cli import main
+from bugmatrix.documents.compat import ExpectationSource, ExpectationSummary
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.report.boundaries import boundary_text, pictures
 from bugmatrix.report.merge import merge_runs
-from bugmatrix.report.model import COMPAT_SCHEMA, Compat, ExpectationSource, ExpectationSummary, compat_json
+from bugmatrix.report.model import COMPAT_SCHEMA, Compat, compat_json
 from bugmatrix.report.new_releases import is_addition
 from bugmatrix.report.night import NightReport, analyse
 from bugmatrix.report.readme import readme_table

@@ -26,12 +26,13 @@ from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
+from bugmatrix.documents.compat import InstallStatus
 from bugmatrix.documents.run import load_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.report.diff import Change, diff_against_baseline, summary_lines
 from bugmatrix.report.merge import LOG_LIMIT, merge_runs
-from bugmatrix.report.model import COMPAT_SCHEMA, Compat, InstallStatus, compat_json, load_compat
+from bugmatrix.report.model import COMPAT_SCHEMA, Compat, compat_json, load_compat
 from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import SUMMARY_CHANGE_LIMIT, code, escape_md, render_markdown, render_step_summary

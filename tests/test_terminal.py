@@ -8,9 +8,9 @@ import msgspec
 
 from bugmatrix.cell.outcomes import Kind, Outcome, judge
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
+from bugmatrix.documents.compat import ExpectationSource, ExpectationSummary
 from bugmatrix.report.history import append_night, night_from_compat
 from bugmatrix.report.merge import merge_runs
-from bugmatrix.report.model import ExpectationSource, ExpectationSummary
 from bugmatrix.report.night import analyse
 from bugmatrix.report.terminal import render_terminal, summary_rows, use_colour
 from tests.fullscale import full_compat

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from bugmatrix.cell.outcomes import Kind, Outcome
-from bugmatrix.report.model import REUSED, Compat, Entry
+from bugmatrix.documents.compat import Entry
+from bugmatrix.report.model import REUSED, Compat
 
 __all__ = ["DIFFER_SHOWN", "AgreementRow", "agreement", "per_case", "sentence"]
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 import msgspec
 
 from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.documents.compat import Cell, Entry, Variant
 from bugmatrix.report.marks import (
     JOINS,
     MAX_COLUMNS,
@@ -27,7 +28,7 @@ from bugmatrix.report.marks import (
     symbol,
     version_key,
 )
-from bugmatrix.report.model import Cell, Compat, Entry, Variant
+from bugmatrix.report.model import Compat
 
 __all__ = ["Boundary", "Flip", "Mark", "Picture", "Track", "axis_values", "boundary_text", "pictures", "symbol", "version_key"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.documents.compat import Moved
-from bugmatrix.report.model import Cell, Compat
+from bugmatrix.documents.compat import Cell, Moved
+from bugmatrix.report.model import Compat
 from bugmatrix.versions import distribution_changes
 
 __all__ = ["Moved", "distributions_of", "explain_changes", "source_build_lines"]

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bugmatrix.cell.runfile import RunRecord
+from bugmatrix.documents.compat import Axis, ExpectationSource, ExpectationSummary, Tracking
 from bugmatrix.documents.plan import PlanDocument, PlannedCell
+from bugmatrix.documents.run import TrackedPin
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.report.model import Axis, Compat, ExpectationSource, ExpectationSummary, TrackedPin, Tracking
+from bugmatrix.report.model import Compat
 
 __all__ = ["SYSTEM_CELL", "Expectation", "choose_profile", "expect", "from_plan", "is_system"]
 

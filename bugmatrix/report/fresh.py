@@ -17,10 +17,10 @@ from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.documents.compat import FreshCell, FreshDifference, FreshLane
 from bugmatrix.documents.lane import LaneFile, load_reresolved
-from bugmatrix.documents.run import read_run_dir
+from bugmatrix.documents.run import Origin, read_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import file_digest
-from bugmatrix.report.model import Compat, Origin
+from bugmatrix.report.model import Compat
 
 __all__ = ["load_fresh_lane"]
 

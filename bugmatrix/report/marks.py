@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from bugmatrix.cell.outcomes import Kind, Outcome
-from bugmatrix.report.model import Cell, Variant
+from bugmatrix.documents.compat import Cell, Variant
 from bugmatrix.versions import version_key
 
 __all__ = [

@@ -16,24 +16,12 @@ from bugmatrix.cell.case import Variant as CaseVariant
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict, judge
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
 from bugmatrix.documents import compat as document
+from bugmatrix.documents.compat import Axis, Cell, CellInstall, Entry, ExpectationSource, InstallStatus, Tracking, Variant
 from bugmatrix.documents.plan import PlanDocument
-from bugmatrix.documents.run import UnreadableRun
+from bugmatrix.documents.run import Origin, TrackedPin, UnreadableRun
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.report.expectation import Expectation, from_plan, is_system
-from bugmatrix.report.model import (
-    COMPAT_SCHEMA,
-    Axis,
-    Cell,
-    CellInstall,
-    Compat,
-    Entry,
-    ExpectationSource,
-    InstallStatus,
-    Origin,
-    TrackedPin,
-    Tracking,
-    Variant,
-)
+from bugmatrix.report.model import COMPAT_SCHEMA, Compat
 from bugmatrix.versions import parse_version
 
 __all__ = ["LOG_LIMIT", "merge_runs", "version_order"]

@@ -1,7 +1,7 @@
 """The merged night as typed, frozen values: what every analysis and every view reads.
 
-Its parts are the document's own structs (:mod:`bugmatrix.documents.compat`, re-exported here); :class:`Compat` holds
-them with what the night says about itself, cached. :func:`load_compat` reads a file of any version.
+Its parts are the document's own structs (:mod:`bugmatrix.documents.compat`); :class:`Compat` holds them with what the
+night says about itself, cached. :func:`load_compat` reads a file of any version.
 """
 
 from __future__ import annotations
@@ -15,41 +15,11 @@ import msgspec
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.documents import compat as document
-from bugmatrix.documents.compat import (
-    Axis,
-    Cell,
-    CellInstall,
-    Entry,
-    ExpectationSource,
-    ExpectationSummary,
-    InstallStatus,
-    Tracking,
-    Variant,
-)
-from bugmatrix.documents.run import Origin, TrackedPin
+from bugmatrix.documents.compat import Cell, Entry, ExpectationSource, ExpectationSummary, Tracking, Variant
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import decode_json, read_bytes
 
-__all__ = [
-    "COMPAT_SCHEMA",
-    "OLD_COMPAT_SCHEMAS",
-    "REUSED",
-    "Axis",
-    "Cell",
-    "CellInstall",
-    "Compat",
-    "Entry",
-    "ExpectationSource",
-    "ExpectationSummary",
-    "InstallStatus",
-    "Origin",
-    "TrackedPin",
-    "Tracking",
-    "Variant",
-    "compat_json",
-    "load_compat",
-    "reused_note",
-]
+__all__ = ["COMPAT_SCHEMA", "OLD_COMPAT_SCHEMAS", "REUSED", "Compat", "compat_json", "load_compat", "reused_note"]
 
 #: The one place the compat document's version is named (the model in bugmatrix/documents/compat.py accepts it and the older ones).
 COMPAT_SCHEMA = "bugmatrix.compat/4"

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
-from bugmatrix.documents.compat import NoteKind, ReleaseNote
+from bugmatrix.documents.compat import Cell, Entry, InstallStatus, NoteKind, ReleaseNote
 from bugmatrix.report.diff import Change, ChangeKind
-from bugmatrix.report.model import Cell, Compat, Entry, InstallStatus
+from bugmatrix.report.model import Compat
 from bugmatrix.versions import parse_version
 
 __all__ = [

@@ -12,10 +12,11 @@ from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.documents.compat import Entry, Variant
 from bugmatrix.report.boundaries import Boundary, Mark, Picture, boundary_text, symbol
 from bugmatrix.report.diff import FAILING, Change, ChangeKind
 from bugmatrix.report.marks import flip_edges
-from bugmatrix.report.model import REUSED, Compat, Entry, Variant, reused_note
+from bugmatrix.report.model import REUSED, Compat, reused_note
 from bugmatrix.report.night import NightReport
 
 __all__ = ["SITE_SLOT", "render_html"]

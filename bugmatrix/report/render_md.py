@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from jinja2 import Environment, PackageLoader
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
+from bugmatrix.documents.compat import Cell, Entry, Variant
 from bugmatrix.report.boundaries import Picture, Track, boundary_text
 from bugmatrix.report.diff import INFORMATIONAL, PER_CELL, Change
 from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import WINDOW
-from bugmatrix.report.model import REUSED, Cell, Compat, Entry, Variant, reused_note
+from bugmatrix.report.model import REUSED, Compat, reused_note
 from bugmatrix.report.night import NightReport
 
 __all__ = ["LINE_LIMIT", "SUMMARY_CHANGE_LIMIT", "TEXT", "code", "escape_md", "render_markdown", "render_step_summary"]
