@@ -7,10 +7,12 @@ import re
 import pytest
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.report.boundaries import Flip, boundary_text, pictures, version_key
+from bugmatrix.report.boundaries import pictures
+from bugmatrix.report.marks import Flip, boundary_text
 from bugmatrix.report.model import COMPAT_SCHEMA, Compat
 from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
+from bugmatrix.versions import version_key
 from tests.fullscale import EXPECTED, compat_from_json, full_compat
 
 AXES = [{"name": "python", "prefix": "py"}, {"name": "torch", "prefix": "torch"}, {"name": "lightning", "prefix": "pl"}]

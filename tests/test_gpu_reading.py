@@ -18,7 +18,8 @@ from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.documents.run import read_run_dir
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.report.agreement import agreement, per_case
-from bugmatrix.report.boundaries import Picture, boundary_text, pictures
+from bugmatrix.report.boundaries import pictures
+from bugmatrix.report.marks import Picture, boundary_text
 from bugmatrix.report.merge import merge_runs, version_order
 from bugmatrix.report.model import Compat
 from tests.test_boundaries import strip_compat

@@ -20,7 +20,8 @@ from bugmatrix.cli import main
 from bugmatrix.documents.compat import ExpectationSource, ExpectationSummary
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.catalog import load_catalog
-from bugmatrix.report.boundaries import boundary_text, pictures
+from bugmatrix.report.boundaries import pictures
+from bugmatrix.report.marks import boundary_text
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.model import COMPAT_SCHEMA, Compat, compat_json
 from bugmatrix.report.new_releases import is_addition

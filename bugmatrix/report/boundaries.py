@@ -13,24 +13,11 @@ import msgspec
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.documents.compat import Cell, Entry, Variant
-from bugmatrix.report.marks import (
-    JOINS,
-    MAX_COLUMNS,
-    MAX_ROWS,
-    NOT_RUN,
-    Flip,
-    Mark,
-    Picture,
-    Track,
-    axis_values,
-    boundary_text,
-    flip_edges,
-    symbol,
-    version_key,
-)
+from bugmatrix.report.marks import JOINS, MAX_COLUMNS, MAX_ROWS, NOT_RUN, Flip, Mark, Picture, Track, axis_values, flip_edges, symbol
 from bugmatrix.report.model import Compat
+from bugmatrix.versions import version_key
 
-__all__ = ["Boundary", "Flip", "Mark", "Picture", "Track", "axis_values", "boundary_text", "pictures", "symbol", "version_key"]
+__all__ = ["Boundary", "pictures"]
 
 _RANK = {o: i for i, o in enumerate(Outcome)}
 _SKIPPED, _INSTALL_FAILED, _MISSING = Outcome.SKIPPED, Outcome.INSTALL_FAILED, Outcome.MISSING  # NOT_RUN, by identity

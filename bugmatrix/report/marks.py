@@ -22,7 +22,6 @@ __all__ = [
     "boundary_text",
     "flip_edges",
     "symbol",
-    "version_key",
 ]
 
 #: Outcomes that say nothing about the bug (a skip too): never a flip, a gap on the picture.

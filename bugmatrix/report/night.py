@@ -16,7 +16,7 @@ from bugmatrix.documents import compat as document
 from bugmatrix.documents.compat import FreshCell, FreshLane, Moved, ReleaseNote
 from bugmatrix.documents.run import Origin
 from bugmatrix.report.agreement import AgreementRow, per_case
-from bugmatrix.report.boundaries import Boundary, Picture, boundary_text, pictures
+from bugmatrix.report.boundaries import Boundary, pictures
 from bugmatrix.report.diff import (
     FAILING,
     INFORMATIONAL,
@@ -28,6 +28,7 @@ from bugmatrix.report.diff import (
 from bugmatrix.report.envdiff import explain_changes
 from bugmatrix.report.expectation import SYSTEM_CELL
 from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise, unchanged_since
+from bugmatrix.report.marks import Picture, boundary_text
 from bugmatrix.report.model import Compat, compat_json
 from bugmatrix.report.new_releases import ReleaseGroup, install_changes, release_groups, release_notes
 

@@ -13,9 +13,9 @@ from markupsafe import Markup, escape
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.documents.compat import Entry, Variant
-from bugmatrix.report.boundaries import Boundary, Mark, Picture, boundary_text, symbol
+from bugmatrix.report.boundaries import Boundary
 from bugmatrix.report.diff import FAILING, Change, ChangeKind
-from bugmatrix.report.marks import flip_edges
+from bugmatrix.report.marks import Mark, Picture, boundary_text, flip_edges, symbol
 from bugmatrix.report.model import REUSED, Compat, reused_note
 from bugmatrix.report.night import NightReport
 

@@ -12,10 +12,10 @@ from typing import TextIO
 from packaging.requirements import Requirement
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.report.boundaries import Picture, Track, boundary_text
 from bugmatrix.report.diff import ChangeKind, flaky_lines, summary_lines
 from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import VariantHistory
+from bugmatrix.report.marks import Picture, Track, boundary_text
 from bugmatrix.report.model import REUSED, Compat
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.render_md import TEXT
