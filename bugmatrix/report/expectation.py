@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.documents.compat import Axis, ExpectationSource, ExpectationSummary, Tracking
@@ -32,32 +33,24 @@ def is_system(cell_id: str) -> bool:
 class Expectation:
     """The expected cells (display order; a plan's cells, or the baseline's as such) and how to say where they came from."""
 
-    source: ExpectationSource
-    text: str  # "the plan build/reports/plan-full.json (70 cells)", said on the page, the terminal and the step summary
+    summary: ExpectationSummary  # as the document says it: its text ("the plan … (70 cells)") is on every view
     cells: tuple[PlannedCell, ...] = ()
     axes: tuple[Axis, ...] = ()  # the plan's axis list, when the plan has one
     tracking: Tracking | None = None  # the plan's resolution of latest
-    dropped: tuple[str, ...] = ()
-    dropped_results: int = 0
-    _by_id: dict[str, PlannedCell] = field(default_factory=dict, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self._by_id.update({c.id: c for c in self.cells})
+    @cached_property
+    def _by_id(self) -> dict[str, PlannedCell]:
+        return {c.id: c for c in self.cells}
 
     def cell(self, cell_id: str) -> PlannedCell | None:
         return self._by_id.get(cell_id)
 
     def variants_for(self, cell_id: str, run: RunRecord | None) -> tuple[str, ...]:
         """The variants ``cell_id`` should have recorded: the plan's; else its run file's own selection; else the baseline's."""
-        expected = self._by_id.get(cell_id)
-        if self.source is ExpectationSource.PLAN:
-            return expected.variants if expected else ()
-        if run is not None and run.selected:
+        if self.summary.source is not ExpectationSource.PLAN and run is not None and run.selected:
             return tuple(run.selected)
+        expected = self._by_id.get(cell_id)
         return expected.variants if expected else ()
-
-    def summary(self) -> ExpectationSummary:
-        return ExpectationSummary(self.source, self.text, self.dropped, self.dropped_results)
 
 
 def _plan_tracking(plan: PlanDocument) -> Tracking | None:
@@ -82,7 +75,7 @@ def from_plan(plan: PlanDocument, where: str = "", baseline: Compat | None = Non
         )
     text = f"the plan{' ' + where if where else ''} ({len(cells)} cells)"
     axes = tuple(Axis(a.name, a.prefix, a.interpreter) for a in plan.axes)
-    return Expectation(ExpectationSource.PLAN, text, cells, axes, _plan_tracking(plan), dropped, dropped_results)
+    return Expectation(ExpectationSummary(ExpectationSource.PLAN, text, dropped, dropped_results), cells, axes, _plan_tracking(plan))
 
 
 def _from_baseline(baseline: Compat, where: str, runs: Sequence[RunRecord]) -> Expectation:
@@ -97,7 +90,7 @@ def _from_baseline(baseline: Compat, where: str, runs: Sequence[RunRecord]) -> E
         if run.selected and not run.deselected_by and run.cell in by_cell:
             dropped_results += len(set(by_cell[run.cell]).difference(run.selected))
     text = f"the baseline {where} ({len(cells)} cells) and each run file's own selection"
-    return Expectation(ExpectationSource.BASELINE, text, cells, dropped_results=dropped_results)
+    return Expectation(ExpectationSummary(ExpectationSource.BASELINE, text, dropped_results=dropped_results), cells)
 
 
 def expect(
@@ -118,7 +111,7 @@ def expect(
         why = f"the baseline {baseline_path} is a {baseline.profile!r} report, this is {profile!r}: its cells are not expected here"
     else:
         why = "no plan and no baseline"
-    return Expectation(ExpectationSource.RUNS, f"each run file's own selection ({why})")
+    return Expectation(ExpectationSummary(ExpectationSource.RUNS, f"each run file's own selection ({why})"))
 
 
 def choose_profile(

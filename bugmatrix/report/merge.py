@@ -16,7 +16,17 @@ from bugmatrix.cell.case import Variant as CaseVariant
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict, judge
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
 from bugmatrix.documents import compat as document
-from bugmatrix.documents.compat import Axis, Cell, CellInstall, Entry, ExpectationSource, InstallStatus, Tracking, Variant
+from bugmatrix.documents.compat import (
+    Axis,
+    Cell,
+    CellInstall,
+    Entry,
+    ExpectationSource,
+    ExpectationSummary,
+    InstallStatus,
+    Tracking,
+    Variant,
+)
 from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.documents.run import Origin, TrackedPin, UnreadableRun
 from bugmatrix.errors import BugmatrixError
@@ -192,7 +202,7 @@ def _missing(
     order = [c.id for c in expectation.cells] + [r.cell for r in runs if expectation.cell(r.cell) is None]
     order += [c for c in unreadable if c not in order]
     known = list(variants)
-    noun = "planned" if expectation.source is ExpectationSource.PLAN else "expected"
+    noun = "planned" if expectation.summary.source is ExpectationSource.PLAN else "expected"
     for cell_id in order:
         run = by_cell.get(cell_id)
         if run is not None and _failed(run):
@@ -260,7 +270,11 @@ def merge_runs(
     variant id) stand in for what older run files did not record (axes, old checks, the expectation of a ``new`` result).
     """
     if expectation is None:
-        expectation = from_plan(plan) if plan is not None else Expectation(ExpectationSource.RUNS, "each run file's own selection")
+        expectation = (
+            from_plan(plan)
+            if plan is not None
+            else Expectation(ExpectationSummary(ExpectationSource.RUNS, "each run file's own selection"))
+        )
     seen: set[str] = set()
     for run in runs:
         if run.cell in seen:
@@ -268,7 +282,7 @@ def merge_runs(
             msg = f"cell {run.cell!r} appears in two run files; delete the stale one from the runs directory and re-run the report"
             raise BugmatrixError(msg)
         seen.add(run.cell)
-    planned = expectation.source is ExpectationSource.PLAN
+    planned = expectation.summary.source is ExpectationSource.PLAN
     if planned:
         _check_against_plan(runs, expectation)
         order = {c.id: i for i, c in enumerate(expectation.cells)}
@@ -340,7 +354,7 @@ def merge_runs(
         environments=_environments(runs, interpreter),
         tracking=_tracking(runs, expectation),
         stale=stale,
-        expectation=expectation.summary(),
+        expectation=expectation.summary,
         profile_source=profile_source,
     )
 
