@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+import msgspec
+
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.documents.compat import Axis, ExpectationSource, ExpectationSummary, Tracking
 from bugmatrix.documents.plan import PlanDocument, PlannedCell
@@ -18,8 +20,10 @@ from bugmatrix.documents.run import TrackedPin
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.report.model import Compat
 
-__all__ = ["SYSTEM_CELL", "Expectation", "choose_profile", "expect", "from_plan", "is_system"]
+__all__ = ["SELECTIONS", "SYSTEM_CELL", "Expectation", "choose_profile", "expect", "from_plan", "is_system"]
 
+#: Without a plan or a baseline: what each run file says it selected (all that can be expected).
+SELECTIONS = ExpectationSummary(ExpectationSource.RUNS, "each run file's own selection")
 #: The cell that runs the cases in the current interpreter (``nox -s system``): never planned, never expected.
 SYSTEM_CELL = "system"
 
@@ -111,7 +115,7 @@ def expect(
         why = f"the baseline {baseline_path} is a {baseline.profile!r} report, this is {profile!r}: its cells are not expected here"
     else:
         why = "no plan and no baseline"
-    return Expectation(ExpectationSummary(ExpectationSource.RUNS, f"each run file's own selection ({why})"))
+    return Expectation(msgspec.structs.replace(SELECTIONS, text=f"{SELECTIONS.text} ({why})"))
 
 
 def choose_profile(

@@ -16,21 +16,11 @@ from bugmatrix.cell.case import Variant as CaseVariant
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict, judge
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
 from bugmatrix.documents import compat as document
-from bugmatrix.documents.compat import (
-    Axis,
-    Cell,
-    CellInstall,
-    Entry,
-    ExpectationSource,
-    ExpectationSummary,
-    InstallStatus,
-    Tracking,
-    Variant,
-)
+from bugmatrix.documents.compat import Axis, Cell, CellInstall, Entry, ExpectationSource, InstallStatus, Tracking, Variant
 from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.documents.run import Origin, TrackedPin, UnreadableRun
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.report.expectation import Expectation, from_plan, is_system
+from bugmatrix.report.expectation import SELECTIONS, Expectation, from_plan, is_system
 from bugmatrix.report.model import COMPAT_SCHEMA, Compat
 from bugmatrix.versions import parse_version
 
@@ -270,11 +260,7 @@ def merge_runs(
     variant id) stand in for what older run files did not record (axes, old checks, the expectation of a ``new`` result).
     """
     if expectation is None:
-        expectation = (
-            from_plan(plan)
-            if plan is not None
-            else Expectation(ExpectationSummary(ExpectationSource.RUNS, "each run file's own selection"))
-        )
+        expectation = from_plan(plan) if plan is not None else Expectation(SELECTIONS)
     seen: set[str] = set()
     for run in runs:
         if run.cell in seen:
