@@ -6,12 +6,11 @@ The per-cell table's entries are assembled here from :func:`markupsafe.escape`-d
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
-from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.documents.compat import Entry, Variant
 from bugmatrix.report.boundaries import Boundary
 from bugmatrix.report.diff import FAILING, Change, ChangeKind
@@ -87,16 +86,6 @@ class _Escaped(dict[str, str]):
         return value
 
 
-@dataclass(frozen=True, slots=True)
-class _Row:
-    id: str
-    case: str
-    name: str
-    workaround_for: str
-    case_start: bool
-    entries: Markup  # the row's <td>s, escaped and joined (see _entry)
-
-
 def _td_attrs(esc: _Escaped, cls: str, outcome: str, case: str, cell_id: str, anchor: str = "", reused: str = "") -> Markup:
     text = f'class="{esc[cls]}" data-outcome="{esc[outcome]}" data-case="{esc[case]}" data-cell="{esc[cell_id]}"'
     if anchor:
@@ -145,23 +134,14 @@ def _entry(esc: _Escaped, variant: Variant, cell_id: str, entry: Entry | None, a
     )
 
 
-def _rows(compat: Compat, cells: list[dict[str, object]], anchors: dict[tuple[str, str], str]) -> list[_Row]:
-    rows, previous_case, esc = [], None, _Escaped()
+def _rows(compat: Compat, cells: list[dict[str, object]], anchors: dict[tuple[str, str], str]) -> list[tuple[Variant, Markup]]:
+    """Each variant with its row's ``<td>``s, escaped and joined (see :func:`_entry`)."""
+    rows, esc = [], _Escaped()
     ids = [(str(c["id"]), str(c["reused"])) for c in cells]
     for variant in compat.variants:
         per_cell = compat.entries(variant.id)
         entries = [_entry(esc, variant, c, per_cell.get(c), anchors.get((variant.id, c), ""), reused) for c, reused in ids]
-        rows.append(
-            _Row(
-                id=variant.id,
-                case=variant.case,
-                name=variant.label,
-                workaround_for=(variant.workaround_for or "") if variant.kind is Kind.WORKAROUND else "",
-                case_start=variant.case != previous_case,
-                entries=Markup("\n    ".join(entries)),  # noqa: S704 -- _entry escaped every text
-            )
-        )
-        previous_case = variant.case
+        rows.append((variant, Markup("\n    ".join(entries))))  # noqa: S704 -- _entry escaped every text
     return rows
 
 
