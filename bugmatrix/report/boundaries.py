@@ -143,7 +143,6 @@ class _Cells:
         self.axes = list(compat.axis_names)
         # A cell that pins nothing (the system cell: the environment as it is) sits where its observed releases are.
         cells = tuple(c if c.pins else msgspec.structs.replace(c, pins=_observed_pins(c, self.axes)) for c in compat.cells)
-        self.list = cells
         self.pins = {c.id: c.pins for c in cells}
         self.gpu = {c.id: c.observed("gpu") for c in cells}
         self.interpreter = compat.interpreter

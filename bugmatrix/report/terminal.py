@@ -38,12 +38,6 @@ def use_colour(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool
     return bool(isatty and isatty()) and not environ.get("NO_COLOR")
 
 
-def _paint(text: str, colour: bool) -> str:
-    if not colour:
-        return text
-    return "".join(f"\033[{_ANSI[ch]}m{ch}{_RESET}" if ch in _ANSI else ch for ch in text)
-
-
 def _ranges(values: list[str], hits: set[str]) -> str:
     """``2.0.1–2.10.0, 2.13.0``: consecutive values as one range."""
     runs: list[list[str]] = []
@@ -154,4 +148,5 @@ def render_terminal(report: NightReport, *, colour: bool = False) -> str:
         idle=idle,
         limit=HEADLINE_LIMIT,
     )
-    return _paint(text.removesuffix("\n"), colour)
+    text = text.removesuffix("\n")
+    return "".join(f"\033[{_ANSI[ch]}m{ch}{_RESET}" if ch in _ANSI else ch for ch in text) if colour else text
