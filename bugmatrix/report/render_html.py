@@ -215,7 +215,4 @@ def render_html(report: NightReport) -> str:
         cases=_by_case(compat, report.boundary),
         table_open=len(cells) <= OPEN_TABLE_CELLS,
         reused_mark=REUSED,
-        reused_groups=report.reuse_groups,
-        lane=report.fresh,
-        lane_groups=report.lane_groups,
     )
