@@ -9,7 +9,7 @@ from bugmatrix.documents.compat import Cell, Moved
 from bugmatrix.report.model import Compat
 from bugmatrix.versions import distribution_changes
 
-__all__ = ["Moved", "distributions_of", "explain_changes", "source_build_lines"]
+__all__ = ["distributions_of", "explain_changes", "source_build_lines"]
 
 
 def distributions_of(cell: Cell) -> dict[str, str] | None:

@@ -18,17 +18,7 @@ from bugmatrix.report.diff import Change, ChangeKind
 from bugmatrix.report.model import Compat
 from bugmatrix.versions import parse_version
 
-__all__ = [
-    "NoteKind",
-    "ReleaseGroup",
-    "ReleaseNote",
-    "install_changes",
-    "is_addition",
-    "new_releases",
-    "one_line_reason",
-    "release_groups",
-    "release_notes",
-]
+__all__ = ["ReleaseGroup", "install_changes", "is_addition", "new_releases", "one_line_reason", "release_groups", "release_notes"]
 
 _UNJUDGED = frozenset({Verdict.NEW, Verdict.NOT_RUN, None})
 #: How a note names its pin: a release upstream shipped, or a pin this matrix added (a new axis, an older release).
