@@ -11,7 +11,7 @@ from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
-from bugmatrix.documents.compat import Entry, Variant
+from bugmatrix.documents.compat import Cell, Entry, Variant
 from bugmatrix.report.boundaries import Boundary
 from bugmatrix.report.diff import FAILING, Change, ChangeKind
 from bugmatrix.report.marks import Mark, Picture, boundary_text, flip_edges, symbol
@@ -57,24 +57,17 @@ def _linkify(text: str) -> Markup:
     return Markup("").join(out)
 
 
-def _cells(compat: Compat) -> list[dict[str, object]]:
+def _cells(compat: Compat) -> list[tuple[Cell, str, str, str]]:
+    """Each column's cell, its label (the pins that vary), its tooltip, and whose results it reused ("" for its own)."""
     varying, _ = compat.varying_and_shared
     observed_keys = (*compat.axis_names, CUDA)
     cells = []
     for cell in compat.cells:
         observed = ", ".join(f"{k} {cell.observed(k)}" for k in observed_keys if cell.observed(k))
         reused = f"{REUSED} reused from {cell.reused_from.text}" if cell.reused_from else ""
-        cells.append(
-            {
-                "id": cell.id,
-                "label": " · ".join(f"{compat.short(a)} {cell.pins[a]}" for a in varying if a in cell.pins) or cell.id,
-                "pins": [(_attr_name(a), v) for a, v in cell.pins.items()],
-                "title": f"{cell.id} — observed: {observed or 'nothing (not installed)'}" + (f" — {reused}" if reused else ""),
-                "failed": cell.failed,
-                "reused": reused,
-                "reused_day": cell.reused_from.day if cell.reused_from else "",
-            }
-        )
+        label = " · ".join(f"{compat.short(a)} {cell.pins[a]}" for a in varying if a in cell.pins) or cell.id
+        title = f"{cell.id} — observed: {observed or 'nothing (not installed)'}" + (f" — {reused}" if reused else "")
+        cells.append((cell, label, title, reused))
     return cells
 
 
@@ -134,10 +127,10 @@ def _entry(esc: _Escaped, variant: Variant, cell_id: str, entry: Entry | None, a
     )
 
 
-def _rows(compat: Compat, cells: list[dict[str, object]], anchors: dict[tuple[str, str], str]) -> list[tuple[Variant, Markup]]:
+def _rows(compat: Compat, cells: list[tuple[Cell, str, str, str]], anchors: dict[tuple[str, str], str]) -> list[tuple[Variant, Markup]]:
     """Each variant with its row's ``<td>``s, escaped and joined (see :func:`_entry`)."""
     rows, esc = [], _Escaped()
-    ids = [(str(c["id"]), str(c["reused"])) for c in cells]
+    ids = [(cell.id, reused) for cell, _, _, reused in cells]
     for variant in compat.variants:
         per_cell = compat.entries(variant.id)
         entries = [_entry(esc, variant, c, per_cell.get(c), anchors.get((variant.id, c), ""), reused) for c, reused in ids]
@@ -183,7 +176,7 @@ def _companions(picture: Picture, key: tuple[str, ...]) -> tuple[str, str]:
     return sub, "; also on this picture: " + ", ".join(f"{name} {m.outcome or 'not run'}" for name, m in marks)
 
 
-_ENV.globals.update(boundary_text=boundary_text, companions=_companions, flip_edges=flip_edges, no_mark=Mark())
+_ENV.globals.update(attr_name=_attr_name, boundary_text=boundary_text, companions=_companions, flip_edges=flip_edges, no_mark=Mark())
 
 
 def render_html(report: NightReport) -> str:
