@@ -12,7 +12,7 @@ from bugmatrix.cell.outcomes import Kind, Outcome
 from bugmatrix.documents.compat import Entry
 from bugmatrix.report.model import REUSED, Compat
 
-__all__ = ["DIFFER_SHOWN", "AgreementRow", "agreement", "per_case", "sentence"]
+__all__ = ["DIFFER_SHOWN", "AgreementRow", "agreement", "per_case"]
 
 #: Differing cells named in a sentence; the rest are counted (the per-cell table has them all).
 DIFFER_SHOWN = 10
@@ -32,7 +32,20 @@ class AgreementRow:
 
     @property
     def text(self) -> str:
-        return sentence(self)
+        """``agrees in 17/19 cells; differs in: a, b``."""
+        if self.counterpart is None:
+            return "its counterpart is not in this report on the same device: nothing to compare"
+        reused = f"{REUSED} {_cells(self.reused)} reused from an earlier run (see Reused)" if self.reused else ""
+        apart = (
+            f"not compared in {len(self.apart)} cell(s) where one of them fails another way, as declared (no evidence for or against the bug): "
+            + _cells(self.apart)
+            if self.apart
+            else ""
+        )
+        if not self.total:
+            return "; ".join(p for p in (apart, reused) if p)
+        text = f"agrees in {self.agree}/{self.total} cells" + (f"; differs in: {_cells(self.differ)}" if self.differ else "")
+        return "; ".join(p for p in (text, apart, reused) if p)
 
     @property
     def agrees(self) -> bool:
@@ -97,23 +110,6 @@ def agreement(compat: Compat) -> list[AgreementRow]:
                 differ.append(cell)
         rows.append(AgreementRow(variant.id, other, agree, total, tuple(differ), tuple(reused), tuple(apart)))
     return rows
-
-
-def sentence(row: AgreementRow) -> str:
-    """``agrees in 17/19 cells; differs in: a, b`` for one :func:`agreement` row."""
-    if row.counterpart is None:
-        return "its counterpart is not in this report on the same device: nothing to compare"
-    reused = f"{REUSED} {_cells(row.reused)} reused from an earlier run (see Reused)" if row.reused else ""
-    apart = (
-        f"not compared in {len(row.apart)} cell(s) where one of them fails another way, as declared (no evidence for or against the bug): "
-        + _cells(row.apart)
-        if row.apart
-        else ""
-    )
-    if not row.total:
-        return "; ".join(p for p in (apart, reused) if p)
-    text = f"agrees in {row.agree}/{row.total} cells" + (f"; differs in: {_cells(row.differ)}" if row.differ else "")
-    return "; ".join(p for p in (text, apart, reused) if p)
 
 
 def _cells(cells: tuple[str, ...]) -> str:
