@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bugmatrix.report.agreement import AgreementRow, agreement, per_case, sentence
+from bugmatrix.report.agreement import AgreementRow, agreement, per_case
 from bugmatrix.report.model import Compat
 from tests.fullscale import compat_from_json
 
@@ -105,11 +105,11 @@ def test_a_missing_result_is_not_a_disagreement_and_cells_keep_the_documents_ord
 
 
 def test_sentences_per_case_and_uncompared_variants_named_once() -> None:
-    assert sentence(AgreementRow(UP, CORE, 19, 19)) == "agrees in 19/19 cells"
-    assert sentence(AgreementRow(UP, CORE, 17, 19, ("a", "b"))) == "agrees in 17/19 cells; differs in: a, b"
-    many = sentence(AgreementRow(UP, CORE, 0, 12, tuple(f"c{i}" for i in range(12))))
+    assert AgreementRow(UP, CORE, 19, 19).text == "agrees in 19/19 cells"
+    assert AgreementRow(UP, CORE, 17, 19, ("a", "b")).text == "agrees in 17/19 cells; differs in: a, b"
+    many = AgreementRow(UP, CORE, 0, 12, tuple(f"c{i}" for i in range(12))).text
     assert many.endswith("c9 +2 more")
-    assert "nothing to compare" in sentence(AgreementRow(UP, None))
+    assert "nothing to compare" in AgreementRow(UP, None).text
     compat = _compat(
         [
             _variant("c", "core", "cpu", "core"),

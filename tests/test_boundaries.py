@@ -7,10 +7,12 @@ import re
 import pytest
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.report.boundaries import Flip, boundary_text, pictures, version_key
+from bugmatrix.report.boundaries import pictures
+from bugmatrix.report.marks import Flip, boundary_text
 from bugmatrix.report.model import COMPAT_SCHEMA, Compat
 from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
+from bugmatrix.versions import version_key
 from tests.fullscale import EXPECTED, compat_from_json, full_compat
 
 AXES = [{"name": "python", "prefix": "py"}, {"name": "torch", "prefix": "torch"}, {"name": "lightning", "prefix": "pl"}]
@@ -73,7 +75,7 @@ def test_a_flip_its_expectation_declares_is_not_called_a_regression() -> None:
 def test_workaround_shares_its_variants_strip_and_constant_variants_still_draw() -> None:
     compat = strip_compat({"2.0.0": "reproduced", "2.1.0": "fixed"}, workaround={"2.0.0": "fixed", "2.1.0": "fixed"})
     (picture,), _ = pictures(compat)
-    assert [t.name for t in picture.tracks] == ["core[cpu]", "w[cpu]"]
+    assert [t.variant.label for t in picture.tracks] == ["core[cpu]", "w[cpu]"]
     assert boundary_text(picture, picture.tracks[1]) == "✓ fixed everywhere"
     (only,), _ = pictures(strip_compat({"2.0.0": "fixed", "2.1.0": "fixed"}))
     assert only.kind == "strip" and only.axes == ("torch",) and only.tracks[0].flips == []
@@ -100,8 +102,8 @@ def test_full_profile_pictures_match_the_rules_that_made_them() -> None:
     assert [f.label for f in core.tracks[0].flips] == ["fixed in torch 2.11.0"]
     # transformers is not among them: the case's slice never pins it (issue 33: its cells run no other case's variants)
     assert set(core.folded) == {"python", "lightning"}, "a torch-only bug folds the axes it does not change along"
-    roles = {t.name: t.role for t in core.tracks}
-    assert core.tracks[0].name == "core[cpu]" and roles.pop("core[cpu]") == ""
+    roles = {t.variant.label: t.variant.role for t in core.tracks}
+    assert core.tracks[0].variant.label == "core[cpu]" and roles.pop("core[cpu]") == ""
     assert roles == {
         "fresh_autocast[cpu]": "workaround", "no_autocast_in_no_grad[cpu]": "workaround", "cache_disabled[cpu]": "workaround",
         "upstream_pr165068_test[cpu]": "upstream", "upstream_issue112583[cpu]": "upstream",
@@ -112,7 +114,7 @@ def test_full_profile_pictures_match_the_rules_that_made_them() -> None:
     assert [f.label for f in encoder.tracks[0].flips] == [
         "fixed in torch 2.6.0", "fails differently from torch 2.13.0", "fixed in torch 2.14.1",
     ], "the planted new failure mode in one release is two flips"  # fmt: skip
-    (u82783,) = [t for t in encoder.tracks if t.name == "upstream_issue82783[cpu]"]
+    (u82783,) = [t for t in encoder.tracks if t.variant.label == "upstream_issue82783[cpu]"]
     assert [f.label for f in u82783.flips] == ["fixed in torch 2.1.2"]
     t5 = by_id["t5_loss_no_grad_fn::lightning_trainer[cpu]"]
     assert t5.kind == "grid" and "fixed in pl 2.0.7 at tf 4.30.2" in [f.label for f in t5.tracks[0].flips]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
+from bugmatrix.documents.compat import ExpectationSource, InstallStatus, NoteKind
 from bugmatrix.documents.schemas import DIRECTORY
-from bugmatrix.report.model import COMPAT_SCHEMA, OLD_COMPAT_SCHEMAS, ExpectationSource, InstallStatus, load_compat
-from bugmatrix.report.new_releases import NoteKind
+from bugmatrix.report.model import COMPAT_SCHEMA, OLD_COMPAT_SCHEMAS, load_compat
 from bugmatrix.report.night import analyse
 from tests.test_explain import compat_of, new_release_runs
 from tests.test_report import fixture_compat

@@ -16,14 +16,15 @@ import msgspec
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.cli import main
+from bugmatrix.documents.compat import Moved, NoteKind
 from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.files import write_json_atomic
-from bugmatrix.report.envdiff import Moved, explain_changes
-from bugmatrix.report.markdown import escape_md
+from bugmatrix.report.envdiff import explain_changes
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.model import Compat
-from bugmatrix.report.new_releases import NoteKind, new_releases, release_groups, release_notes
+from bugmatrix.report.new_releases import new_releases, release_groups, release_notes
 from bugmatrix.report.night import analyse
+from bugmatrix.report.render_md import escape_md
 from bugmatrix.versions import distribution_changes
 from tests.planfiles import plan_of_runs
 from tests.test_report import CORE, FIXED, REPRODUCED, WORKS, fixture_runs

@@ -9,7 +9,6 @@ merge the committed run files as the report does and read every line it prints.
 
 from __future__ import annotations
 
-import dataclasses
 from functools import cache
 from pathlib import Path
 
@@ -19,7 +18,8 @@ from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.documents.run import read_run_dir
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.report.agreement import agreement, per_case
-from bugmatrix.report.boundaries import Picture, boundary_text, pictures
+from bugmatrix.report.boundaries import pictures
+from bugmatrix.report.marks import Picture, boundary_text
 from bugmatrix.report.merge import merge_runs, version_order
 from bugmatrix.report.model import Compat
 from tests.test_boundaries import strip_compat
@@ -92,7 +92,7 @@ def test_a_snippet_refused_before_the_bugs_path_is_not_a_disagreement() -> None:
 def test_a_skip_outside_where_it_ran_is_no_position_and_one_inside_is_a_gap() -> None:
     """A CUDA variant skipped in CPU cells is drawn at its GPU's release only; a skip between two releases it ran is a gap."""
     compat = strip_compat({"2.0.0": "skipped", "2.11.0": "fixed", "2.15.0": "skipped"})
-    declared = dataclasses.replace(compat, variants=tuple(msgspec.structs.replace(v, axes=("torch",)) for v in compat.variants))
+    declared = msgspec.structs.replace(compat, variants=tuple(msgspec.structs.replace(v, axes=("torch",)) for v in compat.variants))
     (outside,), _ = pictures(declared)
     assert outside.values == (("2.11.0",),)
     (inside,), _ = pictures(strip_compat({"2.0.0": "reproduced", "2.1.0": "skipped", "2.2.0": "fixed"}))

@@ -26,10 +26,11 @@ import pytest
 
 from bugmatrix.cell.runfile import load_run_file
 from bugmatrix.cli import main
+from bugmatrix.documents.compat import NoteKind
 from bugmatrix.documents.run import load_run_dir
 from bugmatrix.files import write_json_atomic
 from bugmatrix.report.diff import ChangeKind
-from bugmatrix.report.new_releases import NoteKind, one_line_reason
+from bugmatrix.report.new_releases import one_line_reason
 from bugmatrix.report.night import analyse
 from bugmatrix.run.envbuild import record_install_failure
 from tests.planfiles import plan_of_runs

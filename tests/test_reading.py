@@ -7,21 +7,23 @@ not), fabricated from one of them as the issue describes.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
 from bugmatrix.cli import main
+from bugmatrix.documents.compat import ExpectationSource, ExpectationSummary
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.catalog import load_catalog
-from bugmatrix.report.boundaries import boundary_text, pictures
+from bugmatrix.report.boundaries import pictures
+from bugmatrix.report.marks import boundary_text
 from bugmatrix.report.merge import merge_runs
-from bugmatrix.report.model import COMPAT_SCHEMA, Compat, ExpectationSource, ExpectationSummary, compat_json
+from bugmatrix.report.model import COMPAT_SCHEMA, Compat, compat_json
 from bugmatrix.report.new_releases import is_addition
 from bugmatrix.report.night import NightReport, analyse
 from bugmatrix.report.readme import readme_table
@@ -227,19 +229,17 @@ def test_a_new_axis_and_an_older_release_are_new_in_this_matrix_not_a_new_releas
     assert is_addition(tonight, baseline, "torch", "2.10.0"), "older than a release the baseline judged"
     assert is_addition(tonight, baseline, "numpy", "1.26.4"), "a new axis"
     assert not is_addition(tonight, baseline, "torch", "2.16.0"), "newer than every installed release (9.0.0 never installed)"
-    tracked = compat_from_json(
-        {**compat_json(tonight.to_document()), "tracking": {"axes": {"torch": {"requested": "latest", "resolved": "2.10.0"}}}}
-    )
+    tracked = compat_from_json({**compat_json(tonight), "tracking": {"axes": {"torch": {"requested": "latest", "resolved": "2.10.0"}}}})
     assert not is_addition(tracked, baseline, "torch", "2.10.0"), "what latest resolved to is a release"
 
 
 def test_additions_and_dropped_cells_come_after_the_findings(tmp_path: Path) -> None:
     smoke = [load_run_file(ISSUE33 / f"{cell}.json") for cell in SMOKE]
     compat = merge_runs(smoke, profile="smoke", commit="abc1234", generated="2026-11-24T00:00:00+00:00", declared=declared())
-    dropped = dataclasses.replace(
+    dropped = msgspec.structs.replace(
         compat, expectation=ExpectationSummary(ExpectationSource.PLAN, "the plan (4 cells)", ("gone-1", "gone-2"))
     )
-    baseline = dataclasses.replace(compat, cells=tuple(c for c in compat.cells if c.pins["torch"] != "2.5.1"))
+    baseline = msgspec.structs.replace(compat, cells=tuple(c for c in compat.cells if c.pins["torch"] != "2.5.1"))
     report = analyse(dropped, baseline)
     assert report.releases and all(g.addition for g in report.releases), "torch 2.5.1 is older than 2.15.0: added on purpose"
     terminal = render_terminal(report)
@@ -254,7 +254,7 @@ def test_additions_and_dropped_cells_come_after_the_findings(tmp_path: Path) -> 
 
 def test_the_system_cell_sits_where_its_observed_releases_are_never_in_an_unpinned_column() -> None:
     compat = one_variant(["torch"], {"a": ({"torch": "2.5.1"}, "reproduced"), "b": ({"torch": "2.15.0"}, "fixed")})
-    data = compat_json(compat.to_document())
+    data = compat_json(compat)
     data["cells"].append({"id": "system", "pins": {}, "environment": {"python": "3.11.7", "torch": "2.15.0+cpu"}})
     data["results"]["c::v[cpu]"]["system"] = {"outcome": "fixed"}
     (picture,), _ = pictures(compat_from_json(data))

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
-from bugmatrix.report.boundaries import boundary_text, pictures
+from bugmatrix.report.boundaries import pictures
+from bugmatrix.report.marks import boundary_text
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.model import Compat
 

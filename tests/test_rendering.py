@@ -12,12 +12,11 @@ from bugmatrix.cell.runfile import RunRecord, VariantRecord
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.report.diff import diff_against_baseline, summary_lines
-from bugmatrix.report.markdown import escape_md
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.model import Compat, load_compat
 from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
-from bugmatrix.report.render_md import render_markdown, render_step_summary
+from bugmatrix.report.render_md import escape_md, render_markdown, render_step_summary
 
 HOSTILE = '<script>document.title="pwned"</script> | `x`'
 

@@ -26,16 +26,16 @@ from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
+from bugmatrix.documents.compat import InstallStatus
 from bugmatrix.documents.run import load_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.report.diff import Change, diff_against_baseline, summary_lines
-from bugmatrix.report.markdown import code, escape_md
 from bugmatrix.report.merge import LOG_LIMIT, merge_runs
-from bugmatrix.report.model import COMPAT_SCHEMA, Compat, InstallStatus, compat_json, load_compat
+from bugmatrix.report.model import COMPAT_SCHEMA, Compat, compat_json, load_compat
 from bugmatrix.report.night import analyse
 from bugmatrix.report.render_html import render_html
-from bugmatrix.report.render_md import SUMMARY_CHANGE_LIMIT, render_markdown, render_step_summary
+from bugmatrix.report.render_md import SUMMARY_CHANGE_LIMIT, code, escape_md, render_markdown, render_step_summary
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 REPRODUCED, FIXED, CRASHED, UNINSTALLABLE = (
@@ -71,7 +71,7 @@ def table_rows(markdown: str) -> list[str]:
 
 def test_merge_header_cells_and_observed_environments() -> None:
     compat = fixture_compat()
-    assert compat.schema == COMPAT_SCHEMA and compat_json(compat.to_document())["schema"] == COMPAT_SCHEMA
+    assert compat.schema == COMPAT_SCHEMA and compat_json(compat)["schema"] == COMPAT_SCHEMA
     assert (compat.profile, compat.commit, compat.generated) == ("smoke", "abc1234", "2026-11-20T02:00:00+00:00")
     assert [c.id for c in compat.cells] == [REPRODUCED, FIXED, CRASHED, UNINSTALLABLE], "cells keep the plan's order"
     first = compat.cells[0]
@@ -85,7 +85,7 @@ def test_merge_header_cells_and_observed_environments() -> None:
     )
     assert host["cells"] == [REPRODUCED, FIXED, CRASHED], "a cell that never installed observed nothing"
     assert compat.interpreter == "python", "the axis the cells pin but whose distribution they do not record"
-    json.dumps(compat_json(compat.to_document()))  # it is written as compat.json and as the baseline
+    json.dumps(compat_json(compat))  # it is written as compat.json and as the baseline
 
 
 def test_merge_orders_variants_by_case_with_workarounds_last() -> None:
@@ -161,7 +161,7 @@ def test_load_compat_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "baseline.json"
     write_json_atomic(path, analyse(fixture_compat()).to_json())
     loaded = load_compat(path)
-    assert loaded == fixture_compat() and compat_json(loaded.to_document()) == compat_json(fixture_compat().to_document())
+    assert loaded == fixture_compat() and compat_json(loaded) == compat_json(fixture_compat())
 
 
 @pytest.mark.parametrize(
@@ -206,7 +206,7 @@ def test_the_committed_baseline_loads_as_a_model() -> None:
     path = Path(__file__).resolve().parents[1] / "reports" / "baseline.json"
     data = json.loads(path.read_text())
     baseline = load_compat(path)
-    again = compat_json(baseline.to_document())
+    again = compat_json(baseline)
     assert again["results"] == data["results"] and again["variants"] == data["variants"]
     assert [c["id"] for c in again["cells"]] == [c["id"] for c in data["cells"]]
 
@@ -235,7 +235,7 @@ def test_each_kind_of_change() -> None:
 
 def test_new_cells_and_variants_are_informational() -> None:
     baseline = merge_runs(fixture_runs()[:2], profile="smoke", commit="x", generated="then")
-    baseline = dataclasses.replace(
+    baseline = msgspec.structs.replace(
         baseline,
         variants=tuple(v for v in baseline.variants if v.id != NOT_WORKS),
         results={v: e for v, e in baseline.results.items() if v != NOT_WORKS},
@@ -417,7 +417,7 @@ def test_html_entries_carry_data_attributes_symbol_word_and_their_log() -> None:
 def test_html_hostile_pin_names_cannot_add_attributes() -> None:
     compat = fixture_compat()
     first = msgspec.structs.replace(compat.cells[0], pins={**compat.cells[0].pins, 'x onmouseover="alert(1)"': "1"})
-    compat = dataclasses.replace(compat, cells=(first, *compat.cells[1:]))
+    compat = msgspec.structs.replace(compat, cells=(first, *compat.cells[1:]))
     names = {name for _, name, _ in Attributes(render_html(analyse(compat))).found}
     assert not [name for name in names if name.startswith("on")], "no event handler attribute, whatever a run file says"
     assert "data-pin-x-onmouseover--alert-1--" in names, "the axis stays filterable under a safe name"

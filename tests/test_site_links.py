@@ -10,13 +10,13 @@ built files: every relative link of every page resolves to a file of the site.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import msgspec
 import pytest
 
 from bugmatrix.cell.outcomes import Outcome
@@ -62,7 +62,7 @@ def local_links(page: Path) -> list[Path]:
 
 def three_nights(tmp_path: Path) -> Path:
     """The published site after the third night (the middle night flips ``core[cpu]`` in one cell)."""
-    baseline = dataclasses.replace(fixture_compat(), profile="nightly")
+    baseline = msgspec.structs.replace(fixture_compat(), profile="nightly")
     regressed = baseline.with_entry(CORE, FIXED, outcome=Outcome.REPRODUCED, verdict="regression", message=MESSAGE)
     kept: list = []
     previous = None

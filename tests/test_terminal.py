@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import io
+
+import msgspec
 
 from bugmatrix.cell.outcomes import Kind, Outcome, judge
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
+from bugmatrix.documents.compat import ExpectationSource, ExpectationSummary
 from bugmatrix.report.history import append_night, night_from_compat
 from bugmatrix.report.merge import merge_runs
-from bugmatrix.report.model import ExpectationSource, ExpectationSummary
 from bugmatrix.report.night import analyse
 from bugmatrix.report.terminal import render_terminal, summary_rows, use_colour
 from tests.fullscale import full_compat
@@ -74,16 +75,16 @@ def test_the_terminal_leads_with_the_findings_before_the_table() -> None:
 
 def test_a_profile_that_is_a_subset_of_the_baselines_says_so_in_one_quiet_line() -> None:
     """A smoke night against a nightly baseline: one line, not every baseline cell and result it does not run."""
-    baseline = dataclasses.replace(fixture_compat(), profile="nightly")
+    baseline = msgspec.structs.replace(fixture_compat(), profile="nightly")
     kept = tuple(c for c in baseline.cells if c.id != FIXED)
     dropped = ExpectationSummary(ExpectationSource.PLAN, "the plan (3 cells)", (FIXED,), 9)
-    smoke = dataclasses.replace(baseline, profile="smoke", cells=kept, expectation=dropped)
+    smoke = msgspec.structs.replace(baseline, profile="smoke", cells=kept, expectation=dropped)
     text = analyse(smoke, baseline).dropped_text
     assert (
         text
         == "Profile smoke runs 3 of the 4 cells of the baseline's profile nightly; the others are not in this plan (on purpose, not missing)."
     )
-    same = analyse(dataclasses.replace(smoke, profile="nightly"), baseline).dropped_text
+    same = analyse(msgspec.structs.replace(smoke, profile="nightly"), baseline).dropped_text
     assert same.startswith("1 baseline cell(s) are not in this plan") and "9 baseline result(s)" in same, "the same profile names them"
 
 

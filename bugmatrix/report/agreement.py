@@ -6,12 +6,13 @@ no reading of the bug, declared as such, is named apart.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from bugmatrix.cell.outcomes import Kind, Outcome
-from bugmatrix.report.model import REUSED, Compat, Entry
+from bugmatrix.documents.compat import Entry
+from bugmatrix.report.model import REUSED, Compat
 
-__all__ = ["DIFFER_SHOWN", "AgreementLine", "AgreementRow", "agreement", "per_case", "sentence"]
+__all__ = ["DIFFER_SHOWN", "AgreementRow", "agreement", "per_case"]
 
 #: Differing cells named in a sentence; the rest are counted (the per-cell table has them all).
 DIFFER_SHOWN = 10
@@ -25,9 +26,45 @@ class AgreementRow:
     counterpart: str | None
     agree: int = 0
     total: int = 0
-    differ: tuple[str, ...] = field(default=())
-    reused: tuple[str, ...] = field(default=())  # compared cells whose results were reused from an earlier run
-    apart: tuple[str, ...] = field(default=())  # either failed another way, as declared: no reading, no disagreement
+    differ: tuple[str, ...] = ()
+    reused: tuple[str, ...] = ()  # compared cells whose results were reused from an earlier run
+    apart: tuple[str, ...] = ()  # either failed another way, as declared: no reading, no disagreement
+
+    @property
+    def text(self) -> str:
+        """``agrees in 17/19 cells; differs in: a, b``."""
+        if self.counterpart is None:
+            return "its counterpart is not in this report on the same device: nothing to compare"
+        reused = f"{REUSED} {_cells(self.reused)} reused from an earlier run (see Reused)" if self.reused else ""
+        apart = (
+            f"not compared in {len(self.apart)} cell(s) where one of them fails another way, as declared (no evidence for or against the bug): "
+            + _cells(self.apart)
+            if self.apart
+            else ""
+        )
+        if not self.total:
+            return "; ".join(p for p in (apart, reused) if p)
+        text = f"agrees in {self.agree}/{self.total} cells" + (f"; differs in: {_cells(self.differ)}" if self.differ else "")
+        return "; ".join(p for p in (text, apart, reused) if p)
+
+    @property
+    def agrees(self) -> bool:
+        """No compared cell differs (a cell where either failed another way is not compared)."""
+        return not self.differ and (self.total > 0 or bool(self.apart))
+
+    @property
+    def mark(self) -> str:
+        """✓ agrees, ≠ differs somewhere, – nothing compared (each failed another way where they met)."""
+        return "≠" if not self.agrees else "✓" if self.total else "–"
+
+    @property
+    def count(self) -> str:
+        """``agrees in 17/19 cells``: the part the page sets in bold; :attr:`rest` is the plain part."""
+        return self.text.partition("; ")[0]
+
+    @property
+    def rest(self) -> str:
+        return self.text.partition("; ")[2]
 
 
 #: The outcomes that read the bug.
@@ -75,58 +112,15 @@ def agreement(compat: Compat) -> list[AgreementRow]:
     return rows
 
 
-def sentence(row: AgreementRow) -> str:
-    """``agrees in 17/19 cells; differs in: a, b`` for one :func:`agreement` row."""
-    if row.counterpart is None:
-        return "its counterpart is not in this report on the same device: nothing to compare"
-    reused = f"{REUSED} {_cells(row.reused)} reused from an earlier run (see Reused)" if row.reused else ""
-    apart = (
-        f"not compared in {len(row.apart)} cell(s) where one of them fails another way, as declared (no evidence for or against the bug): "
-        + _cells(row.apart)
-        if row.apart
-        else ""
-    )
-    if not row.total:
-        return "; ".join(p for p in (apart, reused) if p)
-    text = f"agrees in {row.agree}/{row.total} cells" + (f"; differs in: {_cells(row.differ)}" if row.differ else "")
-    return "; ".join(p for p in (text, apart, reused) if p)
-
-
 def _cells(cells: tuple[str, ...]) -> str:
     """``a, b`` (the first :data:`DIFFER_SHOWN`, the rest counted)."""
     more = f" +{len(cells) - DIFFER_SHOWN} more" if len(cells) > DIFFER_SHOWN else ""
     return ", ".join(cells[:DIFFER_SHOWN]) + more
 
 
-@dataclass(frozen=True)
-class AgreementLine:
-    """One rendered agreement row: which upstream variant, against which of the case's own, and the sentence."""
-
-    upstream: str  # variant name with device, e.g. upstream_pr165068_test[cpu]
-    counterpart: str
-    text: str  # the whole sentence (compat.md)
-    agrees: bool  # no compared cell differs (a cell where either failed another way is not compared)
-    compared: bool = True  # some shared cell had a reading of the bug on both sides
-
-    @property
-    def mark(self) -> str:
-        """✓ agrees, ≠ differs somewhere, – nothing compared (each failed another way where they met)."""
-        return "≠" if not self.agrees else "✓" if self.compared else "–"
-
-    @property
-    def count(self) -> str:
-        """``agrees in 17/19 cells``: the part the page sets in bold."""
-        return self.text.partition("; ")[0]
-
-    @property
-    def rest(self) -> str:
-        """``differs in: a, b`` (empty when it agrees everywhere): the page's plain part."""
-        return self.text.partition("; ")[2]
-
-
-def per_case(compat: Compat) -> dict[str, tuple[list[AgreementLine], list[str]]]:
-    """Per case: its agreement lines, and the upstream variants never compared (named once, not as "0/0 cells" lines)."""
-    cases: dict[str, tuple[list[AgreementLine], list[str]]] = {}
+def per_case(compat: Compat) -> dict[str, tuple[list[AgreementRow], list[str]]]:
+    """Per case: its rows by short names, and the upstream variants never compared (named once, not as "0/0 cells" lines)."""
+    cases: dict[str, tuple[list[AgreementRow], list[str]]] = {}
 
     def _name(variant_id: str) -> str:
         return compat.variant_by_id[variant_id].short
@@ -136,7 +130,5 @@ def per_case(compat: Compat) -> dict[str, tuple[list[AgreementLine], list[str]]]
         if row.counterpart is not None and row.total == 0 and not row.apart:
             idle.append(_name(row.upstream))
             continue
-        counterpart = _name(row.counterpart) if row.counterpart else "—"
-        agrees = not row.differ and (row.total > 0 or bool(row.apart))
-        lines.append(AgreementLine(_name(row.upstream), counterpart, sentence(row), agrees, row.total > 0))
+        lines.append(replace(row, upstream=_name(row.upstream), counterpart=row.counterpart and _name(row.counterpart)))
     return cases

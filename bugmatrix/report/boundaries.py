@@ -12,24 +12,12 @@ from collections.abc import Iterable, Mapping
 import msgspec
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.report.marks import (
-    JOINS,
-    MAX_COLUMNS,
-    MAX_ROWS,
-    NOT_RUN,
-    Flip,
-    Mark,
-    Picture,
-    Track,
-    axis_values,
-    boundary_text,
-    flip_edges,
-    symbol,
-    version_key,
-)
-from bugmatrix.report.model import Cell, Compat, Entry, Variant
+from bugmatrix.documents.compat import Cell, Entry, Variant
+from bugmatrix.report.marks import JOINS, MAX_COLUMNS, MAX_ROWS, NOT_RUN, Flip, Mark, Picture, Track, axis_values, flip_edges, symbol
+from bugmatrix.report.model import Compat
+from bugmatrix.versions import version_key
 
-__all__ = ["Boundary", "Flip", "Mark", "Picture", "Track", "axis_values", "boundary_text", "pictures", "symbol", "version_key"]
+__all__ = ["Boundary", "pictures"]
 
 _RANK = {o: i for i, o in enumerate(Outcome)}
 _SKIPPED, _INSTALL_FAILED, _MISSING = Outcome.SKIPPED, Outcome.INSTALL_FAILED, Outcome.MISSING  # NOT_RUN, by identity
@@ -155,7 +143,6 @@ class _Cells:
         self.axes = list(compat.axis_names)
         # A cell that pins nothing (the system cell: the environment as it is) sits where its observed releases are.
         cells = tuple(c if c.pins else msgspec.structs.replace(c, pins=_observed_pins(c, self.axes)) for c in compat.cells)
-        self.list = cells
         self.pins = {c.id: c.pins for c in cells}
         self.gpu = {c.id: c.observed("gpu") for c in cells}
         self.interpreter = compat.interpreter

@@ -20,11 +20,10 @@ from bugmatrix.provenance import git_commit
 from bugmatrix.report.diff import flaky_lines, summary_lines
 from bugmatrix.report.expectation import choose_profile, expect, is_system
 from bugmatrix.report.fresh import load_fresh_lane
-from bugmatrix.report.history import Night as HistoryNight
 from bugmatrix.report.history import append_night, history_text, load_history, night_from_compat
 from bugmatrix.report.merge import merge_runs, version_order
 from bugmatrix.report.model import Compat, load_compat
-from bugmatrix.report.night import NightReport, analyse
+from bugmatrix.report.night import analyse
 from bugmatrix.report.options import ReportOptions, Upstream
 from bugmatrix.report.outputs import Night, kept_by_publish, wanted_outputs
 from bugmatrix.report.readme import check_readme, reference_table
@@ -79,8 +78,7 @@ def run_report(options: ReportOptions, upstream: Upstream | None = None) -> int:
     date = night_date(options.date, now)
     locks = [directory for output in outputs for directory in output.locks(options)]
     with locked_directories(dict.fromkeys(locks), on_wait=_waiting):
-        report, nights, runs, kept = _build(options, upstream, baseline, now, date)
-        night = Night(options, report, date, tuple(runs), history_text(nights), tuple(kept))
+        night = _build(options, upstream, baseline, now, date)
         files: dict[Path, str | bytes] = {}
         remove: list[Path] = []
         for output in outputs:
@@ -89,23 +87,17 @@ def run_report(options: ReportOptions, upstream: Upstream | None = None) -> int:
             remove += gone
         write_files(files, remove=remove)
     _say(night, [line for output in outputs if (line := output.line(night))])
-    return FINDINGS_EXIT_CODE if (options.fail_on_regression and summary_lines(report.changes)) else 0
+    return FINDINGS_EXIT_CODE if (options.fail_on_regression and night.report.failing) else 0
+
+
+#: The options ``--readme`` without ``--publish`` refuses beside it, named in this order.
+_NOT_WITH_README = ("update_baseline", "step_summary", "fail_on_regression", "plan", "profile", "baseline", "history", "date")
 
 
 def _refresh_readme(options: ReportOptions, readme: Path) -> int:
     """``--readme`` without ``--publish``: the README's table from the committed reference, nothing else read or written."""
-    asked = {
-        "--update-baseline": options.update_baseline,
-        "--step-summary": options.step_summary,
-        "--fail-on-regression": options.fail_on_regression,
-        "--plan": options.plan,
-        "--profile": options.profile,
-        "--baseline": options.baseline,
-        "--history": options.history,
-        "--date": options.date,
-        "--issue-bodies": options.extra,
-    }
-    other = [flag for flag, value in asked.items() if value]
+    other = [f"--{name.replace('_', '-')}" for name in _NOT_WITH_README if getattr(options, name)]
+    other += ["--issue-bodies"] if options.extra else []
     if other:
         msg = (
             f"--readme {readme} without --publish only regenerates its table from {options.reference / 'compat.json'}; "
@@ -145,10 +137,8 @@ def _say(night: Night, lines: list[str]) -> None:
         print(f"  {line}", file=sys.stderr)
 
 
-def _build(
-    options: ReportOptions, upstream: Upstream, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str
-) -> tuple[NightReport, list[HistoryNight], list[str], list[str]]:
-    """Inside the lock: read, merge and analyse; the report, the history, the night's cells and the kept GPU runs."""
+def _build(options: ReportOptions, upstream: Upstream, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str) -> Night:
+    """Inside the lock: read, merge and analyse; the report, the new history, the night's cells and the kept GPU runs."""
     found, unreadable = read_run_dir(options.reports / "runs")
     if not found and not unreadable:  # a report of nothing would pass as a clean night, and join the history as one
         msg = f"{options.reports / 'runs'}: no run files; run the cells first (nox -t smoke) or pass the night's --reports"
@@ -194,4 +184,4 @@ def _build(
     files = {f"runs/{run.cell}.json": run.digest for run in runs} | fresh_files
     nights = append_night(load_history(options.history_path), night_from_compat(compat, date, files))
     report = analyse(compat, baseline, nights, baseline_path=str(baseline_path), fresh=fresh)
-    return report, nights, [r.cell for r in runs if r.cell in own], [r.cell for r in kept]
+    return Night(options, report, date, tuple(r.cell for r in runs if r.cell in own), history_text(nights), tuple(r.cell for r in kept))

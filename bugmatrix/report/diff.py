@@ -70,10 +70,6 @@ class Change:
     reused: str = ""  # the origin of a reused result (Origin.text); "" when tonight observed it
 
     @property
-    def failing(self) -> bool:
-        return self.kind in FAILING
-
-    @property
     def reused_note(self) -> str:
         """`` (♻ reused from <date, commit, run>)`` for a reused result."""
         return reused_note(self.reused)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.documents.compat import Moved
-from bugmatrix.report.model import Cell, Compat
+from bugmatrix.documents.compat import Cell, Moved
+from bugmatrix.report.model import Compat
 from bugmatrix.versions import distribution_changes
 
-__all__ = ["Moved", "cell_distribution_changes", "distributions_of", "environment_changes", "explain_changes", "source_build_lines"]
+__all__ = ["distributions_of", "explain_changes", "source_build_lines"]
 
 
 def distributions_of(cell: Cell) -> dict[str, str] | None:
@@ -20,29 +20,15 @@ def distributions_of(cell: Cell) -> dict[str, str] | None:
     return {name: f"{version} (build {builds[name]})" if name in builds else version for name, version in found.items()}
 
 
-def cell_distribution_changes(baseline: Cell, current: Cell) -> list[str]:
-    """What differs between two records of one cell; empty too when either recorded no distributions (never invented)."""
-    if baseline.id != current.id:
-        msg = f"comparing cell {baseline.id!r} with {current.id!r}: pass two records of one cell"
-        raise ValueError(msg)
-    before, after = distributions_of(baseline), distributions_of(current)
-    if before is None or after is None:
-        return []
-    return distribution_changes(before, after)
-
-
-def environment_changes(baseline: Compat | None, current: Compat) -> dict[str, list[str]]:
-    """Per cell id, the distribution changes since the baseline (cells with none left out)."""
-    old = baseline.cell_by_id if baseline is not None else {}
-    changes = {c.id: cell_distribution_changes(old[c.id], c) for c in current.cells if c.id in old}
-    return {cell: lines for cell, lines in changes.items() if lines}
-
-
 def explain_changes(baseline: Compat | None, current: Compat) -> list[Moved]:
     """Every (variant, cell) whose outcome differs from the baseline's (missing ones aside), with what moved in that cell."""
     if baseline is None:
         return []
-    moved = environment_changes(baseline, current)
+    old, moved = baseline.cell_by_id, {}
+    for cell in current.cells:
+        had, has = distributions_of(old[cell.id]) if cell.id in old else None, distributions_of(cell)
+        if had is not None and has is not None:  # either record without distributions: nothing moved (never invented)
+            moved[cell.id] = distribution_changes(had, has)
     explained = []
     for variant, per_cell in current.results.items():
         was = baseline.results.get(variant, {})

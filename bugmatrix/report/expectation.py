@@ -7,16 +7,23 @@ own selection; else only those selections. The profile: the plan's, ``--profile`
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import msgspec
 
 from bugmatrix.cell.runfile import RunRecord
-from bugmatrix.documents.plan import PlanDocument
+from bugmatrix.documents.compat import Axis, ExpectationSource, ExpectationSummary, Tracking
+from bugmatrix.documents.plan import PlanDocument, PlannedCell
+from bugmatrix.documents.run import TrackedPin
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.report.model import Axis, Compat, ExpectationSource, ExpectationSummary, TrackedPin, Tracking
+from bugmatrix.report.model import Compat
 
-__all__ = ["SYSTEM_CELL", "Expectation", "ExpectedCell", "choose_profile", "expect", "from_plan", "is_system"]
+__all__ = ["SELECTIONS", "SYSTEM_CELL", "Expectation", "choose_profile", "expect", "from_plan", "is_system"]
 
+#: Without a plan or a baseline: what each run file says it selected (all that can be expected).
+SELECTIONS = ExpectationSummary(ExpectationSource.RUNS, "each run file's own selection")
 #: The cell that runs the cases in the current interpreter (``nox -s system``): never planned, never expected.
 SYSTEM_CELL = "system"
 
@@ -26,51 +33,28 @@ def is_system(cell_id: str) -> bool:
     return cell_id == SYSTEM_CELL or cell_id.startswith(f"{SYSTEM_CELL}-")
 
 
-@dataclass(frozen=True, slots=True)
-class ExpectedCell:
-    """A cell the report expects, with or without a run file: its pins and the variants it should record."""
-
-    id: str
-    pins: Mapping[str, str]
-    variants: tuple[str, ...]
-    sibling_of: str = ""  # a case environment's cell: the cell whose pins it shares (the plan says so)
-
-
 @dataclass(frozen=True)
 class Expectation:
-    """The expected cells (display order) and how to say where they came from."""
+    """The expected cells (display order; a plan's cells, or the baseline's as such) and how to say where they came from."""
 
-    source: ExpectationSource
-    text: str  # "the plan build/reports/plan-full.json (70 cells)", said on the page, the terminal and the step summary
-    cells: tuple[ExpectedCell, ...] = ()
+    summary: ExpectationSummary  # as the document says it: its text ("the plan … (70 cells)") is on every view
+    cells: tuple[PlannedCell, ...] = ()
     axes: tuple[Axis, ...] = ()  # the plan's axis list, when the plan has one
     tracking: Tracking | None = None  # the plan's resolution of latest
-    dropped: tuple[str, ...] = ()
-    dropped_results: int = 0
-    _by_id: dict[str, ExpectedCell] = field(default_factory=dict, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self._by_id.update({c.id: c for c in self.cells})
+    @cached_property
+    def _by_id(self) -> dict[str, PlannedCell]:
+        return {c.id: c for c in self.cells}
 
-    @property
-    def noun(self) -> str:
-        """How a missing result's message names what was expected: planned, or selected."""
-        return "planned" if self.source is ExpectationSource.PLAN else "expected"
-
-    def cell(self, cell_id: str) -> ExpectedCell | None:
+    def cell(self, cell_id: str) -> PlannedCell | None:
         return self._by_id.get(cell_id)
 
     def variants_for(self, cell_id: str, run: RunRecord | None) -> tuple[str, ...]:
         """The variants ``cell_id`` should have recorded: the plan's; else its run file's own selection; else the baseline's."""
-        expected = self._by_id.get(cell_id)
-        if self.source is ExpectationSource.PLAN:
-            return expected.variants if expected else ()
-        if run is not None and run.selected:
+        if self.summary.source is not ExpectationSource.PLAN and run is not None and run.selected:
             return tuple(run.selected)
+        expected = self._by_id.get(cell_id)
         return expected.variants if expected else ()
-
-    def summary(self) -> ExpectationSummary:
-        return ExpectationSummary(self.source, self.text, self.dropped, self.dropped_results)
 
 
 def _plan_tracking(plan: PlanDocument) -> Tracking | None:
@@ -84,7 +68,7 @@ def _plan_tracking(plan: PlanDocument) -> Tracking | None:
 
 def from_plan(plan: PlanDocument, where: str = "", baseline: Compat | None = None) -> Expectation:
     """Every planned (variant, cell); baseline cells and results the plan no longer has are counted as dropped on purpose."""
-    cells = tuple(ExpectedCell(c.id, dict(c.pins), c.variants, c.sibling_of) for c in plan.cells)
+    cells = plan.cells
     dropped: tuple[str, ...] = ()
     dropped_results = 0
     if baseline is not None:
@@ -95,7 +79,7 @@ def from_plan(plan: PlanDocument, where: str = "", baseline: Compat | None = Non
         )
     text = f"the plan{' ' + where if where else ''} ({len(cells)} cells)"
     axes = tuple(Axis(a.name, a.prefix, a.interpreter) for a in plan.axes)
-    return Expectation(ExpectationSource.PLAN, text, cells, axes, _plan_tracking(plan), dropped, dropped_results)
+    return Expectation(ExpectationSummary(ExpectationSource.PLAN, text, dropped, dropped_results), cells, axes, _plan_tracking(plan))
 
 
 def _from_baseline(baseline: Compat, where: str, runs: Sequence[RunRecord]) -> Expectation:
@@ -104,13 +88,13 @@ def _from_baseline(baseline: Compat, where: str, runs: Sequence[RunRecord]) -> E
     for vid, per_cell in baseline.results.items():
         for cid in per_cell:
             by_cell.setdefault(cid, []).append(vid)
-    cells = tuple(ExpectedCell(c.id, dict(c.pins), tuple(by_cell.get(c.id, ()))) for c in baseline.cells if not is_system(c.id))
+    cells = tuple(PlannedCell(c.id, dict(c.pins), tuple(by_cell.get(c.id, ()))) for c in baseline.cells if not is_system(c.id))
     dropped_results = 0
     for run in runs:
         if run.selected and not run.deselected_by and run.cell in by_cell:
             dropped_results += len(set(by_cell[run.cell]).difference(run.selected))
     text = f"the baseline {where} ({len(cells)} cells) and each run file's own selection"
-    return Expectation(ExpectationSource.BASELINE, text, cells, dropped_results=dropped_results)
+    return Expectation(ExpectationSummary(ExpectationSource.BASELINE, text, dropped_results=dropped_results), cells)
 
 
 def expect(
@@ -131,7 +115,7 @@ def expect(
         why = f"the baseline {baseline_path} is a {baseline.profile!r} report, this is {profile!r}: its cells are not expected here"
     else:
         why = "no plan and no baseline"
-    return Expectation(ExpectationSource.RUNS, f"each run file's own selection ({why})")
+    return Expectation(msgspec.structs.replace(SELECTIONS, text=f"{SELECTIONS.text} ({why})"))
 
 
 def choose_profile(

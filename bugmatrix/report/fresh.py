@@ -17,10 +17,10 @@ from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.documents.compat import FreshCell, FreshDifference, FreshLane
 from bugmatrix.documents.lane import LaneFile, load_reresolved
-from bugmatrix.documents.run import read_run_dir
+from bugmatrix.documents.run import Origin, read_run_dir
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import file_digest
-from bugmatrix.report.model import Compat, Origin
+from bugmatrix.report.model import Compat
 
 __all__ = ["load_fresh_lane"]
 
@@ -29,7 +29,7 @@ def _differences(compat: Compat, sibling: RunRecord) -> tuple[FreshDifference, .
     """Variants whose fresh outcome differs from the locked one in the same cell (a hole on either side is no difference)."""
     found = []
     for record in sibling.results:
-        locked = compat.entry(record.id, sibling.cell)
+        locked = compat.entries(record.id).get(sibling.cell)
         if locked is None or locked.outcome in (Outcome.MISSING, Outcome.INSTALL_FAILED) or locked.outcome is record.outcome:
             continue
         found.append(FreshDifference(record.id, locked.outcome, record.outcome, record.message))

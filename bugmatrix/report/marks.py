@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from bugmatrix.cell.outcomes import Kind, Outcome
-from bugmatrix.report.model import Cell, Variant
+from bugmatrix.documents.compat import Cell, Variant
 from bugmatrix.versions import version_key
 
 __all__ = [
@@ -22,7 +22,6 @@ __all__ = [
     "boundary_text",
     "flip_edges",
     "symbol",
-    "version_key",
 ]
 
 #: Outcomes that say nothing about the bug (a skip too): never a flip, a gap on the picture.
@@ -116,15 +115,6 @@ class Track:
     flips: list[Flip]
     unread: str = ""  # why a track with several outcomes shows no flip
     old: tuple[str, ...] = ()  # cells whose result was taken under a check its case no longer makes
-
-    @property
-    def name(self) -> str:
-        return self.variant.label
-
-    @property
-    def role(self) -> str:
-        """How the track relates to the picture's variant: "" for the variant itself, else its kind (workaround, upstream)."""
-        return self.variant.role
 
 
 @dataclass(frozen=True)

@@ -16,23 +16,12 @@ from bugmatrix.cell.case import Variant as CaseVariant
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict, judge
 from bugmatrix.cell.runfile import RunRecord, VariantRecord
 from bugmatrix.documents import compat as document
+from bugmatrix.documents.compat import Axis, Cell, CellInstall, Entry, ExpectationSource, InstallStatus, Tracking, Variant
 from bugmatrix.documents.plan import PlanDocument
-from bugmatrix.documents.run import UnreadableRun
+from bugmatrix.documents.run import Origin, TrackedPin, UnreadableRun
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.report.expectation import Expectation, from_plan, is_system
-from bugmatrix.report.model import (
-    Axis,
-    Cell,
-    CellInstall,
-    Compat,
-    Entry,
-    ExpectationSource,
-    InstallStatus,
-    Origin,
-    TrackedPin,
-    Tracking,
-    Variant,
-)
+from bugmatrix.report.expectation import SELECTIONS, Expectation, from_plan, is_system
+from bugmatrix.report.model import COMPAT_SCHEMA, Compat
 from bugmatrix.versions import parse_version
 
 __all__ = ["LOG_LIMIT", "merge_runs", "version_order"]
@@ -203,6 +192,7 @@ def _missing(
     order = [c.id for c in expectation.cells] + [r.cell for r in runs if expectation.cell(r.cell) is None]
     order += [c for c in unreadable if c not in order]
     known = list(variants)
+    noun = "planned" if expectation.summary.source is ExpectationSource.PLAN else "expected"
     for cell_id in order:
         run = by_cell.get(cell_id)
         if run is not None and _failed(run):
@@ -222,7 +212,7 @@ def _missing(
             elif run is None:
                 why = "no run file for this cell: its job did not run, or its run file was lost"
             else:
-                why = f"the run recorded {len(run.results)} of {len(expected)} {expectation.noun} variants" + (
+                why = f"the run recorded {len(run.results)} of {len(expected)} {noun} variants" + (
                     "" if run.complete else " and never completed (killed or crashed mid-run)"
                 )
             results.setdefault(variant_id, {})[cell_id] = _not_run(Outcome.MISSING, why)
@@ -270,7 +260,7 @@ def merge_runs(
     variant id) stand in for what older run files did not record (axes, old checks, the expectation of a ``new`` result).
     """
     if expectation is None:
-        expectation = from_plan(plan) if plan is not None else Expectation(ExpectationSource.RUNS, "each run file's own selection")
+        expectation = from_plan(plan) if plan is not None else Expectation(SELECTIONS)
     seen: set[str] = set()
     for run in runs:
         if run.cell in seen:
@@ -278,7 +268,7 @@ def merge_runs(
             msg = f"cell {run.cell!r} appears in two run files; delete the stale one from the runs directory and re-run the report"
             raise BugmatrixError(msg)
         seen.add(run.cell)
-    planned = expectation.source is ExpectationSource.PLAN
+    planned = expectation.summary.source is ExpectationSource.PLAN
     if planned:
         _check_against_plan(runs, expectation)
         order = {c.id: i for i, c in enumerate(expectation.cells)}
@@ -339,6 +329,7 @@ def merge_runs(
     axes = _axes(runs, expectation)
     interpreter = next((a.name for a in axes if a.interpreter), None)
     return Compat(
+        schema=COMPAT_SCHEMA,
         generated=generated,
         commit=commit,
         profile=profile,
@@ -349,7 +340,7 @@ def merge_runs(
         environments=_environments(runs, interpreter),
         tracking=_tracking(runs, expectation),
         stale=stale,
-        expectation=expectation.summary(),
+        expectation=expectation.summary,
         profile_source=profile_source,
     )
 

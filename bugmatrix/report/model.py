@@ -1,13 +1,12 @@
 """The merged night as typed, frozen values: what every analysis and every view reads.
 
-Its parts are the document's own structs (:mod:`bugmatrix.documents.compat`, re-exported here); :class:`Compat` holds
-them with what the night says about itself, cached. :func:`load_compat` reads a file of any version.
+Its parts are the document's own structs (:mod:`bugmatrix.documents.compat`); :class:`Compat` holds them with what the
+night says about itself, cached. :func:`load_compat` reads a file of any version.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -16,41 +15,11 @@ import msgspec
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.documents import compat as document
-from bugmatrix.documents.compat import (
-    Axis,
-    Cell,
-    CellInstall,
-    Entry,
-    ExpectationSource,
-    ExpectationSummary,
-    InstallStatus,
-    Tracking,
-    Variant,
-)
-from bugmatrix.documents.run import Origin, TrackedPin
+from bugmatrix.documents.compat import Cell, Entry, ExpectationSource, ExpectationSummary, Tracking, Variant
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import decode_json, read_bytes
 
-__all__ = [
-    "COMPAT_SCHEMA",
-    "OLD_COMPAT_SCHEMAS",
-    "REUSED",
-    "Axis",
-    "Cell",
-    "CellInstall",
-    "Compat",
-    "Entry",
-    "ExpectationSource",
-    "ExpectationSummary",
-    "InstallStatus",
-    "Origin",
-    "TrackedPin",
-    "Tracking",
-    "Variant",
-    "compat_json",
-    "load_compat",
-    "reused_note",
-]
+__all__ = ["COMPAT_SCHEMA", "OLD_COMPAT_SCHEMAS", "REUSED", "Compat", "compat_json", "load_compat", "reused_note"]
 
 #: The one place the compat document's version is named (the model in bugmatrix/documents/compat.py accepts it and the older ones).
 COMPAT_SCHEMA = "bugmatrix.compat/4"
@@ -60,8 +29,8 @@ _DECODER = msgspec.json.Decoder(document.Compat)
 #: What a night says without a tracked release, and without a plan or a baseline to hold its runs against.
 _UNTRACKED = Tracking()
 _RUNS_ONLY = ExpectationSummary(ExpectationSource.RUNS)
-#: The fields :meth:`Compat.from_document` fills in where an older document lacks them.
-_DEFAULTED = frozenset({"axes", "tracking", "expectation"})
+#: What :meth:`Compat.from_document` leaves out: the analyses of the night a document was written by (NightReport adds tonight's).
+_NO_ANALYSES = {"releases": (), "moved": (), "reresolved": None}
 #: A host's keys other than its interpreters (listed under the interpreter axis's name).
 _HOST_KEYS = frozenset({"platform", "gpu", "cuda", "cells"})
 
@@ -75,23 +44,14 @@ def reused_note(origin: str) -> str:
     return f" ({REUSED} reused from {origin})" if origin else ""
 
 
-@dataclass(frozen=True)
-class Compat:
-    """The merged night: cells (columns), variants (rows) and one entry per (variant, cell); derived facts cached."""
+class Compat(document.Compat, frozen=True, dict=True):
+    """The merged night: cells (columns), variants (rows) and one entry per (variant, cell); derived facts cached.
 
-    generated: str
-    commit: str
-    profile: str
-    axes: tuple[Axis, ...]
-    cells: tuple[Cell, ...]
-    variants: tuple[Variant, ...]
-    results: Mapping[str, Mapping[str, Entry]]
-    environments: tuple[document.Host, ...] = ()
+    The document's own struct (its analyses left empty); ``dict=True`` lets it cache what it says about itself.
+    """
+
     tracking: Tracking = _UNTRACKED
-    stale: tuple[str, ...] = ()  # variant ids recorded by a run but not planned (renamed or removed)
     expectation: ExpectationSummary = _RUNS_ONLY
-    profile_source: str = ""  # where the profile came from: the plan, --profile, the baseline, or an ad-hoc set
-    schema: str = COMPAT_SCHEMA
 
     @cached_property
     def cell_by_id(self) -> dict[str, Cell]:
@@ -199,21 +159,14 @@ class Compat:
             k: (Outcome(v) if k in ("outcome", "expected") and v else Verdict(v) if k == "verdict" and v else v) for k, v in changes.items()
         }
         per_cell = {**self.results[variant_id], cell_id: msgspec.structs.replace(entry, **changes)}
-        return replace(self, results={**self.results, variant_id: per_cell})
-
-    def to_document(self) -> document.Compat:
-        """This night as the model of compat.json (:meth:`NightReport.to_document` adds the analyses)."""
-        return document.Compat(**{f.name: getattr(self, f.name) for f in fields(self)})
+        return msgspec.structs.replace(self, results={**self.results, variant_id: per_cell})
 
     @classmethod
     def from_document(cls, doc: document.Compat) -> Compat:
-        """The night of a compat document of any known version: what an older one lacks takes its default."""
-        return cls(
-            **{f.name: getattr(doc, f.name) for f in fields(cls) if f.name not in _DEFAULTED},
-            axes=tuple(a if a.prefix else msgspec.structs.replace(a, prefix=a.name) for a in doc.axes),
-            tracking=doc.tracking or _UNTRACKED,
-            expectation=doc.expectation or _RUNS_ONLY,
-        )
+        """The night of a compat document of any known version (its analyses left out): what an older one lacks takes its default."""
+        axes = tuple(a if a.prefix else msgspec.structs.replace(a, prefix=a.name) for a in doc.axes)
+        defaults = {"axes": axes, "tracking": doc.tracking or _UNTRACKED, "expectation": doc.expectation or _RUNS_ONLY}
+        return cls(**msgspec.structs.asdict(doc) | defaults | _NO_ANALYSES)
 
 
 def compat_json(doc: document.Compat) -> dict[str, Any]:

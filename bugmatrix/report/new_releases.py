@@ -13,22 +13,12 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
-from bugmatrix.documents.compat import NoteKind, ReleaseNote
+from bugmatrix.documents.compat import Cell, Entry, InstallStatus, NoteKind, ReleaseNote
 from bugmatrix.report.diff import Change, ChangeKind
-from bugmatrix.report.model import Cell, Compat, Entry, InstallStatus
+from bugmatrix.report.model import Compat
 from bugmatrix.versions import parse_version
 
-__all__ = [
-    "NoteKind",
-    "ReleaseGroup",
-    "ReleaseNote",
-    "install_changes",
-    "is_addition",
-    "new_releases",
-    "one_line_reason",
-    "release_groups",
-    "release_notes",
-]
+__all__ = ["ReleaseGroup", "install_changes", "is_addition", "new_releases", "one_line_reason", "release_groups", "release_notes"]
 
 _UNJUDGED = frozenset({Verdict.NEW, Verdict.NOT_RUN, None})
 #: How a note names its pin: a release upstream shipped, or a pin this matrix added (a new axis, an older release).
@@ -217,10 +207,6 @@ class ReleaseGroup:
         return self.total > 0 or not self.not_installed
 
     @property
-    def has_regression_candidate(self) -> bool:
-        return any(n.kind is NoteKind.REGRESSION_CANDIDATE for n in self.notable)
-
-    @property
     def headline(self) -> str:
         """``torch 2.16.0 (new): 44 of 46 results as in 2.15.0; 2 differ`` or ``torch 2.99.0 (new): does not install in 2 cells: …``."""
         head = f"{self.axis} {self.version} {NEW_IN_MATRIX if self.addition else NEW}: "
@@ -262,7 +248,8 @@ def release_groups(notes: Iterable[ReleaseNote], compat: Compat, baseline: Compa
                 is_addition(compat, baseline, axis, version),
             )
         )
-    return sorted(built, key=lambda g: (g.installs, g.addition, not g.has_regression_candidate))
+    regression_candidate = NoteKind.REGRESSION_CANDIDATE
+    return sorted(built, key=lambda g: (g.installs, g.addition, all(n.kind is not regression_candidate for n in g.notable)))
 
 
 def install_changes(groups: Iterable[ReleaseGroup]) -> list[Change]:

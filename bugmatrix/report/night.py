@@ -14,8 +14,9 @@ import msgspec
 
 from bugmatrix.documents import compat as document
 from bugmatrix.documents.compat import FreshCell, FreshLane, Moved, ReleaseNote
-from bugmatrix.report.agreement import AgreementLine, per_case
-from bugmatrix.report.boundaries import Boundary, Picture, boundary_text, pictures
+from bugmatrix.documents.run import Origin
+from bugmatrix.report.agreement import AgreementRow, per_case
+from bugmatrix.report.boundaries import Boundary, pictures
 from bugmatrix.report.diff import (
     FAILING,
     INFORMATIONAL,
@@ -27,7 +28,8 @@ from bugmatrix.report.diff import (
 from bugmatrix.report.envdiff import explain_changes
 from bugmatrix.report.expectation import SYSTEM_CELL
 from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise, unchanged_since
-from bugmatrix.report.model import Compat, Origin, compat_json
+from bugmatrix.report.marks import Picture, boundary_text
+from bugmatrix.report.model import Compat, compat_json
 from bugmatrix.report.new_releases import ReleaseGroup, install_changes, release_groups, release_notes
 
 __all__ = ["CELL_FINDINGS", "FINDING_KINDS", "Finding", "NightReport", "analyse"]
@@ -86,7 +88,7 @@ class NightReport:
     notes: tuple[ReleaseNote, ...]
     releases: tuple[ReleaseGroup, ...]
     moved: tuple[Moved, ...]
-    agreement: Mapping[str, tuple[list[AgreementLine], list[str]]]
+    agreement: Mapping[str, tuple[list[AgreementRow], list[str]]]
     boundary: Boundary
     history: Mapping[str, VariantHistory] = field(default_factory=dict)
     nights: int = 0  # nights of this profile in the history, tonight included
@@ -174,7 +176,7 @@ class NightReport:
 
     def to_document(self) -> document.Compat:
         """compat.json: the document, the release notes, what moved, the re-resolve lane."""
-        return msgspec.structs.replace(self.compat.to_document(), releases=self.notes, moved=self.moved, reresolved=self.fresh)
+        return msgspec.structs.replace(self.compat, releases=self.notes, moved=self.moved, reresolved=self.fresh)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for compat.json."""

@@ -19,7 +19,7 @@ from bugmatrix.report.readme import check_readme, readme_text
 from bugmatrix.report.render_html import render_html
 from bugmatrix.report.render_md import render_markdown, render_step_summary
 
-__all__ = ["PAGES", "Files", "Night", "Output", "builtin_outputs", "kept_by_publish", "wanted_outputs"]
+__all__ = ["BUILTIN_OUTPUTS", "PAGES", "Files", "Night", "Output", "kept_by_publish", "wanted_outputs"]
 
 #: The report's own pages, in ``<reports>/`` (and in ``reports/`` with ``--publish``).
 PAGES = ("compat.json", "compat.md", "index.html")
@@ -122,31 +122,28 @@ def _readme(night: Night) -> Files:
     return {night.options.readme: readme_text(night.options.readme, night.report)}, []
 
 
-def builtin_outputs() -> tuple[Output, ...]:
-    """The report's own outputs, in the order they are checked and written."""
-    return (
-        Output("pages", _pages, check=_check_pages, locks=lambda o: (o.reports,)),
-        Output(
-            "history", _history, check=lambda o: check_output_file(o.history_path, "--history"), locks=lambda o: (o.history_path.parent,)
-        ),
-        Output(
-            "step-summary",
-            _step_summary,
-            wanted=lambda o: o.step_summary is not None,
-            check=lambda o: check_output_file(o.step_summary, "--step-summary", create_parent=False),  # type: ignore[arg-type]
-        ),
-        Output("publish", _publish, wanted=lambda o: o.publish, check=_check_publish, locks=lambda o: (o.reference,)),
-        Output("readme", _readme, wanted=lambda o: o.readme is not None, check=lambda o: check_readme(o.readme)),  # type: ignore[arg-type]
-        Output(
-            "baseline",
-            lambda night: ({night.options.baseline_path: night.page("compat.json")}, []),
-            wanted=lambda o: o.update_baseline,
-            check=lambda o: check_output_file(o.baseline_path, "--update-baseline"),
-            locks=lambda o: (o.reference,) if o.baseline is None else (),
-        ),
-    )
+#: The report's own outputs, in the order they are checked and written.
+BUILTIN_OUTPUTS = (
+    Output("pages", _pages, check=_check_pages, locks=lambda o: (o.reports,)),
+    Output("history", _history, check=lambda o: check_output_file(o.history_path, "--history"), locks=lambda o: (o.history_path.parent,)),
+    Output(
+        "step-summary",
+        _step_summary,
+        wanted=lambda o: o.step_summary is not None,
+        check=lambda o: check_output_file(o.step_summary, "--step-summary", create_parent=False),  # type: ignore[arg-type]
+    ),
+    Output("publish", _publish, wanted=lambda o: o.publish, check=_check_publish, locks=lambda o: (o.reference,)),
+    Output("readme", _readme, wanted=lambda o: o.readme is not None, check=lambda o: check_readme(o.readme)),  # type: ignore[arg-type]
+    Output(
+        "baseline",
+        lambda night: ({night.options.baseline_path: night.page("compat.json")}, []),
+        wanted=lambda o: o.update_baseline,
+        check=lambda o: check_output_file(o.baseline_path, "--update-baseline"),
+        locks=lambda o: (o.reference,) if o.baseline is None else (),
+    ),
+)
 
 
 def wanted_outputs(options: ReportOptions) -> list[Output]:
     """The built-in outputs this report is asked for, then the ones an upper stage added."""
-    return [output for output in (*builtin_outputs(), *options.extra) if output.wanted(options)]
+    return [output for output in (*BUILTIN_OUTPUTS, *options.extra) if output.wanted(options)]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import check_output_file, read_text
-from bugmatrix.report.markdown import TEXT
 from bugmatrix.report.model import Compat, load_compat
 from bugmatrix.report.night import NightReport, analyse
+from bugmatrix.report.render_md import TEXT
 from bugmatrix.report.terminal import summary_rows
 
 __all__ = ["END", "START", "check_readme", "readme_table", "readme_text", "reference_table"]

@@ -6,16 +6,16 @@ The per-cell table's entries are assembled here from :func:`markupsafe.escape`-d
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
-from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
-from bugmatrix.report.boundaries import Boundary, Mark, Picture, boundary_text, symbol
+from bugmatrix.cell.outcomes import Outcome, Verdict
+from bugmatrix.documents.compat import Cell, Entry, Variant
+from bugmatrix.report.boundaries import Boundary
 from bugmatrix.report.diff import FAILING, Change, ChangeKind
-from bugmatrix.report.marks import flip_edges
-from bugmatrix.report.model import REUSED, Compat, Entry, Variant, reused_note
+from bugmatrix.report.marks import Mark, Picture, boundary_text, flip_edges, symbol
+from bugmatrix.report.model import REUSED, Compat, reused_note
 from bugmatrix.report.night import NightReport
 
 __all__ = ["SITE_SLOT", "render_html"]
@@ -57,24 +57,17 @@ def _linkify(text: str) -> Markup:
     return Markup("").join(out)
 
 
-def _cells(compat: Compat) -> list[dict[str, object]]:
+def _cells(compat: Compat) -> list[tuple[Cell, str, str, str]]:
+    """Each column's cell, its label (the pins that vary), its tooltip, and whose results it reused ("" for its own)."""
     varying, _ = compat.varying_and_shared
     observed_keys = (*compat.axis_names, CUDA)
     cells = []
     for cell in compat.cells:
         observed = ", ".join(f"{k} {cell.observed(k)}" for k in observed_keys if cell.observed(k))
         reused = f"{REUSED} reused from {cell.reused_from.text}" if cell.reused_from else ""
-        cells.append(
-            {
-                "id": cell.id,
-                "label": " · ".join(f"{compat.short(a)} {cell.pins[a]}" for a in varying if a in cell.pins) or cell.id,
-                "pins": [(_attr_name(a), v) for a, v in cell.pins.items()],
-                "title": f"{cell.id} — observed: {observed or 'nothing (not installed)'}" + (f" — {reused}" if reused else ""),
-                "failed": cell.failed,
-                "reused": reused,
-                "reused_day": cell.reused_from.day if cell.reused_from else "",
-            }
-        )
+        label = " · ".join(f"{compat.short(a)} {cell.pins[a]}" for a in varying if a in cell.pins) or cell.id
+        title = f"{cell.id} — observed: {observed or 'nothing (not installed)'}" + (f" — {reused}" if reused else "")
+        cells.append((cell, label, title, reused))
     return cells
 
 
@@ -84,20 +77,6 @@ class _Escaped(dict[str, str]):
     def __missing__(self, text: str) -> str:
         self[text] = value = str(escape(text))
         return value
-
-
-@dataclass(frozen=True, slots=True)
-class _Row:
-    id: str
-    case: str
-    name: str
-    workaround_for: str
-    case_start: bool
-    entries: Markup  # the row's <td>s, escaped and joined (see _entry)
-
-
-def _short_list(names: tuple[str, ...]) -> str:
-    return f"{names[0]} +{len(names) - 1}" if len(names) > 1 else "".join(names)
 
 
 def _td_attrs(esc: _Escaped, cls: str, outcome: str, case: str, cell_id: str, anchor: str = "", reused: str = "") -> Markup:
@@ -124,7 +103,9 @@ def _entry(esc: _Escaped, variant: Variant, cell_id: str, entry: Entry | None, a
     summary = entry.outcome.label + (f" ({verdict})" if flagged or entry.verdict is Verdict.NEW else "") + (f" {REUSED}" if reused else "")
     summary += " (under an old check)" if old else ""
     workarounds = entry.workarounds
-    works = _short_list(workarounds)  # the first working workaround (+N): keeps columns narrow enough for 1280 px
+    works = (
+        f"{workarounds[0]} +{len(workarounds) - 1}" if len(workarounds) > 1 else "".join(workarounds)
+    )  # the first working workaround (+N): keeps columns narrow enough for 1280 px
     # A result that did not run is judged by nothing: "no expectation covers" would read like a new release.
     expected = (
         entry.expected.value
@@ -146,23 +127,14 @@ def _entry(esc: _Escaped, variant: Variant, cell_id: str, entry: Entry | None, a
     )
 
 
-def _rows(compat: Compat, cells: list[dict[str, object]], anchors: dict[tuple[str, str], str]) -> list[_Row]:
-    rows, previous_case, esc = [], None, _Escaped()
-    ids = [(str(c["id"]), str(c["reused"])) for c in cells]
+def _rows(compat: Compat, cells: list[tuple[Cell, str, str, str]], anchors: dict[tuple[str, str], str]) -> list[tuple[Variant, Markup]]:
+    """Each variant with its row's ``<td>``s, escaped and joined (see :func:`_entry`)."""
+    rows, esc = [], _Escaped()
+    ids = [(cell.id, reused) for cell, _, _, reused in cells]
     for variant in compat.variants:
         per_cell = compat.entries(variant.id)
         entries = [_entry(esc, variant, c, per_cell.get(c), anchors.get((variant.id, c), ""), reused) for c, reused in ids]
-        rows.append(
-            _Row(
-                id=variant.id,
-                case=variant.case,
-                name=variant.label,
-                workaround_for=(variant.workaround_for or "") if variant.kind is Kind.WORKAROUND else "",
-                case_start=variant.case != previous_case,
-                entries=Markup("\n    ".join(entries)),  # noqa: S704 -- _entry escaped every text
-            )
-        )
-        previous_case = variant.case
+        rows.append((variant, Markup("\n    ".join(entries))))  # noqa: S704 -- _entry escaped every text
     return rows
 
 
@@ -197,14 +169,14 @@ def _by_case(compat: Compat, boundary: Boundary) -> list[tuple[str, list[Picture
 
 def _companions(picture: Picture, key: tuple[str, ...]) -> tuple[str, str]:
     """A grid position's small symbols, one per companion (workaround, upstream), and their words for its tooltip."""
-    marks = [(t.name, t.marks.get(key, Mark())) for t in picture.tracks[1:]]
+    marks = [(t.variant.label, t.marks.get(key, Mark())) for t in picture.tracks[1:]]
     if not any(m.outcomes for _, m in marks):
         return "", ""  # nothing ran here at all: an empty position stays empty
     sub = "".join(symbol(m.single) if m.single is not None else ("*" if m.outcomes else "·") for _, m in marks)
     return sub, "; also on this picture: " + ", ".join(f"{name} {m.outcome or 'not run'}" for name, m in marks)
 
 
-_ENV.globals.update(boundary_text=boundary_text, companions=_companions, flip_edges=flip_edges, no_mark=Mark())
+_ENV.globals.update(attr_name=_attr_name, boundary_text=boundary_text, companions=_companions, flip_edges=flip_edges, no_mark=Mark())
 
 
 def render_html(report: NightReport) -> str:
@@ -236,7 +208,4 @@ def render_html(report: NightReport) -> str:
         cases=_by_case(compat, report.boundary),
         table_open=len(cells) <= OPEN_TABLE_CELLS,
         reused_mark=REUSED,
-        reused_groups=report.reuse_groups,
-        lane=report.fresh,
-        lane_groups=report.lane_groups,
     )

@@ -1,25 +1,59 @@
 """GitHub-flavoured Markdown: compat.md and the CI step summary (templates ``compat.md.j2`` and ``summary.md.j2``).
 
 Both lead with what needs a maintainer; compat.md then has each case's boundaries, agreement and table, neighbouring
-cells that agree sharing a column (:func:`_column_groups`).
+cells that agree sharing a column (:func:`_column_groups`). :data:`TEXT` renders every text page (the terminal's too);
+no Markdown library escapes for GitHub's dialect, so :func:`escape_md` is hand-written, applied as the ``md`` and
+``code`` filters (autoescape is for HTML).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from jinja2 import Environment, PackageLoader
+
 from bugmatrix.cell.outcomes import Outcome, Verdict
-from bugmatrix.report.boundaries import Picture, Track, boundary_text
+from bugmatrix.documents.compat import Cell, Entry, Variant
 from bugmatrix.report.diff import INFORMATIONAL, PER_CELL, Change
 from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import WINDOW
-from bugmatrix.report.markdown import TEXT, escape_md
-from bugmatrix.report.model import REUSED, Cell, Compat, Entry, Variant, reused_note
+from bugmatrix.report.marks import Picture, Track, boundary_text
+from bugmatrix.report.model import REUSED, Compat, reused_note
 from bugmatrix.report.night import NightReport
 
-__all__ = ["LINE_LIMIT", "SUMMARY_CHANGE_LIMIT", "render_markdown", "render_step_summary"]
+__all__ = ["LINE_LIMIT", "SUMMARY_CHANGE_LIMIT", "TEXT", "code", "escape_md", "render_markdown", "render_step_summary"]
+
+#: Characters that change Markdown structure or style; backslash-escaped (GFM honours these in tables too).
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+#: Identifiers that may go verbatim in a code span: no backtick (ends the span), no pipe (ends the cell).
+_PLAIN_ID = re.compile(r"[\w.:+\-\[\]/=, ]+")
+
+
+def escape_md(text: object) -> str:
+    """Make arbitrary text safe inside a Markdown table cell (one line, no markup, no HTML)."""
+    out = _MD_SPECIAL.sub(r"\\\1", str(text))
+    out = out.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return " ".join(out.split())
+
+
+def code(text: object) -> str:
+    """An id as a code span when it needs no escaping (a code span shows backslashes literally), else escaped text."""
+    text = str(text)
+    return f"`{text}`" if _PLAIN_ID.fullmatch(text) else escape_md(text)
+
+
+#: The text templates (``*.md.j2``, ``terminal.txt.j2``): a line holding only a tag leaves nothing behind.
+TEXT = Environment(
+    loader=PackageLoader("bugmatrix.report", "templates"),
+    autoescape=False,  # noqa: S701 -- Markdown escapes with the md and code filters
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+TEXT.filters.update(md=escape_md, code=code)
 
 #: GitHub rejects step summaries over 1 MiB; a nightly with a broken index could list thousands of changes.
 SUMMARY_CHANGE_LIMIT = 30
@@ -103,6 +137,7 @@ def _flips(picture: Picture, track: Track) -> str:
 
 TEXT.filters["moved"] = lambda moved: escape_md("; ".join(moved)) if moved else "nothing"
 TEXT.globals.update(
+    reused=REUSED,
     change_items=_change_items,
     flips=_flips,
     reused_note=reused_note,

@@ -12,13 +12,13 @@ from typing import TextIO
 from packaging.requirements import Requirement
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.report.boundaries import Picture, Track, boundary_text
 from bugmatrix.report.diff import ChangeKind, flaky_lines, summary_lines
 from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import VariantHistory
-from bugmatrix.report.markdown import TEXT
+from bugmatrix.report.marks import Picture, Track, boundary_text
 from bugmatrix.report.model import REUSED, Compat
 from bugmatrix.report.night import NightReport
+from bugmatrix.report.render_md import TEXT
 
 __all__ = ["finding_lines", "render_terminal", "summary_rows", "use_colour"]
 
@@ -36,12 +36,6 @@ def use_colour(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool
     environ = os.environ if environ is None else environ
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty()) and not environ.get("NO_COLOR")
-
-
-def _paint(text: str, colour: bool) -> str:
-    if not colour:
-        return text
-    return "".join(f"\033[{_ANSI[ch]}m{ch}{_RESET}" if ch in _ANSI else ch for ch in text)
 
 
 def _ranges(values: list[str], hits: set[str]) -> str:
@@ -83,7 +77,7 @@ def _held(track: Track, workarounds: list[Track], compat: Compat, history: Mappi
     if not reproduced or not workarounds:
         return ""
     parts = []
-    for w in (w for w in workarounds if w.role == "workaround"):
+    for w in (w for w in workarounds if w.variant.role == "workaround"):
         flaky = " ≈ flaky" if (h := history.get(w.variant.id)) is not None and h.flaky else ""
         held = sum(1 for e in reproduced if w.variant.name in e.workarounds)
         ran = sum(1 for e in reproduced if e.tried is None or w.variant.name in e.tried)  # None: an older document, not said
@@ -154,4 +148,5 @@ def render_terminal(report: NightReport, *, colour: bool = False) -> str:
         idle=idle,
         limit=HEADLINE_LIMIT,
     )
-    return _paint(text.removesuffix("\n"), colour)
+    text = text.removesuffix("\n")
+    return "".join(f"\033[{_ANSI[ch]}m{ch}{_RESET}" if ch in _ANSI else ch for ch in text) if colour else text
