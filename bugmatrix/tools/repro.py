@@ -27,7 +27,7 @@ from bugmatrix.paths import ROOT
 from bugmatrix.plan.cells import sibling_id
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.plan.slices import split_environment
-from bugmatrix.report.markdown import TEXT
+from bugmatrix.report.render_md import TEXT
 from bugmatrix.run.lock import lock_for
 from bugmatrix.run.runner import built_python
 
