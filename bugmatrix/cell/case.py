@@ -254,29 +254,27 @@ class Case:
 
     def __post_init__(self, seed: object) -> None:
         if seed is not None:
-            msg = f"case {self.id!r}: seed={seed!r} points outside the repository; cite the document as source=Source(title=..., date=..., link=...)"
-            raise CaseError(msg)
+            raise self._error(
+                f"seed={seed!r} points outside the repository; cite the document as source=Source(title=..., date=..., link=...)"
+            )
         if self.source is not None and not isinstance(self.source, Source):
-            msg = f"case {self.id!r}: source={self.source!r} is not a Source; write source=Source(title=..., date=..., link=...)"
-            raise CaseError(msg)
+            raise self._error(f"source={self.source!r} is not a Source; write source=Source(title=..., date=..., link=...)")
         if not _axis_names(self.axes):
-            msg = f'case {self.id!r}: axes={self.axes!r} is not a tuple of axis names; write e.g. axes=("torch",)'
-            raise CaseError(msg)
+            raise self._error(f'axes={self.axes!r} is not a tuple of axis names; write e.g. axes=("torch",)')
         if not isinstance(self.cross, Mapping):
-            msg = f'case {self.id!r}: cross={self.cross!r} is not a mapping; write e.g. cross={{"transformers": ">=4.46"}}'
-            raise CaseError(msg)
+            raise self._error(f'cross={self.cross!r} is not a mapping; write e.g. cross={{"transformers": ">=4.46"}}')
         _specifiers(f"case {self.id!r}: cross", self.cross)
         self.versions = _own_versions(self.id, self.versions)
         if not isinstance(self.environments, Mapping):
-            msg = f'case {self.id!r}: environments={self.environments!r} is not a mapping; write e.g. environments={{"bare": Env(absent=["setuptools"])}}'
-            raise CaseError(msg)
+            raise self._error(
+                f'environments={self.environments!r} is not a mapping; write e.g. environments={{"bare": Env(absent=["setuptools"])}}'
+            )
         for name, env in self.environments.items():
             problem = "is not an Env; write Env(requires=..., absent=...)" if not isinstance(env, Env) else env.problem()
             if not (isinstance(name, str) and name.isidentifier()):
                 problem = "is not a name; use a Python identifier, e.g. without_setuptools"
             if problem:
-                msg = f"case {self.id!r}: environments[{name!r}] {problem}"
-                raise CaseError(msg)
+                raise self._error(f"environments[{name!r}] {problem}")
 
     @property
     def narrowing(self) -> dict[str, SpecifierSet]:
@@ -287,6 +285,9 @@ class Case:
     def spans(self) -> tuple[str, ...]:
         """Every axis any of its variants spans, sorted: the axes its slice crosses."""
         return tuple(sorted({axis for variant in self.variants for axis in variant.axes}))
+
+    def _error(self, problem: str) -> CaseError:
+        return CaseError(f"case {self.id!r}: {problem}")
 
     def _fail(self, name: str, problem: str, fix: str) -> CaseError:
         return CaseError(f"case {self.id!r}, variant {name!r}: {problem}; {fix}")

@@ -155,19 +155,16 @@ def reaping(when: str) -> Iterator[list[str]]:
             become_subreaper(on=False)
 
 
-def reap(pids: Collection[int], until: float) -> list[int]:
-    """Reap each of ``pids`` as it ends, without blocking, until ``until`` (monotonic); the pids still unreaped then."""
+def reap(pids: Collection[int], until: float) -> None:
+    """Reap each of ``pids`` as it ends, without blocking, until ``until`` (monotonic)."""
     left = set(pids)
     while left:
         for pid in list(left):
             try:
-                ended = os.waitpid(pid, os.WNOHANG)[0]
-            except ChildProcessError:
-                ended = pid
-            if ended:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    left.discard(pid)
+            except ChildProcessError:  # not (or no longer) ours to wait for
                 left.discard(pid)
-        if left and time.monotonic() >= until:
+        if not left or time.monotonic() >= until:
             break
-        if left:
-            time.sleep(POLL_S)
-    return sorted(left)
+        time.sleep(POLL_S)

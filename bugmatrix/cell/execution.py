@@ -1,9 +1,8 @@
 """Running one variant: requirements, seeds, the timeout, the outcome and what it changed in its process.
 
-:func:`execute_variant` runs the same way in a forked child and in the cell process; its :class:`Executed` crosses the
-process boundary as JSON. The timeout (SIGALRM) raises a BaseException that a variant's ``except Exception`` cannot
-swallow. Process-wide state (torch's switches, cwd, environment, rlimits, threads) is captured before a variant and
-compared after it (:class:`Snapshot`); what differs is its ``leaked``, put back where it ran in the cell process.
+The same in a forked child and in the cell process; :class:`Executed` crosses the process boundary as JSON. The timeout
+(SIGALRM) raises a BaseException a variant's ``except Exception`` cannot swallow. Process-wide state that differs after
+a variant (:class:`Snapshot`) is its ``leaked``, put back where it ran in the cell process.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Run functions in forked children of the cell process, a few at once: one process per variant.
 
-Each child starts with the stack imported (copy-on-write), and whatever it does (``os._exit``, a hang, a leaked thread,
-process-wide state) ends with its process. The parent must not have initialized CUDA or started threads before forking.
-A child's result (JSON), stdout and stderr go to files; the parent waits on pidfds and kills a child's process group.
+Each child starts with the stack imported (copy-on-write), and whatever it does (``os._exit``, a hang, leaked state)
+ends with its process. The parent must not have initialized CUDA or started threads before forking.
 """
 
 from __future__ import annotations

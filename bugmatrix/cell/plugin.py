@@ -1,9 +1,8 @@
 """The pytest plugin: collects ``cases/*.py``, runs each variant where the runner says, records a run file.
 
-By default each variant runs in a child forked after one import of the stack (:mod:`~bugmatrix.cell.forkrun`), so a
-variant that exits, hangs or poisons process state ends only its own process; children run ahead in collection order
-and pytest's own protocol then reports each item from its child's result. ``--bugmatrix-forks 0`` and xdist workers
-run variants in-process. The cell process never initializes CUDA; the run file is :mod:`~bugmatrix.cell.recording`'s.
+By default each variant runs in a child forked after one import of the stack (:mod:`~bugmatrix.cell.forkrun`); children
+run ahead in collection order and pytest's protocol reports each item from its child's result. ``--bugmatrix-forks 0``
+and xdist workers run variants in-process. The cell process never initializes CUDA.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import time
 from argparse import ArgumentTypeError
 from collections import deque
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -77,19 +77,20 @@ FORKS_DESC = (
 DEFAULT_TIMEOUT = 300.0
 HARNESS_ROOT = Path(__file__).resolve().parents[2]
 
+# All on the config's stash.
 STATE_KEY = pytest.StashKey["RunState"]()
 OPTIONS_KEY = pytest.StashKey[CellOptions]()
-PRELOADED_KEY = pytest.StashKey[bool]()  # on the config: this process imported what its variants need
-CHECKED_KEY = pytest.StashKey[float]()  # on the config: seconds this process spent on the environment's import check
+PRELOADED_KEY = pytest.StashKey[bool]()  # this process imported what its variants need
+CHECKED_KEY = pytest.StashKey[float]()  # seconds this process spent on the environment's import check
 LEFT_THREADS_KEY = pytest.StashKey[dict[threading.Thread, str]]()  # non-daemon threads variants left -> who left them
 UNCOVERED_KEY = pytest.StashKey[dict[str, set[str]]]()  # package -> variants that imported it in their child
 EXIT_KEY = pytest.StashKey[int]()
-FORKED_KEY = pytest.StashKey[bool]()  # on the config: the fork runner ran this session's variants
-STARTED_KEY = pytest.StashKey[float]()  # on the config: time.monotonic() when this process configured (the cell deadline's start)
-ITEMS_KEY = pytest.StashKey[dict[str, "VariantItem"]]()  # on the config: variant id -> its item (what a deadline record needs)
-DEADLINE_KEY = pytest.StashKey[CellDeadline]()  # on the config: the cell deadline's thread (in-process and xdist's controller)
-WATCH_KEY = pytest.StashKey[WorkerWatch]()  # on xdist's controller: what a dead worker left is killed and named
-RUNNER_KEY = pytest.StashKey[Runner]()  # on the config: how this process runs variants (runner_of), read once
+FORKED_KEY = pytest.StashKey[bool]()  # the fork runner ran this session's variants
+STARTED_KEY = pytest.StashKey[float]()  # time.monotonic() at configure: the cell deadline's start
+ITEMS_KEY = pytest.StashKey[dict[str, "VariantItem"]]()  # variant id -> its item (what a deadline record needs)
+DEADLINE_KEY = pytest.StashKey[CellDeadline]()  # the cell deadline's thread (in-process and xdist's controller)
+WATCH_KEY = pytest.StashKey[WorkerWatch]()  # xdist's controller: what a dead worker left is killed and named
+RUNNER_KEY = pytest.StashKey[Runner]()  # how this process runs variants (runner_of), read once
 
 
 class VariantMismatch(Exception):
@@ -150,18 +151,14 @@ def options_of(config: pytest.Config) -> CellOptions:
 
 def _configure_axes(config: pytest.Config) -> None:
     spec = options_of(config).axis_spec
+    matrix = next((m for m in (Path(config.rootpath, "matrix.toml"), HARNESS_ROOT / "matrix.toml") if m.exists()), None)
+    if spec is None and matrix is None:
+        msg = "no axis spec: pass --bugmatrix-spec (the runner writes one) or run from a checkout with matrix.toml"
+        raise pytest.UsageError(msg)
     try:
-        if spec is not None:
-            set_active_spec(parse_spec(spec))
-            return
-        for root in (Path(config.rootpath), HARNESS_ROOT):
-            if (root / "matrix.toml").exists():
-                set_active_spec(spec_from_matrix_file(root / "matrix.toml"))
-                return
+        set_active_spec(parse_spec(spec) if spec is not None else spec_from_matrix_file(matrix))
     except BugmatrixError as exc:
         raise pytest.UsageError(str(exc)) from None
-    msg = "no axis spec: pass --bugmatrix-spec (the runner writes one) or run from a checkout with matrix.toml"
-    raise pytest.UsageError(msg)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml plugin reads --junitxml
@@ -191,7 +188,7 @@ def pytest_configure(config: pytest.Config) -> None:
         state.leaked_by = lambda report: watch.leaked_by(worker_pid(getattr(report, "node", None)))
     deadline = cell_deadline_of(config)
     if deadline is not None and not runner.forks and not config.option.collectonly:  # the fork runner's loop checks it
-        config.stash[DEADLINE_KEY] = CellDeadline(deadline, lambda: expire(state, deadline, _unfinished(config)))
+        config.stash[DEADLINE_KEY] = CellDeadline(deadline, lambda: expire(state, deadline, partial(_unfinished, config)))
         config.stash[DEADLINE_KEY].start()
 
 
@@ -210,25 +207,19 @@ def owns_its_processes(config: pytest.Config) -> bool:
 def cell_deadline_of(config: pytest.Config) -> float | None:
     """Seconds the whole cell may run: ``--bugmatrix-cell-deadline``, else the spec's ``cell_deadline_s``; None (or 0): none."""
     value = config.getoption("--bugmatrix-cell-deadline")
-    if value is None:
-        value = options_of(config).cell_deadline_s
+    value = options_of(config).cell_deadline_s if value is None else value
     if value is not None and value < 0:
         msg = f"--bugmatrix-cell-deadline {value:g}: give a number of seconds (0: no deadline)"
         raise pytest.UsageError(msg)
     return float(value) if value else None
 
 
-def _unfinished(config: pytest.Config) -> Callable[[str, str], VariantRecord]:
+def _unfinished(config: pytest.Config, variant_id: str, message: str) -> VariantRecord:
     """How the cell deadline records a variant it ended: judged by its item where this process collected it."""
-    items = config.stash.get(ITEMS_KEY, {})
-
-    def record(variant_id: str, message: str) -> VariantRecord:
-        item = items.get(variant_id)
-        if item is None:  # xdist's controller collects nothing
-            return crash_record(variant_id, message, outcome=Outcome.TIMEOUT)
-        return item.record(Executed(Classified(Outcome.TIMEOUT, message), installed_versions(), 0.0))
-
-    return record
+    item = config.stash.get(ITEMS_KEY, {}).get(variant_id)
+    if item is None:  # xdist's controller collects nothing
+        return crash_record(variant_id, message, outcome=Outcome.TIMEOUT)
+    return item.record(Executed(Classified(Outcome.TIMEOUT, message), installed_versions(), 0.0))
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -482,7 +473,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         _run_forked(session, variants, runner.workers, gpu, until)
     except DeadlinePassed:  # every child is killed by now
         assert deadline is not None
-        expire(state, deadline, _unfinished(config))
+        expire(state, deadline, partial(_unfinished, config))
     config.stash[FORKED_KEY] = True
     return True
 

@@ -1,8 +1,7 @@
 """Import, once and before any variant runs, what the selected variants will import; and the environment's import check.
 
-Every forked child then finds it imported, and what a library sets at import belongs to every variant's baseline. The
-runner names the modules the environment must import (``$BUGMATRIX_IMPORT_CHECK``): a stack that installs but does not
-import is an observation (:class:`ImportFailure`), not a failure.
+Every forked child then finds it imported. A stack that installs but does not import (``$BUGMATRIX_IMPORT_CHECK``) is
+an observation (:class:`ImportFailure`), not a failure.
 """
 
 from __future__ import annotations
@@ -88,10 +87,9 @@ class Preloaded:
     failed: tuple[str, ...] = ()
 
 
-def checked_modules(environ: dict[str, str] | None = None) -> list[str]:
+def checked_modules() -> list[str]:
     """The modules ``$BUGMATRIX_IMPORT_CHECK`` names (none: this run checks nothing)."""
-    text = (environ if environ is not None else os.environ).get(IMPORT_CHECK_ENV, "")
-    return [name.strip() for name in text.split(",") if name.strip()]
+    return [name.strip() for name in os.environ.get(IMPORT_CHECK_ENV, "").split(",") if name.strip()]
 
 
 def import_check(modules: Iterable[str]) -> ImportFailure | None:

@@ -1,9 +1,7 @@
 """The controlling process's side of a cell run: the run file, its lock, the cell deadline, xdist's dead workers.
 
-One writer, pytest itself or the xdist controller, holds the run file's ``flock`` for the whole cell and rewrites it
-atomically after every result, so whatever ends the run, what was recorded stays and ``complete: false`` says the rest
-is missing. A variant run in that process is named in ``running`` first, for ``--bugmatrix-resume``. Paths in what it
-records are portable (:class:`Portable`): relative to the checkout, installed code from its package on.
+One writer (pytest, or xdist's controller) holds the run file's ``flock`` for the whole cell and rewrites it atomically
+after every result: whatever ends the run, what was recorded stays and ``complete: false`` says the rest is missing.
 """
 
 from __future__ import annotations
@@ -54,12 +52,9 @@ def import_roots(path: Iterable[str] | None = None) -> tuple[str, ...]:
     """The directories of ``sys.path`` (or ``path``) that hold installed distributions (a ``*.dist-info`` inside)."""
     roots = []
     for entry in sys.path if path is None else path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:  # a zip file, a missing directory
-            continue
-        if entry and any(name.endswith(".dist-info") for name in names):
-            roots.append(entry)
+        with contextlib.suppress(OSError):  # a zip file, a missing directory
+            if entry and any(name.endswith(".dist-info") for name in os.listdir(entry)):
+                roots.append(entry)
     return tuple(roots)
 
 
@@ -81,11 +76,6 @@ class Portable:
         }
         return cls(tuple(sorted(found, key=len, reverse=True)))
 
-    @classmethod
-    def here(cls, checkout: str) -> Portable:
-        """This interpreter's: ``checkout`` and the import roots of its ``sys.path``."""
-        return cls.of(str(checkout), import_roots())
-
     def text(self, text: str) -> str:
         """``text`` with each prefix removed wherever it starts a path, and the piece of one a cut log begins with."""
         for prefix in self.prefixes:
@@ -97,10 +87,6 @@ class Portable:
             piece = next((p[k:] for p in self.prefixes for k in range(1, len(p) - 1) if rest.startswith(p[k:])), "")
             text = text[: cut.end()] + rest[len(piece) :]
         return text
-
-
-#: pytest's exit code when the cell deadline ended the run: "tests failed".
-DEADLINE_EXIT = 1
 
 
 def deadline_message(seconds: float) -> str:
@@ -157,36 +143,26 @@ class RunFileLock:
         self.fd = None
 
 
-class CellDeadline:
+class CellDeadline(threading.Thread):
     """A daemon thread that calls ``on_expiry`` once ``seconds`` have passed, unless cancelled (never in a process that forks)."""
 
     def __init__(self, seconds: float, on_expiry: Callable[[], None]) -> None:
-        self.seconds = seconds
+        super().__init__(name="bugmatrix-cell-deadline", daemon=True)
+        self.seconds, self._on_expiry = seconds, on_expiry
         self._cancelled = threading.Event()
-        self._decided = threading.Lock()  # cancelled or fired, never both
-        self._fired = False
-        self._thread = threading.Thread(target=self._wait, name="bugmatrix-cell-deadline", daemon=True)
-        self._on_expiry = on_expiry
-
-    def start(self) -> None:
-        self._thread.start()
+        self._decided = threading.Lock()  # held while it fires: cancelled or fired, never both
 
     def cancel(self) -> None:
         """The session ends on its own; if the deadline fired first, wait for it (it ends the process: no half-written end)."""
         with self._decided:
             self._cancelled.set()
-            fired = self._fired
-        if fired:
-            self._thread.join()
 
-    def _wait(self) -> None:
+    def run(self) -> None:
         if self._cancelled.wait(self.seconds):
             return
         with self._decided:
-            if self._cancelled.is_set():
-                return
-            self._fired = True
-        self._on_expiry()
+            if not self._cancelled.is_set():
+                self._on_expiry()
 
 
 class WorkerWatch:
@@ -237,21 +213,6 @@ def worker_pid(node: Any) -> int:
         return int(node.gateway._rinfo().pid)
     except AttributeError:
         return -1
-
-
-def say_past_capture(config: pytest.Config) -> Callable[[str], None]:
-    """One line on the real stderr, past pytest's capture (the process exits right after)."""
-
-    def say(line: str) -> None:
-        capture = config.pluginmanager.getplugin("capturemanager")
-        if capture is not None:
-            with contextlib.suppress(Exception):  # best effort: the line matters more than the capture's state
-                capture.suspend_global_capture(in_=False)
-        sys.stdout.flush()
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-    return say
 
 
 PROPERTY = "bugmatrix"
@@ -319,7 +280,7 @@ class RunState:
         self.environment: dict[str, Any] | None = None
         self.observe = observe
         #: The checkout is where pytest started, not its rootdir (which walks up to any enclosing pyproject.toml).
-        self.portable = Portable.here(str(config.invocation_params.dir))
+        self.portable = Portable.of(str(config.invocation_params.dir), import_roots())
         if config.getoption("--bugmatrix-resume") and self.path.exists():
             try:
                 earlier = load_run_file(self.path)
@@ -378,10 +339,8 @@ class RunState:
 
 
 def expire(state: RunState, seconds: float, record_for: Callable[[str, str], VariantRecord]) -> None:
-    """The cell deadline passed: kill what runs, record the unfinished as ``timeout``, write the run file complete, exit.
-
-    Holds the run state's lock to the end: no other thread records anything after this."""
-    state.writing.acquire()
+    """The cell deadline passed: kill what runs, record the unfinished as ``timeout``, write the run file complete, exit."""
+    state.writing.acquire()  # to the end: no other thread records anything after this
     missing = sorted(state.selected - set(state.results) - set(state.previous))
     killed = kill_descendants(when="when the cell deadline passed")
     message = deadline_message(seconds)
@@ -393,8 +352,13 @@ def expire(state: RunState, seconds: float, record_for: Callable[[str, str], Var
         state.results[variant_id] = record_for(variant_id, message)
     state.close_unlocked()
     names = f"; killed {len(killed)} process(es): " + "; ".join(killed) if killed else ""
-    say_past_capture(state.config)(f"bugmatrix: the cell deadline ({seconds:g}s) passed {said}{names}")
-    os._exit(DEADLINE_EXIT)
+    capture = state.config.pluginmanager.getplugin("capturemanager")
+    with contextlib.suppress(Exception):  # past pytest's capture, best effort: the line matters more than the capture's state
+        capture.suspend_global_capture(in_=False)
+    sys.stdout.flush()
+    sys.stderr.write(f"bugmatrix: the cell deadline ({seconds:g}s) passed {said}{names}\n")
+    sys.stderr.flush()
+    os._exit(1)  # pytest's "tests failed"
 
 
 #: Said on a variant that was running in the cell process when that process died (found by --bugmatrix-resume).
