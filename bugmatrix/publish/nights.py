@@ -7,6 +7,7 @@ recomputed. An outcome that differs from the night before is a flip.
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,13 +19,25 @@ from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.documents.compat import Compat, InstallStatus
 from bugmatrix.documents.nights import SiteNight
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import read_bytes, read_text, write_json_atomic, write_text_atomic
+from bugmatrix.files import decode_json, read_bytes, read_text, write_json_atomic, write_text_atomic
 from bugmatrix.publish import render
 from bugmatrix.publish.issue_html import parse_markdown
 from bugmatrix.publish.markers import parse_markers
+from bugmatrix.report.outputs import PAGES
 from bugmatrix.report.render_html import SITE_SLOT
 
-__all__ = ["GRID_NIGHTS", "Grid", "Issue", "NightSummary", "badge", "summarize", "trend", "variant_grid", "write_history_pages"]
+__all__ = [
+    "GRID_NIGHTS",
+    "Grid",
+    "Issue",
+    "NightSummary",
+    "badge",
+    "read_compat",
+    "summarize",
+    "trend",
+    "variant_grid",
+    "write_history_pages",
+]
 
 #: The trend shows at most this many nights (the history's span).
 TREND_NIGHTS = 90
@@ -97,6 +110,23 @@ def _issues(directory: Path) -> tuple[Issue, ...]:
     return tuple(found)
 
 
+def read_compat(path: Path, fix: str) -> Compat:
+    """A night's ``compat.json``, decoded by its model; a defect is one line naming the file."""
+    raw = read_bytes(path, "compat document", fix=fix)
+    try:
+        return _COMPAT.decode(raw)
+    except msgspec.DecodeError:  # read again the slow way, for the line that says what is wrong
+        data = decode_json(raw, path, "compat document", fix=fix)
+    try:
+        return msgspec.convert(data, Compat)
+    except msgspec.ValidationError as exc:
+        msg = f"{path}: not a compat document ({exc}); {fix}"
+        raise BugmatrixError(msg) from None
+
+
+_COMPAT = msgspec.json.Decoder(Compat)
+
+
 def summarize(site: Path, night: SiteNight) -> NightSummary:
     """Count one published night from its own ``compat.json``; a night whose report cannot be read says so."""
     issues = _issues(site / night.path / "issues")
@@ -104,8 +134,8 @@ def summarize(site: Path, night: SiteNight) -> NightSummary:
     subjects = frozenset(issue.key.partition(":")[2] for issue in issues)
     known = (night.date, night.profile, night.commit, night.path)
     try:
-        compat = msgspec.json.decode(read_bytes(site / night.path / "compat.json", "compat document"), type=Compat)
-    except (BugmatrixError, msgspec.DecodeError):
+        compat = read_compat(site / night.path / "compat.json", "")
+    except BugmatrixError:
         return NightSummary(*known, {"flaky": flaky}, issues=issues, readable=False, flagged=subjects)
     verdicts = Counter(e.verdict for per_cell in compat.results.values() for e in per_cell.values())
     outcomes = {v: {c: e.outcome.value for c, e in per_cell.items()} for v, per_cell in compat.results.items()}
@@ -247,8 +277,15 @@ def _fill_slot(page: Path, night: NightSummary, to_root: str, to_night: str) -> 
 
 
 def write_history_pages(site: Path, nights: list[SiteNight], root_profile: str) -> list[NightSummary]:
-    """Write ``nights.html``, ``badge.json``/``.svg``, each night's ``issues/*.html``, and the site's links into every report page."""
+    """Write each profile's root pages (its newest night's), ``nights.html``, ``badge.json``/``.svg``, each night's
+    ``issues/*.html``, and the site's links into every report page."""
     summaries = [summarize(site, n) for n in nights]
+    newest: dict[str, NightSummary] = {}
+    for s in summaries:  # newest first: the first of each profile is its root page
+        newest.setdefault(s.profile, s)
+    for profile, s in newest.items():  # the site holds only what build_site wrote: its own pages, copied
+        for name in PAGES:
+            shutil.copyfile(site / s.path / name, site / ("" if profile == root_profile else profile) / name)
     for s in summaries:
         up = _up(s.path)
         for issue in s.issues:
@@ -256,9 +293,6 @@ def write_history_pages(site: Path, nights: list[SiteNight], root_profile: str) 
             blocks = parse_markdown(read_text(source, "issue body"), top=2)
             write_text_atomic(source.with_suffix(".html"), render("issue.html.j2", issue=issue, night=s, blocks=blocks, to_root=up + "../"))
         _fill_slot(site / s.path / "index.html", s, up, "")
-    newest: dict[str, NightSummary] = {}
-    for s in summaries:  # newest first: the first of each profile is its root page
-        newest.setdefault(s.profile, s)
     for profile, s in newest.items():
         where = "" if profile == root_profile else profile
         _fill_slot(site / where / "index.html", s, _up(where), f"{Path(s.path).name}/")
@@ -269,7 +303,10 @@ def write_history_pages(site: Path, nights: list[SiteNight], root_profile: str) 
         for own in [[n for n in summaries if n.profile == p]]
     ]
     context = {"legend": [o.label for o in Outcome], "counted": COUNTED, "kinds": TREND_KINDS, "green": GREEN, "grey": GREY}
-    write_text_atomic(site / "nights.html", render("nights.html.j2", profiles=profiles, badge=document, **context))
+    page = render("nights.html.j2", profiles=profiles, badge=document, **context)
+    write_text_atomic(site / "nights.html", page)
+    if root_profile not in newest:  # no night of the root profile yet (another profile ran first): the root lists the nights
+        write_text_atomic(site / "index.html", page)
     write_json_atomic(site / "badge.json", document)
     label, message = str(document["label"]), str(document["message"])
     widths = (7 * len(label) + 10, 7 * len(message) + 10)  # a flat badge drawn with no fonts or images fetched
