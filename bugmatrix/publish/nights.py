@@ -13,31 +13,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
-
 from bugmatrix.cell.outcomes import Outcome, Verdict
-from bugmatrix.documents.compat import Compat, InstallStatus
+from bugmatrix.documents.compat import InstallStatus
 from bugmatrix.documents.nights import SiteNight
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import decode_json, read_bytes, read_text, write_json_atomic, write_text_atomic
-from bugmatrix.publish import render
+from bugmatrix.files import read_text, write_json_atomic, write_text_atomic
+from bugmatrix.publish import read_compat, render
 from bugmatrix.publish.issue_html import parse_markdown
 from bugmatrix.publish.markers import parse_markers
 from bugmatrix.report.outputs import PAGES
 from bugmatrix.report.render_html import SITE_SLOT
 
-__all__ = [
-    "GRID_NIGHTS",
-    "Grid",
-    "Issue",
-    "NightSummary",
-    "badge",
-    "read_compat",
-    "summarize",
-    "trend",
-    "variant_grid",
-    "write_history_pages",
-]
+__all__ = ["GRID_NIGHTS", "Grid", "Issue", "NightSummary", "badge", "summarize", "trend", "variant_grid", "write_history_pages"]
 
 #: The trend shows at most this many nights (the history's span).
 TREND_NIGHTS = 90
@@ -108,23 +95,6 @@ def _issues(directory: Path) -> tuple[Issue, ...]:
         files = sorted(p.relative_to(attached).as_posix() for p in attached.rglob("*") if p.is_file()) if attached.is_dir() else []
         found.append(Issue(path.stem, title, markers[0].key if markers else "", tuple(files)))
     return tuple(found)
-
-
-def read_compat(path: Path, fix: str) -> Compat:
-    """A night's ``compat.json``, decoded by its model; a defect is one line naming the file."""
-    raw = read_bytes(path, "compat document", fix=fix)
-    try:
-        return _COMPAT.decode(raw)
-    except msgspec.DecodeError:  # read again the slow way, for the line that says what is wrong
-        data = decode_json(raw, path, "compat document", fix=fix)
-    try:
-        return msgspec.convert(data, Compat)
-    except msgspec.ValidationError as exc:
-        msg = f"{path}: not a compat document ({exc}); {fix}"
-        raise BugmatrixError(msg) from None
-
-
-_COMPAT = msgspec.json.Decoder(Compat)
 
 
 def summarize(site: Path, night: SiteNight) -> NightSummary:

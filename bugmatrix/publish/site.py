@@ -22,7 +22,8 @@ from bugmatrix import values
 from bugmatrix.documents.nights import SITE_SCHEMA, NightsFile, SiteNight
 from bugmatrix.errors import BugmatrixError, OutputError
 from bugmatrix.files import LIMITS, check_writable_dir, read_bytes, read_json, write_json_atomic
-from bugmatrix.publish.nights import read_compat, write_history_pages
+from bugmatrix.publish import read_compat
+from bugmatrix.publish.nights import write_history_pages
 from bugmatrix.report.history import KEEP_NIGHTS
 from bugmatrix.report.outputs import PAGES
 from bugmatrix.tools.repro import MANIFEST as REPRO_MANIFEST
