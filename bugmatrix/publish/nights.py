@@ -253,9 +253,6 @@ def write_history_pages(site: Path, nights: list[SiteNight], root_profile: str) 
     newest: dict[str, NightSummary] = {}
     for s in summaries:  # newest first: the first of each profile is its root page
         newest.setdefault(s.profile, s)
-    for profile, s in newest.items():  # the site holds only what build_site wrote: its own pages, copied
-        for name in PAGES:
-            shutil.copyfile(site / s.path / name, site / ("" if profile == root_profile else profile) / name)
     for s in summaries:
         up = _up(s.path)
         for issue in s.issues:
@@ -263,8 +260,10 @@ def write_history_pages(site: Path, nights: list[SiteNight], root_profile: str) 
             blocks = parse_markdown(read_text(source, "issue body"), top=2)
             write_text_atomic(source.with_suffix(".html"), render("issue.html.j2", issue=issue, night=s, blocks=blocks, to_root=up + "../"))
         _fill_slot(site / s.path / "index.html", s, up, "")
-    for profile, s in newest.items():
+    for profile, s in newest.items():  # the site holds only what build_site wrote: its own pages, copied
         where = "" if profile == root_profile else profile
+        for name in PAGES:
+            shutil.copyfile(site / s.path / name, site / where / name)
         _fill_slot(site / where / "index.html", s, _up(where), f"{Path(s.path).name}/")
     document = badge(newest.get(root_profile), root_profile)
     profiles = [

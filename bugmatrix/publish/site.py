@@ -134,22 +134,6 @@ def _take(source: Path, target: Path, option: str, used: int, notes: list[str]) 
     return used
 
 
-def _copy_previous(previous: Path, night: str, target: Path, used: int, notes: list[str]) -> int:
-    """Take one past night's files (neither its directory nor one above it a symlink); the bytes used so far after it."""
-    for depth in range(1, len(Path(night).parts) + 1):
-        if (above := previous.joinpath(*Path(night).parts[:depth])).is_symlink():
-            msg = f"--previous {above}: a symlink; a previous site holds regular files only ({_REFUSED})"
-            raise BugmatrixError(msg)
-    return _take(previous / night, target, "--previous", used, notes)
-
-
-def _complete(previous: Path, night: SiteNight, notes: list[str]) -> bool:
-    lacking = [name for name in PAGES if not (previous / night.path / name).is_file()]
-    if lacking:
-        notes.append(f"site: skipped the night {night.path}/ of the previous site: it has no {lacking[0]}")
-    return not lacking
-
-
 def _profiles(reports: Path, profile: str | None, root_profile: str | None, previous_root: str | None) -> tuple[str, str, str]:
     """Tonight's commit, its profile (``--profile`` may not contradict the report's) and the root profile."""
     compat = read_compat(reports / "compat.json", "run the report first (nox -s report)")
@@ -203,7 +187,13 @@ def build_site(
     commit, profile, root = _profiles(reports, profile, root_profile, previous_root)
     if previous_root is not None and root != previous_root:
         notes.append(f"site: the root is now profile {root} (was {previous_root}): {previous_root}'s nights moved under {previous_root}/")
-    sources = {(n.date, n.profile): n.path for n in before if previous is not None and _complete(previous, n, notes)}
+    sources: dict[tuple[str, str], Path] = {}  # each past night kept: where it is in the previous site
+    for n in before:
+        assert previous is not None  # only a previous site has nights before tonight
+        if lacking := [name for name in PAGES if not (previous / n.path / name).is_file()]:
+            notes.append(f"site: skipped the night {n.path}/ of the previous site: it has no {lacking[0]}")
+        else:
+            sources[(n.date, n.profile)] = previous / n.path
     moved = [replace(n, path=night_path(n.profile, n.date, root)) for n in before if (n.date, n.profile) in sources]
     tonight = SiteNight(date, profile, commit, night_path(profile, date, root))
     index = NightsFile(SITE_SCHEMA, _kept(moved, tonight, keep), root)
@@ -212,7 +202,7 @@ def build_site(
     shutil.rmtree(staging, ignore_errors=True)  # a build killed earlier
     try:
         staging.mkdir(parents=True)
-        _stage(staging, reports, index, tonight, (previous, sources), attachments, notes)
+        _stage(staging, reports, index, tonight, sources, attachments, notes)
         if out.exists():
             out.rmdir()
         staging.rename(out)
@@ -231,12 +221,11 @@ def _stage(
     reports: Path,
     index: NightsFile,
     tonight: SiteNight,
-    previous: tuple[Path | None, dict[tuple[str, str], str]],
+    sources: dict[tuple[str, str], Path],
     attachments: Path | None,
     notes: list[str],
 ) -> None:
     used = 0
-    site, sources = previous
     for night in index.nights:
         if night is tonight:
             (staging / night.path).mkdir(parents=True)
@@ -245,8 +234,12 @@ def _stage(
             if attachments is not None:
                 used = _take(attachments, staging / night.path / "issues", "--issues", used, notes)
         else:
-            assert site is not None  # only tonight comes from elsewhere
-            used = _copy_previous(site, sources[(night.date, night.profile)], staging / night.path, used, notes)
+            past = sources[(night.date, night.profile)]
+            for above in (past.parent, past):  # <date>/ or <profile>/<date>/ (load_site_nights): no symlink on the way
+                if above.is_symlink():
+                    msg = f"--previous {above}: a symlink; a previous site holds regular files only ({_REFUSED})"
+                    raise BugmatrixError(msg)
+            used = _take(past, staging / night.path, "--previous", used, notes)
     write_json_atomic(staging / "nights.json", msgspec.to_builtins(index))
     assert index.root is not None  # build_site names it
     write_history_pages(staging, index.nights, index.root)  # each profile's root pages, nights.html, badge, issue pages
