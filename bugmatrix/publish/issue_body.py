@@ -148,11 +148,7 @@ def _below(finding: Finding, report: NightReport) -> dict[str, str]:
     for cell_id in finding.cells:
         if finding.moved.get(cell_id):
             below[cell_id] = literal("; ".join(finding.moved[cell_id]), 1000)
-        elif (
-            cell_id in old
-            and distributions_of(old[cell_id]) is not None
-            and distributions_of(report.compat.cell_by_id[cell_id]) is not None
-        ):
+        elif cell_id in old and None not in (distributions_of(old[cell_id]), distributions_of(report.compat.cell_by_id[cell_id])):
             below[cell_id] = "nothing; the same distributions as the baseline's run of this cell"
         else:
             below[cell_id] = "cannot say (the baseline's run of this cell, or tonight's, recorded no distributions)"
@@ -180,7 +176,6 @@ def render_issue(finding: Finding, report: NightReport, night: str, links: Links
         lead=_LEADS[finding.kind],
         table=_cells_table(finding, report),
         cell_finding=finding.kind in CELL_FINDINGS,
-        of_variant=finding.of_variant,
         evidence=variant.evidence if variant is not None else "",
         below=_below(finding, report) if finding.of_variant else {},
         log=next(logged, None) if finding.of_variant else None,
