@@ -192,14 +192,12 @@ def write_files(contents: Mapping[Path, str | bytes], *, remove: Iterable[Path] 
     try:
         for current, content in contents.items():
             written.append((_write_temporary(current, content), current))
-    except OSError as exc:
+    except BaseException as exc:
         for tmp, _ in written:
             Path(tmp).unlink(missing_ok=True)
-        msg = f"cannot write {current} ({exc.strerror or exc}); nothing was replaced: every previous output is as it was"
-        raise OutputError(msg) from exc
-    except BaseException:
-        for tmp, _ in written:
-            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            msg = f"cannot write {current} ({exc.strerror or exc}); nothing was replaced: every previous output is as it was"
+            raise OutputError(msg) from exc
         raise
     for tmp, path in written:
         os.replace(tmp, path)
@@ -210,23 +208,15 @@ def write_files(contents: Mapping[Path, str | bytes], *, remove: Iterable[Path] 
             path.unlink(missing_ok=True)
 
 
-def _inside(path: Path, directory: Path) -> bool:
-    return path.resolve() == directory.resolve() or directory.resolve() in path.resolve().parents
-
-
-def _nearest_existing(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
 def _check_writable_parent(path: Path, option: str, *, create_parent: bool, shown: Path | None = None) -> None:
     """``path``'s directory (or the nearest one that exists, to be created under) takes a new file."""
     parent, shown = path.parent, shown or path
     if not create_parent and not parent.is_dir():
         msg = f"{option} {shown}: no such directory {parent}; create it first or pass a path in an existing directory"
         raise BugmatrixError(msg)
-    existing = _nearest_existing(parent)
+    existing = parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     if not existing.is_dir():
         msg = f"{option} {shown}: {existing} is a file, not a directory; pass a path under a directory"
         raise BugmatrixError(msg)
@@ -246,7 +236,7 @@ def check_writable_dir(path: Path, option: str, *, shown: Path | None = None) ->
 
 def _check_not_inside(path: Path, option: str, forbidden: Iterable[Path]) -> None:
     for directory in forbidden:
-        if _inside(path, directory):
+        if directory.resolve() in (path.resolve(), *path.resolve().parents):
             msg = f"{option} {path}: inside {directory}, which only holds the catalogue; pass a path outside it (e.g. under build/)"
             raise BugmatrixError(msg)
 

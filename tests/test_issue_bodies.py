@@ -16,8 +16,8 @@ import msgspec
 import pytest
 
 from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.publish.attachments import Attachment, ReproExporter
-from bugmatrix.publish.issue_body import BODY_LIMIT, Links, fenced, literal, render_issue
+from bugmatrix.publish.bodies import ReproExporter
+from bugmatrix.publish.issue_body import BODY_LIMIT, Attachment, Links, fenced, literal, render_issue
 from bugmatrix.publish.markers import State, digest_of, file_stem, finding_marker, parse_markers
 from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.history import Night, append_night, night_from_compat

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
-from bugmatrix.publish.attachments import Attachment
-from bugmatrix.publish.issue_body import fenced, literal
+from bugmatrix.publish.issue_body import Attachment, fenced, literal
 from bugmatrix.publish.issue_html import render_markdown
 from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.night import analyse

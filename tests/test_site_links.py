@@ -22,8 +22,7 @@ import pytest
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cli import main
 from bugmatrix.files import write_json_atomic
-from bugmatrix.publish.attachments import ReproExporter
-from bugmatrix.publish.bodies import body_files
+from bugmatrix.publish.bodies import ReproExporter, body_files
 from bugmatrix.publish.issue_body import Links
 from bugmatrix.publish.site import build_site
 from bugmatrix.report.history import append_night, night_from_compat

@@ -7,10 +7,10 @@ Anything a run wrote goes into a code span or fenced block longer than its longe
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from bugmatrix.publish import render
-from bugmatrix.publish.attachments import INLINE, Attachment
 from bugmatrix.publish.markers import MARKER, finding_marker
 from bugmatrix.publish.site import night_path
 from bugmatrix.report.diff import ChangeKind
@@ -21,7 +21,7 @@ from bugmatrix.report.new_releases import one_line_reason
 from bugmatrix.report.night import CELL_FINDINGS, Finding, NightReport
 from bugmatrix.tools.repro import LOCKED
 
-__all__ = ["BODY_LIMIT", "Links", "fenced", "issue_title", "literal", "render_issue"]
+__all__ = ["BODY_LIMIT", "INLINE", "Attachment", "Links", "fenced", "issue_title", "literal", "render_issue"]
 
 #: GitHub refuses bodies over 65,536 characters; a comment repeating a body adds a line or two.
 BODY_LIMIT = 60_000
@@ -42,6 +42,23 @@ _LEADS = {
     ChangeKind.FLAKY: f"The outcome changed back and forth within the last {WINDOW} nights, so none of its changes is called a regression.",
     ChangeKind.NEW_FAILURE_MODE: "The variant failed another way than the documented bug (another error, a failed check, a crash or a hang).",
 }
+
+
+#: Files an issue body shows inline (when short enough), in this order; the lock is always a link.
+INLINE = ("requirements.txt", "repro.py")
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """Files written for one finding (``directory`` under the bodies' directory) and how to use them."""
+
+    directory: str = ""
+    files: Mapping[str, str] = field(default_factory=dict)  # name -> text, for the files a body may inline
+    locked: bool = False  # requirements.lock.txt is among the files written
+    python: str = ""
+    command: str = ""  # the export command that wrote them, to run again by hand
+    run: str = ""  # what runs the reproduction once installed
+    note: str = ""  # why something is absent
 
 
 @dataclass(frozen=True)
@@ -131,11 +148,7 @@ def _below(finding: Finding, report: NightReport) -> dict[str, str]:
     for cell_id in finding.cells:
         if finding.moved.get(cell_id):
             below[cell_id] = literal("; ".join(finding.moved[cell_id]), 1000)
-        elif (
-            cell_id in old
-            and distributions_of(old[cell_id]) is not None
-            and distributions_of(report.compat.cell_by_id[cell_id]) is not None
-        ):
+        elif cell_id in old and None not in (distributions_of(old[cell_id]), distributions_of(report.compat.cell_by_id[cell_id])):
             below[cell_id] = "nothing; the same distributions as the baseline's run of this cell"
         else:
             below[cell_id] = "cannot say (the baseline's run of this cell, or tonight's, recorded no distributions)"
@@ -163,7 +176,6 @@ def render_issue(finding: Finding, report: NightReport, night: str, links: Links
         lead=_LEADS[finding.kind],
         table=_cells_table(finding, report),
         cell_finding=finding.kind in CELL_FINDINGS,
-        of_variant=finding.of_variant,
         evidence=variant.evidence if variant is not None else "",
         below=_below(finding, report) if finding.of_variant else {},
         log=next(logged, None) if finding.of_variant else None,

@@ -90,8 +90,7 @@ def _summary(text: str) -> Line:
 
 
 def _cells(line: str) -> tuple[Line, ...]:
-    inner = line.strip()
-    inner = inner[1:] if inner.startswith("|") else inner
+    inner = line.strip().removeprefix("|")
     inner = inner[:-1] if inner.endswith("|") and not inner.endswith("\\|") else inner
     return tuple(_inline(c.strip().replace("\\|", "|")) for c in _ROW.split(inner))
 

@@ -7,21 +7,21 @@ recomputed. An outcome that differs from the night before is a flip.
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
-
 from bugmatrix.cell.outcomes import Outcome, Verdict
-from bugmatrix.documents.compat import Compat, InstallStatus
+from bugmatrix.documents.compat import InstallStatus
 from bugmatrix.documents.nights import SiteNight
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import read_bytes, read_text, write_json_atomic, write_text_atomic
-from bugmatrix.publish import render
+from bugmatrix.files import read_text, write_json_atomic, write_text_atomic
+from bugmatrix.publish import read_compat, render
 from bugmatrix.publish.issue_html import parse_markdown
 from bugmatrix.publish.markers import parse_markers
+from bugmatrix.report.outputs import PAGES
 from bugmatrix.report.render_html import SITE_SLOT
 
 __all__ = ["GRID_NIGHTS", "Grid", "Issue", "NightSummary", "badge", "summarize", "trend", "variant_grid", "write_history_pages"]
@@ -104,8 +104,8 @@ def summarize(site: Path, night: SiteNight) -> NightSummary:
     subjects = frozenset(issue.key.partition(":")[2] for issue in issues)
     known = (night.date, night.profile, night.commit, night.path)
     try:
-        compat = msgspec.json.decode(read_bytes(site / night.path / "compat.json", "compat document"), type=Compat)
-    except (BugmatrixError, msgspec.DecodeError):
+        compat = read_compat(site / night.path / "compat.json", "")
+    except BugmatrixError:
         return NightSummary(*known, {"flaky": flaky}, issues=issues, readable=False, flagged=subjects)
     verdicts = Counter(e.verdict for per_cell in compat.results.values() for e in per_cell.values())
     outcomes = {v: {c: e.outcome.value for c, e in per_cell.items()} for v, per_cell in compat.results.items()}
@@ -247,8 +247,12 @@ def _fill_slot(page: Path, night: NightSummary, to_root: str, to_night: str) -> 
 
 
 def write_history_pages(site: Path, nights: list[SiteNight], root_profile: str) -> list[NightSummary]:
-    """Write ``nights.html``, ``badge.json``/``.svg``, each night's ``issues/*.html``, and the site's links into every report page."""
+    """Write each profile's root pages (its newest night's), ``nights.html``, ``badge.json``/``.svg``, each night's
+    ``issues/*.html``, and the site's links into every report page."""
     summaries = [summarize(site, n) for n in nights]
+    newest: dict[str, NightSummary] = {}
+    for s in summaries:  # newest first: the first of each profile is its root page
+        newest.setdefault(s.profile, s)
     for s in summaries:
         up = _up(s.path)
         for issue in s.issues:
@@ -256,11 +260,10 @@ def write_history_pages(site: Path, nights: list[SiteNight], root_profile: str) 
             blocks = parse_markdown(read_text(source, "issue body"), top=2)
             write_text_atomic(source.with_suffix(".html"), render("issue.html.j2", issue=issue, night=s, blocks=blocks, to_root=up + "../"))
         _fill_slot(site / s.path / "index.html", s, up, "")
-    newest: dict[str, NightSummary] = {}
-    for s in summaries:  # newest first: the first of each profile is its root page
-        newest.setdefault(s.profile, s)
-    for profile, s in newest.items():
+    for profile, s in newest.items():  # the site holds only what build_site wrote: its own pages, copied
         where = "" if profile == root_profile else profile
+        for name in PAGES:
+            shutil.copyfile(site / s.path / name, site / where / name)
         _fill_slot(site / where / "index.html", s, _up(where), f"{Path(s.path).name}/")
     document = badge(newest.get(root_profile), root_profile)
     profiles = [
@@ -269,7 +272,10 @@ def write_history_pages(site: Path, nights: list[SiteNight], root_profile: str) 
         for own in [[n for n in summaries if n.profile == p]]
     ]
     context = {"legend": [o.label for o in Outcome], "counted": COUNTED, "kinds": TREND_KINDS, "green": GREEN, "grey": GREY}
-    write_text_atomic(site / "nights.html", render("nights.html.j2", profiles=profiles, badge=document, **context))
+    page = render("nights.html.j2", profiles=profiles, badge=document, **context)
+    write_text_atomic(site / "nights.html", page)
+    if root_profile not in newest:  # no night of the root profile yet (another profile ran first): the root lists the nights
+        write_text_atomic(site / "index.html", page)
     write_json_atomic(site / "badge.json", document)
     label, message = str(document["label"]), str(document["message"])
     widths = (7 * len(label) + 10, 7 * len(message) + 10)  # a flat badge drawn with no fonts or images fetched

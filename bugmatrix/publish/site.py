@@ -19,10 +19,10 @@ import msgspec
 from msgspec.structs import replace
 
 from bugmatrix import values
-from bugmatrix.documents.compat import Compat
 from bugmatrix.documents.nights import SITE_SCHEMA, NightsFile, SiteNight
 from bugmatrix.errors import BugmatrixError, OutputError
 from bugmatrix.files import LIMITS, check_writable_dir, read_bytes, read_json, write_json_atomic
+from bugmatrix.publish import read_compat
 from bugmatrix.publish.nights import write_history_pages
 from bugmatrix.report.history import KEEP_NIGHTS
 from bugmatrix.report.outputs import PAGES
@@ -91,17 +91,6 @@ def _kept(nights: Iterable[SiteNight], tonight: SiteNight, keep: int) -> list[Si
     return sorted(kept, key=lambda n: (n.date, n.profile), reverse=True)
 
 
-def _tonight(reports: Path) -> tuple[str, str]:
-    """The commit and the profile tonight's report recorded."""
-    path, fix = reports / "compat.json", "run the report first (nox -s report)"
-    try:
-        compat = msgspec.convert(read_json(path, "compat document", fix=fix), Compat)
-    except msgspec.ValidationError as exc:
-        msg = f"{path}: not a compat document ({exc}); {fix}"
-        raise BugmatrixError(msg) from None
-    return compat.commit, compat.profile
-
-
 def _site_files(source: Path, option: str, notes: list[str]) -> Iterator[tuple[Path, int]]:
     """Each file under ``source`` the site may take (relative path, size): a link or special file is refused, other kinds left out."""
     for top, dirs, files in os.walk(source, followlinks=False):
@@ -145,25 +134,10 @@ def _take(source: Path, target: Path, option: str, used: int, notes: list[str]) 
     return used
 
 
-def _copy_previous(previous: Path, night: str, target: Path, used: int, notes: list[str]) -> int:
-    """Take one past night's files (neither its directory nor one above it a symlink); the bytes used so far after it."""
-    for depth in range(1, len(Path(night).parts) + 1):
-        if (above := previous.joinpath(*Path(night).parts[:depth])).is_symlink():
-            msg = f"--previous {above}: a symlink; a previous site holds regular files only ({_REFUSED})"
-            raise BugmatrixError(msg)
-    return _take(previous / night, target, "--previous", used, notes)
-
-
-def _complete(previous: Path, night: SiteNight, notes: list[str]) -> bool:
-    lacking = [name for name in PAGES if not (previous / night.path / name).is_file()]
-    if lacking:
-        notes.append(f"site: skipped the night {night.path}/ of the previous site: it has no {lacking[0]}")
-    return not lacking
-
-
 def _profiles(reports: Path, profile: str | None, root_profile: str | None, previous_root: str | None) -> tuple[str, str, str]:
     """Tonight's commit, its profile (``--profile`` may not contradict the report's) and the root profile."""
-    commit, recorded = _tonight(reports)
+    compat = read_compat(reports / "compat.json", "run the report first (nox -s report)")
+    commit, recorded = compat.commit, compat.profile
     if profile is not None and recorded and profile != recorded:
         msg = f"--profile {profile}: the report in {reports} is of profile {recorded!r}; leave --profile out or pass --profile {recorded}"
         raise BugmatrixError(msg)
@@ -188,8 +162,8 @@ def build_site(
     keep: int = KEEP_NIGHTS,
     root_profile: str | None = None,
     notes: list[str] | None = None,
-) -> list[SiteNight]:
-    """Write the site to ``out`` (absent or empty): ``previous``'s nights plus tonight's report and ``attachments``; the nights kept."""
+) -> tuple[NightsFile, SiteNight]:
+    """Write the site to ``out`` (absent or empty): ``previous``'s nights plus tonight's report and ``attachments``; its index and tonight."""
     notes = [] if notes is None else notes
     date = values.iso_date(date, "--date:")
     missing = [name for name in PAGES if not (reports / name).is_file()]
@@ -213,16 +187,22 @@ def build_site(
     commit, profile, root = _profiles(reports, profile, root_profile, previous_root)
     if previous_root is not None and root != previous_root:
         notes.append(f"site: the root is now profile {root} (was {previous_root}): {previous_root}'s nights moved under {previous_root}/")
-    sources = {(n.date, n.profile): n.path for n in before if previous is not None and _complete(previous, n, notes)}
+    sources: dict[tuple[str, str], Path] = {}  # each past night kept: where it is in the previous site
+    for n in before:
+        assert previous is not None  # only a previous site has nights before tonight
+        if lacking := [name for name in PAGES if not (previous / n.path / name).is_file()]:
+            notes.append(f"site: skipped the night {n.path}/ of the previous site: it has no {lacking[0]}")
+        else:
+            sources[(n.date, n.profile)] = previous / n.path
     moved = [replace(n, path=night_path(n.profile, n.date, root)) for n in before if (n.date, n.profile) in sources]
     tonight = SiteNight(date, profile, commit, night_path(profile, date, root))
-    nights = _kept(moved, tonight, keep)
+    index = NightsFile(SITE_SCHEMA, _kept(moved, tonight, keep), root)
 
     staging = out.with_name(f".{out.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)  # a build killed earlier
     try:
         staging.mkdir(parents=True)
-        _stage(staging, reports, nights, tonight, (previous, sources), attachments, root, notes)
+        _stage(staging, reports, index, tonight, sources, attachments, notes)
         if out.exists():
             out.rmdir()
         staging.rename(out)
@@ -233,22 +213,20 @@ def build_site(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)  # nothing partial left behind
         raise
-    return nights
+    return index, tonight
 
 
 def _stage(
     staging: Path,
     reports: Path,
-    nights: list[SiteNight],
+    index: NightsFile,
     tonight: SiteNight,
-    previous: tuple[Path | None, dict[tuple[str, str], str]],
+    sources: dict[tuple[str, str], Path],
     attachments: Path | None,
-    root_profile: str,
     notes: list[str],
 ) -> None:
     used = 0
-    site, sources = previous
-    for night in nights:
+    for night in index.nights:
         if night is tonight:
             (staging / night.path).mkdir(parents=True)
             for name in PAGES:
@@ -256,17 +234,15 @@ def _stage(
             if attachments is not None:
                 used = _take(attachments, staging / night.path / "issues", "--issues", used, notes)
         else:
-            assert site is not None  # only tonight comes from elsewhere
-            used = _copy_previous(site, sources[(night.date, night.profile)], staging / night.path, used, notes)
-    newest = {n.profile: n for n in reversed(nights)}  # nights are newest first: the first of each profile is its root
-    for night in newest.values():  # the staging holds only what was written above: its own pages, copied
-        root = staging / ("" if night.profile == root_profile else night.profile)
-        for name in PAGES:
-            shutil.copyfile(staging / night.path / name, root / name)
-    write_json_atomic(staging / "nights.json", msgspec.to_builtins(NightsFile(SITE_SCHEMA, nights, root_profile)))
-    write_history_pages(staging, nights, root_profile)  # nights.html, badge, issue pages
-    if root_profile not in newest:  # no night of the root profile yet (another profile ran first): the root lists the nights
-        shutil.copyfile(staging / "nights.html", staging / "index.html")
+            past = sources[(night.date, night.profile)]
+            for above in (past.parent, past):  # <date>/ or <profile>/<date>/ (load_site_nights): no symlink on the way
+                if above.is_symlink():
+                    msg = f"--previous {above}: a symlink; a previous site holds regular files only ({_REFUSED})"
+                    raise BugmatrixError(msg)
+            used = _take(past, staging / night.path, "--previous", used, notes)
+    write_json_atomic(staging / "nights.json", msgspec.to_builtins(index))
+    assert index.root is not None  # build_site names it
+    write_history_pages(staging, index.nights, index.root)  # each profile's root pages, nights.html, badge, issue pages
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -288,7 +264,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build the site; print what it holds."""
     notes: list[str] = []
-    nights = build_site(
+    index, tonight = build_site(
         args.reports,
         args.out,
         date=args.date,
@@ -301,11 +277,9 @@ def run(args: argparse.Namespace) -> int:
     )
     for note in notes:
         print(note, file=sys.stderr)
-    profile = args.profile or _tonight(args.reports)[1]
-    own = [n for n in nights if n.profile == profile]
-    root = msgspec.convert(read_json(args.out / "nights.json", "site index"), NightsFile).root
+    own = [n for n in index.nights if n.profile == tonight.profile]
     print(
-        f"site: {args.out} holds {len(nights)} night(s); {profile}: {own[-1].date} to {own[0].date} ({len(own)} of at most {args.keep});"
-        f" root profile: {root}"
+        f"site: {args.out} holds {len(index.nights)} night(s); {tonight.profile}: {own[-1].date} to {own[0].date}"
+        f" ({len(own)} of at most {args.keep}); root profile: {index.root}"
     )
     return 0

@@ -65,14 +65,14 @@ def _issue(item: dict) -> Issue:
         str(item.get("body") or ""),
         tuple(str(c.get("body") or "") for c in listed),
         str(item.get("url", "")),
-        _author(item),
-        tuple(_author(c) for c in listed),
+        _login_of(item.get("author")),
+        tuple(_login_of(c.get("author")) for c in listed),
     )
 
 
-def _author(item: dict) -> str:
-    author = item.get("author") or {}
-    return login(str(author.get("login") or "")) if isinstance(author, dict) else ""
+def _login_of(who: object) -> str:
+    """The login of an ``author`` or ``actor`` object gh answers with."""
+    return login(str(who.get("login") or "")) if isinstance(who, dict) else ""
 
 
 class GhIssues:
@@ -102,8 +102,7 @@ class GhIssues:
         fields = "number,state,title,body,comments,url,author"
         out = self._run(["issue", "list", "--state", "all", "--search", query, "--limit", str(self.LIMIT), "--json", fields])
         try:
-            listed = json.loads(out or "[]")
-            return [_issue(item) for item in listed]
+            return [_issue(item) for item in json.loads(out or "[]")]
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             msg = f"gh issue list --repo {self.repo}: unexpected answer ({exc}); is gh older than 2.0?"
             raise BugmatrixError(msg) from None
@@ -121,8 +120,7 @@ class GhIssues:
         except ValueError:
             msg = f"gh api repos/{self.repo}/issues/{number}/events: unexpected answer; is gh older than 2.0?"
             raise BugmatrixError(msg) from None
-        actor = (events[-1].get("actor") or {}) if events else {}
-        return login(str(actor.get("login") or "")) if isinstance(actor, dict) else ""
+        return _login_of(events[-1].get("actor")) if events else ""
 
     def permission(self, who: str) -> str:
         if not who or "/" in who:
@@ -137,11 +135,9 @@ class GhIssues:
 
 def _pages(out: str) -> list[list]:
     """The pages of ``gh api --paginate``: JSON arrays back to back."""
-    decoder, pages, at = json.JSONDecoder(), [], 0
-    text = out.strip()
-    while at < len(text):
-        page, at = decoder.raw_decode(text, at)
+    decoder, pages, text = json.JSONDecoder(), [], out.strip()
+    while text:
+        page, at = decoder.raw_decode(text)
         pages.append(page if isinstance(page, list) else [])
-        while at < len(text) and text[at].isspace():
-            at += 1
+        text = text[at:].lstrip()
     return pages
