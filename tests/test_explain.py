@@ -19,11 +19,10 @@ from bugmatrix.cli import main
 from bugmatrix.documents.compat import Moved, NoteKind
 from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.files import write_json_atomic
-from bugmatrix.report.envdiff import explain_changes
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.model import Compat
 from bugmatrix.report.new_releases import new_releases, release_groups, release_notes
-from bugmatrix.report.night import analyse
+from bugmatrix.report.night import analyse, explain_changes
 from bugmatrix.report.render_md import escape_md
 from bugmatrix.versions import distribution_changes
 from tests.planfiles import plan_of_runs

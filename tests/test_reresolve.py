@@ -20,7 +20,7 @@ from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.cli import main
 from bugmatrix.documents.lane import RERESOLVE_SCHEMA, load_reresolved
 from bugmatrix.files import file_digest, write_json_atomic
-from bugmatrix.report.fresh import load_fresh_lane
+from bugmatrix.report.command import load_fresh_lane
 from bugmatrix.report.merge import merge_runs
 from bugmatrix.report.night import analyse
 from bugmatrix.run.lock import assemble_lock, create_lock, is_stored_as_pieces, lock_path

@@ -14,11 +14,10 @@ from bugmatrix.publish import render
 from bugmatrix.publish.markers import MARKER, finding_marker
 from bugmatrix.publish.site import night_path
 from bugmatrix.report.diff import ChangeKind
-from bugmatrix.report.envdiff import distributions_of
 from bugmatrix.report.history import WINDOW, outcome_runs
 from bugmatrix.report.model import REUSED
 from bugmatrix.report.new_releases import one_line_reason
-from bugmatrix.report.night import CELL_FINDINGS, Finding, NightReport
+from bugmatrix.report.night import CELL_FINDINGS, Finding, NightReport, distributions_of
 from bugmatrix.tools.repro import LOCKED
 
 __all__ = ["BODY_LIMIT", "INLINE", "Attachment", "Links", "fenced", "issue_title", "literal", "render_issue"]

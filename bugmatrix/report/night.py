@@ -1,6 +1,7 @@
 """One night's report as one value: the compat document and every analysis of it, built once by :func:`analyse`.
 
-Every view reads the :class:`NightReport` and computes nothing of its own, so they cannot disagree.
+Every view reads the :class:`NightReport` and computes nothing of its own, so they cannot disagree. Which distributions
+changed between two runs of one cell (``numpy 2.3.4 → 2.4.0``) is the "why" behind a change (:func:`explain_changes`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from typing import Any
 
 import msgspec
 
+from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.documents import compat as document
-from bugmatrix.documents.compat import FreshCell, FreshLane, Moved, ReleaseNote
+from bugmatrix.documents.compat import Cell, FreshCell, FreshLane, Moved, ReleaseNote
 from bugmatrix.documents.run import Origin
 from bugmatrix.report.agreement import AgreementRow, per_case
 from bugmatrix.report.boundaries import Boundary, pictures
@@ -25,14 +27,23 @@ from bugmatrix.report.diff import (
     diff_against_baseline,
     sort_changes,
 )
-from bugmatrix.report.envdiff import explain_changes
 from bugmatrix.report.expectation import SYSTEM_CELL
 from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise, unchanged_since
 from bugmatrix.report.marks import Picture, boundary_text
 from bugmatrix.report.model import Compat, compat_json
 from bugmatrix.report.new_releases import ReleaseGroup, install_changes, release_groups, release_notes
+from bugmatrix.versions import distribution_changes
 
-__all__ = ["CELL_FINDINGS", "FINDING_KINDS", "Finding", "NightReport", "analyse"]
+__all__ = [
+    "CELL_FINDINGS",
+    "FINDING_KINDS",
+    "Finding",
+    "NightReport",
+    "analyse",
+    "distributions_of",
+    "explain_changes",
+    "source_build_lines",
+]
 
 #: What a maintainer is asked to look at: one issue each (bugmatrix.publish), most severe first.
 FINDING_KINDS = (
@@ -237,6 +248,45 @@ class NightReport:
             since_by_cell={c: unchanged_since(self.own_nights, c, variants) for c in cells},
             release=(group.axis, group.version),
         )
+
+
+def distributions_of(cell: Cell) -> dict[str, str] | None:
+    """A cell's recorded distributions (None: not recorded); a rebuilt wheel shows as ``2.10.0 (build 3)``."""
+    found, builds = cell.environment.get("distributions"), cell.environment.get("wheel_builds") or {}
+    if not isinstance(found, Mapping):
+        return None
+    return {name: f"{version} (build {builds[name]})" if name in builds else version for name, version in found.items()}
+
+
+def explain_changes(baseline: Compat | None, current: Compat) -> list[Moved]:
+    """Every (variant, cell) whose outcome differs from the baseline's (missing ones aside), with what moved in that cell."""
+    if baseline is None:
+        return []
+    old, moved = baseline.cell_by_id, {}
+    for cell in current.cells:
+        had, has = distributions_of(old[cell.id]) if cell.id in old else None, distributions_of(cell)
+        if had is not None and has is not None:  # either record without distributions: nothing moved (never invented)
+            moved[cell.id] = distribution_changes(had, has)
+    explained = []
+    for variant, per_cell in current.results.items():
+        was = baseline.results.get(variant, {})
+        for cell, entry in per_cell.items():
+            before = was.get(cell)
+            if before is None or before.outcome is entry.outcome or entry.outcome is Outcome.MISSING:
+                continue
+            explained.append(Moved(variant, cell, before.outcome, entry.outcome, tuple(moved.get(cell, ()))))
+    return sorted(explained, key=lambda e: (e.cell, e.variant))
+
+
+def source_build_lines(compat: Compat) -> list[str]:
+    """One line per cell whose environment built a distribution from source (slow, and another binary than a wheel's)."""
+    lines = []
+    for cell in compat.cells:
+        built = cell.environment.get("source_builds") or {}
+        if built:
+            names = ", ".join(f"{name} {version}" for name, version in sorted(built.items()))
+            lines.append(f"built from source in {cell.id}: {names} (no wheel for its Python; refuse with [harness] source_builds)")
+    return lines
 
 
 def analyse(
