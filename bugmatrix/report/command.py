@@ -33,18 +33,11 @@ from bugmatrix.report.model import Compat, load_compat
 from bugmatrix.report.night import analyse
 from bugmatrix.report.options import ReportOptions, Upstream
 from bugmatrix.report.outputs import Night, kept_by_publish, wanted_outputs
-from bugmatrix.report.readme import check_readme, reference_table
+from bugmatrix.report.readme import check_readme, readme_text
 from bugmatrix.report.terminal import render_terminal, use_colour
 from bugmatrix.values import iso_date
 
-__all__ = ["git_commit", "load_fresh_lane", "night_cells", "night_date", "run_report"]
-
-
-def night_date(value: str | None, now: dt.datetime) -> str:
-    """``--date`` checked (history lines sort by it), or today in UTC."""
-    if value is None:
-        return now.date().isoformat()
-    return iso_date(value, "--date", f"; use YYYY-MM-DD, e.g. --date {now.date().isoformat()}")
+__all__ = ["load_fresh_lane", "night_cells", "run_report"]
 
 
 def _baseline(options: ReportOptions) -> tuple[Path, Compat | None]:
@@ -82,17 +75,13 @@ def run_report(options: ReportOptions, upstream: Upstream | None = None) -> int:
     choose_profile(options.profile, (), plan=upstream.plan)  # a --profile the plan contradicts: one line, before anything is read
     baseline = _baseline(options)
     now = dt.datetime.now(dt.UTC)
-    date = night_date(options.date, now)
+    today = now.date().isoformat()  # --date is checked: history lines sort by it
+    date = today if options.date is None else iso_date(options.date, "--date", f"; use YYYY-MM-DD, e.g. --date {today}")
     locks = [directory for output in outputs for directory in output.locks(options)]
     with locked_directories(dict.fromkeys(locks), on_wait=_waiting):
         night = _build(options, upstream, baseline, now, date)
-        files: dict[Path, str | bytes] = {}
-        remove: list[Path] = []
-        for output in outputs:
-            written, gone = output.render(night)
-            files.update(written)
-            remove += gone
-        write_files(files, remove=remove)
+        rendered = [output.render(night) for output in outputs]
+        write_files({path: text for files, _ in rendered for path, text in files.items()}, remove=[p for _, gone in rendered for p in gone])
     _say(night, [line for output in outputs if (line := output.line(night))])
     return FINDINGS_EXIT_CODE if (options.fail_on_regression and night.report.failing) else 0
 
@@ -103,18 +92,22 @@ _NOT_WITH_README = ("update_baseline", "step_summary", "fail_on_regression", "pl
 
 def _refresh_readme(options: ReportOptions, readme: Path) -> int:
     """``--readme`` without ``--publish``: the README's table from the committed reference, nothing else read or written."""
+    compat_path = options.reference / "compat.json"
     other = [f"--{name.replace('_', '-')}" for name in _NOT_WITH_README if getattr(options, name)]
     other += ["--issue-bodies"] if options.extra else []
     if other:
         msg = (
-            f"--readme {readme} without --publish only regenerates its table from {options.reference / 'compat.json'}; "
+            f"--readme {readme} without --publish only regenerates its table from {compat_path}; "
             f"leave out {other[0]}, or add --publish to publish this report and its table"
         )
         raise BugmatrixError(msg)
     check_readme(readme)
-    text, compat = reference_table(readme, options.reference)
-    write_files({readme: text})
-    print(f"report: {readme}: table regenerated from {options.reference / 'compat.json'} ({compat.profile}, commit {compat.commit})")
+    if not compat_path.is_file():
+        msg = f"--readme {readme}: {compat_path} does not exist; publish a report first (report --publish --readme {readme})"
+        raise BugmatrixError(msg)
+    compat = load_compat(compat_path)
+    write_files({readme: readme_text(readme, analyse(compat))})
+    print(f"report: {readme}: table regenerated from {compat_path} ({compat.profile}, commit {compat.commit})")
     return 0
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from bugmatrix.cell.outcomes import Outcome, Verdict
+from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.documents import compat as document
 from bugmatrix.documents.compat import Cell, Entry, ExpectationSource, ExpectationSummary, Tracking, Variant
 from bugmatrix.errors import BugmatrixError
@@ -154,11 +154,8 @@ class Compat(document.Compat, frozen=True, dict=True):
 
     def with_entry(self, variant_id: str, cell_id: str, **changes: Any) -> Compat:
         """This document with one entry changed (``outcome=Outcome.REPRODUCED, message=...``); the original is untouched."""
-        entry = self.results[variant_id][cell_id]
-        changes = {
-            k: (Outcome(v) if k in ("outcome", "expected") and v else Verdict(v) if k == "verdict" and v else v) for k, v in changes.items()
-        }
-        per_cell = {**self.results[variant_id], cell_id: msgspec.structs.replace(entry, **changes)}
+        entry = msgspec.convert(msgspec.structs.asdict(self.results[variant_id][cell_id]) | changes, Entry)  # "reproduced" read as the enum
+        per_cell = {**self.results[variant_id], cell_id: entry}
         return msgspec.structs.replace(self, results={**self.results, variant_id: per_cell})
 
     @classmethod

@@ -37,10 +37,6 @@ def one_line_reason(reason: str) -> str:
     return text.removeprefix("cause:").removeprefix("error:").strip()
 
 
-def _pinned(compat: Compat | None, skip: str | None) -> set[tuple[str, str]]:
-    return {(a, v) for c in (compat.cells if compat else ()) for a, v in c.pins.items() if a != skip}
-
-
 def _tracked(compat: Compat) -> set[tuple[str, str]]:
     return {(a, t.resolved) for a, t in compat.tracking.axes.items()} | {
         (a, t.resolved) for c in compat.cells for a, t in c.tracked.items()
@@ -50,7 +46,7 @@ def _tracked(compat: Compat) -> set[tuple[str, str]]:
 def new_releases(compat: Compat, baseline: Compat | None) -> list[tuple[str, str]]:
     """(axis, version) pairs new in this run, in the document's cell order."""
     interpreter = compat.interpreter
-    before = _pinned(baseline, interpreter) if baseline else set()
+    before = {pair for c in baseline.cells for pair in c.pins.items()} if baseline else set()
     pins_of = {c.id: c.pins for c in compat.cells}
     # Per cell first (a full report holds ~10^4-10^5 entries), then the cells' pins.
     ran_cells: set[str] = set()  # a release nothing ran in is judged "new" by its tracking, not by verdicts
@@ -91,17 +87,16 @@ def is_addition(compat: Compat, baseline: Compat | None, axis: str, version: str
     return mine is not None and mine < max(known)
 
 
+def _others(cell: Cell, axis: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((a, v) for a, v in cell.pins.items() if a != axis))
+
+
 def _previous_index(cells: Sequence[Cell], axis: str) -> dict[tuple, list[tuple[Version, str, str]]]:
-    """Cells by their pins other than ``axis``, each list sorted by the ``axis`` version."""
-    index: dict[tuple, list[tuple[Version, str, str]]] = {}  # (version, cell id, the pin as written)
+    """Cells by their pins other than ``axis``: (the ``axis`` version, cell id, the pin as written)."""
+    index: dict[tuple, list[tuple[Version, str, str]]] = {}
     for cell in cells:
-        version = parse_version(cell.pins.get(axis, ""))
-        if axis not in cell.pins or version is None:
-            continue
-        key = tuple(sorted((a, v) for a, v in cell.pins.items() if a != axis))
-        index.setdefault(key, []).append((version, cell.id, cell.pins[axis]))
-    for entries in index.values():
-        entries.sort()
+        if axis in cell.pins and (version := parse_version(cell.pins[axis])) is not None:
+            index.setdefault(_others(cell, axis), []).append((version, cell.id, cell.pins[axis]))
     return index
 
 
@@ -110,14 +105,9 @@ def _previous(
 ) -> tuple[str, str] | None:
     """(pin, cell id) of the nearest lower ``axis`` version with the same other pins where the variant ran."""
     mine = parse_version(cell.pins.get(axis, ""))
-    key = tuple(sorted((a, v) for a, v in cell.pins.items() if a != axis))
-    best = None
-    for version, cid, pin in index.get(key, []):
-        if mine is None or version >= mine:
-            break
-        if cid in ran:
-            best = (pin, cid)
-    return best
+    lower = [(v, cid, pin) for v, cid, pin in index.get(_others(cell, axis), []) if mine is not None and v < mine and cid in ran]
+    nearest = max(lower, default=None)  # ties (a cpu and a cuda cell) as the cell ids sort
+    return (nearest[2], nearest[1]) if nearest else None
 
 
 def _classify(entry: Entry, previous: Outcome | None) -> NoteKind:
