@@ -15,7 +15,7 @@ import pytest
 from bugmatrix.cell.environment import SOURCE_BUILDS, describe_environment, source_builds
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.matrix import parse_matrix
-from bugmatrix.report.night import source_build_lines
+from bugmatrix.report.model import source_build_lines
 from bugmatrix.run.envbuild import InstallFailed, ensure_environment
 from bugmatrix.run.lock import create_lock
 from tests.test_lock import PYTHON, registry_reachable

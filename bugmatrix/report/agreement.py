@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from bugmatrix.cell.outcomes import Kind, Outcome
-from bugmatrix.documents.compat import Entry
 from bugmatrix.report.model import REUSED, Compat
 
 __all__ = ["DIFFER_SHOWN", "AgreementRow", "agreement", "per_case"]
@@ -36,16 +35,11 @@ class AgreementRow:
         if self.counterpart is None:
             return "its counterpart is not in this report on the same device: nothing to compare"
         reused = f"{REUSED} {_cells(self.reused)} reused from an earlier run (see Reused)" if self.reused else ""
-        apart = (
-            f"not compared in {len(self.apart)} cell(s) where one of them fails another way, as declared (no evidence for or against the bug): "
-            + _cells(self.apart)
-            if self.apart
-            else ""
-        )
-        if not self.total:
-            return "; ".join(p for p in (apart, reused) if p)
-        text = f"agrees in {self.agree}/{self.total} cells" + (f"; differs in: {_cells(self.differ)}" if self.differ else "")
-        return "; ".join(p for p in (text, apart, reused) if p)
+        why = "where one of them fails another way, as declared (no evidence for or against the bug)"
+        apart = f"not compared in {len(self.apart)} cell(s) {why}: {_cells(self.apart)}" if self.apart else ""
+        count = f"agrees in {self.agree}/{self.total} cells" if self.total else ""
+        differ = f"differs in: {_cells(self.differ)}" if self.differ else ""
+        return "; ".join(p for p in (count, differ, apart, reused) if p)
 
     @property
     def agrees(self) -> bool:
@@ -71,14 +65,6 @@ class AgreementRow:
 READINGS = frozenset({Outcome.REPRODUCED, Outcome.FIXED})
 
 
-def _declared_apart(entry: Entry) -> bool:
-    return entry.outcome not in READINGS and entry.as_declared
-
-
-def _ran(entry: Entry) -> Outcome | None:
-    return entry.outcome if entry.outcome.ran else None
-
-
 def agreement(compat: Compat) -> list[AgreementRow]:
     """One row per upstream variant with a counterpart, in the document's variant order (``differ`` in its cell order)."""
     by_name = {(v.case, v.name, v.device): v.id for v in compat.variants}
@@ -93,22 +79,19 @@ def agreement(compat: Compat) -> list[AgreementRow]:
             continue
         mine, theirs = compat.entries(variant.id), compat.entries(other)
         shared = set(mine) & set(theirs)
-        agree, total, differ, apart, reused = 0, 0, [], [], []
+        compared, differ, apart = [], [], []
         for cell in [c for c in order if c in shared] + sorted(shared.difference(order)):
-            a, b = _ran(mine[cell]), _ran(theirs[cell])
-            if a is None or b is None:
+            pair = (mine[cell], theirs[cell])
+            if not all(e.outcome.ran for e in pair):
                 continue
-            if _declared_apart(mine[cell]) or _declared_apart(theirs[cell]):
+            if any(e.outcome not in READINGS and e.as_declared for e in pair):  # either is no reading of the bug, as declared
                 apart.append(cell)
                 continue
-            total += 1
-            if cell in compat.reused_origins:
-                reused.append(cell)
-            if a is b:
-                agree += 1
-            else:
+            compared.append(cell)
+            if pair[0].outcome is not pair[1].outcome:
                 differ.append(cell)
-        rows.append(AgreementRow(variant.id, other, agree, total, tuple(differ), tuple(reused), tuple(apart)))
+        reused = tuple(c for c in compared if c in compat.reused_origins)
+        rows.append(AgreementRow(variant.id, other, len(compared) - len(differ), len(compared), tuple(differ), reused, tuple(apart)))
     return rows
 
 
@@ -121,14 +104,11 @@ def _cells(cells: tuple[str, ...]) -> str:
 def per_case(compat: Compat) -> dict[str, tuple[list[AgreementRow], list[str]]]:
     """Per case: its rows by short names, and the upstream variants never compared (named once, not as "0/0 cells" lines)."""
     cases: dict[str, tuple[list[AgreementRow], list[str]]] = {}
-
-    def _name(variant_id: str) -> str:
-        return compat.variant_by_id[variant_id].short
-
+    short = {v.id: v.short for v in compat.variants}
     for row in agreement(compat):
         lines, idle = cases.setdefault(compat.variant_by_id[row.upstream].case, ([], []))
         if row.counterpart is not None and row.total == 0 and not row.apart:
-            idle.append(_name(row.upstream))
+            idle.append(short[row.upstream])
             continue
-        lines.append(replace(row, upstream=_name(row.upstream), counterpart=row.counterpart and _name(row.counterpart)))
+        lines.append(replace(row, upstream=short[row.upstream], counterpart=row.counterpart and short[row.counterpart]))
     return cases

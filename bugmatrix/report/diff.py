@@ -13,18 +13,7 @@ from dataclasses import dataclass
 from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.report.model import Compat, reused_note
 
-__all__ = [
-    "DOWNGRADED",
-    "FAILING",
-    "INFORMATIONAL",
-    "PER_CELL",
-    "Change",
-    "ChangeKind",
-    "diff_against_baseline",
-    "flaky_lines",
-    "sort_changes",
-    "summary_lines",
-]
+__all__ = ["FAILING", "INFORMATIONAL", "PER_CELL", "Change", "ChangeKind", "diff_against_baseline", "flaky_lines", "summary_lines"]
 
 
 class ChangeKind(enum.StrEnum):
@@ -52,7 +41,7 @@ FAILING = frozenset({ChangeKind.MISSING, ChangeKind.REGRESSION, ChangeKind.RELEA
 #: Kinds that usually hit a whole cell at once: views say them once per cell, not once per variant.
 PER_CELL = frozenset({ChangeKind.MISSING, ChangeKind.NO_LONGER_INSTALLS, ChangeKind.RELEASE_DOES_NOT_INSTALL})
 #: Kinds a flaky (variant, cell) is listed as FLAKY instead of; MISSING is deliberately not one of them.
-DOWNGRADED = frozenset({ChangeKind.REGRESSION, ChangeKind.NEW_FAILURE_MODE, ChangeKind.UNEXPECTED_FIX})
+_DOWNGRADED = frozenset({ChangeKind.REGRESSION, ChangeKind.NEW_FAILURE_MODE, ChangeKind.UNEXPECTED_FIX})
 #: Outcomes that mean "it failed some other way than the documented bug".
 FAILURES = frozenset({Outcome.DIFFERENT, Outcome.CRASHED, Outcome.TIMEOUT})
 
@@ -91,9 +80,12 @@ def _classify(before: Outcome | None, after: Outcome) -> ChangeKind | None:
     return None
 
 
-def diff_against_baseline(current: Compat, baseline: Compat | None, flaky: Collection[tuple[str, str]] = frozenset()) -> list[Change]:
-    """Changes from ``baseline`` to ``current``, most severe first; without one, only regression verdicts and missing results."""
-    changes: list[Change] = []
+def diff_against_baseline(
+    current: Compat, baseline: Compat | None, flaky: Collection[tuple[str, str]] = frozenset(), releases: Iterable[Change] = ()
+) -> list[Change]:
+    """Changes from ``baseline`` to ``current`` (and the ``releases`` that do not install), most severe first, then by variant and cell:
+    the order every view lists them in. Without a baseline, only regression verdicts and missing results."""
+    changes: list[Change] = list(releases)
     old = baseline.results if baseline is not None else {}
     origins = current.reused_origins
     for variant_id, per_cell in current.results.items():
@@ -105,7 +97,7 @@ def diff_against_baseline(current: Compat, baseline: Compat | None, flaky: Colle
             kind = _classify(before, after) if baseline is not None else None
             if entry.verdict is Verdict.REGRESSION:
                 kind = ChangeKind.REGRESSION  # the expectation outranks the baseline: it is the documented truth
-            if kind in DOWNGRADED and (variant_id, cell_id) in flaky:
+            if kind in _DOWNGRADED and (variant_id, cell_id) in flaky:
                 kind = ChangeKind.FLAKY
             if after is Outcome.MISSING:  # last: a hole is never downgraded, flaky or not
                 kind = ChangeKind.MISSING
@@ -119,11 +111,6 @@ def diff_against_baseline(current: Compat, baseline: Compat | None, flaky: Colle
         changes += [
             Change(ChangeKind.NEW_VARIANT, v.id, "", None, None, "not in the baseline") for v in current.variants if v.id not in old
         ]
-    return sort_changes(changes)
-
-
-def sort_changes(changes: list[Change]) -> list[Change]:
-    """Most severe first, then by variant and cell: the order every view lists them in."""
     return sorted(changes, key=lambda c: (c.kind.severity, c.variant_id, c.cell_id))
 
 

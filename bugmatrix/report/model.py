@@ -19,7 +19,7 @@ from bugmatrix.documents.compat import Cell, Entry, ExpectationSource, Expectati
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import decode_json, read_bytes
 
-__all__ = ["COMPAT_SCHEMA", "OLD_COMPAT_SCHEMAS", "REUSED", "Compat", "compat_json", "load_compat", "reused_note"]
+__all__ = ["COMPAT_SCHEMA", "OLD_COMPAT_SCHEMAS", "REUSED", "Compat", "compat_json", "load_compat", "reused_note", "source_build_lines"]
 
 #: The one place the compat document's version is named (the model in bugmatrix/documents/compat.py accepts it and the older ones).
 COMPAT_SCHEMA = "bugmatrix.compat/4"
@@ -178,6 +178,16 @@ def compat_json(doc: document.Compat) -> dict[str, Any]:
             if entry["tried"] is None:
                 del entry["tried"]
     return data
+
+
+def source_build_lines(compat: Compat) -> list[str]:
+    """One line per cell whose environment built a distribution from source (slow, and another binary than a wheel's)."""
+    lines = []
+    for cell in compat.cells:
+        if built := cell.environment.get("source_builds"):
+            names = ", ".join(f"{name} {version}" for name, version in sorted(built.items()))
+            lines.append(f"built from source in {cell.id}: {names} (no wheel for its Python; refuse with [harness] source_builds)")
+    return lines
 
 
 def load_compat(path: Path) -> Compat:

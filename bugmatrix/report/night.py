@@ -19,14 +19,7 @@ from bugmatrix.documents.compat import Cell, FreshCell, FreshLane, Moved, Releas
 from bugmatrix.documents.run import Origin
 from bugmatrix.report.agreement import AgreementRow, per_case
 from bugmatrix.report.boundaries import Boundary, pictures
-from bugmatrix.report.diff import (
-    FAILING,
-    INFORMATIONAL,
-    Change,
-    ChangeKind,
-    diff_against_baseline,
-    sort_changes,
-)
+from bugmatrix.report.diff import FAILING, INFORMATIONAL, Change, ChangeKind, diff_against_baseline
 from bugmatrix.report.expectation import SYSTEM_CELL
 from bugmatrix.report.history import Night, VariantHistory, flaky_pairs, nights_of, summarise, unchanged_since
 from bugmatrix.report.marks import Picture, boundary_text
@@ -34,16 +27,7 @@ from bugmatrix.report.model import Compat, compat_json
 from bugmatrix.report.new_releases import ReleaseGroup, install_changes, release_groups, release_notes
 from bugmatrix.versions import distribution_changes
 
-__all__ = [
-    "CELL_FINDINGS",
-    "FINDING_KINDS",
-    "Finding",
-    "NightReport",
-    "analyse",
-    "distributions_of",
-    "explain_changes",
-    "source_build_lines",
-]
+__all__ = ["CELL_FINDINGS", "FINDING_KINDS", "Finding", "NightReport", "analyse", "distributions_of", "explain_changes"]
 
 #: What a maintainer is asked to look at: one issue each (bugmatrix.publish), most severe first.
 FINDING_KINDS = (
@@ -278,17 +262,6 @@ def explain_changes(baseline: Compat | None, current: Compat) -> list[Moved]:
     return sorted(explained, key=lambda e: (e.cell, e.variant))
 
 
-def source_build_lines(compat: Compat) -> list[str]:
-    """One line per cell whose environment built a distribution from source (slow, and another binary than a wheel's)."""
-    lines = []
-    for cell in compat.cells:
-        built = cell.environment.get("source_builds") or {}
-        if built:
-            names = ", ".join(f"{name} {version}" for name, version in sorted(built.items()))
-            lines.append(f"built from source in {cell.id}: {names} (no wheel for its Python; refuse with [harness] source_builds)")
-    return lines
-
-
 def analyse(
     compat: Compat,
     baseline: Compat | None = None,
@@ -302,7 +275,7 @@ def analyse(
     history = summarise(own)
     notes = release_notes(compat, baseline)
     groups = release_groups(notes, compat, baseline)
-    changes = sort_changes([*diff_against_baseline(compat, baseline, flaky_pairs(history)), *install_changes(groups)])
+    changes = diff_against_baseline(compat, baseline, flaky_pairs(history), install_changes(groups))
     return NightReport(
         compat=compat,
         baseline=baseline,

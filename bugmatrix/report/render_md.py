@@ -20,8 +20,8 @@ from bugmatrix.documents.compat import Cell, Entry, Variant
 from bugmatrix.report.diff import INFORMATIONAL, PER_CELL, Change
 from bugmatrix.report.history import WINDOW
 from bugmatrix.report.marks import Picture, Track, boundary_text
-from bugmatrix.report.model import REUSED, Compat, reused_note
-from bugmatrix.report.night import NightReport, source_build_lines
+from bugmatrix.report.model import REUSED, Compat, reused_note, source_build_lines
+from bugmatrix.report.night import NightReport
 
 __all__ = ["LINE_LIMIT", "SUMMARY_CHANGE_LIMIT", "TEXT", "code", "escape_md", "render_markdown", "render_step_summary"]
 

@@ -15,8 +15,8 @@ from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.diff import ChangeKind, flaky_lines, summary_lines
 from bugmatrix.report.history import VariantHistory
 from bugmatrix.report.marks import Picture, Track, boundary_text
-from bugmatrix.report.model import REUSED, Compat
-from bugmatrix.report.night import NightReport, source_build_lines
+from bugmatrix.report.model import REUSED, Compat, source_build_lines
+from bugmatrix.report.night import NightReport
 from bugmatrix.report.render_md import TEXT
 
 __all__ = ["finding_lines", "render_terminal", "summary_rows", "use_colour"]
