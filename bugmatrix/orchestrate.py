@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from bugmatrix.cell.case import Variant
@@ -17,7 +18,7 @@ from bugmatrix.plan.matrix import load_matrix
 from bugmatrix.releases.existence import check_resolved
 from bugmatrix.releases.tracking import load_plan, resolution_path
 from bugmatrix.report.command import night_cells, run_report
-from bugmatrix.report.options import ReportOptions, Upstream
+from bugmatrix.report.options import ReportOptions
 
 __all__ = ["computed_plan", "declared_variants", "report"]
 
@@ -31,7 +32,7 @@ def report(options: ReportOptions) -> int:
         plan, source = computed_plan(
             options.matrix, options.cases or options.root / "cases", options.profile, resolution_path(options.reports), ran
         )
-    return run_report(options, Upstream(plan, source, declared_variants(options)))
+    return run_report(replace(options, planned=plan, plan_source=source, variants=declared_variants(options)))
 
 
 def computed_plan(matrix: Path, cases: Path, profile: str, resolution: Path, ran: Iterable[str]) -> tuple[PlanDocument, str]:

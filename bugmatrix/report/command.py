@@ -31,7 +31,7 @@ from bugmatrix.report.history import append_night, history_text, load_history, n
 from bugmatrix.report.merge import merge_runs, version_order
 from bugmatrix.report.model import Compat, load_compat
 from bugmatrix.report.night import analyse
-from bugmatrix.report.options import ReportOptions, Upstream
+from bugmatrix.report.options import ReportOptions
 from bugmatrix.report.outputs import Night, kept_by_publish, wanted_outputs
 from bugmatrix.report.readme import check_readme, readme_text
 from bugmatrix.report.terminal import render_terminal, use_colour
@@ -62,24 +62,23 @@ def _publishing(options: ReportOptions) -> bool:
     return options.publish and options.reports.resolve() != options.reference.resolve()
 
 
-def run_report(options: ReportOptions, upstream: Upstream | None = None) -> int:
+def run_report(options: ReportOptions) -> int:
     """Check, merge, analyse, render every wanted output, write all or nothing, say it; exit 1 on a failing night when asked."""
     if options.readme is not None and not options.publish:
         return _refresh_readme(options, options.readme)
     outputs = wanted_outputs(options)
     for output in outputs:  # every path, before anything is read or written
         output.check(options)
-    upstream = upstream or Upstream()  # none given: no plan but --plan's, no case read (orchestrate.report reads them)
     if options.plan:  # the night's plan as written; the orchestrator computes one only without it
-        upstream = replace(upstream, plan=read_plan_document(options.plan), plan_source=shown(options.plan, options.root))
-    choose_profile(options.profile, (), plan=upstream.plan)  # a --profile the plan contradicts: one line, before anything is read
+        options = replace(options, planned=read_plan_document(options.plan), plan_source=shown(options.plan, options.root))
+    choose_profile(options.profile, (), plan=options.planned)  # a --profile the plan contradicts: one line, before anything is read
     baseline = _baseline(options)
     now = dt.datetime.now(dt.UTC)
     today = now.date().isoformat()  # --date is checked: history lines sort by it
     date = today if options.date is None else iso_date(options.date, "--date", f"; use YYYY-MM-DD, e.g. --date {today}")
     locks = [directory for output in outputs for directory in output.locks(options)]
     with locked_directories(dict.fromkeys(locks), on_wait=_waiting):
-        night = _build(options, upstream, baseline, now, date)
+        night = _build(options, baseline, now, date)
         rendered = [output.render(night) for output in outputs]
         write_files({path: text for files, _ in rendered for path, text in files.items()}, remove=[p for _, gone in rendered for p in gone])
     _say(night, [line for output in outputs if (line := output.line(night))])
@@ -137,7 +136,7 @@ def _say(night: Night, lines: list[str]) -> None:
         print(f"  {line}", file=sys.stderr)
 
 
-def _build(options: ReportOptions, upstream: Upstream, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str) -> Night:
+def _build(options: ReportOptions, baseline_of: tuple[Path, Compat | None], now: dt.datetime, date: str) -> Night:
     """Inside the lock: read, merge and analyse; the report, the new history, the night's cells and the kept GPU runs."""
     found, unreadable = read_run_dir(options.reports / "runs")
     if not found and not unreadable:  # a report of nothing would pass as a clean night, and join the history as one
@@ -146,7 +145,7 @@ def _build(options: ReportOptions, upstream: Upstream, baseline_of: tuple[Path, 
     own = {r.cell for r in found} | {u.cell for u in unreadable}
     kept = [load_run_file(p) for p in kept_by_publish(options.reference) if p.stem not in own] if _publishing(options) else []
     found += kept
-    plan, plan_where = upstream.plan, upstream.plan_source
+    plan = options.planned
     if plan is not None:  # a system cell (a GPU's baked image) is never planned, and read beside the planned ones
         runs = [r for r in found if r.cell in plan.cell_ids or is_system(r.cell)]
         unreadable = [u for u in unreadable if u.cell in plan.cell_ids or is_system(u.cell)]
@@ -160,11 +159,11 @@ def _build(options: ReportOptions, upstream: Upstream, baseline_of: tuple[Path, 
     baseline_path, baseline = baseline_of
     profile, source = choose_profile(options.profile, runs, plan=plan, baseline=baseline)
     expectation = expect(
-        runs, profile, plan=plan, plan_path=plan_where, baseline=baseline, baseline_path=shown(baseline_path, options.root)
+        runs, profile, plan=plan, plan_path=options.plan_source, baseline=baseline, baseline_path=shown(baseline_path, options.root)
     )
     # A run file written before records carried their axes: the cases' declarations say them (see orchestrate.py).
     carried = all(record.axes is not None for run in runs for record in run.results)
-    declared = {} if carried else {v.id: tuple(v.axes) for v in upstream.variants.values()}
+    declared = {} if carried else {v.id: tuple(v.axes) for v in options.variants.values()}
     compat = merge_runs(
         runs,
         profile=profile,
@@ -173,7 +172,7 @@ def _build(options: ReportOptions, upstream: Upstream, baseline_of: tuple[Path, 
         expectation=expectation,
         profile_source=source,
         declared=declared,
-        cases=upstream.variants,
+        cases=options.variants,
         unreadable=unreadable,
     )
     # The re-resolve lane (<reports>/fresh, when it ran): tonight's fresh resolutions and their sibling runs, against this night.

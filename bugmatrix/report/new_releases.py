@@ -199,20 +199,13 @@ class ReleaseGroup:
     @property
     def headline(self) -> str:
         """``torch 2.16.0 (new): 44 of 46 results as in 2.15.0; 2 differ`` or ``torch 2.99.0 (new): does not install in 2 cells: …``."""
-        head = f"{self.axis} {self.version} {NEW_IN_MATRIX if self.addition else NEW}: "
-        failed = ""
-        if self.not_installed:
-            reason = self.not_installed[0].reason
-            failed = f"does not install in {len(self.not_installed)} cell{'s' if len(self.not_installed) != 1 else ''}: {reason}"
-            if not self.total:
-                return head + failed
-        previous = ", ".join(self.previous)
-        head += f"{self.same} of {self.total} results as in {previous or 'the previous release'}"
-        if self.notable:
-            head += f"; {len(self.notable)} differ"
-        if self.first:
-            head += f"; {self.first} with no earlier {self.axis} release in this run to compare"
-        return head + (f"; {failed}" if failed else "")
+        head, failed = f"{self.axis} {self.version} {NEW_IN_MATRIX if self.addition else NEW}: ", len(self.not_installed)
+        previous = ", ".join(self.previous) or "the previous release"
+        parts = [f"{self.same} of {self.total} results as in {previous}"] if self.total or not failed else []  # none ran: only why
+        parts += [f"{len(self.notable)} differ"] if self.notable else []
+        parts += [f"{self.first} with no earlier {self.axis} release in this run to compare"] if self.first else []
+        parts += [f"does not install in {failed} cell{'s' if failed != 1 else ''}: {self.not_installed[0].reason}"] if failed else []
+        return head + "; ".join(parts)
 
 
 def release_groups(notes: Iterable[ReleaseNote], compat: Compat, baseline: Compat | None) -> list[ReleaseGroup]:

@@ -1,4 +1,4 @@
-"""What one ``report`` is asked to do, as one typed value built from the command line once (and :class:`Upstream`)."""
+"""What one ``report`` is asked to do, as one typed value built from the command line once (and what the orchestrator read)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,7 @@ from bugmatrix.cell.case import Variant
 from bugmatrix.documents.plan import PlanDocument
 from bugmatrix.paths import REFERENCE, ROOT
 
-__all__ = ["ReportOptions", "Upstream"]
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """What the orchestrator read below the report: ``--profile``'s plan (and where from), and the cases' variants by id."""
-
-    plan: PlanDocument | None = None
-    plan_source: str = ""
-    variants: Mapping[str, Variant] = field(default_factory=dict)
+__all__ = ["ReportOptions"]
 
 
 @dataclass(frozen=True)
@@ -44,11 +35,14 @@ class ReportOptions:
     date: str | None = None
     reference: Path = REFERENCE  # the committed reference (--publish, the default baseline)
     extra: tuple[Any, ...] = ()  # bugmatrix.report.outputs.Output entries (typed there: outputs read these options)
+    planned: PlanDocument | None = None  # what the orchestrator (or --plan) read: the night's plan, where from, the cases' variants
+    plan_source: str = ""
+    variants: Mapping[str, Variant] = field(default_factory=dict)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ReportOptions:
         """The ``report`` subcommand's namespace, read once (the issue-bodies options belong to their output, not here)."""
-        read = {f.name for f in fields(cls)} - {"extra", "reference"}  # every option the subcommand declares, by its own name
+        read = {f.name for f in fields(cls)} - {"extra", "reference", "planned", "plan_source", "variants"}  # every option, by its own name
         return cls(**{name: getattr(args, name) for name in read}, reference=REFERENCE)
 
     @property

@@ -31,11 +31,7 @@ def readme_table(report: NightReport) -> str:
 
 def _read(path: Path) -> tuple[str, int, int]:
     """The README's text and where its markers start; one-line errors for a missing file or markers."""
-    try:
-        text = read_text(path, "README", fix="pass the README that holds the table")
-    except BugmatrixError as exc:
-        msg = f"--readme {exc}"
-        raise BugmatrixError(msg) from None
+    text = read_text(path, "README", fix="pass --readme the README that holds the table")
     start, end = text.find(_OPENING), text.find(END)
     if start < 0 or end < start:
         msg = f"--readme {path}: no table markers; put {START!r} and {END!r} on their own lines where the table goes"
