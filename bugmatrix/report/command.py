@@ -116,13 +116,10 @@ def _say(night: Night, lines: list[str]) -> None:
     compat = report.compat
     failing, flaky = summary_lines(report.changes), flaky_lines(report.changes)
     print(render_terminal(report, colour=use_colour(sys.stdout)))
-    print(
-        f"report: {len(night.runs)} cells ({compat.profile}, from {compat.profile_source}), {len(compat.variants)} variants -> {options.reports / 'index.html'}"
-    )
+    page, kept = options.reports / "index.html", ", ".join(night.kept)
+    print(f"report: {len(night.runs)} cells ({compat.profile}, from {compat.profile_source}), {len(compat.variants)} variants -> {page}")
     if night.kept:
-        print(
-            f"report: with the {len(night.kept)} GPU run(s) committed beside the reference (--publish keeps them): {', '.join(night.kept)}"
-        )
+        print(f"report: with the {len(night.kept)} GPU run(s) committed beside the reference (--publish keeps them): {kept}")
     print(f"expected: {compat.expectation.text}")
     print(
         f"baseline: {report.baseline_path if report.baseline else 'none'}; {len(report.changes)} change(s), {len(failing)} missing,"

@@ -89,10 +89,8 @@ def _from_baseline(baseline: Compat, where: str, runs: Sequence[RunRecord]) -> E
         for cid in per_cell:
             by_cell.setdefault(cid, []).append(vid)
     cells = tuple(PlannedCell(c.id, dict(c.pins), tuple(by_cell.get(c.id, ()))) for c in baseline.cells if not is_system(c.id))
-    dropped_results = 0
-    for run in runs:
-        if run.selected and not run.deselected_by and run.cell in by_cell:
-            dropped_results += len(set(by_cell[run.cell]).difference(run.selected))
+    selected = [run for run in runs if run.selected and not run.deselected_by and run.cell in by_cell]
+    dropped_results = sum(len(set(by_cell[run.cell]).difference(run.selected)) for run in selected)
     text = f"the baseline {where} ({len(cells)} cells) and each run file's own selection"
     return Expectation(ExpectationSummary(ExpectationSource.BASELINE, text, dropped_results=dropped_results), cells)
 

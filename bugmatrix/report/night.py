@@ -29,15 +29,8 @@ from bugmatrix.versions import distribution_changes
 
 __all__ = ["CELL_FINDINGS", "FINDING_KINDS", "Finding", "NightReport", "analyse", "distributions_of", "explain_changes"]
 
-#: What a maintainer is asked to look at: one issue each (bugmatrix.publish), most severe first.
-FINDING_KINDS = (
-    ChangeKind.MISSING,
-    ChangeKind.REGRESSION,
-    ChangeKind.RELEASE_DOES_NOT_INSTALL,
-    ChangeKind.NO_LONGER_INSTALLS,
-    ChangeKind.FLAKY,
-    ChangeKind.NEW_FAILURE_MODE,
-)
+#: What a maintainer is asked to look at, one issue each (bugmatrix.publish): every kind of change down to a new failure mode.
+FINDING_KINDS = frozenset(k for k in ChangeKind if k.severity <= ChangeKind.NEW_FAILURE_MODE.severity)
 #: Kinds a finding is about whole cells of (one per cell, whatever the number of variants there); a release's is about the release.
 CELL_FINDINGS = frozenset({ChangeKind.MISSING, ChangeKind.NO_LONGER_INSTALLS})
 
