@@ -199,7 +199,7 @@ class MatrixFile(Table, kw_only=True):
         for axis in self.axes:
             if axis not in self.base:
                 raise _fail(f"base.{axis}", "missing", "pin the version used where a case does not span this axis")
-            self._pinned([self.base[axis]], f"base.{axis}", axis, "add it to the axis or pin a listed version")
+            self._pinned(self.base[axis], f"base.{axis}", axis, "add it to the axis or pin a listed version")
         self._check_profiles()
         for i, rule in enumerate(self.exclude):
             _specifiers(rule.when, f"exclude[{i}].when", self.axes)
@@ -207,8 +207,7 @@ class MatrixFile(Table, kw_only=True):
         _requirements(self.harness.requires, "harness.requires")
         _keys(self.gpu, "gpu", [*self.packages, "runner"])
         for axis, versions in self.gpu_select.items():
-            _versions(versions, f"gpu.{axis}")
-            self._pinned(versions, f"gpu.{axis}", axis, "list versions the matrix has, or no GPU cell matches")
+            self._versions(versions, f"gpu.{axis}", axis, "list versions the matrix has, or no GPU cell matches")
         self._check_include()
         self._check_constraints()
         self._check_base_when()
@@ -224,7 +223,7 @@ class MatrixFile(Table, kw_only=True):
                 raise _fail(f"{key}.{'every_cell' if axis.every_cell else 'device_runtime'}", "set on the interpreter axis", "remove it")
             if axis.device_runtime and (other := next((n for n in before if self.axes[n].device_runtime), None)):
                 raise _fail(f"{key}.device_runtime", f"axes.{other} is the device runtime already", "mark one axis only")
-            _versions(axis.versions, f"{key}.versions")
+            self._versions(axis.versions, f"{key}.versions")
         interpreters = [f"axes.{name}" for name, axis in self.axes.items() if axis.is_interpreter]
         if not interpreters:
             raise _fail("axes", "no interpreter axis", 'declare one without distributions: [axes.python] prefix = "py", versions = [...]')
@@ -232,11 +231,20 @@ class MatrixFile(Table, kw_only=True):
             fix = 'only the interpreter axis has none: give the others theirs, e.g. distributions = { numpy = "numpy" }'
             raise _fail(" and ".join(f"{k}.distributions" for k in interpreters), "missing", fix)
 
-    def _pinned(self, values: Iterable[str], key: str, axis: str, fix: str) -> None:
-        for value in values:
-            _version(value, key)
-            if value not in self.axes[axis].versions and value not in SYMBOLIC:
-                raise _fail(key, f"{value!r} is not in axes.{axis}.versions", fix)
+    def _pinned(self, value: str, key: str, axis: str, fix: str) -> None:
+        _version(value, key)
+        if value not in self.axes[axis].versions:
+            raise _fail(key, f"{value!r} is not in axes.{axis}.versions", fix)
+
+    def _versions(self, values: list[str], key: str, axis: str = "", fix: str = "", *, symbolic: bool = False) -> None:
+        """Canonical versions, each once (with ``symbolic``, a profile's package axis: ``latest`` too), all of ``axis``'s."""
+        for i, value in enumerate(values):
+            if not (symbolic and value in SYMBOLIC):
+                _version(value, f"{key}[{i}]")
+                if axis:
+                    self._pinned(value, key, axis, fix)
+        if duplicates := sorted({v for v in values if values.count(v) > 1}):
+            raise _fail(key, f"duplicate version(s) {', '.join(duplicates)}", "list each version once")
 
     def _profile_names(self, names: list[str], key: str) -> None:
         if bad := [n for n in names if n not in self.profiles]:
@@ -255,10 +263,8 @@ class MatrixFile(Table, kw_only=True):
             for axis, values in listed.items():
                 if not isinstance(values, list):
                     raise _bad(f"{key}.{axis}", values, _VERSIONS)
-                _versions(values, f"{key}.{axis}", symbolic=not self.axes[axis].is_interpreter)
-                self._pinned(
-                    [v for v in values if v not in SYMBOLIC], f"{key}.{axis}", axis, f"add it to axes.{axis}.versions or remove it"
-                )
+                fix = f"add it to axes.{axis}.versions or remove it"
+                self._versions(values, f"{key}.{axis}", axis, fix, symbolic=not self.axes[axis].is_interpreter)
             computed = table.get("computed")
             if not listed and computed is None:
                 example = next(iter(self.packages), next(iter(self.axes)))
@@ -266,11 +272,8 @@ class MatrixFile(Table, kw_only=True):
                 raise _fail(key, "lists no versions (and is not computed): it would plan the base cells alone", fix)
             if computed is not None:
                 if not isinstance(computed, str) or not re.fullmatch(r"[^./][^/]*\.json", computed):
-                    raise _fail(
-                        f"{key}.computed",
-                        f"{computed!r} is not a .json file name",
-                        f'write e.g. computed = "{name}.json" (beside the matrix)',
-                    )
+                    fix = f'write e.g. computed = "{name}.json" (beside the matrix)'
+                    raise _fail(f"{key}.computed", f"{computed!r} is not a .json file name", fix)
                 if listed:
                     raise _fail(
                         key, "is computed and lists versions too", "remove the version lists (the cells come from its within profile)"
@@ -303,7 +306,7 @@ class MatrixFile(Table, kw_only=True):
             for axis, version in pins.items():
                 if not isinstance(version, str):
                     raise _bad(f"{key}.{axis}", version, _VERSION)
-                self._pinned([version], f"{key}.{axis}", axis, "an include can only combine listed versions")
+                self._pinned(version, f"{key}.{axis}", axis, "an include can only combine listed versions")
             if not pins:
                 raise _fail(key, "pins nothing", 'list the versions of the cell to add, e.g. torch = "2.5.1"')
             if not isinstance(names := table.get("profiles", []), list):
@@ -331,7 +334,7 @@ class MatrixFile(Table, kw_only=True):
             if not rule.pins:
                 raise _fail(f"{key}.pins", "empty", 'name the base pins that stand in, e.g. pins = { torch = "2.14.1" }')
             for axis, version in rule.pins.items():
-                self._pinned([version], f"{key}.pins.{axis}", axis, "pin a listed version")
+                self._pinned(version, f"{key}.pins.{axis}", axis, "pin a listed version")
             if not rule.why.strip():
                 raise _fail(f"{key}.why", "missing", "say why the base cannot be used there (e.g. no wheel for that Python)")
 
@@ -360,16 +363,6 @@ def _version(value: str, key: str) -> None:
         raise _fail(key, f"{value!r} is not a valid version", 'use a released version such as "2.4.1"') from None
     if canonical != value:
         raise _fail(key, f"{value!r} is not written canonically", f'write "{canonical}" (no spaces, prefixes or leading zeros)')
-
-
-def _versions(values: list[str], key: str, *, symbolic: bool = False) -> None:
-    """Canonical versions, each once; with ``symbolic`` (a profile's package axis) ``latest`` too."""
-    for i, value in enumerate(values):
-        if not (symbolic and value in SYMBOLIC):
-            _version(value, f"{key}[{i}]")
-    duplicates = sorted({v for v in values if values.count(v) > 1})
-    if duplicates:
-        raise _fail(key, f"duplicate version(s) {', '.join(duplicates)}", "list each version once")
 
 
 def _specifiers(when: Mapping[str, str], key: str, axes: Iterable[str]) -> None:
