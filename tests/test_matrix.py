@@ -41,6 +41,7 @@ BROKEN = [
     ("toml-syntax", "schema = 2", "schema = = 2", "not valid TOML", f"line {SCHEMA_LINE}"),
     ("wrong-schema", "schema = 2", "schema = 3", "schema", "3 is not a known matrix schema"),
     ("schema-true", "schema = 2", "schema = true", "schema", "True is not a known matrix schema"),
+    ("schema-missing", "schema = 2\n", "\n", "schema", "missing; set schema = 2"),
     ("unknown-top-level-key", "schema = 2", 'schema = 2\nprofile = "smoke"', "profile", "unknown key"),
     ("unknown-key-in-profile", "[profiles.smoke]\n", '[profiles.smoke]\ntorchh = ["2.5.1"]\n', "profiles.smoke.torchh", "unknown key"),
     ("axis-without-distributions", "[axes.python]\n", '[axes.numpy]\nprefix = "np"\nversions = ["2.1.3"]\n\n[axes.python]\n',
@@ -58,7 +59,7 @@ BROKEN = [
     ("version-leading-zero", 'versions = ["2.0.1",', 'versions = ["02.0.1",', "axes.torch.versions[0]", "'02.0.1'"),
     ("version-not-a-string", 'python = "3.11"', "python = 3.11", "base.python", "3.11"),
     ("empty-axis", 'versions = ["4.28.1", "4.29.2", "4.30.2", "4.36.2", "4.46.3", "4.57.6", "5.23.0"]',
-     "versions = []", "axes.transformers.versions", "empty list"),
+     "versions = []", "axes.transformers.versions", "[] is not a non-empty list of versions"),
     ("duplicate-version", 'versions = ["2.0.3", "2.0.6",', 'versions = ["2.0.3", "2.0.3",', "axes.lightning.versions", "duplicate version(s) 2.0.3"),
     ("profile-value-not-in-axis", 'within = "nightly"\ntorch = ["2.5.1"', 'within = "nightly"\ntorch = ["2.5.2"', "profiles.smoke.torch",
      "'2.5.2' is not in axes.torch"),
@@ -94,7 +95,12 @@ BROKEN = [
     ("cell-deadline-negative", HARNESS_REQUIRES, f"{HARNESS_REQUIRES}cell_deadline_s = -1\n", "harness.cell_deadline_s", "-1 is not a number of seconds"),
     ("empty-profile", "[profiles.full]\n", '[profiles.weekly]\n\n[profiles.full]\n', "profiles.weekly", "lists no versions"),
     ("within-only-profile", "[profiles.full]\n", '[profiles.weekly]\nwithin = "full"\n\n[profiles.full]\n', "profiles.weekly", "lists no versions"),
-    ("gpu-runner-not-a-list", 'runner = ["self-hosted", "gpu"]', 'runner = "gpu"', "gpu.runner", "'gpu'"),
+    ("gpu-runner-not-a-list", 'runner = ["self-hosted", "gpu"]', 'runner = "gpu"', "gpu.runner", "'gpu' is not a non-empty list"),
+    ("prefix-not-alphanumeric", 'prefix = "tf"', 'prefix = "t-f"', "axes.transformers.prefix", "'t-f' is not a short alphanumeric prefix"),
+    ("module-empty", 'distributions = { transformers = "transformers" }', 'distributions = { transformers = "" }',
+     "axes.transformers.distributions.transformers", "'' is not a module name"),
+    ("profile-list-empty", 'lightning = ["2.0.3", "2.6.6"]', "lightning = []", "profiles.smoke.lightning", "[] is not a non-empty list of versions"),
+    ("exclude-why-not-text", FIRST_EXCLUDE, f"{FIRST_EXCLUDE}\nwhy = 3", "exclude[0].why", "3 is not a sentence"),
     ("specifier-not-a-string", FIRST_EXCLUDE, 'when = { torch = 3, lightning = ">=2.6" }', "exclude[0].when.torch", "3 is not a version specifier"),
     ("allow-direct-not-a-flag", 'requires = ["setuptools<81"]', 'requires = ["setuptools<81"]\nallow_direct = "yes"', "constraints[1].allow_direct",
      "'yes' is not true or false"),
@@ -161,6 +167,19 @@ def test_cli_catches_every_matrix_error(
     assert main(["--matrix", str(edited(tmp_path, old, new)), "plan"]) == USAGE_EXIT_CODE
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and key in err
+
+
+def test_an_axis_named_like_a_key_is_told_by_where_it_is(tmp_path: Path) -> None:
+    """An axis named ``prefix`` is a version in [base] and a specifier in ``when``, never "not an alphanumeric prefix"."""
+    path = tmp_path / "matrix.toml"
+    for old, new, told in [
+        ('prefix = "2.6.6"', "prefix = 3", "base.prefix: 3 is not a version string; write it quoted"),
+        ('prefix = ">=2.6"', "prefix = 2", 'exclude[0].when.prefix: 2 is not a version specifier; write e.g. "<2.1"'),
+    ]:
+        path.write_text(REAL.replace("lightning", "prefix").replace(old, new, 1), encoding="utf-8")
+        with pytest.raises(BugmatrixError) as info:
+            load_matrix(path)
+        assert str(info.value).startswith(f"{path}: {told}"), str(info.value)
 
 
 # Known defects (see the report that came with these tests): remove the marker once fixed.

@@ -1,14 +1,15 @@
-"""``matrix.toml`` as decoded from its parsed TOML: msgspec checks each table's keys and types, the rules between tables
-are :meth:`MatrixFile.__post_init__`'s. A rule raises ``ValueError("key: problem; fix")``, as :func:`explain` tells msgspec's."""
+"""``matrix.toml`` as decoded from its parsed TOML: msgspec checks each table's keys, types and ranges (a field's ``Meta``
+says what a good value is and how to write one), the rules between tables are :meth:`MatrixFile.__post_init__`'s. Every
+defect is one line, ``key: problem; fix``, built by :func:`_fail` (:func:`explain` tells msgspec's errors so too)."""
 
 from __future__ import annotations
 
-import fnmatch
 import functools
-import math
 import re
+import sys
+import types
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import msgspec
 from packaging.requirements import InvalidRequirement, Requirement
@@ -27,6 +28,25 @@ PROFILE_KEYS = ("within", "computed")
 _GPU_RUNNER = ["self-hosted", "gpu"]
 
 
+def _told(what: str, fix: str, **constraints: Any) -> msgspec.Meta:
+    """A field's ``constraints``, what a good value is (the schema's description) and how to write one (``{name}``: the key's
+    last part): a bad value is ``key: {value!r} is not {what}; {fix}``."""
+    return msgspec.Meta(**constraints, description=what, extra={"fix": fix})
+
+
+_VERSION = _told("a version string", 'write it quoted, e.g. "2.4.1"')
+_VERSIONS = _told("a non-empty list of versions", 'write e.g. ["2.4.1", "2.5.1"]', min_length=1)
+_SPECIFIER = _told("a version specifier", 'write e.g. "<2.1" or ">=2.3,<2.6"')
+_PROFILES = _told("a non-empty list of profiles", 'name [profiles.*] tables, e.g. profiles = ["full"]', min_length=1)
+_PROFILE_VALUE = _told(
+    "a non-empty list of versions (or, for within and computed, a name)", 'write e.g. torch = ["2.4.1"], within = "full"'
+)
+_WHY = _told("a sentence", 'write it quoted, e.g. why = "no wheel for that Python"')
+Versions = Annotated[list[Annotated[str, _VERSION]], _VERSIONS]
+Flag = Annotated[bool, _told("true or false", "write {name} = true, or leave it out")]
+Requirements = Annotated[list[str], _told("a list of requirements", 'write e.g. ["numpy<2"]')]
+
+
 class Table(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """A table of the file: an unknown key is an error."""
 
@@ -34,11 +54,14 @@ class Table(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 class AxisTable(Table):
     """``[axes.<name>]``: releases, cell-id prefix, distribution -> module (none: the interpreter), and the axis's role."""
 
-    prefix: str
-    versions: list[str]
-    distributions: dict[str, str] = {}
-    every_cell: bool = False
-    device_runtime: bool = False
+    prefix: Annotated[str, _told("a short alphanumeric prefix", 'write e.g. prefix = "np"', pattern=r"^[^\W_]+$")]
+    versions: Versions
+    distributions: Annotated[
+        dict[str, Annotated[str, _told("a module name", 'write the module to import, e.g. "numpy"', min_length=1)]],
+        _told("a table of distributions", 'write e.g. distributions = { numpy = "numpy" }'),
+    ] = {}
+    every_cell: Flag = False
+    device_runtime: Flag = False
 
     @property
     def is_interpreter(self) -> bool:
@@ -61,7 +84,7 @@ def _specifier(text: str) -> SpecifierSet:
 
 
 class _WhenTable(Table):
-    when: dict[str, str] = {}
+    when: dict[str, Annotated[str, _SPECIFIER]] = {}
 
     @property
     def specifiers(self) -> dict[str, SpecifierSet]:
@@ -76,15 +99,15 @@ class _WhenTable(Table):
 class ExcludeTable(_WhenTable):
     """``[[exclude]]``: a cell matching every specifier of ``when`` is dropped from ``profiles`` (default: all)."""
 
-    profiles: list[str] | None = None
-    why: str = ""
+    profiles: Annotated[list[str], _PROFILES] | None = None
+    why: Annotated[str, _WHY] = ""
 
 
 class BaseWhenTable(_WhenTable):
     """``[[base_when]]``: base pins that stand in where ``when`` holds and the usual base cannot exist."""
 
-    pins: dict[str, str] = {}
-    why: str = ""
+    pins: dict[str, Annotated[str, _VERSION]] = {}
+    why: Annotated[str, _WHY] = ""
 
     def apply(self, pins: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
         """``pins`` with every axis that is held at base (not spanned) replaced, when ``when`` matches."""
@@ -96,18 +119,20 @@ class BaseWhenTable(_WhenTable):
 class ConstraintTable(_WhenTable):
     """``[[constraints]]``: extra requirements (and distributions) where ``when`` holds at a cell's effective pins."""
 
-    requires: list[str] = []
+    requires: Requirements = []
     distribution: dict[str, str] = {}
-    why: str = ""
-    allow_direct: bool = False
+    why: Annotated[str, _WHY] = ""
+    allow_direct: Flag = False
 
 
 class HarnessTable(Table):
     """``[harness]``: what every cell installs besides its pins, and how it builds and ends."""
 
-    requires: list[str] = []
-    source_builds: Literal["allow", "refuse"] = "allow"
-    cell_deadline_s: Annotated[float, msgspec.Meta(ge=0)] = 0
+    requires: Requirements = []
+    source_builds: Annotated[Literal["allow", "refuse"], _told("allow or refuse", 'write source_builds = "refuse"')] = "allow"
+    cell_deadline_s: Annotated[
+        float, _told("a number of seconds", "write e.g. cell_deadline_s = 3600 (0: none)", ge=0, le=sys.float_info.max)
+    ] = 0
 
     @property
     def no_build(self) -> bool:
@@ -118,22 +143,30 @@ class HarnessTable(Table):
 class ReuseTable(Table):
     """``[reuse]``: results older than ``max_age_days`` are observed again."""
 
-    max_age_days: Annotated[int, msgspec.Meta(ge=0)] = 7  # not said: every cell really runs at least once a week
+    # not said: every cell really runs at least once a week
+    max_age_days: Annotated[int, _told("a whole number of days", "write e.g. max_age_days = 7 (0: never reuse)", ge=0)] = 7
 
 
-class MatrixFile(Table):
+class MatrixFile(Table, kw_only=True):
     """The whole file; tables keyed by axis (``[base]``, a profile, ``[gpu]``, ``when``, ``pins``) are checked here."""
 
-    schema: Literal[2]
+    schema: Annotated[Literal[2], _told("a known matrix schema", f"set schema = {SCHEMA}")]
     axes: dict[str, AxisTable] = {}
-    base: dict[str, str] = {}
-    profiles: dict[str, dict[str, list[str] | str]] = {}
+    base: dict[str, Annotated[str, _VERSION]] = {}
+    profiles: Annotated[
+        dict[str, dict[str, Annotated[Versions | str, _PROFILE_VALUE]]],
+        _told("a table of profiles", 'declare at least one, e.g. [profiles.smoke] torch = ["2.5.1"]', min_length=1),
+    ]
     base_when: list[BaseWhenTable] = []
     exclude: list[ExcludeTable] = []
-    include: list[dict[str, str | list[str]]] = []
+    include: list[
+        dict[str, Annotated[str | list[str], _told("a version string (profiles: a list of profiles)", 'write it quoted, e.g. "2.4.1"')]]
+    ] = []
     constraints: list[ConstraintTable] = []
     harness: HarnessTable = HarnessTable()
-    gpu: dict[str, list[str]] = {}
+    gpu: dict[
+        str, Annotated[list[str], _told("a non-empty list", 'write e.g. torch = ["2.5.1"], runner = ["self-hosted", "gpu"]', min_length=1)]
+    ] = {}
     reuse: ReuseTable = ReuseTable()
 
     @property
@@ -166,15 +199,15 @@ class MatrixFile(Table):
         for axis in self.axes:
             if axis not in self.base:
                 raise _fail(f"base.{axis}", "missing", "pin the version used where a case does not span this axis")
-            self._pinned([self.base[axis]], f"base.{axis}", axis, "add it to the axis or pin a listed version")
+            self._pinned(self.base[axis], f"base.{axis}", axis, "add it to the axis or pin a listed version")
         self._check_profiles()
         for i, rule in enumerate(self.exclude):
             _specifiers(rule.when, f"exclude[{i}].when", self.axes)
-            self._profile_names(rule.profiles, f"exclude[{i}].profiles")
+            self._profile_names(rule.profiles or [], f"exclude[{i}].profiles")
         _requirements(self.harness.requires, "harness.requires")
-        if not math.isfinite(self.harness.cell_deadline_s):
-            raise _told("*.cell_deadline_s", "harness.cell_deadline_s", self.harness.cell_deadline_s)
-        self._check_gpu()
+        _keys(self.gpu, "gpu", [*self.packages, "runner"])
+        for axis, versions in self.gpu_select.items():
+            self._versions(versions, f"gpu.{axis}", axis, "list versions the matrix has, or no GPU cell matches")
         self._check_include()
         self._check_constraints()
         self._check_base_when()
@@ -184,18 +217,13 @@ class MatrixFile(Table):
             key, before = f"axes.{name}", list(self.axes)[:i]
             if name in PROFILE_KEYS:
                 raise _fail(key, f"{name!r} is a word [profiles.*] tables use", "name the axis otherwise")
-            if not axis.prefix.isalnum():
-                raise _told("*.prefix", f"{key}.prefix", axis.prefix)
             if any(self.axes[n].prefix == axis.prefix for n in before):
                 raise _fail(f"{key}.prefix", f"{axis.prefix!r} is used by another axis", "cell ids must tell axes apart: pick another")
-            for dist, module in axis.distributions.items():
-                if not module:
-                    raise _told("*.distributions.*", f"{key}.distributions.{dist}", module)
             if (axis.every_cell or axis.device_runtime) and axis.is_interpreter:
                 raise _fail(f"{key}.{'every_cell' if axis.every_cell else 'device_runtime'}", "set on the interpreter axis", "remove it")
             if axis.device_runtime and (other := next((n for n in before if self.axes[n].device_runtime), None)):
                 raise _fail(f"{key}.device_runtime", f"axes.{other} is the device runtime already", "mark one axis only")
-            _versions(axis.versions, f"{key}.versions")
+            self._versions(axis.versions, f"{key}.versions")
         interpreters = [f"axes.{name}" for name, axis in self.axes.items() if axis.is_interpreter]
         if not interpreters:
             raise _fail("axes", "no interpreter axis", 'declare one without distributions: [axes.python] prefix = "py", versions = [...]')
@@ -203,21 +231,27 @@ class MatrixFile(Table):
             fix = 'only the interpreter axis has none: give the others theirs, e.g. distributions = { numpy = "numpy" }'
             raise _fail(" and ".join(f"{k}.distributions" for k in interpreters), "missing", fix)
 
-    def _pinned(self, values: Iterable[str], key: str, axis: str, fix: str) -> None:
-        for value in values:
-            _version(value, key)
-            if value not in self.axes[axis].versions and value not in SYMBOLIC:
-                raise _fail(key, f"{value!r} is not in axes.{axis}.versions", fix)
+    def _pinned(self, value: str, key: str, axis: str, fix: str) -> None:
+        _version(value, key)
+        if value not in self.axes[axis].versions:
+            raise _fail(key, f"{value!r} is not in axes.{axis}.versions", fix)
 
-    def _profile_names(self, value: Any, key: str) -> None:
-        bad = [n for n in value if n not in self.profiles] if isinstance(value, list) and value else [value]
-        if value is not None and bad:
-            raise _told("*.profiles*", key, bad[0], self.profiles)
+    def _versions(self, values: list[str], key: str, axis: str = "", fix: str = "", *, symbolic: bool = False) -> None:
+        """Canonical versions, each once (with ``symbolic``, a profile's package axis: ``latest`` too), all of ``axis``'s."""
+        for i, value in enumerate(values):
+            if not (symbolic and value in SYMBOLIC):
+                _version(value, f"{key}[{i}]")
+                if axis:
+                    self._pinned(value, key, axis, fix)
+        if duplicates := sorted({v for v in values if values.count(v) > 1}):
+            raise _fail(key, f"duplicate version(s) {', '.join(duplicates)}", "list each version once")
+
+    def _profile_names(self, names: list[str], key: str) -> None:
+        if bad := [n for n in names if n not in self.profiles]:
+            raise _fail(key, f"{bad[0]!r} is not a profile", f"use a list of {', '.join(self.profiles)} (the [profiles.*] tables)")
 
     def _check_profiles(self) -> None:
         """``within`` is checked axis-wise here (cell-wise by the planner)."""
-        if not self.profiles:
-            raise _told("profiles", "profiles", self.profiles)
         for name, table in self.profiles.items():
             key = f"profiles.{name}"
             try:
@@ -228,19 +262,18 @@ class MatrixFile(Table):
             listed = self.listed(name)
             for axis, values in listed.items():
                 if not isinstance(values, list):
-                    raise _told("*.versions|profiles.*.*|gpu.*", f"{key}.{axis}", values)
-                _versions(values, f"{key}.{axis}", symbolic=not self.axes[axis].is_interpreter)
-                self._pinned(
-                    [v for v in values if v not in SYMBOLIC], f"{key}.{axis}", axis, f"add it to axes.{axis}.versions or remove it"
-                )
+                    raise _bad(f"{key}.{axis}", values, _VERSIONS)
+                fix = f"add it to axes.{axis}.versions or remove it"
+                self._versions(values, f"{key}.{axis}", axis, fix, symbolic=not self.axes[axis].is_interpreter)
             computed = table.get("computed")
             if not listed and computed is None:
                 example = next(iter(self.packages), next(iter(self.axes)))
                 fix = f'list the versions it runs, e.g. {example} = ["{self.axes[example].versions[-1]}"], or remove it'
                 raise _fail(key, "lists no versions (and is not computed): it would plan the base cells alone", fix)
             if computed is not None:
-                if not isinstance(computed, str) or not computed.endswith(".json") or "/" in computed or computed.startswith("."):
-                    raise _told("profiles.*.computed", f"{key}.computed", computed)
+                if not isinstance(computed, str) or not re.fullmatch(r"[^./][^/]*\.json", computed):
+                    fix = f'write e.g. computed = "{name}.json" (beside the matrix)'
+                    raise _fail(f"{key}.computed", f"{computed!r} is not a .json file name", fix)
                 if listed:
                     raise _fail(
                         key, "is computed and lists versions too", "remove the version lists (the cells come from its within profile)"
@@ -251,7 +284,8 @@ class MatrixFile(Table):
         for name, larger in within.items():
             key = f"profiles.{name}.within"
             if not isinstance(larger, str) or larger not in self.profiles or larger == name:
-                raise _told("profiles.*.within", key, larger, self.profiles)
+                others = ", ".join(p for p in self.profiles if p != name) or "none"
+                raise _fail(key, f"{larger!r} is not another profile", f"name one of {others}, or remove within")
             seen = [name]
             while seen[-1] in within:
                 seen.append(str(within[seen[-1]]))
@@ -264,14 +298,6 @@ class MatrixFile(Table):
                         f"profiles.{name}.{axis}", f"{missing[0]!r} is not in profiles.{larger}", f"{name} is declared within {larger}"
                     )
 
-    def _check_gpu(self) -> None:
-        _keys(self.gpu, "gpu", [*self.packages, "runner"])
-        for axis, versions in self.gpu_select.items():
-            _versions(versions, f"gpu.{axis}")
-            self._pinned(versions, f"gpu.{axis}", axis, "list versions the matrix has, or no GPU cell matches")
-        if not self.runner:
-            raise _told("gpu.runner*", "gpu.runner", self.runner)
-
     def _check_include(self) -> None:
         for i, table in enumerate(self.include):
             key = f"include[{i}]"
@@ -279,11 +305,13 @@ class MatrixFile(Table):
             pins = {axis: version for axis, version in table.items() if axis != "profiles"}
             for axis, version in pins.items():
                 if not isinstance(version, str):
-                    raise _told("*]|base.*|*.pins.*|include*.*", f"{key}.{axis}", version)
-                self._pinned([version], f"{key}.{axis}", axis, "an include can only combine listed versions")
+                    raise _bad(f"{key}.{axis}", version, _VERSION)
+                self._pinned(version, f"{key}.{axis}", axis, "an include can only combine listed versions")
             if not pins:
                 raise _fail(key, "pins nothing", 'list the versions of the cell to add, e.g. torch = "2.5.1"')
-            self._profile_names(table.get("profiles"), f"{key}.profiles")
+            if not isinstance(names := table.get("profiles", []), list):
+                raise _bad(f"{key}.profiles", names, _PROFILES)
+            self._profile_names(names, f"{key}.profiles")
 
     def _check_constraints(self) -> None:
         for i, constraint in enumerate(self.constraints):
@@ -306,13 +334,19 @@ class MatrixFile(Table):
             if not rule.pins:
                 raise _fail(f"{key}.pins", "empty", 'name the base pins that stand in, e.g. pins = { torch = "2.14.1" }')
             for axis, version in rule.pins.items():
-                self._pinned([version], f"{key}.pins.{axis}", axis, "pin a listed version")
+                self._pinned(version, f"{key}.pins.{axis}", axis, "pin a listed version")
             if not rule.why.strip():
                 raise _fail(f"{key}.why", "missing", "say why the base cannot be used there (e.g. no wheel for that Python)")
 
 
 def _fail(key: str, problem: str, fix: str) -> ValueError:
+    """The one form of every defect: ``key: problem; fix``."""
     return ValueError(f"{key}: {problem}; {fix}")
+
+
+def _bad(key: str, value: Any, meta: msgspec.Meta) -> ValueError:
+    """``key: {value!r} is not {what}; {fix}``, as a field's ``meta`` (made by :func:`_told`) says."""
+    return _fail(key, f"{value!r} is not {meta.description}", meta.extra["fix"].replace("{name}", key.rpartition(".")[2]))
 
 
 def _keys(table: Mapping[str, Any], key: str, allowed: Iterable[str]) -> None:
@@ -331,18 +365,6 @@ def _version(value: str, key: str) -> None:
         raise _fail(key, f"{value!r} is not written canonically", f'write "{canonical}" (no spaces, prefixes or leading zeros)')
 
 
-def _versions(values: list[str], key: str, *, symbolic: bool = False) -> None:
-    """A non-empty list of canonical versions, each once; with ``symbolic`` (a profile's package axis) ``latest`` too."""
-    if not values:
-        raise _fail(key, "empty list", "list at least one version, or remove the key")
-    for i, value in enumerate(values):
-        if not (symbolic and value in SYMBOLIC):
-            _version(value, f"{key}[{i}]")
-    duplicates = sorted({v for v in values if values.count(v) > 1})
-    if duplicates:
-        raise _fail(key, f"duplicate version(s) {', '.join(duplicates)}", "list each version once")
-
-
 def _specifiers(when: Mapping[str, str], key: str, axes: Iterable[str]) -> None:
     _keys(when, key, axes)
     if not when:
@@ -351,7 +373,7 @@ def _specifiers(when: Mapping[str, str], key: str, axes: Iterable[str]) -> None:
         try:
             _specifier(text)
         except InvalidSpecifier:
-            raise _told("*.when.*", f"{key}.{axis}", text) from None
+            raise _bad(f"{key}.{axis}", text, _SPECIFIER) from None
 
 
 def _requirements(values: list[str], key: str, *, allow_direct: bool = False) -> None:
@@ -365,49 +387,26 @@ def _requirements(values: list[str], key: str, *, allow_direct: bool = False) ->
             raise _fail(f"{key}[{i}]", problem, "use a released version, or add allow_direct = true with a why to this entry")
 
 
-#: How a bad value is told, by its key (``fnmatch`` patterns, ``|`` between alternatives): msgspec's type errors take the
-#: first entry that matches, a rule names its entry.
-_TOLD = {
-    "schema": ("{value!r} is not a known matrix schema", f"set schema = {SCHEMA}"),
-    "profiles": ("{value!r} is not a table of profiles", 'declare at least one, e.g. [profiles.smoke] torch = ["2.5.1"]'),
-    "gpu.runner*": ("{value!r} is not a list of runner labels", 'write e.g. ["self-hosted", "gpu"]'),
-    "*.prefix": ("{value!r} is not a short alphanumeric prefix", 'write e.g. prefix = "np"'),
-    "*.distributions.*": ("{value!r} is not a module name", 'write the module to import, e.g. "numpy"'),
-    "*.every_cell|*.device_runtime|*.allow_direct": ("{value!r} is not true or false", "write {name} = true, or leave it out"),
-    "*.requires*": ("{value!r} is not a list of requirements", 'write e.g. ["numpy<2"]'),
-    "*.source_builds": ("{value!r} is not allow or refuse", 'write source_builds = "refuse"'),
-    "*.cell_deadline_s": ("{value!r} is not a number of seconds", "write e.g. cell_deadline_s = 3600 (0: none)"),
-    "*.max_age_days": ("{value!r} is not a whole number of days", "write e.g. max_age_days = 7 (0: never reuse)"),
-    "*.when.*": ("{value!r} is not a version specifier", 'write e.g. "<2.1" or ">=2.3,<2.6"'),
-    "*.profiles*": ("{value!r} is not a profile", "use a list of {profiles} (the [profiles.*] tables)"),
-    "profiles.*.computed": ("{value!r} is not a .json file name", 'write e.g. computed = "{parts[1]}.json" (beside the matrix)'),
-    "profiles.*.within": ("{value!r} is not another profile", "name one of {others}, or remove within"),
-    "base_when[[]*]|exclude[[]*]|include[[]*]|constraints[[]*]": ("expected a table, got {type}", "see the comments in matrix.toml"),
-    "*]|base.*|*.pins.*|include*.*": ("{value!r} is not a version string", 'write it quoted, e.g. "2.4.1"'),
-    "*.versions|profiles.*.*|gpu.*": ("expected a list of versions, got {value!r}", 'write e.g. ["2.4.1", "2.5.1"]'),
-    "base_when|exclude|include|constraints": ("expected an array of tables, got {type}", "write [[{key}]] blocks"),
-    "*": ("expected a table, got {type}", "see the comments in matrix.toml"),
-}
-
-
-def _told(entry: str, key: str, value: Any, profiles: Iterable[str] = ()) -> ValueError:
-    """``key: problem; fix`` for a bad ``value``, as :data:`_TOLD`'s ``entry`` tells it (``profiles``: the declared ones)."""
-    told, fix = _TOLD[entry]
-    parts, profiles = key.split("."), list(profiles)
-    facts = {"value": value, "type": type(value).__name__, "key": key, "name": parts[-1], "parts": parts}
-    facts |= {"profiles": ", ".join(profiles), "others": ", ".join(p for p in profiles if p not in parts[1:2]) or "none"}
-    return ValueError(f"{key}: {told.format(**facts)}; {fix.format(**facts)}")
-
-
 def _fields(model: Any) -> dict[str, Any]:
     return {f.name: f.type for f in msgspec.structs.fields(model)}
 
 
-def _inner(hint: Any, kind: type) -> Any:
-    """``hint``, or the member of its union that is a ``kind`` (dict or list)."""
-    if get_origin(hint) is kind:
-        return hint
-    return next(h for h in get_args(hint) if get_origin(h) is kind)
+def _meta(hint: Any) -> msgspec.Meta | None:
+    """What ``hint`` (or, for a union, its annotated member) says a good value is, if it says."""
+    for one in (hint, *(get_args(hint) if get_origin(hint) in (Union, types.UnionType) else ())):
+        if get_origin(one) is Annotated:
+            return one.__metadata__[0]
+    return None
+
+
+def _bare(hint: Any) -> Any:
+    return get_args(hint)[0] if get_origin(hint) is Annotated else hint
+
+
+def _item(hint: Any, kind: type) -> Any:
+    """The value type of ``hint`` (or of its union's member) that is a ``kind`` (dict or list)."""
+    hint = _bare(hint)
+    return get_args(next(h for h in (hint, *map(_bare, get_args(hint))) if get_origin(h) is kind))[-1]
 
 
 def _fits(value: Any, hint: Any) -> bool:
@@ -419,28 +418,25 @@ def _fits(value: Any, hint: Any) -> bool:
 
 
 def explain(exc: msgspec.ValidationError, data: Mapping[str, Any]) -> str:
-    """``key: problem; fix`` for a :class:`MatrixFile` decoding error of ``data``: a rule's own text, or msgspec's told as one."""
-    text = str(exc)
-    problem, _, path = text.partition(" - at `$")
+    """``key: problem; fix`` for a :class:`MatrixFile` decoding error of ``data``: a rule's own, or msgspec's told by the ``Meta``
+    of the field that failed (a list or table whose items have none is named whole)."""
+    problem, _, path = str(exc).partition(" - at `$")
+    if not path and not problem.startswith("Object "):
+        return problem  # a rule's own: already "key: problem; fix"
     key, value, hint = "", data, MatrixFile
-    outer: tuple[str, Any] = (key, value)
+    told: tuple[str, Any, msgspec.Meta] | None = None
     for name, index in re.findall(r"\.(\w+)|\[([^\]]+)\]", path.rstrip("`")):
-        if name:  # a struct's field
-            key, value, hint = f"{key}.{name}".lstrip("."), value.get(name), _fields(hint)[name]
+        if name:  # a struct's field: told on its own
+            key, value, hint, told = f"{key}.{name}".lstrip("."), value.get(name), _fields(hint)[name], None
         elif index == "...":  # msgspec does not say which key of a dict: the first whose value does not fit
-            hint = get_args(_inner(hint, dict))[1]
+            hint = _item(hint, dict)
             name = next(k for k, v in value.items() if not _fits(v, hint))
             key, value = f"{key}.{name}", value[name]
         else:
-            outer = key, value
-            key, value, hint = f"{key}[{index}]", value[int(index)], get_args(_inner(hint, list))[0]
+            key, value, hint = f"{key}[{index}]", value[int(index)], _item(hint, list)
+        told = (key, value, meta) if (meta := _meta(hint)) else told
     if found := re.fullmatch(r"Object contains unknown field `(.+)`", problem):
-        return f"{key}.{found[1]}".lstrip(".") + f": unknown key; use one of {', '.join(sorted(_fields(hint)))}"
+        return str(_fail(f"{key}.{found[1]}".lstrip("."), "unknown key", f"use one of {', '.join(sorted(_fields(hint)))}"))
     if found := re.fullmatch(r"Object missing required field `(.+)`", problem):
-        key, value = f"{key}.{found[1]}".lstrip("."), None
-    elif not path:
-        return text  # a rule's own: already "key: problem; fix"
-    entry = next(keys for keys in _TOLD if any(fnmatch.fnmatchcase(key, k) for k in keys.split("|")))
-    if "list of" in _TOLD[entry][0] and key.endswith("]"):  # a list of requirements or labels is named whole
-        key, value = outer
-    return str(_told(entry, key, value, data["profiles"] if isinstance(data.get("profiles"), dict) else ()))
+        return str(_fail(f"{key}.{found[1]}".lstrip("."), "missing", _meta(_fields(hint)[found[1]]).extra["fix"]))
+    return str(_bad(*told) if told else _fail(key, f"{value!r} is not valid here ({problem})", "see the comments in matrix.toml"))
