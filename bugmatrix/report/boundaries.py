@@ -28,20 +28,19 @@ def _ran(per_cell: Mapping[str, Entry]) -> set[str]:
     return {cell for cell, e in per_cell.items() if (o := e.outcome) is not _SKIPPED and o is not _INSTALL_FAILED and o is not _MISSING}
 
 
-def _marks(per_cell: Mapping[str, Entry], pins: Mapping[str, Mapping[str, str]], axes: tuple[str, ...]) -> dict[tuple[str, ...], Mark]:
-    """Position -> Mark; an install failure only shows where nothing else ran."""
+def _marks(per_cell: Mapping[str, Entry], positions: Mapping[str, tuple[str, ...]]) -> dict[tuple[str, ...], Mark]:
+    """Position -> Mark (``positions``: each drawn cell's); an install failure only shows where nothing else ran."""
     grouped: dict[tuple[str, ...], dict[Outcome, list[str]]] = {}
     undeclared: set[tuple[str, ...]] = set()
     for cell, entry in per_cell.items():
-        cell_pins = pins.get(cell)
-        if cell_pins is None:
+        key = positions.get(cell)
+        if key is None:
             continue
-        key = tuple([cell_pins.get(a, "") for a in axes])
         by_outcome = grouped.get(key)
         if by_outcome is None:
             grouped[key] = by_outcome = {}
-        by_outcome.setdefault(entry.outcome, []).append(cell)
-        if not entry.as_declared and entry.outcome.ran:
+        by_outcome.setdefault(outcome := entry.outcome, []).append(cell)
+        if outcome is not entry.expected and outcome not in NOT_RUN:  # not as declared, and ran
             undeclared.add(key)
     marks = {}
     for key, by_outcome in grouped.items():
@@ -154,14 +153,13 @@ class _Cells:
         return sorted({self.pins[c].get(axis, "") for c in ids}, key=self.rank[axis].__getitem__)
 
 
-def _read_axes(group: list[Variant], ran_ids: list[str], cells: _Cells) -> tuple[list[str], str]:
+def _read_axes(group: list[Variant], counts: Mapping[str, int], cells: _Cells) -> tuple[list[str], str]:
     """The axes a picture reads its variant along (declared, in document order), and a note when some cannot be drawn.
 
     A declared axis with one value is drawn only when no declared axis has more; an undeclared variant is read along
-    the pins that vary where it ran.
+    the pins that vary where it ran (``counts``: each axis's values there).
     """
     declared = group[0].axes
-    counts = {a: len(cells.values(ran_ids, a)) for a in cells.axes}
     if declared is None:
         axes = [a for a in cells.axes if counts[a] > 1]
         note = "no run file or case says which axes it declares: read along every pin that varies where it ran" if axes else ""
@@ -214,34 +212,36 @@ def _unread(
 
 def _picture(group: list[Variant], results: Mapping[str, Mapping[str, Entry]], cells: _Cells) -> Picture:
     pins = cells.pins
-    ran = {v.id: _ran(results.get(v.id, {})) for v in group}
-    ran_ids = [c for c in pins if any(c in r for r in ran.values())]
-    read, note = _read_axes(group, ran_ids, cells)
-    counts = {a: len(cells.values(ran_ids, a)) for a in read}
+    per_cell = [results.get(v.id, {}) for v in group]
+    ran = {v.id: _ran(entries) for v, entries in zip(group, per_cell, strict=True)}
+    anywhere = set().union(*ran.values())
+    ran_ids = [c for c in pins if c in anywhere]
+    counts = {a: len(cells.values(ran_ids, a)) for a in cells.axes}
+    read, note = _read_axes(group, counts, cells)
     # Columns run along the axis with more values: the page is wider than it is tall per picture.
     axes = tuple(sorted(read, key=lambda a: -counts[a]))
     # Drawn over every cell with an entry that has a pin on each axis read: an install failure shows as ⚠, a visible gap.
     # A skip is drawn only between releases where it ran (a gap the boundary may lie in): a variant is read only where it
     # ran, so a CPU cell's "needs a CUDA GPU" outside them is no position of a CUDA variant's picture.
     span = {a: (min(r), max(r)) for a in axes if (r := [cells.rank[a][pins[c][a]] for c in ran_ids if pins[c].get(a)])}
+    placed = [c for c in pins if all(pins[c].get(a) for a in axes)]
     listed = [
         c
-        for c in pins
-        if all(pins[c].get(a) for a in axes)
-        and any(
-            (e := results.get(v.id, {}).get(c)) is not None
+        for c in placed
+        if any(
+            (e := entries.get(c)) is not None
             and (e.outcome is not _SKIPPED or all(a in span and span[a][0] <= cells.rank[a][pins[c][a]] <= span[a][1] for a in axes))
-            for v in group
+            for entries in per_cell
         )
     ]
     values = tuple(tuple(cells.values(listed, a)) for a in axes)
-    held = _held([c for c in ran_ids if all(pins[c].get(a) for a in axes)], axes, cells)
+    held = _held([c for c in placed if c in anywhere], axes, cells)
     tracks = []
-    listed_pins = {c: pins[c] for c in listed}
-    for v in group:
-        marks = _marks(results.get(v.id, {}), listed_pins, axes)
+    positions = {c: tuple([pins[c].get(a, "") for a in axes]) for c in listed}
+    for v, entries in zip(group, per_cell, strict=True):
+        marks = _marks(entries, positions)
         flips = _flips(marks, axes, values, cells.shorts) if axes else []
-        old = tuple(c for c in ran[v.id] if c in listed_pins and v.old_check(results[v.id][c]))
+        old = tuple(c for c in ran[v.id] if c in positions and v.old_check(entries[c])) if v.old_checks else ()
         tracks.append(Track(v, marks, flips, "" if flips else _unread(marks, axes, dict(held), cells.shorts), old))
     kind = "list" if not axes else "strip" if len(axes) == 1 else "grid"
     if axes and (len(values[0]) > MAX_COLUMNS or (len(axes) > 1 and len(values[1]) > MAX_ROWS)):

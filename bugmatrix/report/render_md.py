@@ -8,6 +8,7 @@ no Markdown library escapes for GitHub's dialect, so :func:`escape_md` is hand-w
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from jinja2 import Environment, PackageLoader
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
-from bugmatrix.documents.compat import Cell, Entry, Variant
+from bugmatrix.documents.compat import Cell, Variant
 from bugmatrix.report.diff import INFORMATIONAL, PER_CELL, Change
 from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import WINDOW
@@ -61,19 +62,19 @@ SUMMARY_CHANGE_LIMIT = 30
 LINE_LIMIT = 40
 
 
-def _entry(entry: Entry | None, variant: Variant) -> str:
-    if entry is None:
-        return "·"  # the variant was not part of this cell's run (e.g. selected out with -k)
-    text = entry.outcome.label
-    if entry.flagged:
-        text = f"**{text}** ({entry.verdict})"
-    elif entry.verdict is Verdict.NEW:
+@functools.lru_cache(maxsize=4096)
+def _said(outcome: Outcome, verdict: Verdict | None, workarounds: tuple[str, ...], old: bool, mark: str) -> str:
+    """An entry's text: what only its judgement decides (a few dozen kinds in 20,000 entries), then the column's mark."""
+    text = outcome.label
+    if verdict is not None and verdict.flagged:
+        text = f"**{text}** ({verdict})"
+    elif verdict is Verdict.NEW:
         text += " (new)"
-    if variant.old_check(entry):
+    if old:
         text += " (under an old check)"
-    if entry.workarounds:
-        text += " — works: " + ", ".join(escape_md(w) for w in entry.workarounds)
-    return text
+    if workarounds:
+        text += " — works: " + ", ".join(escape_md(w) for w in workarounds)
+    return text + mark
 
 
 def _change_items(changes: Iterable[Change]) -> list[Change | list[Change]]:
@@ -102,7 +103,11 @@ def _column_groups(compat: Compat, columns: list[Cell], ran: list[Variant], vary
     rows = [(v, compat.entries(v.id)) for v in ran]
     for cell in columns:
         mark = f" {REUSED}" if cell.reused else ""  # never shown as fresh: the Reused section names its origin
-        entries = [_entry(per_cell.get(cell.id), v) + (mark if cell.id in per_cell else "") for v, per_cell in rows]
+        # "·": the variant was not part of this cell's run (e.g. selected out with -k).
+        entries = [
+            _said(e.outcome, e.verdict, e.workarounds, bool(v.old_check(e)), mark) if (e := per_cell.get(cell.id)) is not None else "·"
+            for v, per_cell in rows
+        ]
         if groups:
             cells, axis, previous = groups[-1]
             first, pins = cells[0].pins, cell.pins
