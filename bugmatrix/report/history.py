@@ -152,19 +152,19 @@ class _Cells:
         self.letters: str | None = None
         self.cells: tuple[str, ...] = ()
 
-    def feed(self, night: Night, letters: str) -> list[tuple[str, str, str]]:
-        """(cell, before, after) per cell whose outcome differs from its last real one."""
-        if letters == self.letters and night.cells == self.cells:
+    def feed(self, cells: tuple[str, ...], letters: str) -> list[tuple[str, str, str]]:
+        """(cell, before, after) per cell whose outcome differs from its last real one (``cells``: the night's, shared)."""
+        if letters == self.letters and cells is self.cells:
             return []  # most nights: nothing changed, compared in one step
         changes = []
-        for cell, letter in zip(night.cells, letters, strict=True):
+        for cell, letter in zip(cells, letters, strict=True):
             if letter in GAPS:
                 continue  # F, missing, R is a change F -> R on the night of R; F, missing, F is none
             old = self.last.get(cell)
             if old is not None and old != letter:
                 changes.append((cell, old, letter))
             self.last[cell] = letter
-        self.letters, self.cells = letters, night.cells
+        self.letters, self.cells = letters, cells
         return changes
 
 
@@ -184,6 +184,8 @@ def summarise(nights: list[Night], window: int = WINDOW) -> dict[str, VariantHis
     if not nights:
         return {}
     first_recent = max(0, len(nights) - window)
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+    columns = [shared.setdefault(n.cells, n.cells) for n in nights]  # one tuple per distinct list of cells: compared by identity
     summary = {}
     for variant in nights[-1].outcomes:
         since: str | None = None
@@ -198,7 +200,7 @@ def summarise(nights: list[Night], window: int = WINDOW) -> dict[str, VariantHis
                 if recent:
                     ticks.append(Tick(night.date, "none", f"{night.date}: not in this night's report"))
                 continue
-            changes = cells.feed(night, letters)
+            changes = cells.feed(columns[i], letters)
             if since is None or changes:
                 state = "first" if since is None else "changed"
                 since = night.date

@@ -87,7 +87,7 @@ def _entry(record: VariantRecord, declared: CaseVariant | None = None, versions:
     """The record as an entry; one recorded ``new`` is judged against what its case declares now (its outcome unchanged)."""
     # A record built in code (not loaded from a file) may carry the enums' words; the model holds the enums.
     outcome, verdict, expected = record.outcome, record.verdict, record.expected
-    if Verdict(verdict) is Verdict.NEW and declared is not None and (now := declared.expectation(versions or {})) is not None:
+    if verdict == Verdict.NEW and declared is not None and (now := declared.expectation(versions or {})) is not None:
         expected, verdict = now.outcome, judge(Outcome(outcome), now.outcome)
     return Entry(
         outcome=outcome if type(outcome) is Outcome else Outcome(outcome),
