@@ -8,17 +8,23 @@ was "held at". One varying declared axis is a strip, two a grid, none a list; di
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 import msgspec
 
-from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.cell.outcomes import Kind, Outcome
 from bugmatrix.documents.compat import Cell, Entry, Variant
-from bugmatrix.report.marks import JOINS, MAX_COLUMNS, MAX_ROWS, NOT_RUN, Flip, Mark, Picture, Track, axis_values, flip_edges, symbol
+from bugmatrix.report.marks import NOT_RUN, Flip, Mark, Picture, Track, flip_edges, symbol
 from bugmatrix.report.model import Compat
 from bugmatrix.versions import version_key
 
 __all__ = ["Boundary", "pictures"]
 
+#: Roles a variant can play on another variant's picture: the kind, and the field naming its target.
+JOINS = {Kind.WORKAROUND: "workaround_for", Kind.UPSTREAM: "counterpart"}
+#: The most releases a strip or grid draws along its columns / rows and still fits 1280 px.
+MAX_COLUMNS = 20
+MAX_ROWS = 40
 _RANK = {o: i for i, o in enumerate(Outcome)}
 _SKIPPED, _INSTALL_FAILED, _MISSING = Outcome.SKIPPED, Outcome.INSTALL_FAILED, Outcome.MISSING  # NOT_RUN, by identity
 
@@ -58,33 +64,15 @@ def _marks(per_cell: Mapping[str, Entry], positions: Mapping[str, tuple[str, ...
 def _line_flips(line: list[tuple[str, Mark]], axis: str, shorts: Mapping[str, str]) -> list[Flip]:
     flips, last, last_index = [], None, -1
     for index, (value, mark) in enumerate(line):
-        outcome = mark.single
-        if outcome is None or outcome in NOT_RUN:
+        if (outcome := mark.read) is None:
             continue  # a gap (not planned here, not installed, mixed): the boundary lies somewhere across it
         if last is not None and outcome is not last[1]:
+            short = shorts.get(axis, axis)
             flips.append(
-                Flip(
-                    axis,
-                    last[0],
-                    value,
-                    last[1],
-                    outcome,
-                    adjacent=index == last_index + 1,
-                    axis_short=shorts.get(axis, axis),
-                    declared=mark.declared,
-                )
+                Flip(axis, last[0], value, last[1], outcome, adjacent=index == last_index + 1, axis_short=short, declared=mark.declared)
             )
         last, last_index = (value, outcome), index
     return flips
-
-
-def _usable_on_line(marks: dict[tuple[str, ...], Mark], along: int, fixed: str, values: tuple[str, ...]) -> int:
-    count = 0
-    for v in values:
-        mark = marks.get((v, fixed) if along == 0 else (fixed, v))
-        if mark is not None and mark.single is not None and mark.single not in NOT_RUN:
-            count += 1
-    return count
 
 
 def _flips(
@@ -92,40 +80,24 @@ def _flips(
 ) -> list[Flip]:
     if len(axes) == 1:
         return _line_flips([(v, marks.get((v,), Mark())) for v in values[0]], axes[0], shorts)
-    found: dict[tuple[str, str, str, Outcome, Outcome, bool], list[str]] = {}
-    declared: dict[tuple[str, str, str, Outcome, Outcome, bool], bool] = {}
+    found: dict[tuple[str, str, str, Outcome, Outcome, bool], list[tuple[str, Flip]]] = {}
+    readable: tuple[set[str], set[str]] = (set(), set())
     for along in (0, 1):
-        other = 1 - along
-        for fixed in values[other]:
-            line = []
-            for v in values[along]:
-                key = (v, fixed) if along == 0 else (fixed, v)
-                line.append((v, marks.get(key, Mark())))
+        for fixed in values[1 - along]:
+            line = [(v, marks.get((v, fixed) if along == 0 else (fixed, v), Mark())) for v in values[along]]
+            # A flip is "everywhere" when it occurs on every line that has two outcomes to compare: a line where nothing
+            # (or one release) ran -- a missing cell, another case's column -- neither shows nor contradicts it.
+            if sum(mark.read is not None for _, mark in line) > 1:
+                readable[along].add(fixed)
             for f in _line_flips(line, axes[along], shorts):
-                same = (f.axis, f.before, f.after, f.was, f.now, f.adjacent)
-                found.setdefault(same, []).append(fixed)
-                declared[same] = declared.get(same, True) and f.declared
-    # A flip is "everywhere" when it occurs on every line that has two outcomes to compare: a line where nothing
-    # (or one release) ran -- a missing cell, another case's column -- neither shows nor contradicts it.
-    readable = [{fixed for fixed in values[1 - along] if _usable_on_line(marks, along, fixed, values[along]) > 1} for along in (0, 1)]
+                found.setdefault((f.axis, f.before, f.after, f.was, f.now, f.adjacent), []).append((fixed, f))
     flips = []
-    for (axis, before, after, was, now, adjacent), at in found.items():
-        other_axis = axes[1] if axis == axes[0] else axes[0]
+    for (axis, *_), seen in found.items():
+        other, at = axes[1 - axes.index(axis)], tuple(fixed for fixed, _ in seen)
+        declared = all(f.declared for _, f in seen)
         everywhere = set(at) >= readable[axes.index(axis)]
         flips.append(
-            Flip(
-                axis,
-                before,
-                after,
-                was,
-                now,
-                () if everywhere else tuple(at),
-                other_axis,
-                adjacent,
-                axis_short=shorts.get(axis, axis),
-                other_short=shorts.get(other_axis, other_axis),
-                declared=declared[(axis, before, after, was, now, adjacent)],
-            )
+            replace(seen[0][1], at=() if everywhere else at, other_axis=other, other_short=shorts.get(other, other), declared=declared)
         )
     return sorted(flips, key=lambda f: (axes.index(f.axis), version_key(f.after), f.was, f.now))
 
@@ -147,7 +119,7 @@ class _Cells:
         self.interpreter = compat.interpreter
         self.shorts = {a: compat.short(a) for a in self.axes}
         # Ranks instead of Version objects: sorting a subset is then integer comparisons.
-        self.rank = {a: {v: i for i, v in enumerate(axis_values(cells, a))} for a in self.axes}
+        self.rank = {a: {v: i for i, v in enumerate(sorted({c.pins.get(a, "") for c in cells}, key=version_key))} for a in self.axes}
 
     def values(self, ids: Iterable[str], axis: str) -> list[str]:
         return sorted({self.pins[c].get(axis, "") for c in ids}, key=self.rank[axis].__getitem__)
@@ -191,7 +163,7 @@ def _unread(
     marks: dict[tuple[str, ...], Mark], axes: tuple[str, ...], held: Mapping[str, tuple[str, ...]], shorts: Mapping[str, str]
 ) -> str:
     """Why a track with more than one outcome shows no flip, in words (never a bare "no boundary")."""
-    singles = {k: m.single for k, m in marks.items() if m.single is not None and m.single not in NOT_RUN}
+    singles = {k: m.read for k, m in marks.items() if m.read is not None}
     mixed = [k for k, m in marks.items() if m.single is None and len([o for o in m.outcomes if o not in NOT_RUN]) > 1]
     name = " × ".join(shorts.get(a, a) for a in axes)
 
