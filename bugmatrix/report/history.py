@@ -37,7 +37,6 @@ __all__ = [
     "night_from_compat",
     "nights_of",
     "outcome_runs",
-    "recorded_files",
     "reuse_facts",
     "summarise",
     "unchanged_since",
@@ -260,18 +259,11 @@ def flaky_pairs(summary: Mapping[str, VariantHistory]) -> frozenset[tuple[str, s
     return frozenset((variant, cell) for variant, h in summary.items() for cell in h.flaky)
 
 
-def recorded_files(nights: Iterable[Night]) -> dict[str, tuple[str, str]]:
-    """Each run file a night's report read (``runs/<cell>.json``) -> (that night's date, its digest), the newest night's record."""
-    recorded: dict[str, tuple[str, str]] = {}
-    for night in sorted(nights, key=lambda n: n.date):  # a later night's record of the same path replaces an earlier one's
-        recorded.update({path: (night.date, digest) for path, digest in night.files.items()})
-    return recorded
-
-
 def reuse_facts(path: Path) -> tuple[frozenset[tuple[str, str]], dict[str, tuple[str, str]]]:
-    """What reuse takes from the history: the flaky pairs of any profile, and :func:`recorded_files` (none without a file)."""
-    nights = load_history(path)
+    """What reuse takes from the history (none without a file): the flaky pairs of any profile, and each run file a night's
+    report read (``runs/<cell>.json``) -> (that night's date, its digest), the newest night's record."""
+    nights = load_history(path)  # oldest first: a later night's record of the same path replaces an earlier one's
     pairs: set[tuple[str, str]] = set()
     for profile in dict.fromkeys(n.profile for n in nights):
         pairs |= flaky_pairs(summarise(nights_of(nights, profile)))
-    return frozenset(pairs), recorded_files(nights)
+    return frozenset(pairs), {path: (night.date, digest) for night in nights for path, digest in night.files.items()}

@@ -301,18 +301,11 @@ def merge_runs(
     if planned:
         planned_ids = {v for c in expectation.cells for v in c.variants}
         stale = tuple(sorted(v for v in variants if v not in planned_ids and any(not is_system(c) for c in results.get(v, {}))))
-    ran = {run.cell for run in runs}
-    cells += [
-        Cell(c.id, dict(c.pins), install=CellInstall(InstallStatus.MISSING, "unreadable run file" if c.id in refused else "no run file"))
-        for c in expectation.cells
-        if c.id not in ran
-    ]
-    planned_cells = {c.id for c in expectation.cells}
-    cells += [
-        Cell(bad.cell, dict(bad.pins), install=CellInstall(InstallStatus.MISSING, "unreadable run file"))
-        for bad in refused.values()
-        if bad.cell not in planned_cells
-    ]
+    absent = {c.id: c.pins for c in expectation.cells if c.id not in seen}  # the plan's order, then unreadable unplanned cells
+    for bad in refused.values():
+        absent.setdefault(bad.cell, bad.pins)
+    why = {cell: "unreadable run file" if cell in refused else "no run file" for cell in absent}
+    cells += [Cell(cell, dict(pins), install=CellInstall(InstallStatus.MISSING, why[cell])) for cell, pins in absent.items()]
     if declared:
         for vid, variant in variants.items():
             if variant.axes is None and vid in declared:
@@ -347,7 +340,5 @@ def merge_runs(
 
 def version_order(run: RunRecord) -> tuple:
     """Sort key without a plan: the system cells first, then by the pins' versions (2.5.1 before 2.10.0)."""
-    key = []
-    for axis in run.axes or sorted(run.pins):
-        key.append(parse_version(run.pins.get(axis, "0")) or parse_version("0"))
-    return (not is_system(run.cell), tuple(key), run.cell)
+    key = tuple(parse_version(run.pins.get(axis, "0")) or parse_version("0") for axis in run.axes or sorted(run.pins))
+    return (not is_system(run.cell), key, run.cell)

@@ -119,12 +119,8 @@ def _column_groups(compat: Compat, columns: list[Cell], ran: list[Variant], vary
         groups.append(([cell], None, entries))
     headings = []
     for cells, axis, entries in groups:
-        pins = cells[0].pins
-        parts = []
-        for a in varying:
-            values = [c.pins[a] for c in cells] if a == axis else [pins[a]] if a in pins else []
-            if values:
-                parts.append(f"{compat.short(a)} {', '.join(values)}")
+        pins = cells[0].pins  # every cell of a group pins its axis
+        parts = [f"{compat.short(a)} {', '.join(c.pins[a] for c in cells) if a == axis else pins[a]}" for a in varying if a in pins]
         reused = f" {REUSED}" if any(c.reused for c in cells) else ""
         headings.append((escape_md(" · ".join(parts) or ", ".join(c.id for c in cells)) + reused, entries))
     return headings
