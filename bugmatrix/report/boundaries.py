@@ -137,10 +137,8 @@ def _read_axes(group: list[Variant], counts: Mapping[str, int], cells: _Cells) -
         note = "no run file or case says which axes it declares: read along every pin that varies where it ran" if axes else ""
     else:
         axes = [a for a in cells.axes if a in declared]
-        note = ""
         unknown = [a for a in declared if a not in cells.axes]
-        if unknown:
-            note = f"declares {', '.join(unknown)}, which no cell here pins: not read along it"
+        note = f"declares {', '.join(unknown)}, which no cell here pins: not read along it" if unknown else ""
         spanning = [a for a in axes if counts[a] > 1]
         axes = spanning or axes[:1]
     if len(axes) > 2:
@@ -282,9 +280,5 @@ def pictures(compat: Compat) -> Boundary:
     for v in active:
         if roots[v.id] is not None:
             helpers.setdefault(roots[v.id], []).append(v)
-    drawn = []
-    for v in active:
-        if roots[v.id] is not None:
-            continue  # drawn with the variant it works around or reproduces
-        drawn.append(_picture([v, *helpers.get((v.case, v.device, v.name), [])], results, context))
-    return drawn, idle
+    # A variant with a root is drawn on its root's picture: the variant it works around or reproduces.
+    return [_picture([v, *helpers.get((v.case, v.device, v.name), [])], results, context) for v in active if roots[v.id] is None], idle

@@ -104,14 +104,6 @@ def _not_run(outcome: Outcome, message: str) -> Entry:
     return Entry(outcome=outcome, verdict=Verdict.NOT_RUN, message=message)
 
 
-def _check_against_plan(runs: Sequence[RunRecord], expectation: Expectation) -> None:
-    for run in runs:
-        cell = expectation.cell(run.cell)
-        if cell is not None and dict(cell.pins) != run.pins:
-            msg = f"run file of {run.cell}: pins {run.pins} differ from the plan's {dict(cell.pins)}; re-run the cell with this plan"
-            raise BugmatrixError(msg)
-
-
 def _axes(runs: Sequence[RunRecord], expectation: Expectation) -> tuple[Axis, ...]:
     """Axis names, order, short names and which is the interpreter: the plan's, else read back from the cell ids.
 
@@ -261,6 +253,7 @@ def merge_runs(
     """
     if expectation is None:
         expectation = from_plan(plan) if plan is not None else Expectation(SELECTIONS)
+    planned = expectation.summary.source is ExpectationSource.PLAN
     seen: set[str] = set()
     for run in runs:
         if run.cell in seen:
@@ -268,9 +261,10 @@ def merge_runs(
             msg = f"cell {run.cell!r} appears in two run files; delete the stale one from the runs directory and re-run the report"
             raise BugmatrixError(msg)
         seen.add(run.cell)
-    planned = expectation.summary.source is ExpectationSource.PLAN
+        if planned and (cell := expectation.cell(run.cell)) is not None and dict(cell.pins) != run.pins:
+            msg = f"run file of {run.cell}: pins {run.pins} differ from the plan's {dict(cell.pins)}; re-run the cell with this plan"
+            raise BugmatrixError(msg)
     if planned:
-        _check_against_plan(runs, expectation)
         order = {c.id: i for i, c in enumerate(expectation.cells)}
         runs = sorted(runs, key=lambda r: (-1 if is_system(r.cell) else order.get(r.cell, len(order)), r.cell))
 

@@ -5,6 +5,7 @@ Colour only on a TTY without ``NO_COLOR`` (https://no-color.org); the symbols ca
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Mapping
 from typing import TextIO
@@ -40,13 +41,7 @@ def use_colour(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool
 
 def _ranges(values: list[str], hits: set[str]) -> str:
     """``2.0.1–2.10.0, 2.13.0``: consecutive values as one range."""
-    runs: list[list[str]] = []
-    for i, value in enumerate(values):
-        if value in hits:
-            if runs and values.index(runs[-1][-1]) == i - 1:
-                runs[-1].append(value)
-            else:
-                runs.append([value])
+    runs = [list(run) for hit, run in itertools.groupby(values, key=hits.__contains__) if hit]
     return ", ".join(r[0] if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
 
 
