@@ -14,7 +14,7 @@ import msgspec
 
 from bugmatrix.cell.outcomes import Kind, Outcome
 from bugmatrix.documents.compat import Cell, Entry, Variant
-from bugmatrix.report.marks import NOT_RUN, Flip, Mark, Picture, Track, flip_edges, symbol
+from bugmatrix.report.marks import NOT_RUN, Flip, Mark, Picture, Track, symbol
 from bugmatrix.report.model import Compat
 from bugmatrix.versions import version_key
 
@@ -152,11 +152,6 @@ def _read_axes(group: list[Variant], counts: Mapping[str, int], cells: _Cells) -
     return axes, note
 
 
-def _held(ran: list[str], axes: tuple[str, ...], cells: _Cells) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """The pins of the cells where it ran that the picture does not read along: context, never the reading."""
-    return tuple((a, tuple(values)) for a in cells.axes if a not in axes and (values := cells.values(ran, a)) and values != [""])
-
-
 def _unread(
     marks: dict[tuple[str, ...], Mark], axes: tuple[str, ...], held: Mapping[str, tuple[str, ...]], shorts: Mapping[str, str]
 ) -> str:
@@ -205,7 +200,9 @@ def _picture(group: list[Variant], results: Mapping[str, Mapping[str, Entry]], c
         )
     ]
     values = tuple(tuple(cells.values(listed, a)) for a in axes)
-    held = _held([c for c in placed if c in anywhere], axes, cells)
+    # Held: the pins of the cells where it ran that the picture does not read along: context, never the reading.
+    ran_placed = [c for c in placed if c in anywhere]
+    held = tuple((a, tuple(seen)) for a in cells.axes if a not in axes and (seen := cells.values(ran_placed, a)) and seen != [""])
     tracks = []
     positions = {c: tuple([pins[c].get(a, "") for a in axes]) for c in listed}
     for v, entries in zip(group, per_cell, strict=True):
@@ -230,7 +227,6 @@ def _picture(group: list[Variant], results: Mapping[str, Mapping[str, Entry]], c
         tracks=tracks,
         folded=tuple(a for a, _ in held),
         note=note,
-        flip_edges=flip_edges(tracks[0].marks, axes, values) if kind != "list" else {},
         shorts=cells.shorts,
         held=held,
         observed_on=_observed_on(group[0], ran[group[0].id], held, cells),

@@ -111,7 +111,6 @@ class Picture:
     tracks: list[Track]
     folded: tuple[str, ...] = ()
     note: str = ""
-    flip_edges: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
     shorts: Mapping[str, str] = field(default_factory=dict)  # axis -> short name, from the document
     held: tuple[tuple[str, tuple[str, ...]], ...] = ()
     observed_on: str = ""  # a non-CPU variant's GPUs and pins (``NVIDIA H200; torch 2.11.0``); "" for a CPU one

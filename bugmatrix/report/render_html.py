@@ -137,12 +137,10 @@ def _rows(compat: Compat, cells: list[tuple[Cell, str, str, str]], anchors: dict
 
 def _evidence(compat: Compat) -> list[tuple[str, Markup]]:
     """One line per case variant (its CPU and CUDA rows share the evidence)."""
-    seen: dict[str, Markup] = {}
-    for v in compat.variants:
-        key = f"{v.case}::{v.name}"
-        if v.evidence and key not in seen:
-            seen[key] = _linkify(v.evidence)
-    return list(seen.items())
+    seen: dict[str, str] = {}
+    for v in (v for v in compat.variants if v.evidence):
+        seen.setdefault(f"{v.case}::{v.name}", v.evidence)
+    return [(key, _linkify(text)) for key, text in seen.items()]
 
 
 def _missing_by_cell(changes: list[tuple[Change, str]]) -> list[tuple[str, int, str, str]]:

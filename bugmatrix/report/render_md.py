@@ -88,9 +88,8 @@ def _change_items(changes: Iterable[Change]) -> list[Change | list[Change]]:
             items.append(c if c.variant_id else [c])
         elif (c.kind, c.cell_id) in per_cell:
             per_cell[(c.kind, c.cell_id)].append(c)
-        else:
-            per_cell[(c.kind, c.cell_id)] = [c]
-            items.append(per_cell[(c.kind, c.cell_id)])  # the group keeps the severity slot of its first change
+        else:  # the group keeps the severity slot of its first change
+            items.append(per_cell.setdefault((c.kind, c.cell_id), [c]))
     return items
 
 
