@@ -18,7 +18,7 @@ from bugmatrix.report.marks import NOT_RUN, Flip, Mark, Picture, Track, symbol
 from bugmatrix.report.model import Compat
 from bugmatrix.versions import version_key
 
-__all__ = ["Boundary", "pictures"]
+__all__ = ["Boundary", "by_case", "pictures"]
 
 #: Roles a variant can play on another variant's picture: the kind, and the field naming its target.
 JOINS = {Kind.WORKAROUND: "workaround_for", Kind.UPSTREAM: "counterpart"}
@@ -246,6 +246,16 @@ def _observed_on(variant: Variant, ran: set[str], held: tuple[tuple[str, tuple[s
 
 #: What :func:`pictures` returns: the drawn pictures, and the variants that ran nowhere (listed, not drawn).
 Boundary = tuple[list[Picture], list[Variant]]
+
+
+def by_case(compat: Compat, boundary: Boundary) -> list[tuple[str, list[Picture], list[Variant]]]:
+    """Per case, in document order: its pictures, and its variants that ran nowhere (listed, not drawn)."""
+    cases: dict[str, tuple[list[Picture], list[Variant]]] = {v.case: ([], []) for v in compat.variants}
+    for picture in boundary[0]:
+        cases[picture.variant.case][0].append(picture)
+    for variant in boundary[1]:
+        cases[variant.case][1].append(variant)
+    return [(case, drawn, idle) for case, (drawn, idle) in cases.items()]
 
 
 def _root(variant: Variant, by_name: Mapping[tuple[str, str, str], Variant]) -> tuple[str, str, str] | None:

@@ -71,9 +71,7 @@ class Flip:
 
     @property
     def verb(self) -> str:
-        if self.declared:
-            return self.now.verb
-        return _PAIR_VERBS.get((self.was, self.now), self.now.verb)
+        return self.now.verb if self.declared else _PAIR_VERBS.get((self.was, self.now), self.now.verb)
 
     @property
     def label(self) -> str:

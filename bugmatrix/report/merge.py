@@ -131,9 +131,7 @@ def _axes(runs: Sequence[RunRecord], expectation: Expectation) -> tuple[Axis, ..
     unpackaged = {a for r in observed for a in r.pins if a not in packaged}
     interpreters = unpackaged if observed else dotless
     axes = expectation.axes or tuple(Axis(a, prefixes.get(a, a)) for a in _agreed_order(sequences))
-    if any(a.interpreter for a in axes):
-        return axes
-    return tuple(msgspec.structs.replace(a, interpreter=a.name in interpreters) for a in axes)
+    return axes if any(a.interpreter for a in axes) else tuple(msgspec.structs.replace(a, interpreter=a.name in interpreters) for a in axes)
 
 
 def _agreed_order(sequences: Sequence[Sequence[str]]) -> list[str]:

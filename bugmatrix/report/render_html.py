@@ -13,7 +13,7 @@ from markupsafe import Markup, escape
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.documents.compat import Cell, Entry, Variant
-from bugmatrix.report.boundaries import Boundary
+from bugmatrix.report.boundaries import by_case
 from bugmatrix.report.diff import FAILING, Change, ChangeKind
 from bugmatrix.report.marks import Mark, Picture, boundary_text, flip_edges, symbol
 from bugmatrix.report.model import REUSED, Compat, reused_note
@@ -152,16 +152,6 @@ def _missing_by_cell(changes: list[tuple[Change, str]]) -> list[tuple[str, int, 
     return [(cell, len(items), items[0][0].message, next((a for _, a in items if a), "")) for cell, items in grouped.items()]
 
 
-def _by_case(compat: Compat, boundary: Boundary) -> list[tuple[str, list[Picture], list[str]]]:
-    """Per case, in document order: its pictures, and the variants that ran nowhere (listed, not drawn)."""
-    cases: dict[str, tuple[list[Picture], list[str]]] = {v.case: ([], []) for v in compat.variants}
-    for picture in boundary[0]:
-        cases[picture.variant.case][0].append(picture)
-    for variant in boundary[1]:
-        cases[variant.case][1].append(variant.label)
-    return [(case, drawn, idle) for case, (drawn, idle) in cases.items()]
-
-
 def _companions(picture: Picture, key: tuple[str, ...]) -> tuple[str, str]:
     """A grid position's small symbols, one per companion (workaround, upstream), and their words for its tooltip."""
     marks = [(t.variant.label, t.marks.get(key, Mark())) for t in picture.tracks[1:]]
@@ -200,7 +190,7 @@ def render_html(report: NightReport) -> str:
         axes=[(_attr_name(a), a) for a in compat.axis_names],
         shared=", ".join(f"{compat.short(a)} {v}" for a, v in shared.items()),
         evidence=_evidence(compat),
-        cases=_by_case(compat, report.boundary),
+        cases=by_case(compat, report.boundary),
         table_open=len(cells) <= OPEN_TABLE_CELLS,
         reused_mark=REUSED,
     )

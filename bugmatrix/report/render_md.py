@@ -18,6 +18,7 @@ from jinja2 import Environment, PackageLoader
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.documents.compat import Cell, Variant
+from bugmatrix.report.boundaries import by_case
 from bugmatrix.report.diff import INFORMATIONAL, PER_CELL, Change
 from bugmatrix.report.envdiff import source_build_lines
 from bugmatrix.report.history import WINDOW
@@ -159,19 +160,13 @@ class _Case:
 def _cases(report: NightReport) -> list[_Case]:
     compat = report.compat
     varying, _ = compat.varying_and_shared
-    drawn: dict[str, list[Picture]] = {}
-    for picture in report.boundary[0]:
-        drawn.setdefault(picture.variant.case, []).append(picture)
-    by_case: dict[str, list[Variant]] = {}
-    for variant in compat.variants:
-        by_case.setdefault(variant.case, []).append(variant)
     cases = []
-    for case, variants in by_case.items():
-        ran = [v for v in variants if compat.ran_anywhere(v.id)]
+    for case, drawn, idle in by_case(compat, report.boundary):
+        ran = [v for v in compat.variants if v.case == case and compat.ran_anywhere(v.id)]
         columns = [c for c in compat.cells if any(c.id in compat.entries(v.id) for v in ran)]
         groups = _column_groups(compat, columns, ran, varying) if ran else []
         rows = [(v, [entries[i] for _, entries in groups]) for i, v in enumerate(ran)]
-        cases.append(_Case(case, drawn.get(case, []), [heading for heading, _ in groups], rows, len(variants) - len(ran)))
+        cases.append(_Case(case, drawn, [heading for heading, _ in groups], rows, len(idle)))
     return cases
 
 
