@@ -143,28 +143,17 @@ def write_history(path: Path, nights: Iterable[Night]) -> None:
     write_text_atomic(path, history_text(nights))
 
 
-class _Cells:
-    """One variant's last real outcome per cell, fed night by night; a gap keeps the outcome before it."""
-
-    def __init__(self) -> None:
-        self.last: dict[str, str] = {}
-        self.letters: str | None = None
-        self.cells: tuple[str, ...] = ()
-
-    def feed(self, cells: tuple[str, ...], letters: str) -> list[tuple[str, str, str]]:
-        """(cell, before, after) per cell whose outcome differs from its last real one (``cells``: the night's, shared)."""
-        if letters == self.letters and cells is self.cells:
-            return []  # most nights: nothing changed, compared in one step
-        changes = []
-        for cell, letter in zip(cells, letters, strict=True):
-            if letter in GAPS:
-                continue  # F, missing, R is a change F -> R on the night of R; F, missing, F is none
-            old = self.last.get(cell)
-            if old is not None and old != letter:
-                changes.append((cell, old, letter))
-            self.last[cell] = letter
-        self.letters, self.cells = letters, cells
-        return changes
+def _changes(last: dict[str, str], cells: tuple[str, ...], letters: str) -> list[tuple[str, str, str]]:
+    """(cell, before, after) per cell whose outcome differs from its last real one in ``last`` (a gap keeps it; updated)."""
+    changes = []
+    for cell, letter in zip(cells, letters, strict=True):
+        if letter in GAPS:
+            continue  # F, missing, R is a change F -> R on the night of R; F, missing, F is none
+        old = last.get(cell)
+        if old is not None and old != letter:
+            changes.append((cell, old, letter))
+        last[cell] = letter
+    return changes
 
 
 def _tick(night: Night, state: str, changes: list[tuple[str, str, str]]) -> Tick:
@@ -188,7 +177,8 @@ def summarise(nights: list[Night], window: int = WINDOW) -> dict[str, VariantHis
     summary = {}
     for variant in nights[-1].outcomes:
         since: str | None = None
-        cells = _Cells()
+        last: dict[str, str] = {}  # cell -> its last real outcome
+        fed: tuple[tuple[str, ...], str] | None = None  # the cells and letters of the variant's night before
         runs: dict[str, list[str]] = {}  # cell -> its outcome entering the window, then one entry per change in it
         flaky: dict[str, None] = {}
         ticks = []
@@ -199,7 +189,9 @@ def summarise(nights: list[Night], window: int = WINDOW) -> dict[str, VariantHis
                 if recent:
                     ticks.append(Tick(night.date, "none", f"{night.date}: not in this night's report"))
                 continue
-            changes = cells.feed(columns[i], letters)
+            # Most nights nothing changed: compared in one step (the cells by identity).
+            changes = [] if fed is not None and fed[0] is columns[i] and fed[1] == letters else _changes(last, columns[i], letters)
+            fed = (columns[i], letters)
             if since is None or changes:
                 state = "first" if since is None else "changed"
                 since = night.date
