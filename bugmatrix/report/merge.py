@@ -100,10 +100,6 @@ def _entry(record: VariantRecord, declared: CaseVariant | None = None, versions:
     )
 
 
-def _not_run(outcome: Outcome, message: str) -> Entry:
-    return Entry(outcome=outcome, verdict=Verdict.NOT_RUN, message=message)
-
-
 def _axes(runs: Sequence[RunRecord], expectation: Expectation) -> tuple[Axis, ...]:
     """Axis names, order, short names and which is the interpreter: the plan's, else read back from the cell ids.
 
@@ -205,7 +201,7 @@ def _missing(
                 why = f"the run recorded {len(run.results)} of {len(expected)} {noun} variants" + (
                     "" if run.complete else " and never completed (killed or crashed mid-run)"
                 )
-            results.setdefault(variant_id, {})[cell_id] = _not_run(Outcome.MISSING, why)
+            results.setdefault(variant_id, {})[cell_id] = Entry(Outcome.MISSING, Verdict.NOT_RUN, message=why)
             if variant_id not in variants:
                 variants[variant_id] = Variant.from_id(variant_id)
 
@@ -285,7 +281,7 @@ def merge_runs(
             reason = run.install.get("reason", "")
             for variant_id in expectation.variants_for(run.cell, run) or list(variants):
                 variants.setdefault(variant_id, Variant.from_id(variant_id))
-                results.setdefault(variant_id, {})[run.cell] = _not_run(Outcome.INSTALL_FAILED, reason)
+                results.setdefault(variant_id, {})[run.cell] = Entry(Outcome.INSTALL_FAILED, Verdict.NOT_RUN, message=reason)
     refused = {bad.cell: bad for bad in unreadable if bad.cell not in seen}
     _missing(runs, expectation, results, variants, refused)
     stale: tuple[str, ...] = ()
