@@ -13,7 +13,7 @@ from dataclasses import replace
 import msgspec
 
 from bugmatrix.cell.outcomes import Kind, Outcome
-from bugmatrix.documents.compat import Cell, Entry, Variant
+from bugmatrix.documents.compat import Entry, Variant
 from bugmatrix.report.marks import NOT_RUN, Flip, Mark, Picture, Track, symbol
 from bugmatrix.report.model import Compat
 from bugmatrix.versions import version_key
@@ -102,18 +102,15 @@ def _flips(
     return sorted(flips, key=lambda f: (axes.index(f.axis), version_key(f.after), f.was, f.now))
 
 
-def _observed_pins(cell: Cell, axes: Iterable[str]) -> dict[str, str]:
-    """What an unpinned cell observed for each axis, as a release (``2.5.1+cu124`` -> ``2.5.1``): its position on a picture."""
-    return {a: v.split("+")[0] for a in axes if (v := cell.observed(a))}
-
-
 class _Cells:
     """The cells' pins, the document's axes and each axis's release order, computed once per document (1,000 cells x 20 variants)."""
 
     def __init__(self, compat: Compat) -> None:
         self.axes = list(compat.axis_names)
-        # A cell that pins nothing (the system cell: the environment as it is) sits where its observed releases are.
-        cells = tuple(c if c.pins else msgspec.structs.replace(c, pins=_observed_pins(c, self.axes)) for c in compat.cells)
+        # A cell that pins nothing (the system cell: the environment as it is) sits where its observed releases are
+        # (``2.5.1+cu124`` -> ``2.5.1``).
+        observed = {c.id: {a: seen.split("+")[0] for a in self.axes if (seen := c.observed(a))} for c in compat.cells if not c.pins}
+        cells = tuple(msgspec.structs.replace(c, pins=observed[c.id]) if c.id in observed else c for c in compat.cells)
         self.pins = {c.id: c.pins for c in cells}
         self.gpu = {c.id: c.observed("gpu") for c in cells}
         self.interpreter = compat.interpreter
