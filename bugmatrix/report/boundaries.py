@@ -8,17 +8,23 @@ was "held at". One varying declared axis is a strip, two a grid, none a list; di
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 import msgspec
 
-from bugmatrix.cell.outcomes import Outcome
-from bugmatrix.documents.compat import Cell, Entry, Variant
-from bugmatrix.report.marks import JOINS, MAX_COLUMNS, MAX_ROWS, NOT_RUN, Flip, Mark, Picture, Track, axis_values, flip_edges, symbol
+from bugmatrix.cell.outcomes import Kind, Outcome
+from bugmatrix.documents.compat import Entry, Variant
+from bugmatrix.report.marks import NOT_RUN, Flip, Mark, Picture, Track, symbol
 from bugmatrix.report.model import Compat
 from bugmatrix.versions import version_key
 
-__all__ = ["Boundary", "pictures"]
+__all__ = ["Boundary", "by_case", "pictures"]
 
+#: Roles a variant can play on another variant's picture: the kind, and the field naming its target.
+JOINS = {Kind.WORKAROUND: "workaround_for", Kind.UPSTREAM: "counterpart"}
+#: The most releases a strip or grid draws along its columns / rows and still fits 1280 px.
+MAX_COLUMNS = 20
+MAX_ROWS = 40
 _RANK = {o: i for i, o in enumerate(Outcome)}
 _SKIPPED, _INSTALL_FAILED, _MISSING = Outcome.SKIPPED, Outcome.INSTALL_FAILED, Outcome.MISSING  # NOT_RUN, by identity
 
@@ -28,20 +34,19 @@ def _ran(per_cell: Mapping[str, Entry]) -> set[str]:
     return {cell for cell, e in per_cell.items() if (o := e.outcome) is not _SKIPPED and o is not _INSTALL_FAILED and o is not _MISSING}
 
 
-def _marks(per_cell: Mapping[str, Entry], pins: Mapping[str, Mapping[str, str]], axes: tuple[str, ...]) -> dict[tuple[str, ...], Mark]:
-    """Position -> Mark; an install failure only shows where nothing else ran."""
+def _marks(per_cell: Mapping[str, Entry], positions: Mapping[str, tuple[str, ...]]) -> dict[tuple[str, ...], Mark]:
+    """Position -> Mark (``positions``: each drawn cell's); an install failure only shows where nothing else ran."""
     grouped: dict[tuple[str, ...], dict[Outcome, list[str]]] = {}
     undeclared: set[tuple[str, ...]] = set()
     for cell, entry in per_cell.items():
-        cell_pins = pins.get(cell)
-        if cell_pins is None:
+        key = positions.get(cell)
+        if key is None:
             continue
-        key = tuple([cell_pins.get(a, "") for a in axes])
         by_outcome = grouped.get(key)
         if by_outcome is None:
             grouped[key] = by_outcome = {}
-        by_outcome.setdefault(entry.outcome, []).append(cell)
-        if not entry.as_declared and entry.outcome.ran:
+        by_outcome.setdefault(outcome := entry.outcome, []).append(cell)
+        if outcome is not entry.expected and outcome not in NOT_RUN:  # not as declared, and ran
             undeclared.add(key)
     marks = {}
     for key, by_outcome in grouped.items():
@@ -59,33 +64,15 @@ def _marks(per_cell: Mapping[str, Entry], pins: Mapping[str, Mapping[str, str]],
 def _line_flips(line: list[tuple[str, Mark]], axis: str, shorts: Mapping[str, str]) -> list[Flip]:
     flips, last, last_index = [], None, -1
     for index, (value, mark) in enumerate(line):
-        outcome = mark.single
-        if outcome is None or outcome in NOT_RUN:
+        if (outcome := mark.read) is None:
             continue  # a gap (not planned here, not installed, mixed): the boundary lies somewhere across it
         if last is not None and outcome is not last[1]:
+            short = shorts.get(axis, axis)
             flips.append(
-                Flip(
-                    axis,
-                    last[0],
-                    value,
-                    last[1],
-                    outcome,
-                    adjacent=index == last_index + 1,
-                    axis_short=shorts.get(axis, axis),
-                    declared=mark.declared,
-                )
+                Flip(axis, last[0], value, last[1], outcome, adjacent=index == last_index + 1, axis_short=short, declared=mark.declared)
             )
         last, last_index = (value, outcome), index
     return flips
-
-
-def _usable_on_line(marks: dict[tuple[str, ...], Mark], along: int, fixed: str, values: tuple[str, ...]) -> int:
-    count = 0
-    for v in values:
-        mark = marks.get((v, fixed) if along == 0 else (fixed, v))
-        if mark is not None and mark.single is not None and mark.single not in NOT_RUN:
-            count += 1
-    return count
 
 
 def _flips(
@@ -93,47 +80,26 @@ def _flips(
 ) -> list[Flip]:
     if len(axes) == 1:
         return _line_flips([(v, marks.get((v,), Mark())) for v in values[0]], axes[0], shorts)
-    found: dict[tuple[str, str, str, Outcome, Outcome, bool], list[str]] = {}
-    declared: dict[tuple[str, str, str, Outcome, Outcome, bool], bool] = {}
+    found: dict[tuple[str, str, str, Outcome, Outcome, bool], list[tuple[str, Flip]]] = {}
+    readable: tuple[set[str], set[str]] = (set(), set())
     for along in (0, 1):
-        other = 1 - along
-        for fixed in values[other]:
-            line = []
-            for v in values[along]:
-                key = (v, fixed) if along == 0 else (fixed, v)
-                line.append((v, marks.get(key, Mark())))
+        for fixed in values[1 - along]:
+            line = [(v, marks.get((v, fixed) if along == 0 else (fixed, v), Mark())) for v in values[along]]
+            # A flip is "everywhere" when it occurs on every line that has two outcomes to compare: a line where nothing
+            # (or one release) ran -- a missing cell, another case's column -- neither shows nor contradicts it.
+            if sum(mark.read is not None for _, mark in line) > 1:
+                readable[along].add(fixed)
             for f in _line_flips(line, axes[along], shorts):
-                same = (f.axis, f.before, f.after, f.was, f.now, f.adjacent)
-                found.setdefault(same, []).append(fixed)
-                declared[same] = declared.get(same, True) and f.declared
-    # A flip is "everywhere" when it occurs on every line that has two outcomes to compare: a line where nothing
-    # (or one release) ran -- a missing cell, another case's column -- neither shows nor contradicts it.
-    readable = [{fixed for fixed in values[1 - along] if _usable_on_line(marks, along, fixed, values[along]) > 1} for along in (0, 1)]
+                found.setdefault((f.axis, f.before, f.after, f.was, f.now, f.adjacent), []).append((fixed, f))
     flips = []
-    for (axis, before, after, was, now, adjacent), at in found.items():
-        other_axis = axes[1] if axis == axes[0] else axes[0]
+    for (axis, *_), seen in found.items():
+        other, at = axes[1 - axes.index(axis)], tuple(fixed for fixed, _ in seen)
+        declared = all(f.declared for _, f in seen)
         everywhere = set(at) >= readable[axes.index(axis)]
         flips.append(
-            Flip(
-                axis,
-                before,
-                after,
-                was,
-                now,
-                () if everywhere else tuple(at),
-                other_axis,
-                adjacent,
-                axis_short=shorts.get(axis, axis),
-                other_short=shorts.get(other_axis, other_axis),
-                declared=declared[(axis, before, after, was, now, adjacent)],
-            )
+            replace(seen[0][1], at=() if everywhere else at, other_axis=other, other_short=shorts.get(other, other), declared=declared)
         )
     return sorted(flips, key=lambda f: (axes.index(f.axis), version_key(f.after), f.was, f.now))
-
-
-def _observed_pins(cell: Cell, axes: Iterable[str]) -> dict[str, str]:
-    """What an unpinned cell observed for each axis, as a release (``2.5.1+cu124`` -> ``2.5.1``): its position on a picture."""
-    return {a: v.split("+")[0] for a in axes if (v := cell.observed(a))}
 
 
 class _Cells:
@@ -141,36 +107,35 @@ class _Cells:
 
     def __init__(self, compat: Compat) -> None:
         self.axes = list(compat.axis_names)
-        # A cell that pins nothing (the system cell: the environment as it is) sits where its observed releases are.
-        cells = tuple(c if c.pins else msgspec.structs.replace(c, pins=_observed_pins(c, self.axes)) for c in compat.cells)
+        # A cell that pins nothing (the system cell: the environment as it is) sits where its observed releases are
+        # (``2.5.1+cu124`` -> ``2.5.1``).
+        observed = {c.id: {a: seen.split("+")[0] for a in self.axes if (seen := c.observed(a))} for c in compat.cells if not c.pins}
+        cells = tuple(msgspec.structs.replace(c, pins=observed[c.id]) if c.id in observed else c for c in compat.cells)
         self.pins = {c.id: c.pins for c in cells}
         self.gpu = {c.id: c.observed("gpu") for c in cells}
         self.interpreter = compat.interpreter
         self.shorts = {a: compat.short(a) for a in self.axes}
         # Ranks instead of Version objects: sorting a subset is then integer comparisons.
-        self.rank = {a: {v: i for i, v in enumerate(axis_values(cells, a))} for a in self.axes}
+        self.rank = {a: {v: i for i, v in enumerate(sorted({c.pins.get(a, "") for c in cells}, key=version_key))} for a in self.axes}
 
     def values(self, ids: Iterable[str], axis: str) -> list[str]:
         return sorted({self.pins[c].get(axis, "") for c in ids}, key=self.rank[axis].__getitem__)
 
 
-def _read_axes(group: list[Variant], ran_ids: list[str], cells: _Cells) -> tuple[list[str], str]:
+def _read_axes(group: list[Variant], counts: Mapping[str, int], cells: _Cells) -> tuple[list[str], str]:
     """The axes a picture reads its variant along (declared, in document order), and a note when some cannot be drawn.
 
     A declared axis with one value is drawn only when no declared axis has more; an undeclared variant is read along
-    the pins that vary where it ran.
+    the pins that vary where it ran (``counts``: each axis's values there).
     """
     declared = group[0].axes
-    counts = {a: len(cells.values(ran_ids, a)) for a in cells.axes}
     if declared is None:
         axes = [a for a in cells.axes if counts[a] > 1]
         note = "no run file or case says which axes it declares: read along every pin that varies where it ran" if axes else ""
     else:
         axes = [a for a in cells.axes if a in declared]
-        note = ""
         unknown = [a for a in declared if a not in cells.axes]
-        if unknown:
-            note = f"declares {', '.join(unknown)}, which no cell here pins: not read along it"
+        note = f"declares {', '.join(unknown)}, which no cell here pins: not read along it" if unknown else ""
         spanning = [a for a in axes if counts[a] > 1]
         axes = spanning or axes[:1]
     if len(axes) > 2:
@@ -184,16 +149,11 @@ def _read_axes(group: list[Variant], ran_ids: list[str], cells: _Cells) -> tuple
     return axes, note
 
 
-def _held(ran: list[str], axes: tuple[str, ...], cells: _Cells) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """The pins of the cells where it ran that the picture does not read along: context, never the reading."""
-    return tuple((a, tuple(values)) for a in cells.axes if a not in axes and (values := cells.values(ran, a)) and values != [""])
-
-
 def _unread(
     marks: dict[tuple[str, ...], Mark], axes: tuple[str, ...], held: Mapping[str, tuple[str, ...]], shorts: Mapping[str, str]
 ) -> str:
     """Why a track with more than one outcome shows no flip, in words (never a bare "no boundary")."""
-    singles = {k: m.single for k, m in marks.items() if m.single is not None and m.single not in NOT_RUN}
+    singles = {k: m.read for k, m in marks.items() if m.read is not None}
     mixed = [k for k, m in marks.items() if m.single is None and len([o for o in m.outcomes if o not in NOT_RUN]) > 1]
     name = " × ".join(shorts.get(a, a) for a in axes)
 
@@ -214,34 +174,38 @@ def _unread(
 
 def _picture(group: list[Variant], results: Mapping[str, Mapping[str, Entry]], cells: _Cells) -> Picture:
     pins = cells.pins
-    ran = {v.id: _ran(results.get(v.id, {})) for v in group}
-    ran_ids = [c for c in pins if any(c in r for r in ran.values())]
-    read, note = _read_axes(group, ran_ids, cells)
-    counts = {a: len(cells.values(ran_ids, a)) for a in read}
+    per_cell = [results.get(v.id, {}) for v in group]
+    ran = {v.id: _ran(entries) for v, entries in zip(group, per_cell, strict=True)}
+    anywhere = set().union(*ran.values())
+    ran_ids = [c for c in pins if c in anywhere]
+    counts = {a: len(cells.values(ran_ids, a)) for a in cells.axes}
+    read, note = _read_axes(group, counts, cells)
     # Columns run along the axis with more values: the page is wider than it is tall per picture.
     axes = tuple(sorted(read, key=lambda a: -counts[a]))
     # Drawn over every cell with an entry that has a pin on each axis read: an install failure shows as ⚠, a visible gap.
     # A skip is drawn only between releases where it ran (a gap the boundary may lie in): a variant is read only where it
     # ran, so a CPU cell's "needs a CUDA GPU" outside them is no position of a CUDA variant's picture.
     span = {a: (min(r), max(r)) for a in axes if (r := [cells.rank[a][pins[c][a]] for c in ran_ids if pins[c].get(a)])}
+    placed = [c for c in pins if all(pins[c].get(a) for a in axes)]
     listed = [
         c
-        for c in pins
-        if all(pins[c].get(a) for a in axes)
-        and any(
-            (e := results.get(v.id, {}).get(c)) is not None
+        for c in placed
+        if any(
+            (e := entries.get(c)) is not None
             and (e.outcome is not _SKIPPED or all(a in span and span[a][0] <= cells.rank[a][pins[c][a]] <= span[a][1] for a in axes))
-            for v in group
+            for entries in per_cell
         )
     ]
     values = tuple(tuple(cells.values(listed, a)) for a in axes)
-    held = _held([c for c in ran_ids if all(pins[c].get(a) for a in axes)], axes, cells)
+    # Held: the pins of the cells where it ran that the picture does not read along: context, never the reading.
+    ran_placed = [c for c in placed if c in anywhere]
+    held = tuple((a, tuple(seen)) for a in cells.axes if a not in axes and (seen := cells.values(ran_placed, a)) and seen != [""])
     tracks = []
-    listed_pins = {c: pins[c] for c in listed}
-    for v in group:
-        marks = _marks(results.get(v.id, {}), listed_pins, axes)
+    positions = {c: tuple([pins[c].get(a, "") for a in axes]) for c in listed}
+    for v, entries in zip(group, per_cell, strict=True):
+        marks = _marks(entries, positions)
         flips = _flips(marks, axes, values, cells.shorts) if axes else []
-        old = tuple(c for c in ran[v.id] if c in listed_pins and v.old_check(results[v.id][c]))
+        old = tuple(c for c in ran[v.id] if c in positions and v.old_check(entries[c])) if v.old_checks else ()
         tracks.append(Track(v, marks, flips, "" if flips else _unread(marks, axes, dict(held), cells.shorts), old))
     kind = "list" if not axes else "strip" if len(axes) == 1 else "grid"
     if axes and (len(values[0]) > MAX_COLUMNS or (len(axes) > 1 and len(values[1]) > MAX_ROWS)):
@@ -260,7 +224,6 @@ def _picture(group: list[Variant], results: Mapping[str, Mapping[str, Entry]], c
         tracks=tracks,
         folded=tuple(a for a, _ in held),
         note=note,
-        flip_edges=flip_edges(tracks[0].marks, axes, values) if kind != "list" else {},
         shorts=cells.shorts,
         held=held,
         observed_on=_observed_on(group[0], ran[group[0].id], held, cells),
@@ -280,6 +243,16 @@ def _observed_on(variant: Variant, ran: set[str], held: tuple[tuple[str, tuple[s
 
 #: What :func:`pictures` returns: the drawn pictures, and the variants that ran nowhere (listed, not drawn).
 Boundary = tuple[list[Picture], list[Variant]]
+
+
+def by_case(compat: Compat, boundary: Boundary) -> list[tuple[str, list[Picture], list[Variant]]]:
+    """Per case, in document order: its pictures, and its variants that ran nowhere (listed, not drawn)."""
+    cases: dict[str, tuple[list[Picture], list[Variant]]] = {v.case: ([], []) for v in compat.variants}
+    for picture in boundary[0]:
+        cases[picture.variant.case][0].append(picture)
+    for variant in boundary[1]:
+        cases[variant.case][1].append(variant)
+    return [(case, drawn, idle) for case, (drawn, idle) in cases.items()]
 
 
 def _root(variant: Variant, by_name: Mapping[tuple[str, str, str], Variant]) -> tuple[str, str, str] | None:
@@ -310,9 +283,5 @@ def pictures(compat: Compat) -> Boundary:
     for v in active:
         if roots[v.id] is not None:
             helpers.setdefault(roots[v.id], []).append(v)
-    drawn = []
-    for v in active:
-        if roots[v.id] is not None:
-            continue  # drawn with the variant it works around or reproduces
-        drawn.append(_picture([v, *helpers.get((v.case, v.device, v.name), [])], results, context))
-    return drawn, idle
+    # A variant with a root is drawn on its root's picture: the variant it works around or reproduces.
+    return [_picture([v, *helpers.get((v.case, v.device, v.name), [])], results, context) for v in active if roots[v.id] is None], idle

@@ -37,7 +37,6 @@ __all__ = [
     "night_from_compat",
     "nights_of",
     "outcome_runs",
-    "recorded_files",
     "reuse_facts",
     "summarise",
     "unchanged_since",
@@ -144,28 +143,17 @@ def write_history(path: Path, nights: Iterable[Night]) -> None:
     write_text_atomic(path, history_text(nights))
 
 
-class _Cells:
-    """One variant's last real outcome per cell, fed night by night; a gap keeps the outcome before it."""
-
-    def __init__(self) -> None:
-        self.last: dict[str, str] = {}
-        self.letters: str | None = None
-        self.cells: tuple[str, ...] = ()
-
-    def feed(self, night: Night, letters: str) -> list[tuple[str, str, str]]:
-        """(cell, before, after) per cell whose outcome differs from its last real one."""
-        if letters == self.letters and night.cells == self.cells:
-            return []  # most nights: nothing changed, compared in one step
-        changes = []
-        for cell, letter in zip(night.cells, letters, strict=True):
-            if letter in GAPS:
-                continue  # F, missing, R is a change F -> R on the night of R; F, missing, F is none
-            old = self.last.get(cell)
-            if old is not None and old != letter:
-                changes.append((cell, old, letter))
-            self.last[cell] = letter
-        self.letters, self.cells = letters, night.cells
-        return changes
+def _changes(last: dict[str, str], cells: tuple[str, ...], letters: str) -> list[tuple[str, str, str]]:
+    """(cell, before, after) per cell whose outcome differs from its last real one in ``last`` (a gap keeps it; updated)."""
+    changes = []
+    for cell, letter in zip(cells, letters, strict=True):
+        if letter in GAPS:
+            continue  # F, missing, R is a change F -> R on the night of R; F, missing, F is none
+        old = last.get(cell)
+        if old is not None and old != letter:
+            changes.append((cell, old, letter))
+        last[cell] = letter
+    return changes
 
 
 def _tick(night: Night, state: str, changes: list[tuple[str, str, str]]) -> Tick:
@@ -184,10 +172,13 @@ def summarise(nights: list[Night], window: int = WINDOW) -> dict[str, VariantHis
     if not nights:
         return {}
     first_recent = max(0, len(nights) - window)
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+    columns = [shared.setdefault(n.cells, n.cells) for n in nights]  # one tuple per distinct list of cells: compared by identity
     summary = {}
     for variant in nights[-1].outcomes:
         since: str | None = None
-        cells = _Cells()
+        last: dict[str, str] = {}  # cell -> its last real outcome
+        fed: tuple[tuple[str, ...], str] | None = None  # the cells and letters of the variant's night before
         runs: dict[str, list[str]] = {}  # cell -> its outcome entering the window, then one entry per change in it
         flaky: dict[str, None] = {}
         ticks = []
@@ -198,7 +189,9 @@ def summarise(nights: list[Night], window: int = WINDOW) -> dict[str, VariantHis
                 if recent:
                     ticks.append(Tick(night.date, "none", f"{night.date}: not in this night's report"))
                 continue
-            changes = cells.feed(night, letters)
+            # Most nights nothing changed: compared in one step (the cells by identity).
+            changes = [] if fed is not None and fed[0] is columns[i] and fed[1] == letters else _changes(last, columns[i], letters)
+            fed = (columns[i], letters)
             if since is None or changes:
                 state = "first" if since is None else "changed"
                 since = night.date
@@ -258,18 +251,11 @@ def flaky_pairs(summary: Mapping[str, VariantHistory]) -> frozenset[tuple[str, s
     return frozenset((variant, cell) for variant, h in summary.items() for cell in h.flaky)
 
 
-def recorded_files(nights: Iterable[Night]) -> dict[str, tuple[str, str]]:
-    """Each run file a night's report read (``runs/<cell>.json``) -> (that night's date, its digest), the newest night's record."""
-    recorded: dict[str, tuple[str, str]] = {}
-    for night in sorted(nights, key=lambda n: n.date):  # a later night's record of the same path replaces an earlier one's
-        recorded.update({path: (night.date, digest) for path, digest in night.files.items()})
-    return recorded
-
-
 def reuse_facts(path: Path) -> tuple[frozenset[tuple[str, str]], dict[str, tuple[str, str]]]:
-    """What reuse takes from the history: the flaky pairs of any profile, and :func:`recorded_files` (none without a file)."""
-    nights = load_history(path)
+    """What reuse takes from the history (none without a file): the flaky pairs of any profile, and each run file a night's
+    report read (``runs/<cell>.json``) -> (that night's date, its digest), the newest night's record."""
+    nights = load_history(path)  # oldest first: a later night's record of the same path replaces an earlier one's
     pairs: set[tuple[str, str]] = set()
     for profile in dict.fromkeys(n.profile for n in nights):
         pairs |= flaky_pairs(summarise(nights_of(nights, profile)))
-    return frozenset(pairs), recorded_files(nights)
+    return frozenset(pairs), {path: (night.date, digest) for night in nights for path, digest in night.files.items()}

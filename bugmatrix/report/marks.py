@@ -2,35 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from bugmatrix.cell.outcomes import Kind, Outcome
-from bugmatrix.documents.compat import Cell, Variant
-from bugmatrix.versions import version_key
+from bugmatrix.cell.outcomes import Outcome
+from bugmatrix.documents.compat import Variant
 
-__all__ = [
-    "JOINS",
-    "MAX_COLUMNS",
-    "MAX_ROWS",
-    "NOT_RUN",
-    "Flip",
-    "Mark",
-    "Picture",
-    "Track",
-    "axis_values",
-    "boundary_text",
-    "flip_edges",
-    "symbol",
-]
+__all__ = ["NOT_RUN", "Flip", "Mark", "Picture", "Track", "boundary_text", "flip_edges", "symbol"]
 
 #: Outcomes that say nothing about the bug (a skip too): never a flip, a gap on the picture.
 NOT_RUN = frozenset(o for o in Outcome if not o.ran)
-#: Roles a variant can play on another variant's picture: the kind, and the field naming its target.
-JOINS = {Kind.WORKAROUND: "workaround_for", Kind.UPSTREAM: "counterpart"}
-#: The most releases a strip or grid draws along its columns / rows and still fits 1280 px.
-MAX_COLUMNS = 20
-MAX_ROWS = 40
 #: The most values of one held axis a picture's caption names before it says "…".
 HELD_SHOWN = 4
 #: Verbs for a flip from ``was`` to ``now`` (default: ``now``'s own); "regressed in" only where not declared (:attr:`Flip.declared`).
@@ -40,11 +21,6 @@ _PAIR_VERBS = {(Outcome.REPRODUCED, Outcome.FIXED): "fixed in", (Outcome.FIXED, 
 def symbol(outcome: Outcome | None) -> str:
     """The outcome's symbol; ``·`` where there is none."""
     return outcome.symbol if outcome is not None else "·"
-
-
-def axis_values(cells: Iterable[Cell], axis: str) -> list[str]:
-    """Every value an axis takes across ``cells``, in release order."""
-    return sorted({c.pins.get(axis, "") for c in cells}, key=version_key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +35,11 @@ class Mark:
     def single(self) -> Outcome | None:
         """The one outcome of this position, or None (nothing, or mixed)."""
         return self.outcomes[0] if len(self.outcomes) == 1 else None
+
+    @property
+    def read(self) -> Outcome | None:
+        """The single outcome where it says something about the bug (it ran), else None: a gap a boundary may lie in."""
+        return single if (single := self.single) not in NOT_RUN else None
 
     @property
     def outcome(self) -> str:
@@ -90,9 +71,7 @@ class Flip:
 
     @property
     def verb(self) -> str:
-        if self.declared:
-            return self.now.verb
-        return _PAIR_VERBS.get((self.was, self.now), self.now.verb)
+        return self.now.verb if self.declared else _PAIR_VERBS.get((self.was, self.now), self.now.verb)
 
     @property
     def label(self) -> str:
@@ -130,7 +109,6 @@ class Picture:
     tracks: list[Track]
     folded: tuple[str, ...] = ()
     note: str = ""
-    flip_edges: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
     shorts: Mapping[str, str] = field(default_factory=dict)  # axis -> short name, from the document
     held: tuple[tuple[str, tuple[str, ...]], ...] = ()
     observed_on: str = ""  # a non-CPU variant's GPUs and pins (``NVIDIA H200; torch 2.11.0``); "" for a CPU one
@@ -171,7 +149,7 @@ def boundary_text(picture: Picture, track: Track | None = None) -> str:
     old = f", {len(track.old)} of them under an old check" if track.old else ""
     if not track.flips:
         outcomes = {o for m in track.marks.values() for o in m.outcomes if o not in NOT_RUN}
-        ran = sum(len(m.cells) for m in track.marks.values() if m.single is not None and m.single not in NOT_RUN)
+        ran = sum(len(m.cells) for m in track.marks.values() if m.read is not None)
         if track.old and len(track.old) == ran:
             old = ", under an old check"
         if len(outcomes) == 1:
@@ -198,17 +176,10 @@ def flip_edges(
         position = {v: i for i, v in enumerate(values[along])}
         for key, mark in marks.items():
             index = position[key[along]]
-            if index == 0 or mark.single is None:
+            if index == 0 or mark.read is None:
                 continue
             neighbour = list(key)
             neighbour[along] = values[along][index - 1]
-            other = marks.get(tuple(neighbour))
-            if (
-                other
-                and other.single is not None
-                and other.single not in NOT_RUN
-                and mark.single not in NOT_RUN
-                and other.single is not mark.single
-            ):
+            if (other := marks.get(tuple(neighbour))) and other.read is not None and other.read is not mark.read:
                 edges.setdefault(key, set()).add(side)
     return edges

@@ -87,7 +87,7 @@ def _entry(record: VariantRecord, declared: CaseVariant | None = None, versions:
     """The record as an entry; one recorded ``new`` is judged against what its case declares now (its outcome unchanged)."""
     # A record built in code (not loaded from a file) may carry the enums' words; the model holds the enums.
     outcome, verdict, expected = record.outcome, record.verdict, record.expected
-    if Verdict(verdict) is Verdict.NEW and declared is not None and (now := declared.expectation(versions or {})) is not None:
+    if verdict == Verdict.NEW and declared is not None and (now := declared.expectation(versions or {})) is not None:
         expected, verdict = now.outcome, judge(Outcome(outcome), now.outcome)
     return Entry(
         outcome=outcome if type(outcome) is Outcome else Outcome(outcome),
@@ -98,18 +98,6 @@ def _entry(record: VariantRecord, declared: CaseVariant | None = None, versions:
         leaked=tuple(record.leaked),
         duration_s=record.duration_s,
     )
-
-
-def _not_run(outcome: Outcome, message: str) -> Entry:
-    return Entry(outcome=outcome, verdict=Verdict.NOT_RUN, message=message)
-
-
-def _check_against_plan(runs: Sequence[RunRecord], expectation: Expectation) -> None:
-    for run in runs:
-        cell = expectation.cell(run.cell)
-        if cell is not None and dict(cell.pins) != run.pins:
-            msg = f"run file of {run.cell}: pins {run.pins} differ from the plan's {dict(cell.pins)}; re-run the cell with this plan"
-            raise BugmatrixError(msg)
 
 
 def _axes(runs: Sequence[RunRecord], expectation: Expectation) -> tuple[Axis, ...]:
@@ -139,9 +127,7 @@ def _axes(runs: Sequence[RunRecord], expectation: Expectation) -> tuple[Axis, ..
     unpackaged = {a for r in observed for a in r.pins if a not in packaged}
     interpreters = unpackaged if observed else dotless
     axes = expectation.axes or tuple(Axis(a, prefixes.get(a, a)) for a in _agreed_order(sequences))
-    if any(a.interpreter for a in axes):
-        return axes
-    return tuple(msgspec.structs.replace(a, interpreter=a.name in interpreters) for a in axes)
+    return axes if any(a.interpreter for a in axes) else tuple(msgspec.structs.replace(a, interpreter=a.name in interpreters) for a in axes)
 
 
 def _agreed_order(sequences: Sequence[Sequence[str]]) -> list[str]:
@@ -215,7 +201,7 @@ def _missing(
                 why = f"the run recorded {len(run.results)} of {len(expected)} {noun} variants" + (
                     "" if run.complete else " and never completed (killed or crashed mid-run)"
                 )
-            results.setdefault(variant_id, {})[cell_id] = _not_run(Outcome.MISSING, why)
+            results.setdefault(variant_id, {})[cell_id] = Entry(Outcome.MISSING, Verdict.NOT_RUN, message=why)
             if variant_id not in variants:
                 variants[variant_id] = Variant.from_id(variant_id)
 
@@ -261,6 +247,7 @@ def merge_runs(
     """
     if expectation is None:
         expectation = from_plan(plan) if plan is not None else Expectation(SELECTIONS)
+    planned = expectation.summary.source is ExpectationSource.PLAN
     seen: set[str] = set()
     for run in runs:
         if run.cell in seen:
@@ -268,9 +255,10 @@ def merge_runs(
             msg = f"cell {run.cell!r} appears in two run files; delete the stale one from the runs directory and re-run the report"
             raise BugmatrixError(msg)
         seen.add(run.cell)
-    planned = expectation.summary.source is ExpectationSource.PLAN
+        if planned and (cell := expectation.cell(run.cell)) is not None and dict(cell.pins) != run.pins:
+            msg = f"run file of {run.cell}: pins {run.pins} differ from the plan's {dict(cell.pins)}; re-run the cell with this plan"
+            raise BugmatrixError(msg)
     if planned:
-        _check_against_plan(runs, expectation)
         order = {c.id: i for i, c in enumerate(expectation.cells)}
         runs = sorted(runs, key=lambda r: (-1 if is_system(r.cell) else order.get(r.cell, len(order)), r.cell))
 
@@ -293,7 +281,7 @@ def merge_runs(
             reason = run.install.get("reason", "")
             for variant_id in expectation.variants_for(run.cell, run) or list(variants):
                 variants.setdefault(variant_id, Variant.from_id(variant_id))
-                results.setdefault(variant_id, {})[run.cell] = _not_run(Outcome.INSTALL_FAILED, reason)
+                results.setdefault(variant_id, {})[run.cell] = Entry(Outcome.INSTALL_FAILED, Verdict.NOT_RUN, message=reason)
     refused = {bad.cell: bad for bad in unreadable if bad.cell not in seen}
     _missing(runs, expectation, results, variants, refused)
     stale: tuple[str, ...] = ()
@@ -301,18 +289,11 @@ def merge_runs(
     if planned:
         planned_ids = {v for c in expectation.cells for v in c.variants}
         stale = tuple(sorted(v for v in variants if v not in planned_ids and any(not is_system(c) for c in results.get(v, {}))))
-    ran = {run.cell for run in runs}
-    cells += [
-        Cell(c.id, dict(c.pins), install=CellInstall(InstallStatus.MISSING, "unreadable run file" if c.id in refused else "no run file"))
-        for c in expectation.cells
-        if c.id not in ran
-    ]
-    planned_cells = {c.id for c in expectation.cells}
-    cells += [
-        Cell(bad.cell, dict(bad.pins), install=CellInstall(InstallStatus.MISSING, "unreadable run file"))
-        for bad in refused.values()
-        if bad.cell not in planned_cells
-    ]
+    absent = {c.id: c.pins for c in expectation.cells if c.id not in seen}  # the plan's order, then unreadable unplanned cells
+    for bad in refused.values():
+        absent.setdefault(bad.cell, bad.pins)
+    why = {cell: "unreadable run file" if cell in refused else "no run file" for cell in absent}
+    cells += [Cell(cell, dict(pins), install=CellInstall(InstallStatus.MISSING, why[cell])) for cell, pins in absent.items()]
     if declared:
         for vid, variant in variants.items():
             if variant.axes is None and vid in declared:
@@ -347,7 +328,5 @@ def merge_runs(
 
 def version_order(run: RunRecord) -> tuple:
     """Sort key without a plan: the system cells first, then by the pins' versions (2.5.1 before 2.10.0)."""
-    key = []
-    for axis in run.axes or sorted(run.pins):
-        key.append(parse_version(run.pins.get(axis, "0")) or parse_version("0"))
-    return (not is_system(run.cell), tuple(key), run.cell)
+    key = tuple(parse_version(run.pins.get(axis, "0")) or parse_version("0") for axis in run.axes or sorted(run.pins))
+    return (not is_system(run.cell), key, run.cell)

@@ -5,6 +5,7 @@ The per-cell table's entries are assembled here from :func:`markupsafe.escape`-d
 
 from __future__ import annotations
 
+import functools
 import re
 
 from jinja2 import ChoiceLoader, Environment, PackageLoader, select_autoescape
@@ -12,7 +13,7 @@ from markupsafe import Markup, escape
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
 from bugmatrix.documents.compat import Cell, Entry, Variant
-from bugmatrix.report.boundaries import Boundary
+from bugmatrix.report.boundaries import by_case
 from bugmatrix.report.diff import FAILING, Change, ChangeKind
 from bugmatrix.report.marks import Mark, Picture, boundary_text, flip_edges, symbol
 from bugmatrix.report.model import REUSED, Compat, reused_note
@@ -72,59 +73,55 @@ def _cells(compat: Compat) -> list[tuple[Cell, str, str, str]]:
 
 
 class _Escaped(dict[str, str]):
-    """``markupsafe.escape`` memoised: case names, cell ids and labels repeat thousands of times."""
+    """``markupsafe.escape`` memoised: case names, cell ids and log tails repeat thousands of times."""
 
     def __missing__(self, text: str) -> str:
         self[text] = value = str(escape(text))
         return value
 
 
-def _td_attrs(esc: _Escaped, cls: str, outcome: str, case: str, cell_id: str, anchor: str = "", reused: str = "") -> Markup:
-    text = f'class="{esc[cls]}" data-outcome="{esc[outcome]}" data-case="{esc[case]}" data-cell="{esc[cell_id]}"'
-    if anchor:
-        text += f' id="{esc[anchor]}"'
-    if reused:
-        text += f' data-reused="{esc[reused]}"'
-    return Markup(text)  # noqa: S704 -- every value went through markupsafe.escape above
+@functools.lru_cache(maxsize=4096)
+def _judged(
+    outcome: Outcome, verdict: Verdict | None, expected: Outcome | None, workarounds: tuple[str, ...], old: str, reused: str, anchored: bool
+) -> tuple[str, str, str]:
+    """An entry's HTML that only its judgement decides (a few dozen kinds in 20,000 entries): ``<td`` and its class, its
+    summary up to the duration in its note, and the note's rest."""
+    flagged, word = verdict is not None and verdict.flagged, verdict.value if verdict else ""
+    # Outlined: differs from its expectation, or is listed under "Changes since baseline".
+    cls = f"o-{outcome.value}" + (" flag" if flagged or anchored else "") + (" reused" if reused else "")
+    summary = outcome.label + (f" ({word})" if flagged or verdict is Verdict.NEW else "") + (f" {REUSED}" if reused else "")
+    summary += " (under an old check)" if old else ""
+    # The first working workaround (+N): keeps columns narrow enough for 1280 px.
+    works = f"{workarounds[0]} +{len(workarounds) - 1}" if len(workarounds) > 1 else "".join(workarounds)
+    # A result that did not run is judged by nothing: "no expectation covers" would read like a new release.
+    expected_text = (
+        expected.value if expected else ("— (not run here)" if verdict is Verdict.NOT_RUN else "— (no expectation covers this version)")
+    )
+    note = f"expected: {expected_text} · verdict {word or '—'}"
+    rest = (f" · {reused}" if reused else "") + (f" · taken under a check the case no longer makes: {old!r}" if old else "")
+    return (
+        f'<td class="{escape(cls)}" data-outcome="{escape(outcome.value)}"',
+        f"><details><summary>{escape(summary)}"
+        + (f' <span class="wk">→ {escape(works)}</span>' if works else "")
+        + "</summary>"
+        + (f'<div class="x wk">works here: {escape(", ".join(workarounds))}</div>' if workarounds else "")
+        + f'<div class="x">{escape(note)}',
+        f"{escape(rest)}</div><pre>",
+    )
 
 
 def _entry(esc: _Escaped, variant: Variant, cell_id: str, entry: Entry | None, anchor: str, reused: str = "") -> str:
     """One ``<td>``, already HTML (the template's per-entry prints were most of a render); a reused cell's entry says so."""
-    case = variant.case
+    where = f'data-case="{esc[variant.case]}" data-cell="{esc[cell_id]}"'
     if entry is None:
-        return f'<td {_td_attrs(esc, "na", "", case, cell_id)} title="not in this cell\'s run">·</td>'
-    outcome, verdict = entry.outcome.value, entry.verdict.value if entry.verdict else ""
-    # Outlined: differs from its expectation, or is listed under "Changes since baseline".
-    flagged = entry.flagged
-    cls = f"o-{outcome}" + (" flag" if flagged or anchor else "") + (" reused" if reused else "")
-    duration = entry.duration_s
-    message, log = entry.message or "(no message recorded)", entry.log
-    old = variant.old_check(entry)
-    summary = entry.outcome.label + (f" ({verdict})" if flagged or entry.verdict is Verdict.NEW else "") + (f" {REUSED}" if reused else "")
-    summary += " (under an old check)" if old else ""
-    workarounds = entry.workarounds
-    works = (
-        f"{workarounds[0]} +{len(workarounds) - 1}" if len(workarounds) > 1 else "".join(workarounds)
-    )  # the first working workaround (+N): keeps columns narrow enough for 1280 px
-    # A result that did not run is judged by nothing: "no expectation covers" would read like a new release.
-    expected = (
-        entry.expected.value
-        if entry.expected
-        else ("— (not run here)" if entry.verdict is Verdict.NOT_RUN else "— (no expectation covers this version)")
+        return f'<td class="na" data-outcome="" {where} title="not in this cell\'s run">·</td>'
+    start, summary, rest = _judged(
+        entry.outcome, entry.verdict, entry.expected, entry.workarounds, variant.old_check(entry), reused, bool(anchor)
     )
-    note = f"expected: {expected} · verdict {verdict or '—'}" + (f" · {duration:.2f} s" if isinstance(duration, int | float) else "")
-    note += f" · {reused}" if reused else ""
-    note += f" · taken under a check the case no longer makes: {old!r}" if old else ""
-    detail = f"{message}\n\n{log}" if log else message
-    return "".join(
-        (
-            f"<td {_td_attrs(esc, cls, outcome, case, cell_id, anchor, reused)}><details><summary>{esc[summary]}",
-            f' <span class="wk">→ {esc[works]}</span>' if works else "",
-            "</summary>",
-            f'<div class="x wk">works here: {esc[", ".join(workarounds)]}</div>' if workarounds else "",
-            f'<div class="x">{esc[note]}</div><pre>{esc[detail]}</pre></details></td>',
-        )
-    )
+    duration = f" · {entry.duration_s:.2f} s" if isinstance(entry.duration_s, int | float) else ""
+    detail = esc[entry.message or "(no message recorded)"] + (f"\n\n{esc[entry.log]}" if entry.log else "")
+    ids = (f' id="{esc[anchor]}"' if anchor else "") + (f' data-reused="{esc[reused]}"' if reused else "")
+    return f"{start} {where}{ids}{summary}{duration}{rest}{detail}</pre></details></td>"
 
 
 def _rows(compat: Compat, cells: list[tuple[Cell, str, str, str]], anchors: dict[tuple[str, str], str]) -> list[tuple[Variant, Markup]]:
@@ -140,12 +137,10 @@ def _rows(compat: Compat, cells: list[tuple[Cell, str, str, str]], anchors: dict
 
 def _evidence(compat: Compat) -> list[tuple[str, Markup]]:
     """One line per case variant (its CPU and CUDA rows share the evidence)."""
-    seen: dict[str, Markup] = {}
-    for v in compat.variants:
-        key = f"{v.case}::{v.name}"
-        if v.evidence and key not in seen:
-            seen[key] = _linkify(v.evidence)
-    return list(seen.items())
+    seen: dict[str, str] = {}
+    for v in (v for v in compat.variants if v.evidence):
+        seen.setdefault(f"{v.case}::{v.name}", v.evidence)
+    return [(key, _linkify(text)) for key, text in seen.items()]
 
 
 def _missing_by_cell(changes: list[tuple[Change, str]]) -> list[tuple[str, int, str, str]]:
@@ -155,16 +150,6 @@ def _missing_by_cell(changes: list[tuple[Change, str]]) -> list[tuple[str, int, 
         if change.kind is ChangeKind.MISSING:
             grouped.setdefault(change.cell_id, []).append((change, anchor))
     return [(cell, len(items), items[0][0].message, next((a for _, a in items if a), "")) for cell, items in grouped.items()]
-
-
-def _by_case(compat: Compat, boundary: Boundary) -> list[tuple[str, list[Picture], list[str]]]:
-    """Per case, in document order: its pictures, and the variants that ran nowhere (listed, not drawn)."""
-    cases: dict[str, tuple[list[Picture], list[str]]] = {v.case: ([], []) for v in compat.variants}
-    for picture in boundary[0]:
-        cases[picture.variant.case][0].append(picture)
-    for variant in boundary[1]:
-        cases[variant.case][1].append(variant.label)
-    return [(case, drawn, idle) for case, (drawn, idle) in cases.items()]
 
 
 def _companions(picture: Picture, key: tuple[str, ...]) -> tuple[str, str]:
@@ -205,7 +190,7 @@ def render_html(report: NightReport) -> str:
         axes=[(_attr_name(a), a) for a in compat.axis_names],
         shared=", ".join(f"{compat.short(a)} {v}" for a, v in shared.items()),
         evidence=_evidence(compat),
-        cases=_by_case(compat, report.boundary),
+        cases=by_case(compat, report.boundary),
         table_open=len(cells) <= OPEN_TABLE_CELLS,
         reused_mark=REUSED,
     )

@@ -8,6 +8,7 @@ no Markdown library escapes for GitHub's dialect, so :func:`escape_md` is hand-w
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from jinja2 import Environment, PackageLoader
 
 from bugmatrix.cell.outcomes import Outcome, Verdict
-from bugmatrix.documents.compat import Cell, Entry, Variant
+from bugmatrix.documents.compat import Cell, Variant
+from bugmatrix.report.boundaries import by_case
 from bugmatrix.report.diff import INFORMATIONAL, PER_CELL, Change
 from bugmatrix.report.history import WINDOW
 from bugmatrix.report.marks import Picture, Track, boundary_text
@@ -60,19 +62,19 @@ SUMMARY_CHANGE_LIMIT = 30
 LINE_LIMIT = 40
 
 
-def _entry(entry: Entry | None, variant: Variant) -> str:
-    if entry is None:
-        return "·"  # the variant was not part of this cell's run (e.g. selected out with -k)
-    text = entry.outcome.label
-    if entry.flagged:
-        text = f"**{text}** ({entry.verdict})"
-    elif entry.verdict is Verdict.NEW:
+@functools.lru_cache(maxsize=4096)
+def _said(outcome: Outcome, verdict: Verdict | None, workarounds: tuple[str, ...], old: bool, mark: str) -> str:
+    """An entry's text: what only its judgement decides (a few dozen kinds in 20,000 entries), then the column's mark."""
+    text = outcome.label
+    if verdict is not None and verdict.flagged:
+        text = f"**{text}** ({verdict})"
+    elif verdict is Verdict.NEW:
         text += " (new)"
-    if variant.old_check(entry):
+    if old:
         text += " (under an old check)"
-    if entry.workarounds:
-        text += " — works: " + ", ".join(escape_md(w) for w in entry.workarounds)
-    return text
+    if workarounds:
+        text += " — works: " + ", ".join(escape_md(w) for w in workarounds)
+    return text + mark
 
 
 def _change_items(changes: Iterable[Change]) -> list[Change | list[Change]]:
@@ -86,9 +88,8 @@ def _change_items(changes: Iterable[Change]) -> list[Change | list[Change]]:
             items.append(c if c.variant_id else [c])
         elif (c.kind, c.cell_id) in per_cell:
             per_cell[(c.kind, c.cell_id)].append(c)
-        else:
-            per_cell[(c.kind, c.cell_id)] = [c]
-            items.append(per_cell[(c.kind, c.cell_id)])  # the group keeps the severity slot of its first change
+        else:  # the group keeps the severity slot of its first change
+            items.append(per_cell.setdefault((c.kind, c.cell_id), [c]))
     return items
 
 
@@ -101,7 +102,11 @@ def _column_groups(compat: Compat, columns: list[Cell], ran: list[Variant], vary
     rows = [(v, compat.entries(v.id)) for v in ran]
     for cell in columns:
         mark = f" {REUSED}" if cell.reused else ""  # never shown as fresh: the Reused section names its origin
-        entries = [_entry(per_cell.get(cell.id), v) + (mark if cell.id in per_cell else "") for v, per_cell in rows]
+        # "·": the variant was not part of this cell's run (e.g. selected out with -k).
+        entries = [
+            _said(e.outcome, e.verdict, e.workarounds, bool(v.old_check(e)), mark) if (e := per_cell.get(cell.id)) is not None else "·"
+            for v, per_cell in rows
+        ]
         if groups:
             cells, axis, previous = groups[-1]
             first, pins = cells[0].pins, cell.pins
@@ -113,12 +118,8 @@ def _column_groups(compat: Compat, columns: list[Cell], ran: list[Variant], vary
         groups.append(([cell], None, entries))
     headings = []
     for cells, axis, entries in groups:
-        pins = cells[0].pins
-        parts = []
-        for a in varying:
-            values = [c.pins[a] for c in cells] if a == axis else [pins[a]] if a in pins else []
-            if values:
-                parts.append(f"{compat.short(a)} {', '.join(values)}")
+        pins = cells[0].pins  # every cell of a group pins its axis
+        parts = [f"{compat.short(a)} {', '.join(c.pins[a] for c in cells) if a == axis else pins[a]}" for a in varying if a in pins]
         reused = f" {REUSED}" if any(c.reused for c in cells) else ""
         headings.append((escape_md(" · ".join(parts) or ", ".join(c.id for c in cells)) + reused, entries))
     return headings
@@ -158,19 +159,13 @@ class _Case:
 def _cases(report: NightReport) -> list[_Case]:
     compat = report.compat
     varying, _ = compat.varying_and_shared
-    drawn: dict[str, list[Picture]] = {}
-    for picture in report.boundary[0]:
-        drawn.setdefault(picture.variant.case, []).append(picture)
-    by_case: dict[str, list[Variant]] = {}
-    for variant in compat.variants:
-        by_case.setdefault(variant.case, []).append(variant)
     cases = []
-    for case, variants in by_case.items():
-        ran = [v for v in variants if compat.ran_anywhere(v.id)]
+    for case, drawn, idle in by_case(compat, report.boundary):
+        ran = [v for v in compat.variants if v.case == case and compat.ran_anywhere(v.id)]
         columns = [c for c in compat.cells if any(c.id in compat.entries(v.id) for v in ran)]
         groups = _column_groups(compat, columns, ran, varying) if ran else []
         rows = [(v, [entries[i] for _, entries in groups]) for i, v in enumerate(ran)]
-        cases.append(_Case(case, drawn.get(case, []), [heading for heading, _ in groups], rows, len(variants) - len(ran)))
+        cases.append(_Case(case, drawn, [heading for heading, _ in groups], rows, len(idle)))
     return cases
 
 

@@ -5,6 +5,7 @@ Colour only on a TTY without ``NO_COLOR`` (https://no-color.org); the symbols ca
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Mapping
 from typing import TextIO
@@ -19,7 +20,7 @@ from bugmatrix.report.model import REUSED, Compat, source_build_lines
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.render_md import TEXT
 
-__all__ = ["finding_lines", "render_terminal", "summary_rows", "use_colour"]
+__all__ = ["render_terminal", "summary_rows", "use_colour"]
 
 #: Missing results and release notes named one by one before "… and N more": the page has them all.
 HEADLINE_LIMIT = 10
@@ -39,13 +40,7 @@ def use_colour(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool
 
 def _ranges(values: list[str], hits: set[str]) -> str:
     """``2.0.1–2.10.0, 2.13.0``: consecutive values as one range."""
-    runs: list[list[str]] = []
-    for i, value in enumerate(values):
-        if value in hits:
-            if runs and values.index(runs[-1][-1]) == i - 1:
-                runs[-1].append(value)
-            else:
-                runs.append([value])
+    runs = [list(run) for hit, run in itertools.groupby(values, key=hits.__contains__) if hit]
     return ", ".join(r[0] if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
 
 
@@ -108,20 +103,6 @@ def summary_rows(report: NightReport, *, with_history: bool = True) -> tuple[lis
     return rows, len(idle)
 
 
-def finding_lines(report: NightReport) -> list[str]:
-    """One line per finding not said elsewhere in the headline (missing cells and releases that do not install are)."""
-    said = (ChangeKind.MISSING, ChangeKind.RELEASE_DOES_NOT_INSTALL)
-    changes = [c for c in report.changes if c.kind not in said]
-    lines = [f"{'✗' if line.startswith('REGRESSION') else '⚠'} {line}" for line in summary_lines(changes)]
-    lines += [f"≈ {line}" for line in flaky_lines(changes)]
-    for c in (c for c in changes if c.kind is ChangeKind.NEW_FAILURE_MODE):
-        first = c.message.strip().splitlines()[0] if c.message.strip() else ""
-        lines.append(f"≠ NEW FAILURE MODE {c.variant_id} in {c.cell_id}: {c.before or 'new'} -> {c.after}: {first}{c.reused_note}")
-    if len(lines) > HEADLINE_LIMIT:
-        lines[HEADLINE_LIMIT:] = [f"    … and {len(lines) - HEADLINE_LIMIT} more finding(s) (see compat.md or index.html)"]
-    return lines
-
-
 def render_terminal(report: NightReport, *, colour: bool = False) -> str:
     """The findings and new releases first, then the summary table (no trailing newline); the history adds ≈ flaky marks."""
     body, idle = summary_rows(report)
@@ -137,11 +118,20 @@ def render_terminal(report: NightReport, *, colour: bool = False) -> str:
     missing_cells: dict[str, list[str]] = {}
     for change in report.missing:
         missing_cells.setdefault(change.cell_id, []).append(change.message)
+    # One line per finding not said elsewhere in the headline (missing cells and releases that do not install are).
+    changes = [c for c in report.changes if c.kind not in (ChangeKind.MISSING, ChangeKind.RELEASE_DOES_NOT_INSTALL)]
+    findings = [f"{'✗' if line.startswith('REGRESSION') else '⚠'} {line}" for line in summary_lines(changes)]
+    findings += [f"≈ {line}" for line in flaky_lines(changes)]
+    for c in (c for c in changes if c.kind is ChangeKind.NEW_FAILURE_MODE):
+        first = c.message.strip().splitlines()[0] if c.message.strip() else ""
+        findings.append(f"≠ NEW FAILURE MODE {c.variant_id} in {c.cell_id}: {c.before or 'new'} -> {c.after}: {first}{c.reused_note}")
+    if len(findings) > HEADLINE_LIMIT:
+        findings[HEADLINE_LIMIT:] = [f"    … and {len(findings) - HEADLINE_LIMIT} more finding(s) (see compat.md or index.html)"]
     text = TEXT.get_template("terminal.txt.j2").render(
         report=report,
         compat=report.compat,
         missing_cells=list(missing_cells.items()),
-        findings=finding_lines(report),
+        findings=findings,
         source_builds=source_build_lines(report.compat),
         table=table,
         idle=idle,
