@@ -45,12 +45,13 @@ _NOT_RUN = (Outcome.SKIPPED.value, Outcome.INSTALL_FAILED.value)
 
 @dataclass(frozen=True)
 class Issue:
-    """One issue body of a night (``issues/<stem>.md``): its title and key (from its marker), and its attached files."""
+    """One issue body of a night (``issues/<stem>.md``): its title and key (from its marker), its attached files and its text."""
 
     stem: str
     title: str
     key: str
     files: tuple[str, ...] = ()
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,11 +90,12 @@ class NightSummary:
 def _issues(directory: Path) -> tuple[Issue, ...]:
     found = []
     for path in sorted(directory.glob("*.md")) if directory.is_dir() else ():
-        markers = parse_markers(read_text(path, "issue body"))
+        text = read_text(path, "issue body")
+        markers = parse_markers(text)
         title = markers[0].title if markers and markers[0].title else path.stem
         attached = directory / path.stem
         files = sorted(p.relative_to(attached).as_posix() for p in attached.rglob("*") if p.is_file()) if attached.is_dir() else []
-        found.append(Issue(path.stem, title, markers[0].key if markers else "", tuple(files)))
+        found.append(Issue(path.stem, title, markers[0].key if markers else "", tuple(files), text))
     return tuple(found)
 
 
@@ -255,10 +257,9 @@ def write_history_pages(site: Path, nights: list[SiteNight], root_profile: str) 
         newest.setdefault(s.profile, s)
     for s in summaries:
         up = _up(s.path)
-        for issue in s.issues:
-            source = site / s.path / "issues" / f"{issue.stem}.md"
-            blocks = parse_markdown(read_text(source, "issue body"), top=2)
-            write_text_atomic(source.with_suffix(".html"), render("issue.html.j2", issue=issue, night=s, blocks=blocks, to_root=up + "../"))
+        for issue in s.issues:  # each body's text as read once by summarize
+            page = render("issue.html.j2", issue=issue, night=s, blocks=parse_markdown(issue.text, top=2), to_root=up + "../")
+            write_text_atomic(site / s.path / "issues" / f"{issue.stem}.html", page)
         _fill_slot(site / s.path / "index.html", s, up, "")
     for profile, s in newest.items():  # the site holds only what build_site wrote: its own pages, copied
         where = "" if profile == root_profile else profile
