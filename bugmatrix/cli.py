@@ -84,20 +84,12 @@ def _plan(args: argparse.Namespace) -> int:
 
         # Cells on one torch release and Python share a uv cache; the first of them (a CPU cell) is the one job that saves it.
         savers: dict[str, str] = {}
+        include = []
         for c in cells:
-            savers.setdefault(cache_key(matrix, c.pins), c.id)
-        include = [
-            {
-                "cell": c.id,
-                "session": f"cell({c.id})",
-                "python": c.python,
-                "device": c.device,
-                "runs-on": list(matrix.file.runner) if c.device == "cuda" else "ubuntu-latest",
-                "cache-key": cache_key(matrix, c.pins),
-                "cache-save": savers[cache_key(matrix, c.pins)] == c.id,
-            }
-            for c in cells
-        ]
+            key = cache_key(matrix, c.pins)
+            runs_on = list(matrix.file.runner) if c.device == "cuda" else "ubuntu-latest"
+            entry = {"cell": c.id, "session": f"cell({c.id})", "python": c.python, "device": c.device, "runs-on": runs_on}
+            include.append(entry | {"cache-key": key, "cache-save": savers.setdefault(key, c.id) == c.id})
         print(json.dumps({"include": include}, sort_keys=True))
         return 0
     for c in cells:
