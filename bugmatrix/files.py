@@ -74,43 +74,37 @@ def read_bytes(path: Path, kind: str, *, fix: str = "", seconds: float = READ_SE
     """The bytes of ``path``, a regular file of at most ``LIMITS[kind]`` bytes read within ``seconds``; else one-line BugmatrixError
     (``lstat`` first, so a FIFO or a device is never opened; the read stops at the cap whatever the size said)."""
     limit = LIMITS[kind]
-    tail = f"; {fix}" if fix else ""
 
     def refuse(problem: str) -> BugmatrixError:
-        return BugmatrixError(f"{path}: {problem} (a {kind} is read from a regular file only){tail}")
+        return BugmatrixError(f"{path}: {problem}{f'; {fix}' if fix else ''}")
 
+    regular_only = f"(a {kind} is read from a regular file only)"
     try:
         before = os.lstat(path)
         if not stat.S_ISREG(before.st_mode):
-            raise refuse(_kind_of(before.st_mode))
+            raise refuse(f"{_kind_of(before.st_mode)} {regular_only}")
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        msg = f"{path}: no such file{tail}"
-        raise BugmatrixError(msg) from None
+        raise refuse("no such file") from None
     except OSError as exc:
-        msg = f"{path}: cannot open the {kind} ({exc.strerror or exc}){tail}"
-        raise BugmatrixError(msg) from None
+        raise refuse(f"cannot open the {kind} ({exc.strerror or exc})") from None
     try:
         opened = os.fstat(fd)
         if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (before.st_dev, before.st_ino):
-            raise refuse(f"{_kind_of(opened.st_mode)} once opened, or replaced while it was opened")
+            raise refuse(f"{_kind_of(opened.st_mode)} once opened, or replaced while it was opened {regular_only}")
         if opened.st_size > limit:
-            msg = f"{path}: {opened.st_size:,} bytes, over the cap of {limit:,} bytes for a {kind} (refused){tail}"
-            raise BugmatrixError(msg)
+            raise refuse(f"{opened.st_size:,} bytes, over the cap of {limit:,} bytes for a {kind} (refused)")
         chunks, size, deadline = [], 0, time.monotonic() + seconds
         while chunk := os.read(fd, min(_CHUNK, limit + 1 - size)):
             chunks.append(chunk)
             size += len(chunk)
             if size > limit:
-                msg = f"{path}: grew past the cap of {limit:,} bytes for a {kind} while it was read (refused){tail}"
-                raise BugmatrixError(msg)
+                raise refuse(f"grew past the cap of {limit:,} bytes for a {kind} while it was read (refused)")
             if time.monotonic() > deadline:
-                msg = f"{path}: reading the {kind} took longer than {seconds:g} s (refused){tail}"
-                raise BugmatrixError(msg)
+                raise refuse(f"reading the {kind} took longer than {seconds:g} s (refused)")
         return b"".join(chunks)
     except OSError as exc:
-        msg = f"{path}: cannot read the {kind} ({exc.strerror or exc}){tail}"
-        raise BugmatrixError(msg) from None
+        raise refuse(f"cannot read the {kind} ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
 
