@@ -202,14 +202,10 @@ def write_files(contents: Mapping[Path, str | bytes], *, remove: Iterable[Path] 
             path.unlink(missing_ok=True)
 
 
-def _check_writable_parent(path: Path, option: str, *, create_parent: bool, shown: Path | None = None) -> None:
-    """``path``'s directory (or the nearest one that exists, to be created under) takes a new file."""
-    parent, shown = path.parent, shown or path
-    if not create_parent and not parent.is_dir():
-        msg = f"{option} {shown}: no such directory {parent}; create it first or pass a path in an existing directory"
-        raise BugmatrixError(msg)
-    existing = parent
-    while not existing.exists() and existing != existing.parent:
+def check_writable_dir(path: Path, option: str, *, shown: Path | None = None) -> None:
+    """Refuse, in one line, a directory that cannot be created or written into (a read-only mount, ``/proc``, a file above it)."""
+    shown, existing = shown or path, path
+    while not existing.exists() and existing != existing.parent:  # the nearest directory that exists, to be created under
         existing = existing.parent
     if not existing.is_dir():
         msg = f"{option} {shown}: {existing} is a file, not a directory; pass a path under a directory"
@@ -221,11 +217,6 @@ def _check_writable_parent(path: Path, option: str, *, create_parent: bool, show
     except OSError as exc:
         msg = f"{option} {shown}: cannot write into {existing} ({exc.strerror or exc}); pass a path you can write to"
         raise BugmatrixError(msg) from None
-
-
-def check_writable_dir(path: Path, option: str, *, shown: Path | None = None) -> None:
-    """Refuse, in one line, a directory that cannot be created or written into (a read-only mount, ``/proc``, a file above it)."""
-    _check_writable_parent(path / "x", option, create_parent=True, shown=shown or path)
 
 
 def _check_not_inside(path: Path, option: str, forbidden: Iterable[Path]) -> None:
@@ -242,7 +233,10 @@ def check_output_file(path: Path, option: str, *, create_parent: bool = True, fo
         msg = f"{option} {path}: is a directory; pass a file path, e.g. {path / 'out.json'}"
         raise BugmatrixError(msg)
     _check_not_inside(path, option, forbidden)
-    _check_writable_parent(path, option, create_parent=create_parent)
+    if not create_parent and not path.parent.is_dir():
+        msg = f"{option} {path}: no such directory {path.parent}; create it first or pass a path in an existing directory"
+        raise BugmatrixError(msg)
+    check_writable_dir(path.parent, option, shown=path)
 
 
 def check_output_dir(
