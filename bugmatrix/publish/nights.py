@@ -218,10 +218,7 @@ def trend(nights: list[NightSummary], height: int = 80) -> dict[str, object]:
             {"x": i * width, "rects": rects, "clean": n.readable and not any(n.trend_counts), "readable": n.readable, "title": title}
         )
     first, last = (shown[0].date, shown[-1].date) if shown else ("", "")
-    label = (
-        f"{len(shown)} night(s), {first} to {last}: findings per cell per night (regressions, new failure modes, missing, not installing)"
-    )
-    return {"bars": bars, "width": width, "height": height, "total": len(shown) * width, "label": label, "first": first, "last": last}
+    return {"bars": bars, "width": width, "height": height, "total": len(shown) * width, "first": first, "last": last}
 
 
 def badge(night: NightSummary | None, profile: str) -> dict[str, object]:
@@ -278,8 +275,5 @@ def write_history_pages(site: Path, nights: list[SiteNight], root_profile: str) 
     if root_profile not in newest:  # no night of the root profile yet (another profile ran first): the root lists the nights
         write_text_atomic(site / "index.html", page)
     write_json_atomic(site / "badge.json", document)
-    label, message = str(document["label"]), str(document["message"])
-    widths = (7 * len(label) + 10, 7 * len(message) + 10)  # a flat badge drawn with no fonts or images fetched
-    svg = render("badge.svg.j2", label=label, message=message, widths=widths, colour=BADGE_COLOURS[str(document["color"])])
-    write_text_atomic(site / "badge.svg", svg)
+    write_text_atomic(site / "badge.svg", render("badge.svg.j2", badge=document, colour=BADGE_COLOURS[str(document["color"])]))
     return summaries
