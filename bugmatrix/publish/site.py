@@ -67,14 +67,11 @@ def load_site_nights(site: Path) -> tuple[list[SiteNight], str | None]:
     try:
         document = msgspec.convert(read_json(index, "site index"), NightsFile)
         nights = [replace(n, path=n.path or night_path(n.profile, n.date)) for n in document.nights]
-        for n in nights:
-            if n.path not in (n.date, f"{n.profile}/{n.date}") or not (site / n.path).is_dir():
-                msg = f"the night {n.path}/ it lists is not in the site"
-                raise ValueError(msg)
         root = values.profile_name(document.root or next((n.profile for n in nights if n.path == n.date), ROOT_PROFILE), "root")
-        if any(n.path != night_path(n.profile, n.date, root) for n in nights):
-            msg = f"its nights are not where its root profile {root!r} puts them"
-            raise ValueError(msg)
+        for n in nights:
+            if n.path != night_path(n.profile, n.date, root) or not (site / n.path).is_dir():
+                msg = f"the night {n.path}/ it lists is not in the site, or not where its root profile {root!r} puts it"
+                raise ValueError(msg)
     except (BugmatrixError, ValueError) as exc:
         fix = f"remove {site} to start a new site (the nightly falls back to an older run's site by itself)"
         msg = f"{index}: not a readable bugmatrix site ({exc}); {fix}"
