@@ -29,24 +29,16 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "main"]
 
-#: Subcommands that live in their own module (``add_arguments(parser)`` + ``run(args) -> int``).
+#: Subcommands that live in their own module, under bugmatrix/ (``add_arguments(parser)`` + ``run(args) -> int``).
 TOOLS = (
-    ("run", "bugmatrix.tools.run_profile", "run a profile's cells side by side (up to $BUGMATRIX_JOBS at once) into <reports>/runs/"),
-    (
-        "check",
-        "bugmatrix.tools.check",
-        "this project's policies for its catalogue (source, evidence, upstream variant, boundary in smoke...)",
-    ),
-    ("stability", "bugmatrix.tools.stability", "run one cell's cases N times and report any outcome that varies"),
-    ("benchmark", "bugmatrix.tools.benchmark", "measure env builds, reuse vs floor, report speed, disk; print ratios"),
-    ("cachesize", "bugmatrix.tools.cachesize", "what a nightly downloads cold and what its uv caches hold (nothing downloaded)"),
-    (
-        "gpu-kit",
-        "bugmatrix.tools.gpukit",
-        "pack the cases, the harness and pure-Python wheels of axis versions for a GPU box with no registry",
-    ),
-    ("site", "bugmatrix.publish.site", "the GitHub Pages site: tonight's report at the root and under its date, past nights kept"),
-    ("issues", "bugmatrix.publish.filing", "file the report's issue bodies on GitHub: one issue per finding, never a duplicate"),
+    ("run", "tools.run_profile", "run a profile's cells side by side (up to $BUGMATRIX_JOBS at once) into <reports>/runs/"),
+    ("check", "tools.check", "this project's policies for its catalogue (source, evidence, upstream variant, boundary in smoke...)"),
+    ("stability", "tools.stability", "run one cell's cases N times and report any outcome that varies"),
+    ("benchmark", "tools.benchmark", "measure env builds, reuse vs floor, report speed, disk; print ratios"),
+    ("cachesize", "tools.cachesize", "what a nightly downloads cold and what its uv caches hold (nothing downloaded)"),
+    ("gpu-kit", "tools.gpukit", "pack the cases, the harness and pure-Python wheels of axis versions for a GPU box with no registry"),
+    ("site", "publish.site", "the GitHub Pages site: tonight's report at the root and under its date, past nights kept"),
+    ("issues", "publish.filing", "file the report's issue bodies on GitHub: one issue per finding, never a duplicate"),
 )
 
 
@@ -84,20 +76,12 @@ def _plan(args: argparse.Namespace) -> int:
 
         # Cells on one torch release and Python share a uv cache; the first of them (a CPU cell) is the one job that saves it.
         savers: dict[str, str] = {}
+        include = []
         for c in cells:
-            savers.setdefault(cache_key(matrix, c.pins), c.id)
-        include = [
-            {
-                "cell": c.id,
-                "session": f"cell({c.id})",
-                "python": c.python,
-                "device": c.device,
-                "runs-on": list(matrix.file.runner) if c.device == "cuda" else "ubuntu-latest",
-                "cache-key": cache_key(matrix, c.pins),
-                "cache-save": savers[cache_key(matrix, c.pins)] == c.id,
-            }
-            for c in cells
-        ]
+            key = cache_key(matrix, c.pins)
+            runs_on = list(matrix.file.runner) if c.device == "cuda" else "ubuntu-latest"
+            entry = {"cell": c.id, "session": f"cell({c.id})", "python": c.python, "device": c.device, "runs-on": runs_on}
+            include.append(entry | {"cache-key": key, "cache-save": savers.setdefault(key, c.id) == c.id})
         print(json.dumps({"include": include}, sort_keys=True))
         return 0
     for c in cells:
@@ -320,7 +304,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         tool = sub.add_parser(name, help=help_text)
         if command not in (None, name):
             continue
-        imported = importlib.import_module(module)
+        imported = importlib.import_module(f"bugmatrix.{module}")
         imported.add_arguments(tool)
         tool.set_defaults(func=imported.run, root=ROOT)
 

@@ -74,43 +74,37 @@ def read_bytes(path: Path, kind: str, *, fix: str = "", seconds: float = READ_SE
     """The bytes of ``path``, a regular file of at most ``LIMITS[kind]`` bytes read within ``seconds``; else one-line BugmatrixError
     (``lstat`` first, so a FIFO or a device is never opened; the read stops at the cap whatever the size said)."""
     limit = LIMITS[kind]
-    tail = f"; {fix}" if fix else ""
 
     def refuse(problem: str) -> BugmatrixError:
-        return BugmatrixError(f"{path}: {problem} (a {kind} is read from a regular file only){tail}")
+        return BugmatrixError(f"{path}: {problem}{f'; {fix}' if fix else ''}")
 
+    regular_only = f"(a {kind} is read from a regular file only)"
     try:
         before = os.lstat(path)
         if not stat.S_ISREG(before.st_mode):
-            raise refuse(_kind_of(before.st_mode))
+            raise refuse(f"{_kind_of(before.st_mode)} {regular_only}")
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        msg = f"{path}: no such file{tail}"
-        raise BugmatrixError(msg) from None
+        raise refuse("no such file") from None
     except OSError as exc:
-        msg = f"{path}: cannot open the {kind} ({exc.strerror or exc}){tail}"
-        raise BugmatrixError(msg) from None
+        raise refuse(f"cannot open the {kind} ({exc.strerror or exc})") from None
     try:
         opened = os.fstat(fd)
         if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (before.st_dev, before.st_ino):
-            raise refuse(f"{_kind_of(opened.st_mode)} once opened, or replaced while it was opened")
+            raise refuse(f"{_kind_of(opened.st_mode)} once opened, or replaced while it was opened {regular_only}")
         if opened.st_size > limit:
-            msg = f"{path}: {opened.st_size:,} bytes, over the cap of {limit:,} bytes for a {kind} (refused){tail}"
-            raise BugmatrixError(msg)
+            raise refuse(f"{opened.st_size:,} bytes, over the cap of {limit:,} bytes for a {kind} (refused)")
         chunks, size, deadline = [], 0, time.monotonic() + seconds
         while chunk := os.read(fd, min(_CHUNK, limit + 1 - size)):
             chunks.append(chunk)
             size += len(chunk)
             if size > limit:
-                msg = f"{path}: grew past the cap of {limit:,} bytes for a {kind} while it was read (refused){tail}"
-                raise BugmatrixError(msg)
+                raise refuse(f"grew past the cap of {limit:,} bytes for a {kind} while it was read (refused)")
             if time.monotonic() > deadline:
-                msg = f"{path}: reading the {kind} took longer than {seconds:g} s (refused){tail}"
-                raise BugmatrixError(msg)
+                raise refuse(f"reading the {kind} took longer than {seconds:g} s (refused)")
         return b"".join(chunks)
     except OSError as exc:
-        msg = f"{path}: cannot read the {kind} ({exc.strerror or exc}){tail}"
-        raise BugmatrixError(msg) from None
+        raise refuse(f"cannot read the {kind} ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
 
@@ -208,14 +202,10 @@ def write_files(contents: Mapping[Path, str | bytes], *, remove: Iterable[Path] 
             path.unlink(missing_ok=True)
 
 
-def _check_writable_parent(path: Path, option: str, *, create_parent: bool, shown: Path | None = None) -> None:
-    """``path``'s directory (or the nearest one that exists, to be created under) takes a new file."""
-    parent, shown = path.parent, shown or path
-    if not create_parent and not parent.is_dir():
-        msg = f"{option} {shown}: no such directory {parent}; create it first or pass a path in an existing directory"
-        raise BugmatrixError(msg)
-    existing = parent
-    while not existing.exists() and existing != existing.parent:
+def check_writable_dir(path: Path, option: str, *, shown: Path | None = None) -> None:
+    """Refuse, in one line, a directory that cannot be created or written into (a read-only mount, ``/proc``, a file above it)."""
+    shown, existing = shown or path, path
+    while not existing.exists() and existing != existing.parent:  # the nearest directory that exists, to be created under
         existing = existing.parent
     if not existing.is_dir():
         msg = f"{option} {shown}: {existing} is a file, not a directory; pass a path under a directory"
@@ -227,11 +217,6 @@ def _check_writable_parent(path: Path, option: str, *, create_parent: bool, show
     except OSError as exc:
         msg = f"{option} {shown}: cannot write into {existing} ({exc.strerror or exc}); pass a path you can write to"
         raise BugmatrixError(msg) from None
-
-
-def check_writable_dir(path: Path, option: str, *, shown: Path | None = None) -> None:
-    """Refuse, in one line, a directory that cannot be created or written into (a read-only mount, ``/proc``, a file above it)."""
-    _check_writable_parent(path / "x", option, create_parent=True, shown=shown or path)
 
 
 def _check_not_inside(path: Path, option: str, forbidden: Iterable[Path]) -> None:
@@ -248,7 +233,10 @@ def check_output_file(path: Path, option: str, *, create_parent: bool = True, fo
         msg = f"{option} {path}: is a directory; pass a file path, e.g. {path / 'out.json'}"
         raise BugmatrixError(msg)
     _check_not_inside(path, option, forbidden)
-    _check_writable_parent(path, option, create_parent=create_parent)
+    if not create_parent and not path.parent.is_dir():
+        msg = f"{option} {path}: no such directory {path.parent}; create it first or pass a path in an existing directory"
+        raise BugmatrixError(msg)
+    check_writable_dir(path.parent, option, shown=path)
 
 
 def check_output_dir(

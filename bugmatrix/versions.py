@@ -20,12 +20,8 @@ def parse_version(text: object) -> Version | None:
 
 
 def base_version(text: str) -> Version:
-    """``2.6.0+cu124`` -> ``Version("2.6.0")``; raises ValueError on garbage."""
-    parsed = parse_version(text)
-    if parsed is None:
-        msg = f"not a version: {text!r}"
-        raise ValueError(msg)
-    return Version(parsed.base_version)
+    """``2.6.0+cu124`` -> ``Version("2.6.0")``; raises ValueError (InvalidVersion) on garbage."""
+    return Version(Version(text).base_version)
 
 
 def version_key(value: object) -> tuple[int, Any]:

@@ -38,11 +38,8 @@ def read_compat(path: Path, fix: str) -> Compat:
     raw = read_bytes(path, "compat document", fix=fix)
     try:
         return _COMPAT.decode(raw)
-    except msgspec.DecodeError:  # read again the slow way, for the line that says what is wrong
-        data = decode_json(raw, path, "compat document", fix=fix)
-    try:
-        return msgspec.convert(data, Compat)
-    except msgspec.ValidationError as exc:
+    except msgspec.DecodeError as exc:
+        decode_json(raw, path, "compat document", fix=fix)  # not JSON at all: the same line as every other reader's
         msg = f"{path}: not a compat document ({exc}); {fix}"
         raise BugmatrixError(msg) from None
 

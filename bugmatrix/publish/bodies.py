@@ -62,29 +62,17 @@ class ReproExporter:
             except BugmatrixError as exc:
                 return Attachment(note=f"no repro.py: {exc}")
             export_repro(matrix, variant, cell.pins, out, self.run_dir, force=True, fresh=False)
-            return Attachment(
-                out.name,
-                {name: (out / name).read_text(encoding="utf-8") for name in INLINE},
-                (out / LOCKED).exists(),
-                python,
-                f'nox -s repro -- "{finding.subject}" --cell {cell.id}',
-                "venv/bin/python repro.py   # prints OUTCOME: ... last",
-            )
-        requirements = matrix.requirements_for(cell.pins, harness=False)
-        (out / "requirements.txt").write_text("\n".join(requirements) + "\n", encoding="utf-8")
-        lock, why_not = lock_for(ROOT, cell.id, matrix.requirements_for(cell.pins), python)
-        if lock is not None and finding.release is None:
-            shutil.copyfile(lock, out / LOCKED)
-        note = "" if lock is not None or finding.release is not None else f"no lock of cell {cell.id} ({why_not})"
-        return Attachment(
-            out.name,
-            {"requirements.txt": (out / "requirements.txt").read_text(encoding="utf-8")},
-            (out / LOCKED).exists(),
-            python,
-            "",
-            f'nox -s "cell({cell.id})"   # the whole cell, as the nightly runs it',
-            note,
-        )
+            command, note = f'nox -s repro -- "{finding.subject}" --cell {cell.id}', ""
+            run = "venv/bin/python repro.py   # prints OUTCOME: ... last"
+        else:
+            (out / "requirements.txt").write_text("\n".join(matrix.requirements_for(cell.pins, harness=False)) + "\n", encoding="utf-8")
+            lock, why_not = lock_for(ROOT, cell.id, matrix.requirements_for(cell.pins), python)
+            if lock is not None and finding.release is None:
+                shutil.copyfile(lock, out / LOCKED)
+            note = "" if lock is not None or finding.release is not None else f"no lock of cell {cell.id} ({why_not})"
+            command, run = "", f'nox -s "cell({cell.id})"   # the whole cell, as the nightly runs it'
+        inline = {name: (out / name).read_text(encoding="utf-8") for name in INLINE if (out / name).is_file()}
+        return Attachment(out.name, inline, (out / LOCKED).exists(), python, command, run, note)
 
 
 @dataclass(frozen=True)

@@ -33,14 +33,6 @@ _TITLES = {
     ChangeKind.FLAKY: "flaky: {subject} changes back and forth",
     ChangeKind.NEW_FAILURE_MODE: "new failure mode: {subject} fails another way",
 }
-_LEADS = {
-    ChangeKind.MISSING: "The nightly planned these results and recorded none: the cell's job died, or its run stopped early.",
-    ChangeKind.REGRESSION: "A bug the suite had seen fixed reproduces again (or its expectation says fixed and it is not).",
-    ChangeKind.RELEASE_DOES_NOT_INSTALL: "A release new to the matrix tonight could not be installed: nothing ran on it.",
-    ChangeKind.NO_LONGER_INSTALLS: "A cell that installed in the baseline's run could not be built tonight.",
-    ChangeKind.FLAKY: f"The outcome changed back and forth within the last {WINDOW} nights, so none of its changes is called a regression.",
-    ChangeKind.NEW_FAILURE_MODE: "The variant failed another way than the documented bug (another error, a failed check, a crash or a hang).",
-}
 
 
 #: Files an issue body shows inline (when short enough), in this order; the lock is always a link.
@@ -155,7 +147,7 @@ def _below(finding: Finding, report: NightReport) -> dict[str, str]:
 
 
 #: The helpers ``issue.md.j2`` writes with; the inlined files share what is left of ``room``.
-_TOOLS = {"literal": literal, "fenced": fenced, "MARKER": MARKER, "LOCKED": LOCKED, "room": BODY_LIMIT - 200}
+_TOOLS = {"literal": literal, "fenced": fenced, "MARKER": MARKER, "LOCKED": LOCKED, "room": BODY_LIMIT - 200, "window": WINDOW}
 
 
 def render_issue(finding: Finding, report: NightReport, night: str, links: Links, attachment: Attachment) -> tuple[str, str]:
@@ -172,7 +164,6 @@ def render_issue(finding: Finding, report: NightReport, night: str, links: Links
         compat=compat,
         links=links,
         attachment=attachment,
-        lead=_LEADS[finding.kind],
         table=_cells_table(finding, report),
         cell_finding=finding.kind in CELL_FINDINGS,
         evidence=variant.evidence if variant is not None else "",

@@ -25,6 +25,8 @@ _MARKER = re.compile(r"^<!-- .* -->$")
 _ROW = re.compile(r"(?<!\\)\|")
 _RULE = re.compile(r"\|?[\s:|-]+\|?")
 _SUMMARY = re.compile(r"<details><summary>(.*)</summary>")
+#: Lines that are a block of their own, with nothing in it.
+_BARE = {"---": "hr", "<details>": "details", "</details>": "/details"}
 _SUMMARY_CODE = re.compile(r"<code>(.*?)</code>")  # issue_body writes a cell id there, html.escape-d
 
 
@@ -97,9 +99,9 @@ def _cells(line: str) -> tuple[Line, ...]:
 
 def parse_markdown(text: str, top: int = 1) -> list[Block]:
     """The body's blocks; ``top`` is the highest heading level they may use (under a page's ``<h1>``, ``###`` becomes ``<h2>``)."""
-    levels = sorted({len(m.group(1)) for line in text.splitlines() if (m := _HEADING.match(line.strip()))})
-    shift = {level: min(6, top + i) for i, level in enumerate(levels)}
     lines = text.splitlines()
+    levels = sorted({len(m.group(1)) for line in lines if (m := _HEADING.match(line.strip()))})
+    shift = {level: min(6, top + i) for i, level in enumerate(levels)}
     out: list[Block] = []
     paragraph: list[Span] = []
 
@@ -114,12 +116,11 @@ def parse_markdown(text: str, top: int = 1) -> list[Block]:
         fence, heading, summary = _FENCE.match(stripped), _HEADING.match(stripped), _SUMMARY.fullmatch(stripped)
         table = stripped.startswith("|") and i + 1 < len(lines) and _RULE.fullmatch(lines[i + 1].strip())
         sub = stripped.startswith("<sub>") and stripped.endswith("</sub>")
-        listed = stripped.startswith("- ")
-        if stripped and not (fence or heading or summary or table or sub or listed or _MARKER.match(stripped)):
-            if stripped not in ("---", "<details>", "</details>"):
-                paragraph += [*_inline(stripped), Span("text", " ")]
-                i += 1
-                continue
+        listed, bare = stripped.startswith("- "), _BARE.get(stripped)
+        if stripped and not (fence or heading or summary or table or sub or listed or bare or _MARKER.match(stripped)):
+            paragraph += [*_inline(stripped), Span("text", " ")]
+            i += 1
+            continue
         flush()
         if fence:
             closing, body = fence.group(1), []
@@ -130,10 +131,8 @@ def parse_markdown(text: str, top: int = 1) -> list[Block]:
             out.append(Block("pre", text="\n".join(body)))
         elif heading:
             out.append(Block("h", _inline(heading.group(2)), level=shift[len(heading.group(1))]))
-        elif stripped == "---":
-            out.append(Block("hr"))
-        elif stripped in ("<details>", "</details>"):
-            out.append(Block(stripped.strip("<>")))
+        elif bare:
+            out.append(Block(bare))
         elif summary:
             out.append(Block("details", _summary(summary.group(1))))
         elif sub:

@@ -45,12 +45,13 @@ _NOT_RUN = (Outcome.SKIPPED.value, Outcome.INSTALL_FAILED.value)
 
 @dataclass(frozen=True)
 class Issue:
-    """One issue body of a night (``issues/<stem>.md``): its title and key (from its marker), and its attached files."""
+    """One issue body of a night (``issues/<stem>.md``): its title and key (from its marker), its attached files and its text."""
 
     stem: str
     title: str
     key: str
     files: tuple[str, ...] = ()
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,11 +90,12 @@ class NightSummary:
 def _issues(directory: Path) -> tuple[Issue, ...]:
     found = []
     for path in sorted(directory.glob("*.md")) if directory.is_dir() else ():
-        markers = parse_markers(read_text(path, "issue body"))
+        text = read_text(path, "issue body")
+        markers = parse_markers(text)
         title = markers[0].title if markers and markers[0].title else path.stem
         attached = directory / path.stem
         files = sorted(p.relative_to(attached).as_posix() for p in attached.rglob("*") if p.is_file()) if attached.is_dir() else []
-        found.append(Issue(path.stem, title, markers[0].key if markers else "", tuple(files)))
+        found.append(Issue(path.stem, title, markers[0].key if markers else "", tuple(files), text))
     return tuple(found)
 
 
@@ -216,10 +218,7 @@ def trend(nights: list[NightSummary], height: int = 80) -> dict[str, object]:
             {"x": i * width, "rects": rects, "clean": n.readable and not any(n.trend_counts), "readable": n.readable, "title": title}
         )
     first, last = (shown[0].date, shown[-1].date) if shown else ("", "")
-    label = (
-        f"{len(shown)} night(s), {first} to {last}: findings per cell per night (regressions, new failure modes, missing, not installing)"
-    )
-    return {"bars": bars, "width": width, "height": height, "total": len(shown) * width, "label": label, "first": first, "last": last}
+    return {"bars": bars, "width": width, "height": height, "total": len(shown) * width, "first": first, "last": last}
 
 
 def badge(night: NightSummary | None, profile: str) -> dict[str, object]:
@@ -255,10 +254,9 @@ def write_history_pages(site: Path, nights: list[SiteNight], root_profile: str) 
         newest.setdefault(s.profile, s)
     for s in summaries:
         up = _up(s.path)
-        for issue in s.issues:
-            source = site / s.path / "issues" / f"{issue.stem}.md"
-            blocks = parse_markdown(read_text(source, "issue body"), top=2)
-            write_text_atomic(source.with_suffix(".html"), render("issue.html.j2", issue=issue, night=s, blocks=blocks, to_root=up + "../"))
+        for issue in s.issues:  # each body's text as read once by summarize
+            page = render("issue.html.j2", issue=issue, night=s, blocks=parse_markdown(issue.text, top=2), to_root=up + "../")
+            write_text_atomic(site / s.path / "issues" / f"{issue.stem}.html", page)
         _fill_slot(site / s.path / "index.html", s, up, "")
     for profile, s in newest.items():  # the site holds only what build_site wrote: its own pages, copied
         where = "" if profile == root_profile else profile
@@ -277,8 +275,5 @@ def write_history_pages(site: Path, nights: list[SiteNight], root_profile: str) 
     if root_profile not in newest:  # no night of the root profile yet (another profile ran first): the root lists the nights
         write_text_atomic(site / "index.html", page)
     write_json_atomic(site / "badge.json", document)
-    label, message = str(document["label"]), str(document["message"])
-    widths = (7 * len(label) + 10, 7 * len(message) + 10)  # a flat badge drawn with no fonts or images fetched
-    svg = render("badge.svg.j2", label=label, message=message, widths=widths, colour=BADGE_COLOURS[str(document["color"])])
-    write_text_atomic(site / "badge.svg", svg)
+    write_text_atomic(site / "badge.svg", render("badge.svg.j2", badge=document, colour=BADGE_COLOURS[str(document["color"])]))
     return summaries

@@ -67,14 +67,11 @@ def load_site_nights(site: Path) -> tuple[list[SiteNight], str | None]:
     try:
         document = msgspec.convert(read_json(index, "site index"), NightsFile)
         nights = [replace(n, path=n.path or night_path(n.profile, n.date)) for n in document.nights]
-        for n in nights:
-            if n.path not in (n.date, f"{n.profile}/{n.date}") or not (site / n.path).is_dir():
-                msg = f"the night {n.path}/ it lists is not in the site"
-                raise ValueError(msg)
         root = values.profile_name(document.root or next((n.profile for n in nights if n.path == n.date), ROOT_PROFILE), "root")
-        if any(n.path != night_path(n.profile, n.date, root) for n in nights):
-            msg = f"its nights are not where its root profile {root!r} puts them"
-            raise ValueError(msg)
+        for n in nights:
+            if n.path != night_path(n.profile, n.date, root) or not (site / n.path).is_dir():
+                msg = f"the night {n.path}/ it lists is not in the site, or not where its root profile {root!r} puts it"
+                raise ValueError(msg)
     except (BugmatrixError, ValueError) as exc:
         fix = f"remove {site} to start a new site (the nightly falls back to an older run's site by itself)"
         msg = f"{index}: not a readable bugmatrix site ({exc}); {fix}"
@@ -202,7 +199,23 @@ def build_site(
     shutil.rmtree(staging, ignore_errors=True)  # a build killed earlier
     try:
         staging.mkdir(parents=True)
-        _stage(staging, reports, index, tonight, sources, attachments, notes)
+        used = 0
+        for night in index.nights:
+            if night is tonight:
+                (staging / night.path).mkdir(parents=True)
+                for name in PAGES:
+                    (staging / night.path / name).write_bytes(read_bytes(reports / name, "site file", fix="run the report again"))
+                if attachments is not None:
+                    used = _take(attachments, staging / night.path / "issues", "--issues", used, notes)
+                continue
+            past = sources[(night.date, night.profile)]
+            for above in (past.parent, past):  # <date>/ or <profile>/<date>/ (load_site_nights): no symlink on the way
+                if above.is_symlink():
+                    msg = f"--previous {above}: a symlink; a previous site holds regular files only ({_REFUSED})"
+                    raise BugmatrixError(msg)
+            used = _take(past, staging / night.path, "--previous", used, notes)
+        write_json_atomic(staging / "nights.json", msgspec.to_builtins(index))
+        write_history_pages(staging, index.nights, root)  # each profile's root pages, nights.html, badge, issue pages
         if out.exists():
             out.rmdir()
         staging.rename(out)
@@ -214,35 +227,6 @@ def build_site(
         shutil.rmtree(staging, ignore_errors=True)  # nothing partial left behind
         raise
     return index, tonight
-
-
-def _stage(
-    staging: Path,
-    reports: Path,
-    index: NightsFile,
-    tonight: SiteNight,
-    sources: dict[tuple[str, str], Path],
-    attachments: Path | None,
-    notes: list[str],
-) -> None:
-    used = 0
-    for night in index.nights:
-        if night is tonight:
-            (staging / night.path).mkdir(parents=True)
-            for name in PAGES:
-                (staging / night.path / name).write_bytes(read_bytes(reports / name, "site file", fix="run the report again"))
-            if attachments is not None:
-                used = _take(attachments, staging / night.path / "issues", "--issues", used, notes)
-        else:
-            past = sources[(night.date, night.profile)]
-            for above in (past.parent, past):  # <date>/ or <profile>/<date>/ (load_site_nights): no symlink on the way
-                if above.is_symlink():
-                    msg = f"--previous {above}: a symlink; a previous site holds regular files only ({_REFUSED})"
-                    raise BugmatrixError(msg)
-            used = _take(past, staging / night.path, "--previous", used, notes)
-    write_json_atomic(staging / "nights.json", msgspec.to_builtins(index))
-    assert index.root is not None  # build_site names it
-    write_history_pages(staging, index.nights, index.root)  # each profile's root pages, nights.html, badge, issue pages
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
