@@ -123,6 +123,8 @@ def summarize(site: Path, night: SiteNight) -> NightSummary:
 
 @dataclass(frozen=True)
 class GridEntry:
+    """One variant on one night of the nights page's grid: its symbols, hover title and marks."""
+
     symbols: str
     title: str
     flip: bool = False
@@ -131,6 +133,8 @@ class GridEntry:
 
 @dataclass(frozen=True)
 class GridRow:
+    """One variant's row of the grid, across the shown nights."""
+
     variant: str
     entries: tuple[GridEntry, ...]  # oldest night first, one per column
     since: str  # the night of its newest flip in the window ("" when none)
@@ -139,6 +143,8 @@ class GridRow:
 
 @dataclass(frozen=True)
 class Grid:
+    """The nights page's grid: one column a night, one row a variant that ran somewhere."""
+
     nights: tuple[NightSummary, ...]  # the columns, oldest first
     rows: tuple[GridRow, ...]
     idle: tuple[str, ...]  # ran nowhere (skipped or not installed) on every shown night: one folded line
