@@ -89,24 +89,15 @@ class BisectResult:
         if self.last_before is None or self.first_after is None:
             ends = ", ".join(f"{p.version}: {p.outcome}" for p in self.probes if p.outcome != Outcome.INSTALL_FAILED)
             return f"{self.variant}: no change of outcome across {self.package} {self.versions[0]}..{self.versions[-1]} ({ends})"
-        low, high = Version(self.last_before.version), Version(self.first_after.version)
-        change = (
-            f"{self.variant}: {self.package} {self.last_before.version} is {self.last_before.outcome}, "
-            f"{self.first_after.version} is {self.first_after.outcome}"
-        )
+        low, high = self.last_before, self.first_after
+        change = f"{self.variant}: {self.package} {low.version} is {low.outcome}, {high.version} is {high.outcome}"
+        cost = f"[{self.environments_built} environments for {len(self.versions)} releases]"
         if not self.boundary:
-            return (
-                f"{change}: a change of outcome, not one between reproduced and fixed, so no boundary "
-                f"[{self.environments_built} environments for {len(self.versions)} releases]; read the probes' messages, "
-                "or bisect another range (--from/--to)"
-            )
-        between = [s for s in self.skipped if low < Version(s.version) < high]
+            fix = "read the probes' messages, or bisect another range (--from/--to)"
+            return f"{change}: a change of outcome, not one between reproduced and fixed, so no boundary {cost}; {fix}"
+        between = [s for s in self.skipped if Version(low.version) < Version(s.version) < Version(high.version)]
         warning = "; ".join(f"{self.package} {s.version} lies between and was not run ({s.reason})" for s in between)
-        return (
-            f"{change} (first change"
-            + (f" among the releases run; {warning}: it may be the first" if warning else "")
-            + f") [{self.environments_built} environments for {len(self.versions)} releases]"
-        )
+        return f"{change} (first change{f' among the releases run; {warning}: it may be the first' if warning else ''}) {cost}"
 
     def to_json(self) -> dict[str, object]:
         """The result file: every field and ``boundary``."""
@@ -254,11 +245,11 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
     if done.install_failed is not None:
         return Probe(label, Outcome.INSTALL_FAILED.value, done.install_failed.splitlines()[-1], seconds), True
     built = bool(done.environment and done.environment.built)
-    if not results:
-        if timed_out:
-            return Probe(label, Outcome.TIMEOUT.value, f"no result after {timeout:g}s", seconds), built
-        return Probe(label, Outcome.CRASHED.value, "no result recorded", seconds), built
-    return Probe(label, results[0].outcome.value, results[0].message, seconds), built
+    if results:
+        return Probe(label, results[0].outcome.value, results[0].message, seconds), built
+    if timed_out:
+        return Probe(label, Outcome.TIMEOUT.value, f"no result after {timeout:g}s", seconds), built
+    return Probe(label, Outcome.CRASHED.value, "no result recorded", seconds), built
 
 
 def run_probe(command: Sequence[str], root: Path, env: Mapping[str, str], timeout: float) -> tuple[int, bool]:
@@ -297,8 +288,7 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
     low = args.low or min([*matrix.axes[args.package].versions, *own], key=Version)
     start = "--from" if args.low else f"the matrix's first {args.package} release,"
     where = f"from {start} {low} to {f'--to {args.high}' if args.high else 'the latest'}; --from/--to for another range"
-    if args.versions:
-        where = "the --versions given"
+    where = "the --versions given" if args.versions else where
     versions = args.versions or registry_versions(distribution, low=low, high=args.high, pre=args.pre, python=python, skipped=skipped)
     others = {k: v for k, v in held.items() if k != args.package}
     result = BisectResult(variant.id, args.package, others, versions, mode="linear" if args.linear else "bisect", skipped=skipped)

@@ -126,16 +126,12 @@ def _device_expectations(variant: Variant) -> Iterator[Gap]:
             )
 
 
-def _runs(variant: Variant, cell: Cell) -> bool:
-    """As far as the host can tell (an ``api`` requirement is checked in the cell)."""
-    return variant.device == cell.device and variant.id in cell.variants and not variant.requires.unmet(cell.pins)
-
-
 def _boundary(case: Case, profile: str, cells: list[Cell]) -> Iterator[Gap]:
     expected: dict[str, dict[Outcome, set[str]]] = {}
     for variant in (v for v in case.variants if v.device == "cpu"):
         sides = expected.setdefault(variant.id, {Outcome.REPRODUCED: set(), Outcome.FIXED: set()})
-        for cell in (c for c in cells if _runs(variant, c)):
+        # the CPU cells it runs in, as far as the host can tell (an ``api`` requirement is checked in the cell)
+        for cell in (c for c in cells if variant.id in c.variants and not variant.requires.unmet(c.pins)):
             found = variant.expectation(cell.pins)
             if found is not None and found.outcome in sides:
                 sides[found.outcome].add(cell.id)

@@ -58,12 +58,8 @@ def _run_timed(root: Path, matrix: Matrix, cell: Cell, runner: Runner, run_file:
 def compare_outcomes(old: RunRecord, new: RunRecord) -> dict[str, str]:
     """variant id -> "" where both runs recorded the same outcome, else what each recorded (a variant one lacks differs too)."""
     before, after = ({r.id: r.outcome.value for r in run.results} for run in (old, new))
-    return {
-        variant_id: ""
-        if before.get(variant_id) == after.get(variant_id)
-        else f"{variant_id}: {before.get(variant_id)} -> {after.get(variant_id)}"
-        for variant_id in sorted(set(before) | set(after))
-    }
+    ids = sorted(set(before) | set(after))
+    return {i: "" if before.get(i) == after.get(i) else f"{i}: {before.get(i)} -> {after.get(i)}" for i in ids}
 
 
 def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], repeat: int = 1) -> list[Measurement]:

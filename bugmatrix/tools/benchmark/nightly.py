@@ -88,8 +88,7 @@ def _night(root: Path, profile: str, reports: Path, env: Mapping[str, str], *, l
     tags = [profile, f"fresh-{profile}"] if lane else [profile]
     with DownloadWatch(uv_cache_of(env)) as watch:
         wall = timed_nox(root, env, "-t", *tags)
-    runs = load_run_dir(reports / "runs") if (reports / "runs").is_dir() else []
-    siblings = load_run_dir(reports / "fresh" / "runs") if (reports / "fresh" / "runs").is_dir() else []
+    runs, siblings = (load_run_dir(d) if d.is_dir() else [] for d in (reports / "runs", reports / "fresh" / "runs"))
     lane = load_reresolved(reports / "fresh")
     moved = [c.cell for c in lane.cells if c.status == "moved"] if lane else []
     return Night(
@@ -156,22 +155,16 @@ def moved_candidates(
     for cell in cells:
         for name, (version, _) in lock_entries(lock_path(root, cell.id, locks).read_text(encoding="utf-8")).items():
             holders.setdefault((name, version), []).append(cell.id)
-    candidates = sorted(
-        (
-            (n, v, c)
-            for (n, v), c in holders.items()
-            if (n == wanted if wanted else n not in pinned and len(c) >= 2 and not heavy_distributions([n]))
-        ),
-        key=lambda item: (len(item[2]), item[0]),
-    )
+    candidates = [
+        (n, v, c)
+        for (n, v), c in holders.items()
+        if (n == wanted if wanted else n not in pinned and len(c) >= 2 and not heavy_distributions([n]))
+    ]
     if not candidates:
-        msg = (
-            f"no cell's lock holds {wanted!r}; pass --moved with a distribution the locks list"
-            if wanted
-            else "no distribution to hold back; pass --moved"
-        )
+        why = f"no cell's lock holds {wanted!r}" if wanted else "no distribution to hold back"
+        msg = f"{why}; pass --moved" + (" with a distribution the locks list" if wanted else "")
         raise BugmatrixError(msg)
-    return candidates
+    return sorted(candidates, key=lambda item: (len(item[2]), item[0]))
 
 
 def _first_upload(name: str, version: str) -> dt.datetime:
@@ -262,20 +255,14 @@ def measure_nightly_reuse(
     before, name, held_version, holders, cutoff = _yesterday(
         matrix, cells, locks, moved_candidates(root, locks, cells, matrix, moved), work
     )
-    previous_c = work / "previous-before"
-    shutil.rmtree(previous_c, ignore_errors=True)
-    shutil.copytree(previous, previous_c)
+    prior = work / "previous-before"
+    shutil.rmtree(prior, ignore_errors=True)
+    shutil.copytree(previous, prior)
     # The holders run again as yesterday ran them, and yesterday's report records their run files' digests (reuse trusts no other).
     selected = [*(f"cell({c})" for c in holders), f"report-{profile}"]
-    env_c = {
-        **os.environ,
-        "BUGMATRIX_REPORTS": str(previous_c),
-        LOCKS_ENV: str(before),
-        "BUGMATRIX_NO_REUSE": "1",
-        "BUGMATRIX_DISK": "lean",
-    }
+    env_c = {**os.environ, "BUGMATRIX_REPORTS": str(prior), LOCKS_ENV: str(before), "BUGMATRIX_NO_REUSE": "1", "BUGMATRIX_DISK": "lean"}
     timed_nox(root, env_c, "-s", *selected)
-    c = _night(root, profile, out / "c-transitive-release", {LOCKS_ENV: str(before), "BUGMATRIX_PREVIOUS": str(previous_c)})
+    c = _night(root, profile, out / "c-transitive-release", {LOCKS_ENV: str(before), "BUGMATRIX_PREVIOUS": str(prior)})
     page = (c.reports / "index.html").read_text(encoding="utf-8") if (c.reports / "index.html").exists() else ""
     names = f"{name} " in page and f"→ {held_version}" in page
     note = (
