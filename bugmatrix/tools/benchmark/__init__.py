@@ -21,7 +21,7 @@ from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import find_cell, plan_cells
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.tools.benchmark.cells import measure_full, measure_runners, measure_sessions, measure_smoke, smoke_from_runs
+from bugmatrix.tools.benchmark.cells import measure_full, measure_runners, measure_sessions, measure_smoke
 from bugmatrix.tools.benchmark.envs import measure_builds, measure_ci_cache, measure_disk
 from bugmatrix.tools.benchmark.floor import measure_lean_cost
 from bugmatrix.tools.benchmark.nightly import measure_nightly_reuse
@@ -119,24 +119,16 @@ def run(args: argparse.Namespace) -> int:
     smoke = [c for c in plan_cells(matrix, "smoke", catalog) if c.device == "cpu"]
     cell = find_cell(smoke, args.cell) if args.cell else min(smoke, key=lambda c: len(matrix.requirements_for(c.pins)))
 
-    def smoke_row() -> list[Measurement]:
-        if args.smoke:
-            return [measure_smoke(root, matrix, catalog, smoke)]
-        return [smoke_from_runs(root, matrix, catalog, smoke, output_dir() / "runs", None, "from the last run (run files: pytest only)")]
-
     def build_rows() -> list[Measurement]:
         if args.skip_builds:
             return [skipped("env builds: uv vs virtualenv+pip", "skipped (--skip-builds)")]
         return measure_builds(root, matrix, cell, args.quick)
 
-    def nightly_rows() -> list[Measurement]:
-        return measure_nightly_reuse(root, args.matrix, catalog, args.nightly_profile, args.fresh_setup, args.new_release, args.moved)
-
     steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
         ("env builds", build_rows),
         ("smoke cells: fork runner and xdist vs floor", lambda: measure_runners(root, matrix, catalog, smoke, args.repeat)),
         ("smoke cells: whole nox session vs one import", lambda: measure_sessions(root, matrix, catalog, smoke, max(2, args.repeat))),
-        ("smoke profile", smoke_row),
+        ("smoke profile", lambda: [measure_smoke(root, matrix, catalog, smoke, now=args.smoke)]),
         ("lean vs kept environments", lambda: measure_lean_cost(root, matrix, smoke)),
         ("report", lambda: [measure_report(), measure_report_with_history()]),
         ("disk", lambda: measure_disk(root)),
@@ -157,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
             for c in kinds
         ]
     if args.nightly_reuse:
-        steps.append((f"nightly reuse ({args.nightly_profile})", nightly_rows))
+        steps.append((f"nightly reuse ({args.nightly_profile})", lambda: measure_nightly_reuse(root, catalog, args)))
     rows: list[Measurement] = []
     document = {"cell": cell.id, "quick": args.quick, "cores": os.cpu_count()}
     for label, measure in steps:

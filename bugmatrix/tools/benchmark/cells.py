@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.cell.runners import Fork, Runner, Xdist, default_workers
 from bugmatrix.documents.run import load_run_file
+from bugmatrix.paths import output_dir
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
@@ -141,8 +142,10 @@ def smoke_from_runs(
     return Measurement(name, wall if wall is not None else walls, floors, "s", "<=", 2, note=how)
 
 
-def measure_smoke(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell]) -> Measurement:
-    """``nox -t smoke`` end to end (envs reused, report included) into a temporary reports dir."""
+def measure_smoke(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], *, now: bool) -> Measurement:
+    """``nox -t smoke`` end to end (envs reused, report included) into a temporary reports dir; not ``now``: the last run's."""
+    if not now:
+        return smoke_from_runs(root, matrix, catalog, cells, output_dir() / "runs", None, "from the last run (run files: pytest only)")
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-") as tmp:
         env = {**os.environ, "BUGMATRIX_REPORTS": tmp}
         wall = timed_nox(root, env, "-t", "smoke", ok=(0,))

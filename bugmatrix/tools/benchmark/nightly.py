@@ -8,6 +8,7 @@ cells whose locks hold it move, and their fresh siblings run).
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import os
 import shutil
@@ -202,18 +203,18 @@ def _yesterday(
     raise BugmatrixError(msg)
 
 
-def measure_nightly_reuse(
-    root: Path, matrix_path: Path, catalog: Catalog, profile: str, fresh_setup: bool, release: tuple[str, str] | None, moved: str | None
-) -> list[Measurement]:
-    """The setup night (a full run), then nights (a), (b) and (c); one row each against the full run's wall time."""
-    declared = load_matrix(matrix_path)
+def measure_nightly_reuse(root: Path, catalog: Catalog, args: argparse.Namespace) -> list[Measurement]:
+    """The setup night (a full run), then nights (a), (b) and (c) of ``args.nightly_profile``; one row each against the full run's
+    wall time (``--fresh-setup``, ``--new-release``, ``--moved`` from ``args``)."""
+    profile, release, moved = args.nightly_profile, args.new_release, args.moved
+    declared = load_matrix(args.matrix)
     matrix, resolution = resolve_matrix(declared)
     cells = [c for c in plan_cells(matrix, profile, catalog) if c.device == "cpu"]
     work = root / ".nox" / "benchmark-nightly"
     out = output_dir() / "benchmark-nightly"
     previous, locks = work / "previous", work / "locks"
     recorded = read_json(work / "setup.json", "benchmark record") if (work / "setup.json").exists() else {}
-    kept = not fresh_setup and recorded.get("profile") == profile and (previous / "runs").is_dir() and locks.is_dir()
+    kept = not args.fresh_setup and recorded.get("profile") == profile and (previous / "runs").is_dir() and locks.is_dir()
     stale = stale_setup(root, matrix, cells, previous, locks) if kept else ""
     if stale:
         print(f"benchmark: the kept setup night cannot stand for last night ({stale}): running it again", flush=True)
