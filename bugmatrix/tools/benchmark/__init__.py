@@ -21,9 +21,8 @@ from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import find_cell, plan_cells
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.tools.benchmark.cells import measure_full, measure_runners, measure_sessions, measure_smoke
+from bugmatrix.tools.benchmark.cells import measure_full, measure_lean_cost, measure_runners, measure_sessions, measure_smoke
 from bugmatrix.tools.benchmark.envs import measure_builds, measure_ci_cache, measure_disk
-from bugmatrix.tools.benchmark.floor import measure_lean_cost
 from bugmatrix.tools.benchmark.nightly import measure_nightly_reuse
 from bugmatrix.tools.benchmark.reports import measure_report, measure_report_with_history
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, format_table, skipped
