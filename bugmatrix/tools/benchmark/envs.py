@@ -106,10 +106,7 @@ def disk_kib(paths: Sequence[Path]) -> int:
 def heavy_release(venv: Path) -> str:
     """The heavy distributions installed in ``venv`` with their versions ("torch 2.5.1"); "" when none."""
     installed = (info.name.removesuffix(".dist-info").partition("-") for info in sorted(venv.glob("lib/python*/site-packages/*.dist-info")))
-    heavy = [
-        f"{name} {version}" for name, _, version in installed if heavy_distributions([name]) and not name.startswith(("nvidia", "cuda"))
-    ]
-    return ", ".join(heavy)
+    return ", ".join(f"{n} {v}" for n, _, v in installed if heavy_distributions([n]) and not n.startswith(("nvidia", "cuda")))
 
 
 def measure_disk(root: Path) -> list[Measurement]:
