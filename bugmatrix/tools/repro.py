@@ -67,11 +67,10 @@ def _helper_modules(source: str) -> list[str]:
         for n in ast.parse(source).body
         if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("bugmatrix.") and n.module not in DECLARING_MODULES
     ]
-    texts = []
-    for name in dict.fromkeys(names):
-        path = ROOT / (name.replace(".", "/") + ".py")
-        texts.append(f"# --- {name} ---\n" + "\n\n\n".join(ast.unparse(n) for n in _module_body(path.read_text(encoding="utf-8"))))
-    return texts
+    paths = {name: ROOT / (name.replace(".", "/") + ".py") for name in names}
+    return [
+        f"# --- {name} ---\n" + "\n\n\n".join(map(ast.unparse, _module_body(p.read_text(encoding="utf-8")))) for name, p in paths.items()
+    ]
 
 
 def _uses_declaration(node: ast.AST, case_name: str) -> bool:

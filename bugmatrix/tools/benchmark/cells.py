@@ -30,7 +30,9 @@ from bugmatrix.paths import output_dir
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell
 from bugmatrix.plan.matrix import Matrix
+from bugmatrix.run.diskbudget import free_gib, lean_needed, uv_cache_dir
 from bugmatrix.run.envbuild import InstallFailed, cell_venv, uv_command
+from bugmatrix.run.pool import slots
 from bugmatrix.run.runner import CellSpec, built_python, bytecode_env, prepare, run_cell
 from bugmatrix.tools.benchmark.envs import uv_cache
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, Sampler, skipped, timed, timed_nox
@@ -332,9 +334,6 @@ def measure_full(
     warm, the wall time against its floor. ``cache``: the uv cache of ``--full both`` (cold empties it); without it cold
     uses an empty one of its own, warm the machine's. ``keep``: copy the run's reports directory there.
     """
-    from bugmatrix.run.diskbudget import free_gib, lean_needed, uv_cache_dir
-    from bugmatrix.run.pool import slots
-
     how = "cold (empty uv cache)" if cold else ("warm (the cache the cold run left)" if cache else "warm (this machine's uv cache)")
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-full-") as tmp:
         env = {**os.environ, "BUGMATRIX_REPORTS": tmp}
