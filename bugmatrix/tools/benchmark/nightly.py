@@ -176,14 +176,12 @@ def _first_upload(name: str, version: str) -> dt.datetime:
     return min(dt.datetime.fromisoformat(u.replace("Z", "+00:00")) for u in uploads)
 
 
-def _yesterday(
-    matrix: Matrix, cells: Sequence[Cell], locks: Path, candidates: Sequence[tuple[str, str, list[str]]], work: Path
-) -> tuple[Path, str, str, list[str], str]:
-    """Locks as the registry stood just before the first candidate's release that resolves, for the cells holding it:
-    (locks, distribution, version, cells, cutoff)."""
-    before = work / "locks-before"
+def _yesterday(root: Path, matrix: Matrix, cells: Sequence[Cell], locks: Path, moved: str | None) -> tuple[Path, str, str, list[str], str]:
+    """Locks as the registry stood just before the first :func:`moved_candidates` release that resolves, for the cells holding
+    it: (locks, distribution, version, cells, cutoff)."""
+    before = locks.with_name("locks-before")
     tried = []
-    for name, version, held in candidates[:5]:
+    for name, version, held in moved_candidates(root, locks, cells, matrix, moved)[:5]:
         cutoff = (_first_upload(name, version) - dt.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
         shutil.rmtree(before, ignore_errors=True)
         shutil.copytree(locks, before)
@@ -206,7 +204,7 @@ def _yesterday(
 def measure_nightly_reuse(root: Path, catalog: Catalog, args: argparse.Namespace) -> list[Measurement]:
     """The setup night (a full run), then nights (a), (b) and (c) of ``args.nightly_profile``; one row each against the full run's
     wall time (``--fresh-setup``, ``--new-release``, ``--moved`` from ``args``)."""
-    profile, release, moved = args.nightly_profile, args.new_release, args.moved
+    profile = args.nightly_profile
     declared = load_matrix(args.matrix)
     matrix, resolution = resolve_matrix(declared)
     cells = [c for c in plan_cells(matrix, profile, catalog) if c.device == "cpu"]
@@ -241,7 +239,7 @@ def measure_nightly_reuse(root: Path, catalog: Catalog, args: argparse.Namespace
     met = not a.ran and not a.moved and a.downloaded_mib == 0
     rows.append(row("nightly (a) every key unchanged vs full run", a, f"target: 0 run, 0 moved, 0 MiB (met: {met})", bounded=True))
 
-    axis, version = release or new_release(declared, resolution, catalog, profile)
+    axis, version = args.new_release or new_release(declared, resolution, catalog, profile)
     if not any(e.axis == axis and e.requested == "latest" for e in resolution.entries):
         msg = f"--new-release {axis}={version}: no profile tracks latest for {axis!r}; name an axis matrix.toml lists latest for"
         raise BugmatrixError(msg)
@@ -253,9 +251,7 @@ def measure_nightly_reuse(root: Path, catalog: Catalog, args: argparse.Namespace
     note = f"runs exactly the {len(pinning)} cell(s) pinning it: {set(b.ran) == pinning}"
     rows.append(row(f"nightly (b) new release {axis} {version} vs full run", b, note))
 
-    before, name, held_version, holders, cutoff = _yesterday(
-        matrix, cells, locks, moved_candidates(root, locks, cells, matrix, moved), work
-    )
+    before, name, held_version, holders, cutoff = _yesterday(root, matrix, cells, locks, args.moved)
     prior = work / "previous-before"
     shutil.rmtree(prior, ignore_errors=True)
     shutil.copytree(previous, prior)
