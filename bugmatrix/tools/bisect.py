@@ -1,8 +1,7 @@
 """Find the first release where a variant's outcome changes, by running it (each probe through ``run_cell``).
 
 Every release left out (yanked, no wheel for this Python) is said with why: a yanked release can be the real first
-affected one. Only a reproduced <-> fixed change is a boundary ``--publish`` writes.
-"""
+affected one. Only a reproduced <-> fixed change is a boundary ``--publish`` writes."""
 
 from __future__ import annotations
 

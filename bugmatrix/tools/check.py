@@ -1,8 +1,7 @@
 """``python -m bugmatrix check`` (``nox -s check``): this project's own policies for its catalogue, one line per gap.
 
 The harness runs any valid case; :data:`POLICIES` are the rules *this* project keeps so that its table is evidence.
-:func:`constraint_changes` is no policy: a constraint written for old releases can hide the bug a new case is about.
-"""
+:func:`constraint_changes` is no policy: a constraint written for old releases can hide the bug a new case is about."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 ``nox -s gpu-kit -- --pin lightning=2.0.3,2.6.6`` here, ``python3 run.py`` (:mod:`bugmatrix.tools.gpukit_run`) on the
 box. uv resolves each version per target Python, wheels only; one that does not, or whose own wheel is native, is
-refused and nothing is written. What the box has by definition is left out; ``run.py`` checks the native rest.
-"""
+refused and nothing is written. What the box has by definition is left out; ``run.py`` checks the native rest."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Runs with the box's own Python (3.10+, pytest and pip; standard library and the kit's harness only). Each run's wheels
 go into a fresh ``--target`` directory first on ``PYTHONPATH``; ``cases/`` runs as cell ``system-<device>-<label>``.
-Exit: 0 every run left its run file; 1 a run was refused or did not finish; 2 the box lacks what the kit needs.
-"""
+Exit: 0 every run left its run file; 1 a run was refused or did not finish; 2 the box lacks what the kit needs."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 repro.py is the case's syntax tree minus the harness's declarations, with the helpers it calls and the suite's own
 outcome classification copied in, so it classifies exactly as the suite does. The cell's lock goes with it where it
-has one: months later, loose pins resolve to another registry.
-"""
+has one: months later, loose pins resolve to another registry."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """``python -m bugmatrix run``: a profile's cells side by side, through the run stage's pool (``nox -s run`` calls it).
 
-It sits above the report stage: a night's reuse asks the previous night's history which results were flaky.
-"""
+It sits above the report stage: a night's reuse asks the previous night's history which results were flaky."""
 
 from __future__ import annotations
 

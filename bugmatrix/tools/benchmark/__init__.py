@@ -1,8 +1,7 @@
 """``nox -s benchmark`` (``python -m bugmatrix benchmark``): what a matrix run costs, against its floor and the alternatives.
 
 Every number is a ratio measured in one run on one machine, one module per kind of cost. Rows are saved after
-every step, so a late failure loses nothing.
-"""
+every step, so a late failure loses nothing."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ A cell's *floor* is one import of its stack plus the variants' own compute, one 
 xdist's durations are no floor, since each worker's first variant pays the import. A profile's floor, with ``jobs`` cells
 at once shared perfectly::
 
-    floor = sum over cells (build from a warm cache + one import + the variants' compute) / jobs
-"""
+    floor = sum over cells (build from a warm cache + one import + the variants' compute) / jobs"""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Both builds install the cell's lock when it has one, then the same import check; pip runs with ``PIP_CONFIG_FILE=/dev/null``
 and no ``PIP_*`` index settings, so both install the same wheels from PyPI. uv hard-links from its cache, so cells sharing
 wheels share inodes (one ``du`` counts each once); cells on different heavy releases (torch and its CUDA libraries) share
-nothing, so the matrix's floor is one env per such release.
-"""
+nothing, so the matrix's floor is one env per such release."""
 
 from __future__ import annotations
 

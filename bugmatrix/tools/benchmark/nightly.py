@@ -3,8 +3,7 @@
 Each night is ``nox -t <profile> fresh-<profile>`` with ``$BUGMATRIX_PREVIOUS`` and lean disk, after a setup night
 (every cell run, kept in ``.nox/benchmark-nightly/``): (a) nothing moved (<= 5 % of the full run, nothing downloaded);
 (b) a new release of one axis (exactly its cells run); (c) a new release of one transitive dependency (exactly the
-cells whose locks hold it move, and their fresh siblings run).
-"""
+cells whose locks hold it move, and their fresh siblings run)."""
 
 from __future__ import annotations
 
