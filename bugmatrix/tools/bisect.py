@@ -182,8 +182,7 @@ def bisect_versions(
     """Binary search for the reproduced <-> fixed boundary: (every probe, the last release before it, the first after).
 
     Anchored at an end reading reproduced or fixed (the newest where both do), so old releases failing another way are
-    searched through, not mistaken for the boundary; install failures are stepped over. ``linear`` probes all.
-    """
+    searched through, not mistaken for the boundary; install failures are stepped over. ``linear`` probes all."""
     probes: dict[str, Probe] = {}
 
     def run(index: int) -> Probe:
@@ -254,8 +253,7 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
 def run_probe(command: Sequence[str], root: Path, env: Mapping[str, str], timeout: float) -> tuple[int, bool]:
     """Run one probe's pytest: (its exit code, whether it outlived ``timeout``); all it started is killed and reaped after.
 
-    The variants' children may have sessions of their own: this process is their subreaper while the probe runs.
-    """
+    The variants' children may have sessions of their own: this process is their subreaper while the probe runs."""
     with (
         reaping("after the probe ended"),
         subprocess.Popen(

@@ -1,8 +1,7 @@
 """How many bytes a nightly downloads cold, and what its uv caches hold, without downloading them.
 
 uv resolves each cell for the runners (``--format pylock.toml`` lists each wheel's size); the wheel an installer picks
-is the best-ranked tag. An estimate: actions/cache stores a zstd tarball of uv's unpacked wheels, near the zips' size.
-"""
+is the best-ranked tag. An estimate: actions/cache stores a zstd tarball of uv's unpacked wheels, near the zips' size."""
 
 from __future__ import annotations
 

@@ -188,8 +188,7 @@ def compare_outcomes(old: RunRecord, new: RunRecord) -> dict[str, str]:
 def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], repeat: int = 1) -> list[Measurement]:
     """Each cell (env reused) on xdist and on the fork runner against its floor, and whether their outcomes agree.
 
-    ``repeat`` > 1 alternates the runners and keeps each one's fastest run (the least disturbed).
-    """
+    ``repeat`` > 1 alternates the runners and keeps each one's fastest run (the least disturbed)."""
     rows: list[Measurement] = []
     pairs, differ = 0, []
     xdist, fork = Xdist(default_workers()), Fork(default_workers())
@@ -269,8 +268,7 @@ def measure_smoke(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[
     if not now:
         return smoke_from_runs(root, matrix, catalog, cells, output_dir() / "runs", None, "from the last run (run files: pytest only)")
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-") as tmp:
-        env = {**os.environ, "BUGMATRIX_REPORTS": tmp}
-        wall = timed_nox(root, env, "-t", "smoke", ok=(0,))
+        wall = timed_nox(root, {**os.environ, "BUGMATRIX_REPORTS": tmp}, "-t", "smoke", ok=(0,))
         return smoke_from_runs(root, matrix, catalog, cells, Path(tmp) / "runs", wall, "nox -t smoke measured now (--smoke)")
 
 
@@ -331,8 +329,7 @@ def measure_full(
 ) -> list[Measurement]:
     """The full profile end to end, every cell venv removed first: wall time, bytes received, the most disk it added and,
     warm, the wall time against its floor. ``cache``: the uv cache of ``--full both`` (cold empties it); without it cold
-    uses an empty one of its own, warm the machine's. ``keep``: copy the run's reports directory there.
-    """
+    uses an empty one of its own, warm the machine's. ``keep``: copy the run's reports directory there."""
     how = "cold (empty uv cache)" if cold else ("warm (the cache the cold run left)" if cache else "warm (this machine's uv cache)")
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-full-") as tmp:
         env = {**os.environ, "BUGMATRIX_REPORTS": tmp}
