@@ -136,13 +136,12 @@ def run(args: argparse.Namespace) -> int:
         steps = []
     if args.full:
         kinds = {"cold": (True,), "warm": (False,), "both": (True, False)}[args.full]
-        full = [c for c in plan_cells(matrix, "full", catalog) if c.device == "cpu"]
         # both: warm starts from the cache the cold run filled (a cache of the benchmark's own, under .nox)
         shared = root / ".nox" / "benchmark-uv-cache" if args.full == "both" else None
         steps += [
             (
                 f"full profile ({'cold' if c else 'warm'})",
-                lambda c=c: measure_full(root, matrix, c, full, catalog, cache=shared, keep=args.full_keep if c == kinds[-1] else None),
+                lambda c=c: measure_full(root, matrix, catalog, c, cache=shared, keep=args.full_keep if c == kinds[-1] else None),
             )
             for c in kinds
         ]

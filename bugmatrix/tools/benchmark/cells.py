@@ -27,7 +27,7 @@ from bugmatrix.cell.runners import Fork, Runner, Xdist, default_workers
 from bugmatrix.documents.run import load_run_file
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.catalog import Catalog
-from bugmatrix.plan.cells import Cell
+from bugmatrix.plan.cells import Cell, plan_cells
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.diskbudget import free_gib, lean_needed, uv_cache_dir
 from bugmatrix.run.envbuild import InstallFailed, cell_venv, uv_command
@@ -324,12 +324,11 @@ def received_bytes() -> int:
     return sum(int(fields.split()[0]) for name, _, fields in interfaces if name.strip() != "lo" and fields.split())
 
 
-def measure_full(
-    root: Path, matrix: Matrix, cold: bool, cells: Sequence[Cell], catalog: Catalog, *, cache: Path | None, keep: Path | None
-) -> list[Measurement]:
-    """The full profile end to end, every cell venv removed first: wall time, bytes received, the most disk it added and,
+def measure_full(root: Path, matrix: Matrix, catalog: Catalog, cold: bool, *, cache: Path | None, keep: Path | None) -> list[Measurement]:
+    """The full profile (its CPU cells) end to end, every cell venv removed first: wall time, bytes received, the most disk it added and,
     warm, the wall time against its floor. ``cache``: the uv cache of ``--full both`` (cold empties it); without it cold
     uses an empty one of its own, warm the machine's. ``keep``: copy the run's reports directory there."""
+    cells = [c for c in plan_cells(matrix, "full", catalog) if c.device == "cpu"]
     how = "cold (empty uv cache)" if cold else ("warm (the cache the cold run left)" if cache else "warm (this machine's uv cache)")
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-full-") as tmp:
         env = {**os.environ, "BUGMATRIX_REPORTS": tmp}
