@@ -175,16 +175,15 @@ def pack_kit(runs: Sequence[KitRun], matrix: Matrix, *, root: Path, cases: Path,
     return size
 
 
+#: Option help texts too long for their option's line.
+PIN_DESC = "axis versions to carry, one run each (repeatable)"
+PYTHON_DESC = "the box's Python(s), comma-separated: what installs offline is decided per Python (default %(default)s)"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``python -m bugmatrix gpu-kit`` options."""
-    parser.add_argument(
-        "--pin", action="append", default=[], metavar="AXIS=V[,V...]", help="axis versions to carry, one run each (repeatable)"
-    )
-    parser.add_argument(
-        "--python",
-        default=DEFAULT_PYTHON,
-        help="the box's Python(s), comma-separated: what installs offline is decided per Python (default %(default)s)",
-    )
+    parser.add_argument("--pin", action="append", default=[], metavar="AXIS=V[,V...]", help=PIN_DESC)
+    parser.add_argument("--python", default=DEFAULT_PYTHON, help=PYTHON_DESC)
     parser.add_argument("--platform", default=DEFAULT_PLATFORM, help="the box's platform, as uv names it (default %(default)s)")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "gpu-kit", help="the kit's directory (default %(default)s)")
 

@@ -29,53 +29,37 @@ from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, format_t
 __all__ = ["add_arguments", "run"]
 
 
+#: Option help texts too long for their option's line.
+CELL_DESC = "cell for the build and reuse measurements (default: the smoke CPU cell with the fewest packages)"
+FULL_DESC = "also run the whole full profile, cells side by side (cold downloads every wheel; warm: also against its floor)"
+FULL_KEEP_DESC = "copy the last full run's reports here (publish them with nox -s report-full)"
+FULL_ONLY_DESC = "with --full: only the full-profile runs (the other steps rebuild and may prune the cache)"
+REPEAT_DESC = "run each smoke cell N times per runner, alternating, and keep the fastest (a shared machine)"
+NIGHTLY_REUSE_DESC = (
+    "also time nights with reuse and the re-resolve lane: (a) nothing moved, (b) a new axis release, (c) a new transitive release"
+)
+FRESH_SETUP_DESC = "redo the nights' setup (a full run) even when .nox/benchmark-nightly has one"
+NEW_RELEASE_DESC = "(b)'s new release (default: the newest real release no axis lists)"
+MOVED_DESC = "(c)'s transitive distribution (default: the one the fewest cells' locks hold)"
+OUT_DESC = "where the JSON goes (default: <output>/benchmark.json; the committed one is reports/benchmark.json)"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``python -m bugmatrix benchmark`` options."""
-    parser.add_argument(
-        "--cell", type=values.name, help="cell for the build and reuse measurements (default: the smoke CPU cell with the fewest packages)"
-    )
+    parser.add_argument("--cell", type=values.name, help=CELL_DESC)
     parser.add_argument("--quick", action="store_true", help="skip the cold pip build (a cold CUDA torch install downloads ~3 GB)")
     parser.add_argument("--smoke", action="store_true", help="time `nox -t smoke` now instead of reading the last run's run files")
-    parser.add_argument(
-        "--full",
-        choices=("cold", "warm", "both"),
-        help="also run the whole full profile, cells side by side (cold downloads every wheel; warm: also against its floor)",
-    )
-    parser.add_argument(
-        "--full-keep", type=Path, metavar="DIR", help="copy the last full run's reports here (publish them with nox -s report-full)"
-    )
+    parser.add_argument("--full", choices=("cold", "warm", "both"), help=FULL_DESC)
+    parser.add_argument("--full-keep", type=Path, metavar="DIR", help=FULL_KEEP_DESC)
     parser.add_argument("--skip-builds", action="store_true", help="skip the uv vs virtualenv+pip builds altogether")
-    parser.add_argument(
-        "--full-only", action="store_true", help="with --full: only the full-profile runs (the other steps rebuild and may prune the cache)"
-    )
-    parser.add_argument(
-        "--repeat",
-        type=values.count,
-        default=1,
-        metavar="N",
-        help="run each smoke cell N times per runner, alternating, and keep the fastest (a shared machine)",
-    )
-    parser.add_argument(
-        "--nightly-reuse",
-        action="store_true",
-        help="also time nights with reuse and the re-resolve lane: (a) nothing moved, (b) a new axis release, (c) a new transitive release",
-    )
+    parser.add_argument("--full-only", action="store_true", help=FULL_ONLY_DESC)
+    parser.add_argument("--repeat", type=values.count, default=1, metavar="N", help=REPEAT_DESC)
+    parser.add_argument("--nightly-reuse", action="store_true", help=NIGHTLY_REUSE_DESC)
     parser.add_argument("--nightly-profile", type=values.profile, default="full", help="the profile of those nights (default: full)")
-    parser.add_argument(
-        "--fresh-setup", action="store_true", help="redo the nights' setup (a full run) even when .nox/benchmark-nightly has one"
-    )
-    parser.add_argument(
-        "--new-release",
-        type=_axis_release,
-        metavar="AXIS=VERSION",
-        help="(b)'s new release (default: the newest real release no axis lists)",
-    )
-    parser.add_argument(
-        "--moved", type=values.name, metavar="DIST", help="(c)'s transitive distribution (default: the one the fewest cells' locks hold)"
-    )
-    parser.add_argument(
-        "--out", type=Path, help="where the JSON goes (default: <output>/benchmark.json; the committed one is reports/benchmark.json)"
-    )
+    parser.add_argument("--fresh-setup", action="store_true", help=FRESH_SETUP_DESC)
+    parser.add_argument("--new-release", type=_axis_release, metavar="AXIS=VERSION", help=NEW_RELEASE_DESC)
+    parser.add_argument("--moved", type=values.name, metavar="DIST", help=MOVED_DESC)
+    parser.add_argument("--out", type=Path, help=OUT_DESC)
 
 
 def _axis_release(text: str) -> tuple[str, str]:
