@@ -313,9 +313,7 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
     if args.publish and not result.boundary:
         ends = [p for p in (result.last_before, result.first_after) if p is not None]
         found = ", ".join(f"{args.package} {p.version} {p.outcome}" for p in ends) or "no change of outcome"
-        msg = (
-            f"--publish refused: {found}: the ends of the change do not disagree on reproduced/fixed, so no boundary is "
-            f"published (the result is in {out}); bisect a range whose ends read reproduced and fixed (--from/--to)"
-        )
+        fix = "bisect a range whose ends read reproduced and fixed (--from/--to)"
+        msg = f"--publish refused: {found}: not a reproduced <-> fixed change, so no boundary is published (the result is in {out}); {fix}"
         raise BugmatrixError(msg)
     return 0

@@ -28,6 +28,11 @@ CITED_FILE = re.compile(r"reports/(?:bisect|runs)/[\w.\-]+\.json")
 #: A committed run: the only evidence for an expectation on a device other than the CPU.
 RUN_FILE = re.compile(r"reports/runs/[\w.\-]+\.json")
 README_TABLES = ("docs/cases.md", "cases/README.md")
+#: What to add, for the gaps whose fix names nothing of the case's own.
+ADD_UPSTREAM = 'add one running upstream\'s own test or snippet: @case.variant(..., kind="upstream", counterpart="<variant>")'
+ADD_EXPECT = 'add expect=(Expect("reproduced", <axis>="<spec>", evidence=...), ...)'
+ADD_EVIDENCE = 'say where it comes from: Expect(..., evidence="bisect (reports/bisect/<file>.json); upstream PR #<n>")'
+PUBLISH_CITED = "publish the bisect result there (nox -s bisect -- ... --publish) or correct the path"
 
 
 @dataclass(frozen=True)
@@ -53,11 +58,7 @@ def _source_and_evidence(case: Case) -> Iterator[Gap]:
 def _upstream(case: Case) -> Iterator[Gap]:
     upstream = [v for v in case.variants if v.kind is Kind.UPSTREAM]
     if not upstream:
-        yield Gap(
-            "upstream",
-            "has no upstream variant",
-            'add one running upstream\'s own test or snippet: @case.variant(..., kind="upstream", counterpart="<variant>")',
-        )
+        yield Gap("upstream", "has no upstream variant", ADD_UPSTREAM)
     own = {(v.name, v.device): v for v in case.variants if v.kind is not Kind.UPSTREAM}
     for variant in upstream:
         if (variant.counterpart or "", variant.device) not in own:
@@ -80,27 +81,15 @@ def _where(cases_dir: Path, case: Case, root: Path) -> str:
 def _expectations(case: Case, root: Path) -> Iterator[Gap]:
     for variant in case.variants:
         if variant.device == "cpu" and not variant.expect:
-            yield Gap(
-                "expectation",
-                f"{variant.id} expects nothing (every result is 'new')",
-                'add expect=(Expect("reproduced", <axis>="<spec>", evidence=...), ...)',
-            )
+            yield Gap("expectation", f"{variant.id} expects nothing (every result is 'new')", ADD_EXPECT)
         if variant.device != "cpu":
             yield from _device_expectations(variant)
         for expect in variant.expect:
             if not expect.evidence.strip():
-                yield Gap(
-                    "expectation",
-                    f"{variant.id} expects {expect.outcome.value} ({_when(expect)}) without evidence",
-                    'say where it comes from: Expect(..., evidence="bisect (reports/bisect/<file>.json); upstream PR #<n>")',
-                )
+                yield Gap("expectation", f"{variant.id} expects {expect.outcome.value} ({_when(expect)}) without evidence", ADD_EVIDENCE)
             for cited in CITED_FILE.findall(expect.evidence):
                 if not (root / cited).is_file():
-                    yield Gap(
-                        "expectation",
-                        f"{variant.id} cites {cited}, which is not in the repository",
-                        "publish the bisect result there (nox -s bisect -- ... --publish) or correct the path",
-                    )
+                    yield Gap("expectation", f"{variant.id} cites {cited}, which is not in the repository", PUBLISH_CITED)
 
 
 def _device_expectations(variant: Variant) -> Iterator[Gap]:
