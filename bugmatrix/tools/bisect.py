@@ -137,16 +137,9 @@ def _why_not(files: Sequence[Mapping[str, object]], python: str | None) -> str |
 
 
 def registry_versions(
-    distribution: str,
-    *,
-    low: str | None,
-    high: str | None,
-    pre: bool = False,
-    fetch: Fetch | None = None,
-    python: str | None = None,
-    skipped: list[Skipped] | None = None,
-) -> list[str]:
-    """Released versions between ``low`` and ``high`` (inclusive) that ``python`` can install; ``skipped`` receives those left out."""
+    distribution: str, *, low: str | None, high: str | None, pre: bool = False, fetch: Fetch | None = None, python: str | None = None
+) -> tuple[list[str], list[Skipped]]:
+    """Released versions between ``low`` and ``high`` (inclusive) that ``python`` can install, and those left out (with why)."""
     found, left_out = [], []
     for text, files in dict((fetch or fetch_project)(distribution).get("releases") or {}).items():
         version = parse_version(text)
@@ -159,12 +152,10 @@ def registry_versions(
             left_out.append(Skipped(str(version), reason))
         elif files:
             found.append(version)
-    if skipped is not None:
-        skipped.extend(sorted(left_out, key=lambda s: Version(s.version)))
     if not found:
         msg = f"no {distribution} releases between {low or 'the first'} and {high or 'the latest'}; widen --from/--to"
         raise BugmatrixError(msg)
-    return [str(v) for v in sorted(found)]
+    return [str(v) for v in sorted(found)], sorted(left_out, key=lambda s: Version(s.version))
 
 
 #: The two readings a boundary lies between: a bug's presence and its absence.
@@ -280,13 +271,14 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
         msg = f"{variant.id} does not depend on {args.package!r} (its axes: {', '.join(axes)}); bisect one of those"
         raise BugmatrixError(msg)
     distribution = matrix.providers({**held, args.package: held.get(args.package, matrix.base[args.package])})[args.package][0]
-    skipped: list[Skipped] = []
     python = held.get(matrix.interpreter, matrix.base.get(matrix.interpreter))
     low = args.low or min([*matrix.axes[args.package].versions, *own], key=Version)
     start = "--from" if args.low else f"the matrix's first {args.package} release,"
     where = f"from {start} {low} to {f'--to {args.high}' if args.high else 'the latest'}; --from/--to for another range"
     where = "the --versions given" if args.versions else where
-    versions = args.versions or registry_versions(distribution, low=low, high=args.high, pre=args.pre, python=python, skipped=skipped)
+    versions, skipped = (
+        (args.versions, []) if args.versions else registry_versions(distribution, low=low, high=args.high, pre=args.pre, python=python)
+    )
     others = {k: v for k, v in held.items() if k != args.package}
     result = BisectResult(variant.id, args.package, others, versions, mode="linear" if args.linear else "bisect", skipped=skipped)
 
