@@ -45,8 +45,6 @@ __all__ = [
     "compare_outcomes",
     "floor_rows",
     "heavy_wheels",
-    "import_seconds",
-    "measure_floors",
     "measure_full",
     "measure_lean_cost",
     "measure_runners",
@@ -56,7 +54,6 @@ __all__ = [
     "smoke_floor",
     "smoke_from_runs",
     "stack_imports",
-    "timed_cell",
     "uv_cache_of",
 ]
 
@@ -71,7 +68,7 @@ def stack_imports(matrix: Matrix, catalog: Catalog, cell: Cell) -> tuple[list[st
     return matrix.import_modules(cell.pins), list(dict.fromkeys(declared))
 
 
-def import_seconds(python: Path, modules: Sequence[str], declared: Sequence[str] = (), root: Path | None = None) -> float:
+def _import_seconds(python: Path, modules: Sequence[str], declared: Sequence[str] = (), root: Path | None = None) -> float:
     """Wall time of a fresh interpreter importing the stack as the fork runner's cell process does (``declared`` resolved
     by its preload, ``os._exit``); the best of two, since the first may read a cold disk."""
     code = "import os, " + ", ".join(modules)
@@ -115,7 +112,7 @@ def floor_rows(label: str, wall_s: float | None, floors: Sequence[CellFloor], jo
     ]
 
 
-def measure_floors(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], runs: Path) -> list[CellFloor]:
+def _measure_floors(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], runs: Path) -> list[CellFloor]:
     """Each cell's floor after a run into ``runs``: a fresh build from the warm cache, one import, the run file's compute
     (a cell without a run file, or that does not install, is left out so the floor stays a floor)."""
     floors = []
@@ -131,14 +128,14 @@ def measure_floors(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence
             except InstallFailed:
                 continue
             build = time.perf_counter() - started
-            imports = import_seconds(environment.python, *stack_imports(matrix, catalog, cell), root=root)
+            imports = _import_seconds(environment.python, *stack_imports(matrix, catalog, cell), root=root)
             compute = sum(r.duration_s for r in load_run_file(path).results)
             floors.append(CellFloor(cell.id, build, imports, compute))
             shutil.rmtree(venv, ignore_errors=True)
     return floors
 
 
-def timed_cell(root: Path, matrix: Matrix, spec: CellSpec, run_file: Path) -> tuple[float, float, Path]:
+def _timed_cell(root: Path, matrix: Matrix, spec: CellSpec, run_file: Path) -> tuple[float, float, Path]:
     """One whole cell through the runner (build or reuse, pytest, run file): (pytest's seconds, the whole run's, its interpreter)."""
     pytest_s = 0.0
 
@@ -160,10 +157,10 @@ def measure_lean_cost(root: Path, matrix: Matrix, cells: Sequence[Cell]) -> list
     with tempfile.TemporaryDirectory(prefix="bugmatrix-lean-") as scratch:
         for cell in cells:
             spec = CellSpec.of(cell)
-            timed_cell(root, matrix, spec, Path(scratch) / "warmup.json")  # the kept venv exists, built if it was not
-            kept += timed_cell(root, matrix, spec, Path(scratch) / f"{cell.id}-kept.json")[1]
+            _timed_cell(root, matrix, spec, Path(scratch) / "warmup.json")  # the kept venv exists, built if it was not
+            kept += _timed_cell(root, matrix, spec, Path(scratch) / f"{cell.id}-kept.json")[1]
             shutil.rmtree(cell_venv(root, cell.id), ignore_errors=True)
-            lean += timed_cell(root, matrix, spec, Path(scratch) / f"{cell.id}-lean.json")[1]
+            lean += _timed_cell(root, matrix, spec, Path(scratch) / f"{cell.id}-lean.json")[1]
     note = "lean rebuilds each venv from the warm cache; a pruned torch stack is also downloaded again next run (not counted)"
     return [Measurement(f"lean vs kept environments: {len(cells)} smoke cells", lean, kept, "s", note=note)]
 
@@ -174,7 +171,7 @@ def smoke_floor(run: RunRecord, imports: float) -> float:
 
 
 def _run_timed(root: Path, matrix: Matrix, cell: Cell, runner: Runner, run_file: Path) -> tuple[float, RunRecord, Path]:
-    wall, _, python = timed_cell(root, matrix, replace(CellSpec.of(cell), runner=runner), run_file)
+    wall, _, python = _timed_cell(root, matrix, replace(CellSpec.of(cell), runner=runner), run_file)
     return wall, load_run_file(run_file), python
 
 
@@ -202,7 +199,7 @@ def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequenc
             old_wall, new_wall = (min(w for w, _ in runs[r]) for r in (xdist, fork))
             _, alone, python = _run_timed(root, matrix, cell, Fork(1), Path(tmp) / f"{cell.id}-alone.json")
             runs[fork].append((0.0, alone))  # its outcomes are compared too
-            imports = import_seconds(python, *stack_imports(matrix, catalog, cell), root=root)
+            imports = _import_seconds(python, *stack_imports(matrix, catalog, cell), root=root)
             compute = sum(r.duration_s for r in alone.results)
             note = f"floor: import {imports:.1f}s + compute {compute:.1f}s" + (f"; fastest of {repeat}" if repeat > 1 else "")
             rows.append(Measurement(f"cell {cell.id}: fork runner vs floor", new_wall, imports + compute, "s", "<=", 1.15, note=note))
@@ -234,7 +231,7 @@ def measure_sessions(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequen
             if python is None:
                 rows.append(skipped(f"cell {cell.id}: whole nox session vs one import", "its environment was not built"))
                 continue
-            imports = import_seconds(python, *stack_imports(matrix, catalog, cell), root=root)
+            imports = _import_seconds(python, *stack_imports(matrix, catalog, cell), root=root)
             run = load_run_file(Path(tmp) / "runs" / f"{cell.id}.json")
             compute = sum(r.duration_s for r in run.results)
             note = f"{len(run.results)} variants ran ({compute:.1f}s of their own compute); fastest of {max(1, repeat)}; load {load:.1f}"
@@ -252,12 +249,11 @@ def smoke_from_runs(
     for cell in cells:
         path, python = runs_dir / f"{cell.id}.json", built_python(root, cell.id)
         run = load_run_file(path) if path.exists() else None
-        seconds = run.wall_s if run else None
-        if run is None or seconds is None or python is None:
+        if run is None or run.wall_s is None or python is None:
             missing.append(cell.id)
             continue
-        walls += seconds
-        floors += smoke_floor(run, import_seconds(python, *stack_imports(matrix, catalog, cell), root=root))
+        walls += run.wall_s
+        floors += smoke_floor(run, _import_seconds(python, *stack_imports(matrix, catalog, cell), root=root))
     if missing:
         return skipped(name, f"no finished run file or env for {', '.join(missing)}: run nox -t smoke, or pass --smoke")
     return Measurement(name, wall if wall is not None else walls, floors, "s", "<=", 2, note=how)
@@ -370,6 +366,6 @@ def measure_full(root: Path, matrix: Matrix, catalog: Catalog, cold: bool, *, ca
             shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("uv-cache"))
         if not cold:  # the floor builds from the warm cache the run used
             with uv_cache(own) if own is not None else contextlib.nullcontext():
-                floors = measure_floors(root, matrix, catalog, cells, Path(tmp) / "runs")
+                floors = _measure_floors(root, matrix, catalog, cells, Path(tmp) / "runs")
             rows += floor_rows(f"full profile, {how}", wall, floors, chosen.jobs)
     return rows
