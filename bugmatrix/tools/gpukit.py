@@ -148,13 +148,11 @@ def pack_kit(runs: Sequence[KitRun], matrix: Matrix, *, root: Path, cases: Path,
         for artifact in {a.filename: a for r in runs for a in r.carried}.values():
             _download(artifact, wheels)
         skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-        shutil.copytree(cases, staging / "cases", ignore=skip)
-        for name in CHECKOUT:
-            if (root / name).is_dir():
-                shutil.copytree(root / name, staging / name, ignore=skip)
+        for source, name in [(cases, "cases"), *((root / n, n) for n in CHECKOUT), (SCRIPT, "run.py")]:
+            if source.is_dir():
+                shutil.copytree(source, staging / name, ignore=skip)
             else:
-                shutil.copy2(root / name, staging / name)
-        shutil.copy2(SCRIPT, staging / "run.py")
+                shutil.copy2(source, staging / name)
         manifest = {
             "schema": SCHEMA,
             "made": origin_now(root),
