@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from unittest import mock
 
 from packaging.utils import canonicalize_name
 
@@ -33,7 +34,6 @@ from bugmatrix.run.diskbudget import free_gib, lean_needed, uv_cache_dir
 from bugmatrix.run.envbuild import InstallFailed, cell_venv, uv_command
 from bugmatrix.run.pool import slots
 from bugmatrix.run.runner import CellSpec, built_python, bytecode_env, prepare, run_cell
-from bugmatrix.tools.benchmark.envs import uv_cache
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, Sampler, skipped, timed, timed_nox
 from bugmatrix.tools.cachesize import heavy_pins
 
@@ -365,7 +365,7 @@ def measure_full(root: Path, matrix: Matrix, catalog: Catalog, cold: bool, *, ca
             shutil.rmtree(keep, ignore_errors=True)
             shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("uv-cache"))
         if not cold:  # the floor builds from the warm cache the run used
-            with uv_cache(own) if own is not None else contextlib.nullcontext():
+            with mock.patch.dict(os.environ, {"UV_CACHE_DIR": str(own)}) if own is not None else contextlib.nullcontext():
                 floors = _measure_floors(root, matrix, catalog, cells, Path(tmp) / "runs")
             rows += floor_rows(f"full profile, {how}", wall, floors, chosen.jobs)
     return rows

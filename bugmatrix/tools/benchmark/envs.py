@@ -7,7 +7,6 @@ nothing, so the matrix's floor is one env per such release."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
@@ -34,14 +33,9 @@ PIP_KEEP = {"PIP_CERT", "PIP_DEFAULT_TIMEOUT"}
 PRIMED = ".bugmatrix-primed"
 
 
-def uv_cache(cache: Path) -> contextlib.AbstractContextManager[object]:
-    """uv's cache for the builds inside (the runner's uv commands inherit the environment)."""
-    return mock.patch.dict(os.environ, {"UV_CACHE_DIR": str(cache)})
-
-
 def uv_build(root: Path, matrix: Matrix, cell: Cell, venv: Path, cache: Path) -> tuple[float, Environment]:
     """The runner's build of ``cell`` into a new ``venv`` with ``cache`` as uv's cache: (seconds, the environment)."""
-    with uv_cache(cache):
+    with mock.patch.dict(os.environ, {"UV_CACHE_DIR": str(cache)}):  # the runner's uv commands inherit the environment
         start = time.perf_counter()
         environment = prepare(matrix, CellSpec.of(cell), root=root, venv=venv)
         return time.perf_counter() - start, environment
