@@ -218,17 +218,11 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
         return code
 
     cid, extra = variant_cell(matrix, variant, pins)
+    spec = CellSpec(cid, pins, extra=extra, runner=chosen_runner(workers=1))
+    venv = cell_venv(root, cid) if built_python(root, cid) else root / ".nox" / "bisect" / cid  # a planned cell's reused
     with tempfile.TemporaryDirectory() as tmp:
         run_file = Path(tmp) / "run.json"
-        done = run_cell(
-            matrix,
-            CellSpec(cid, pins, extra=extra, runner=chosen_runner(workers=1)),
-            run_file,
-            execute=execute,
-            root=root,
-            venv=cell_venv(root, cid) if built_python(root, cid) else root / ".nox" / "bisect" / cid,  # a planned cell's reused
-            select=[VariantId.parse(variant.id).node()],
-        )
+        done = run_cell(matrix, spec, run_file, execute=execute, root=root, venv=venv, select=[VariantId.parse(variant.id).node()])
         results = load_run_file(run_file).results if done.environment is not None and run_file.exists() else []
     seconds = round(time.perf_counter() - started, 1)
     if done.install_failed is not None:

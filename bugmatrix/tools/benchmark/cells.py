@@ -337,12 +337,8 @@ def measure_full(root: Path, matrix: Matrix, catalog: Catalog, cold: bool, *, ca
         for venv in (root / ".nox").glob("cell-*"):
             shutil.rmtree(venv, ignore_errors=True)
         held, wanted = cached_wheel_sets(uv_cache_of(env), heavy_wheels(matrix, cells))
-        chosen = slots(
-            len(cells) or 1,
-            cores=len(os.sched_getaffinity(0)),
-            free=free_gib(own or uv_cache_dir()),
-            jobs=os.environ.get("BUGMATRIX_JOBS") or None,
-        )
+        free = free_gib(own or uv_cache_dir())
+        chosen = slots(len(cells) or 1, cores=len(os.sched_getaffinity(0)), free=free, jobs=os.environ.get("BUGMATRIX_JOBS") or None)
         lean = lean_needed(chosen.jobs)  # at the start: auto may turn lean as the run fills the disk
         command = [sys.executable, "-m", "bugmatrix", "--matrix", str(root / "matrix.toml"), "--cases", str(root / "cases")]
         received = received_bytes()

@@ -186,12 +186,8 @@ def _yesterday(root: Path, matrix: Matrix, cells: Sequence[Cell], locks: Path, m
         shutil.copytree(locks, before)
         try:
             for cell in (c for c in cells if c.id in held):
-                create_lock(
-                    matrix.requirements_for(cell.pins, extra=cell.extra),
-                    cell.python,
-                    before / f"{cell.id}.txt",
-                    exclude_newer_packages={name: cutoff},
-                )
+                requirements = matrix.requirements_for(cell.pins, extra=cell.extra)
+                create_lock(requirements, cell.python, before / f"{cell.id}.txt", exclude_newer_packages={name: cutoff})
         except BugmatrixError as exc:
             tried.append(f"{name} {version}: {exc}")
             continue
