@@ -142,13 +142,12 @@ def measure(environments: Iterable[tuple[str, Sequence[str], str]]) -> CacheSize
     """Sizes for ``(cache key, requirements, python)`` triples, one per CI job (a cold nightly: each runner starts empty)."""
     resolve = functools.cache(resolved_artifacts)  # a CUDA twin installs exactly what its CPU cell does: resolved once
     jobs = 0
-    overall: dict[str, int] = {}
     per_key: dict[str, dict[str, Artifact]] = {}
     for key, requirements, python in environments:
         for artifact in resolve(tuple(requirements), python):
             jobs += artifact.size
-            overall[artifact.filename] = artifact.size
             per_key.setdefault(key, {})[artifact.filename] = artifact
+    overall = {filename: a.size for files in per_key.values() for filename, a in files.items()}
     held = {k: sum(a.size for a in v.values()) for k, v in per_key.items()}
     kept = {k: sum(a.size for a in v.values() if not a.name.startswith(TRIMMED)) for k, v in per_key.items()}
     return CacheSize(jobs, sum(overall.values()), held, len(overall), kept, sum(held.values()), sum(kept.values()))

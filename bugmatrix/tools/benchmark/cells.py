@@ -296,12 +296,8 @@ def heavy_wheels(matrix: Matrix, cells: Iterable[Cell]) -> set[tuple[str, str, s
 def cached_wheel_sets(cache: Path, wanted: Iterable[tuple[str, str, str]]) -> tuple[int, int]:
     """How many of ``wanted`` wheels uv's cache holds unpacked (``wheels-v*/pypi/<name>/``), of how many."""
     wanted = set(wanted)
-    held = {
-        (name, version, py)
-        for name, version, py in wanted
-        if any(p.is_dir() and p.name.startswith(f"{version}-{py}-") for p in cache.glob(f"wheels-v*/pypi/{name}/*"))
-    }
-    return len(held), len(wanted)
+    held = sum(any(p.is_dir() and p.name.startswith(f"{v}-{py}-") for p in cache.glob(f"wheels-v*/pypi/{n}/*")) for n, v, py in wanted)
+    return held, len(wanted)
 
 
 def uv_cache_of(env: Mapping[str, str]) -> Path:
