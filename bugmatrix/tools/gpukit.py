@@ -80,13 +80,6 @@ def parse_pins(values: Sequence[str], matrix: Matrix) -> list[tuple[str, str]]:
     return list(dict.fromkeys(pairs))
 
 
-def _image_names(matrix: Matrix, python: str, platform: str) -> set[str]:
-    """What the box has by definition: the device runtime axis's distributions and the harness's requirements, with their dependencies."""
-    runtime = matrix.device_runtime
-    requirements = [*(matrix.axes[runtime].distributions if runtime else ()), *matrix.file.harness.requires]
-    return {canonicalize_name(a.name) for a in resolved_artifacts(requirements, python, platform=platform)}
-
-
 def _kit_run(matrix: Matrix, python: str, axis: str, version: str, image: set[str], platform: str) -> KitRun | str:
     """The run of one version on one Python, or why it cannot be carried (one phrase)."""
     pinned = {matrix.interpreter: python, axis: version}
@@ -113,9 +106,12 @@ def _kit_run(matrix: Matrix, python: str, axis: str, version: str, image: set[st
 
 def plan_kit(matrix: Matrix, pins: Sequence[tuple[str, str]], pythons: Sequence[str], platform: str = DEFAULT_PLATFORM) -> list[KitRun]:
     """What each (Python, axis, version) carries, resolved by uv (metadata only); every refusal in one line."""
+    # What the box has by definition: the device runtime axis's distributions and the harness's requirements, with their dependencies.
+    runtime = matrix.device_runtime
+    given = [*(matrix.axes[runtime].distributions if runtime else ()), *matrix.file.harness.requires]
     found: list[KitRun | str] = []
     for python in pythons:
-        image = _image_names(matrix, python, platform)
+        image = {canonicalize_name(a.name) for a in resolved_artifacts(given, python, platform=platform)}
         found += [_kit_run(matrix, python, axis, version, image, platform) for axis, version in pins]
     refused = [f for f in found if isinstance(f, str)]
     if refused:

@@ -167,21 +167,19 @@ def moved_candidates(
     return sorted(candidates, key=lambda item: (len(item[2]), item[0]))
 
 
-def _first_upload(name: str, version: str) -> dt.datetime:
-    uploads = [f["upload_time_iso_8601"] for f in fetch_project(name).get("releases", {}).get(version, []) if "upload_time_iso_8601" in f]
-    if not uploads:
-        msg = f"the registry lists no files for {name} {version}; pass --moved with another distribution"
-        raise BugmatrixError(msg)
-    return min(dt.datetime.fromisoformat(u.replace("Z", "+00:00")) for u in uploads)
-
-
 def _yesterday(root: Path, matrix: Matrix, cells: Sequence[Cell], locks: Path, moved: str | None) -> tuple[Path, str, str, list[str], str]:
     """Locks as the registry stood just before the first :func:`moved_candidates` release that resolves, for the cells holding
     it: (locks, distribution, version, cells, cutoff)."""
     before = locks.with_name("locks-before")
     tried = []
     for name, version, held in moved_candidates(root, locks, cells, matrix, moved)[:5]:
-        cutoff = (_first_upload(name, version) - dt.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        files = fetch_project(name).get("releases", {}).get(version, [])
+        uploads = [f["upload_time_iso_8601"] for f in files if "upload_time_iso_8601" in f]
+        if not uploads:
+            msg = f"the registry lists no files for {name} {version}; pass --moved with another distribution"
+            raise BugmatrixError(msg)
+        first = min(dt.datetime.fromisoformat(u.replace("Z", "+00:00")) for u in uploads)
+        cutoff = (first - dt.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")  # just before its first file's upload
         shutil.rmtree(before, ignore_errors=True)
         shutil.copytree(locks, before)
         try:
