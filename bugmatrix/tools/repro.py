@@ -111,16 +111,6 @@ def build_script(variant: Variant, providers: Mapping[str, list[tuple[str, str]]
     )
 
 
-def _fresh_traceback(cell: str, extra: Env, script: Path) -> str | None:
-    """repro.py run in the cell's environment (its variables and interpreter flags too), where one is built already."""
-    python = built_python(ROOT, cell)
-    if python is None:
-        return None
-    env = {**os.environ, **dict(extra.variables)}
-    done = subprocess.run([str(python), *extra.flags, str(script)], capture_output=True, text=True, timeout=600, check=False, env=env)
-    return (done.stderr.strip() + "\n" + done.stdout.strip()).strip()
-
-
 def variant_cell(matrix: Matrix, variant: Variant, pins: Mapping[str, str]) -> tuple[str, Env]:
     """The cell ``variant`` runs in at ``pins`` (a sibling where its case asks for an environment of its own), and that environment."""
     _, extra = split_environment(matrix, variant, tuple(pins))
@@ -144,7 +134,14 @@ def export_repro(
         shutil.copyfile(lock, out / LOCKED)
     else:
         (out / LOCKED).unlink(missing_ok=True)  # an earlier export's lock would pin another environment
-    fresh_log = _fresh_traceback(cell, extra, out / "repro.py") if fresh else None
+    fresh_log = None
+    python = built_python(ROOT, cell) if fresh else None
+    if python is not None:  # repro.py run in the cell's environment (its variables and interpreter flags too), where one is built already
+        env = {**os.environ, **dict(extra.variables)}
+        done = subprocess.run(
+            [str(python), *extra.flags, str(out / "repro.py")], capture_output=True, text=True, timeout=600, check=False, env=env
+        )
+        fresh_log = (done.stderr.strip() + "\n" + done.stdout.strip()).strip()
     run_file = run_dir / f"{cell}.json"
     record = next((r for r in load_run_file(run_file).results if r.id == variant.id), None) if run_file.exists() else None
     context = {"variant": variant.id, "story": _story(variant), "python": pins[matrix.interpreter], "lock_name": LOCKED}
