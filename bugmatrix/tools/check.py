@@ -96,12 +96,14 @@ def _device_expectations(variant: Variant) -> Iterator[Gap]:
     """A GPU variant's expectations name their device, cite a committed run on it and pin exactly the releases it ran."""
     for expect in variant.expect:
         when = _when(expect)
+        observed = (
+            f'*observed("{expect.outcome.value}", device="{variant.device}", evidence="reports/runs/<file>.json", <axis>="<release>")'
+        )
         if expect.device is None:
             yield Gap(
                 "expectation",
                 f"{variant.id} expects {expect.outcome.value} ({when}) on every device: nothing run on {variant.device} is its evidence",
-                f'limit it with device="cpu", and declare {variant.device} ones from a committed run: '
-                f'*observed("{expect.outcome.value}", device="{variant.device}", evidence="reports/runs/<file>.json", <axis>="<release>")',
+                f'limit it with device="cpu", and declare {variant.device} ones from a committed run: {observed}',
             )
         elif expect.device == variant.device and (
             not RUN_FILE.search(expect.evidence) or any(not str(spec).startswith("==") for spec in expect.when.values()) or not expect.when
@@ -109,8 +111,7 @@ def _device_expectations(variant: Variant) -> Iterator[Gap]:
             yield Gap(
                 "expectation",
                 f"{variant.id} expects {expect.outcome.value} ({when}) beyond what a committed run on {variant.device} observed",
-                f'declare the releases a run file in reports/runs/ holds: *observed("{expect.outcome.value}", device="{variant.device}", '
-                'evidence="reports/runs/<file>.json", <axis>="<release>")',
+                f"declare the releases a run file in reports/runs/ holds: {observed}",
             )
 
 

@@ -217,9 +217,8 @@ def measure_nightly_reuse(root: Path, catalog: Catalog, args: argparse.Namespace
         _todays_locks(root, matrix, cells, work)
         full = _night(root, profile, previous, {LOCKS_ENV: str(locks), "BUGMATRIX_NO_REUSE": "1"}, lane=False).wall_min
         source = "the setup night, measured now"
-        write_json_atomic(
-            work / "setup.json", {"profile": profile, "wall_min": full, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
-        )
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        write_json_atomic(work / "setup.json", {"profile": profile, "wall_min": full, "date": now})
         name = f"nightly setup: {profile} profile, every cell run ({len(cells)} cells)"
         rows.append(Measurement(name, full, None, "min", note="the previous night"))
 
