@@ -266,13 +266,13 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
         raise BugmatrixError(msg)
     distribution = matrix.providers({**held, args.package: held.get(args.package, matrix.base[args.package])})[args.package][0]
     python = held.get(matrix.interpreter, matrix.base.get(matrix.interpreter))
-    low = args.low or min([*matrix.axes[args.package].versions, *own], key=Version)
-    start = "--from" if args.low else f"the matrix's first {args.package} release,"
-    where = f"from {start} {low} to {f'--to {args.high}' if args.high else 'the latest'}; --from/--to for another range"
-    where = "the --versions given" if args.versions else where
-    versions, skipped = (
-        (args.versions, []) if args.versions else registry_versions(distribution, low=low, high=args.high, pre=args.pre, python=python)
-    )
+    if args.versions:
+        versions, skipped, where = args.versions, [], "the --versions given"
+    else:
+        low = args.low or min([*matrix.axes[args.package].versions, *own], key=Version)
+        start = "--from" if args.low else f"the matrix's first {args.package} release,"
+        where = f"from {start} {low} to {f'--to {args.high}' if args.high else 'the latest'}; --from/--to for another range"
+        versions, skipped = registry_versions(distribution, low=low, high=args.high, pre=args.pre, python=python)
     others = {k: v for k, v in held.items() if k != args.package}
     result = BisectResult(variant.id, args.package, others, versions, mode="linear" if args.linear else "bisect", skipped=skipped)
 
