@@ -1,10 +1,10 @@
-"""The full profile's floor (bugmatrix/tools/benchmark/floor.py): sum over cells of build + import + compute, over the jobs."""
+"""The full profile's floor (bugmatrix/tools/benchmark/cells.py): sum over cells of build + import + compute, over the jobs."""
 
 from __future__ import annotations
 
 import pytest
 
-from bugmatrix.tools.benchmark.floor import FLOOR_BOUND, CellFloor, floor_rows, profile_floor
+from bugmatrix.tools.benchmark.cells import FLOOR_BOUND, CellFloor, floor_rows, profile_floor
 
 FLOORS = [CellFloor("a", build_s=3.0, import_s=5.0, compute_s=4.0), CellFloor("b", build_s=2.0, import_s=6.0, compute_s=10.0)]
 

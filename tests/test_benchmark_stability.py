@@ -20,9 +20,8 @@ from bugmatrix.plan.cells import Cell
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.run.command import CellSpec, pytest_command, spec_path, write_spec
 from bugmatrix.run.envbuild import cell_venv
-from bugmatrix.tools.benchmark.cells import cached_wheel_sets, compare_outcomes, heavy_wheels, smoke_floor, smoke_from_runs
+from bugmatrix.tools.benchmark.cells import cached_wheel_sets, compare_outcomes, heavy_wheels, smoke_floor, smoke_from_runs, stack_imports
 from bugmatrix.tools.benchmark.envs import disk_kib
-from bugmatrix.tools.benchmark.floor import stack_imports
 from bugmatrix.tools.benchmark.table import Measurement, format_table, skipped
 from bugmatrix.tools.stability import ABSENT, outcomes_by_variant, stability_table, unstable
 

@@ -68,8 +68,8 @@ def test_registry_filtering_and_empty_range() -> None:
             "2.5.0": [{"yanked": True}], "2.5.1": [{"yanked": False}], "2.6.0": [], "2.6.1.post1": [{"yanked": False}],
         }
     }  # fmt: skip
-    assert registry_versions("torch", low="2.4.1", high=None, fetch=lambda name: releases) == ["2.4.1", "2.5.1"]
-    assert "2.5.0rc1" in registry_versions("torch", low=None, high=None, pre=True, fetch=lambda name: releases)
+    assert registry_versions("torch", low="2.4.1", high=None, fetch=lambda name: releases)[0] == ["2.4.1", "2.5.1"]
+    assert "2.5.0rc1" in registry_versions("torch", low=None, high=None, pre=True, fetch=lambda name: releases)[0]
     with pytest.raises(BugmatrixError, match=r"no torch releases between 3\.0 and the latest"):
         registry_versions("torch", low="3.0", high=None, fetch=lambda name: releases)
 
@@ -104,15 +104,14 @@ PROJECT = {
 
 def test_bisect_says_which_releases_it_leaves_out_and_why() -> None:
     """No network: the registry client's JSON, as fetch returns it."""
-    skipped: list = []
-    versions = registry_versions("transformers", low=None, high=None, fetch=lambda name: PROJECT, python="3.11", skipped=skipped)
+    versions, skipped = registry_versions("transformers", low=None, high=None, fetch=lambda name: PROJECT, python="3.11")
     assert versions == ["4.51.3", "4.52.3", "4.52.4", "4.52.5"], "an abi3 wheel and an sdist install on 3.11; a dev release is no release"
     assert [(s.version, s.reason) for s in skipped] == [
         ("4.52.0", "yanked: wrong dependency pins"),
         ("4.52.1", "requires Python >=3.12, this bisect runs 3.11"),
         ("4.52.2", "no wheel for Python 3.11 on x86_64 Linux, and no sdist"),
     ]
-    on_312 = registry_versions("transformers", low=None, high=None, fetch=lambda name: PROJECT, python="3.12")
+    on_312 = registry_versions("transformers", low=None, high=None, fetch=lambda name: PROJECT, python="3.12")[0]
     assert on_312[:3] == ["4.51.3", "4.52.1", "4.52.2"]
 
 

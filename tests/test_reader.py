@@ -177,7 +177,7 @@ ALLOWED = {
     ("bugmatrix/tools/gpukit.py", "pack_kit"): "copies the project's own cases, harness and settings into the kit",
     (
         "bugmatrix/tools/gpukit_run.py",
-        "load_kit",
+        "check_box",
     ): "the kit's own kit.json, packed by gpu-kit (the script runs on the GPU box, with its Python)",
     ("bugmatrix/tools/gpukit_run.py", "summary"): "the run file this script's pytest wrote a moment before",
     ("bugmatrix/tools/gpukit_run.py", "run_one"): "creates the run's own log file",

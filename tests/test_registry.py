@@ -147,7 +147,7 @@ def test_release_time_is_the_last_upload(registry: Path) -> None:
 
 
 def test_bisect_lists_versions_through_the_same_client(registry: Path) -> None:
-    assert registry_versions("torch", low="2.14.1", high=None) == ["2.14.1", "2.15.0"]
+    assert registry_versions("torch", low="2.14.1", high=None)[0] == ["2.14.1", "2.15.0"]
 
 
 def test_unreachable_without_a_saved_resolution_is_one_line(closed_port: None, tmp_path: Path) -> None:

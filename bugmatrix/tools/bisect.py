@@ -1,8 +1,7 @@
 """Find the first release where a variant's outcome changes, by running it (each probe through ``run_cell``).
 
 Every release left out (yanked, no wheel for this Python) is said with why: a yanked release can be the real first
-affected one. Only a reproduced <-> fixed change is a boundary ``--publish`` writes.
-"""
+affected one. Only a reproduced <-> fixed change is a boundary ``--publish`` writes."""
 
 from __future__ import annotations
 
@@ -89,24 +88,15 @@ class BisectResult:
         if self.last_before is None or self.first_after is None:
             ends = ", ".join(f"{p.version}: {p.outcome}" for p in self.probes if p.outcome != Outcome.INSTALL_FAILED)
             return f"{self.variant}: no change of outcome across {self.package} {self.versions[0]}..{self.versions[-1]} ({ends})"
-        low, high = Version(self.last_before.version), Version(self.first_after.version)
-        change = (
-            f"{self.variant}: {self.package} {self.last_before.version} is {self.last_before.outcome}, "
-            f"{self.first_after.version} is {self.first_after.outcome}"
-        )
+        low, high = self.last_before, self.first_after
+        change = f"{self.variant}: {self.package} {low.version} is {low.outcome}, {high.version} is {high.outcome}"
+        cost = f"[{self.environments_built} environments for {len(self.versions)} releases]"
         if not self.boundary:
-            return (
-                f"{change}: a change of outcome, not one between reproduced and fixed, so no boundary "
-                f"[{self.environments_built} environments for {len(self.versions)} releases]; read the probes' messages, "
-                "or bisect another range (--from/--to)"
-            )
-        between = [s for s in self.skipped if low < Version(s.version) < high]
+            fix = "read the probes' messages, or bisect another range (--from/--to)"
+            return f"{change}: a change of outcome, not one between reproduced and fixed, so no boundary {cost}; {fix}"
+        between = [s for s in self.skipped if Version(low.version) < Version(s.version) < Version(high.version)]
         warning = "; ".join(f"{self.package} {s.version} lies between and was not run ({s.reason})" for s in between)
-        return (
-            f"{change} (first change"
-            + (f" among the releases run; {warning}: it may be the first" if warning else "")
-            + f") [{self.environments_built} environments for {len(self.versions)} releases]"
-        )
+        return f"{change} (first change{f' among the releases run; {warning}: it may be the first' if warning else ''}) {cost}"
 
     def to_json(self) -> dict[str, object]:
         """The result file: every field and ``boundary``."""
@@ -147,16 +137,9 @@ def _why_not(files: Sequence[Mapping[str, object]], python: str | None) -> str |
 
 
 def registry_versions(
-    distribution: str,
-    *,
-    low: str | None,
-    high: str | None,
-    pre: bool = False,
-    fetch: Fetch | None = None,
-    python: str | None = None,
-    skipped: list[Skipped] | None = None,
-) -> list[str]:
-    """Released versions between ``low`` and ``high`` (inclusive) that ``python`` can install; ``skipped`` receives those left out."""
+    distribution: str, *, low: str | None, high: str | None, pre: bool = False, fetch: Fetch | None = None, python: str | None = None
+) -> tuple[list[str], list[Skipped]]:
+    """Released versions between ``low`` and ``high`` (inclusive) that ``python`` can install, and those left out (with why)."""
     found, left_out = [], []
     for text, files in dict((fetch or fetch_project)(distribution).get("releases") or {}).items():
         version = parse_version(text)
@@ -169,12 +152,10 @@ def registry_versions(
             left_out.append(Skipped(str(version), reason))
         elif files:
             found.append(version)
-    if skipped is not None:
-        skipped.extend(sorted(left_out, key=lambda s: Version(s.version)))
     if not found:
         msg = f"no {distribution} releases between {low or 'the first'} and {high or 'the latest'}; widen --from/--to"
         raise BugmatrixError(msg)
-    return [str(v) for v in sorted(found)]
+    return [str(v) for v in sorted(found)], sorted(left_out, key=lambda s: Version(s.version))
 
 
 #: The two readings a boundary lies between: a bug's presence and its absence.
@@ -192,8 +173,7 @@ def bisect_versions(
     """Binary search for the reproduced <-> fixed boundary: (every probe, the last release before it, the first after).
 
     Anchored at an end reading reproduced or fixed (the newest where both do), so old releases failing another way are
-    searched through, not mistaken for the boundary; install failures are stepped over. ``linear`` probes all.
-    """
+    searched through, not mistaken for the boundary; install failures are stepped over. ``linear`` probes all."""
     probes: dict[str, Probe] = {}
 
     def run(index: int) -> Probe:
@@ -238,34 +218,27 @@ def run_variant_in(root: Path, matrix: Matrix, pins: Mapping[str, str], variant:
         return code
 
     cid, extra = variant_cell(matrix, variant, pins)
+    spec = CellSpec(cid, pins, extra=extra, runner=chosen_runner(workers=1))
+    venv = cell_venv(root, cid) if built_python(root, cid) else root / ".nox" / "bisect" / cid  # a planned cell's reused
     with tempfile.TemporaryDirectory() as tmp:
         run_file = Path(tmp) / "run.json"
-        done = run_cell(
-            matrix,
-            CellSpec(cid, pins, extra=extra, runner=chosen_runner(workers=1)),
-            run_file,
-            execute=execute,
-            root=root,
-            venv=cell_venv(root, cid) if built_python(root, cid) else root / ".nox" / "bisect" / cid,  # a planned cell's reused
-            select=[VariantId.parse(variant.id).node()],
-        )
+        done = run_cell(matrix, spec, run_file, execute=execute, root=root, venv=venv, select=[VariantId.parse(variant.id).node()])
         results = load_run_file(run_file).results if done.environment is not None and run_file.exists() else []
     seconds = round(time.perf_counter() - started, 1)
     if done.install_failed is not None:
         return Probe(label, Outcome.INSTALL_FAILED.value, done.install_failed.splitlines()[-1], seconds), True
     built = bool(done.environment and done.environment.built)
-    if not results:
-        if timed_out:
-            return Probe(label, Outcome.TIMEOUT.value, f"no result after {timeout:g}s", seconds), built
-        return Probe(label, Outcome.CRASHED.value, "no result recorded", seconds), built
-    return Probe(label, results[0].outcome.value, results[0].message, seconds), built
+    if results:
+        return Probe(label, results[0].outcome.value, results[0].message, seconds), built
+    if timed_out:
+        return Probe(label, Outcome.TIMEOUT.value, f"no result after {timeout:g}s", seconds), built
+    return Probe(label, Outcome.CRASHED.value, "no result recorded", seconds), built
 
 
 def run_probe(command: Sequence[str], root: Path, env: Mapping[str, str], timeout: float) -> tuple[int, bool]:
     """Run one probe's pytest: (its exit code, whether it outlived ``timeout``); all it started is killed and reaped after.
 
-    The variants' children may have sessions of their own: this process is their subreaper while the probe runs.
-    """
+    The variants' children may have sessions of their own: this process is their subreaper while the probe runs."""
     with (
         reaping("after the probe ended"),
         subprocess.Popen(
@@ -292,14 +265,14 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
         msg = f"{variant.id} does not depend on {args.package!r} (its axes: {', '.join(axes)}); bisect one of those"
         raise BugmatrixError(msg)
     distribution = matrix.providers({**held, args.package: held.get(args.package, matrix.base[args.package])})[args.package][0]
-    skipped: list[Skipped] = []
     python = held.get(matrix.interpreter, matrix.base.get(matrix.interpreter))
-    low = args.low or min([*matrix.axes[args.package].versions, *own], key=Version)
-    start = "--from" if args.low else f"the matrix's first {args.package} release,"
-    where = f"from {start} {low} to {f'--to {args.high}' if args.high else 'the latest'}; --from/--to for another range"
     if args.versions:
-        where = "the --versions given"
-    versions = args.versions or registry_versions(distribution, low=low, high=args.high, pre=args.pre, python=python, skipped=skipped)
+        versions, skipped, where = args.versions, [], "the --versions given"
+    else:
+        low = args.low or min([*matrix.axes[args.package].versions, *own], key=Version)
+        start = "--from" if args.low else f"the matrix's first {args.package} release,"
+        where = f"from {start} {low} to {f'--to {args.high}' if args.high else 'the latest'}; --from/--to for another range"
+        versions, skipped = registry_versions(distribution, low=low, high=args.high, pre=args.pre, python=python)
     others = {k: v for k, v in held.items() if k != args.package}
     result = BisectResult(variant.id, args.package, others, versions, mode="linear" if args.linear else "bisect", skipped=skipped)
 
@@ -326,9 +299,7 @@ def run_bisect(args: argparse.Namespace, matrix: Matrix, variant: Variant, held:
     if args.publish and not result.boundary:
         ends = [p for p in (result.last_before, result.first_after) if p is not None]
         found = ", ".join(f"{args.package} {p.version} {p.outcome}" for p in ends) or "no change of outcome"
-        msg = (
-            f"--publish refused: {found}: the ends of the change do not disagree on reproduced/fixed, so no boundary is "
-            f"published (the result is in {out}); bisect a range whose ends read reproduced and fixed (--from/--to)"
-        )
+        fix = "bisect a range whose ends read reproduced and fixed (--from/--to)"
+        msg = f"--publish refused: {found}: not a reproduced <-> fixed change, so no boundary is published (the result is in {out}); {fix}"
         raise BugmatrixError(msg)
     return 0

@@ -1,8 +1,7 @@
 """How many bytes a nightly downloads cold, and what its uv caches hold, without downloading them.
 
 uv resolves each cell for the runners (``--format pylock.toml`` lists each wheel's size); the wheel an installer picks
-is the best-ranked tag. An estimate: actions/cache stores a zstd tarball of uv's unpacked wheels, near the zips' size.
-"""
+is the best-ranked tag. An estimate: actions/cache stores a zstd tarball of uv's unpacked wheels, near the zips' size."""
 
 from __future__ import annotations
 
@@ -75,22 +74,16 @@ class Unresolvable(BugmatrixError):
 
 @dataclass(frozen=True)
 class CacheSize:
-    """Bytes of all jobs, distinct bytes overall, and per cache key (``kept_per_key``: without TRIMMED)."""
+    """Bytes of all jobs, distinct bytes overall, and per cache key (``kept_per_key``: without TRIMMED); ``cached_bytes``: what all
+    keys together hold (a file used under two keys is stored twice), ``kept_bytes`` the same without TRIMMED."""
 
     jobs_bytes: int
     total_bytes: int
     per_key: Mapping[str, int]
     files: int
     kept_per_key: Mapping[str, int]
-
-    @property
-    def cached_bytes(self) -> int:
-        """What all keys together hold (a file used under two keys is stored twice)."""
-        return sum(self.per_key.values())
-
-    @property
-    def kept_bytes(self) -> int:
-        return sum(self.kept_per_key.values())
+    cached_bytes: int
+    kept_bytes: int
 
 
 def target_tags(python: str, *, glibc_minor: int = GLIBC_MINOR) -> list[Tag]:
@@ -106,14 +99,11 @@ def target_tags(python: str, *, glibc_minor: int = GLIBC_MINOR) -> list[Tag]:
 
 
 def _pick(package: Mapping[str, object], rank: Mapping[Tag, int]) -> Artifact | None:
-    best: tuple[int, Mapping[str, object]] | None = None
-    for wheel in package.get("wheels", []) or []:  # type: ignore[union-attr]
-        filename = str(wheel["url"]).rsplit("/", 1)[-1]
-        tags = parse_wheel_filename(filename)[3]
-        score = min((rank[t] for t in tags if t in rank), default=None)
-        if score is not None and (best is None or score < best[0]):
-            best = (score, wheel)
-    chosen = best[1] if best else package.get("sdist")
+    def score(wheel: Mapping[str, object]) -> int:  # the best tag's rank; len(rank): none fits
+        return min((rank[t] for t in parse_wheel_filename(str(wheel["url"]).rsplit("/", 1)[-1])[3] if t in rank), default=len(rank))
+
+    fitting = [w for w in package.get("wheels", []) or [] if score(w) < len(rank)]  # type: ignore[union-attr]
+    chosen = min(fitting, key=score) if fitting else package.get("sdist")
     if not isinstance(chosen, Mapping):
         return None
     url, hashes = str(chosen["url"]), chosen.get("hashes") or {}
@@ -152,16 +142,15 @@ def measure(environments: Iterable[tuple[str, Sequence[str], str]]) -> CacheSize
     """Sizes for ``(cache key, requirements, python)`` triples, one per CI job (a cold nightly: each runner starts empty)."""
     resolve = functools.cache(resolved_artifacts)  # a CUDA twin installs exactly what its CPU cell does: resolved once
     jobs = 0
-    overall: dict[str, int] = {}
     per_key: dict[str, dict[str, Artifact]] = {}
     for key, requirements, python in environments:
         for artifact in resolve(tuple(requirements), python):
             jobs += artifact.size
-            overall[artifact.filename] = artifact.size
             per_key.setdefault(key, {})[artifact.filename] = artifact
+    overall = {filename: a.size for files in per_key.values() for filename, a in files.items()}
     held = {k: sum(a.size for a in v.values()) for k, v in per_key.items()}
     kept = {k: sum(a.size for a in v.values() if not a.name.startswith(TRIMMED)) for k, v in per_key.items()}
-    return CacheSize(jobs, sum(overall.values()), held, len(overall), kept)
+    return CacheSize(jobs, sum(overall.values()), held, len(overall), kept, sum(held.values()), sum(kept.values()))
 
 
 def measure_cells(matrix: Matrix, cells: Sequence[Cell]) -> CacheSize:

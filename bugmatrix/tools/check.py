@@ -1,8 +1,7 @@
 """``python -m bugmatrix check`` (``nox -s check``): this project's own policies for its catalogue, one line per gap.
 
 The harness runs any valid case; :data:`POLICIES` are the rules *this* project keeps so that its table is evidence.
-:func:`constraint_changes` is no policy: a constraint written for old releases can hide the bug a new case is about.
-"""
+:func:`constraint_changes` is no policy: a constraint written for old releases can hide the bug a new case is about."""
 
 from __future__ import annotations
 
@@ -29,6 +28,11 @@ CITED_FILE = re.compile(r"reports/(?:bisect|runs)/[\w.\-]+\.json")
 #: A committed run: the only evidence for an expectation on a device other than the CPU.
 RUN_FILE = re.compile(r"reports/runs/[\w.\-]+\.json")
 README_TABLES = ("docs/cases.md", "cases/README.md")
+#: What to add, for the gaps whose fix names nothing of the case's own.
+ADD_UPSTREAM = 'add one running upstream\'s own test or snippet: @case.variant(..., kind="upstream", counterpart="<variant>")'
+ADD_EXPECT = 'add expect=(Expect("reproduced", <axis>="<spec>", evidence=...), ...)'
+ADD_EVIDENCE = 'say where it comes from: Expect(..., evidence="bisect (reports/bisect/<file>.json); upstream PR #<n>")'
+PUBLISH_CITED = "publish the bisect result there (nox -s bisect -- ... --publish) or correct the path"
 
 
 @dataclass(frozen=True)
@@ -54,11 +58,7 @@ def _source_and_evidence(case: Case) -> Iterator[Gap]:
 def _upstream(case: Case) -> Iterator[Gap]:
     upstream = [v for v in case.variants if v.kind is Kind.UPSTREAM]
     if not upstream:
-        yield Gap(
-            "upstream",
-            "has no upstream variant",
-            'add one running upstream\'s own test or snippet: @case.variant(..., kind="upstream", counterpart="<variant>")',
-        )
+        yield Gap("upstream", "has no upstream variant", ADD_UPSTREAM)
     own = {(v.name, v.device): v for v in case.variants if v.kind is not Kind.UPSTREAM}
     for variant in upstream:
         if (variant.counterpart or "", variant.device) not in own:
@@ -81,39 +81,29 @@ def _where(cases_dir: Path, case: Case, root: Path) -> str:
 def _expectations(case: Case, root: Path) -> Iterator[Gap]:
     for variant in case.variants:
         if variant.device == "cpu" and not variant.expect:
-            yield Gap(
-                "expectation",
-                f"{variant.id} expects nothing (every result is 'new')",
-                'add expect=(Expect("reproduced", <axis>="<spec>", evidence=...), ...)',
-            )
+            yield Gap("expectation", f"{variant.id} expects nothing (every result is 'new')", ADD_EXPECT)
         if variant.device != "cpu":
             yield from _device_expectations(variant)
         for expect in variant.expect:
             if not expect.evidence.strip():
-                yield Gap(
-                    "expectation",
-                    f"{variant.id} expects {expect.outcome.value} ({_when(expect)}) without evidence",
-                    'say where it comes from: Expect(..., evidence="bisect (reports/bisect/<file>.json); upstream PR #<n>")',
-                )
+                yield Gap("expectation", f"{variant.id} expects {expect.outcome.value} ({_when(expect)}) without evidence", ADD_EVIDENCE)
             for cited in CITED_FILE.findall(expect.evidence):
                 if not (root / cited).is_file():
-                    yield Gap(
-                        "expectation",
-                        f"{variant.id} cites {cited}, which is not in the repository",
-                        "publish the bisect result there (nox -s bisect -- ... --publish) or correct the path",
-                    )
+                    yield Gap("expectation", f"{variant.id} cites {cited}, which is not in the repository", PUBLISH_CITED)
 
 
 def _device_expectations(variant: Variant) -> Iterator[Gap]:
     """A GPU variant's expectations name their device, cite a committed run on it and pin exactly the releases it ran."""
     for expect in variant.expect:
         when = _when(expect)
+        observed = (
+            f'*observed("{expect.outcome.value}", device="{variant.device}", evidence="reports/runs/<file>.json", <axis>="<release>")'
+        )
         if expect.device is None:
             yield Gap(
                 "expectation",
                 f"{variant.id} expects {expect.outcome.value} ({when}) on every device: nothing run on {variant.device} is its evidence",
-                f'limit it with device="cpu", and declare {variant.device} ones from a committed run: '
-                f'*observed("{expect.outcome.value}", device="{variant.device}", evidence="reports/runs/<file>.json", <axis>="<release>")',
+                f'limit it with device="cpu", and declare {variant.device} ones from a committed run: {observed}',
             )
         elif expect.device == variant.device and (
             not RUN_FILE.search(expect.evidence) or any(not str(spec).startswith("==") for spec in expect.when.values()) or not expect.when
@@ -121,21 +111,16 @@ def _device_expectations(variant: Variant) -> Iterator[Gap]:
             yield Gap(
                 "expectation",
                 f"{variant.id} expects {expect.outcome.value} ({when}) beyond what a committed run on {variant.device} observed",
-                f'declare the releases a run file in reports/runs/ holds: *observed("{expect.outcome.value}", device="{variant.device}", '
-                'evidence="reports/runs/<file>.json", <axis>="<release>")',
+                f"declare the releases a run file in reports/runs/ holds: {observed}",
             )
-
-
-def _runs(variant: Variant, cell: Cell) -> bool:
-    """As far as the host can tell (an ``api`` requirement is checked in the cell)."""
-    return variant.device == cell.device and variant.id in cell.variants and not variant.requires.unmet(cell.pins)
 
 
 def _boundary(case: Case, profile: str, cells: list[Cell]) -> Iterator[Gap]:
     expected: dict[str, dict[Outcome, set[str]]] = {}
     for variant in (v for v in case.variants if v.device == "cpu"):
         sides = expected.setdefault(variant.id, {Outcome.REPRODUCED: set(), Outcome.FIXED: set()})
-        for cell in (c for c in cells if _runs(variant, c)):
+        # the CPU cells it runs in, as far as the host can tell (an ``api`` requirement is checked in the cell)
+        for cell in (c for c in cells if variant.id in c.variants and not variant.requires.unmet(c.pins)):
             found = variant.expectation(cell.pins)
             if found is not None and found.outcome in sides:
                 sides[found.outcome].add(cell.id)

@@ -2,8 +2,7 @@
 
 ``nox -s gpu-kit -- --pin lightning=2.0.3,2.6.6`` here, ``python3 run.py`` (:mod:`bugmatrix.tools.gpukit_run`) on the
 box. uv resolves each version per target Python, wheels only; one that does not, or whose own wheel is native, is
-refused and nothing is written. What the box has by definition is left out; ``run.py`` checks the native rest.
-"""
+refused and nothing is written. What the box has by definition is left out; ``run.py`` checks the native rest."""
 
 from __future__ import annotations
 
@@ -81,13 +80,6 @@ def parse_pins(values: Sequence[str], matrix: Matrix) -> list[tuple[str, str]]:
     return list(dict.fromkeys(pairs))
 
 
-def _image_names(matrix: Matrix, python: str, platform: str) -> set[str]:
-    """What the box has by definition: the device runtime axis's distributions and the harness's requirements, with their dependencies."""
-    runtime = matrix.device_runtime
-    requirements = [*(matrix.axes[runtime].distributions if runtime else ()), *matrix.file.harness.requires]
-    return {canonicalize_name(a.name) for a in resolved_artifacts(requirements, python, platform=platform)}
-
-
 def _kit_run(matrix: Matrix, python: str, axis: str, version: str, image: set[str], platform: str) -> KitRun | str:
     """The run of one version on one Python, or why it cannot be carried (one phrase)."""
     pinned = {matrix.interpreter: python, axis: version}
@@ -114,9 +106,12 @@ def _kit_run(matrix: Matrix, python: str, axis: str, version: str, image: set[st
 
 def plan_kit(matrix: Matrix, pins: Sequence[tuple[str, str]], pythons: Sequence[str], platform: str = DEFAULT_PLATFORM) -> list[KitRun]:
     """What each (Python, axis, version) carries, resolved by uv (metadata only); every refusal in one line."""
+    # What the box has by definition: the device runtime axis's distributions and the harness's requirements, with their dependencies.
+    runtime = matrix.device_runtime
+    given = [*(matrix.axes[runtime].distributions if runtime else ()), *matrix.file.harness.requires]
     found: list[KitRun | str] = []
     for python in pythons:
-        image = _image_names(matrix, python, platform)
+        image = {canonicalize_name(a.name) for a in resolved_artifacts(given, python, platform=platform)}
         found += [_kit_run(matrix, python, axis, version, image, platform) for axis, version in pins]
     refused = [f for f in found if isinstance(f, str)]
     if refused:
@@ -149,13 +144,11 @@ def pack_kit(runs: Sequence[KitRun], matrix: Matrix, *, root: Path, cases: Path,
         for artifact in {a.filename: a for r in runs for a in r.carried}.values():
             _download(artifact, wheels)
         skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-        shutil.copytree(cases, staging / "cases", ignore=skip)
-        for name in CHECKOUT:
-            if (root / name).is_dir():
-                shutil.copytree(root / name, staging / name, ignore=skip)
+        for source, name in [(cases, "cases"), *((root / n, n) for n in CHECKOUT), (SCRIPT, "run.py")]:
+            if source.is_dir():
+                shutil.copytree(source, staging / name, ignore=skip)
             else:
-                shutil.copy2(root / name, staging / name)
-        shutil.copy2(SCRIPT, staging / "run.py")
+                shutil.copy2(source, staging / name)
         manifest = {
             "schema": SCHEMA,
             "made": origin_now(root),
@@ -176,16 +169,15 @@ def pack_kit(runs: Sequence[KitRun], matrix: Matrix, *, root: Path, cases: Path,
     return size
 
 
+#: Option help texts too long for their option's line.
+PIN_DESC = "axis versions to carry, one run each (repeatable)"
+PYTHON_DESC = "the box's Python(s), comma-separated: what installs offline is decided per Python (default %(default)s)"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``python -m bugmatrix gpu-kit`` options."""
-    parser.add_argument(
-        "--pin", action="append", default=[], metavar="AXIS=V[,V...]", help="axis versions to carry, one run each (repeatable)"
-    )
-    parser.add_argument(
-        "--python",
-        default=DEFAULT_PYTHON,
-        help="the box's Python(s), comma-separated: what installs offline is decided per Python (default %(default)s)",
-    )
+    parser.add_argument("--pin", action="append", default=[], metavar="AXIS=V[,V...]", help=PIN_DESC)
+    parser.add_argument("--python", default=DEFAULT_PYTHON, help=PYTHON_DESC)
     parser.add_argument("--platform", default=DEFAULT_PLATFORM, help="the box's platform, as uv names it (default %(default)s)")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "gpu-kit", help="the kit's directory (default %(default)s)")
 

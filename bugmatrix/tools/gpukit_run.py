@@ -2,8 +2,7 @@
 
 Runs with the box's own Python (3.10+, pytest and pip; standard library and the kit's harness only). Each run's wheels
 go into a fresh ``--target`` directory first on ``PYTHONPATH``; ``cases/`` runs as cell ``system-<device>-<label>``.
-Exit: 0 every run left its run file; 1 a run was refused or did not finish; 2 the box lacks what the kit needs.
-"""
+Exit: 0 every run left its run file; 1 a run was refused or did not finish; 2 the box lacks what the kit needs."""
 
 from __future__ import annotations
 
@@ -52,21 +51,16 @@ class Refused(Exception):
     """The box lacks what the kit needs: one line, exit 2."""
 
 
-def load_kit(kit: Path) -> dict[str, Any]:
-    """kit.json, checked for its schema."""
+def check_box(kit_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """kit.json (checked for its schema) and its runs packed for this Python, once the device runtime, pytest and pip are found."""
     try:
-        data = json.loads((kit / "kit.json").read_text(encoding="utf-8"))
+        kit = json.loads((kit_dir / "kit.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        msg = f"{kit / 'kit.json'}: cannot read it ({exc}); run run.py from an unpacked kit (nox -s gpu-kit makes one)"
+        msg = f"{kit_dir / 'kit.json'}: cannot read it ({exc}); run run.py from an unpacked kit (nox -s gpu-kit makes one)"
         raise Refused(msg) from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        msg = f"{kit / 'kit.json'}: not a {SCHEMA} kit; pack it again with this checkout's nox -s gpu-kit"
+    if not isinstance(kit, dict) or kit.get("schema") != SCHEMA:
+        msg = f"{kit_dir / 'kit.json'}: not a {SCHEMA} kit; pack it again with this checkout's nox -s gpu-kit"
         raise Refused(msg)
-    return data
-
-
-def check_box(kit: dict[str, Any]) -> list[dict[str, Any]]:
-    """The runs packed for this Python, once the device runtime, pytest and pip are found."""
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     runs = [r for r in kit["runs"] if r["python"] == python]
     if not runs:
@@ -84,7 +78,7 @@ def check_box(kit: dict[str, Any]) -> list[dict[str, Any]]:
             fix = "python -m ensurepip adds pip offline" if module == "pip" else "run run.py with the Python that has the stack and pytest"
             msg = f"{module} is not importable by {sys.executable}; {fix}"
             raise Refused(msg)
-    return runs
+    return kit, runs
 
 
 def cell_device(environment: dict[str, Any]) -> str:
@@ -180,8 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest (-k EXPR narrows every run)")
     args = parser.parse_args(argv)
     try:
-        kit = load_kit(KIT)
-        runs = check_box(kit)
+        kit, runs = check_box(KIT)
         only = {label.strip() for label in args.only.split(",") if label.strip()}
         unknown = only - {r["label"] for r in runs}
         if unknown:

@@ -2,8 +2,7 @@
 
 repro.py is the case's syntax tree minus the harness's declarations, with the helpers it calls and the suite's own
 outcome classification copied in, so it classifies exactly as the suite does. The cell's lock goes with it where it
-has one: months later, loose pins resolve to another registry.
-"""
+has one: months later, loose pins resolve to another registry."""
 
 from __future__ import annotations
 
@@ -67,11 +66,10 @@ def _helper_modules(source: str) -> list[str]:
         for n in ast.parse(source).body
         if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("bugmatrix.") and n.module not in DECLARING_MODULES
     ]
-    texts = []
-    for name in dict.fromkeys(names):
-        path = ROOT / (name.replace(".", "/") + ".py")
-        texts.append(f"# --- {name} ---\n" + "\n\n\n".join(ast.unparse(n) for n in _module_body(path.read_text(encoding="utf-8"))))
-    return texts
+    paths = {name: ROOT / (name.replace(".", "/") + ".py") for name in names}
+    return [
+        f"# --- {name} ---\n" + "\n\n\n".join(map(ast.unparse, _module_body(p.read_text(encoding="utf-8")))) for name, p in paths.items()
+    ]
 
 
 def _uses_declaration(node: ast.AST, case_name: str) -> bool:
@@ -113,16 +111,6 @@ def build_script(variant: Variant, providers: Mapping[str, list[tuple[str, str]]
     )
 
 
-def _fresh_traceback(cell: str, extra: Env, script: Path) -> str | None:
-    """repro.py run in the cell's environment (its variables and interpreter flags too), where one is built already."""
-    python = built_python(ROOT, cell)
-    if python is None:
-        return None
-    env = {**os.environ, **dict(extra.variables)}
-    done = subprocess.run([str(python), *extra.flags, str(script)], capture_output=True, text=True, timeout=600, check=False, env=env)
-    return (done.stderr.strip() + "\n" + done.stdout.strip()).strip()
-
-
 def variant_cell(matrix: Matrix, variant: Variant, pins: Mapping[str, str]) -> tuple[str, Env]:
     """The cell ``variant`` runs in at ``pins`` (a sibling where its case asks for an environment of its own), and that environment."""
     _, extra = split_environment(matrix, variant, tuple(pins))
@@ -146,7 +134,14 @@ def export_repro(
         shutil.copyfile(lock, out / LOCKED)
     else:
         (out / LOCKED).unlink(missing_ok=True)  # an earlier export's lock would pin another environment
-    fresh_log = _fresh_traceback(cell, extra, out / "repro.py") if fresh else None
+    fresh_log = None
+    python = built_python(ROOT, cell) if fresh else None
+    if python is not None:  # repro.py run in the cell's environment (its variables and interpreter flags too), where one is built already
+        env = {**os.environ, **dict(extra.variables)}
+        done = subprocess.run(
+            [str(python), *extra.flags, str(out / "repro.py")], capture_output=True, text=True, timeout=600, check=False, env=env
+        )
+        fresh_log = (done.stderr.strip() + "\n" + done.stdout.strip()).strip()
     run_file = run_dir / f"{cell}.json"
     record = next((r for r in load_run_file(run_file).results if r.id == variant.id), None) if run_file.exists() else None
     context = {"variant": variant.id, "story": _story(variant), "python": pins[matrix.interpreter], "lock_name": LOCKED}

@@ -1,7 +1,6 @@
 """``python -m bugmatrix run``: a profile's cells side by side, through the run stage's pool (``nox -s run`` calls it).
 
-It sits above the report stage: a night's reuse asks the previous night's history which results were flaky.
-"""
+It sits above the report stage: a night's reuse asks the previous night's history which results were flaky."""
 
 from __future__ import annotations
 
@@ -20,20 +19,20 @@ from bugmatrix.run.runner import CellSpec
 __all__ = ["add_arguments", "run"]
 
 
+#: Option help texts too long for their option's line.
+GPU_DESC = "run the profile's CUDA twins (nox's gpu-<profile> tag) instead of its CPU cells"
+JOBS_DESC = f"cells at once (default: ${JOBS_ENV}, else the cores, fewer where the disk is short)"
+REUSE_FROM_DESC = "previous results to reuse (default: $BUGMATRIX_PREVIOUS)"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``python -m bugmatrix run`` options."""
     parser.add_argument("--profile", type=values.profile, help="the [profiles.<name>] whose cells run (default: the matrix's first)")
-    parser.add_argument(
-        "--gpu", action="store_true", help="run the profile's CUDA twins (nox's gpu-<profile> tag) instead of its CPU cells"
-    )
+    parser.add_argument("--gpu", action="store_true", help=GPU_DESC)
     parser.add_argument("--cell", type=values.name, action="append", default=[], metavar="ID", help="only this cell (repeatable)")
-    parser.add_argument(
-        "--jobs", type=values.count, help=f"cells at once (default: ${JOBS_ENV}, else the cores, fewer where the disk is short)"
-    )
+    parser.add_argument("--jobs", type=values.count, help=JOBS_DESC)
     parser.add_argument("--no-reuse", action="store_true", help="run every cell, even where a previous run of the same inputs exists")
-    parser.add_argument(
-        "--reuse-from", type=values.existing_dir, metavar="DIR", help="previous results to reuse (default: $BUGMATRIX_PREVIOUS)"
-    )
+    parser.add_argument("--reuse-from", type=values.existing_dir, metavar="DIR", help=REUSE_FROM_DESC)
 
 
 def run(args: argparse.Namespace) -> int:

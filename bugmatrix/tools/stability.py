@@ -1,8 +1,7 @@
 """``python -m bugmatrix stability --repeat 20 [--cell ID] [-k EXPR]`` (``nox -s stability``): same cell, same outcomes, every time?
 
 Runs one cell's cases N times (``--system``: in this interpreter) and compares the outcomes per variant; exit 1 when
-any varies (a variant missing from a run too): bisect and the baseline diff assume none does.
-"""
+any varies (a variant missing from a run too): bisect and the baseline diff assume none does."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """``nox -s benchmark`` (``python -m bugmatrix benchmark``): what a matrix run costs, against its floor and the alternatives.
 
 Every number is a ratio measured in one run on one machine, one module per kind of cost. Rows are saved after
-every step, so a late failure loses nothing.
-"""
+every step, so a late failure loses nothing."""
 
 from __future__ import annotations
 
@@ -21,9 +20,8 @@ from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import find_cell, plan_cells
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.tools.benchmark.cells import measure_full, measure_runners, measure_sessions, measure_smoke, smoke_from_runs
+from bugmatrix.tools.benchmark.cells import measure_full, measure_lean_cost, measure_runners, measure_sessions, measure_smoke
 from bugmatrix.tools.benchmark.envs import measure_builds, measure_ci_cache, measure_disk
-from bugmatrix.tools.benchmark.floor import measure_lean_cost
 from bugmatrix.tools.benchmark.nightly import measure_nightly_reuse
 from bugmatrix.tools.benchmark.reports import measure_report, measure_report_with_history
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, format_table, skipped
@@ -31,53 +29,37 @@ from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, format_t
 __all__ = ["add_arguments", "run"]
 
 
+#: Option help texts too long for their option's line.
+CELL_DESC = "cell for the build and reuse measurements (default: the smoke CPU cell with the fewest packages)"
+FULL_DESC = "also run the whole full profile, cells side by side (cold downloads every wheel; warm: also against its floor)"
+FULL_KEEP_DESC = "copy the last full run's reports here (publish them with nox -s report-full)"
+FULL_ONLY_DESC = "with --full: only the full-profile runs (the other steps rebuild and may prune the cache)"
+REPEAT_DESC = "run each smoke cell N times per runner, alternating, and keep the fastest (a shared machine)"
+NIGHTLY_REUSE_DESC = (
+    "also time nights with reuse and the re-resolve lane: (a) nothing moved, (b) a new axis release, (c) a new transitive release"
+)
+FRESH_SETUP_DESC = "redo the nights' setup (a full run) even when .nox/benchmark-nightly has one"
+NEW_RELEASE_DESC = "(b)'s new release (default: the newest real release no axis lists)"
+MOVED_DESC = "(c)'s transitive distribution (default: the one the fewest cells' locks hold)"
+OUT_DESC = "where the JSON goes (default: <output>/benchmark.json; the committed one is reports/benchmark.json)"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``python -m bugmatrix benchmark`` options."""
-    parser.add_argument(
-        "--cell", type=values.name, help="cell for the build and reuse measurements (default: the smoke CPU cell with the fewest packages)"
-    )
+    parser.add_argument("--cell", type=values.name, help=CELL_DESC)
     parser.add_argument("--quick", action="store_true", help="skip the cold pip build (a cold CUDA torch install downloads ~3 GB)")
     parser.add_argument("--smoke", action="store_true", help="time `nox -t smoke` now instead of reading the last run's run files")
-    parser.add_argument(
-        "--full",
-        choices=("cold", "warm", "both"),
-        help="also run the whole full profile, cells side by side (cold downloads every wheel; warm: also against its floor)",
-    )
-    parser.add_argument(
-        "--full-keep", type=Path, metavar="DIR", help="copy the last full run's reports here (publish them with nox -s report-full)"
-    )
+    parser.add_argument("--full", choices=("cold", "warm", "both"), help=FULL_DESC)
+    parser.add_argument("--full-keep", type=Path, metavar="DIR", help=FULL_KEEP_DESC)
     parser.add_argument("--skip-builds", action="store_true", help="skip the uv vs virtualenv+pip builds altogether")
-    parser.add_argument(
-        "--full-only", action="store_true", help="with --full: only the full-profile runs (the other steps rebuild and may prune the cache)"
-    )
-    parser.add_argument(
-        "--repeat",
-        type=values.count,
-        default=1,
-        metavar="N",
-        help="run each smoke cell N times per runner, alternating, and keep the fastest (a shared machine)",
-    )
-    parser.add_argument(
-        "--nightly-reuse",
-        action="store_true",
-        help="also time nights with reuse and the re-resolve lane: (a) nothing moved, (b) a new axis release, (c) a new transitive release",
-    )
+    parser.add_argument("--full-only", action="store_true", help=FULL_ONLY_DESC)
+    parser.add_argument("--repeat", type=values.count, default=1, metavar="N", help=REPEAT_DESC)
+    parser.add_argument("--nightly-reuse", action="store_true", help=NIGHTLY_REUSE_DESC)
     parser.add_argument("--nightly-profile", type=values.profile, default="full", help="the profile of those nights (default: full)")
-    parser.add_argument(
-        "--fresh-setup", action="store_true", help="redo the nights' setup (a full run) even when .nox/benchmark-nightly has one"
-    )
-    parser.add_argument(
-        "--new-release",
-        type=_axis_release,
-        metavar="AXIS=VERSION",
-        help="(b)'s new release (default: the newest real release no axis lists)",
-    )
-    parser.add_argument(
-        "--moved", type=values.name, metavar="DIST", help="(c)'s transitive distribution (default: the one the fewest cells' locks hold)"
-    )
-    parser.add_argument(
-        "--out", type=Path, help="where the JSON goes (default: <output>/benchmark.json; the committed one is reports/benchmark.json)"
-    )
+    parser.add_argument("--fresh-setup", action="store_true", help=FRESH_SETUP_DESC)
+    parser.add_argument("--new-release", type=_axis_release, metavar="AXIS=VERSION", help=NEW_RELEASE_DESC)
+    parser.add_argument("--moved", type=values.name, metavar="DIST", help=MOVED_DESC)
+    parser.add_argument("--out", type=Path, help=OUT_DESC)
 
 
 def _axis_release(text: str) -> tuple[str, str]:
@@ -119,24 +101,16 @@ def run(args: argparse.Namespace) -> int:
     smoke = [c for c in plan_cells(matrix, "smoke", catalog) if c.device == "cpu"]
     cell = find_cell(smoke, args.cell) if args.cell else min(smoke, key=lambda c: len(matrix.requirements_for(c.pins)))
 
-    def smoke_row() -> list[Measurement]:
-        if args.smoke:
-            return [measure_smoke(root, matrix, catalog, smoke)]
-        return [smoke_from_runs(root, matrix, catalog, smoke, output_dir() / "runs", None, "from the last run (run files: pytest only)")]
-
     def build_rows() -> list[Measurement]:
         if args.skip_builds:
             return [skipped("env builds: uv vs virtualenv+pip", "skipped (--skip-builds)")]
         return measure_builds(root, matrix, cell, args.quick)
 
-    def nightly_rows() -> list[Measurement]:
-        return measure_nightly_reuse(root, args.matrix, catalog, args.nightly_profile, args.fresh_setup, args.new_release, args.moved)
-
     steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
         ("env builds", build_rows),
         ("smoke cells: fork runner and xdist vs floor", lambda: measure_runners(root, matrix, catalog, smoke, args.repeat)),
         ("smoke cells: whole nox session vs one import", lambda: measure_sessions(root, matrix, catalog, smoke, max(2, args.repeat))),
-        ("smoke profile", smoke_row),
+        ("smoke profile", lambda: [measure_smoke(root, matrix, catalog, smoke, now=args.smoke)]),
         ("lean vs kept environments", lambda: measure_lean_cost(root, matrix, smoke)),
         ("report", lambda: [measure_report(), measure_report_with_history()]),
         ("disk", lambda: measure_disk(root)),
@@ -146,18 +120,17 @@ def run(args: argparse.Namespace) -> int:
         steps = []
     if args.full:
         kinds = {"cold": (True,), "warm": (False,), "both": (True, False)}[args.full]
-        full = [c for c in plan_cells(matrix, "full", catalog) if c.device == "cpu"]
         # both: warm starts from the cache the cold run filled (a cache of the benchmark's own, under .nox)
         shared = root / ".nox" / "benchmark-uv-cache" if args.full == "both" else None
         steps += [
             (
                 f"full profile ({'cold' if c else 'warm'})",
-                lambda c=c: measure_full(root, matrix, c, full, catalog, cache=shared, keep=args.full_keep if c == kinds[-1] else None),
+                lambda c=c: measure_full(root, matrix, catalog, c, cache=shared, keep=args.full_keep if c == kinds[-1] else None),
             )
             for c in kinds
         ]
     if args.nightly_reuse:
-        steps.append((f"nightly reuse ({args.nightly_profile})", nightly_rows))
+        steps.append((f"nightly reuse ({args.nightly_profile})", lambda: measure_nightly_reuse(root, catalog, args)))
     rows: list[Measurement] = []
     document = {"cell": cell.id, "quick": args.quick, "cores": os.cpu_count()}
     for label, measure in steps:

@@ -1,8 +1,11 @@
-"""Cells: each smoke cell on the fork runner and on xdist against its floor, the smoke profile, the full profile.
+"""Cells: each smoke cell on the fork runner and on xdist against its floor, the smoke profile, the full profile against its
+floor, and what lean mode costs against kept environments.
 
 A cell's *floor* is one import of its stack plus the variants' own compute, one at a time (a fork run with one child);
-xdist's durations are no floor, since each worker's first variant pays the import.
-"""
+xdist's durations are no floor, since each worker's first variant pays the import. A profile's floor, with ``jobs`` cells
+at once shared perfectly::
+
+    floor = sum over cells (build from a warm cache + one import + the variants' compute) / jobs"""
 
 from __future__ import annotations
 
@@ -12,37 +15,154 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from unittest import mock
 
 from packaging.utils import canonicalize_name
 
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.cell.runners import Fork, Runner, Xdist, default_workers
 from bugmatrix.documents.run import load_run_file
+from bugmatrix.paths import output_dir
 from bugmatrix.plan.catalog import Catalog
-from bugmatrix.plan.cells import Cell
+from bugmatrix.plan.cells import Cell, plan_cells
 from bugmatrix.plan.matrix import Matrix
-from bugmatrix.run.envbuild import uv_command
-from bugmatrix.run.runner import CellSpec, built_python
-from bugmatrix.tools.benchmark.envs import uv_cache
-from bugmatrix.tools.benchmark.floor import floor_rows, import_seconds, measure_floors, stack_imports, timed_cell
-from bugmatrix.tools.benchmark.table import Measurement, Sampler, skipped, timed, timed_nox
+from bugmatrix.run.diskbudget import free_gib, lean_needed, uv_cache_dir
+from bugmatrix.run.envbuild import InstallFailed, cell_venv, uv_command
+from bugmatrix.run.pool import slots
+from bugmatrix.run.runner import CellSpec, built_python, bytecode_env, prepare, run_cell
+from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, Sampler, skipped, timed, timed_nox
 from bugmatrix.tools.cachesize import heavy_pins
 
 __all__ = [
+    "FLOOR_BOUND",
+    "CellFloor",
     "DiskPeak",
     "cached_wheel_sets",
     "compare_outcomes",
+    "floor_rows",
     "heavy_wheels",
     "measure_full",
+    "measure_lean_cost",
     "measure_runners",
+    "measure_sessions",
     "measure_smoke",
+    "profile_floor",
     "smoke_floor",
     "smoke_from_runs",
+    "stack_imports",
     "uv_cache_of",
 ]
+
+#: The full profile's wall time may be at most this many times its floor (issue 36).
+FLOOR_BOUND = 1.5
+
+
+def stack_imports(matrix: Matrix, catalog: Catalog, cell: Cell) -> tuple[list[str], list[str]]:
+    """What a cell's process imports once: its axis modules, and the ``Case(imports=...)`` of the cases it runs."""
+    runs = set(cell.variants)
+    declared = [name for case in catalog.cases if any(v.id in runs for v in case.variants) for name in case.imports]
+    return matrix.import_modules(cell.pins), list(dict.fromkeys(declared))
+
+
+def _import_seconds(python: Path, modules: Sequence[str], declared: Sequence[str] = (), root: Path | None = None) -> float:
+    """Wall time of a fresh interpreter importing the stack as the fork runner's cell process does (``declared`` resolved
+    by its preload, ``os._exit``); the best of two, since the first may read a cold disk."""
+    code = "import os, " + ", ".join(modules)
+    if declared:
+        code += f"; from bugmatrix.cell.preload import resolve_attribute; [resolve_attribute(n) for n in {list(declared)!r}]"
+    code += "; os._exit(0)"
+    env = bytecode_env({**os.environ, **({"PYTHONPATH": str(root)} if root else {})}, python.parent.parent)
+    return min(timed([str(python), "-c", code], env) for _ in range(2))
+
+
+@dataclass(frozen=True)
+class CellFloor:
+    """What one cell cannot go below, in seconds: its build from a warm cache, one import of its stack, its variants' compute."""
+
+    cell: str
+    build_s: float
+    import_s: float
+    compute_s: float
+
+    @property
+    def total(self) -> float:
+        return self.build_s + self.import_s + self.compute_s
+
+
+def profile_floor(floors: Sequence[CellFloor], jobs: int) -> float:
+    """Seconds a profile cannot go below with ``jobs`` cells at once: the cells' floors summed, shared perfectly."""
+    if jobs < 1:
+        msg = f"jobs={jobs}: a profile runs at least one cell at a time"
+        raise ValueError(msg)
+    return sum(f.total for f in floors) / jobs
+
+
+def floor_rows(label: str, wall_s: float | None, floors: Sequence[CellFloor], jobs: int) -> list[Measurement]:
+    """Two rows: the profile's floor (with its parts) and the measured wall time against it, in minutes."""
+    floor = profile_floor(floors, jobs) / 60
+    parts = {name: sum(getattr(f, f"{name}_s") for f in floors) / 60 for name in ("build", "import", "compute")}
+    note = " + ".join(f"{name} {minutes:.1f}" for name, minutes in parts.items()) + f" min, / {jobs} at once"
+    return [
+        Measurement(f"{label}: floor ({len(floors)} cells)", floor, None, "min", note=note),
+        Measurement(f"{label}: wall vs floor", None if wall_s is None else wall_s / 60, floor, "min", "<=", FLOOR_BOUND, note=note),
+    ]
+
+
+def _measure_floors(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], runs: Path) -> list[CellFloor]:
+    """Each cell's floor after a run into ``runs``: a fresh build from the warm cache, one import, the run file's compute
+    (a cell without a run file, or that does not install, is left out so the floor stays a floor)."""
+    floors = []
+    with tempfile.TemporaryDirectory(prefix="bugmatrix-floor-") as scratch:
+        for cell in cells:
+            path = runs / f"{cell.id}.json"
+            if not path.exists():
+                continue
+            venv = Path(scratch) / "venv"
+            started = time.perf_counter()
+            try:
+                environment = prepare(matrix, CellSpec.of(cell), root=root, venv=venv, check_imports=False)
+            except InstallFailed:
+                continue
+            build = time.perf_counter() - started
+            imports = _import_seconds(environment.python, *stack_imports(matrix, catalog, cell), root=root)
+            compute = sum(r.duration_s for r in load_run_file(path).results)
+            floors.append(CellFloor(cell.id, build, imports, compute))
+            shutil.rmtree(venv, ignore_errors=True)
+    return floors
+
+
+def _timed_cell(root: Path, matrix: Matrix, spec: CellSpec, run_file: Path) -> tuple[float, float, Path]:
+    """One whole cell through the runner (build or reuse, pytest, run file): (pytest's seconds, the whole run's, its interpreter)."""
+    pytest_s = 0.0
+
+    def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
+        nonlocal pytest_s
+        pytest_s = timed(command, env, ok=(0, 1), cwd=root)  # 1: an outcome differs; still a full run
+        return 0
+
+    started = time.perf_counter()
+    done = run_cell(matrix, spec, run_file, execute=execute, root=root)
+    if done.environment is None:
+        raise CommandFailed(f"cell {spec.id} cannot be built: {(done.install_failed or 'no environment').splitlines()[-1]}")
+    return pytest_s, time.perf_counter() - started, done.environment.python
+
+
+def measure_lean_cost(root: Path, matrix: Matrix, cells: Sequence[Cell]) -> list[Measurement]:
+    """The smoke cells with their venvs kept (reused) against lean (each venv removed first: rebuilt from the warm cache)."""
+    kept = lean = 0.0
+    with tempfile.TemporaryDirectory(prefix="bugmatrix-lean-") as scratch:
+        for cell in cells:
+            spec = CellSpec.of(cell)
+            _timed_cell(root, matrix, spec, Path(scratch) / "warmup.json")  # the kept venv exists, built if it was not
+            kept += _timed_cell(root, matrix, spec, Path(scratch) / f"{cell.id}-kept.json")[1]
+            shutil.rmtree(cell_venv(root, cell.id), ignore_errors=True)
+            lean += _timed_cell(root, matrix, spec, Path(scratch) / f"{cell.id}-lean.json")[1]
+    note = "lean rebuilds each venv from the warm cache; a pruned torch stack is also downloaded again next run (not counted)"
+    return [Measurement(f"lean vs kept environments: {len(cells)} smoke cells", lean, kept, "s", note=note)]
 
 
 def smoke_floor(run: RunRecord, imports: float) -> float:
@@ -51,26 +171,21 @@ def smoke_floor(run: RunRecord, imports: float) -> float:
 
 
 def _run_timed(root: Path, matrix: Matrix, cell: Cell, runner: Runner, run_file: Path) -> tuple[float, RunRecord, Path]:
-    wall, _, python = timed_cell(root, matrix, replace(CellSpec.of(cell), runner=runner), run_file)
+    wall, _, python = _timed_cell(root, matrix, replace(CellSpec.of(cell), runner=runner), run_file)
     return wall, load_run_file(run_file), python
 
 
 def compare_outcomes(old: RunRecord, new: RunRecord) -> dict[str, str]:
     """variant id -> "" where both runs recorded the same outcome, else what each recorded (a variant one lacks differs too)."""
     before, after = ({r.id: r.outcome.value for r in run.results} for run in (old, new))
-    return {
-        variant_id: ""
-        if before.get(variant_id) == after.get(variant_id)
-        else f"{variant_id}: {before.get(variant_id)} -> {after.get(variant_id)}"
-        for variant_id in sorted(set(before) | set(after))
-    }
+    ids = sorted(set(before) | set(after))
+    return {i: "" if before.get(i) == after.get(i) else f"{i}: {before.get(i)} -> {after.get(i)}" for i in ids}
 
 
 def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], repeat: int = 1) -> list[Measurement]:
     """Each cell (env reused) on xdist and on the fork runner against its floor, and whether their outcomes agree.
 
-    ``repeat`` > 1 alternates the runners and keeps each one's fastest run (the least disturbed).
-    """
+    ``repeat`` > 1 alternates the runners and keeps each one's fastest run (the least disturbed)."""
     rows: list[Measurement] = []
     pairs, differ = 0, []
     xdist, fork = Xdist(default_workers()), Fork(default_workers())
@@ -84,7 +199,7 @@ def measure_runners(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequenc
             old_wall, new_wall = (min(w for w, _ in runs[r]) for r in (xdist, fork))
             _, alone, python = _run_timed(root, matrix, cell, Fork(1), Path(tmp) / f"{cell.id}-alone.json")
             runs[fork].append((0.0, alone))  # its outcomes are compared too
-            imports = import_seconds(python, *stack_imports(matrix, catalog, cell), root=root)
+            imports = _import_seconds(python, *stack_imports(matrix, catalog, cell), root=root)
             compute = sum(r.duration_s for r in alone.results)
             note = f"floor: import {imports:.1f}s + compute {compute:.1f}s" + (f"; fastest of {repeat}" if repeat > 1 else "")
             rows.append(Measurement(f"cell {cell.id}: fork runner vs floor", new_wall, imports + compute, "s", "<=", 1.15, note=note))
@@ -116,7 +231,7 @@ def measure_sessions(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequen
             if python is None:
                 rows.append(skipped(f"cell {cell.id}: whole nox session vs one import", "its environment was not built"))
                 continue
-            imports = import_seconds(python, *stack_imports(matrix, catalog, cell), root=root)
+            imports = _import_seconds(python, *stack_imports(matrix, catalog, cell), root=root)
             run = load_run_file(Path(tmp) / "runs" / f"{cell.id}.json")
             compute = sum(r.duration_s for r in run.results)
             note = f"{len(run.results)} variants ran ({compute:.1f}s of their own compute); fastest of {max(1, repeat)}; load {load:.1f}"
@@ -134,22 +249,22 @@ def smoke_from_runs(
     for cell in cells:
         path, python = runs_dir / f"{cell.id}.json", built_python(root, cell.id)
         run = load_run_file(path) if path.exists() else None
-        seconds = run.wall_s if run else None
-        if run is None or seconds is None or python is None:
+        if run is None or run.wall_s is None or python is None:
             missing.append(cell.id)
             continue
-        walls += seconds
-        floors += smoke_floor(run, import_seconds(python, *stack_imports(matrix, catalog, cell), root=root))
+        walls += run.wall_s
+        floors += smoke_floor(run, _import_seconds(python, *stack_imports(matrix, catalog, cell), root=root))
     if missing:
         return skipped(name, f"no finished run file or env for {', '.join(missing)}: run nox -t smoke, or pass --smoke")
     return Measurement(name, wall if wall is not None else walls, floors, "s", "<=", 2, note=how)
 
 
-def measure_smoke(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell]) -> Measurement:
-    """``nox -t smoke`` end to end (envs reused, report included) into a temporary reports dir."""
+def measure_smoke(root: Path, matrix: Matrix, catalog: Catalog, cells: Sequence[Cell], *, now: bool) -> Measurement:
+    """``nox -t smoke`` end to end (envs reused, report included) into a temporary reports dir; not ``now``: the last run's."""
+    if not now:
+        return smoke_from_runs(root, matrix, catalog, cells, output_dir() / "runs", None, "from the last run (run files: pytest only)")
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-") as tmp:
-        env = {**os.environ, "BUGMATRIX_REPORTS": tmp}
-        wall = timed_nox(root, env, "-t", "smoke", ok=(0,))
+        wall = timed_nox(root, {**os.environ, "BUGMATRIX_REPORTS": tmp}, "-t", "smoke", ok=(0,))
         return smoke_from_runs(root, matrix, catalog, cells, Path(tmp) / "runs", wall, "nox -t smoke measured now (--smoke)")
 
 
@@ -181,12 +296,8 @@ def heavy_wheels(matrix: Matrix, cells: Iterable[Cell]) -> set[tuple[str, str, s
 def cached_wheel_sets(cache: Path, wanted: Iterable[tuple[str, str, str]]) -> tuple[int, int]:
     """How many of ``wanted`` wheels uv's cache holds unpacked (``wheels-v*/pypi/<name>/``), of how many."""
     wanted = set(wanted)
-    held = {
-        (name, version, py)
-        for name, version, py in wanted
-        if any(p.is_dir() and p.name.startswith(f"{version}-{py}-") for p in cache.glob(f"wheels-v*/pypi/{name}/*"))
-    }
-    return len(held), len(wanted)
+    held = sum(any(p.is_dir() and p.name.startswith(f"{v}-{py}-") for p in cache.glob(f"wheels-v*/pypi/{n}/*")) for n, v, py in wanted)
+    return held, len(wanted)
 
 
 def uv_cache_of(env: Mapping[str, str]) -> Path:
@@ -205,16 +316,11 @@ def received_bytes() -> int:
     return sum(int(fields.split()[0]) for name, _, fields in interfaces if name.strip() != "lo" and fields.split())
 
 
-def measure_full(
-    root: Path, matrix: Matrix, cold: bool, cells: Sequence[Cell], catalog: Catalog, *, cache: Path | None, keep: Path | None
-) -> list[Measurement]:
-    """The full profile end to end, every cell venv removed first: wall time, bytes received, the most disk it added and,
+def measure_full(root: Path, matrix: Matrix, catalog: Catalog, cold: bool, *, cache: Path | None, keep: Path | None) -> list[Measurement]:
+    """The full profile (its CPU cells) end to end, every cell venv removed first: wall time, bytes received, the most disk it added and,
     warm, the wall time against its floor. ``cache``: the uv cache of ``--full both`` (cold empties it); without it cold
-    uses an empty one of its own, warm the machine's. ``keep``: copy the run's reports directory there.
-    """
-    from bugmatrix.run.diskbudget import free_gib, lean_needed, uv_cache_dir
-    from bugmatrix.run.pool import slots
-
+    uses an empty one of its own, warm the machine's. ``keep``: copy the run's reports directory there."""
+    cells = [c for c in plan_cells(matrix, "full", catalog) if c.device == "cpu"]
     how = "cold (empty uv cache)" if cold else ("warm (the cache the cold run left)" if cache else "warm (this machine's uv cache)")
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-full-") as tmp:
         env = {**os.environ, "BUGMATRIX_REPORTS": tmp}
@@ -227,12 +333,8 @@ def measure_full(
         for venv in (root / ".nox").glob("cell-*"):
             shutil.rmtree(venv, ignore_errors=True)
         held, wanted = cached_wheel_sets(uv_cache_of(env), heavy_wheels(matrix, cells))
-        chosen = slots(
-            len(cells) or 1,
-            cores=len(os.sched_getaffinity(0)),
-            free=free_gib(own or uv_cache_dir()),
-            jobs=os.environ.get("BUGMATRIX_JOBS") or None,
-        )
+        free = free_gib(own or uv_cache_dir())
+        chosen = slots(len(cells) or 1, cores=len(os.sched_getaffinity(0)), free=free, jobs=os.environ.get("BUGMATRIX_JOBS") or None)
         lean = lean_needed(chosen.jobs)  # at the start: auto may turn lean as the run fills the disk
         command = [sys.executable, "-m", "bugmatrix", "--matrix", str(root / "matrix.toml"), "--cases", str(root / "cases")]
         received = received_bytes()
@@ -255,7 +357,7 @@ def measure_full(
             shutil.rmtree(keep, ignore_errors=True)
             shutil.copytree(tmp, keep, ignore=shutil.ignore_patterns("uv-cache"))
         if not cold:  # the floor builds from the warm cache the run used
-            with uv_cache(own) if own is not None else contextlib.nullcontext():
-                floors = measure_floors(root, matrix, catalog, cells, Path(tmp) / "runs")
+            with mock.patch.dict(os.environ, {"UV_CACHE_DIR": str(own)}) if own is not None else contextlib.nullcontext():
+                floors = _measure_floors(root, matrix, catalog, cells, Path(tmp) / "runs")
             rows += floor_rows(f"full profile, {how}", wall, floors, chosen.jobs)
     return rows

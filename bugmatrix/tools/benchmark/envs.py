@@ -3,12 +3,10 @@
 Both builds install the cell's lock when it has one, then the same import check; pip runs with ``PIP_CONFIG_FILE=/dev/null``
 and no ``PIP_*`` index settings, so both install the same wheels from PyPI. uv hard-links from its cache, so cells sharing
 wheels share inodes (one ``du`` counts each once); cells on different heavy releases (torch and its CUDA libraries) share
-nothing, so the matrix's floor is one env per such release.
-"""
+nothing, so the matrix's floor is one env per such release."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
@@ -35,14 +33,9 @@ PIP_KEEP = {"PIP_CERT", "PIP_DEFAULT_TIMEOUT"}
 PRIMED = ".bugmatrix-primed"
 
 
-def uv_cache(cache: Path) -> contextlib.AbstractContextManager[object]:
-    """uv's cache for the builds inside (the runner's uv commands inherit the environment)."""
-    return mock.patch.dict(os.environ, {"UV_CACHE_DIR": str(cache)})
-
-
 def uv_build(root: Path, matrix: Matrix, cell: Cell, venv: Path, cache: Path) -> tuple[float, Environment]:
     """The runner's build of ``cell`` into a new ``venv`` with ``cache`` as uv's cache: (seconds, the environment)."""
-    with uv_cache(cache):
+    with mock.patch.dict(os.environ, {"UV_CACHE_DIR": str(cache)}):  # the runner's uv commands inherit the environment
         start = time.perf_counter()
         environment = prepare(matrix, CellSpec.of(cell), root=root, venv=venv)
         return time.perf_counter() - start, environment
@@ -106,10 +99,7 @@ def disk_kib(paths: Sequence[Path]) -> int:
 def heavy_release(venv: Path) -> str:
     """The heavy distributions installed in ``venv`` with their versions ("torch 2.5.1"); "" when none."""
     installed = (info.name.removesuffix(".dist-info").partition("-") for info in sorted(venv.glob("lib/python*/site-packages/*.dist-info")))
-    heavy = [
-        f"{name} {version}" for name, _, version in installed if heavy_distributions([name]) and not name.startswith(("nvidia", "cuda"))
-    ]
-    return ", ".join(heavy)
+    return ", ".join(f"{n} {v}" for n, _, v in installed if heavy_distributions([n]) and not n.startswith(("nvidia", "cuda")))
 
 
 def measure_disk(root: Path) -> list[Measurement]:

@@ -3,11 +3,11 @@
 Each night is ``nox -t <profile> fresh-<profile>`` with ``$BUGMATRIX_PREVIOUS`` and lean disk, after a setup night
 (every cell run, kept in ``.nox/benchmark-nightly/``): (a) nothing moved (<= 5 % of the full run, nothing downloaded);
 (b) a new release of one axis (exactly its cells run); (c) a new release of one transitive dependency (exactly the
-cells whose locks hold it move, and their fresh siblings run).
-"""
+cells whose locks hold it move, and their fresh siblings run)."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import os
 import shutil
@@ -88,8 +88,7 @@ def _night(root: Path, profile: str, reports: Path, env: Mapping[str, str], *, l
     tags = [profile, f"fresh-{profile}"] if lane else [profile]
     with DownloadWatch(uv_cache_of(env)) as watch:
         wall = timed_nox(root, env, "-t", *tags)
-    runs = load_run_dir(reports / "runs") if (reports / "runs").is_dir() else []
-    siblings = load_run_dir(reports / "fresh" / "runs") if (reports / "fresh" / "runs").is_dir() else []
+    runs, siblings = (load_run_dir(d) if d.is_dir() else [] for d in (reports / "runs", reports / "fresh" / "runs"))
     lane = load_reresolved(reports / "fresh")
     moved = [c.cell for c in lane.cells if c.status == "moved"] if lane else []
     return Night(
@@ -156,51 +155,37 @@ def moved_candidates(
     for cell in cells:
         for name, (version, _) in lock_entries(lock_path(root, cell.id, locks).read_text(encoding="utf-8")).items():
             holders.setdefault((name, version), []).append(cell.id)
-    candidates = sorted(
-        (
-            (n, v, c)
-            for (n, v), c in holders.items()
-            if (n == wanted if wanted else n not in pinned and len(c) >= 2 and not heavy_distributions([n]))
-        ),
-        key=lambda item: (len(item[2]), item[0]),
-    )
+    candidates = [
+        (n, v, c)
+        for (n, v), c in holders.items()
+        if (n == wanted if wanted else n not in pinned and len(c) >= 2 and not heavy_distributions([n]))
+    ]
     if not candidates:
-        msg = (
-            f"no cell's lock holds {wanted!r}; pass --moved with a distribution the locks list"
-            if wanted
-            else "no distribution to hold back; pass --moved"
-        )
+        why = f"no cell's lock holds {wanted!r}" if wanted else "no distribution to hold back"
+        msg = f"{why}; pass --moved" + (" with a distribution the locks list" if wanted else "")
         raise BugmatrixError(msg)
-    return candidates
+    return sorted(candidates, key=lambda item: (len(item[2]), item[0]))
 
 
-def _first_upload(name: str, version: str) -> dt.datetime:
-    uploads = [f["upload_time_iso_8601"] for f in fetch_project(name).get("releases", {}).get(version, []) if "upload_time_iso_8601" in f]
-    if not uploads:
-        msg = f"the registry lists no files for {name} {version}; pass --moved with another distribution"
-        raise BugmatrixError(msg)
-    return min(dt.datetime.fromisoformat(u.replace("Z", "+00:00")) for u in uploads)
-
-
-def _yesterday(
-    matrix: Matrix, cells: Sequence[Cell], locks: Path, candidates: Sequence[tuple[str, str, list[str]]], work: Path
-) -> tuple[Path, str, str, list[str], str]:
-    """Locks as the registry stood just before the first candidate's release that resolves, for the cells holding it:
-    (locks, distribution, version, cells, cutoff)."""
-    before = work / "locks-before"
+def _yesterday(root: Path, matrix: Matrix, cells: Sequence[Cell], locks: Path, moved: str | None) -> tuple[Path, str, str, list[str], str]:
+    """Locks as the registry stood just before the first :func:`moved_candidates` release that resolves, for the cells holding
+    it: (locks, distribution, version, cells, cutoff)."""
+    before = locks.with_name("locks-before")
     tried = []
-    for name, version, held in candidates[:5]:
-        cutoff = (_first_upload(name, version) - dt.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for name, version, held in moved_candidates(root, locks, cells, matrix, moved)[:5]:
+        files = fetch_project(name).get("releases", {}).get(version, [])
+        uploads = [f["upload_time_iso_8601"] for f in files if "upload_time_iso_8601" in f]
+        if not uploads:
+            msg = f"the registry lists no files for {name} {version}; pass --moved with another distribution"
+            raise BugmatrixError(msg)
+        first = min(dt.datetime.fromisoformat(u.replace("Z", "+00:00")) for u in uploads)
+        cutoff = (first - dt.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")  # just before its first file's upload
         shutil.rmtree(before, ignore_errors=True)
         shutil.copytree(locks, before)
         try:
             for cell in (c for c in cells if c.id in held):
-                create_lock(
-                    matrix.requirements_for(cell.pins, extra=cell.extra),
-                    cell.python,
-                    before / f"{cell.id}.txt",
-                    exclude_newer_packages={name: cutoff},
-                )
+                requirements = matrix.requirements_for(cell.pins, extra=cell.extra)
+                create_lock(requirements, cell.python, before / f"{cell.id}.txt", exclude_newer_packages={name: cutoff})
         except BugmatrixError as exc:
             tried.append(f"{name} {version}: {exc}")
             continue
@@ -209,18 +194,18 @@ def _yesterday(
     raise BugmatrixError(msg)
 
 
-def measure_nightly_reuse(
-    root: Path, matrix_path: Path, catalog: Catalog, profile: str, fresh_setup: bool, release: tuple[str, str] | None, moved: str | None
-) -> list[Measurement]:
-    """The setup night (a full run), then nights (a), (b) and (c); one row each against the full run's wall time."""
-    declared = load_matrix(matrix_path)
+def measure_nightly_reuse(root: Path, catalog: Catalog, args: argparse.Namespace) -> list[Measurement]:
+    """The setup night (a full run), then nights (a), (b) and (c) of ``args.nightly_profile``; one row each against the full run's
+    wall time (``--fresh-setup``, ``--new-release``, ``--moved`` from ``args``)."""
+    profile = args.nightly_profile
+    declared = load_matrix(args.matrix)
     matrix, resolution = resolve_matrix(declared)
     cells = [c for c in plan_cells(matrix, profile, catalog) if c.device == "cpu"]
     work = root / ".nox" / "benchmark-nightly"
     out = output_dir() / "benchmark-nightly"
     previous, locks = work / "previous", work / "locks"
     recorded = read_json(work / "setup.json", "benchmark record") if (work / "setup.json").exists() else {}
-    kept = not fresh_setup and recorded.get("profile") == profile and (previous / "runs").is_dir() and locks.is_dir()
+    kept = not args.fresh_setup and recorded.get("profile") == profile and (previous / "runs").is_dir() and locks.is_dir()
     stale = stale_setup(root, matrix, cells, previous, locks) if kept else ""
     if stale:
         print(f"benchmark: the kept setup night cannot stand for last night ({stale}): running it again", flush=True)
@@ -232,9 +217,8 @@ def measure_nightly_reuse(
         _todays_locks(root, matrix, cells, work)
         full = _night(root, profile, previous, {LOCKS_ENV: str(locks), "BUGMATRIX_NO_REUSE": "1"}, lane=False).wall_min
         source = "the setup night, measured now"
-        write_json_atomic(
-            work / "setup.json", {"profile": profile, "wall_min": full, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
-        )
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        write_json_atomic(work / "setup.json", {"profile": profile, "wall_min": full, "date": now})
         name = f"nightly setup: {profile} profile, every cell run ({len(cells)} cells)"
         rows.append(Measurement(name, full, None, "min", note="the previous night"))
 
@@ -247,7 +231,7 @@ def measure_nightly_reuse(
     met = not a.ran and not a.moved and a.downloaded_mib == 0
     rows.append(row("nightly (a) every key unchanged vs full run", a, f"target: 0 run, 0 moved, 0 MiB (met: {met})", bounded=True))
 
-    axis, version = release or new_release(declared, resolution, catalog, profile)
+    axis, version = args.new_release or new_release(declared, resolution, catalog, profile)
     if not any(e.axis == axis and e.requested == "latest" for e in resolution.entries):
         msg = f"--new-release {axis}={version}: no profile tracks latest for {axis!r}; name an axis matrix.toml lists latest for"
         raise BugmatrixError(msg)
@@ -259,23 +243,15 @@ def measure_nightly_reuse(
     note = f"runs exactly the {len(pinning)} cell(s) pinning it: {set(b.ran) == pinning}"
     rows.append(row(f"nightly (b) new release {axis} {version} vs full run", b, note))
 
-    before, name, held_version, holders, cutoff = _yesterday(
-        matrix, cells, locks, moved_candidates(root, locks, cells, matrix, moved), work
-    )
-    previous_c = work / "previous-before"
-    shutil.rmtree(previous_c, ignore_errors=True)
-    shutil.copytree(previous, previous_c)
+    before, name, held_version, holders, cutoff = _yesterday(root, matrix, cells, locks, args.moved)
+    prior = work / "previous-before"
+    shutil.rmtree(prior, ignore_errors=True)
+    shutil.copytree(previous, prior)
     # The holders run again as yesterday ran them, and yesterday's report records their run files' digests (reuse trusts no other).
     selected = [*(f"cell({c})" for c in holders), f"report-{profile}"]
-    env_c = {
-        **os.environ,
-        "BUGMATRIX_REPORTS": str(previous_c),
-        LOCKS_ENV: str(before),
-        "BUGMATRIX_NO_REUSE": "1",
-        "BUGMATRIX_DISK": "lean",
-    }
+    env_c = {**os.environ, "BUGMATRIX_REPORTS": str(prior), LOCKS_ENV: str(before), "BUGMATRIX_NO_REUSE": "1", "BUGMATRIX_DISK": "lean"}
     timed_nox(root, env_c, "-s", *selected)
-    c = _night(root, profile, out / "c-transitive-release", {LOCKS_ENV: str(before), "BUGMATRIX_PREVIOUS": str(previous_c)})
+    c = _night(root, profile, out / "c-transitive-release", {LOCKS_ENV: str(before), "BUGMATRIX_PREVIOUS": str(prior)})
     page = (c.reports / "index.html").read_text(encoding="utf-8") if (c.reports / "index.html").exists() else ""
     names = f"{name} " in page and f"→ {held_version}" in page
     note = (

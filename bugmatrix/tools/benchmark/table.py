@@ -16,6 +16,7 @@ from typing import Self
 __all__ = ["CommandFailed", "Measurement", "Sampler", "format_table", "skipped", "timed", "timed_nox"]
 
 OPS = {"<": operator.lt, "<=": operator.le, ">=": operator.ge}
+MET = {True: "yes", False: "NO", None: "-"}
 
 
 class CommandFailed(Exception):
@@ -60,18 +61,10 @@ def format_table(rows: Sequence[Measurement]) -> str:
     """An aligned table: measurement | value | baseline | ratio | target | met? | note."""
 
     def amount(x: float | None, unit: str) -> str:
-        return "-" if x is None else f"{x:.2f} {unit}"
+        return "-" if x is None else f"{x:.2f}{unit}"
 
     cells = [
-        (
-            r.name,
-            amount(r.value, r.unit),
-            amount(r.baseline, r.unit),
-            "-" if r.ratio is None else f"{r.ratio:.2f}x",
-            r.target or "-",
-            {True: "yes", False: "NO", None: "-"}[r.met],
-            r.note,
-        )
+        (r.name, amount(r.value, f" {r.unit}"), amount(r.baseline, f" {r.unit}"), amount(r.ratio, "x"), r.target or "-", MET[r.met], r.note)
         for r in rows
     ]
     head = ("measurement", "value", "baseline", "ratio", "target", "met?", "note")
