@@ -113,12 +113,6 @@ class VariantRecord:
         found = {**data, "kind": data.get("kind") or None, "expected": data.get("expected") or None}
         return cls(**typed_fields(cls, found, f"result {data.get('id')!r}: "))
 
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["leaked"] = list(self.leaked)
-        data["axes"] = list(self.axes) if self.axes is not None else None
-        return data
-
 
 @dataclass
 class RunRecord:
@@ -158,9 +152,8 @@ class RunRecord:
             return None
 
     def to_json(self) -> dict[str, Any]:
-        """Plain data, ready for json.dumps."""
+        """Plain data, ready for json.dumps (which writes a tuple as a list)."""
         data = asdict(self)
-        data["results"] = [r.to_json() for r in self.results]
         del data["digest"]
         return data
 
