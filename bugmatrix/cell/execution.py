@@ -26,6 +26,7 @@ from bugmatrix.cell.axes import active_spec, device_runtime, device_runtime_axis
 from bugmatrix.cell.case import Case, SkipVariant, Variant
 from bugmatrix.cell.outcomes import Classified, Outcome, classify_outcome, excerpt, tail
 from bugmatrix.cell.preload import resolve_attribute
+from bugmatrix.cell.runfile import typed_fields
 
 __all__ = ["Executed", "GpuFacts", "execute_variant", "gpu_facts", "installed_versions", "seed_everything", "unmet_requirements"]
 
@@ -52,9 +53,8 @@ class Executed:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Executed:
         """The inverse of :meth:`to_json`."""
-        found = data["result"]
-        result = Classified(Outcome(found["outcome"]), found["message"], found["signature_matched"])
-        return cls(result, data["versions"], data["duration"], data["log"], tuple(data["leaked"]), tuple(data["imported"]))
+        result = Classified(**typed_fields(Classified, data["result"], "result: "))
+        return cls(**typed_fields(cls, {**data, "result": result}, ""))
 
 
 @contextlib.contextmanager
