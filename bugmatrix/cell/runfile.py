@@ -6,6 +6,7 @@ The harness reads it through :class:`bugmatrix.documents.run.RunFile`; the cell 
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
@@ -26,15 +27,27 @@ OLD_SCHEMAS = ("bugmatrix.run/1", "bugmatrix.run/2")
 ORIGIN_KEYS = ("date", "commit", "run")
 
 
+#: Each dataclass's field types, evaluated once (thousands of results are read per report).
+_hints = functools.cache(get_type_hints)
+
+
+@functools.cache
+def _parts(hint: Any) -> tuple[Any, tuple[Any, ...]]:
+    """A type's origin (itself where it has none) and arguments, worked out once per type."""
+    return get_origin(hint) or hint, get_args(hint)
+
+
 def _fits(hint: Any, value: Any) -> bool:
     """``value`` (parsed JSON) is of type ``hint``: a list for a list or tuple, an enum's value for the enum."""
-    kind, args = get_origin(hint) or hint, get_args(hint)
+    if hint is str or hint is bool:  # most fields, first: thousands of results are read per report
+        return isinstance(value, hint)
+    kind, args = _parts(hint)
     if kind is UnionType:
         return any(_fits(arg, value) for arg in args)
     if kind is Any:
         return True
     if isinstance(kind, EnumMeta):
-        return value in {member.value for member in kind}
+        return value in kind._value2member_map_
     if kind is float:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if kind in (list, tuple):
@@ -46,7 +59,7 @@ def _fits(hint: Any, value: Any) -> bool:
 
 def _said(hint: Any) -> str:
     """How a refusal names a type in JSON's terms: ``a list of str``, ``str or null``."""
-    kind, args = get_origin(hint) or hint, get_args(hint)
+    kind, args = _parts(hint)
     if kind is UnionType:
         return " or ".join(map(_said, args))
     if isinstance(kind, EnumMeta):
@@ -61,7 +74,7 @@ def _said(hint: Any) -> str:
 def typed_fields(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
     """The fields of dataclass ``cls`` that ``data`` holds, each checked against its annotation (a list made a tuple for a
     tuple, an enum's value its member); unknown keys are left out, a value of another type is a one-line ValueError."""
-    hints, values = get_type_hints(cls), {}
+    hints, values = _hints(cls), {}
     for name in (f.name for f in fields(cls) if f.name in data):
         hint, value = hints[name], data[name]
         if not _fits(hint, value):
@@ -73,9 +86,11 @@ def typed_fields(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
 
 def _as(hint: Any, value: Any) -> Any:
     """``value`` as a field of type ``hint`` holds it: a list as a tuple for a tuple, an enum's value as its member."""
-    kind = get_origin(hint) or hint
+    if hint is str or hint is bool:
+        return value
+    kind, args = _parts(hint)
     if value is None or kind is UnionType:  # ``X | None``: X is first
-        return None if value is None else _as(get_args(hint)[0], value)
+        return None if value is None else _as(args[0], value)
     if isinstance(kind, EnumMeta):
         return kind(value)
     return tuple(value) if kind is tuple else value
