@@ -80,7 +80,7 @@ def test_the_spec_file_is_refused_in_one_line_when_damaged(tmp_path: Path) -> No
         ("{", "not valid JSON"),
         (json.dumps({"schema": "bugmatrix.cellspec/0"}), "schema 'bugmatrix.cellspec/0' is not 'bugmatrix.cellspec/1'"),
         (json.dumps({"schema": "bugmatrix.cellspec/1", "pinz": {}}), "pinz: unknown key"),
-        (json.dumps({"schema": "bugmatrix.cellspec/1", "pins": {"torch": 2}}), "pins: {'torch': 2} is not an object of axis -> version"),
+        (json.dumps({"schema": "bugmatrix.cellspec/1", "pins": {"torch": 2}}), "pins: {'torch': 2} is not an object of str -> str"),
     ]:
         path.write_text(text, encoding="utf-8")
         with pytest.raises(BugmatrixError) as info:

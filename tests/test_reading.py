@@ -113,7 +113,7 @@ def test_the_run_file_records_the_declared_axes_and_the_report_prefers_them(tmp_
     assert compat.variant_by_id[CORE].axes == ("torch",), "what the run recorded wins over a stand-in"
     data["results"][0]["axes"] = "torch"
     path.write_text(json.dumps(data), encoding="utf-8")
-    with pytest.raises(Exception, match="axes must be a list"):
+    with pytest.raises(Exception, match="axes: 'torch' is not a list of str"):
         load_run_file(path)
 
 

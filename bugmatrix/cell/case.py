@@ -202,30 +202,6 @@ class Source:
         return f'"{self.title}"' + (f" ({self.date})" if self.date else "") + (f", {self.link}" if self.link else "")
 
 
-def _own_versions(case_id: str, value: object) -> dict[str, tuple[str, ...]]:
-    """``Case(versions=...)`` checked: axis -> canonical release strings, each once (a bad one is one line)."""
-    example = 'write e.g. versions={"transformers": ("4.51.3", "4.52.1")}'
-    if not isinstance(value, Mapping):
-        msg = f"case {case_id!r}: versions={value!r} is not a mapping; {example}"
-        raise CaseError(msg)
-    checked = {}
-    for axis, listed in value.items():
-        if not isinstance(axis, str) or not isinstance(listed, (list, tuple)) or not listed:
-            msg = f"case {case_id!r}: versions: {axis!r}: {listed!r} is not a list of versions; {example}"
-            raise CaseError(msg)
-        for text in listed:
-            try:
-                canonical = str(Version(text))
-            except (InvalidVersion, TypeError):
-                canonical = None
-            if canonical != text or listed.count(text) > 1:
-                why = "is listed twice" if canonical == text else "is not a version written canonically"
-                msg = f"case {case_id!r}: versions: {axis}: {text!r} {why}; list each release once, as the registry spells it"
-                raise CaseError(msg)
-        checked[axis] = tuple(listed)
-    return checked
-
-
 def _axis_names(value: object) -> bool:
     return isinstance(value, tuple) and all(isinstance(a, str) and a for a in value)
 
@@ -264,7 +240,7 @@ class Case:
         if not isinstance(self.cross, Mapping):
             raise self._error(f'cross={self.cross!r} is not a mapping; write e.g. cross={{"transformers": ">=4.46"}}')
         _specifiers(f"case {self.id!r}: cross", self.cross)
-        self.versions = _own_versions(self.id, self.versions)
+        self.versions = self._own_versions()
         if not isinstance(self.environments, Mapping):
             raise self._error(
                 f'environments={self.environments!r} is not a mapping; write e.g. environments={{"bare": Env(absent=["setuptools"])}}'
@@ -285,6 +261,24 @@ class Case:
     def spans(self) -> tuple[str, ...]:
         """Every axis any of its variants spans, sorted: the axes its slice crosses."""
         return tuple(sorted({axis for variant in self.variants for axis in variant.axes}))
+
+    def _own_versions(self) -> dict[str, tuple[str, ...]]:
+        """``versions`` checked: axis -> canonical release strings, each once (a bad one is one line)."""
+        example = 'write e.g. versions={"transformers": ("4.51.3", "4.52.1")}'
+        if not isinstance(self.versions, Mapping):
+            raise self._error(f"versions={self.versions!r} is not a mapping; {example}")
+        for axis, listed in self.versions.items():
+            if not isinstance(axis, str) or not isinstance(listed, (list, tuple)) or not listed:
+                raise self._error(f"versions: {axis!r}: {listed!r} is not a list of versions; {example}")
+            for text in listed:
+                try:
+                    canonical = str(Version(text))
+                except (InvalidVersion, TypeError):
+                    canonical = None
+                if canonical != text or listed.count(text) > 1:
+                    why = "is listed twice" if canonical == text else "is not a version written canonically"
+                    raise self._error(f"versions: {axis}: {text!r} {why}; list each release once, as the registry spells it")
+        return {axis: tuple(listed) for axis, listed in self.versions.items()}
 
     def _error(self, problem: str) -> CaseError:
         return CaseError(f"case {self.id!r}: {problem}")

@@ -17,6 +17,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from bugmatrix.cell.axes import active_spec, device_runtime, device_runtime_axis
 from bugmatrix.cell.case import Case, SkipVariant, Variant
 from bugmatrix.cell.outcomes import Classified, Outcome, classify_outcome, excerpt, tail
 from bugmatrix.cell.preload import resolve_attribute
+from bugmatrix.cell.runfile import typed_fields
 
 __all__ = ["Executed", "GpuFacts", "execute_variant", "gpu_facts", "installed_versions", "seed_everything", "unmet_requirements"]
 
@@ -51,9 +53,8 @@ class Executed:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Executed:
         """The inverse of :meth:`to_json`."""
-        found = data["result"]
-        result = Classified(Outcome(found["outcome"]), found["message"], found["signature_matched"])
-        return cls(result, data["versions"], data["duration"], data["log"], tuple(data["leaked"]), tuple(data["imported"]))
+        result = Classified(**typed_fields(Classified, data["result"], "result: "))
+        return cls(**typed_fields(cls, {**data, "result": result}, ""))
 
 
 @contextlib.contextmanager
@@ -117,8 +118,8 @@ def _first(*calls: Callable[[], Any]) -> Any:
     raise AttributeError(str(last))
 
 
-def _rlimits() -> dict[str, tuple[int, int]]:
-    """name -> (soft, hard) of every resource limit this platform has (none without the resource module)."""
+def _rlimit_knobs() -> dict[str, tuple[Getter, Setter]]:
+    """name -> (get, set) of every resource limit this platform has (none without the resource module)."""
     try:
         import resource
     except ImportError:  # not Unix
@@ -130,14 +131,26 @@ def _rlimits() -> dict[str, tuple[int, int]]:
             continue
         seen.add(number)
         with contextlib.suppress(OSError, ValueError):
-            found[name] = resource.getrlimit(number)
+            resource.getrlimit(number)
+            found[name] = (partial(resource.getrlimit, number), partial(resource.setrlimit, number))
     return found
 
 
-def _limit(value: int) -> str:
-    import resource
+def _set_environ(values: dict[str, str]) -> None:
+    os.environ.clear()
+    os.environ.update(values)
 
-    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+
+def _change(name: str, before: Any, now: Any) -> str:
+    """One ``leaked`` line: what ``name`` was and is (the environment by the variables that differ)."""
+    if name == "environment variables":
+        return f"{name} " + ", ".join(sorted({k for k, _ in set(now.items()) ^ set(before.items())}))
+    if name.startswith("RLIMIT_"):
+        import resource
+
+        limits = ["/".join("unlimited" if v == resource.RLIM_INFINITY else str(v) for v in pair) for pair in (before, now)]
+        return f"{name} {limits[0]} -> {limits[1]} (soft/hard)"
+    return f"{name} {before} -> {now}"
 
 
 def _torch_knobs() -> dict[str, tuple[Getter, Setter]]:
@@ -187,14 +200,11 @@ def _torch_knobs() -> dict[str, tuple[Getter, Setter]]:
 
 @dataclass
 class Snapshot:
-    """The process-wide state before a variant ran."""
+    """The process-wide state before a variant ran: each knob's (get, set) and its value then; the threads then."""
 
     knobs: dict[str, tuple[Getter, Setter]]
     values: dict[str, Any]
-    cwd: str
-    environ: dict[str, str]
     threads: set[int]
-    rlimits: dict[str, tuple[int, int]]
 
     def changes(self) -> list[str]:
         """One line per thing that differs from the snapshot now (nothing is put back)."""
@@ -202,16 +212,7 @@ class Snapshot:
         for name, (get, _) in self.knobs.items():
             now = get()
             if now != self.values[name]:
-                leaked.append(f"{name} {self.values[name]} -> {now}")
-        if os.getcwd() != self.cwd:
-            leaked.append(f"cwd {self.cwd} -> {os.getcwd()}")
-        if dict(os.environ) != self.environ:
-            changed = sorted(set(os.environ.items()) ^ set(self.environ.items()))
-            leaked.append("environment variables " + ", ".join(sorted({k for k, _ in changed})))
-        for name, now in _rlimits().items():
-            before = self.rlimits.get(name)
-            if before is not None and now != before:
-                leaked.append(f"{name} {'/'.join(map(_limit, before))} -> {'/'.join(map(_limit, now))} (soft/hard)")
+                leaked.append(_change(name, self.values[name], now))
         # Non-daemon threads keep a process from exiting.
         new = [t for t in threading.enumerate() if t.ident not in self.threads and t.is_alive() and not t.daemon]
         return leaked + [f"non-daemon thread {t.name!r} still running" for t in new]
@@ -221,33 +222,22 @@ class Snapshot:
         leaked = self.changes()
         for name, (get, put) in self.knobs.items():
             if get() != self.values[name]:
-                with contextlib.suppress(AttributeError, TypeError, RuntimeError):
+                # OSError, ValueError: a lowered hard limit cannot be raised again unprivileged.
+                with contextlib.suppress(AttributeError, TypeError, RuntimeError, OSError, ValueError):
                     put(self.values[name])
-        if os.getcwd() != self.cwd:
-            os.chdir(self.cwd)
-        if dict(os.environ) != self.environ:
-            os.environ.clear()
-            os.environ.update(self.environ)
-        for name, now in _rlimits().items():
-            if name in self.rlimits and now != self.rlimits[name]:
-                import resource
-
-                with contextlib.suppress(OSError, ValueError):  # a lowered hard limit cannot be raised again unprivileged
-                    resource.setrlimit(getattr(resource, name), self.rlimits[name])
         return leaked
 
 
 def capture() -> Snapshot:
     """The state now, to compare with (and in the cell process restore) after the variant."""
-    knobs = _torch_knobs()
-    return Snapshot(
-        knobs=knobs,
-        values={name: get() for name, (get, _) in knobs.items()},
-        cwd=os.getcwd(),
-        environ=dict(os.environ),
-        threads={t.ident for t in threading.enumerate() if t.ident is not None},
-        rlimits=_rlimits(),
-    )
+    knobs = {
+        **_torch_knobs(),
+        "cwd": (os.getcwd, os.chdir),
+        "environment variables": (lambda: dict(os.environ), _set_environ),
+        **_rlimit_knobs(),
+    }
+    values = {name: get() for name, (get, _) in knobs.items()}
+    return Snapshot(knobs, values, {t.ident for t in threading.enumerate() if t.ident is not None})
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 from bugmatrix.cell.descendants import REAP_S, become_subreaper, die_with, is_subreaper, kill_descendants, reap
 
-__all__ = ["Child", "ChildEnd", "DeadlinePassed", "ForkPool", "describe_status"]
+__all__ = ["Child", "ChildEnd", "DeadlinePassed", "ForkPool", "describe_status", "pidfd"]
 
 
 class DeadlinePassed(Exception):
@@ -121,7 +121,8 @@ def _child_main(fn: Callable[[], Any], files: Path, parent: int) -> None:
         os._exit(code)
 
 
-def _pidfd(pid: int) -> int | None:
+def pidfd(pid: int) -> int | None:
+    """A pidfd of ``pid`` (readable once it ends), None where there is none (not Linux 5.3+)."""
     try:
         return os.pidfd_open(pid)  # type: ignore[attr-defined]  # Linux 5.3+, Python 3.9+
     except (AttributeError, OSError):
@@ -166,20 +167,16 @@ class ForkPool:
         with contextlib.suppress(OSError):  # both sides set the group, whichever runs first (the usual race)
             os.setpgid(pid, pid)
         now = time.monotonic()
-        child = Child(key, pid, now + deadline_s, now, files, _pidfd(pid))
+        child = Child(key, pid, now + deadline_s, now, files, pidfd(pid))
         if child.pidfd is not None:
             self._selector.register(child.pidfd, selectors.EVENT_READ, child)
         self.running[key] = child
         return child
 
     def call(self, fn: Callable[[], Any], *, deadline_s: float) -> ChildEnd:
-        """Run one function in a child and wait for it (the pool must be free)."""
-        key = ("call", self._count)
-        self.start(key, fn, deadline_s=deadline_s)
-        while True:
-            end = self.next_end()
-            if end.key == key:
-                return end
+        """Run one function in a child and wait for it (no other child may be running)."""
+        self.start(("call", self._count), fn, deadline_s=deadline_s)
+        return self.next_end()
 
     def next_end(self) -> ChildEnd:
         """Wait until a child ends (or is killed at its deadline), reap it and say how; past ``until``, :class:`DeadlinePassed`."""

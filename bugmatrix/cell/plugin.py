@@ -380,7 +380,7 @@ class VariantItem(pytest.Item):
         """Attach the record to the report; raise if it contradicts the expectation (skip if it did not run)."""
         record = self.record(executed)
         # JSON-safe: xdist ships user properties from worker to controller.
-        self.user_properties.append((PROPERTY, json.loads(json.dumps(record.to_json()))))
+        self.user_properties.append((PROPERTY, json.loads(json.dumps(dataclasses.asdict(record)))))
         if record.outcome is Outcome.SKIPPED:
             pytest.skip(record.message)
         if record.verdict.flagged:

@@ -62,19 +62,15 @@ def _where(error: BaseException) -> str:
 
 def resolve_attribute(dotted: str) -> object | None:
     """Import ``a.b.C`` attribute by attribute; None where any part is absent."""
-    parts = dotted.split(".")
-    try:
-        obj: object = importlib.import_module(parts[0])
-    except ImportError:
-        return None
-    for index, part in enumerate(parts[1:], start=1):
-        if not hasattr(obj, part):
-            try:
-                obj = importlib.import_module(".".join(parts[: index + 1]))
-                continue
-            except ImportError:
-                return None
-        obj = getattr(obj, part)
+    parts, obj = dotted.split("."), None
+    for index, part in enumerate(parts):
+        if index and hasattr(obj, part):
+            obj = getattr(obj, part)
+            continue
+        try:
+            obj = importlib.import_module(".".join(parts[: index + 1]))
+        except ImportError:
+            return None
     return obj
 
 

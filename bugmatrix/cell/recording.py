@@ -23,6 +23,7 @@ import pytest
 
 from bugmatrix.cell.cellspec import CellOptions
 from bugmatrix.cell.descendants import kill_descendants
+from bugmatrix.cell.forkrun import pidfd
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome, Verdict, excerpt, tail
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
@@ -177,13 +178,12 @@ class WorkerWatch:
 
     def add(self, pid: int) -> None:
         """Watch a worker; the thread starts with the first."""
-        try:
-            pidfd = os.pidfd_open(pid)
-        except (AttributeError, OSError):
+        fd = pidfd(pid)
+        if fd is None:
             return  # no pidfd (not Linux 5.3+): xdist alone, as before
         self.workers.add(pid)
         self._ended[pid] = threading.Event()
-        self._selector.register(pidfd, selectors.EVENT_READ, pid)
+        self._selector.register(fd, selectors.EVENT_READ, pid)
         if self._thread is None:
             self._thread = threading.Thread(target=self._watch, name="bugmatrix-worker-watch", daemon=True)
             self._thread.start()

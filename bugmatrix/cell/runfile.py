@@ -6,11 +6,14 @@ The harness reads it through :class:`bugmatrix.documents.run.RunFile`; the cell 
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
+from enum import EnumMeta
 from pathlib import Path
-from typing import Any
+from types import NoneType, UnionType
+from typing import Any, get_args, get_origin, get_type_hints
 
 from bugmatrix.cell.outcomes import Kind, Outcome, Verdict
 from bugmatrix.errors import BugmatrixError
@@ -24,8 +27,73 @@ OLD_SCHEMAS = ("bugmatrix.run/1", "bugmatrix.run/2")
 ORIGIN_KEYS = ("date", "commit", "run")
 
 
-#: A result's fields that hold text; anything else there is a corrupt file.
-_TEXT_FIELDS = ("id", "case", "variant", "device", "message", "evidence", "log", "dtype", "pinned")
+#: Each dataclass's field types, evaluated once (thousands of results are read per report).
+_hints = functools.cache(get_type_hints)
+
+
+@functools.cache
+def _parts(hint: Any) -> tuple[Any, tuple[Any, ...]]:
+    """A type's origin (itself where it has none) and arguments, worked out once per type."""
+    return get_origin(hint) or hint, get_args(hint)
+
+
+def _fits(hint: Any, value: Any) -> bool:
+    """``value`` (parsed JSON) is of type ``hint``: a list for a list or tuple, an enum's value for the enum."""
+    if hint is str or hint is bool:  # most fields, first: thousands of results are read per report
+        return isinstance(value, hint)
+    kind, args = _parts(hint)
+    if kind is UnionType:
+        return any(_fits(arg, value) for arg in args)
+    if kind is Any:
+        return True
+    if isinstance(kind, EnumMeta):
+        return value in kind._value2member_map_
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind in (list, tuple):
+        return isinstance(value, list) and all(_fits(args[0], item) for item in value)
+    if kind is dict:
+        return isinstance(value, dict) and all(_fits(args[0], k) and _fits(args[1], v) for k, v in value.items())
+    return isinstance(value, kind)
+
+
+def _said(hint: Any) -> str:
+    """How a refusal names a type in JSON's terms: ``a list of str``, ``str or null``."""
+    kind, args = _parts(hint)
+    if kind is UnionType:
+        return " or ".join(map(_said, args))
+    if isinstance(kind, EnumMeta):
+        return "one of " + ", ".join(member.value for member in kind)
+    if kind in (list, tuple):
+        return f"a list of {_said(args[0])}"
+    if kind is dict:
+        return f"an object of {_said(args[0])} -> {_said(args[1])}"
+    return {str: "str", bool: "true or false", float: "a number", NoneType: "null"}.get(kind, "any")
+
+
+def typed_fields(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """The fields of dataclass ``cls`` that ``data`` holds, each checked against its annotation (a list made a tuple for a
+    tuple, an enum's value its member); unknown keys are left out, a value of another type is a one-line ValueError."""
+    hints, values = _hints(cls), {}
+    for name in (f.name for f in fields(cls) if f.name in data):
+        hint, value = hints[name], data[name]
+        if not _fits(hint, value):
+            msg = f"{where}{name}: {value!r} is not {_said(hint)}"
+            raise ValueError(msg)
+        values[name] = _as(hint, value)
+    return values
+
+
+def _as(hint: Any, value: Any) -> Any:
+    """``value`` as a field of type ``hint`` holds it: a list as a tuple for a tuple, an enum's value as its member."""
+    if hint is str or hint is bool:
+        return value
+    kind, args = _parts(hint)
+    if value is None or kind is UnionType:  # ``X | None``: X is first
+        return None if value is None else _as(args[0], value)
+    if isinstance(kind, EnumMeta):
+        return kind(value)
+    return tuple(value) if kind is tuple else value
 
 
 @dataclass(frozen=True)
@@ -55,44 +123,10 @@ class VariantRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> VariantRecord:
-        """Build from JSON; unknown outcomes, verdicts or kinds are errors (a corrupt or foreign file)."""
-        names = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in names}
+        """Build from JSON; a field of another type, or an unknown outcome, verdict or kind, is a one-line ValueError."""
         # A corrupt file fails here, in one line, never later as a TypeError in a report (a dict `message` is unhashable).
-        for name in _TEXT_FIELDS:
-            if not isinstance(values.get(name, ""), str):
-                msg = f"result {data.get('id')!r}: {name} must be a string, not {type(values[name]).__name__}"
-                raise TypeError(msg)
-        if not isinstance(values.get("signature_matched"), bool):
-            msg = f"result {data.get('id')!r}: signature_matched must be true or false"
-            raise TypeError(msg)
-        if isinstance(values.get("duration_s"), bool) or not isinstance(values.get("duration_s"), int | float):
-            msg = f"result {data.get('id')!r}: duration_s must be a number"
-            raise TypeError(msg)
-        for name in ("workaround_for", "counterpart"):
-            if values.get(name) is not None and not isinstance(values[name], str):
-                msg = f"result {data.get('id')!r}: {name} must be a string or null"
-                raise TypeError(msg)
-        if not isinstance(data.get("leaked") or [], list) or not all(isinstance(x, str) for x in data.get("leaked") or []):
-            msg = f"result {data.get('id')!r}: leaked must be a list of strings"
-            raise TypeError(msg)
-        values["outcome"] = Outcome(data["outcome"])
-        values["verdict"] = Verdict(data["verdict"])
-        values["expected"] = Outcome(data["expected"]) if data.get("expected") else None
-        values["kind"] = Kind(data["kind"]) if data.get("kind") else None
-        values["leaked"] = tuple(data.get("leaked") or ())
-        axes = data.get("axes")
-        if axes is not None and (not isinstance(axes, list) or not all(isinstance(a, str) for a in axes)):
-            msg = f"variant {data.get('id')!r}: axes must be a list of axis names"
-            raise ValueError(msg)
-        values["axes"] = tuple(axes) if axes is not None else None
-        return cls(**values)
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["leaked"] = list(self.leaked)
-        data["axes"] = list(self.axes) if self.axes is not None else None
-        return data
+        found = {**data, "kind": data.get("kind") or None, "expected": data.get("expected") or None}
+        return cls(**typed_fields(cls, found, f"result {data.get('id')!r}: "))
 
 
 @dataclass
@@ -133,73 +167,43 @@ class RunRecord:
             return None
 
     def to_json(self) -> dict[str, Any]:
-        """Plain data, ready for json.dumps."""
+        """Plain data, ready for json.dumps (which writes a tuple as a list)."""
         data = asdict(self)
-        data["results"] = [r.to_json() for r in self.results]
         del data["digest"]
         return data
 
 
-def _read(path: Path) -> tuple[dict[str, Any], str]:
-    """The file's document and the digest of its bytes (what the history records, and reuse checks)."""
+def load_run_file(path: Path) -> RunRecord:
+    """The cell's own reader (the harness uses :func:`bugmatrix.documents.run.load_run_file`); a defect is one line."""
     raw = read_bytes(path, "run file", fix="re-run its cell")
     data = decode_json(raw, path, "run file", fix="re-run its cell")
     if not isinstance(data, dict):
         msg = f"{path}: a run file must be a JSON object; re-run its cell"
         raise BugmatrixError(msg)
-    schema = data.get("schema")
-    if schema not in (SCHEMA, *OLD_SCHEMAS):
-        msg = f"{path}: schema {schema!r} is not {SCHEMA!r}; re-run its cell with this version of bugmatrix"
+    if data.get("schema") not in (SCHEMA, *OLD_SCHEMAS):
+        msg = f"{path}: schema {data.get('schema')!r} is not {SCHEMA!r}; re-run its cell with this version of bugmatrix"
         raise BugmatrixError(msg)
-    return data, digest_of(raw)
-
-
-def _origin(value: Any, key: str) -> dict[str, str] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict) or any(not isinstance(value.get(k), str) for k in ORIGIN_KEYS):
-        msg = f"{key} must be an object with string {', '.join(ORIGIN_KEYS)}"
-        raise ValueError(msg)
-    return {k: value[k] for k in ORIGIN_KEYS}
-
-
-def _input_key(value: Any) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict) or not isinstance(value.get("digest"), str) or not isinstance(value.get("parts"), dict):
-        msg = "input_key must be an object with a string digest and an object of parts"
-        raise ValueError(msg)
-    return {"digest": value["digest"], "parts": dict(value["parts"])}
-
-
-def load_run_file(path: Path) -> RunRecord:
-    """The cell's own reader (the harness uses :func:`bugmatrix.documents.run.load_run_file`); a defect is one line."""
-    data, digest = _read(path)
     try:
-        if data["install"].get("status") not in ("ok", "failed"):
-            msg = f"install.status {data['install'].get('status')!r} is neither 'ok' nor 'failed'"
+        absent = [name for name in ("cell", "pins", "environment", "started", "finished", "install", "results") if name not in data]
+        if absent:
+            raise KeyError(absent[0])
+        values = typed_fields(RunRecord, {**data, "results": [], "digest": digest_of(raw)}, "")
+        values.pop("schema", None)
+        if values["install"].get("status") not in ("ok", "failed"):
+            msg = f"install.status {values['install'].get('status')!r} is neither 'ok' nor 'failed'"
             raise ValueError(msg)
-        results = [VariantRecord.from_dict(r) for r in data["results"]]
-        run = RunRecord(
-            cell=str(data["cell"]),
-            pins={str(k): str(v) for k, v in dict(data["pins"]).items()},
-            environment=dict(data["environment"]),
-            started=str(data["started"]),
-            finished=str(data["finished"]),
-            install=dict(data["install"]),
-            results=results,
-            axes=[str(a) for a in data.get("axes", [])],
-            selected=[str(s) for s in data.get("selected", [])],
-            deselected_by=str(data.get("deselected_by", "")),
-            tracked={str(a): {str(k): str(v) for k, v in dict(t).items()} for a, t in dict(data.get("tracked") or {}).items()},
-            # A v1 file cannot say what it was asked to run; "finished" was its only completeness mark.
-            complete=bool(data["complete"]) if "complete" in data else bool(data["finished"]),
-            running=[str(r) for r in data.get("running") or []],
-            input_key=_input_key(data.get("input_key")),
-            origin=_origin(data.get("origin"), "origin"),
-            reused_from=_origin(data.get("reused_from"), "reused_from"),
-            digest=digest,
-        )
+        for key in ("origin", "reused_from"):
+            if values.get(key) is not None and sorted(values[key]) != sorted(ORIGIN_KEYS):
+                msg = f"{key}: {values[key]!r} is not an object of {', '.join(ORIGIN_KEYS)}"
+                raise ValueError(msg)
+            values[key] = {k: values[key][k] for k in ORIGIN_KEYS} if values.get(key) else None
+        key = values.get("input_key")
+        if key is not None and not (isinstance(key.get("digest"), str) and isinstance(key.get("parts"), dict)):
+            msg = f"input_key: {key!r} is not an object of a digest (str) and parts (an object)"
+            raise ValueError(msg)
+        # A v1 file cannot say what it was asked to run; "finished" was its only completeness mark.
+        values.setdefault("complete", bool(values["finished"]))
+        run = RunRecord(**{**values, "results": [VariantRecord.from_dict(r) for r in data["results"]]})
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         msg = f"{path}: malformed run file ({type(exc).__name__}: {exc}); re-run its cell"
         raise BugmatrixError(msg) from exc
