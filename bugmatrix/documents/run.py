@@ -123,7 +123,7 @@ FIX = "re-run its cell"
 
 def _record(document: RunFile, digest: str) -> RunRecord:
     plain = msgspec.to_builtins(document)  # the plain dicts a RunRecord holds
-    plain["results"] = [VariantRecord.from_dict(r) for r in plain["results"]]
+    plain["results"] = [msgspec.convert({**r, "kind": r["kind"] or None}, VariantRecord) for r in plain["results"]]  # checked above
     # A v1 file cannot say what it was asked to run; "finished" was its only completeness mark.
     plain["complete"] = bool(document.finished) if document.complete is None else document.complete
     return RunRecord(**plain, digest=digest)
