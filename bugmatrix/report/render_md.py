@@ -172,16 +172,9 @@ def _cases(report: NightReport) -> list[_Case]:
 def render_markdown(report: NightReport) -> str:
     """The full compat.md: header, findings, then per case its boundaries, agreement and table."""
     compat = report.compat
-    interpreter = (compat.interpreter or "interpreter").capitalize()
-    hosts = "; ".join(
-        f"{h.get('platform') or ''} · GPU: {h.get('gpu') or 'none'} · CUDA builds: {', '.join(h.get('cuda') or ()) or 'none'} · {interpreter}"
-        f" {', '.join(compat.interpreters(h))}"
-        for h in compat.environments
-    )
     return TEXT.get_template("compat.md.j2").render(
         report=report,
         compat=compat,
-        hosts=hosts,
         source_builds=source_build_lines(compat),
         shared=", ".join(f"{compat.short(a)} {v}" for a, v in compat.varying_and_shared[1].items()),
         cases=_cases(report),

@@ -123,8 +123,8 @@ def render_terminal(report: NightReport, *, colour: bool = False) -> str:
     findings = [f"{'✗' if line.startswith('REGRESSION') else '⚠'} {line}" for line in summary_lines(changes)]
     findings += [f"≈ {line}" for line in flaky_lines(changes)]
     for c in (c for c in changes if c.kind is ChangeKind.NEW_FAILURE_MODE):
-        first = c.message.strip().splitlines()[0] if c.message.strip() else ""
-        findings.append(f"≠ NEW FAILURE MODE {c.variant_id} in {c.cell_id}: {c.before or 'new'} -> {c.after}: {first}{c.reused_note}")
+        was = c.before or "new"
+        findings.append(f"≠ NEW FAILURE MODE {c.variant_id} in {c.cell_id}: {was} -> {c.after}: {c.first_line}{c.reused_note}")
     if len(findings) > HEADLINE_LIMIT:
         findings[HEADLINE_LIMIT:] = [f"    … and {len(findings) - HEADLINE_LIMIT} more finding(s) (see compat.md or index.html)"]
     text = TEXT.get_template("terminal.txt.j2").render(
