@@ -22,7 +22,7 @@ from bugmatrix.report.boundaries import by_case
 from bugmatrix.report.diff import INFORMATIONAL, PER_CELL, Change
 from bugmatrix.report.history import WINDOW
 from bugmatrix.report.marks import Picture, Track, boundary_text
-from bugmatrix.report.model import REUSED, Compat, reused_note, source_build_lines
+from bugmatrix.report.model import REUSED, Compat, reused_note
 from bugmatrix.report.night import NightReport
 
 __all__ = ["LINE_LIMIT", "SUMMARY_CHANGE_LIMIT", "TEXT", "code", "escape_md", "render_markdown", "render_step_summary"]
@@ -175,7 +175,6 @@ def render_markdown(report: NightReport) -> str:
     return TEXT.get_template("compat.md.j2").render(
         report=report,
         compat=compat,
-        source_builds=source_build_lines(compat),
         shared=", ".join(f"{compat.short(a)} {v}" for a, v in compat.varying_and_shared[1].items()),
         cases=_cases(report),
         limit=None,

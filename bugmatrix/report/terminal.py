@@ -16,7 +16,7 @@ from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.diff import ChangeKind, flaky_lines, summary_lines
 from bugmatrix.report.history import VariantHistory
 from bugmatrix.report.marks import Picture, Track, boundary_text
-from bugmatrix.report.model import REUSED, Compat, source_build_lines
+from bugmatrix.report.model import REUSED, Compat
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.render_md import TEXT
 
@@ -132,7 +132,6 @@ def render_terminal(report: NightReport, *, colour: bool = False) -> str:
         compat=report.compat,
         missing_cells=list(missing_cells.items()),
         findings=findings,
-        source_builds=source_build_lines(report.compat),
         table=table,
         idle=idle,
         limit=HEADLINE_LIMIT,
