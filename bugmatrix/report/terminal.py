@@ -26,7 +26,6 @@ __all__ = ["render_terminal", "summary_rows", "use_colour"]
 HEADLINE_LIMIT = 10
 
 _ANSI = {"✗": "31", "✓": "32", "≠": "33", "‼": "33", "∞": "33", "⚠": "90", "≈": "35"}
-_RESET = "\033[0m"
 #: How the terminal introduces a variant's held workarounds (the README's table has a column for them instead).
 HELD = "workarounds fixed where it reproduced: "
 
@@ -107,14 +106,6 @@ def render_terminal(report: NightReport, *, colour: bool = False) -> str:
     """The findings and new releases first, then the summary table (no trailing newline); the history adds ≈ flaky marks."""
     body, idle = summary_rows(report)
     rows = [("variant", "reproduced in", "fixed in", "boundary", ""), *body]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    table = []
-    for row in rows:
-        table.append(("  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:3])) + "  " + row[3]).rstrip())
-        if row[4]:
-            table.append("    " + HELD + row[4])
-    if colour:
-        table[0] = f"\033[1m{table[0]}{_RESET}"
     missing_cells: dict[str, list[str]] = {}
     for change in report.missing:
         missing_cells.setdefault(change.cell_id, []).append(change.message)
@@ -132,9 +123,12 @@ def render_terminal(report: NightReport, *, colour: bool = False) -> str:
         compat=report.compat,
         missing_cells=list(missing_cells.items()),
         findings=findings,
-        table=table,
+        rows=rows,
+        widths=[max(len(r[i]) for r in rows) for i in range(3)],
+        held=HELD,
+        bold=colour,
         idle=idle,
         limit=HEADLINE_LIMIT,
     )
     text = text.removesuffix("\n")
-    return "".join(f"\033[{_ANSI[ch]}m{ch}{_RESET}" if ch in _ANSI else ch for ch in text) if colour else text
+    return "".join(f"\033[{_ANSI[ch]}m{ch}\033[0m" if ch in _ANSI else ch for ch in text) if colour else text
