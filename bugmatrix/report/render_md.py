@@ -171,16 +171,7 @@ def _cases(report: NightReport) -> list[_Case]:
 
 def render_markdown(report: NightReport) -> str:
     """The full compat.md: header, findings, then per case its boundaries, agreement and table."""
-    compat = report.compat
-    return TEXT.get_template("compat.md.j2").render(
-        report=report,
-        compat=compat,
-        shared=", ".join(f"{compat.short(a)} {v}" for a, v in compat.varying_and_shared[1].items()),
-        cases=_cases(report),
-        limit=None,
-        notes_limit=None,
-        flaky=[],
-    )
+    return TEXT.get_template("compat.md.j2").render(report=report, cases=_cases(report))
 
 
 def render_step_summary(report: NightReport) -> str:
@@ -191,9 +182,7 @@ def render_step_summary(report: NightReport) -> str:
         counts.setdefault(variant.case, Counter()).update(e.outcome for e in compat.entries(variant.id).values())
     return TEXT.get_template("summary.md.j2").render(
         report=report,
-        compat=compat,
         counts=[(case, [counter.get(o, 0) for o in Outcome]) for case, counter in counts.items()],
-        flaky=[(variant, h.flaky) for variant, h in report.history.items() if h.flaky],
         limit=SUMMARY_CHANGE_LIMIT,
         notes_limit=LINE_LIMIT,
     )

@@ -120,7 +120,6 @@ def render_terminal(report: NightReport, *, colour: bool = False) -> str:
         findings[HEADLINE_LIMIT:] = [f"    … and {len(findings) - HEADLINE_LIMIT} more finding(s) (see compat.md or index.html)"]
     text = TEXT.get_template("terminal.txt.j2").render(
         report=report,
-        compat=report.compat,
         missing_cells=list(missing_cells.items()),
         findings=findings,
         rows=rows,
