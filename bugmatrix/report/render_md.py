@@ -12,7 +12,7 @@ import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jinja2 import Environment, PackageLoader
 
@@ -147,8 +147,7 @@ TEXT.globals.update(
 )
 
 
-@dataclass(frozen=True)
-class _Case:
+class _Case(NamedTuple):
     name: str
     drawn: list[Picture]
     headings: list[str]
