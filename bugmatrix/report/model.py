@@ -107,13 +107,10 @@ class Compat(document.Compat, frozen=True, dict=True):
         return self.results.get(variant_id, {})
 
     @cached_property
-    def _ran_variants(self) -> frozenset[str]:
+    def ran_variants(self) -> frozenset[str]:
+        """The variants with an entry that is an outcome of running them (not skipped, install-failed or missing)."""
         ran = frozenset(o for o in Outcome if o.ran)
         return frozenset(vid for vid, per_cell in self.results.items() if any(e.outcome in ran for e in per_cell.values()))
-
-    def ran_anywhere(self, variant_id: str) -> bool:
-        """Some entry of the variant is an outcome of running it (not skipped, install-failed or missing)."""
-        return variant_id in self._ran_variants
 
     @cached_property
     def varying_and_shared(self) -> tuple[list[str], dict[str, str]]:

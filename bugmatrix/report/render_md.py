@@ -160,7 +160,7 @@ def _cases(report: NightReport) -> list[_Case]:
     varying, _ = compat.varying_and_shared
     cases = []
     for case, drawn, idle in by_case(compat, report.boundary):
-        ran = [v for v in compat.variants if v.case == case and compat.ran_anywhere(v.id)]
+        ran = [v for v in compat.variants if v.case == case and v.id in compat.ran_variants]
         columns = [c for c in compat.cells if any(c.id in compat.entries(v.id) for v in ran)]
         groups = _column_groups(compat, columns, ran, varying) if ran else []
         rows = [(v, [entries[i] for _, entries in groups]) for i, v in enumerate(ran)]
