@@ -26,8 +26,6 @@ __all__ = ["render_terminal", "summary_rows", "use_colour"]
 HEADLINE_LIMIT = 10
 
 _ANSI = {"✗": "31", "✓": "32", "≠": "33", "‼": "33", "∞": "33", "⚠": "90", "≈": "35"}
-#: How the terminal introduces a variant's held workarounds (the README's table has a column for them instead).
-HELD = "workarounds fixed where it reproduced: "
 
 
 def use_colour(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
@@ -124,7 +122,6 @@ def render_terminal(report: NightReport, *, colour: bool = False) -> str:
         findings=findings,
         rows=rows,
         widths=[max(len(r[i]) for r in rows) for i in range(3)],
-        held=HELD,
         bold=colour,
         idle=idle,
         limit=HEADLINE_LIMIT,
