@@ -8,14 +8,14 @@ from __future__ import annotations
 import sys
 import tomllib
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from bugmatrix.cell.environment import SOURCE_BUILDS, describe_environment, source_builds
+from bugmatrix.documents.compat import Cell
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.matrix import parse_matrix
-from bugmatrix.report.model import source_build_lines
+from bugmatrix.report.model import COMPAT_SCHEMA, Compat
 from bugmatrix.run.envbuild import InstallFailed, ensure_environment
 from bugmatrix.run.lock import create_lock
 from tests.test_lock import PYTHON, registry_reachable
@@ -70,11 +70,11 @@ def test_the_setting_is_read_from_matrix_toml_and_a_bad_value_is_one_line() -> N
 
 
 def test_the_report_and_the_cells_header_line_say_what_was_built_from_source() -> None:
-    cells = [
-        SimpleNamespace(id="py313-np1.26.4", environment={"source_builds": {"numpy": "1.26.4"}}),
-        SimpleNamespace(id="py311-np1.26.4", environment={"source_builds": {}}),
-    ]
-    assert source_build_lines(SimpleNamespace(cells=cells)) == [  # type: ignore[arg-type]
+    cells = (
+        Cell("py313-np1.26.4", {}, environment={"source_builds": {"numpy": "1.26.4"}}),
+        Cell("py311-np1.26.4", {}, environment={"source_builds": {}}),
+    )
+    assert Compat(schema=COMPAT_SCHEMA, cells=cells, variants=(), results={}).source_builds == [
         "built from source in py313-np1.26.4: numpy 1.26.4 (no wheel for its Python; refuse with [harness] source_builds)"
     ]
     assert describe_environment({"python": "3.13.1", "source_builds": {"numpy": "1.26.4"}}).endswith("; built from source: numpy 1.26.4")

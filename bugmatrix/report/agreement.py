@@ -104,11 +104,11 @@ def _cells(cells: tuple[str, ...]) -> str:
 def per_case(compat: Compat) -> dict[str, tuple[list[AgreementRow], list[str]]]:
     """Per case: its rows by short names, and the upstream variants never compared (named once, not as "0/0 cells" lines)."""
     cases: dict[str, tuple[list[AgreementRow], list[str]]] = {}
-    short = {v.id: v.short for v in compat.variants}
+    by_id = compat.variant_by_id
     for row in agreement(compat):
-        lines, idle = cases.setdefault(compat.variant_by_id[row.upstream].case, ([], []))
+        lines, idle = cases.setdefault(by_id[row.upstream].case, ([], []))
         if row.counterpart is not None and row.total == 0 and not row.apart:
-            idle.append(short[row.upstream])
+            idle.append(by_id[row.upstream].short)
             continue
-        lines.append(replace(row, upstream=short[row.upstream], counterpart=row.counterpart and short[row.counterpart]))
+        lines.append(replace(row, upstream=by_id[row.upstream].short, counterpart=row.counterpart and by_id[row.counterpart].short))
     return cases

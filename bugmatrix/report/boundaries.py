@@ -275,8 +275,8 @@ def _root(variant: Variant, by_name: Mapping[tuple[str, str, str], Variant]) -> 
 def pictures(compat: Compat) -> Boundary:
     """One picture per variant that ran (not only skipped, install-failed or missing), and the variants that ran nowhere."""
     results, context = compat.results, _Cells(compat)
-    active = [v for v in compat.variants if compat.ran_anywhere(v.id)]
-    idle = [v for v in compat.variants if not compat.ran_anywhere(v.id)]
+    active = [v for v in compat.variants if v.id in compat.ran_variants]
+    idle = [v for v in compat.variants if v.id not in compat.ran_variants]
     by_name = {(v.case, v.device, v.name): v for v in active}
     roots = {v.id: _root(v, by_name) for v in active}
     helpers: dict[tuple[str, str, str], list[Variant]] = {}

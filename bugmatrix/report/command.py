@@ -48,10 +48,6 @@ def _baseline(options: ReportOptions) -> tuple[Path, Compat | None]:
     return path, load_compat(path) if path.exists() else None
 
 
-def _waiting(directory: Path) -> None:
-    print(f"report: waiting for another report writing into {directory} (one at a time; no night is lost)", file=sys.stderr, flush=True)
-
-
 def night_cells(options: ReportOptions) -> list[str]:
     """The cells whose run files this report reads (by file name): the night's own, and the GPU runs ``--publish`` keeps."""
     kept = [p.stem for p in kept_by_publish(options.reference)] if _publishing(options) else []
@@ -77,7 +73,8 @@ def run_report(options: ReportOptions) -> int:
     today = now.date().isoformat()  # --date is checked: history lines sort by it
     date = today if options.date is None else iso_date(options.date, "--date", f"; use YYYY-MM-DD, e.g. --date {today}")
     locks = [directory for output in outputs for directory in output.locks(options)]
-    with locked_directories(dict.fromkeys(locks), on_wait=_waiting):
+    waiting = "report: waiting for another report writing into {} (one at a time; no night is lost)"
+    with locked_directories(dict.fromkeys(locks), on_wait=lambda directory: print(waiting.format(directory), file=sys.stderr, flush=True)):
         night = _build(options, baseline, now, date)
         rendered = [output.render(night) for output in outputs]
         write_files({path: text for files, _ in rendered for path, text in files.items()}, remove=[p for _, gone in rendered for p in gone])

@@ -63,6 +63,11 @@ class Change:
         """`` (♻ reused from <date, commit, run>)`` for a reused result."""
         return reused_note(self.reused)
 
+    @property
+    def first_line(self) -> str:
+        """The message's first line that says something ("" for none)."""
+        return self.message.strip().splitlines()[0] if self.message.strip() else ""
+
 
 def _classify(before: Outcome | None, after: Outcome) -> ChangeKind | None:
     if before is after:
@@ -116,22 +121,17 @@ def diff_against_baseline(
 
 def summary_lines(changes: Iterable[Change]) -> list[str]:
     """One line per failing change, for the CLI and CI logs; a cell that does not install is one line, not one per variant."""
-    lines = []
-    per_cell: dict[tuple[ChangeKind, str], int] = {}
+    lines, said = [], set()
     for c in changes:
-        if c.kind not in FAILING:
-            continue
-        first = c.message.strip().splitlines()[0] if c.message.strip() else ""
         if c.kind is ChangeKind.MISSING:
-            lines.append(f"MISSING {c.variant_id} in {c.cell_id}: {first}")
-        elif c.kind in PER_CELL:
-            if (c.kind, c.cell_id) not in per_cell:
-                per_cell[(c.kind, c.cell_id)] = len(lines)
-                lines.append(f"{c.kind.upper()} {c.cell_id}: {first}{c.reused_note}")
-        else:
+            lines.append(f"MISSING {c.variant_id} in {c.cell_id}: {c.first_line}")
+        elif c.kind in PER_CELL and (c.kind, c.cell_id) not in said:
+            said.add((c.kind, c.cell_id))
+            lines.append(f"{c.kind.upper()} {c.cell_id}: {c.first_line}{c.reused_note}")
+        elif c.kind is ChangeKind.REGRESSION:
             # A regression already in the baseline still fails the run; say what was expected, not "reproduced -> reproduced".
             was = c.before if c.before not in (None, c.after) else "expected fixed"
-            lines.append(f"REGRESSION {c.variant_id} in {c.cell_id}: {was} -> {c.after}: {first}{c.reused_note}")
+            lines.append(f"REGRESSION {c.variant_id} in {c.cell_id}: {was} -> {c.after}: {c.first_line}{c.reused_note}")
     return lines
 
 

@@ -43,17 +43,14 @@ class Expectation:
     tracking: Tracking | None = None  # the plan's resolution of latest
 
     @cached_property
-    def _by_id(self) -> dict[str, PlannedCell]:
+    def by_id(self) -> dict[str, PlannedCell]:
         return {c.id: c for c in self.cells}
-
-    def cell(self, cell_id: str) -> PlannedCell | None:
-        return self._by_id.get(cell_id)
 
     def variants_for(self, cell_id: str, run: RunRecord | None) -> tuple[str, ...]:
         """The variants ``cell_id`` should have recorded: the plan's; else its run file's own selection; else the baseline's."""
         if self.summary.source is not ExpectationSource.PLAN and run is not None and run.selected:
             return tuple(run.selected)
-        expected = self._by_id.get(cell_id)
+        expected = self.by_id.get(cell_id)
         return expected.variants if expected else ()
 
 

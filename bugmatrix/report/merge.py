@@ -175,7 +175,7 @@ def _missing(
 ) -> None:
     """Add a ``missing`` entry for each expected result no run holds (an unreadable run file holds none, and says why)."""
     by_cell = {run.cell: run for run in runs}
-    order = [c.id for c in expectation.cells] + [r.cell for r in runs if expectation.cell(r.cell) is None]
+    order = [c.id for c in expectation.cells] + [r.cell for r in runs if r.cell not in expectation.by_id]
     order += [c for c in unreadable if c not in order]
     known = list(variants)
     noun = "planned" if expectation.summary.source is ExpectationSource.PLAN else "expected"
@@ -255,7 +255,7 @@ def merge_runs(
             msg = f"cell {run.cell!r} appears in two run files; delete the stale one from the runs directory and re-run the report"
             raise BugmatrixError(msg)
         seen.add(run.cell)
-        if planned and (cell := expectation.cell(run.cell)) is not None and dict(cell.pins) != run.pins:
+        if planned and (cell := expectation.by_id.get(run.cell)) is not None and dict(cell.pins) != run.pins:
             msg = f"run file of {run.cell}: pins {run.pins} differ from the plan's {dict(cell.pins)}; re-run the cell with this plan"
             raise BugmatrixError(msg)
     if planned:

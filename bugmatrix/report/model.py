@@ -19,7 +19,7 @@ from bugmatrix.documents.compat import Cell, Entry, ExpectationSource, Expectati
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import decode_json, read_bytes
 
-__all__ = ["COMPAT_SCHEMA", "OLD_COMPAT_SCHEMAS", "REUSED", "Compat", "compat_json", "load_compat", "reused_note", "source_build_lines"]
+__all__ = ["COMPAT_SCHEMA", "OLD_COMPAT_SCHEMAS", "REUSED", "Compat", "compat_json", "load_compat", "reused_note"]
 
 #: The one place the compat document's version is named (the model in bugmatrix/documents/compat.py accepts it and the older ones).
 COMPAT_SCHEMA = "bugmatrix.compat/4"
@@ -107,13 +107,10 @@ class Compat(document.Compat, frozen=True, dict=True):
         return self.results.get(variant_id, {})
 
     @cached_property
-    def _ran_variants(self) -> frozenset[str]:
+    def ran_variants(self) -> frozenset[str]:
+        """The variants with an entry that is an outcome of running them (not skipped, install-failed or missing)."""
         ran = frozenset(o for o in Outcome if o.ran)
         return frozenset(vid for vid, per_cell in self.results.items() if any(e.outcome in ran for e in per_cell.values()))
-
-    def ran_anywhere(self, variant_id: str) -> bool:
-        """Some entry of the variant is an outcome of running it (not skipped, install-failed or missing)."""
-        return variant_id in self._ran_variants
 
     @cached_property
     def varying_and_shared(self) -> tuple[list[str], dict[str, str]]:
@@ -152,6 +149,16 @@ class Compat(document.Compat, frozen=True, dict=True):
             f"{gpu} · CUDA {cuda or '?'} · {day or 'date unknown'}: {', '.join(cells)}" for (gpu, cuda, day), cells in groups.items()
         )
 
+    @cached_property
+    def source_builds(self) -> list[str]:
+        """One line per cell whose environment built a distribution from source (slow, and another binary than a wheel's)."""
+        lines = []
+        for cell in self.cells:
+            if built := cell.environment.get("source_builds"):
+                names = ", ".join(f"{name} {version}" for name, version in sorted(built.items()))
+                lines.append(f"built from source in {cell.id}: {names} (no wheel for its Python; refuse with [harness] source_builds)")
+        return lines
+
     def with_entry(self, variant_id: str, cell_id: str, **changes: Any) -> Compat:
         """This document with one entry changed (``outcome=Outcome.REPRODUCED, message=...``); the original is untouched."""
         entry = msgspec.convert(msgspec.structs.asdict(self.results[variant_id][cell_id]) | changes, Entry)  # "reproduced" read as the enum
@@ -178,16 +185,6 @@ def compat_json(doc: document.Compat) -> dict[str, Any]:
             if entry["tried"] is None:
                 del entry["tried"]
     return data
-
-
-def source_build_lines(compat: Compat) -> list[str]:
-    """One line per cell whose environment built a distribution from source (slow, and another binary than a wheel's)."""
-    lines = []
-    for cell in compat.cells:
-        if built := cell.environment.get("source_builds"):
-            names = ", ".join(f"{name} {version}" for name, version in sorted(built.items()))
-            lines.append(f"built from source in {cell.id}: {names} (no wheel for its Python; refuse with [harness] source_builds)")
-    return lines
 
 
 def load_compat(path: Path) -> Compat:

@@ -45,6 +45,10 @@ class Night:
             return json.dumps(self.report.to_json(), indent=1, sort_keys=True) + "\n"
         return render_markdown(self.report) if name == "compat.md" else render_html(self.report)
 
+    def pages(self, directory: Path) -> dict[Path, str | bytes]:
+        """Every one of :data:`PAGES` in ``directory``."""
+        return {directory / name: self.page(name) for name in PAGES}
+
 
 @dataclass(frozen=True)
 class Output:
@@ -64,14 +68,6 @@ def _check_pages(options: ReportOptions) -> None:
         raise BugmatrixError(msg)
     for name in PAGES:
         check_output_file(options.reports / name, f"--reports {options.reports}:")
-
-
-def _pages(night: Night) -> Files:
-    return {night.options.reports / name: night.page(name) for name in PAGES}, []
-
-
-def _history(night: Night) -> Files:
-    return {night.options.history_path: night.history}, []
 
 
 def _step_summary(night: Night) -> Files:
@@ -96,7 +92,7 @@ def _publish(night: Night) -> Files:
     options, reference = night.options, night.options.reference
     if options.reports.resolve() == reference.resolve():
         return {}, []
-    files: dict[Path, str | bytes] = {reference / name: night.page(name) for name in PAGES}
+    files = night.pages(reference)
     for cell in night.runs:
         files[reference / "runs" / f"{cell}.json"] = read_bytes(options.reports / "runs" / f"{cell}.json", "run file")
     kept = set(kept_by_publish(reference))
@@ -124,8 +120,13 @@ def _readme(night: Night) -> Files:
 
 #: The report's own outputs, in the order they are checked and written.
 BUILTIN_OUTPUTS = (
-    Output("pages", _pages, check=_check_pages, locks=lambda o: (o.reports,)),
-    Output("history", _history, check=lambda o: check_output_file(o.history_path, "--history"), locks=lambda o: (o.history_path.parent,)),
+    Output("pages", lambda night: (night.pages(night.options.reports), []), check=_check_pages, locks=lambda o: (o.reports,)),
+    Output(
+        "history",
+        lambda night: ({night.options.history_path: night.history}, []),
+        check=lambda o: check_output_file(o.history_path, "--history"),
+        locks=lambda o: (o.history_path.parent,),
+    ),
     Output(
         "step-summary",
         _step_summary,

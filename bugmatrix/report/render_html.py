@@ -174,7 +174,6 @@ def render_html(report: NightReport) -> str:
     moved = {(m.variant, m.cell): m.moved for m in report.moved}
     in_box = {(c.variant_id, c.cell_id) for c in shown}  # said in the findings box (or counted there past its limit)
     cells = _cells(compat)
-    _, shared = compat.varying_and_shared
     return _ENV.get_template("index.html.j2").render(
         site_slot=Markup("").join(Markup(s) for s in SITE_SLOT),  # noqa: S704 -- two constant comments
         compat=compat,
@@ -188,7 +187,6 @@ def render_html(report: NightReport) -> str:
         hidden_changes=max(0, len(shown) - CHANGE_LIMIT),
         legend=[(o.value, o.label) for o in Outcome],
         axes=[(_attr_name(a), a) for a in compat.axis_names],
-        shared=", ".join(f"{compat.short(a)} {v}" for a, v in shared.items()),
         evidence=_evidence(compat),
         cases=by_case(compat, report.boundary),
         table_open=len(cells) <= OPEN_TABLE_CELLS,

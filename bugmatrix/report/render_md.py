@@ -12,7 +12,7 @@ import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jinja2 import Environment, PackageLoader
 
@@ -22,7 +22,7 @@ from bugmatrix.report.boundaries import by_case
 from bugmatrix.report.diff import INFORMATIONAL, PER_CELL, Change
 from bugmatrix.report.history import WINDOW
 from bugmatrix.report.marks import Picture, Track, boundary_text
-from bugmatrix.report.model import REUSED, Compat, reused_note, source_build_lines
+from bugmatrix.report.model import REUSED, Compat, reused_note
 from bugmatrix.report.night import NightReport
 
 __all__ = ["LINE_LIMIT", "SUMMARY_CHANGE_LIMIT", "TEXT", "code", "escape_md", "render_markdown", "render_step_summary"]
@@ -147,8 +147,7 @@ TEXT.globals.update(
 )
 
 
-@dataclass(frozen=True)
-class _Case:
+class _Case(NamedTuple):
     name: str
     drawn: list[Picture]
     headings: list[str]
@@ -161,7 +160,7 @@ def _cases(report: NightReport) -> list[_Case]:
     varying, _ = compat.varying_and_shared
     cases = []
     for case, drawn, idle in by_case(compat, report.boundary):
-        ran = [v for v in compat.variants if v.case == case and compat.ran_anywhere(v.id)]
+        ran = [v for v in compat.variants if v.case == case and v.id in compat.ran_variants]
         columns = [c for c in compat.cells if any(c.id in compat.entries(v.id) for v in ran)]
         groups = _column_groups(compat, columns, ran, varying) if ran else []
         rows = [(v, [entries[i] for _, entries in groups]) for i, v in enumerate(ran)]
@@ -171,24 +170,7 @@ def _cases(report: NightReport) -> list[_Case]:
 
 def render_markdown(report: NightReport) -> str:
     """The full compat.md: header, findings, then per case its boundaries, agreement and table."""
-    compat = report.compat
-    interpreter = (compat.interpreter or "interpreter").capitalize()
-    hosts = "; ".join(
-        f"{h.get('platform') or ''} · GPU: {h.get('gpu') or 'none'} · CUDA builds: {', '.join(h.get('cuda') or ()) or 'none'} · {interpreter}"
-        f" {', '.join(compat.interpreters(h))}"
-        for h in compat.environments
-    )
-    return TEXT.get_template("compat.md.j2").render(
-        report=report,
-        compat=compat,
-        hosts=hosts,
-        source_builds=source_build_lines(compat),
-        shared=", ".join(f"{compat.short(a)} {v}" for a, v in compat.varying_and_shared[1].items()),
-        cases=_cases(report),
-        limit=None,
-        notes_limit=None,
-        flaky=[],
-    )
+    return TEXT.get_template("compat.md.j2").render(report=report, cases=_cases(report))
 
 
 def render_step_summary(report: NightReport) -> str:
@@ -199,9 +181,7 @@ def render_step_summary(report: NightReport) -> str:
         counts.setdefault(variant.case, Counter()).update(e.outcome for e in compat.entries(variant.id).values())
     return TEXT.get_template("summary.md.j2").render(
         report=report,
-        compat=compat,
         counts=[(case, [counter.get(o, 0) for o in Outcome]) for case, counter in counts.items()],
-        flaky=[(variant, h.flaky) for variant, h in report.history.items() if h.flaky],
         limit=SUMMARY_CHANGE_LIMIT,
         notes_limit=LINE_LIMIT,
     )

@@ -16,7 +16,7 @@ from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.report.diff import ChangeKind, flaky_lines, summary_lines
 from bugmatrix.report.history import VariantHistory
 from bugmatrix.report.marks import Picture, Track, boundary_text
-from bugmatrix.report.model import REUSED, Compat, source_build_lines
+from bugmatrix.report.model import REUSED, Compat
 from bugmatrix.report.night import NightReport
 from bugmatrix.report.render_md import TEXT
 
@@ -26,9 +26,6 @@ __all__ = ["render_terminal", "summary_rows", "use_colour"]
 HEADLINE_LIMIT = 10
 
 _ANSI = {"✗": "31", "✓": "32", "≠": "33", "‼": "33", "∞": "33", "⚠": "90", "≈": "35"}
-_RESET = "\033[0m"
-#: How the terminal introduces a variant's held workarounds (the README's table has a column for them instead).
-HELD = "workarounds fixed where it reproduced: "
 
 
 def use_colour(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
@@ -107,14 +104,6 @@ def render_terminal(report: NightReport, *, colour: bool = False) -> str:
     """The findings and new releases first, then the summary table (no trailing newline); the history adds ≈ flaky marks."""
     body, idle = summary_rows(report)
     rows = [("variant", "reproduced in", "fixed in", "boundary", ""), *body]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    table = []
-    for row in rows:
-        table.append(("  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row[:3])) + "  " + row[3]).rstrip())
-        if row[4]:
-            table.append("    " + HELD + row[4])
-    if colour:
-        table[0] = f"\033[1m{table[0]}{_RESET}"
     missing_cells: dict[str, list[str]] = {}
     for change in report.missing:
         missing_cells.setdefault(change.cell_id, []).append(change.message)
@@ -123,19 +112,19 @@ def render_terminal(report: NightReport, *, colour: bool = False) -> str:
     findings = [f"{'✗' if line.startswith('REGRESSION') else '⚠'} {line}" for line in summary_lines(changes)]
     findings += [f"≈ {line}" for line in flaky_lines(changes)]
     for c in (c for c in changes if c.kind is ChangeKind.NEW_FAILURE_MODE):
-        first = c.message.strip().splitlines()[0] if c.message.strip() else ""
-        findings.append(f"≠ NEW FAILURE MODE {c.variant_id} in {c.cell_id}: {c.before or 'new'} -> {c.after}: {first}{c.reused_note}")
+        was = c.before or "new"
+        findings.append(f"≠ NEW FAILURE MODE {c.variant_id} in {c.cell_id}: {was} -> {c.after}: {c.first_line}{c.reused_note}")
     if len(findings) > HEADLINE_LIMIT:
         findings[HEADLINE_LIMIT:] = [f"    … and {len(findings) - HEADLINE_LIMIT} more finding(s) (see compat.md or index.html)"]
     text = TEXT.get_template("terminal.txt.j2").render(
         report=report,
-        compat=report.compat,
         missing_cells=list(missing_cells.items()),
         findings=findings,
-        source_builds=source_build_lines(report.compat),
-        table=table,
+        rows=rows,
+        widths=[max(len(r[i]) for r in rows) for i in range(3)],
+        bold=colour,
         idle=idle,
         limit=HEADLINE_LIMIT,
     )
     text = text.removesuffix("\n")
-    return "".join(f"\033[{_ANSI[ch]}m{ch}{_RESET}" if ch in _ANSI else ch for ch in text) if colour else text
+    return "".join(f"\033[{_ANSI[ch]}m{ch}\033[0m" if ch in _ANSI else ch for ch in text) if colour else text
