@@ -14,7 +14,7 @@ from bugmatrix.paths import shown
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import plan_document
 from bugmatrix.plan.matrix import load_matrix
-from bugmatrix.releases.existence import check_resolved
+from bugmatrix.releases.registry import check_resolved
 from bugmatrix.releases.tracking import load_plan, resolution_path
 from bugmatrix.report.command import night_cells, run_report
 from bugmatrix.report.options import ReportOptions, Upstream

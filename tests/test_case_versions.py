@@ -26,7 +26,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell, plan_cells
 from bugmatrix.plan.matrix import load_matrix
-from bugmatrix.releases.existence import check_case_versions
+from bugmatrix.releases.registry import check_case_versions
 from bugmatrix.releases.tracking import load_plan, load_resolved_matrix
 from tests.fullscale import full_runs
 from tests.reference import REFERENCE_MATRIX, reference_catalog, reference_matrix

@@ -23,8 +23,7 @@ import pytest
 
 from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.plan.matrix import load_matrix
-from bugmatrix.releases.existence import CACHE_ENV, check_versions
-from bugmatrix.releases.registry import INDEX_URL_ENV
+from bugmatrix.releases.registry import CACHE_ENV, INDEX_URL_ENV, check_versions
 from tests.test_noxfile import IN_THIS_VENV, this_venvs_nox
 from tests.test_registry import QuietHandler, publish, wheel
 

@@ -19,8 +19,16 @@ from bugmatrix.paths import output_dir
 from bugmatrix.plan.catalog import Catalog, load_catalog
 from bugmatrix.plan.cells import Cell, plan_all, plan_cells
 from bugmatrix.plan.matrix import SYMBOLIC, Matrix, load_matrix
-from bugmatrix.releases.existence import check_case_versions, check_resolved, check_versions
-from bugmatrix.releases.registry import Resolution, load_resolution, resolve_axes, save_resolution, warn
+from bugmatrix.releases.registry import (
+    Resolution,
+    check_case_versions,
+    check_resolved,
+    check_versions,
+    load_resolution,
+    resolve_axes,
+    save_resolution,
+    warn,
+)
 from bugmatrix.versions import parse_version
 
 __all__ = [

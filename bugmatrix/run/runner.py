@@ -64,6 +64,7 @@ class CellRun:
     decision: Decision | None = None
     #: Why the run file is not the whole record of the pytest that ran (None: it is, or pytest did not run).
     unfinished: str | None = None
+    seconds: float = 0.0  # how long it took, where a pool process timed it
 
     @property
     def reused(self) -> bool:
