@@ -33,11 +33,9 @@ __all__ = [
     "CACHE_ENV",
     "INDEX_URL_ENV",
     "RegistryUnreachable",
+    "Releases",
     "Resolution",
     "Resolved",
-    "check_case_versions",
-    "check_resolved",
-    "check_versions",
     "dedupe_versions",
     "fetch_project",
     "load_resolution",
@@ -255,13 +253,14 @@ def _listed_versions(distribution: str, *, cache: Path, fetch: Fetch | None = No
 
 
 @dataclass(frozen=True)
-class _Registry:
-    """Where versions are looked up: the cache (None: :func:`_cache_dir`), the registry, where a warning goes, or the cache only."""
+class Releases:
+    """Where the matrix's versions are checked to be releases: the cache (None: :func:`_cache_dir`), the registry, where
+    a warning goes, or (``offline``) the cache alone."""
 
-    cache: Path | None
-    fetch: Fetch | None
-    warn: Callable[[str], None]
-    offline: bool
+    cache: Path | None = None
+    fetch: Fetch | None = None
+    warn: Callable[[str], None] = warn
+    offline: bool = False
 
     def check(self, matrix: Matrix, name: str, versions: Sequence[str], where: str, fix: str, *, indexed: bool = True) -> None:
         """Refuse, in one line naming ``where``, the first version no distribution of axis ``name`` lists with a file not
@@ -291,52 +290,29 @@ class _Registry:
             msg = f"{where}{at}: {missing[0]!r} is not a release of {' or '.join(axis.distributions)} on the registry{fix}"
             raise BugmatrixError(msg)
 
+    def check_versions(self, matrix: Matrix) -> None:
+        """Refuse a package-axis version no distribution of the axis has released (one line naming the key); unreachable: warn."""
+        cached = f" (as cached in {self.cache or _cache_dir()}; `nox -s plan` asks the registry again)" if self.offline else ""
+        fix = f"{cached}; correct the version or remove it (and its uses in profiles, [base], [[include]], [gpu])"
+        for name in matrix.package_axes:
+            self.check(matrix, name, matrix.axes[name].versions, f"{matrix.path}: axes.{name}.versions", fix)
 
-def check_versions(
-    matrix: Matrix, *, cache: Path | None = None, fetch: Fetch | None = None, warn: Callable[[str], None] = warn, offline: bool = False
-) -> None:
-    """Refuse a package-axis version no distribution of the axis has released (one line naming the key); unreachable: warn."""
-    cached = f" (as cached in {cache or _cache_dir()}; `nox -s plan` asks the registry again)" if offline else ""
-    fix = f"{cached}; correct the version or remove it (and its uses in profiles, [base], [[include]], [gpu])"
-    for name in matrix.package_axes:
-        _Registry(cache, fetch, warn, offline).check(matrix, name, matrix.axes[name].versions, f"{matrix.path}: axes.{name}.versions", fix)
+    def check_case_versions(self, declared: Matrix, own: Iterable[tuple[str, str, tuple[str, ...]]], *, ask: bool = True) -> None:
+        """The cases' own releases ((file, axis, versions)) not listed already and, unless ``ask=False``, released."""
+        for source, axis, versions in own:
+            listed = [v for v in versions if v in declared.axes[axis].versions]
+            if listed:
+                msg = (
+                    f"{source}: versions.{axis}: {listed[0]!r} is listed in axes.{axis}.versions of {declared.path} already, so the "
+                    f"profiles that list it plan it for every case; remove it from the case"
+                )
+                raise BugmatrixError(msg)
+            if ask:
+                self.check(declared, axis, versions, f"{source}: versions.{axis}", "; correct the version or remove it")
 
-
-def check_case_versions(
-    declared: Matrix,
-    own: Iterable[tuple[str, str, tuple[str, ...]]],
-    *,
-    ask: bool = True,
-    cache: Path | None = None,
-    fetch: Fetch | None = None,
-    offline: bool = False,
-) -> None:
-    """The cases' own releases ((file, axis, versions)) not listed already and, unless ``ask=False``, released."""
-    registry = _Registry(cache, fetch, warn, offline)
-    for source, axis, versions in own:
-        listed = [v for v in versions if v in declared.axes[axis].versions]
-        if listed:
-            msg = (
-                f"{source}: versions.{axis}: {listed[0]!r} is listed in axes.{axis}.versions of {declared.path} already, so the "
-                f"profiles that list it plan it for every case; remove it from the case"
-            )
-            raise BugmatrixError(msg)
-        if ask:
-            registry.check(declared, axis, versions, f"{source}: versions.{axis}", "; correct the version or remove it")
-
-
-def check_resolved(
-    resolution: Resolution,
-    matrix: Matrix,
-    path: Path,
-    *,
-    cache: Path | None = None,
-    fetch: Fetch | None = None,
-    warn: Callable[[str], None] = warn,
-    offline: bool = False,
-) -> None:
-    """Refuse a saved resolution (hand-edited, or from another registry) whose ``latest`` is no release of its axis."""
-    fix, registry = f"; delete {path} and re-run `nox -s plan` (it resolves 'latest' again)", _Registry(cache, fetch, warn, offline)
-    for entry in resolution.entries:
-        if entry.axis in matrix.package_axes:
-            registry.check(matrix, entry.axis, [entry.resolved], f"{path}: {entry.axis}.resolved", fix, indexed=False)
+    def check_resolved(self, resolution: Resolution, matrix: Matrix, path: Path) -> None:
+        """Refuse a saved resolution (hand-edited, or from another registry) whose ``latest`` is no release of its axis."""
+        fix = f"; delete {path} and re-run `nox -s plan` (it resolves 'latest' again)"
+        for entry in resolution.entries:
+            if entry.axis in matrix.package_axes:
+                self.check(matrix, entry.axis, [entry.resolved], f"{path}: {entry.axis}.resolved", fix, indexed=False)
