@@ -4,17 +4,16 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.run.envbuild import run_uv
+from bugmatrix.run.envbuild import flocked, run_uv
 from bugmatrix.run.lock import pinned_distributions
 
 __all__ = [
@@ -71,14 +70,9 @@ def needed_by(others: Iterable[Sequence[str]], mine: Sequence[str]) -> bool:
     return any(heavy & _heavy_pins(requirements) for requirements in others)
 
 
-@contextlib.contextmanager
-def cache_lock(root: Path, *, exclusive: bool) -> Iterator[None]:
+def cache_lock(root: Path, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
     """Builds hold it shared, a lean prune of uv's cache exclusive: a ``flock`` on ``<root>/.nox/uv-cache.lock``."""
-    path = root / ".nox" / "uv-cache.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:  # closing it releases the lock, also when the process dies
-        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
+    return flocked(root / ".nox" / "uv-cache.lock", exclusive=exclusive)
 
 
 def needed_later(order: Sequence[tuple[str, Sequence[str]]], cell_id: str) -> bool:

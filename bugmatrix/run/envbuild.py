@@ -30,6 +30,7 @@ __all__ = [
     "cell_venv",
     "ensure_environment",
     "find_interpreter",
+    "flocked",
     "fresh_venv",
     "record_install_failure",
     "run_uv",
@@ -160,7 +161,7 @@ def ensure_environment(
     inputs = [f"python {python}", *requirements, *locked, *refused, *(f"absent {name}" for name in absent)]
     digest = hashlib.sha256("\n".join(inputs).encode()).hexdigest()
     fresh, old = venv.with_name(venv.name + ".new"), venv.with_name(venv.name + ".old")
-    with _one_builder(venv):
+    with flocked(venv.with_name(f".{venv.name}.lock")):  # one process at a time (two would delete each other's ``.new``)
         # What a killed run left behind, cleared even when ``venv`` is current (a kill during the last rmtree).
         shutil.rmtree(fresh, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
@@ -180,15 +181,12 @@ def ensure_environment(
 
 
 @contextlib.contextmanager
-def _one_builder(venv: Path) -> Iterator[None]:
-    """One process at a time checks and builds ``venv`` (two runs of one cell would delete each other's ``.new``)."""
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(venv.with_name(f".{venv.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+def flocked(path: Path, *, exclusive: bool = True) -> Iterator[None]:
+    """A ``flock`` on the file ``path`` (created, with its folder) for the block; shared unless ``exclusive``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:  # closing it releases the lock, also when the process dies
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock, also when the process dies
 
 
 def record_install_failure(

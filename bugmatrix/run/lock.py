@@ -48,7 +48,6 @@ __all__ = [
     "referenced_pieces",
     "requirements_digest",
     "run_lock",
-    "split_lock",
     "stored_lock_files",
     "unused_pieces",
     "write_stored_lock",
@@ -244,18 +243,6 @@ def _piece_path(locks: Path, reference_line: str) -> Path | None:
     return locks / PIECES / _file_name(match["requirement"], match["digest"]) if match else None
 
 
-def split_lock(text: str) -> tuple[str, dict[str, str]]:
-    """uv's lock text -> (the cell's stored text, {piece file name: piece text}); :func:`assemble_lock` inverts it exactly."""
-    pieces: dict[str, str] = {}
-
-    def reference(block: re.Match[str]) -> str:
-        digest = _digest(block[0])
-        pieces[_file_name(block["requirement"], digest)] = block[0]
-        return f"{block['requirement']} #piece {digest}\n"
-
-    return BLOCK.sub(reference, text), pieces
-
-
 def is_stored_as_pieces(text: str) -> bool:
     """Whether a lock's text refers to pieces (else it is complete as it is)."""
     return any(REFERENCE.match(line) for line in text.splitlines())
@@ -286,9 +273,16 @@ def assemble_lock(lock: Path, text: str | None = None) -> str:
 
 
 def stored_lock_files(text: str, lock: Path) -> dict[Path, str]:
-    """The files that store uv's lock ``text`` as ``lock``: the cell's short file and each piece."""
-    stored, pieces = split_lock(text)
-    return {lock: stored, **{lock.parent / PIECES / name: piece for name, piece in pieces.items()}}
+    """The files that store uv's lock ``text`` as ``lock``: the cell's short file and each piece (:func:`assemble_lock`
+    gives ``text`` back exactly)."""
+    pieces: dict[Path, str] = {}
+
+    def reference(block: re.Match[str]) -> str:
+        digest = _digest(block[0])
+        pieces[lock.parent / PIECES / _file_name(block["requirement"], digest)] = block[0]
+        return f"{block['requirement']} #piece {digest}\n"
+
+    return {lock: BLOCK.sub(reference, text), **pieces}
 
 
 def new_lock_files(texts: Mapping[Path, str]) -> dict[Path, str]:

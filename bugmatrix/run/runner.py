@@ -111,7 +111,7 @@ def run_cell(
     when it cannot be built). ``select``/``extra`` narrow the run (no reuse); ``prepared`` is told the environment."""
     origin = origin_now(root)
     key, unkeyed = cell_key(matrix, spec, root)
-    decision = decide(reuse, spec.id, spec.pins, key, spec.variants, unkeyed=unkeyed, narrowed=[*select, *extra])
+    decision = decide(reuse, spec, key, unkeyed=unkeyed, narrowed=[*select, *extra])
     if log is not None:
         log(decision.why)
     if decision.reused is not None and key is not None:
