@@ -5,7 +5,6 @@ half-installed venv that looks current; a matching stamp is reused as is."""
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import fcntl
 import hashlib
 import os
@@ -13,29 +12,13 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import msgspec
-
 from bugmatrix.cell.environment import SOURCE_BUILDS
-from bugmatrix.cell.runfile import RunRecord
-from bugmatrix.documents.run import InputKey
-from bugmatrix.files import write_json_atomic
 from bugmatrix.versions import version_key
 
-__all__ = [
-    "STAMP",
-    "InstallFailed",
-    "cell_venv",
-    "ensure_environment",
-    "find_interpreter",
-    "flocked",
-    "fresh_venv",
-    "record_install_failure",
-    "run_uv",
-    "uv_command",
-]
+__all__ = ["STAMP", "InstallFailed", "cell_venv", "ensure_environment", "find_interpreter", "flocked", "fresh_venv", "run_uv", "uv_command"]
 
 STAMP = ".bugmatrix-requirements"
 REASON_LINES = 12  # the resolver's explanation is at the end of its output
@@ -187,31 +170,3 @@ def flocked(path: Path, *, exclusive: bool = True) -> Iterator[None]:
     with path.open("a") as handle:  # closing it releases the lock, also when the process dies
         fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield
-
-
-def record_install_failure(
-    path: Path,
-    cell: str,
-    pins: Mapping[str, str],
-    reason: str,
-    *,
-    tracked: Mapping[str, Mapping[str, str]] | None = None,
-    input_key: InputKey | None = None,
-    origin: Mapping[str, str] | None = None,
-) -> None:
-    """Write the run file of a cell that could not be built (no results, the reason kept; never reused)."""
-    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    run = RunRecord(
-        cell=cell,
-        pins=dict(pins),
-        axes=list(pins),
-        environment={},
-        started=stamp,
-        finished=stamp,
-        install={"status": "failed", "reason": reason},
-        complete=True,
-        tracked={axis: dict(t) for axis, t in (tracked or {}).items()},
-        input_key=msgspec.to_builtins(input_key),
-        origin=dict(origin) if origin else None,
-    )
-    write_json_atomic(path, run.to_json())

@@ -9,17 +9,14 @@ import argparse
 import datetime as dt
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import msgspec
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_json_atomic
 from bugmatrix.run.inputkey import InputKey, differences
 
 if TYPE_CHECKING:
@@ -35,7 +32,6 @@ __all__ = [
     "previous_run_files",
     "reuse_policy",
     "split_reuse_options",
-    "write_reused",
 ]
 
 PREVIOUS_ENV = "BUGMATRIX_PREVIOUS"
@@ -194,18 +190,3 @@ def decide(
             return Decision(run, f"reused: inputs unchanged since {origin} ({path})", path)
         reasons.append(why)
     return Decision(None, "runs: the previous run " + reasons[0] + (f" (also: {'; '.join(reasons[1:])})" if reasons[1:] else ""))
-
-
-def write_reused(
-    run_file: Path, previous: RunRecord, key: InputKey, origin: Mapping[str, str], tracked: Mapping[str, Mapping[str, str]]
-) -> RunRecord:
-    """Write tonight's run file from a previous run's results, with tonight's origin and tracking and ``reused_from``."""
-    reused = replace(
-        previous,
-        input_key=msgspec.to_builtins(key),
-        origin=dict(origin),
-        reused_from=dict(previous.observed or {}),
-        tracked={axis: dict(t) for axis, t in tracked.items()},
-    )
-    write_json_atomic(run_file, reused.to_json())
-    return reused
