@@ -185,8 +185,10 @@ ALLOWED = {
     ("bugmatrix/publish/nights.py", "write_history_pages"): "pages the site wrote into its own staging directory a moment before",
     ("bugmatrix/releases/registry.py", "fetch_project"): "an HTTP response (urlopen with a timeout), not a file",
     ("bugmatrix/run/envbuild.py", "flocked"): "its own lock file, opened to flock it",
-    ("bugmatrix/run/envbuild.py", "ensure_environment"): "the project's own committed lock",
-    ("bugmatrix/run/envbuild.py", "is_current"): "the stamp this runner wrote into the cell's own venv",
+    (
+        "bugmatrix/run/envbuild.py",
+        "ensure_environment",
+    ): "the project's own committed lock, and the stamp this runner wrote into the cell's own venv",
     ("bugmatrix/run/inputkey.py", "_imported_modules"): "the project's own harness modules",
     ("bugmatrix/run/inputkey.py", "_pytest_settings"): "the project's own pyproject.toml",
     ("bugmatrix/run/lock.py", "read_header"): "the project's own committed locks/",

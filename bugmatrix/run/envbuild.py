@@ -80,12 +80,6 @@ def _tail(text: str) -> str:
     return "\n".join(lines[-REASON_LINES:])
 
 
-def is_current(venv: Path, digest: str) -> bool:
-    """Whether ``venv`` was completely built from the inputs of ``digest`` (its stamp)."""
-    stamp = venv / STAMP
-    return (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == digest
-
-
 def _refused(output: str, python: str) -> str | None:
     """uv's refusal to build, said as the missing wheel: ``numpy==1.26.4 has no wheel for Python 3.13 here ...``."""
     match = NO_WHEEL.search(output)
@@ -148,7 +142,8 @@ def ensure_environment(
         # What a killed run left behind, cleared even when ``venv`` is current (a kill during the last rmtree).
         shutil.rmtree(fresh, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
-        if is_current(venv, digest):
+        stamp = venv / STAMP  # the digest, written once the venv was completely built from these inputs
+        if (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == digest:
             return False
         try:
             _build(fresh, python, requirements, modules, lock, no_build, absent)

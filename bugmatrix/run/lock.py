@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_PLATFORM",
-    "HARNESS_EXEMPT",
     "LOCKS_ENV",
     "PIECES",
     "added_size",
@@ -41,7 +40,6 @@ __all__ = [
     "lock_for",
     "lock_path",
     "lock_status",
-    "locks_dir",
     "new_lock_files",
     "pinned_distributions",
     "read_header",
@@ -60,7 +58,7 @@ REASON_LINES = 3
 #: Another directory of locks in place of the committed ``locks/`` (try a lock patch before applying it; the benchmark).
 LOCKS_ENV = "BUGMATRIX_LOCKS"
 #: The harness's tools and their dependencies: resolved as of today even in an era-locked cell.
-HARNESS_EXEMPT = ("pytest", "pytest-xdist", "pluggy", "iniconfig", "execnet")
+_HARNESS_EXEMPT = ("pytest", "pytest-xdist", "pluggy", "iniconfig", "execnet")
 #: The directory of pieces, inside a directory of locks.
 PIECES = "pieces"
 DIGEST_CHARS = 16
@@ -70,14 +68,14 @@ PINNED = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z
 BLOCK = re.compile(r"^(?P<requirement>[^\s#][^\n]*) \\\n(?:    --hash=[^\n]*\\\n)*    --hash=[^\n]*\n", re.MULTILINE)
 
 
-def locks_dir(root: Path) -> Path:
+def _locks_dir(root: Path) -> Path:
     """``$BUGMATRIX_LOCKS``, else ``<root>/locks``."""
     return Path(os.environ.get(LOCKS_ENV) or root / "locks")
 
 
 def lock_path(root: Path, cell_id: str, directory: Path | None = None) -> Path:
     """``<locks>/<cell-id>.txt``; a CUDA twin uses its CPU cell's."""
-    return (directory or locks_dir(root)) / f"{cell_id.removesuffix('-cuda')}.txt"
+    return (directory or _locks_dir(root)) / f"{cell_id.removesuffix('-cuda')}.txt"
 
 
 def requirements_digest(requirements: Sequence[str]) -> str:
@@ -217,14 +215,14 @@ def run_lock(matrix: Matrix, cells: Sequence[Cell], root: Path, *, check: bool, 
             print(f"locks/{reason}" if reason else f"locks/{said}" if whole else f"locks/{path.name}: current")
         elif reason is not None:
             cutoff = exclude_newer_for(pinned_distributions(requirements)) if era else None
-            create_lock(requirements, cell.python, path, exclude_newer=cutoff, exempt=HARNESS_EXEMPT if era else (), pieces=True)
+            create_lock(requirements, cell.python, path, exclude_newer=cutoff, exempt=_HARNESS_EXEMPT if era else (), pieces=True)
             print(f"locks/{path.name}: written" + (f" (exclude-newer {cutoff})" if cutoff else ""))
         elif whole:
             write_stored_lock(path.read_text(encoding="utf-8"), path)
             print(f"locks/{path.name}: current, now stored as pieces (the same text)")
         else:
             print(f"locks/{path.name}: current")
-    for piece in unused_pieces(locks_dir(root)) if cells else ():
+    for piece in unused_pieces(_locks_dir(root)) if cells else ():
         print(f"locks/pieces/{piece.name}: no lock uses it; remove it (or run: nox -s lock)")
     return 1 if stale else 0
 
