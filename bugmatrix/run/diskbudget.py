@@ -26,7 +26,6 @@ __all__ = [
     "heavy_distributions",
     "lean_needed",
     "needed_by",
-    "needed_later",
     "release_cell",
     "uv_cache_dir",
 ]
@@ -73,15 +72,6 @@ def needed_by(others: Iterable[Sequence[str]], mine: Sequence[str]) -> bool:
 def cache_lock(root: Path, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
     """Builds hold it shared, a lean prune of uv's cache exclusive: a ``flock`` on ``<root>/.nox/uv-cache.lock``."""
     return flocked(root / ".nox" / "uv-cache.lock", exclusive=exclusive)
-
-
-def needed_later(order: Sequence[tuple[str, Sequence[str]]], cell_id: str) -> bool:
-    """Whether a cell after ``cell_id`` in ``order`` ((id, requirements) pairs, in run order) pins one of its heavy distributions."""
-    ids = [cid for cid, _ in order]
-    if cell_id not in ids:
-        return True  # unknown position: keep the cache
-    index = ids.index(cell_id)
-    return needed_by((requirements for _, requirements in order[index + 1 :]), order[index][1])
 
 
 def _heavy_pins(requirements: Sequence[str]) -> set[str]:

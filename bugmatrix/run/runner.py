@@ -22,7 +22,7 @@ from bugmatrix.paths import ROOT
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.provenance import origin_now
 from bugmatrix.run.command import CellSpec, cell_env, pytest_command, write_spec
-from bugmatrix.run.diskbudget import cache_lock, lean_needed, needed_by, needed_later, release_cell
+from bugmatrix.run.diskbudget import cache_lock, lean_needed, needed_by, release_cell
 from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment, find_interpreter
 from bugmatrix.run.inputkey import InputKey, input_key
 from bugmatrix.run.lock import lock_for
@@ -222,17 +222,15 @@ def release(
     ``order``, or ``others`` running or waiting beside it) needs them; what was cleaned."""
     if spec.pins is None or not lean_needed(jobs):
         return []
-    planned = [(c.id, matrix.requirements_for(c.pins, extra=c.extra)) for c in order if c.pins is not None]
-    if others is None:
-        later = needed_later(planned, spec.id)
-        ids = [cid for cid, _ in planned]
-        busy = set(ids[ids.index(spec.id) :]) if spec.id in ids else {spec.id}  # this cell and those still to come
-    else:
-        mine = matrix.requirements_for(spec.pins, extra=spec.extra)
-        later = needed_by((matrix.requirements_for(c.pins, extra=c.extra) for c in others if c.pins is not None), mine)
-        busy = {c.id for c in others} | {spec.id}
+    planned = [c for c in order if c.pins is not None]
+    ids = [c.id for c in planned]
+    if others is None and spec.id in ids:  # one at a time: those after it in ``order`` are still to come
+        others = planned[ids.index(spec.id) + 1 :]
+    mine = matrix.requirements_for(spec.pins, extra=spec.extra)
+    later = others is None or needed_by((matrix.requirements_for(c.pins, extra=c.extra) for c in others if c.pins is not None), mine)
+    busy = {spec.id, *(c.id for c in others or ())}  # unknown position: the cache is kept
     # The venvs kept by cells neither running nor still to come go first: their hard links keep uv's cache from shrinking.
-    for cid, _ in planned:
+    for cid in ids:
         if cid not in busy and cell_venv(root, cid).exists():
             release_cell(cell_venv(root, cid), drop_cache=False)
     return release_cell(venv or cell_venv(root, spec.id), drop_cache=not later, root=root)
