@@ -124,13 +124,11 @@ class Resolution:
 
     def version(self, axis: str, requested: str) -> str:
         """The concrete version for ``requested`` on ``axis`` (concrete versions pass through)."""
-        for entry in self.entries:
-            if entry.axis == axis and entry.requested == requested:
-                return entry.resolved
-        if requested in SYMBOLIC:
+        found = next((e.resolved for e in self.entries if (e.axis, e.requested) == (axis, requested)), None)
+        if found is None and requested in SYMBOLIC:
             msg = f"{axis} = {requested!r} has no resolution; re-run the plan so the registry is asked"
             raise BugmatrixError(msg)
-        return requested
+        return found or requested
 
     def covers(self, axis: str, requested: str) -> bool:
         """Whether this resolution answers ``requested`` on ``axis``."""

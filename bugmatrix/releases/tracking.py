@@ -96,14 +96,10 @@ def resolve_matrix(
 
 def _known_axes(resolution: Resolution, matrix: Matrix, path: Path) -> Resolution:
     """A saved resolution less the axes the matrix no longer has; a value that is not a version (``../../etc``) is one line."""
-    kept = []
-    for entry in resolution.entries:
-        if entry.axis not in matrix.axes:
-            continue
-        if parse_version(entry.resolved) is None:
-            msg = f"{path}: {entry.axis}.resolved: {entry.resolved!r} is not a version; delete {path} and re-run `nox -s plan`"
-            raise BugmatrixError(msg)
-        kept.append(entry)
+    kept = [entry for entry in resolution.entries if entry.axis in matrix.axes]
+    if bad := next((entry for entry in kept if parse_version(entry.resolved) is None), None):
+        msg = f"{path}: {bad.axis}.resolved: {bad.resolved!r} is not a version; delete {path} and re-run `nox -s plan`"
+        raise BugmatrixError(msg)
     return dataclasses.replace(resolution, entries=tuple(kept))
 
 

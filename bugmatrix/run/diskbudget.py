@@ -17,7 +17,6 @@ from bugmatrix.run.envbuild import flocked, run_uv
 from bugmatrix.run.lock import pinned_distributions
 
 __all__ = [
-    "KEEP",
     "LEAN",
     "MARGIN_GIB",
     "STACK_GIB",
@@ -31,7 +30,6 @@ __all__ = [
 ]
 
 LEAN = "lean"
-KEEP = "keep"
 #: What one torch release's wheels take in uv's cache (torch, triton, the CUDA libraries; measured: 4-5 GB).
 STACK_GIB = 4.5
 #: Room left for everything else (the small wheels, the venvs' own files, reports, the rest of the machine).
@@ -55,7 +53,7 @@ def lean_needed(jobs: int = 1) -> bool:
     """``$BUGMATRIX_DISK`` when ``lean`` or ``keep``; else lean once the free disk cannot hold the next ``jobs`` torch stacks
     beside the margin (asked as each cell ends)."""
     value = os.environ.get("BUGMATRIX_DISK", "").strip().lower()
-    if value in (LEAN, KEEP):
+    if value in (LEAN, "keep"):
         return value == LEAN
     if value not in ("", "auto"):
         msg = f"BUGMATRIX_DISK={value!r}: use lean, keep or auto (unset: auto, lean only where the disk needs it)"
@@ -84,16 +82,12 @@ def heavy_distributions(names: Iterable[str]) -> list[str]:
     return sorted(n for n in normal if n in HEAVY_NAMES or n.startswith(HEAVY_PREFIXES))
 
 
-def _installed(python: Path) -> list[str]:
-    listed = run_uv("pip", "list", "--python", str(python), "--format", "json")
-    if listed.returncode != 0:
-        return []
-    return [entry["name"] for entry in json.loads(listed.stdout or "[]")]
-
-
 def release_cell(venv: Path, *, drop_cache: bool, root: Path | None = None) -> list[str]:
     """Remove ``venv``; with ``drop_cache`` also clean its torch stack from uv's cache (under :func:`cache_lock`); what was cleaned."""
-    cleaned = heavy_distributions(_installed(venv / "bin" / "python")) if drop_cache and venv.exists() else []
+    cleaned: list[str] = []
+    if drop_cache and venv.exists():  # its torch stack, as uv lists what is installed
+        listed = run_uv("pip", "list", "--python", str(venv / "bin" / "python"), "--format", "json")
+        cleaned = heavy_distributions(entry["name"] for entry in json.loads(listed.stdout or "[]")) if listed.returncode == 0 else []
     shutil.rmtree(venv, ignore_errors=True)
     if cleaned:
         with cache_lock(root, exclusive=True) if root is not None else contextlib.nullcontext():

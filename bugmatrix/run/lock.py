@@ -54,7 +54,6 @@ __all__ = [
 #: The nightly's runners (ubuntu-latest, the GPU runner): a lock made on a laptop still resolves for them.
 DEFAULT_PLATFORM = "x86_64-unknown-linux-gnu"
 HEADER_KEY = re.compile(r"^# (?P<key>[a-z0-9-]+): (?P<value>.*)$")
-REASON_LINES = 3
 #: Another directory of locks in place of the committed ``locks/`` (try a lock patch before applying it; the benchmark).
 LOCKS_ENV = "BUGMATRIX_LOCKS"
 #: The harness's tools and their dependencies: resolved as of today even in an era-locked cell.
@@ -81,11 +80,6 @@ def lock_path(root: Path, cell_id: str, directory: Path | None = None) -> Path:
 def requirements_digest(requirements: Sequence[str]) -> str:
     """sha256 of the requirement list; order does not matter to a resolver, so neither here."""
     return hashlib.sha256("\n".join(sorted(r.strip() for r in requirements)).encode()).hexdigest()
-
-
-def _reason(stderr: str) -> str:
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    return " ".join(lines[-REASON_LINES:]) or "no output"  # uv ends with the cause/hint lines
 
 
 def exclude_newer_for(pinned: Mapping[str, str], *, slack: dt.timedelta = dt.timedelta(days=1), fetch: Fetch | None = None) -> str:
@@ -117,7 +111,10 @@ def create_lock(
     command += [arg for name, cutoff in sorted(held.items()) for arg in ("--exclude-newer-package", f"{name}={cutoff}")]
     result = run_uv(*command, input="\n".join(requirements) + "\n")
     if result.returncode != 0:
-        msg = f"cannot lock {out.name} for python {python}: {_reason(result.stderr)}; fix the pins or constraints in matrix.toml"
+        reason = (
+            " ".join([line.strip() for line in result.stderr.splitlines() if line.strip()][-3:]) or "no output"
+        )  # uv's cause/hint lines
+        msg = f"cannot lock {out.name} for python {python}: {reason}; fix the pins or constraints in matrix.toml"
         raise BugmatrixError(msg)
     header = [
         "# bugmatrix lock: every distribution of one cell, exact versions and hashes. Do not edit; re-create it.",

@@ -35,16 +35,15 @@ HASH = re.compile(r"--hash=(?P<hash>\S+)")
 
 def lock_entries(text: str) -> dict[str, tuple[str, frozenset[str]]]:
     """Distribution (normalised) -> (version, hashes) of a lock's text (comments and ``# via`` lines ignored)."""
-    versions: dict[str, str] = {}
-    hashes: dict[str, set[str]] = {}
+    entries: dict[str, tuple[str, set[str]]] = {}
     current: str | None = None
     for line in text.splitlines():
         if match := ENTRY.match(line):
             current = canonicalize_name(match["name"])
-            versions[current], hashes[current] = match["version"], set()
+            entries[current] = (match["version"], set())
         elif current is not None and line.startswith((" ", "\t")):
-            hashes[current] |= {m["hash"] for m in HASH.finditer(line)}
-    return {name: (version, frozenset(hashes[name])) for name, version in versions.items()}
+            entries[current][1].update(m["hash"] for m in HASH.finditer(line))
+    return {name: (version, frozenset(hashes)) for name, (version, hashes) in entries.items()}
 
 
 def lock_changes(committed: str, fresh: str) -> list[str]:
