@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib
 import json
 import sys
@@ -188,11 +189,12 @@ def _reresolve(args: argparse.Namespace) -> int:
     out = args.out or output_dir() / "fresh"
     check_output_file(out / "resolve.json", "--out", forbidden=(args.cases,))
     from bugmatrix.plan.cells import plan_cells
-    from bugmatrix.run.reresolve import run_reresolve
+    from bugmatrix.run.reresolve import reresolve_cells
 
     matrix, catalog = _catalogued(args)
-    cells = plan_cells(matrix, args.profile, catalog)
-    return run_reresolve(matrix, cells, args.root, out, as_of=args.as_of, held=dict(args.hold), jobs=args.jobs, profile=args.profile)
+    cells, say = plan_cells(matrix, args.profile, catalog), functools.partial(print, flush=True)
+    reresolve_cells(matrix, cells, args.root, out, as_of=args.as_of, held=dict(args.hold), jobs=args.jobs, say=say, profile=args.profile)
+    return 0  # what moved or failed is the report's finding
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from bugmatrix.paths import shown
 from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import plan_document
 from bugmatrix.plan.matrix import load_matrix
-from bugmatrix.releases.existence import check_resolved
+from bugmatrix.releases.registry import Releases
 from bugmatrix.releases.tracking import load_plan, resolution_path
 from bugmatrix.report.command import night_cells, run_report
 from bugmatrix.report.options import ReportOptions
@@ -39,7 +39,7 @@ def computed_plan(matrix: Path, cases: Path, profile: str, resolution: Path, ran
     """(the profile's plan that night, where it came from); a plan that cannot be computed offline is one line."""
     try:
         planned = load_plan(load_matrix(matrix), cases, registry=False, offline=True, saved=resolution)
-        check_resolved(planned.resolution, planned.declared, resolution)
+        Releases().check_resolved(planned.resolution, planned.declared, resolution)
         cells = planned.profile_cells(profile)
     except BugmatrixError as exc:
         msg = (

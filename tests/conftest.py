@@ -43,7 +43,7 @@ def case_modules() -> dict[str, ModuleType]:
 
 
 # The registry's release lists of this project's axes, as the plan-time version check caches them
-# (bugmatrix/releases/existence.py), copied into a cache of this test process: a plan of the live or the
+# (bugmatrix/releases/registry.py), copied into a cache of this test process: a plan of the live or the
 # reference matrix asks no registry (a stand-in one on 127.0.0.1 may list only what its test needs), and a
 # version no list holds (a user's new axis) is asked of the real registry and cached here, never in the checkout.
 _REGISTRY_CACHE = Path(tempfile.mkdtemp(prefix="bugmatrix-registry-"))

@@ -26,7 +26,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell, plan_cells
 from bugmatrix.plan.matrix import load_matrix
-from bugmatrix.releases.existence import check_case_versions
+from bugmatrix.releases.registry import Releases
 from bugmatrix.releases.tracking import load_plan, load_resolved_matrix
 from tests.fullscale import full_runs
 from tests.reference import REFERENCE_MATRIX, reference_catalog, reference_matrix
@@ -148,7 +148,7 @@ def test_a_version_that_is_no_release_or_is_listed_already_is_one_line(tmp_path:
     project = {"releases": {v: [{"filename": f"transformers-{v}-py3-none-any.whl"}] for v in ("4.51.3", "4.52.1")}}
 
     def check(*versions: str) -> None:
-        check_case_versions(declared, [("cases/newcomer.py", "transformers", versions)], fetch=lambda name: project, cache=cache)
+        Releases(cache, lambda name: project).check_case_versions(declared, [("cases/newcomer.py", "transformers", versions)])
 
     check(*OWN)
     with pytest.raises(BugmatrixError) as info:
@@ -158,7 +158,7 @@ def test_a_version_that_is_no_release_or_is_listed_already_is_one_line(tmp_path:
         "correct the version or remove it"
     )
     with pytest.raises(BugmatrixError, match=r"^cases/newcomer\.py: versions\.transformers: '4\.30\.2' is listed in axes\.transformers"):
-        check_case_versions(declared, [("cases/newcomer.py", "transformers", ("4.30.2",))], ask=False)
+        Releases().check_case_versions(declared, [("cases/newcomer.py", "transformers", ("4.30.2",))], ask=False)
 
 
 NEWCOMER_FILE = '''"""A fixture case with its own transformers releases."""

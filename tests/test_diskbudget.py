@@ -16,7 +16,6 @@ from bugmatrix.run.diskbudget import (
     heavy_distributions,
     lean_needed,
     needed_by,
-    needed_later,
 )
 
 ORDER = [
@@ -31,9 +30,28 @@ ORDER = [
     ("cell", "later"),
     [("py310-torch2.14.1", True), ("py311-torch2.0.1", False), ("py311-torch2.14.1", False), ("py312-torch2.15.0", False), ("nope", True)],
 )
-def test_the_cache_is_kept_while_a_later_cell_pins_the_same_heavy_release(cell: str, later: bool) -> None:
-    """Compared by the heavy distributions' exact pins (a shared lightning pin does not keep torch's wheels)."""
-    assert needed_later(ORDER, cell) is later
+def test_the_cache_is_kept_while_a_later_cell_pins_the_same_heavy_release(
+    cell: str, later: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One cell at a time, the cells after it in the run order are still to come (one not in the order keeps the cache);
+    compared by the heavy distributions' exact pins (a shared lightning pin does not keep torch's wheels)."""
+    from bugmatrix.run import runner
+
+    class Planned:
+        def requirements_for(self, pins: dict[str, str], extra: object = None) -> list[str]:
+            return dict(ORDER).get(pins["cell"], ["torch==9.9.9"])
+
+    dropped: list[bool] = []
+
+    def release_cell(venv: Path, *, drop_cache: bool, root: Path | None = None) -> list[str]:
+        dropped.append(drop_cache)
+        return []
+
+    monkeypatch.setenv("BUGMATRIX_DISK", "lean")
+    monkeypatch.setattr(runner, "release_cell", release_cell)
+    order = [runner.CellSpec(cid, {"cell": cid}) for cid, _ in ORDER]
+    runner.release(Planned(), runner.CellSpec(cell, {"cell": cell}), order, root=tmp_path)  # type: ignore[arg-type]
+    assert dropped == [not later]
 
 
 def test_the_torch_stack_is_torch_triton_and_the_cuda_libraries() -> None:

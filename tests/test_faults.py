@@ -28,7 +28,8 @@ import pytest
 from bugmatrix.cell.cellspec import SCHEMA as SPEC_SCHEMA
 from bugmatrix.cell.runfile import VariantRecord, load_run_file
 from bugmatrix.files import write_json_atomic
-from bugmatrix.run.envbuild import STAMP, InstallFailed, ensure_environment, record_install_failure, uv_command
+from bugmatrix.run.envbuild import STAMP, InstallFailed, ensure_environment, uv_command
+from bugmatrix.run.runner import CellSpec, record_install_failure
 
 NEEDS_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch: the plugin seeds it before every variant")
 NEEDS_XDIST = pytest.mark.skipif(importlib.util.find_spec("xdist") is None, reason="needs pytest-xdist: cells run their cases with -n")
@@ -210,7 +211,7 @@ def test_unresolvable_cell_is_install_failed_with_the_resolver_reason(tmp_path: 
     assert "torch==0.0.1" in reason and "unsatisfiable" in reason, reason
     assert not (venv / STAMP).exists(), "a failed build must not be stamped as reusable"
     run_file = tmp_path / "runs" / "py311-torch0.0.1.json"
-    record_install_failure(run_file, "py311-torch0.0.1", {"python": "3.11", "torch": "0.0.1"}, reason)
+    record_install_failure(run_file, CellSpec("py311-torch0.0.1", {"python": "3.11", "torch": "0.0.1"}), reason)
     run = load_run_file(run_file)
     assert run.install == {"status": "failed", "reason": reason}
     assert (run.cell, run.pins, run.results) == ("py311-torch0.0.1", {"python": "3.11", "torch": "0.0.1"}, [])

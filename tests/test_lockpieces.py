@@ -21,7 +21,6 @@ from bugmatrix.run.lock import (
     is_stored_as_pieces,
     lock_status,
     read_header,
-    split_lock,
     stored_lock_files,
     unused_pieces,
     write_stored_lock,
@@ -62,7 +61,7 @@ def test_split_then_assemble_gives_uvs_text_back_byte_for_byte(entries: list[tup
         lock = Path(tmp) / "locks" / "cell.txt"
         write_stored_lock(text, lock)
         assert assemble_lock(lock) == text
-        assert split_lock(text)[0] == lock.read_text()
+        assert stored_lock_files(text, lock)[lock] == lock.read_text()
 
 
 def test_the_stored_form_keeps_pins_and_via_lines_and_writes_each_block_once(tmp_path: Path) -> None:

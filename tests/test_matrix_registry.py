@@ -23,8 +23,7 @@ import pytest
 
 from bugmatrix.errors import USAGE_EXIT_CODE, BugmatrixError
 from bugmatrix.plan.matrix import load_matrix
-from bugmatrix.releases.existence import CACHE_ENV, check_versions
-from bugmatrix.releases.registry import INDEX_URL_ENV
+from bugmatrix.releases.registry import CACHE_ENV, INDEX_URL_ENV, Releases
 from tests.test_noxfile import IN_THIS_VENV, this_venvs_nox
 from tests.test_registry import QuietHandler, publish, wheel
 
@@ -74,13 +73,13 @@ def tiny_with(tmp_path: Path, old: str, new: str) -> Path:
 
 def test_every_listed_version_is_found_on_one_of_its_axis_distributions(stand_in: tuple[Path, list[str]]) -> None:
     """lightning 2.0.3 exists only as pytorch-lightning: still a release of the axis."""
-    check_versions(load_matrix(TINY))
+    Releases().check_versions(load_matrix(TINY))
 
 
 def test_a_version_that_does_not_exist_is_one_line_naming_the_key(stand_in: tuple[Path, list[str]], tmp_path: Path) -> None:
     path = tiny_with(tmp_path, 'versions = ["2.0.1", "2.1.2", "2.3.1"]', 'versions = ["2.0.1", "2.1.2", "2.2.9", "2.3.1"]')
     with pytest.raises(BugmatrixError) as info:
-        check_versions(load_matrix(path))
+        Releases().check_versions(load_matrix(path))
     assert str(info.value) == (
         f"{path}: axes.torch.versions[2]: '2.2.9' is not a release of torch on the registry; "
         "correct the version or remove it (and its uses in profiles, [base], [[include]], [gpu])"
@@ -90,26 +89,28 @@ def test_a_version_that_does_not_exist_is_one_line_naming_the_key(stand_in: tupl
 def test_a_yanked_release_does_not_count(stand_in: tuple[Path, list[str]], tmp_path: Path) -> None:
     path = tiny_with(tmp_path, 'versions = ["2.0.1", "2.1.2", "2.3.1"]', 'versions = ["2.0.1", "2.1.2", "2.2.0", "2.3.1"]')
     with pytest.raises(BugmatrixError, match=r"axes\.torch\.versions\[2\]: '2\.2\.0' is not a release"):
-        check_versions(load_matrix(path))
+        Releases().check_versions(load_matrix(path))
 
 
 def test_the_answer_is_cached_and_a_new_version_asks_again(stand_in: tuple[Path, list[str]], tmp_path: Path) -> None:
     """The second plan makes no request; a version the cache lacks (shipped since) makes exactly one for its distribution."""
     served, requests = stand_in
-    check_versions(load_matrix(TINY))
+    Releases().check_versions(load_matrix(TINY))
     first = len(requests)
     assert first >= 3 and (tmp_path / "cache" / "torch.json").exists()
-    check_versions(load_matrix(TINY))
+    Releases().check_versions(load_matrix(TINY))
     assert len(requests) == first, "nox -l must not ask the registry each time"
     publish(served, "transformers", {"4.30.2": [wheel()], "4.46.3": [wheel()], "4.47.0": [wheel()]})
-    check_versions(load_matrix(tiny_with(tmp_path, 'versions = ["4.30.2", "4.46.3"]', 'versions = ["4.30.2", "4.46.3", "4.47.0"]')))
+    Releases().check_versions(
+        load_matrix(tiny_with(tmp_path, 'versions = ["4.30.2", "4.46.3"]', 'versions = ["4.30.2", "4.46.3", "4.47.0"]'))
+    )
     assert requests[first:] == ["/transformers/json"]
 
 
 def test_a_misspelt_distribution_names_the_key(stand_in: tuple[Path, list[str]], tmp_path: Path) -> None:
     path = tiny_with(tmp_path, 'distributions = { transformers = "transformers" }', 'distributions = { transformer = "transformers" }')
     with pytest.raises(BugmatrixError, match=r"axes\.transformers\.distributions\.transformer: 'transformer' is not on the registry"):
-        check_versions(load_matrix(path))
+        Releases().check_versions(load_matrix(path))
 
 
 def test_an_unreachable_registry_is_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,7 +121,7 @@ def test_an_unreachable_registry_is_a_warning(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv(INDEX_URL_ENV, f"http://127.0.0.1:{port}")
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     warnings: list[str] = []
-    check_versions(load_matrix(TINY), warn=warnings.append)
+    Releases(warn=warnings.append).check_versions(load_matrix(TINY))
     assert [w.partition(" (")[0] for w in warnings] == [
         f"{TINY}: axes.{axis}.versions not checked against the registry" for axis in ("torch", "lightning", "transformers")
     ]
@@ -145,7 +146,7 @@ def test_nox_list_says_it_in_one_line_and_lists_the_other_sessions(stand_in: tup
     _, requests = stand_in
     path = tiny_with(tmp_path, 'versions = ["2.0.1", "2.1.2", "2.3.1"]', 'versions = ["2.0.1", "2.1.2", "2.2.9", "2.3.1"]')
     with pytest.raises(BugmatrixError):
-        check_versions(load_matrix(path))  # what `nox -s plan` does first: the registry's answers are cached
+        Releases().check_versions(load_matrix(path))  # what `nox -s plan` does first: the registry's answers are cached
     asked = len(requests)
     run = subprocess.run(
         [nox, "-l"],

@@ -32,7 +32,7 @@ from bugmatrix.files import write_json_atomic
 from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.new_releases import one_line_reason
 from bugmatrix.report.night import analyse
-from bugmatrix.run.envbuild import record_install_failure
+from bugmatrix.run.runner import CellSpec, record_install_failure
 from tests.planfiles import plan_of_runs
 from tests.test_explain import compat_of, write_runs
 from tests.test_registry import QuietHandler, publish, wheel
@@ -55,7 +55,7 @@ def uninstallable_release(reports: Path) -> None:
     write_runs(reports, fixture_runs())
     pins = {"python": "3.11", "torch": "2.99.0", "lightning": "2.6.6"}
     tracked = {"torch": {"requested": "latest", "resolved": "2.99.0"}, "lightning": {"requested": "latest", "resolved": "2.6.6"}}
-    record_install_failure(reports / "runs" / f"{NEW}.json", NEW, pins, UV_REASON, tracked=tracked)
+    record_install_failure(reports / "runs" / f"{NEW}.json", CellSpec(NEW, pins, tracked), UV_REASON)
 
 
 def test_uvs_reason_in_one_line() -> None:

@@ -140,8 +140,9 @@ def test_a_fifo_as_a_previous_run_file_runs_the_cell_and_says_why(tmp_path: Path
     script = (
         "import sys; from pathlib import Path\n"
         "from bugmatrix.run.inputkey import InputKey\n"
+        "from bugmatrix.run.command import CellSpec\n"
         "from bugmatrix.run.reuse import ReusePolicy, decide\n"
-        f"decision = decide(ReusePolicy(Path({str(previous)!r}), 7), {cell!r}, {{}}, InputKey('sha256:0', {{}}))\n"
+        f"decision = decide(ReusePolicy(Path({str(previous)!r}), 7), CellSpec({cell!r}, {{}}), InputKey('sha256:0', {{}}))\n"
         "print(decision.why)\n"
     )
     done = _run([sys.executable, "-c", script], tmp_path)
@@ -183,10 +184,11 @@ ALLOWED = {
     ("bugmatrix/tools/gpukit_run.py", "run_one"): "creates the run's own log file",
     ("bugmatrix/publish/nights.py", "write_history_pages"): "pages the site wrote into its own staging directory a moment before",
     ("bugmatrix/releases/registry.py", "fetch_project"): "an HTTP response (urlopen with a timeout), not a file",
-    ("bugmatrix/run/diskbudget.py", "cache_lock"): "its own lock file, opened to flock it",
-    ("bugmatrix/run/envbuild.py", "ensure_environment"): "the project's own committed lock",
-    ("bugmatrix/run/envbuild.py", "is_current"): "the stamp this runner wrote into the cell's own venv",
-    ("bugmatrix/run/envbuild.py", "_one_builder"): "its own lock file, opened to flock it",
+    ("bugmatrix/run/envbuild.py", "flocked"): "its own lock file, opened to flock it",
+    (
+        "bugmatrix/run/envbuild.py",
+        "ensure_environment",
+    ): "the project's own committed lock, and the stamp this runner wrote into the cell's own venv",
     ("bugmatrix/run/inputkey.py", "_imported_modules"): "the project's own harness modules",
     ("bugmatrix/run/inputkey.py", "_pytest_settings"): "the project's own pyproject.toml",
     ("bugmatrix/run/lock.py", "read_header"): "the project's own committed locks/",

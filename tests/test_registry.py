@@ -319,8 +319,7 @@ def test_a_saved_resolution_is_read_like_the_matrix(tmp_path: Path) -> None:
 def test_a_saved_resolution_naming_no_release_is_refused_before_a_cell_is_planned(tmp_path: Path) -> None:
     """``latest = 9.9.9`` in a saved resolution (hand-edited, or from another registry) is checked like matrix.toml's versions."""
     from bugmatrix.plan.matrix import load_matrix
-    from bugmatrix.releases.existence import check_resolved
-    from bugmatrix.releases.registry import Resolution, Resolved, save_resolution
+    from bugmatrix.releases.registry import Releases, Resolution, Resolved, save_resolution
     from bugmatrix.releases.tracking import load_plan, requests
 
     root = Path(__file__).resolve().parents[1]
@@ -345,9 +344,9 @@ def test_a_saved_resolution_naming_no_release_is_refused_before_a_cell_is_planne
         return {"releases": {e.resolved: [{"yanked": False}] for e in entries}}
 
     with pytest.raises(BugmatrixError, match=r"'9\.9\.9' is not a release of torch"):
-        check_resolved(bad, matrix, saved, cache=tmp_path / "cache", fetch=registry)
+        Releases(tmp_path / "cache", registry).check_resolved(bad, matrix, saved)
     assert asked[0] == "torch"
-    check_resolved(Resolution(tuple(entries)), matrix, saved, cache=tmp_path / "cache", fetch=registry)  # a real release passes
+    Releases(tmp_path / "cache", registry).check_resolved(Resolution(tuple(entries)), matrix, saved)  # a real release passes
 
 
 @pytest.mark.parametrize("command", ["report", "repro"])

@@ -171,7 +171,7 @@ def test_a_previous_run_file_edited_since_its_night_recorded_it_is_not_trusted(
     capsys.readouterr()
     recorded = load_history(previous / "history.jsonl")[-1].files
     assert recorded[f"{where}/{CELL.id}.json"] == file_digest(path), "the report records the digest of each run file it read"
-    assert decide(policy_of(previous), CELL.id, CELL.pins, cell_key(MATRIX, spec(), root)[0], CELL.variants).source == path
+    assert decide(policy_of(previous), CellSpec.of(CELL), cell_key(MATRIX, spec(), root)[0]).source == path
     data = json.loads(path.read_text())
     data["results"][0].update(outcome="fixed", signature_matched=False)  # the edit: the key, the dates, the shape all unchanged
     write_json_atomic(path, data)
@@ -186,7 +186,7 @@ def test_a_previous_run_file_edited_since_its_night_recorded_it_is_not_trusted(
 def test_a_previous_run_file_no_night_recorded_is_not_trusted(root: Path, tmp_path: Path) -> None:
     """Previous results without the history that recorded them (or a file it never read) are not reused: nothing vouches for them."""
     write_json_atomic(tmp_path / "runs" / f"{CELL.id}.json", previous_run(root).to_json())
-    decision = decide(policy_of(tmp_path), CELL.id, CELL.pins, cell_key(MATRIX, spec(), root)[0], CELL.variants)
+    decision = decide(policy_of(tmp_path), CellSpec.of(CELL), cell_key(MATRIX, spec(), root)[0])
     assert decision.reused is None and f"runs/{CELL.id}.json: no night of {tmp_path / 'history.jsonl'} recorded its digest" in decision.why
 
 
@@ -208,7 +208,7 @@ def test_a_changed_key_runs_and_says_which_part_moved(root: Path, tmp_path: Path
     stale = {**run.input_key, "digest": "sha256:0", "parts": {**run.input_key["parts"], "lock": "sha256:0"}}
     save(previous, previous_run(root, input_key=stale))
     key, _ = cell_key(MATRIX, spec(), root)
-    decision = decide(policy_of(previous), CELL.id, CELL.pins, key, CELL.variants)
+    decision = decide(policy_of(previous), CellSpec.of(CELL), key)
     assert decision.reused is None and decision.why == "runs: the previous run inputs changed: lock changed"
 
 
@@ -226,7 +226,7 @@ def test_a_changed_key_runs_and_says_which_part_moved(root: Path, tmp_path: Path
 def test_runs_that_are_no_whole_observation_are_not_reused(root: Path, tmp_path: Path, changes: dict[str, object], why: str) -> None:
     save(tmp_path, previous_run(root, **changes))
     key, _ = cell_key(MATRIX, spec(), root)
-    decision = decide(policy_of(tmp_path), CELL.id, CELL.pins, key, CELL.variants)
+    decision = decide(policy_of(tmp_path), CellSpec.of(CELL), key)
     assert decision.reused is None and why in decision.why
 
 
@@ -278,7 +278,7 @@ def test_a_pair_the_history_calls_flaky_is_observed_again(root: Path, tmp_path: 
     policy = reuse_policy(7, ReuseOptions(previous=tmp_path), history_of=reuse_facts)
     assert policy is not None and policy.flaky == {(variant, CELL.id)}
     key, _ = cell_key(MATRIX, spec(), root)
-    decision = decide(policy, CELL.id, CELL.pins, key, CELL.variants)
+    decision = decide(policy, CellSpec.of(CELL), key)
     assert decision.reused is None and f"the history calls {variant} flaky here: re-observed" in decision.why
 
 
@@ -288,7 +288,7 @@ def test_a_sibling_run_of_the_same_lock_stands_in_once_the_patch_is_applied(root
     save(tmp_path, other_lock)
     sibling = save(tmp_path, previous_run(root), where="fresh/runs")
     key, _ = cell_key(MATRIX, spec(), root)
-    decision = decide(policy_of(tmp_path), CELL.id, CELL.pins, key, CELL.variants)
+    decision = decide(policy_of(tmp_path), CellSpec.of(CELL), key)
     assert decision.reused is not None and decision.source == sibling
 
 
@@ -313,13 +313,13 @@ def test_a_workaround_sibling_is_keyed_with_its_extra_wherever_a_planned_cell_is
 def test_when_reuse_is_off_or_impossible(root: Path, tmp_path: Path) -> None:
     key, _ = cell_key(MATRIX, spec(), root)
     policy = policy_of(tmp_path)
-    assert "reuse is off" in decide(None, CELL.id, CELL.pins, key).why
-    assert "no previous run file" in decide(policy, CELL.id, CELL.pins, key).why
-    assert "not reusable, no current lock" in decide(policy, CELL.id, CELL.pins, None, unkeyed="no current lock").why
-    assert "pytest arguments narrow" in decide(policy, CELL.id, CELL.pins, key, narrowed=["-k", "x"]).why
+    assert "reuse is off" in decide(None, CellSpec.of(CELL), key).why
+    assert "no previous run file" in decide(policy, CellSpec.of(CELL), key).why
+    assert "not reusable, no current lock" in decide(policy, CellSpec.of(CELL), None, unkeyed="no current lock").why
+    assert "pytest arguments narrow" in decide(policy, CellSpec.of(CELL), key, narrowed=["-k", "x"]).why
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / f"{CELL.id}.json").write_text('{"schema": "bugmatrix.run/3", "cel')
-    corrupt = decide(policy, CELL.id, CELL.pins, key)
+    corrupt = decide(policy, CellSpec.of(CELL), key)
     assert corrupt.reused is None and "cannot be read" in corrupt.why and "\n" not in corrupt.why, (
         "a corrupt previous file only runs the cell"
     )

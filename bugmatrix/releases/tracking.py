@@ -19,8 +19,7 @@ from bugmatrix.paths import output_dir
 from bugmatrix.plan.catalog import Catalog, load_catalog
 from bugmatrix.plan.cells import Cell, plan_all, plan_cells
 from bugmatrix.plan.matrix import SYMBOLIC, Matrix, load_matrix
-from bugmatrix.releases.existence import check_case_versions, check_resolved, check_versions
-from bugmatrix.releases.registry import Resolution, load_resolution, resolve_axes, save_resolution, warn
+from bugmatrix.releases.registry import Releases, Resolution, load_resolution, resolve_axes, save_resolution, warn
 from bugmatrix.versions import parse_version
 
 __all__ = [
@@ -83,7 +82,7 @@ def resolve_matrix(
         previous = _known_axes(load_resolution(path), matrix, path)
         if all(previous.covers(a, r) for a, rs in wanted.items() for r in rs):
             if check:
-                check_resolved(previous, matrix, path, offline=offline, warn=warn)
+                Releases(warn=warn, offline=offline).check_resolved(previous, matrix, path)
             return apply_resolution(matrix, previous), previous
     if offline:
         msg = f"no saved resolution of {', '.join(sorted(wanted))} in {path} (listing asks no registry; `nox -s plan` saves one)"
@@ -97,14 +96,10 @@ def resolve_matrix(
 
 def _known_axes(resolution: Resolution, matrix: Matrix, path: Path) -> Resolution:
     """A saved resolution less the axes the matrix no longer has; a value that is not a version (``../../etc``) is one line."""
-    kept = []
-    for entry in resolution.entries:
-        if entry.axis not in matrix.axes:
-            continue
-        if parse_version(entry.resolved) is None:
-            msg = f"{path}: {entry.axis}.resolved: {entry.resolved!r} is not a version; delete {path} and re-run `nox -s plan`"
-            raise BugmatrixError(msg)
-        kept.append(entry)
+    kept = [entry for entry in resolution.entries if entry.axis in matrix.axes]
+    if bad := next((entry for entry in kept if parse_version(entry.resolved) is None), None):
+        msg = f"{path}: {bad.axis}.resolved: {bad.resolved!r} is not a version; delete {path} and re-run `nox -s plan`"
+        raise BugmatrixError(msg)
     return dataclasses.replace(resolution, entries=tuple(kept))
 
 
@@ -161,7 +156,7 @@ def load_plan(
     """Check, resolve, import and plan. ``fallback``: plan the pinned versions only (with a warning) when ``latest`` cannot
     be resolved; ``registry=False`` skips the version checks; ``offline`` asks and writes nothing."""
     if registry:
-        check_versions(declared, offline=offline)
+        Releases(offline=offline).check_versions(declared)
     try:
         matrix, resolution = resolve_matrix(declared, refresh=refresh, saved=saved, offline=offline, check=registry)
     except BugmatrixError as exc:
@@ -170,5 +165,5 @@ def load_plan(
         warn(f"'latest' left out of every profile: {exc}")
         matrix, resolution = without_symbolic(declared), Resolution()
     catalog = load_catalog(cases_dir, matrix)
-    check_case_versions(declared, catalog.own_versions(), ask=registry, offline=offline)
+    Releases(offline=offline).check_case_versions(declared, catalog.own_versions(), ask=registry)
     return Planned(declared, matrix, resolution, catalog, tuple(plan_all(matrix, catalog)))

@@ -4,21 +4,19 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.run.envbuild import run_uv
+from bugmatrix.run.envbuild import flocked, run_uv
 from bugmatrix.run.lock import pinned_distributions
 
 __all__ = [
-    "KEEP",
     "LEAN",
     "MARGIN_GIB",
     "STACK_GIB",
@@ -27,13 +25,11 @@ __all__ = [
     "heavy_distributions",
     "lean_needed",
     "needed_by",
-    "needed_later",
     "release_cell",
     "uv_cache_dir",
 ]
 
 LEAN = "lean"
-KEEP = "keep"
 #: What one torch release's wheels take in uv's cache (torch, triton, the CUDA libraries; measured: 4-5 GB).
 STACK_GIB = 4.5
 #: Room left for everything else (the small wheels, the venvs' own files, reports, the rest of the machine).
@@ -57,7 +53,7 @@ def lean_needed(jobs: int = 1) -> bool:
     """``$BUGMATRIX_DISK`` when ``lean`` or ``keep``; else lean once the free disk cannot hold the next ``jobs`` torch stacks
     beside the margin (asked as each cell ends)."""
     value = os.environ.get("BUGMATRIX_DISK", "").strip().lower()
-    if value in (LEAN, KEEP):
+    if value in (LEAN, "keep"):
         return value == LEAN
     if value not in ("", "auto"):
         msg = f"BUGMATRIX_DISK={value!r}: use lean, keep or auto (unset: auto, lean only where the disk needs it)"
@@ -71,23 +67,9 @@ def needed_by(others: Iterable[Sequence[str]], mine: Sequence[str]) -> bool:
     return any(heavy & _heavy_pins(requirements) for requirements in others)
 
 
-@contextlib.contextmanager
-def cache_lock(root: Path, *, exclusive: bool) -> Iterator[None]:
+def cache_lock(root: Path, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
     """Builds hold it shared, a lean prune of uv's cache exclusive: a ``flock`` on ``<root>/.nox/uv-cache.lock``."""
-    path = root / ".nox" / "uv-cache.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:  # closing it releases the lock, also when the process dies
-        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
-
-
-def needed_later(order: Sequence[tuple[str, Sequence[str]]], cell_id: str) -> bool:
-    """Whether a cell after ``cell_id`` in ``order`` ((id, requirements) pairs, in run order) pins one of its heavy distributions."""
-    ids = [cid for cid, _ in order]
-    if cell_id not in ids:
-        return True  # unknown position: keep the cache
-    index = ids.index(cell_id)
-    return needed_by((requirements for _, requirements in order[index + 1 :]), order[index][1])
+    return flocked(root / ".nox" / "uv-cache.lock", exclusive=exclusive)
 
 
 def _heavy_pins(requirements: Sequence[str]) -> set[str]:
@@ -100,16 +82,12 @@ def heavy_distributions(names: Iterable[str]) -> list[str]:
     return sorted(n for n in normal if n in HEAVY_NAMES or n.startswith(HEAVY_PREFIXES))
 
 
-def _installed(python: Path) -> list[str]:
-    listed = run_uv("pip", "list", "--python", str(python), "--format", "json")
-    if listed.returncode != 0:
-        return []
-    return [entry["name"] for entry in json.loads(listed.stdout or "[]")]
-
-
 def release_cell(venv: Path, *, drop_cache: bool, root: Path | None = None) -> list[str]:
     """Remove ``venv``; with ``drop_cache`` also clean its torch stack from uv's cache (under :func:`cache_lock`); what was cleaned."""
-    cleaned = heavy_distributions(_installed(venv / "bin" / "python")) if drop_cache and venv.exists() else []
+    cleaned: list[str] = []
+    if drop_cache and venv.exists():  # its torch stack, as uv lists what is installed
+        listed = run_uv("pip", "list", "--python", str(venv / "bin" / "python"), "--format", "json")
+        cleaned = heavy_distributions(entry["name"] for entry in json.loads(listed.stdout or "[]")) if listed.returncode == 0 else []
     shutil.rmtree(venv, ignore_errors=True)
     if cleaned:
         with cache_lock(root, exclusive=True) if root is not None else contextlib.nullcontext():

@@ -5,7 +5,6 @@ half-installed venv that looks current; a matching stamp is reused as is."""
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import fcntl
 import hashlib
 import os
@@ -13,28 +12,13 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import msgspec
-
 from bugmatrix.cell.environment import SOURCE_BUILDS
-from bugmatrix.cell.runfile import RunRecord
-from bugmatrix.documents.run import InputKey
-from bugmatrix.files import write_json_atomic
 from bugmatrix.versions import version_key
 
-__all__ = [
-    "STAMP",
-    "InstallFailed",
-    "cell_venv",
-    "ensure_environment",
-    "find_interpreter",
-    "fresh_venv",
-    "record_install_failure",
-    "run_uv",
-    "uv_command",
-]
+__all__ = ["STAMP", "InstallFailed", "cell_venv", "ensure_environment", "find_interpreter", "flocked", "fresh_venv", "run_uv", "uv_command"]
 
 STAMP = ".bugmatrix-requirements"
 REASON_LINES = 12  # the resolver's explanation is at the end of its output
@@ -96,12 +80,6 @@ def _tail(text: str) -> str:
     return "\n".join(lines[-REASON_LINES:])
 
 
-def is_current(venv: Path, digest: str) -> bool:
-    """Whether ``venv`` was completely built from the inputs of ``digest`` (its stamp)."""
-    stamp = venv / STAMP
-    return (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == digest
-
-
 def _refused(output: str, python: str) -> str | None:
     """uv's refusal to build, said as the missing wheel: ``numpy==1.26.4 has no wheel for Python 3.13 here ...``."""
     match = NO_WHEEL.search(output)
@@ -160,11 +138,12 @@ def ensure_environment(
     inputs = [f"python {python}", *requirements, *locked, *refused, *(f"absent {name}" for name in absent)]
     digest = hashlib.sha256("\n".join(inputs).encode()).hexdigest()
     fresh, old = venv.with_name(venv.name + ".new"), venv.with_name(venv.name + ".old")
-    with _one_builder(venv):
+    with flocked(venv.with_name(f".{venv.name}.lock")):  # one process at a time (two would delete each other's ``.new``)
         # What a killed run left behind, cleared even when ``venv`` is current (a kill during the last rmtree).
         shutil.rmtree(fresh, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
-        if is_current(venv, digest):
+        stamp = venv / STAMP  # the digest, written once the venv was completely built from these inputs
+        if (venv / "bin" / "python").exists() and stamp.exists() and stamp.read_text().strip() == digest:
             return False
         try:
             _build(fresh, python, requirements, modules, lock, no_build, absent)
@@ -180,40 +159,9 @@ def ensure_environment(
 
 
 @contextlib.contextmanager
-def _one_builder(venv: Path) -> Iterator[None]:
-    """One process at a time checks and builds ``venv`` (two runs of one cell would delete each other's ``.new``)."""
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(venv.with_name(f".{venv.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+def flocked(path: Path, *, exclusive: bool = True) -> Iterator[None]:
+    """A ``flock`` on the file ``path`` (created, with its folder) for the block; shared unless ``exclusive``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:  # closing it releases the lock, also when the process dies
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock, also when the process dies
-
-
-def record_install_failure(
-    path: Path,
-    cell: str,
-    pins: Mapping[str, str],
-    reason: str,
-    *,
-    tracked: Mapping[str, Mapping[str, str]] | None = None,
-    input_key: InputKey | None = None,
-    origin: Mapping[str, str] | None = None,
-) -> None:
-    """Write the run file of a cell that could not be built (no results, the reason kept; never reused)."""
-    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    run = RunRecord(
-        cell=cell,
-        pins=dict(pins),
-        axes=list(pins),
-        environment={},
-        started=stamp,
-        finished=stamp,
-        install={"status": "failed", "reason": reason},
-        complete=True,
-        tracked={axis: dict(t) for axis, t in (tracked or {}).items()},
-        input_key=msgspec.to_builtins(input_key),
-        origin=dict(origin) if origin else None,
-    )
-    write_json_atomic(path, run.to_json())

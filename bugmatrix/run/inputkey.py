@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import hashlib
 import json
 import platform
 import shutil
@@ -18,7 +17,7 @@ from typing import Any
 
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.documents.run import InputKey
-from bugmatrix.files import file_digest
+from bugmatrix.files import digest_of, file_digest
 
 __all__ = ["KEY_SCHEMA", "InputKey", "case_files", "differences", "harness_files", "input_key"]
 
@@ -65,7 +64,7 @@ def _pytest_settings(root: Path) -> str:
     if not pyproject.is_file():
         return "none"
     settings = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("pytest", {}).get("ini_options", {})
-    return "sha256:" + hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+    return digest_of(json.dumps(settings, sort_keys=True).encode())
 
 
 def case_files(root: Path, variants: Iterable[str]) -> list[Path]:
@@ -124,7 +123,7 @@ def input_key(
         "gpu": gpu if gpu is not None else _gpu_description(),
         "providers": json.loads(json.dumps(providers or {})),  # tuples as lists: the form it has once read back
     }
-    return InputKey("sha256:" + hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()).hexdigest(), parts)
+    return InputKey(digest_of(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()), parts)
 
 
 def _file_changes(kind: str, before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:

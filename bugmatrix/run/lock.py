@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_PLATFORM",
-    "HARNESS_EXEMPT",
     "LOCKS_ENV",
     "PIECES",
     "added_size",
@@ -41,14 +40,12 @@ __all__ = [
     "lock_for",
     "lock_path",
     "lock_status",
-    "locks_dir",
     "new_lock_files",
     "pinned_distributions",
     "read_header",
     "referenced_pieces",
     "requirements_digest",
     "run_lock",
-    "split_lock",
     "stored_lock_files",
     "unused_pieces",
     "write_stored_lock",
@@ -57,11 +54,10 @@ __all__ = [
 #: The nightly's runners (ubuntu-latest, the GPU runner): a lock made on a laptop still resolves for them.
 DEFAULT_PLATFORM = "x86_64-unknown-linux-gnu"
 HEADER_KEY = re.compile(r"^# (?P<key>[a-z0-9-]+): (?P<value>.*)$")
-REASON_LINES = 3
 #: Another directory of locks in place of the committed ``locks/`` (try a lock patch before applying it; the benchmark).
 LOCKS_ENV = "BUGMATRIX_LOCKS"
 #: The harness's tools and their dependencies: resolved as of today even in an era-locked cell.
-HARNESS_EXEMPT = ("pytest", "pytest-xdist", "pluggy", "iniconfig", "execnet")
+_HARNESS_EXEMPT = ("pytest", "pytest-xdist", "pluggy", "iniconfig", "execnet")
 #: The directory of pieces, inside a directory of locks.
 PIECES = "pieces"
 DIGEST_CHARS = 16
@@ -71,24 +67,19 @@ PINNED = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z
 BLOCK = re.compile(r"^(?P<requirement>[^\s#][^\n]*) \\\n(?:    --hash=[^\n]*\\\n)*    --hash=[^\n]*\n", re.MULTILINE)
 
 
-def locks_dir(root: Path) -> Path:
+def _locks_dir(root: Path) -> Path:
     """``$BUGMATRIX_LOCKS``, else ``<root>/locks``."""
     return Path(os.environ.get(LOCKS_ENV) or root / "locks")
 
 
 def lock_path(root: Path, cell_id: str, directory: Path | None = None) -> Path:
     """``<locks>/<cell-id>.txt``; a CUDA twin uses its CPU cell's."""
-    return (directory or locks_dir(root)) / f"{cell_id.removesuffix('-cuda')}.txt"
+    return (directory or _locks_dir(root)) / f"{cell_id.removesuffix('-cuda')}.txt"
 
 
 def requirements_digest(requirements: Sequence[str]) -> str:
     """sha256 of the requirement list; order does not matter to a resolver, so neither here."""
     return hashlib.sha256("\n".join(sorted(r.strip() for r in requirements)).encode()).hexdigest()
-
-
-def _reason(stderr: str) -> str:
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    return " ".join(lines[-REASON_LINES:]) or "no output"  # uv ends with the cause/hint lines
 
 
 def exclude_newer_for(pinned: Mapping[str, str], *, slack: dt.timedelta = dt.timedelta(days=1), fetch: Fetch | None = None) -> str:
@@ -120,7 +111,10 @@ def create_lock(
     command += [arg for name, cutoff in sorted(held.items()) for arg in ("--exclude-newer-package", f"{name}={cutoff}")]
     result = run_uv(*command, input="\n".join(requirements) + "\n")
     if result.returncode != 0:
-        msg = f"cannot lock {out.name} for python {python}: {_reason(result.stderr)}; fix the pins or constraints in matrix.toml"
+        reason = (
+            " ".join([line.strip() for line in result.stderr.splitlines() if line.strip()][-3:]) or "no output"
+        )  # uv's cause/hint lines
+        msg = f"cannot lock {out.name} for python {python}: {reason}; fix the pins or constraints in matrix.toml"
         raise BugmatrixError(msg)
     header = [
         "# bugmatrix lock: every distribution of one cell, exact versions and hashes. Do not edit; re-create it.",
@@ -218,14 +212,14 @@ def run_lock(matrix: Matrix, cells: Sequence[Cell], root: Path, *, check: bool, 
             print(f"locks/{reason}" if reason else f"locks/{said}" if whole else f"locks/{path.name}: current")
         elif reason is not None:
             cutoff = exclude_newer_for(pinned_distributions(requirements)) if era else None
-            create_lock(requirements, cell.python, path, exclude_newer=cutoff, exempt=HARNESS_EXEMPT if era else (), pieces=True)
+            create_lock(requirements, cell.python, path, exclude_newer=cutoff, exempt=_HARNESS_EXEMPT if era else (), pieces=True)
             print(f"locks/{path.name}: written" + (f" (exclude-newer {cutoff})" if cutoff else ""))
         elif whole:
             write_stored_lock(path.read_text(encoding="utf-8"), path)
             print(f"locks/{path.name}: current, now stored as pieces (the same text)")
         else:
             print(f"locks/{path.name}: current")
-    for piece in unused_pieces(locks_dir(root)) if cells else ():
+    for piece in unused_pieces(_locks_dir(root)) if cells else ():
         print(f"locks/pieces/{piece.name}: no lock uses it; remove it (or run: nox -s lock)")
     return 1 if stale else 0
 
@@ -242,18 +236,6 @@ def _file_name(requirement: str, digest: str) -> str:
 def _piece_path(locks: Path, reference_line: str) -> Path | None:
     match = REFERENCE.match(reference_line)
     return locks / PIECES / _file_name(match["requirement"], match["digest"]) if match else None
-
-
-def split_lock(text: str) -> tuple[str, dict[str, str]]:
-    """uv's lock text -> (the cell's stored text, {piece file name: piece text}); :func:`assemble_lock` inverts it exactly."""
-    pieces: dict[str, str] = {}
-
-    def reference(block: re.Match[str]) -> str:
-        digest = _digest(block[0])
-        pieces[_file_name(block["requirement"], digest)] = block[0]
-        return f"{block['requirement']} #piece {digest}\n"
-
-    return BLOCK.sub(reference, text), pieces
 
 
 def is_stored_as_pieces(text: str) -> bool:
@@ -286,9 +268,16 @@ def assemble_lock(lock: Path, text: str | None = None) -> str:
 
 
 def stored_lock_files(text: str, lock: Path) -> dict[Path, str]:
-    """The files that store uv's lock ``text`` as ``lock``: the cell's short file and each piece."""
-    stored, pieces = split_lock(text)
-    return {lock: stored, **{lock.parent / PIECES / name: piece for name, piece in pieces.items()}}
+    """The files that store uv's lock ``text`` as ``lock``: the cell's short file and each piece (:func:`assemble_lock`
+    gives ``text`` back exactly)."""
+    pieces: dict[Path, str] = {}
+
+    def reference(block: re.Match[str]) -> str:
+        digest = _digest(block[0])
+        pieces[lock.parent / PIECES / _file_name(block["requirement"], digest)] = block[0]
+        return f"{block['requirement']} #piece {digest}\n"
+
+    return {lock: BLOCK.sub(reference, text), **pieces}
 
 
 def new_lock_files(texts: Mapping[Path, str]) -> dict[Path, str]:

@@ -21,9 +21,9 @@ from bugmatrix.plan.matrix import Matrix
 from bugmatrix.run.command import run_file_path
 from bugmatrix.run.diskbudget import MARGIN_GIB, STACK_GIB
 from bugmatrix.run.reuse import ReusePolicy
-from bugmatrix.run.runner import CellSpec, release, run_cell
+from bugmatrix.run.runner import CellRun, CellSpec, release, run_cell
 
-__all__ = ["JOBS_ENV", "WORKERS_ENV", "Finished", "Job", "Slots", "describe", "run_cells", "run_job", "slots"]
+__all__ = ["JOBS_ENV", "WORKERS_ENV", "Slots", "describe", "log_path", "run_cells", "run_job", "slots"]
 
 JOBS_ENV = "BUGMATRIX_JOBS"
 
@@ -75,38 +75,16 @@ def slots(cells: int, *, cores: int, free: float, jobs: str | None = None, worke
     return Slots(chosen_jobs, per_cell, why)
 
 
-@dataclass(frozen=True)
-class Job:
-    """One cell for a pool process: everything :func:`run_cell` needs, picklable."""
-
-    matrix: Matrix
-    spec: CellSpec
-    reports: Path
-    root: Path
-    reuse: ReusePolicy | None = None
-
-    @property
-    def log(self) -> Path:
-        return self.reports / "logs" / f"{self.spec.id}.log"
+def log_path(reports: Path, cell_id: str) -> Path:
+    """``<reports>/logs/<cell>.log``: a cell's own output when it runs in a pool process."""
+    return reports / "logs" / f"{cell_id}.log"
 
 
-@dataclass(frozen=True)
-class Finished:
-    """What a pool process reports back: enough for the cell's line, and whether its pytest ran to the end."""
-
-    cell: str
-    seconds: float
-    returncode: int | None
-    install_failed: str | None
-    reused: bool
-    unfinished: str | None = None
-
-
-def run_job(job: Job) -> Finished:
-    """Run one cell through the one runner in this (pool) process; its output goes to its log file."""
-    started = time.perf_counter()
-    job.log.parent.mkdir(parents=True, exist_ok=True)
-    with job.log.open("w", encoding="utf-8") as log:
+def run_job(matrix: Matrix, spec: CellSpec, reports: Path, root: Path, reuse: ReusePolicy | None) -> CellRun:
+    """Run one cell through the one runner in this (pool) process, timed; its output goes to its log file."""
+    started, path = time.perf_counter(), log_path(reports, spec.id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as log:
 
         def said(line: str) -> None:
             log.write(line + "\n")
@@ -114,29 +92,29 @@ def run_job(job: Job) -> Finished:
 
         def execute(command: Sequence[str], env: Mapping[str, str]) -> int:
             said("$ " + " ".join(command))
-            return subprocess.run(list(command), env=dict(env), cwd=job.root, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+            return subprocess.run(list(command), env=dict(env), cwd=root, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
 
-        run_file, junit = run_file_path(job.reports, job.spec.id), job.reports / "junit" / f"{job.spec.id}.xml"
-        done = run_cell(job.matrix, job.spec, run_file, execute=execute, root=job.root, junit=junit, reuse=job.reuse, log=said)
-    return Finished(job.spec.id, time.perf_counter() - started, done.returncode, done.install_failed, done.reused, done.unfinished)
+        run_file, junit = run_file_path(reports, spec.id), reports / "junit" / f"{spec.id}.xml"
+        done = run_cell(matrix, spec, run_file, execute=execute, root=root, junit=junit, reuse=reuse, log=said)
+    return replace(done, seconds=time.perf_counter() - started)
 
 
-def describe(finished: Finished, run_file: Path, log: Path) -> str:
+def describe(cell: str, finished: CellRun, log: Path) -> str:
     """The cell's line (without its count): outcomes counted, reuse, an install failure's reason, a broken run's log."""
     timing = f"({finished.seconds:.1f} s)"
     if finished.install_failed is not None:
-        return f"{finished.cell} install-failed: {finished.install_failed.strip().splitlines()[-1]} {timing}"
+        return f"{cell} install-failed: {finished.install_failed.strip().splitlines()[-1]} {timing}"
     if finished.unfinished is not None:
-        return f"{finished.cell} did not finish (pytest exited {finished.returncode}): {finished.unfinished}; see {log} {timing}"
+        return f"{cell} did not finish (pytest exited {finished.returncode}): {finished.unfinished}; see {log} {timing}"
     try:
-        record = load_run_file(run_file)
+        record = load_run_file(finished.run_file)
     except (OSError, ValueError, BugmatrixError) as exc:
-        return f"{finished.cell} no run file ({exc}), see {log} {timing}"
+        return f"{cell} no run file ({exc}), see {log} {timing}"
     counts = Counter(r.outcome for r in record.results)
     said = ", ".join(f"{o.value} {counts[o]}" for o in Outcome if counts[o]) or "no variants"
     flagged = Counter(r.verdict.value for r in record.results if r.verdict.flagged)
     extra = "".join(f"; {n} {verdict}" for verdict, n in sorted(flagged.items()))
-    return f"{finished.cell} {'reused: ' if finished.reused else ''}{said}{extra} {timing}"
+    return f"{cell} {'reused: ' if finished.reused else ''}{said}{extra} {timing}"
 
 
 def run_cells(
@@ -150,21 +128,20 @@ def run_cells(
     reuse: ReusePolicy | None = None,
     order: Sequence[CellSpec] | None = None,
     say: Callable[[str], None] = print,
-) -> list[Finished]:
+) -> list[CellRun]:
     """Run ``specs`` up to ``jobs`` at once, one line per finished cell, lean disk given back (``order``: every planned cell)."""
-    made = [Job(matrix, replace(spec, runner=chosen_runner(spec.runner.name, workers)), reports, root, reuse) for spec in specs]
-    unfinished = {job.spec.id: job.spec for job in made}
-    finished: list[Finished] = []
+    made = [replace(spec, runner=chosen_runner(spec.runner.name, workers)) for spec in specs]
+    unfinished = {spec.id: spec for spec in made}
+    finished: list[CellRun] = []
     # spawn, not fork: the pool's own threads are running when it starts processes.
     with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(run_job, job): job for job in made}
+        futures = {pool.submit(run_job, matrix, spec, reports, root, reuse): spec for spec in made}
         for future in as_completed(futures):
-            job = futures[future]
-            done = future.result()
-            del unfinished[job.spec.id]
+            spec, done = futures[future], future.result()
+            del unfinished[spec.id]
             others = list(unfinished.values())
-            cleaned = [] if done.reused else release(matrix, job.spec, order or specs, root=root, others=others, jobs=jobs)
+            cleaned = [] if done.reused else release(matrix, spec, order or specs, root=root, others=others, jobs=jobs)
             finished.append(done)
             lean = f"; lean: cleaned {', '.join(cleaned)}" if cleaned else ""
-            say(f"[{len(finished)}/{len(made)}] {describe(done, run_file_path(reports, job.spec.id), job.log)}{lean}")
+            say(f"[{len(finished)}/{len(made)}] {describe(spec.id, done, log_path(reports, spec.id))}{lean}")
     return finished

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from bugmatrix.plan.cells import Cell
     from bugmatrix.plan.matrix import Matrix
 
-__all__ = ["lock_changes", "lock_entries", "patch_text", "reresolve_cells", "run_reresolve"]
+__all__ = ["lock_changes", "lock_entries", "patch_text", "reresolve_cells"]
 
 ENTRY = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;\\]+)")
 HASH = re.compile(r"--hash=(?P<hash>\S+)")
@@ -35,16 +35,15 @@ HASH = re.compile(r"--hash=(?P<hash>\S+)")
 
 def lock_entries(text: str) -> dict[str, tuple[str, frozenset[str]]]:
     """Distribution (normalised) -> (version, hashes) of a lock's text (comments and ``# via`` lines ignored)."""
-    versions: dict[str, str] = {}
-    hashes: dict[str, set[str]] = {}
+    entries: dict[str, tuple[str, set[str]]] = {}
     current: str | None = None
     for line in text.splitlines():
         if match := ENTRY.match(line):
             current = canonicalize_name(match["name"])
-            versions[current], hashes[current] = match["version"], set()
+            entries[current] = (match["version"], set())
         elif current is not None and line.startswith((" ", "\t")):
-            hashes[current] |= {m["hash"] for m in HASH.finditer(line)}
-    return {name: (version, frozenset(hashes[name])) for name, version in versions.items()}
+            entries[current][1].update(m["hash"] for m in HASH.finditer(line))
+    return {name: (version, frozenset(hashes)) for name, (version, hashes) in entries.items()}
 
 
 def lock_changes(committed: str, fresh: str) -> list[str]:
@@ -115,16 +114,19 @@ def reresolve_cells(
     as_of: str | None = None,
     held: Mapping[str, str] | None = None,
     jobs: int = 4,
-    log: Callable[[Reresolved], None] | None = None,
+    say: Callable[[str], None] | None = None,
     profile: str | None = None,
 ) -> list[Reresolved]:
-    """Resolve each CPU cell again (``jobs`` at once), compare, write ``<out>`` all or nothing (a CUDA twin shares its CPU cell's lock)."""
+    """Resolve each CPU cell again (``jobs`` at once), compare, write ``<out>`` all or nothing (a CUDA twin shares its CPU
+    cell's lock). ``say`` (``nox -s reresolve``): one line per cell, then the totals."""
     cpu = [c for c in cells if c.device == "cpu"]
     with tempfile.TemporaryDirectory(prefix="bugmatrix-reresolve-") as tmp, ThreadPoolExecutor(max(1, jobs)) as pool:
         done = list(pool.map(lambda c: _one(matrix, c, root, Path(tmp), as_of, dict(held or {})), cpu))
     results = [r for r, _ in done]
-    for result in results if log is not None else ():
-        log(result)
+    for result in results if say is not None else ():
+        moved = ", ".join(result.moved[:6]) + (" …" if len(result.moved) > 6 else "")
+        detail = {"moved": moved, "failed": result.reason}.get(result.status, "")
+        say(f"{result.cell}: {result.status}" + (f": {detail}" if detail else ""))
     moved = [(r.cell, new) for r, new in done if r.status == "moved"]
     document = LaneFile(RERESOLVE_SCHEMA, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), results, as_of, dict(held or {}), profile)
     files: dict[Path, str | bytes] = {out / "resolve.json": json.dumps(msgspec.to_builtins(document), indent=1, sort_keys=True) + "\n"}
@@ -134,31 +136,9 @@ def reresolve_cells(
         files[out / "locks.patch"] = patch
     stale = [p for p in (out / "locks").glob("*.txt") if p not in files] + ([] if patch else [out / "locks.patch"])
     write_files(files, remove=stale)
+    if say is not None:
+        counts = ", ".join(f"{sum(r.status == s for r in results)} {s}" for s in STATUSES)
+        against = f"as of {as_of}" if as_of else "against today's registry"
+        refreshed = f"refreshed locks: {out / 'locks.patch'} (git apply {out / 'locks.patch'})" if patch else "nothing to refresh"
+        say(f"re-resolved {len(results)} cells {against}: {counts}; {refreshed}")
     return results
-
-
-def run_reresolve(
-    matrix: Matrix,
-    cells: Sequence[Cell],
-    root: Path,
-    out: Path,
-    *,
-    as_of: str | None,
-    held: Mapping[str, str],
-    jobs: int,
-    profile: str | None = None,
-) -> int:
-    """``nox -s reresolve``: one line per cell, then the totals; 0 (what moved or failed is the report's finding)."""
-
-    def say(result: Reresolved) -> None:
-        moved = ", ".join(result.moved[:6]) + (" …" if len(result.moved) > 6 else "")
-        detail = {"moved": moved, "failed": result.reason}.get(result.status, "")
-        print(f"{result.cell}: {result.status}" + (f": {detail}" if detail else ""), flush=True)
-
-    results = reresolve_cells(matrix, cells, root, out, as_of=as_of, held=held, jobs=jobs, log=say, profile=profile)
-    counts = {status: sum(r.status == status for r in results) for status in STATUSES}
-    patch = out / "locks.patch"
-    against = f"as of {as_of}" if as_of else "against today's registry"
-    refreshed = f"refreshed locks: {patch} (git apply {patch})" if patch.exists() else "nothing to refresh"
-    print(f"re-resolved {len(results)} cells {against}: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"; {refreshed}")
-    return 0

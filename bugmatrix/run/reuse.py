@@ -9,17 +9,18 @@ import argparse
 import datetime as dt
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import msgspec
+from typing import TYPE_CHECKING
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.files import write_json_atomic
 from bugmatrix.run.inputkey import InputKey, differences
+
+if TYPE_CHECKING:
+    from bugmatrix.run.command import CellSpec
 
 __all__ = [
     "NO_REUSE_ENV",
@@ -31,7 +32,6 @@ __all__ = [
     "previous_run_files",
     "reuse_policy",
     "split_reuse_options",
-    "write_reused",
 ]
 
 PREVIOUS_ENV = "BUGMATRIX_PREVIOUS"
@@ -120,10 +120,8 @@ def _age_days(observed: Mapping[str, str], now: dt.datetime) -> float | None:
     return (now - when).total_seconds() / 86400
 
 
-def _why_not(
-    run: RunRecord, cell_id: str, pins: Mapping[str, str], key: InputKey, variants: Sequence[str], policy: ReusePolicy
-) -> str | None:
-    if run.cell != cell_id or run.pins != dict(pins):
+def _why_not(run: RunRecord, spec: CellSpec, key: InputKey, policy: ReusePolicy) -> str | None:
+    if run.cell != spec.id or run.pins != dict(spec.pins or {}):
         return f"it records cell {run.cell} with other pins"
     if run.input_key is None:
         return "it recorded no input key (a run without a current lock, or from before keys)"
@@ -134,12 +132,12 @@ def _why_not(
         return "its environment did not install then: tried again"
     if not run.complete:
         return "it did not complete"
-    if variants and set(run.selected) != set(variants):
+    if spec.variants and set(run.selected) != set(spec.variants):
         return "it ran another selection of variants"
     odd = sorted(r.id for r in run.results if r.outcome in REOBSERVE)
     if odd:
         return f"it recorded {len(odd)} crashed/timeout result(s) ({odd[0]}): re-observed"
-    flaky = sorted(r.id for r in run.results if (r.id, cell_id) in policy.flaky)
+    flaky = sorted(r.id for r in run.results if (r.id, spec.id) in policy.flaky)
     if flaky:
         return f"the history calls {flaky[0]} flaky here: re-observed"
     observed = run.observed
@@ -166,23 +164,16 @@ def _untrusted(run: RunRecord, name: str, policy: ReusePolicy) -> str | None:
 
 
 def decide(
-    policy: ReusePolicy | None,
-    cell_id: str,
-    pins: Mapping[str, str] | None,
-    key: InputKey | None,
-    variants: Sequence[str] = (),
-    *,
-    unkeyed: str = "",
-    narrowed: Sequence[str] = (),
+    policy: ReusePolicy | None, spec: CellSpec, key: InputKey | None, *, unkeyed: str = "", narrowed: Sequence[str] = ()
 ) -> Decision:
     """Whether the cell runs tonight or a previous run's results stand, and why (one line for the session's log)."""
     if policy is None:
         return Decision(None, "runs: reuse is off (no previous results named, --no-reuse, or max_age_days = 0)")
-    if pins is None or key is None:
+    if spec.pins is None or key is None:
         return Decision(None, f"runs: not reusable, {unkeyed or 'no input key'}")
     if narrowed:
         return Decision(None, f"runs: pytest arguments narrow or change the run ({' '.join(narrowed)})")
-    found = previous_run_files(policy.previous, cell_id)
+    found = previous_run_files(policy.previous, spec.id)
     if not found:
         return Decision(None, f"runs: no previous run file for it in {policy.previous}")
     reasons = []
@@ -192,25 +183,10 @@ def decide(
         except BugmatrixError as exc:
             reasons.append(f"{path.name} cannot be read ({exc})")
             continue
-        why = _untrusted(run, path.relative_to(policy.previous).as_posix(), policy) or _why_not(run, cell_id, pins, key, variants, policy)
+        why = _untrusted(run, path.relative_to(policy.previous).as_posix(), policy) or _why_not(run, spec, key, policy)
         if why is None:
             observed = run.observed or {}
             origin = f"{observed.get('date', '?')}, commit {observed.get('commit', '?')}, {observed.get('run', '?')}"
             return Decision(run, f"reused: inputs unchanged since {origin} ({path})", path)
         reasons.append(why)
     return Decision(None, "runs: the previous run " + reasons[0] + (f" (also: {'; '.join(reasons[1:])})" if reasons[1:] else ""))
-
-
-def write_reused(
-    run_file: Path, previous: RunRecord, key: InputKey, origin: Mapping[str, str], tracked: Mapping[str, Mapping[str, str]]
-) -> RunRecord:
-    """Write tonight's run file from a previous run's results, with tonight's origin and tracking and ``reused_from``."""
-    reused = replace(
-        previous,
-        input_key=msgspec.to_builtins(key),
-        origin=dict(origin),
-        reused_from=dict(previous.observed or {}),
-        tracked={axis: dict(t) for axis, t in tracked.items()},
-    )
-    write_json_atomic(run_file, reused.to_json())
-    return reused

@@ -7,22 +7,26 @@ import datetime as dt
 import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import msgspec
 
 from bugmatrix.cell.descendants import reaping
 from bugmatrix.cell.preload import IMPORT_CHECK_ENV
+from bugmatrix.cell.runfile import RunRecord
 from bugmatrix.documents.run import load_run_file
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import ROOT
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.provenance import origin_now
 from bugmatrix.run.command import CellSpec, cell_env, pytest_command, write_spec
-from bugmatrix.run.diskbudget import cache_lock, lean_needed, needed_by, needed_later, release_cell
-from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment, find_interpreter, record_install_failure
+from bugmatrix.run.diskbudget import cache_lock, lean_needed, needed_by, release_cell
+from bugmatrix.run.envbuild import InstallFailed, cell_venv, ensure_environment, find_interpreter
 from bugmatrix.run.inputkey import InputKey, input_key
 from bugmatrix.run.lock import lock_for
-from bugmatrix.run.reuse import Decision, ReusePolicy, decide, write_reused
+from bugmatrix.run.reuse import Decision, ReusePolicy, decide
 
 __all__ = [
     "CellRun",
@@ -33,6 +37,7 @@ __all__ = [
     "bytecode_env",
     "cell_key",
     "prepare",
+    "record_install_failure",
     "release",
     "run_cell",
     "unfinished",
@@ -64,6 +69,7 @@ class CellRun:
     decision: Decision | None = None
     #: Why the run file is not the whole record of the pytest that ran (None: it is, or pytest did not run).
     unfinished: str | None = None
+    seconds: float = 0.0  # how long it took, where a pool process timed it
 
     @property
     def reused(self) -> bool:
@@ -110,17 +116,16 @@ def run_cell(
     when it cannot be built). ``select``/``extra`` narrow the run (no reuse); ``prepared`` is told the environment."""
     origin = origin_now(root)
     key, unkeyed = cell_key(matrix, spec, root)
-    decision = decide(reuse, spec.id, spec.pins, key, spec.variants, unkeyed=unkeyed, narrowed=[*select, *extra])
+    decision = decide(reuse, spec, key, unkeyed=unkeyed, narrowed=[*select, *extra])
     if log is not None:
         log(decision.why)
-    if decision.reused is not None and key is not None:
-        write_reused(run_file, decision.reused, key, origin, spec.tracked)
+    if decision.reused is not None and key is not None:  # its results, with tonight's origin and tracking and ``reused_from``
+        _write_run(run_file, replace(decision.reused, reused_from=dict(decision.reused.observed or {})), spec, key, origin)
         return CellRun(run_file, None, decision=decision)
     try:
         environment = prepare(matrix, spec, root=root, venv=venv, check_imports=False)
     except InstallFailed as exc:
-        assert spec.pins is not None  # the current interpreter needs no install
-        record_install_failure(run_file, spec.id, spec.pins, str(exc), tracked=spec.tracked, input_key=key, origin=origin)
+        record_install_failure(run_file, spec, str(exc), key, origin)
         return CellRun(run_file, None, install_failed=str(exc), decision=decision)
     if prepared is not None:
         prepared(environment)
@@ -137,6 +142,22 @@ def run_cell(
     if left and log is not None:
         log(f"killed {len(left)} process(es) the cell left running: " + "; ".join(left))
     return CellRun(run_file, environment, returncode=code, decision=decision, unfinished=unfinished(run_file, since))
+
+
+def record_install_failure(
+    run_file: Path, spec: CellSpec, reason: str, key: InputKey | None = None, origin: Mapping[str, str] | None = None
+) -> None:
+    """Write the run file of a cell that could not be built (no results, the reason kept; never reused)."""
+    assert spec.pins is not None  # the current interpreter needs no install
+    stamp, install = dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), {"status": "failed", "reason": reason}
+    run = RunRecord(spec.id, dict(spec.pins), {}, axes=list(spec.pins), started=stamp, finished=stamp, install=install, complete=True)
+    _write_run(run_file, run, spec, key, origin)
+
+
+def _write_run(run_file: Path, run: RunRecord, spec: CellSpec, key: InputKey | None, origin: Mapping[str, str] | None) -> None:
+    tracked = {axis: dict(t) for axis, t in spec.tracked.items()}
+    run = replace(run, input_key=msgspec.to_builtins(key), origin=dict(origin) if origin else None, tracked=tracked)
+    write_json_atomic(run_file, run.to_json())
 
 
 def unfinished(run_file: Path, since: dt.datetime) -> str | None:
@@ -201,17 +222,15 @@ def release(
     ``order``, or ``others`` running or waiting beside it) needs them; what was cleaned."""
     if spec.pins is None or not lean_needed(jobs):
         return []
-    planned = [(c.id, matrix.requirements_for(c.pins, extra=c.extra)) for c in order if c.pins is not None]
-    if others is None:
-        later = needed_later(planned, spec.id)
-        ids = [cid for cid, _ in planned]
-        busy = set(ids[ids.index(spec.id) :]) if spec.id in ids else {spec.id}  # this cell and those still to come
-    else:
-        mine = matrix.requirements_for(spec.pins, extra=spec.extra)
-        later = needed_by((matrix.requirements_for(c.pins, extra=c.extra) for c in others if c.pins is not None), mine)
-        busy = {c.id for c in others} | {spec.id}
+    planned = [c for c in order if c.pins is not None]
+    ids = [c.id for c in planned]
+    if others is None and spec.id in ids:  # one at a time: those after it in ``order`` are still to come
+        others = planned[ids.index(spec.id) + 1 :]
+    mine = matrix.requirements_for(spec.pins, extra=spec.extra)
+    later = others is None or needed_by((matrix.requirements_for(c.pins, extra=c.extra) for c in others if c.pins is not None), mine)
+    busy = {spec.id, *(c.id for c in others or ())}  # unknown position: the cache is kept
     # The venvs kept by cells neither running nor still to come go first: their hard links keep uv's cache from shrinking.
-    for cid, _ in planned:
+    for cid in ids:
         if cid not in busy and cell_venv(root, cid).exists():
             release_cell(cell_venv(root, cid), drop_cache=False)
     return release_cell(venv or cell_venv(root, spec.id), drop_cache=not later, root=root)

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     order = [CellSpec.of(c) for c in plan.cells]
     done = run_cells(plan.matrix, specs, reports, jobs=chosen.jobs, workers=chosen.workers, reuse=policy, order=order)
-    broken = [d.cell for d in done if d.unfinished is not None]
+    broken = [d.run_file.stem for d in done if d.unfinished is not None]
     print(f"bugmatrix: {len(done)} cell(s) in {time.perf_counter() - started:.1f} s -> {reports / 'runs'}")
     if broken:
         print(f"bugmatrix: {len(broken)} cell(s) did not run to the end: {', '.join(broken)} (their logs: {reports / 'logs'})")

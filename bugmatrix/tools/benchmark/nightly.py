@@ -116,8 +116,9 @@ def stale_setup(root: Path, matrix: Matrix, cells: Sequence[Cell], previous: Pat
     """Why a kept setup night cannot stand for last night ("" when every cell would be reused)."""
     policy = ReusePolicy(previous, matrix.file.reuse.max_age_days, *reuse_facts(previous / "history.jsonl"))
     for cell in cells:
-        key, why = cell_key(matrix, replace(CellSpec.of(cell), locks=locks), root)  # a sibling: with its extra
-        decision = decide(policy, cell.id, cell.pins, key, cell.variants, unkeyed=why)
+        spec = replace(CellSpec.of(cell), locks=locks)
+        key, why = cell_key(matrix, spec, root)  # a sibling: with its extra
+        decision = decide(policy, spec, key, unkeyed=why)
         if decision.reused is None:
             return f"{cell.id} {decision.why}"
     return ""
