@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import msgspec
 
@@ -20,9 +20,6 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.plan.slices import Slice
-
-if TYPE_CHECKING:  # the planner imports this module
-    from bugmatrix.plan.cells import Cell
 
 __all__ = ["COMPUTED_SCHEMA", "Choice", "choose", "committed_choices", "reference_outcomes", "write_choices"]
 
@@ -45,6 +42,16 @@ class _Committed(msgspec.Struct):
     written_by: str = ""
 
 
+class CellLike(Protocol):
+    """What choosing needs of a planned cell (:class:`bugmatrix.plan.cells.Cell`: the planner imports this module)."""
+
+    id: str
+    pins: Mapping[str, str]
+    device: str
+    variants: tuple[str, ...]
+    sibling_of: str
+
+
 @dataclass(frozen=True)
 class Choice:
     """One case's cells in a computed profile, what they show, and whether that comes from the reference or from ``expect=``."""
@@ -55,21 +62,21 @@ class Choice:
     source: str  # "reference", "expect", or "reference and expect"
 
 
-def _at_base(matrix: Matrix, cell: Cell) -> int:
+def _at_base(matrix: Matrix, cell: CellLike) -> int:
     return sum(1 for axis, version in cell.pins.items() if matrix.base.get(axis) == version)
 
 
-def choose(matrix: Matrix, case: Slice, candidates: Sequence[Cell], reference: Reference = {}) -> Choice:  # noqa: B006 - read only
+def choose(matrix: Matrix, case: Slice, candidates: Sequence[CellLike], reference: Reference = {}) -> Choice:  # noqa: B006 - read only
     """The case's cells among ``candidates`` (CPU cells of the larger profile); see the module docstring for the rule."""
     members = [m for m in case.members if m.device == "cpu"]
     ids = {m.id for m in members}
     ran: dict[str, dict[str, str]] = {}  # cell id -> its variants of the case -> where each ran (the cell, or a sibling of it)
-    home: dict[str, Cell] = {}  # cell id -> the cell (a sibling stands in, under its cell's id, where the cell runs nothing)
+    home: dict[str, CellLike] = {}  # cell id -> the cell (a sibling stands in, under its cell's id, where the cell runs nothing)
     for c in (c for c in candidates if c.device == "cpu" and ids & set(c.variants)):
         key = c.sibling_of or c.id
         ran.setdefault(key, {}).update({variant: c.id for variant in ids & set(c.variants)})
         if key not in home or not c.sibling_of:
-            home[key] = replace(c, id=key, sibling_of="") if c.sibling_of else c
+            home[key] = replace(c, id=key, sibling_of="") if c.sibling_of else c  # type: ignore[type-var]
     cells = sorted(home.values(), key=lambda c: matrix.release_order(c.pins))
     if not cells:
         return Choice(case.case, (), "no cell of this profile runs it", "expect")
@@ -84,17 +91,17 @@ def choose(matrix: Matrix, case: Slice, candidates: Sequence[Cell], reference: R
 
     axes = {m.id: m.axes for m in members}
 
-    def shows(cell: Cell, outcome: Outcome) -> list[str]:
+    def shows(cell: CellLike, outcome: Outcome) -> list[str]:
         return [m.id for m in members if seen.get((m.id, cell.id)) is outcome]
 
-    def source(*chosen: Cell) -> str:
+    def source(*chosen: CellLike) -> str:
         used = set().union(*(origin.get(c.id, set()) for c in chosen))
         return " and ".join(s for s in ("reference", "expect") if s in used)
 
     reproduced = [c for c in cells if shows(c, Outcome.REPRODUCED)]
     fixed = [c for c in cells if shows(c, Outcome.FIXED)]
 
-    def near_base(listed: list[Cell]) -> Cell:
+    def near_base(listed: list[CellLike]) -> CellLike:
         return min(listed, key=lambda c: (-_at_base(matrix, c), matrix.release_order(c.pins)))
 
     if not reproduced or not fixed:
@@ -103,7 +110,7 @@ def choose(matrix: Matrix, case: Slice, candidates: Sequence[Cell], reference: R
         what = f"{shows(one, outcome)[0]} {outcome.value}" if reproduced or fixed else "no reproduced or fixed outcome"
         return Choice(case.case, (one.id,), f"{what} in {one.id} (its only outcome)", source(one))
 
-    def flips(r: Cell, f: Cell) -> set[str]:
+    def flips(r: CellLike, f: CellLike) -> set[str]:
         """The variants reproduced in r and fixed in f that change along exactly one of their declared axes between them."""
         both = set(shows(r, Outcome.REPRODUCED)) & set(shows(f, Outcome.FIXED))
         return {v for v in both if sum(1 for a in axes[v] if r.pins.get(a) != f.pins.get(a)) == 1}
@@ -116,7 +123,7 @@ def choose(matrix: Matrix, case: Slice, candidates: Sequence[Cell], reference: R
         both = f"{shows(one, Outcome.REPRODUCED)[0]} reproduced and {shows(one, Outcome.FIXED)[0]} fixed in {one.id}"
         return Choice(case.case, (one.id,), both, source(one))
 
-    def rank(pair: tuple[Cell, Cell, set[str]]) -> tuple:
+    def rank(pair: tuple[CellLike, CellLike, set[str]]) -> tuple:
         r, f, both = pair
         differ = sum(1 for a in matrix.axes if r.pins.get(a) != f.pins.get(a))
         newest = tuple(tuple(-part for part in v.release) for v in matrix.release_order(f.pins))
