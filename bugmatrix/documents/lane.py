@@ -48,9 +48,6 @@ class LaneFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return {r.cell: r for r in self.cells}
 
 
-_DECODER = msgspec.json.Decoder(LaneFile)
-
-
 def load_reresolved(out: Path) -> LaneFile | None:
     """``<out>/resolve.json`` (None when the lane did not run); a corrupt one is a one-line error naming the file."""
     path = out / "resolve.json"
@@ -58,7 +55,7 @@ def load_reresolved(out: Path) -> LaneFile | None:
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        return _DECODER.decode(read_bytes(path, "lane record", fix=fix))
+        return msgspec.json.decode(read_bytes(path, "lane record", fix=fix), type=LaneFile)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         problem = f"not valid JSON: {exc}" if type(exc) is msgspec.DecodeError else str(exc)
         msg = f"{path}: not a re-resolve record ({problem}); {fix}"

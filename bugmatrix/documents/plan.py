@@ -8,25 +8,15 @@ from typing import Any, Literal
 
 import msgspec
 
+from bugmatrix.documents.compat import Axis
 from bugmatrix.documents.resolution import ResolutionFile
 from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import read_json
 from bugmatrix.values import profile_name
 
-__all__ = ["PLAN_SCHEMA", "PlanDocument", "PlannedAxis", "PlannedCell", "read_plan_document"]
+__all__ = ["PLAN_SCHEMA", "PlanDocument", "PlannedCell", "read_plan_document"]
 
 PLAN_SCHEMA = "bugmatrix.plan.cells/1"
-
-
-class PlannedAxis(msgspec.Struct):
-    """An axis the plan's cells pin: its name, the prefix of its part of a cell id, and whether it is the interpreter."""
-
-    name: str
-    prefix: str = ""
-    interpreter: bool = False
-
-    def __post_init__(self) -> None:
-        self.prefix = self.prefix or self.name
 
 
 class PlannedCell(msgspec.Struct, frozen=True):
@@ -44,7 +34,7 @@ class PlanDocument(msgspec.Struct, frozen=True):
     schema: Literal["bugmatrix.plan.cells/1"]
     profile: str
     cells: tuple[PlannedCell, ...]
-    axes: tuple[PlannedAxis, ...] = ()
+    axes: tuple[Axis, ...] = ()  # the axes its cells pin, in display order
     resolution: ResolutionFile = ResolutionFile({})
 
     def __post_init__(self) -> None:

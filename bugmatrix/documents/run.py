@@ -117,7 +117,6 @@ class RunFile(msgspec.Struct, forbid_unknown_fields=True):
     reused_from: Origin | None = None
 
 
-_DECODER = msgspec.json.Decoder(RunFile)
 FIX = "re-run its cell"
 
 
@@ -133,7 +132,7 @@ def load_run_file(path: Path) -> RunRecord:
     """One run file, decoded by :class:`RunFile`, as the cell's records; any defect is one line naming the file (and the key)."""
     raw = read_bytes(path, "run file", fix=FIX)
     try:
-        document = _DECODER.decode(raw)
+        document = msgspec.json.decode(raw, type=RunFile)
     except msgspec.ValidationError as exc:
         msg = f"{path}: malformed run file ({exc}); {FIX}"
     except msgspec.DecodeError as exc:

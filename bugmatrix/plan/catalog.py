@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bugmatrix.cell.case import Case, Variant
 from bugmatrix.errors import BugmatrixError
-from bugmatrix.plan.loader import load_cases
+from bugmatrix.plan.loader import case_files, load_case
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.plan.slices import Slice, case_slice, source_of
 
@@ -47,7 +47,8 @@ class Catalog:
 def load_catalog(cases_dir: Path, matrix: Matrix | None = None) -> Catalog:
     """Import the cases once (the matrix's axis modules deferred); every axis a variant spans or requires must be the matrix's."""
     axes = [] if matrix is None else [module for axis in matrix.package_axes for module in matrix.axes[axis].distributions.values()]
-    catalog = Catalog(tuple(load_cases(cases_dir, frozenset(m.partition(".")[0] for m in axes))), cases_dir)
+    defer = frozenset(m.partition(".")[0] for m in axes)
+    catalog = Catalog(tuple(load_case(path, defer) for path in case_files(cases_dir)), cases_dir)
     if matrix is not None:
         for variant in catalog.variants:
             for verb, named in (("spans", variant.axes), ("requires", tuple(variant.requires.versions))):

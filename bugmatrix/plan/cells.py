@@ -56,18 +56,6 @@ class Cell:
         """The package axes installed in this cell (what its variants may use), in display order."""
         return tuple(a for a in self.pins if a != self.interpreter)
 
-    def to_json(self) -> dict[str, Any]:
-        sibling = {"environment": self.extra.to_json(), "sibling_of": self.sibling_of} if self.extra else {}
-        sibling |= {"overrides": list(self.overrides)} if self.overrides else {}
-        return {
-            "id": self.id,
-            "pins": dict(self.pins),
-            "profiles": list(self.profiles),
-            "device": self.device,
-            "variants": list(self.variants),
-            **sibling,
-        }
-
 
 def sibling_id(cell_id: str, extra: Env) -> str:
     """``py311-torch2.0.1-with-setuptools-lt-81``: the cell a case's environment runs in, beside ``cell_id``."""
@@ -245,10 +233,17 @@ def plan_document(matrix: Matrix, profile: str, cells: list[Cell], resolution: M
     """The plan as data (``bugmatrix.plan.cells/1``): what the report checks completeness against; ``resolution`` (the saved
     resolution's JSON) says what ``latest`` meant, for the report's tracking."""
     pinned = {axis for cell in cells for axis in cell.pins}
+    listed = []
+    for c in cells:
+        sibling = {"environment": c.extra.to_json(), "sibling_of": c.sibling_of} if c.extra else {}
+        sibling |= {"overrides": list(c.overrides)} if c.overrides else {}
+        listed.append(
+            {"id": c.id, "pins": dict(c.pins), "profiles": list(c.profiles), "device": c.device, "variants": list(c.variants), **sibling}
+        )
     document = {
         "schema": PLAN_SCHEMA,
         "profile": profile,
         "axes": [{"name": name, "prefix": a.prefix} for name, a in matrix.axes.items() if name in pinned],
-        "cells": [c.to_json() for c in cells],
+        "cells": listed,
     }
     return document if resolution is None else {**document, "resolution": resolution}

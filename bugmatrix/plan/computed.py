@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 import msgspec
-from packaging.version import Version
 
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.documents.run import load_run_dir
@@ -127,16 +126,13 @@ def choose(matrix: Matrix, case: Slice, candidates: Sequence[CellLike], referenc
     def rank(pair: tuple[CellLike, CellLike, set[str]]) -> tuple:
         r, f, both = pair
         differ = sum(1 for a in matrix.axes if r.pins.get(a) != f.pins.get(a))
-        return (-len(both), differ, matrix.release_order(r.pins), -_at_base(matrix, f), _neg(matrix.release_order(f.pins)))
+        newest = tuple(tuple(-part for part in v.release) for v in matrix.release_order(f.pins))
+        return (-len(both), differ, matrix.release_order(r.pins), -_at_base(matrix, f), newest)
 
     r, f, both = min(pairs, key=rank)
     variant = sorted(both, key=[m.id for m in members].index)[0] if both else shows(r, Outcome.REPRODUCED)[0]
     tail = f", fixed in {f.id}" if both else f"; {shows(f, Outcome.FIXED)[0]} fixed in {f.id}"
     return Choice(case.case, (r.id, f.id), f"{variant} reproduced in {r.id}{tail}", source(r, f))
-
-
-def _neg(key: tuple[Version, ...]) -> tuple:
-    return tuple(tuple(-part for part in v.release) for v in key)
 
 
 def reference_outcomes(runs: Path) -> dict[tuple[str, str], Outcome]:

@@ -7,6 +7,7 @@ somewhere iff it holds at a version its bounds name or just beside one.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -92,12 +93,9 @@ def contradiction(matrix: Matrix, pins: Mapping[str, str], extra: Env | None = N
     for demand in _demands(matrix, pins, extra):
         by_name.setdefault(demand.distribution, []).append(demand)
     for demands in by_name.values():
-        for i, first in enumerate(demands):
-            for second in demands[i + 1 :]:
-                if not satisfiable([first.specifier, second.specifier]):
-                    return first, second
-        if len(demands) > 2 and not satisfiable([d.specifier for d in demands]):
-            return demands[0], demands[-1]  # every pair agrees, all of them do not: name the ends
+        if len(demands) > 1 and not satisfiable([d.specifier for d in demands]):
+            pairs = (pair for pair in itertools.combinations(demands, 2) if not satisfiable([d.specifier for d in pair]))
+            return next(pairs, (demands[0], demands[-1]))  # every pair agrees, all of them do not: name the ends
     return None
 
 

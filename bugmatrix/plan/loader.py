@@ -18,7 +18,7 @@ from pathlib import Path
 from bugmatrix.cell.case import Case, case_of_module
 from bugmatrix.errors import BugmatrixError
 
-__all__ = ["DeferredCall", "case_files", "load_case", "load_cases"]
+__all__ = ["DeferredCall", "case_files", "load_case"]
 
 PACKAGE = "bugmatrix_cases"
 
@@ -134,8 +134,3 @@ def load_case(path: Path, defer: frozenset[str] = frozenset()) -> Case:
             msg = f"{path}: importing the case failed ({type(exc).__name__}: {exc}); run `python -m pytest {path}` in a cell to see the traceback"
             raise BugmatrixError(msg) from None
     return case_of_module(vars(module), path.stem, path)
-
-
-def load_cases(cases_dir: Path, defer: frozenset[str] = frozenset()) -> list[Case]:
-    """Every case of a directory, in file order (``defer``: top-level modules deferred even where installed)."""
-    return [load_case(path, defer) for path in case_files(cases_dir)]

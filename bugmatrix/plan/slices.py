@@ -65,10 +65,6 @@ class Slice:
         return (*listed, *self.versions.get(axis, ()))
 
 
-def _axis_of(matrix: Matrix) -> dict[str, str]:
-    return {canonicalize_name(dist): axis for axis in matrix.package_axes for dist in matrix.axes[axis].distributions}
-
-
 def case_slice(matrix: Matrix, case: Case, source: str) -> Slice:
     """The case's slice; an environment that pins an axis where it can never hold, or removes an axis, is one line naming ``source``."""
     spans = case.spans
@@ -119,7 +115,7 @@ def split_environment(
     """A variant's environment as the planner reads it: what it requires of an axis (where it runs) and the rest (its
     sibling). ``spans``: the axes its case's cells pin (default: the variant's own); ``own``: the case's own releases."""
     spans = variant.axes if spans is None else spans
-    providers = _axis_of(matrix)
+    providers = {canonicalize_name(dist): axis for axis in matrix.package_axes for dist in matrix.axes[axis].distributions}
     when: dict[str, SpecifierSet] = {}
     extra = []
     where = f"{source or f'case {variant.case_id!r}'}: environment {variant.environment!r} of variant {variant.name!r}"

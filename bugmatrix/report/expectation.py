@@ -75,8 +75,7 @@ def from_plan(plan: PlanDocument, where: str = "", baseline: Compat | None = Non
             1 for vid, per_cell in baseline.results.items() for cid in per_cell if not is_system(cid) and vid not in planned.get(cid, ())
         )
     text = f"the plan{' ' + where if where else ''} ({len(cells)} cells)"
-    axes = tuple(Axis(a.name, a.prefix, a.interpreter) for a in plan.axes)
-    return Expectation(ExpectationSummary(ExpectationSource.PLAN, text, dropped, dropped_results), cells, axes, _plan_tracking(plan))
+    return Expectation(ExpectationSummary(ExpectationSource.PLAN, text, dropped, dropped_results), cells, plan.axes, _plan_tracking(plan))
 
 
 def _from_baseline(baseline: Compat, where: str, runs: Sequence[RunRecord]) -> Expectation:
