@@ -76,11 +76,13 @@ def fetch_project(name: str) -> Mapping[str, Any]:
         raise RegistryUnreachable(msg) from exc
 
 
+def _released(project: Mapping[str, Any]) -> list[str]:
+    return [text for text, files in project.get("releases", {}).items() if files and not all(f.get("yanked") for f in files)]
+
+
 def release_versions(project: Mapping[str, Any], *, pre: bool = False) -> list[Version]:
     """The project's releases (not yanked, dev, post or local), oldest first."""
-    listed = [
-        parse_version(text) for text, files in project.get("releases", {}).items() if files and not all(f.get("yanked") for f in files)
-    ]
+    listed = map(parse_version, _released(project))
     # A post release repackages a release: the behaviour is the same.
     return sorted(v for v in listed if v and not v.is_devrelease and not v.local and v.post is None and (pre or not v.is_prerelease))
 
@@ -216,43 +218,13 @@ def resolve_axes(
     return Resolution(tuple(entries), now)
 
 
-def _cache_dir() -> Path:
-    """``$BUGMATRIX_REGISTRY_CACHE`` or ``build/registry`` (git ignores build/)."""
-    return Path(os.environ.get(CACHE_ENV) or ROOT / "build" / "registry")
-
-
 def _as_versions(texts: Iterable[str]) -> set[Version]:
     return {v for v in map(parse_version, texts) if v is not None}
 
 
-def _cache_file(cache: Path, distribution: str) -> Path:
-    return cache / f"{canonicalize_name(distribution)}.json"
-
-
-def _cached_versions(distribution: str, *, cache: Path) -> set[Version]:
-    """The releases of ``distribution`` the cache remembers (none when there is no cache or it is damaged: only a cache)."""
-    try:
-        return _as_versions(read_json(_cache_file(cache, distribution), "registry cache")["versions"])
-    except (BugmatrixError, KeyError, TypeError):
-        return set()
-
-
-def _listed_versions(distribution: str, *, cache: Path, fetch: Fetch | None = None) -> set[Version]:
-    """The registry's releases of ``distribution`` (pre-releases too: a matrix may pin one), asked now and cached."""
-    releases = dict((fetch or fetch_project)(distribution)).get("releases", {})
-    versions = [v for v, files in releases.items() if files and not all(f.get("yanked") for f in files)]
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    path = _cache_file(cache, distribution)
-    try:
-        write_json_atomic(path, {"distribution": distribution, "fetched": now, "versions": sorted(versions)})
-    except OSError as exc:
-        warn(f"cannot cache the registry's answer in {path} ({exc.strerror}); the next plan asks again")
-    return _as_versions(versions)
-
-
 @dataclass(frozen=True)
 class Releases:
-    """Where the matrix's versions are checked to be releases: the cache (None: :func:`_cache_dir`), the registry, where
+    """Where the matrix's versions are checked to be releases: the cache (None: :attr:`folder`), the registry, where
     a warning goes, or (``offline``) the cache alone."""
 
     cache: Path | None = None
@@ -260,18 +232,44 @@ class Releases:
     warn: Callable[[str], None] = warn
     offline: bool = False
 
+    @property
+    def folder(self) -> Path:
+        """``cache``, else ``$BUGMATRIX_REGISTRY_CACHE`` or ``build/registry`` (git ignores build/)."""
+        return self.cache or Path(os.environ.get(CACHE_ENV) or ROOT / "build" / "registry")
+
+    def cache_file(self, distribution: str) -> Path:
+        """Where the registry's answer for ``distribution`` is cached."""
+        return self.folder / f"{canonicalize_name(distribution)}.json"
+
+    def versions(self, distribution: str, *, ask: bool) -> set[Version]:
+        """The releases of ``distribution`` (pre-releases too: a matrix may pin one): the cache's (none when it is missing or
+        damaged: only a cache), else (``ask``) the registry's, asked now and cached."""
+        path = self.cache_file(distribution)
+        if not ask:
+            try:
+                return _as_versions(read_json(path, "registry cache")["versions"])
+            except (BugmatrixError, KeyError, TypeError):
+                return set()
+        versions = _released((self.fetch or fetch_project)(distribution))
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        try:
+            write_json_atomic(path, {"distribution": distribution, "fetched": now, "versions": sorted(versions)})
+        except OSError as exc:
+            warn(f"cannot cache the registry's answer in {path} ({exc.strerror}); the next plan asks again")
+        return _as_versions(versions)
+
     def check(self, matrix: Matrix, name: str, versions: Sequence[str], where: str, fix: str, *, indexed: bool = True) -> None:
         """Refuse, in one line naming ``where``, the first version no distribution of axis ``name`` lists with a file not
         yanked; unreachable: warn. ``offline``: only where every distribution has a cached answer without it."""
-        folder, axis = self.cache or _cache_dir(), matrix.axes[name]
-        remembered = set().union(*(_cached_versions(d, cache=folder) for d in axis.distributions))
+        axis = matrix.axes[name]
+        remembered = set().union(*(self.versions(d, ask=False) for d in axis.distributions))
         missing = [v for v in versions if Version(v) not in remembered]
-        if self.offline and not all(_cache_file(folder, d).exists() for d in axis.distributions):
+        if self.offline and not all(self.cache_file(d).exists() for d in axis.distributions):
             missing = []
         unreachable = []
         for distribution in axis.distributions if missing and not self.offline else ():
             try:
-                known = _listed_versions(distribution, cache=folder, fetch=self.fetch)
+                known = self.versions(distribution, ask=True)
             except RegistryUnreachable as exc:
                 unreachable.append(str(exc))
                 continue
@@ -290,7 +288,7 @@ class Releases:
 
     def check_versions(self, matrix: Matrix) -> None:
         """Refuse a package-axis version no distribution of the axis has released (one line naming the key); unreachable: warn."""
-        cached = f" (as cached in {self.cache or _cache_dir()}; `nox -s plan` asks the registry again)" if self.offline else ""
+        cached = f" (as cached in {self.folder}; `nox -s plan` asks the registry again)" if self.offline else ""
         fix = f"{cached}; correct the version or remove it (and its uses in profiles, [base], [[include]], [gpu])"
         for name in matrix.package_axes:
             self.check(matrix, name, matrix.axes[name].versions, f"{matrix.path}: axes.{name}.versions", fix)

@@ -110,17 +110,14 @@ def previous_run_files(previous: Path, cell_id: str) -> list[Path]:
     return [p for p in (previous / "runs" / f"{cell_id}.json", previous / "fresh" / "runs" / f"{cell_id}.json") if p.exists()]
 
 
-def _age_days(observed: Mapping[str, str], now: dt.datetime) -> float | None:
-    try:
-        when = dt.datetime.fromisoformat(observed["date"])
-    except (KeyError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return (now - when).total_seconds() / 86400
-
-
-def _why_not(run: RunRecord, spec: CellSpec, key: InputKey, policy: ReusePolicy) -> str | None:
+def _why_not(run: RunRecord, name: str, spec: CellSpec, key: InputKey, policy: ReusePolicy) -> str | None:
+    if (recorded := policy.recorded.get(name)) is None:
+        return f"{name}: no night of {policy.previous / 'history.jsonl'} recorded its digest, so an edit could not be told: not trusted"
+    date, digest = recorded
+    if run.digest != digest:
+        return (
+            f"{name} is not the file the night of {date} recorded (its digest {run.digest}, recorded {digest}): edited since, not trusted"
+        )
     if run.cell != spec.id or run.pins != dict(spec.pins or {}):
         return f"it records cell {run.cell} with other pins"
     if run.input_key is None:
@@ -140,26 +137,16 @@ def _why_not(run: RunRecord, spec: CellSpec, key: InputKey, policy: ReusePolicy)
     flaky = sorted(r.id for r in run.results if (r.id, spec.id) in policy.flaky)
     if flaky:
         return f"the history calls {flaky[0]} flaky here: re-observed"
-    observed = run.observed
-    age = _age_days(observed, policy.now or dt.datetime.now(dt.UTC)) if observed else None
-    if age is None:
+    observed = run.observed or {}
+    try:
+        when = dt.datetime.fromisoformat(observed["date"])
+    except (KeyError, ValueError):
         return "its results carry no date"
+    age = ((policy.now or dt.datetime.now(dt.UTC)) - (when if when.tzinfo else when.replace(tzinfo=dt.UTC))).total_seconds() / 86400
     if age < -1 / 24:  # a date ahead (a clock gone wrong, a planted file) would never age past max_age_days
-        return f"its results are dated {observed['date'][:10]}, in the future: refused"  # type: ignore[index]
+        return f"its results are dated {observed['date'][:10]}, in the future: refused"
     if age > policy.max_age_days:
-        return f"its results are from {observed['date'][:10]}, {age:.0f} days ago ([reuse] max_age_days = {policy.max_age_days})"  # type: ignore[index]
-    return None
-
-
-def _untrusted(run: RunRecord, name: str, policy: ReusePolicy) -> str | None:
-    recorded = policy.recorded.get(name)
-    if recorded is None:
-        return f"{name}: no night of {policy.previous / 'history.jsonl'} recorded its digest, so an edit could not be told: not trusted"
-    date, digest = recorded
-    if run.digest != digest:
-        return (
-            f"{name} is not the file the night of {date} recorded (its digest {run.digest}, recorded {digest}): edited since, not trusted"
-        )
+        return f"its results are from {observed['date'][:10]}, {age:.0f} days ago ([reuse] max_age_days = {policy.max_age_days})"
     return None
 
 
@@ -183,7 +170,7 @@ def decide(
         except BugmatrixError as exc:
             reasons.append(f"{path.name} cannot be read ({exc})")
             continue
-        why = _untrusted(run, path.relative_to(policy.previous).as_posix(), policy) or _why_not(run, spec, key, policy)
+        why = _why_not(run, path.relative_to(policy.previous).as_posix(), spec, key, policy)
         if why is None:
             observed = run.observed or {}
             origin = f"{observed.get('date', '?')}, commit {observed.get('commit', '?')}, {observed.get('run', '?')}"
