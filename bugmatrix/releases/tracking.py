@@ -79,7 +79,13 @@ def resolve_matrix(
         return matrix, Resolution()
     path = saved or resolution_path()
     if not refresh and path.exists():
-        previous = _known_axes(load_resolution(path), matrix, path)
+        # A saved resolution less the axes the matrix no longer has; a value that is not a version (``../../etc``) is one line.
+        previous = load_resolution(path)
+        kept = [entry for entry in previous.entries if entry.axis in matrix.axes]
+        if bad := next((entry for entry in kept if parse_version(entry.resolved) is None), None):
+            msg = f"{path}: {bad.axis}.resolved: {bad.resolved!r} is not a version; delete {path} and re-run `nox -s plan`"
+            raise BugmatrixError(msg)
+        previous = dataclasses.replace(previous, entries=tuple(kept))
         if all(previous.covers(a, r) for a, rs in wanted.items() for r in rs):
             if check:
                 Releases(warn=warn, offline=offline).check_resolved(previous, matrix, path)
@@ -92,15 +98,6 @@ def resolve_matrix(
     if not resolution.stale:
         save_resolution(path, resolution)
     return apply_resolution(matrix, resolution), resolution
-
-
-def _known_axes(resolution: Resolution, matrix: Matrix, path: Path) -> Resolution:
-    """A saved resolution less the axes the matrix no longer has; a value that is not a version (``../../etc``) is one line."""
-    kept = [entry for entry in resolution.entries if entry.axis in matrix.axes]
-    if bad := next((entry for entry in kept if parse_version(entry.resolved) is None), None):
-        msg = f"{path}: {bad.axis}.resolved: {bad.resolved!r} is not a version; delete {path} and re-run `nox -s plan`"
-        raise BugmatrixError(msg)
-    return dataclasses.replace(resolution, entries=tuple(kept))
 
 
 def without_symbolic(matrix: Matrix) -> Matrix:

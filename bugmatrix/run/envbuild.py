@@ -80,17 +80,6 @@ def _tail(text: str) -> str:
     return "\n".join(lines[-REASON_LINES:])
 
 
-def _refused(output: str, python: str) -> str | None:
-    """uv's refusal to build, said as the missing wheel: ``numpy==1.26.4 has no wheel for Python 3.13 here ...``."""
-    match = NO_WHEEL.search(output)
-    if match is None:
-        return None
-    return (
-        f"{match['name']}=={match['version']} has no wheel for Python {python} on this platform and source builds are refused "
-        '([harness] source_builds = "refuse" in matrix.toml); pin a release that has one, or allow source builds'
-    )
-
-
 def _build(
     target: Path, python: str, requirements: Sequence[str], modules: Sequence[str], lock: Path | None, no_build: bool, absent: Sequence[str]
 ) -> None:
@@ -105,7 +94,11 @@ def _build(
     install = run_uv(*command, *(["--no-build"] if no_build else []))
     if install.returncode != 0:
         where = f"installing {lock.name}: " if lock is not None else ""
-        refused = _refused(install.stderr + install.stdout, python)
+        wheel = NO_WHEEL.search(install.stderr + install.stdout)  # uv's refusal to build, said as the missing wheel
+        refused = wheel and (
+            f"{wheel['name']}=={wheel['version']} has no wheel for Python {python} on this platform and source builds are refused "
+            '([harness] source_builds = "refuse" in matrix.toml); pin a release that has one, or allow source builds'
+        )
         raise InstallFailed(where + (refused or _tail(install.stderr or install.stdout) or f"uv exited {install.returncode}"))
     # uv says what it built from an sdist (``Built numpy==1.26.4``): kept in the venv, where the cell records it in its run file.
     built = sorted({f"{m['name']}=={m['version']}" for m in BUILT.finditer(install.stderr + install.stdout)})
