@@ -23,6 +23,7 @@ from packaging.version import Version
 
 from bugmatrix.cli import main
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
 from bugmatrix.plan.cells import plan_cells
 from bugmatrix.plan.matrix import Matrix, load_matrix
 from bugmatrix.releases.registry import (
@@ -34,13 +35,17 @@ from bugmatrix.releases.registry import (
     release_time,
     resolve_axes,
     resolve_latest,
-    save_resolution,
 )
 from bugmatrix.releases.tracking import RESOLUTION_ENV, apply_resolution, resolve_matrix, tracked_for, without_symbolic
 from bugmatrix.tools.bisect import registry_versions
 from tests.test_plan import declared
 
 DISTRIBUTIONS = {"torch": "torch", "lightning": "lightning", "transformers": "transformers"}
+
+
+def save_resolution(path: Path, resolution: Resolution) -> None:
+    """What the plan saves: the resolution's file, written atomically."""
+    write_json_atomic(path, resolution.to_json())
 
 
 def wheel(*, yanked: bool = False, uploaded: str = "2026-01-01T00:00:00Z") -> dict[str, object]:
@@ -298,7 +303,7 @@ def test_plan_resolve_offline_without_a_saved_resolution_is_one_line_and_exit_2(
 def test_a_saved_resolution_is_read_like_the_matrix(tmp_path: Path) -> None:
     """A removed axis is no KeyError (its entry is dropped); a value that is not a version is one line, never InvalidVersion."""
     from bugmatrix.plan.matrix import load_matrix
-    from bugmatrix.releases.registry import Resolution, Resolved, save_resolution
+    from bugmatrix.releases.registry import Resolution, Resolved
     from bugmatrix.releases.tracking import requests, resolve_matrix
 
     matrix = load_matrix(Path(__file__).resolve().parents[1] / "matrix.toml")
@@ -319,7 +324,7 @@ def test_a_saved_resolution_is_read_like_the_matrix(tmp_path: Path) -> None:
 def test_a_saved_resolution_naming_no_release_is_refused_before_a_cell_is_planned(tmp_path: Path) -> None:
     """``latest = 9.9.9`` in a saved resolution (hand-edited, or from another registry) is checked like matrix.toml's versions."""
     from bugmatrix.plan.matrix import load_matrix
-    from bugmatrix.releases.registry import Releases, Resolution, Resolved, save_resolution
+    from bugmatrix.releases.registry import Releases, Resolution, Resolved
     from bugmatrix.releases.tracking import load_plan, requests
 
     root = Path(__file__).resolve().parents[1]

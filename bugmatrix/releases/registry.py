@@ -43,7 +43,6 @@ __all__ = [
     "release_versions",
     "resolve_axes",
     "resolve_latest",
-    "save_resolution",
     "warn",
 ]
 
@@ -161,11 +160,6 @@ def dedupe_versions(values: Iterable[str]) -> list[str]:
     for text in values:
         first.setdefault(Version(text), text)
     return list(first.values())
-
-
-def save_resolution(path: Path, resolution: Resolution) -> None:
-    """Write the resolution, atomically."""
-    write_json_atomic(path, resolution.to_json())
 
 
 def load_resolution(path: Path) -> Resolution:

@@ -15,11 +15,12 @@ import msgspec
 from packaging.version import Version
 
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.files import write_json_atomic
 from bugmatrix.paths import output_dir
 from bugmatrix.plan.catalog import Catalog, load_catalog
 from bugmatrix.plan.cells import Cell, plan_all, plan_cells
 from bugmatrix.plan.matrix import SYMBOLIC, Matrix, load_matrix
-from bugmatrix.releases.registry import Releases, Resolution, load_resolution, resolve_axes, save_resolution, warn
+from bugmatrix.releases.registry import Releases, Resolution, load_resolution, resolve_axes, warn
 from bugmatrix.versions import parse_version
 
 __all__ = [
@@ -96,7 +97,7 @@ def resolve_matrix(
     distributions = {axis: next(iter(matrix.axes[axis].distributions)) for axis in wanted if axis != matrix.interpreter}
     resolution = resolve_axes(wanted, distributions, saved=path, warn=warn)
     if not resolution.stale:
-        save_resolution(path, resolution)
+        write_json_atomic(path, resolution.to_json())
     return apply_resolution(matrix, resolution), resolution
 
 

@@ -126,18 +126,15 @@ def input_key(
     return InputKey(digest_of(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()), parts)
 
 
-def _file_changes(kind: str, before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    changed = sorted((before.keys() ^ after.keys()) | {name for name in before.keys() & after.keys() if before[name] != after[name]})
-    return [f"{kind} {name} {'removed' if name not in after else 'added' if name not in before else 'changed'}" for name in changed]
-
-
 def differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     """What changed between two keys' parts, in words: ``case file cases/x.py changed``, ``python CPython 3.11.7 → 3.11.9``."""
     if before.get("schema") != after.get("schema"):
         return [f"the key's schema changed ({before.get('schema')} → {after.get('schema')})"]
     lines = ["lock changed"] if before.get("lock") != after.get("lock") else []
-    lines += _file_changes("case file", before.get("cases") or {}, after.get("cases") or {})
-    lines += _file_changes("harness", before.get("harness") or {}, after.get("harness") or {})
+    for kind, part in (("case file", "cases"), ("harness", "harness")):
+        old, new = before.get(part) or {}, after.get(part) or {}
+        changed = sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name))
+        lines += [f"{kind} {name} {'removed' if name not in new else 'added' if name not in old else 'changed'}" for name in changed]
     if before.get("providers") != after.get("providers"):
         lines.append("the distributions or modules providing the axes changed (matrix.toml)")
     return lines + [

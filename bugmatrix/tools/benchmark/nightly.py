@@ -23,7 +23,7 @@ from bugmatrix.paths import output_dir
 from bugmatrix.plan.catalog import Catalog
 from bugmatrix.plan.cells import Cell, plan_cells
 from bugmatrix.plan.matrix import Matrix, load_matrix
-from bugmatrix.releases.registry import Resolution, Resolved, fetch_project, load_resolution, release_versions, save_resolution
+from bugmatrix.releases.registry import Resolution, Resolved, fetch_project, load_resolution, release_versions
 from bugmatrix.releases.tracking import apply_resolution, requests, resolve_matrix
 from bugmatrix.report.history import reuse_facts
 from bugmatrix.run.diskbudget import heavy_distributions
@@ -237,7 +237,7 @@ def measure_nightly_reuse(root: Path, catalog: Catalog, args: argparse.Namespace
         msg = f"--new-release {axis}={version}: no profile tracks latest for {axis!r}; name an axis matrix.toml lists latest for"
         raise BugmatrixError(msg)
     fixture = work / "resolution-new-release.json"
-    save_resolution(fixture, _with_release(resolution, axis, version))
+    write_json_atomic(fixture, _with_release(resolution, axis, version).to_json())
     planned = plan_cells(apply_resolution(declared, load_resolution(fixture)), profile, catalog)
     pinning = {c.id for c in planned if c.device == "cpu" and c.pins.get(axis) == version}
     b = _night(root, profile, out / "b-new-release", {**base_env, "BUGMATRIX_RESOLUTION": str(fixture)})
