@@ -21,7 +21,7 @@ from bugmatrix.errors import BugmatrixError
 from bugmatrix.publish.bodies import Body, read_bodies
 from bugmatrix.publish.issue_body import Links
 from bugmatrix.publish.markers import SEARCH, Marker, State, parse_markers
-from bugmatrix.publish.tracker import GhIssues, Issue, IssueTracker, login
+from bugmatrix.publish.tracker import GhIssues, Issue, login
 from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.model import Compat, load_compat
 from bugmatrix.report.night import CELL_FINDINGS
@@ -58,7 +58,7 @@ def trusted_only(issues: list[Issue], trusted: frozenset[str]) -> list[Issue]:
     return kept
 
 
-def closed_knowingly(tracker: IssueTracker, trusted: frozenset[str]) -> Callable[[Issue], bool]:
+def closed_knowingly(tracker: GhIssues, trusted: frozenset[str]) -> Callable[[Issue], bool]:
     """Whether a closed issue was closed by someone whose closing counts: a trusted login, or triage or more."""
 
     def counts(issue: Issue) -> bool:
@@ -185,7 +185,7 @@ def plan_filing(
     return actions
 
 
-def file_issues(tracker: IssueTracker, actions: list[Action]) -> list[str]:
+def file_issues(tracker: GhIssues, actions: list[Action]) -> list[str]:
     """Carry the actions out; one line each (a new issue's URL included)."""
     lines = []
     for action in actions:

@@ -155,20 +155,20 @@ def build_site(
     date: str,
     profile: str | None = None,
     previous: Path | None = None,
-    attachments: Path | None = None,
+    issues: Path | None = None,
     keep: int = KEEP_NIGHTS,
     root_profile: str | None = None,
     notes: list[str] | None = None,
 ) -> tuple[NightsFile, SiteNight]:
-    """Write the site to ``out`` (absent or empty): ``previous``'s nights plus tonight's report and ``attachments``; its index and tonight."""
+    """Write the site to ``out`` (absent or empty): ``previous``'s nights plus tonight's report and ``issues``; its index and tonight."""
     notes = [] if notes is None else notes
     date = values.iso_date(date, "--date:")
     missing = [name for name in PAGES if not (reports / name).is_file()]
     if missing:
         msg = f"--reports {reports}: no {missing[0]}; run the report first (nox -s report)"
         raise BugmatrixError(msg)
-    if attachments is not None and not attachments.is_dir():
-        msg = f"--issues {attachments}: no such directory; pass the report's --issue-bodies directory or leave --issues out"
+    if issues is not None and not issues.is_dir():
+        msg = f"--issues {issues}: no such directory; pass the report's --issue-bodies directory or leave --issues out"
         raise BugmatrixError(msg)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         msg = f"--out {out}: exists and is not an empty directory; pass a new directory"
@@ -205,8 +205,8 @@ def build_site(
                 (staging / night.path).mkdir(parents=True)
                 for name in PAGES:
                     (staging / night.path / name).write_bytes(read_bytes(reports / name, "site file", fix="run the report again"))
-                if attachments is not None:
-                    used = _take(attachments, staging / night.path / "issues", "--issues", used, notes)
+                if issues is not None:
+                    used = _take(issues, staging / night.path / "issues", "--issues", used, notes)
                 continue
             past = sources[(night.date, night.profile)]
             for above in (past.parent, past):  # <date>/ or <profile>/<date>/ (load_site_nights): no symlink on the way
@@ -248,17 +248,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build the site; print what it holds."""
     notes: list[str] = []
-    index, tonight = build_site(
-        args.reports,
-        args.out,
-        date=args.date,
-        profile=args.profile,
-        previous=args.previous,
-        attachments=args.issues,
-        keep=args.keep,
-        root_profile=args.root_profile,
-        notes=notes,
-    )
+    options = {name: getattr(args, name) for name in ("date", "profile", "previous", "issues", "keep", "root_profile")}
+    index, tonight = build_site(args.reports, args.out, notes=notes, **options)
     for note in notes:
         print(note, file=sys.stderr)
     own = [n for n in index.nights if n.profile == tonight.profile]
