@@ -18,6 +18,7 @@ from pathlib import Path
 from bugmatrix import values
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.publish import render
 from bugmatrix.publish.bodies import Body, read_bodies
 from bugmatrix.publish.issue_body import Links
 from bugmatrix.publish.markers import SEARCH, Marker, State, parse_markers
@@ -127,12 +128,9 @@ def _for_finding(body: Body, known: list[Issue], night: str, knowingly: Callable
         if _said(last, marker):
             assert last is not None
             return Action(Act.NOTHING, key, f"already says this (as of {last.night})", issue.number)
-        if last is not None and last.state is State.BACK:
-            head, why = f"this is back (the issue was told on {last.night} that it was back to the baseline).", "back again"
-        else:
-            head, why = "this finding changed since the last note; tonight it is:", "changed"
-        text = f"{marker.but(State.UPDATED, night).render()}\n**Night {night}**: {head}\n\n" + body.text.partition("\n")[2]
-        return Action(Act.COMMENT, key, why, issue.number, text=text)
+        back, rest = last.night if last is not None and last.state is State.BACK else "", body.text.partition("\n")[2]
+        text = render("comment.md.j2", marker=marker.but(State.UPDATED, night).render(), night=night, back=back, rest=rest, gone=())
+        return Action(Act.COMMENT, key, "back again" if back else "changed", issue.number, text=text)
     closed = next((i for i in reversed(known) if knowingly(i)), None)
     if closed is None:
         return Action(Act.OPEN, key, "new finding", title=marker.title, text=body.text)
@@ -151,12 +149,8 @@ def _for_gone(key: str, issue: Issue, compat: Compat, night: str, report_url: st
         return Action(Act.NOTHING, key, "its subject has another finding tonight", issue.number)
     if not judged(compat, last):
         return Action(Act.NOTHING, key, "not judged tonight (a cell it names did not run or record it)", issue.number)
-    report = f" ([report]({report_url}))" if report_url else ""
-    text = (
-        f"{last.but(State.BACK, night).render()}\n**Night {night}**: back to the baseline. Tonight's run judged"
-        f" {', '.join(f'`{c}`' for c in last.cells)} and found no {key.partition(':')[0]} of this subject{report}."
-        " Closing is left to people; a later night comments again if it returns.\n"
-    )
+    marker, kind = last.but(State.BACK, night).render(), key.partition(":")[0]
+    text = render("comment.md.j2", marker=marker, night=night, gone=last.cells, kind=kind, report_url=report_url)
     return Action(Act.BACK, key, "back to the baseline", issue.number, text=text)
 
 
