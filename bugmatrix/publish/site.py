@@ -12,7 +12,7 @@ import os
 import shutil
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
@@ -88,8 +88,9 @@ def _kept(nights: Iterable[SiteNight], tonight: SiteNight, keep: int) -> list[Si
     return sorted(kept, key=lambda n: (n.date, n.profile), reverse=True)
 
 
-def _site_files(source: Path, option: str, notes: list[str]) -> Iterator[tuple[Path, int]]:
-    """Each file under ``source`` the site may take (relative path, size): a link or special file is refused, other kinds left out."""
+def _take(source: Path, target: Path, option: str, used: int, notes: list[str]) -> int:
+    """Copy each file under ``source`` the site may take to ``target`` (a link or special file is refused, other kinds left
+    out, sizes capped); the bytes used so far after it."""
     for top, dirs, files in os.walk(source, followlinks=False):
         for name in sorted(dirs + files):
             path = Path(top) / name
@@ -114,20 +115,14 @@ def _site_files(source: Path, option: str, notes: list[str]) -> Iterator[tuple[P
                 if name != REPRO_MANIFEST:  # the repro export's own bookkeeping, never published
                     notes.append(f"site: left out {path} (not a kind of file the site writes)")
                 continue
-            yield path.relative_to(source), info.st_size
-
-
-def _take(source: Path, target: Path, option: str, used: int, notes: list[str]) -> int:
-    """Copy ``source``'s files the site may take under ``target``; the bytes used so far after it."""
-    for relative, size in _site_files(source, option, notes):
-        used += size
-        if size > MAX_FILE_BYTES or used > MAX_SITE_BYTES:
-            cap = f"{MAX_FILE_BYTES:,} bytes per file" if size > MAX_FILE_BYTES else f"{MAX_SITE_BYTES:,} bytes for the site"
-            msg = f"{option} {source / relative}: {size:,} bytes, over the cap of {cap} (refused)"
-            raise BugmatrixError(msg)
-        copy = target / relative
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_bytes(read_bytes(source / relative, "site file", fix=_REFUSED))
+            used += info.st_size
+            if info.st_size > MAX_FILE_BYTES or used > MAX_SITE_BYTES:
+                cap = f"{MAX_FILE_BYTES:,} bytes per file" if info.st_size > MAX_FILE_BYTES else f"{MAX_SITE_BYTES:,} bytes for the site"
+                msg = f"{option} {path}: {info.st_size:,} bytes, over the cap of {cap} (refused)"
+                raise BugmatrixError(msg)
+            copy = target / path.relative_to(source)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(read_bytes(path, "site file", fix=_REFUSED))
     return used
 
 
