@@ -201,14 +201,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--night", required=True, help="tonight's date, YYYY-MM-DD (the report's --date)")
     parser.add_argument("--site-url", default="", help="the Pages site (back-to-baseline comments link tonight's page there)")
     parser.add_argument("--run-url", default="", help="the workflow run, linked where there is no site")
-    parser.add_argument(
-        "--trusted",
-        action="append",
-        default=None,
-        metavar="LOGIN",
-        help="a login whose markers count (repeatable; default $BUGMATRIX_TRUSTED_LOGINS, comma-separated, or"
-        f" {DEFAULT_TRUSTED}: the identity GITHUB_TOKEN files as)",
-    )
+    what = f"a login whose markers count (repeatable; default $BUGMATRIX_TRUSTED_LOGINS, comma-separated, or {DEFAULT_TRUSTED}:"
+    parser.add_argument("--trusted", action="append", metavar="LOGIN", help=f"{what} the identity GITHUB_TOKEN files as)")
     parser.add_argument("--dry-run", action="store_true", help="list the issues and print what would be done; write nothing")
 
 

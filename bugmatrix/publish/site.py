@@ -233,11 +233,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--previous", type=Path, help="the previous site, unpacked (absent or empty: a new site)")
     parser.add_argument("--issues", type=Path, help="the report's --issue-bodies directory, published as <night>/issues/")
     parser.add_argument("--keep", type=values.count, default=KEEP_NIGHTS, help="nights kept per profile (default: %(default)s)")
-    parser.add_argument(
-        "--root-profile",
-        type=values.profile,
-        help="the profile whose newest night is the root (default: the previous site's, else the report's profile)",
-    )
+    what = "the profile whose newest night is the root (default: the previous site's, else the report's profile)"
+    parser.add_argument("--root-profile", type=values.profile, help=what)
 
 
 def run(args: argparse.Namespace) -> int:
