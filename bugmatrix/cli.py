@@ -166,12 +166,9 @@ def _repro(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "--out", manifest=MANIFEST, forbidden=(args.cases,), force=args.force, example="build/repro")
     matrix, variant, pins, _ = _held_pins(args, args.variant)
     out = export_repro(matrix, variant, pins, args.out, run_dir=args.reports / "runs", force=args.force)
-    python = pins[matrix.interpreter]
     written = ", ".join(name for name in FILES if (out / name).exists())
-    print(
-        f"wrote {out}/{{{written}}} — run: "
-        f"uv venv -p {python} v && uv pip install --python v/bin/python -r requirements.txt && v/bin/python repro.py"
-    )
+    run = f"uv venv -p {pins[matrix.interpreter]} v && uv pip install --python v/bin/python -r requirements.txt && v/bin/python repro.py"
+    print(f"wrote {out}/{{{written}}} — run: {run}")
     return 0
 
 

@@ -206,20 +206,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="list the issues and print what would be done; write nothing")
 
 
-def _trusted(given: list[str] | None) -> frozenset[str]:
-    names = given if given is not None else os.environ.get("BUGMATRIX_TRUSTED_LOGINS", DEFAULT_TRUSTED).split(",")
-    trusted = frozenset(login(n) for n in names if n.strip())
-    if not trusted:
-        msg = "--trusted / BUGMATRIX_TRUSTED_LOGINS names nobody; give the login the workflow files as (app/github-actions)"
-        raise BugmatrixError(msg)
-    return trusted
-
-
 def run(args: argparse.Namespace) -> int:
     """Read the bodies and tonight's report, look the issues up, act; print one line per key."""
     night = values.iso_date(args.night, "--night", "; pass the report's --date (YYYY-MM-DD)")
     bodies, compat = read_bodies(args.bodies), load_compat(args.compat)
-    trusted = _trusted(args.trusted)
+    names = args.trusted if args.trusted is not None else os.environ.get("BUGMATRIX_TRUSTED_LOGINS", DEFAULT_TRUSTED).split(",")
+    trusted = frozenset(login(n) for n in names if n.strip())
+    if not trusted:
+        msg = "--trusted / BUGMATRIX_TRUSTED_LOGINS names nobody; give the login the workflow files as (app/github-actions)"
+        raise BugmatrixError(msg)
     tracker = GhIssues(args.repo)
     links = Links.for_site(args.site_url, compat.profile, night, args.run_url)
     issues = trusted_only(tracker.search(SEARCH), trusted)
