@@ -126,23 +126,6 @@ def _take(source: Path, target: Path, option: str, used: int, notes: list[str]) 
     return used
 
 
-def _profiles(reports: Path, profile: str | None, root_profile: str | None, previous_root: str | None) -> tuple[str, str, str]:
-    """Tonight's commit, its profile (``--profile`` may not contradict the report's) and the root profile."""
-    compat = read_compat(reports / "compat.json", "run the report first (nox -s report)")
-    commit, recorded = compat.commit, compat.profile
-    if profile is not None and recorded and profile != recorded:
-        msg = f"--profile {profile}: the report in {reports} is of profile {recorded!r}; leave --profile out or pass --profile {recorded}"
-        raise BugmatrixError(msg)
-    profile = profile or recorded
-    if not profile:
-        msg = f"--reports {reports}: its compat.json names no profile; pass --profile P (the report's --profile)"
-        raise BugmatrixError(msg)
-    root = root_profile or previous_root or profile
-    for option, name in (("--profile", profile), ("--root-profile", root)):
-        values.profile_name(name, option)
-    return commit, profile, root
-
-
 def build_site(
     reports: Path,
     out: Path,
@@ -176,7 +159,17 @@ def build_site(
         msg = f"--keep {keep}: keep at least one night"
         raise BugmatrixError(msg)
     before, previous_root = load_site_nights(previous) if previous is not None else ([], None)
-    commit, profile, root = _profiles(reports, profile, root_profile, previous_root)
+    compat = read_compat(reports / "compat.json", "run the report first (nox -s report)")  # --profile may not contradict it
+    if profile is not None and compat.profile and profile != compat.profile:
+        msg = f"--profile {profile}: the report in {reports} is of profile {compat.profile!r}; leave --profile out or pass --profile {compat.profile}"
+        raise BugmatrixError(msg)
+    profile = profile or compat.profile
+    if not profile:
+        msg = f"--reports {reports}: its compat.json names no profile; pass --profile P (the report's --profile)"
+        raise BugmatrixError(msg)
+    root = root_profile or previous_root or profile
+    for option, name in (("--profile", profile), ("--root-profile", root)):
+        values.profile_name(name, option)
     if previous_root is not None and root != previous_root:
         notes.append(f"site: the root is now profile {root} (was {previous_root}): {previous_root}'s nights moved under {previous_root}/")
     sources: dict[tuple[str, str], Path] = {}  # each past night kept: where it is in the previous site
@@ -187,7 +180,7 @@ def build_site(
         else:
             sources[(n.date, n.profile)] = previous / n.path
     moved = [replace(n, path=night_path(n.profile, n.date, root)) for n in before if (n.date, n.profile) in sources]
-    tonight = SiteNight(date, profile, commit, night_path(profile, date, root))
+    tonight = SiteNight(date, profile, compat.commit, night_path(profile, date, root))
     index = NightsFile(SITE_SCHEMA, _kept(moved, tonight, keep), root)
 
     staging = out.with_name(f".{out.name}.partial")
