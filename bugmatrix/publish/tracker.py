@@ -56,7 +56,7 @@ def _login_of(who: object) -> str:
 
 
 class GhIssues:
-    """GitHub issues of ``repo`` (``owner/name``) through the ``gh`` CLI."""
+    """GitHub issues of ``repo`` (``owner/name``) via ``gh``; filing takes any object with these methods (tests: an in-memory one)."""
 
     #: gh's own ceiling for one listing; a repository with more bugmatrix issues than this has bigger problems.
     LIMIT = 1000
