@@ -11,7 +11,7 @@ import functools
 import importlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -167,12 +167,9 @@ def _repro(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "--out", manifest=MANIFEST, forbidden=(args.cases,), force=args.force, example="build/repro")
     matrix, variant, pins, _ = _held_pins(args, args.variant)
     out = export_repro(matrix, variant, pins, args.out, run_dir=args.reports / "runs", force=args.force)
-    python = pins[matrix.interpreter]
     written = ", ".join(name for name in FILES if (out / name).exists())
-    print(
-        f"wrote {out}/{{{written}}} — run: "
-        f"uv venv -p {python} v && uv pip install --python v/bin/python -r requirements.txt && v/bin/python repro.py"
-    )
+    run = f"uv venv -p {pins[matrix.interpreter]} v && uv pip install --python v/bin/python -r requirements.txt && v/bin/python repro.py"
+    print(f"wrote {out}/{{{written}}} — run: {run}")
     return 0
 
 
@@ -220,87 +217,67 @@ class _Parser(argparse.ArgumentParser):
         self.exit(USAGE_EXIT_CODE, f"bugmatrix: error: {self.prog}: {message}; see {self.prog} -h\n")
 
 
+def _command(sub: argparse._SubParsersAction, name: str, help_text: str, func: Callable[..., int]) -> Callable[..., object]:
+    """Add subcommand ``name`` run by ``func``; its ``add_argument``."""
+    parser = sub.add_parser(name, help=help_text)
+    parser.set_defaults(func=func)
+    return parser.add_argument
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with ``command`` given, only that tool's module is imported (the others may need jinja2)."""
     parser = _Parser(prog="python -m bugmatrix", description=__doc__.splitlines()[0])
     parser.add_argument("--matrix", type=Path, default=ROOT / "matrix.toml", help="matrix file (default: %(default)s)")
     parser.add_argument("--cases", type=Path, default=ROOT / "cases", help="case directory (default: %(default)s)")
+    parser.set_defaults(root=ROOT)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    plan = sub.add_parser("plan", help="print the cells of a profile")
-    plan.add_argument("--profile", type=values.profile, help="a [profiles.<name>] of the matrix (default: the first one declared)")
-    plan.add_argument("--json", action="store_true", help='GitHub Actions matrix: {"include": [...]}')
-    plan.add_argument("--variants", action="store_true", help="also list the variants each cell runs")
-    plan.add_argument("--out", type=Path, help="also write the plan document (the report's completeness check) here")
-    plan.add_argument("--resolve", action="store_true", help="ask the registry what 'latest' is now (default: reuse the saved resolution)")
-    plan.add_argument(
-        "--cost", action="store_true", help="cells, environments, lock lines and time per profile (or --profile) and per case"
-    )
-    plan.add_argument(
-        "--compute",
-        type=values.profile,
-        metavar="PROFILE",
-        help="each case's cells of a computed profile (e.g. smoke), from the reference runs",
-    )
-    plan.add_argument("--write", action="store_true", help="with --compute: commit the choice to the profile's file (computed = ...)")
-    plan.add_argument(
-        "--reference",
-        type=values.existing_dir,
-        default=ROOT / "reports" / "runs",
-        help="the committed reference's run files (default: %(default)s)",
-    )
-    plan.set_defaults(func=_plan)
+    add = _command(sub, "plan", "print the cells of a profile", _plan)
+    add("--profile", type=values.profile, help="a [profiles.<name>] of the matrix (default: the first one declared)")
+    add("--json", action="store_true", help='GitHub Actions matrix: {"include": [...]}')
+    add("--variants", action="store_true", help="also list the variants each cell runs")
+    add("--out", type=Path, help="also write the plan document (the report's completeness check) here")
+    add("--resolve", action="store_true", help="ask the registry what 'latest' is now (default: reuse the saved resolution)")
+    add("--cost", action="store_true", help="cells, environments, lock lines and time per profile (or --profile) and per case")
+    what = "each case's cells of a computed profile (e.g. smoke), from the reference runs"
+    add("--compute", type=values.profile, metavar="PROFILE", help=what)
+    add("--write", action="store_true", help="with --compute: commit the choice to the profile's file (computed = ...)")
+    reference = ROOT / "reports" / "runs"
+    add("--reference", type=values.existing_dir, default=reference, help="the committed reference's run files (default: %(default)s)")
 
-    bisect = sub.add_parser("bisect", help="find the first release where a variant's outcome changes")
-    bisect.add_argument("variant", help="CASE::VARIANT[DEVICE], e.g. autocast_cache::core[cpu]")
-    bisect.add_argument("package", help="the axis to bisect, e.g. torch, lightning or transformers")
-    bisect.add_argument("--from", dest="low", type=values.version, help="oldest release to consider")
-    bisect.add_argument("--to", dest="high", type=values.version, help="newest release to consider")
-    bisect.add_argument("--pre", action="store_true", help="include pre-releases")
-    bisect.add_argument("--cell", type=values.name, help="hold the other axes at this cell's pins (default: the matrix's base pins)")
-    bisect.add_argument("--versions", type=_versions, help="comma-separated versions instead of the registry's list")
-    bisect.add_argument("--linear", action="store_true", help="run every release (to check a bisect)")
-    bisect.add_argument("--timeout", type=values.seconds, default=900.0, help="seconds one probe may take before it is a timeout")
-    bisect.add_argument("--out", type=Path, help="result file (default: <reports>/bisect/<variant>--<package>.json)")
-    bisect.add_argument(
-        "--publish", action="store_true", help="write the result into reports/bisect/ (committed), where a case cites it as evidence"
-    )
-    bisect.set_defaults(func=_bisect, root=ROOT)
+    add = _command(sub, "bisect", "find the first release where a variant's outcome changes", _bisect)
+    add("variant", help="CASE::VARIANT[DEVICE], e.g. autocast_cache::core[cpu]")
+    add("package", help="the axis to bisect, e.g. torch, lightning or transformers")
+    add("--from", dest="low", type=values.version, help="oldest release to consider")
+    add("--to", dest="high", type=values.version, help="newest release to consider")
+    add("--pre", action="store_true", help="include pre-releases")
+    add("--cell", type=values.name, help="hold the other axes at this cell's pins (default: the matrix's base pins)")
+    add("--versions", type=_versions, help="comma-separated versions instead of the registry's list")
+    add("--linear", action="store_true", help="run every release (to check a bisect)")
+    add("--timeout", type=values.seconds, default=900.0, help="seconds one probe may take before it is a timeout")
+    add("--out", type=Path, help="result file (default: <reports>/bisect/<variant>--<package>.json)")
+    add("--publish", action="store_true", help="write the result into reports/bisect/ (committed), where a case cites it as evidence")
 
-    repro = sub.add_parser("repro", help="export one variant as a standalone script for an upstream issue")
-    repro.add_argument("variant", type=values.name)
-    repro.add_argument("--cell", type=values.name, help="the cell whose pins to export (default: base pins)")
-    repro.add_argument("--out", type=Path, default=ROOT / "build" / "repro", help="an empty or bugmatrix-written directory")
-    repro.add_argument("--force", action="store_true", help="overwrite files this command did not write")
-    repro.add_argument("--reports", type=values.existing_dir, default=output_dir(), help="where run files are (for the observed outcome)")
-    repro.set_defaults(func=_repro)
+    add = _command(sub, "repro", "export one variant as a standalone script for an upstream issue", _repro)
+    add("variant", type=values.name)
+    add("--cell", type=values.name, help="the cell whose pins to export (default: base pins)")
+    add("--out", type=Path, default=ROOT / "build" / "repro", help="an empty or bugmatrix-written directory")
+    add("--force", action="store_true", help="overwrite files this command did not write")
+    add("--reports", type=values.existing_dir, default=output_dir(), help="where run files are (for the observed outcome)")
 
-    lock = sub.add_parser("lock", help="(re)create the committed locks of the planned cells under locks/")
-    lock.add_argument("--profile", type=values.profile, help="only this [profiles.<name>]'s cells (default: every profile's)")
-    lock.add_argument("--check", action="store_true", help="only say which locks are missing or stale (exit 1 if any)")
-    lock.add_argument(
-        "--era", action="store_true", help="resolve each cell as the registry stood a day after its newest pin (uv --exclude-newer)"
-    )
-    lock.set_defaults(func=_lock, root=ROOT)
+    add = _command(sub, "lock", "(re)create the committed locks of the planned cells under locks/", _lock)
+    add("--profile", type=values.profile, help="only this [profiles.<name>]'s cells (default: every profile's)")
+    add("--check", action="store_true", help="only say which locks are missing or stale (exit 1 if any)")
+    add("--era", action="store_true", help="resolve each cell as the registry stood a day after its newest pin (uv --exclude-newer)")
 
-    reresolve = sub.add_parser(
-        "reresolve", help="resolve a profile's cells again against today's registry (metadata only): what moved below the locks"
-    )
-    reresolve.add_argument("--profile", type=values.profile, default="nightly")
-    reresolve.add_argument("--out", type=Path, help="where resolve.json, the fresh locks and locks.patch go (default: <reports>/fresh)")
-    reresolve.add_argument("--as-of", type=values.moment, help="resolve as the registry stood then (uv --exclude-newer), not as it is now")
-    reresolve.add_argument(
-        "--hold",
-        type=values.held,
-        action="append",
-        default=[],
-        metavar="DIST=TIMESTAMP",
-        help="resolve this distribution as the registry stood then (repeatable; uv --exclude-newer-package)",
-    )
-    reresolve.add_argument(
-        "--jobs", type=values.count, default=4, help="cells resolved at once (default 4: the resolver waits on the registry)"
-    )
-    reresolve.set_defaults(func=_reresolve, root=ROOT)
+    what = "resolve a profile's cells again against today's registry (metadata only): what moved below the locks"
+    add = _command(sub, "reresolve", what, _reresolve)
+    add("--profile", type=values.profile, default="nightly")
+    add("--out", type=Path, help="where resolve.json, the fresh locks and locks.patch go (default: <reports>/fresh)")
+    add("--as-of", type=values.moment, help="resolve as the registry stood then (uv --exclude-newer), not as it is now")
+    what = "resolve this distribution as the registry stood then (repeatable; uv --exclude-newer-package)"
+    add("--hold", type=values.held, action="append", default=[], metavar="DIST=TIMESTAMP", help=what)
+    add("--jobs", type=values.count, default=4, help="cells resolved at once (default 4: the resolver waits on the registry)")
 
     for name, module, help_text in TOOLS:
         tool = sub.add_parser(name, help=help_text)
@@ -308,40 +285,26 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             continue
         imported = importlib.import_module(f"bugmatrix.{module}")
         imported.add_arguments(tool)
-        tool.set_defaults(func=imported.run, root=ROOT)
+        tool.set_defaults(func=imported.run)
 
-    report = sub.add_parser("report", help="merge run files into compat.json, compat.md, index.html")
-    report.add_argument("--reports", type=Path, default=output_dir(), help="reports directory, runs/ inside (default: %(default)s)")
-    report.add_argument(
-        "--profile",
-        type=values.profile,
-        help="profile of these runs (default: the plan's; else the baseline's when every cell is one of its cells; else ad-hoc-<digest>)",
-    )
-    report.add_argument(
-        "--plan", type=Path, help="plan document (nox writes it): planned results absent from the runs are shown as missing"
-    )
-    report.add_argument("--baseline", type=Path, help="baseline compat.json (default: reports/baseline.json)")
-    report.add_argument("--update-baseline", action="store_true", help="write this run as the new baseline (reports/baseline.json)")
-    report.add_argument("--publish", action="store_true", help="copy this report and its run files into reports/, the committed reference")
-    report.add_argument(
-        "--fail-on-regression",
-        action="store_true",
-        help="exit 1 when a result is missing or regressed, or a cell (of the baseline, or of a new release) does not install",
-    )
-    report.add_argument("--step-summary", type=Path, help="append the summary markdown here ($GITHUB_STEP_SUMMARY)")
-    report.add_argument(
-        "--readme",
-        type=Path,
-        help="regenerate the table between the markers in this README: with --publish from this report, else from reports/compat.json alone",
-    )
-    report.add_argument("--history", type=Path, help="history of past nights, appended to (default: <reports>/history.jsonl)")
-    report.add_argument("--date", help="this night's date in the history, YYYY-MM-DD (default: today, UTC); for re-runs and tests")
-    report.add_argument(
-        "--issue-bodies", type=Path, metavar="DIR", help="also write one GitHub issue body per finding here (a dry run: nothing is sent)"
-    )
-    report.add_argument("--site-url", help="where the Pages site is published (the issue bodies link the night's page and files there)")
-    report.add_argument("--run-url", help="the workflow run, linked by the issue bodies where there is no site")
-    report.set_defaults(func=_report, root=ROOT)
+    add = _command(sub, "report", "merge run files into compat.json, compat.md, index.html", _report)
+    add("--reports", type=Path, default=output_dir(), help="reports directory, runs/ inside (default: %(default)s)")
+    what = "profile of these runs (default: the plan's; else the baseline's when every cell is one of its cells; else ad-hoc-<digest>)"
+    add("--profile", type=values.profile, help=what)
+    add("--plan", type=Path, help="plan document (nox writes it): planned results absent from the runs are shown as missing")
+    add("--baseline", type=Path, help="baseline compat.json (default: reports/baseline.json)")
+    add("--update-baseline", action="store_true", help="write this run as the new baseline (reports/baseline.json)")
+    add("--publish", action="store_true", help="copy this report and its run files into reports/, the committed reference")
+    what = "exit 1 when a result is missing or regressed, or a cell (of the baseline, or of a new release) does not install"
+    add("--fail-on-regression", action="store_true", help=what)
+    add("--step-summary", type=Path, help="append the summary markdown here ($GITHUB_STEP_SUMMARY)")
+    what = "regenerate the table between the markers in this README: with --publish from this report, else from reports/compat.json alone"
+    add("--readme", type=Path, help=what)
+    add("--history", type=Path, help="history of past nights, appended to (default: <reports>/history.jsonl)")
+    add("--date", help="this night's date in the history, YYYY-MM-DD (default: today, UTC); for re-runs and tests")
+    add("--issue-bodies", type=Path, metavar="DIR", help="also write one GitHub issue body per finding here (a dry run: nothing is sent)")
+    add("--site-url", help="where the Pages site is published (the issue bodies link the night's page and files there)")
+    add("--run-url", help="the workflow run, linked by the issue bodies where there is no site")
     return parser
 
 

@@ -46,12 +46,8 @@ def distribution_changes(before: Mapping[str, str], after: Mapping[str, str]) ->
     lines = []
     for name in sorted(before.keys() | after.keys()):
         old, new = before.get(name), after.get(name)
-        if old == new:
-            continue
-        if old is None:
-            lines.append(f"+{name} {new}")
-        elif new is None:
-            lines.append(f"-{name} {old}")
-        else:
+        if old is None or new is None:  # in one of them only
+            lines.append(f"+{name} {new}" if old is None else f"-{name} {old}")
+        elif old != new:
             lines.append(f"{name} {old} → {new}")
     return lines

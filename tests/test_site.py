@@ -132,7 +132,7 @@ def test_the_issue_bodies_are_published_under_their_night(tmp_path: Path) -> Non
     (bodies / "regression-abc.md").write_text("body")
     (bodies / "regression-abc" / "requirements.lock.txt").write_text("torch==2.5.1 --hash=sha256:00")
     site = tmp_path / "site"
-    build_site(report(tmp_path, "n"), site, date="2026-11-23", profile="nightly", attachments=bodies)
+    build_site(report(tmp_path, "n"), site, date="2026-11-23", profile="nightly", issues=bodies)
     assert (site / "2026-11-23" / "issues" / "regression-abc" / "requirements.lock.txt").is_file()
 
 

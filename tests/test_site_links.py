@@ -79,7 +79,7 @@ def three_nights(tmp_path: Path) -> Path:
             path.write_bytes(content.encode() if isinstance(content, str) else content)
         bodies.mkdir(exist_ok=True)
         out = tmp_path / f"site-{date}"
-        build_site(reports, out, date=date, profile="nightly", previous=previous, attachments=bodies)
+        build_site(reports, out, date=date, profile="nightly", previous=previous, issues=bodies)
         previous = out
     assert previous is not None
     return previous

@@ -101,7 +101,7 @@ def site_of_three_nights(tmp_path: Path, previous: Path | None = None) -> Path:
     for date, compat, issues in nights:
         reports, bodies = night_report(tmp_path, date, compat, issues)
         out = tmp_path / f"site-{date}"
-        build_site(reports, out, date=date, profile="nightly", previous=previous, attachments=bodies)
+        build_site(reports, out, date=date, profile="nightly", previous=previous, issues=bodies)
         previous = out
     assert previous is not None
     return previous

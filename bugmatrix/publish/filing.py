@@ -18,10 +18,11 @@ from pathlib import Path
 from bugmatrix import values
 from bugmatrix.cell.outcomes import Outcome
 from bugmatrix.errors import BugmatrixError
+from bugmatrix.publish import render
 from bugmatrix.publish.bodies import Body, read_bodies
 from bugmatrix.publish.issue_body import Links
 from bugmatrix.publish.markers import SEARCH, Marker, State, parse_markers
-from bugmatrix.publish.tracker import GhIssues, Issue, IssueTracker, login
+from bugmatrix.publish.tracker import GhIssues, Issue, login
 from bugmatrix.report.diff import ChangeKind
 from bugmatrix.report.model import Compat, load_compat
 from bugmatrix.report.night import CELL_FINDINGS
@@ -58,7 +59,7 @@ def trusted_only(issues: list[Issue], trusted: frozenset[str]) -> list[Issue]:
     return kept
 
 
-def closed_knowingly(tracker: IssueTracker, trusted: frozenset[str]) -> Callable[[Issue], bool]:
+def closed_knowingly(tracker: GhIssues, trusted: frozenset[str]) -> Callable[[Issue], bool]:
     """Whether a closed issue was closed by someone whose closing counts: a trusted login, or triage or more."""
 
     def counts(issue: Issue) -> bool:
@@ -127,12 +128,9 @@ def _for_finding(body: Body, known: list[Issue], night: str, knowingly: Callable
         if _said(last, marker):
             assert last is not None
             return Action(Act.NOTHING, key, f"already says this (as of {last.night})", issue.number)
-        if last is not None and last.state is State.BACK:
-            head, why = f"this is back (the issue was told on {last.night} that it was back to the baseline).", "back again"
-        else:
-            head, why = "this finding changed since the last note; tonight it is:", "changed"
-        text = f"{marker.but(State.UPDATED, night).render()}\n**Night {night}**: {head}\n\n" + body.text.partition("\n")[2]
-        return Action(Act.COMMENT, key, why, issue.number, text=text)
+        back, rest = last.night if last is not None and last.state is State.BACK else "", body.text.partition("\n")[2]
+        text = render("comment.md.j2", marker=marker.but(State.UPDATED, night).render(), night=night, back=back, rest=rest, gone=())
+        return Action(Act.COMMENT, key, "back again" if back else "changed", issue.number, text=text)
     closed = next((i for i in reversed(known) if knowingly(i)), None)
     if closed is None:
         return Action(Act.OPEN, key, "new finding", title=marker.title, text=body.text)
@@ -151,12 +149,8 @@ def _for_gone(key: str, issue: Issue, compat: Compat, night: str, report_url: st
         return Action(Act.NOTHING, key, "its subject has another finding tonight", issue.number)
     if not judged(compat, last):
         return Action(Act.NOTHING, key, "not judged tonight (a cell it names did not run or record it)", issue.number)
-    report = f" ([report]({report_url}))" if report_url else ""
-    text = (
-        f"{last.but(State.BACK, night).render()}\n**Night {night}**: back to the baseline. Tonight's run judged"
-        f" {', '.join(f'`{c}`' for c in last.cells)} and found no {key.partition(':')[0]} of this subject{report}."
-        " Closing is left to people; a later night comments again if it returns.\n"
-    )
+    marker, kind = last.but(State.BACK, night).render(), key.partition(":")[0]
+    text = render("comment.md.j2", marker=marker, night=night, gone=last.cells, kind=kind, report_url=report_url)
     return Action(Act.BACK, key, "back to the baseline", issue.number, text=text)
 
 
@@ -185,7 +179,7 @@ def plan_filing(
     return actions
 
 
-def file_issues(tracker: IssueTracker, actions: list[Action]) -> list[str]:
+def file_issues(tracker: GhIssues, actions: list[Action]) -> list[str]:
     """Carry the actions out; one line each (a new issue's URL included)."""
     lines = []
     for action in actions:
@@ -207,31 +201,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--night", required=True, help="tonight's date, YYYY-MM-DD (the report's --date)")
     parser.add_argument("--site-url", default="", help="the Pages site (back-to-baseline comments link tonight's page there)")
     parser.add_argument("--run-url", default="", help="the workflow run, linked where there is no site")
-    parser.add_argument(
-        "--trusted",
-        action="append",
-        default=None,
-        metavar="LOGIN",
-        help="a login whose markers count (repeatable; default $BUGMATRIX_TRUSTED_LOGINS, comma-separated, or"
-        f" {DEFAULT_TRUSTED}: the identity GITHUB_TOKEN files as)",
-    )
+    what = f"a login whose markers count (repeatable; default $BUGMATRIX_TRUSTED_LOGINS, comma-separated, or {DEFAULT_TRUSTED}:"
+    parser.add_argument("--trusted", action="append", metavar="LOGIN", help=f"{what} the identity GITHUB_TOKEN files as)")
     parser.add_argument("--dry-run", action="store_true", help="list the issues and print what would be done; write nothing")
-
-
-def _trusted(given: list[str] | None) -> frozenset[str]:
-    names = given if given is not None else os.environ.get("BUGMATRIX_TRUSTED_LOGINS", DEFAULT_TRUSTED).split(",")
-    trusted = frozenset(login(n) for n in names if n.strip())
-    if not trusted:
-        msg = "--trusted / BUGMATRIX_TRUSTED_LOGINS names nobody; give the login the workflow files as (app/github-actions)"
-        raise BugmatrixError(msg)
-    return trusted
 
 
 def run(args: argparse.Namespace) -> int:
     """Read the bodies and tonight's report, look the issues up, act; print one line per key."""
     night = values.iso_date(args.night, "--night", "; pass the report's --date (YYYY-MM-DD)")
     bodies, compat = read_bodies(args.bodies), load_compat(args.compat)
-    trusted = _trusted(args.trusted)
+    names = args.trusted if args.trusted is not None else os.environ.get("BUGMATRIX_TRUSTED_LOGINS", DEFAULT_TRUSTED).split(",")
+    trusted = frozenset(login(n) for n in names if n.strip())
+    if not trusted:
+        msg = "--trusted / BUGMATRIX_TRUSTED_LOGINS names nobody; give the login the workflow files as (app/github-actions)"
+        raise BugmatrixError(msg)
     tracker = GhIssues(args.repo)
     links = Links.for_site(args.site_url, compat.profile, night, args.run_url)
     issues = trusted_only(tracker.search(SEARCH), trusted)

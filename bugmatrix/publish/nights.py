@@ -87,8 +87,9 @@ class NightSummary:
         return tuple(self.counts.get(name, 0) for name, _ in TREND_KINDS)
 
 
-def _issues(directory: Path) -> tuple[Issue, ...]:
-    found = []
+def summarize(site: Path, night: SiteNight) -> NightSummary:
+    """Count one published night from its own ``compat.json``; a night whose report cannot be read says so."""
+    directory, found = site / night.path / "issues", []  # its issue bodies, each with its attached files
     for path in sorted(directory.glob("*.md")) if directory.is_dir() else ():
         text = read_text(path, "issue body")
         markers = parse_markers(text)
@@ -96,12 +97,7 @@ def _issues(directory: Path) -> tuple[Issue, ...]:
         attached = directory / path.stem
         files = sorted(p.relative_to(attached).as_posix() for p in attached.rglob("*") if p.is_file()) if attached.is_dir() else []
         found.append(Issue(path.stem, title, markers[0].key if markers else "", tuple(files), text))
-    return tuple(found)
-
-
-def summarize(site: Path, night: SiteNight) -> NightSummary:
-    """Count one published night from its own ``compat.json``; a night whose report cannot be read says so."""
-    issues = _issues(site / night.path / "issues")
+    issues = tuple(found)
     flaky = sum(1 for issue in issues if issue.key.startswith("flaky:"))
     subjects = frozenset(issue.key.partition(":")[2] for issue in issues)
     known = (night.date, night.profile, night.commit, night.path)

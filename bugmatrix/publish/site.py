@@ -12,7 +12,7 @@ import os
 import shutil
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
@@ -88,8 +88,9 @@ def _kept(nights: Iterable[SiteNight], tonight: SiteNight, keep: int) -> list[Si
     return sorted(kept, key=lambda n: (n.date, n.profile), reverse=True)
 
 
-def _site_files(source: Path, option: str, notes: list[str]) -> Iterator[tuple[Path, int]]:
-    """Each file under ``source`` the site may take (relative path, size): a link or special file is refused, other kinds left out."""
+def _take(source: Path, target: Path, option: str, used: int, notes: list[str]) -> int:
+    """Copy each file under ``source`` the site may take to ``target`` (a link or special file is refused, other kinds left
+    out, sizes capped); the bytes used so far after it."""
     for top, dirs, files in os.walk(source, followlinks=False):
         for name in sorted(dirs + files):
             path = Path(top) / name
@@ -114,38 +115,15 @@ def _site_files(source: Path, option: str, notes: list[str]) -> Iterator[tuple[P
                 if name != REPRO_MANIFEST:  # the repro export's own bookkeeping, never published
                     notes.append(f"site: left out {path} (not a kind of file the site writes)")
                 continue
-            yield path.relative_to(source), info.st_size
-
-
-def _take(source: Path, target: Path, option: str, used: int, notes: list[str]) -> int:
-    """Copy ``source``'s files the site may take under ``target``; the bytes used so far after it."""
-    for relative, size in _site_files(source, option, notes):
-        used += size
-        if size > MAX_FILE_BYTES or used > MAX_SITE_BYTES:
-            cap = f"{MAX_FILE_BYTES:,} bytes per file" if size > MAX_FILE_BYTES else f"{MAX_SITE_BYTES:,} bytes for the site"
-            msg = f"{option} {source / relative}: {size:,} bytes, over the cap of {cap} (refused)"
-            raise BugmatrixError(msg)
-        copy = target / relative
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_bytes(read_bytes(source / relative, "site file", fix=_REFUSED))
+            used += info.st_size
+            if info.st_size > MAX_FILE_BYTES or used > MAX_SITE_BYTES:
+                cap = f"{MAX_FILE_BYTES:,} bytes per file" if info.st_size > MAX_FILE_BYTES else f"{MAX_SITE_BYTES:,} bytes for the site"
+                msg = f"{option} {path}: {info.st_size:,} bytes, over the cap of {cap} (refused)"
+                raise BugmatrixError(msg)
+            copy = target / path.relative_to(source)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(read_bytes(path, "site file", fix=_REFUSED))
     return used
-
-
-def _profiles(reports: Path, profile: str | None, root_profile: str | None, previous_root: str | None) -> tuple[str, str, str]:
-    """Tonight's commit, its profile (``--profile`` may not contradict the report's) and the root profile."""
-    compat = read_compat(reports / "compat.json", "run the report first (nox -s report)")
-    commit, recorded = compat.commit, compat.profile
-    if profile is not None and recorded and profile != recorded:
-        msg = f"--profile {profile}: the report in {reports} is of profile {recorded!r}; leave --profile out or pass --profile {recorded}"
-        raise BugmatrixError(msg)
-    profile = profile or recorded
-    if not profile:
-        msg = f"--reports {reports}: its compat.json names no profile; pass --profile P (the report's --profile)"
-        raise BugmatrixError(msg)
-    root = root_profile or previous_root or profile
-    for option, name in (("--profile", profile), ("--root-profile", root)):
-        values.profile_name(name, option)
-    return commit, profile, root
 
 
 def build_site(
@@ -155,20 +133,20 @@ def build_site(
     date: str,
     profile: str | None = None,
     previous: Path | None = None,
-    attachments: Path | None = None,
+    issues: Path | None = None,
     keep: int = KEEP_NIGHTS,
     root_profile: str | None = None,
     notes: list[str] | None = None,
 ) -> tuple[NightsFile, SiteNight]:
-    """Write the site to ``out`` (absent or empty): ``previous``'s nights plus tonight's report and ``attachments``; its index and tonight."""
+    """Write the site to ``out`` (absent or empty): ``previous``'s nights plus tonight's report and ``issues``; its index and tonight."""
     notes = [] if notes is None else notes
     date = values.iso_date(date, "--date:")
     missing = [name for name in PAGES if not (reports / name).is_file()]
     if missing:
         msg = f"--reports {reports}: no {missing[0]}; run the report first (nox -s report)"
         raise BugmatrixError(msg)
-    if attachments is not None and not attachments.is_dir():
-        msg = f"--issues {attachments}: no such directory; pass the report's --issue-bodies directory or leave --issues out"
+    if issues is not None and not issues.is_dir():
+        msg = f"--issues {issues}: no such directory; pass the report's --issue-bodies directory or leave --issues out"
         raise BugmatrixError(msg)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         msg = f"--out {out}: exists and is not an empty directory; pass a new directory"
@@ -181,7 +159,17 @@ def build_site(
         msg = f"--keep {keep}: keep at least one night"
         raise BugmatrixError(msg)
     before, previous_root = load_site_nights(previous) if previous is not None else ([], None)
-    commit, profile, root = _profiles(reports, profile, root_profile, previous_root)
+    compat = read_compat(reports / "compat.json", "run the report first (nox -s report)")  # --profile may not contradict it
+    if profile is not None and compat.profile and profile != compat.profile:
+        msg = f"--profile {profile}: the report in {reports} is of profile {compat.profile!r}; leave --profile out or pass --profile {compat.profile}"
+        raise BugmatrixError(msg)
+    profile = profile or compat.profile
+    if not profile:
+        msg = f"--reports {reports}: its compat.json names no profile; pass --profile P (the report's --profile)"
+        raise BugmatrixError(msg)
+    root = root_profile or previous_root or profile
+    for option, name in (("--profile", profile), ("--root-profile", root)):
+        values.profile_name(name, option)
     if previous_root is not None and root != previous_root:
         notes.append(f"site: the root is now profile {root} (was {previous_root}): {previous_root}'s nights moved under {previous_root}/")
     sources: dict[tuple[str, str], Path] = {}  # each past night kept: where it is in the previous site
@@ -192,7 +180,7 @@ def build_site(
         else:
             sources[(n.date, n.profile)] = previous / n.path
     moved = [replace(n, path=night_path(n.profile, n.date, root)) for n in before if (n.date, n.profile) in sources]
-    tonight = SiteNight(date, profile, commit, night_path(profile, date, root))
+    tonight = SiteNight(date, profile, compat.commit, night_path(profile, date, root))
     index = NightsFile(SITE_SCHEMA, _kept(moved, tonight, keep), root)
 
     staging = out.with_name(f".{out.name}.partial")
@@ -205,8 +193,8 @@ def build_site(
                 (staging / night.path).mkdir(parents=True)
                 for name in PAGES:
                     (staging / night.path / name).write_bytes(read_bytes(reports / name, "site file", fix="run the report again"))
-                if attachments is not None:
-                    used = _take(attachments, staging / night.path / "issues", "--issues", used, notes)
+                if issues is not None:
+                    used = _take(issues, staging / night.path / "issues", "--issues", used, notes)
                 continue
             past = sources[(night.date, night.profile)]
             for above in (past.parent, past):  # <date>/ or <profile>/<date>/ (load_site_nights): no symlink on the way
@@ -238,27 +226,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--previous", type=Path, help="the previous site, unpacked (absent or empty: a new site)")
     parser.add_argument("--issues", type=Path, help="the report's --issue-bodies directory, published as <night>/issues/")
     parser.add_argument("--keep", type=values.count, default=KEEP_NIGHTS, help="nights kept per profile (default: %(default)s)")
-    parser.add_argument(
-        "--root-profile",
-        type=values.profile,
-        help="the profile whose newest night is the root (default: the previous site's, else the report's profile)",
-    )
+    what = "the profile whose newest night is the root (default: the previous site's, else the report's profile)"
+    parser.add_argument("--root-profile", type=values.profile, help=what)
 
 
 def run(args: argparse.Namespace) -> int:
     """Build the site; print what it holds."""
     notes: list[str] = []
-    index, tonight = build_site(
-        args.reports,
-        args.out,
-        date=args.date,
-        profile=args.profile,
-        previous=args.previous,
-        attachments=args.issues,
-        keep=args.keep,
-        root_profile=args.root_profile,
-        notes=notes,
-    )
+    options = {name: getattr(args, name) for name in ("date", "profile", "previous", "issues", "keep", "root_profile")}
+    index, tonight = build_site(args.reports, args.out, notes=notes, **options)
     for note in notes:
         print(note, file=sys.stderr)
     own = [n for n in index.nights if n.profile == tonight.profile]

@@ -1,4 +1,4 @@
-"""The issue tracker behind one small interface; the nightly's is GitHub through the ``gh`` CLI (tests put a fake on PATH).
+"""The issue tracker: GitHub through the ``gh`` CLI (:class:`GhIssues`, all filing needs of it; tests put a fake ``gh`` on PATH).
 
 Bodies go through standard input, never the command line. Who wrote what is part of the answer (filing's trust rule),
 in one spelling (:func:`login`).
@@ -10,11 +10,10 @@ import json
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Protocol
 
 from bugmatrix.errors import BugmatrixError
 
-__all__ = ["GhIssues", "Issue", "IssueTracker", "login"]
+__all__ = ["GhIssues", "Issue", "login"]
 
 
 @dataclass(frozen=True)
@@ -37,25 +36,6 @@ def login(name: str) -> str:
     return f"app/{name[: -len('[bot]')]}" if name.endswith("[bot]") else name
 
 
-class IssueTracker(Protocol):
-    """What filing needs of a tracker."""
-
-    def search(self, query: str) -> list[Issue]:
-        """Open and closed issues matching ``query`` (GitHub's issue search syntax)."""
-
-    def open_issue(self, title: str, body: str) -> str:
-        """Open an issue; its URL."""
-
-    def comment(self, number: int, body: str) -> None:
-        """Add a comment to issue ``number``."""
-
-    def closer(self, number: int) -> str:
-        """Who closed issue ``number`` last (its events); ``""`` when no event says."""
-
-    def permission(self, who: str) -> str:
-        """``who``'s role on the repository (``admin``, ``maintain``, ``write``, ``triage``, ``read``); ``""`` for none."""
-
-
 def _issue(item: dict) -> Issue:
     listed = list(item.get("comments") or ())
     return Issue(
@@ -76,7 +56,7 @@ def _login_of(who: object) -> str:
 
 
 class GhIssues:
-    """GitHub issues of ``repo`` (``owner/name``) through the ``gh`` CLI."""
+    """GitHub issues of ``repo`` (``owner/name``) via ``gh``; filing takes any object with these methods (tests: an in-memory one)."""
 
     #: gh's own ceiling for one listing; a repository with more bugmatrix issues than this has bigger problems.
     LIMIT = 1000
@@ -99,6 +79,7 @@ class GhIssues:
         return done.stdout
 
     def search(self, query: str) -> list[Issue]:
+        """Open and closed issues matching ``query`` (GitHub's issue search syntax)."""
         fields = "number,state,title,body,comments,url,author"
         out = self._run(["issue", "list", "--state", "all", "--search", query, "--limit", str(self.LIMIT), "--json", fields])
         try:
@@ -108,12 +89,15 @@ class GhIssues:
             raise BugmatrixError(msg) from None
 
     def open_issue(self, title: str, body: str) -> str:
+        """Open an issue; its URL."""
         return self._run(["issue", "create", "--title", title, "--body-file", "-"], stdin=body).strip()
 
     def comment(self, number: int, body: str) -> None:
+        """Add a comment to issue ``number``."""
         self._run(["issue", "comment", str(number), "--body-file", "-"], stdin=body)
 
     def closer(self, number: int) -> str:
+        """Who closed issue ``number`` last (its events); ``""`` when no event says."""
         out = self._run(["api", "--paginate", f"repos/{self.repo}/issues/{number}/events"], api=True)
         try:
             events = [e for page in _pages(out) for e in page if isinstance(e, dict) and e.get("event") == "closed"]
@@ -123,6 +107,7 @@ class GhIssues:
         return _login_of(events[-1].get("actor")) if events else ""
 
     def permission(self, who: str) -> str:
+        """``who``'s role on the repository (``admin``, ``maintain``, ``write``, ``triage``, ``read``); ``""`` for none."""
         if not who or "/" in who:
             return ""  # nobody, or an app: apps are never collaborators
         try:
