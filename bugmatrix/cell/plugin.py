@@ -40,7 +40,6 @@ from bugmatrix.cell.recording import (
     DIED_INLINE,
     PROPERTY,
     CellDeadline,
-    Recorder,
     RunState,
     WorkerWatch,
     crash_record,
@@ -182,7 +181,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Under the fork runner the environment is observed in a child, so CUDA stays untouched here.
     observe = (lambda: probe_in_child(timeout_of(config))[0]) if runner.forks else observe_environment
     state = config.stash[STATE_KEY] = RunState(config, options, observe, exclusive=is_a_cell(config))
-    config.pluginmanager.register(Recorder(state), "bugmatrix-recorder")
+    config.pluginmanager.register(state, "bugmatrix-recorder")
     if runner.in_workers and owns_its_processes(config):
         watch = config.stash[WATCH_KEY] = WorkerWatch()
         state.leaked_by = lambda report: watch.leaked_by(worker_pid(getattr(report, "node", None)))

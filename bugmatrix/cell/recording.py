@@ -34,7 +34,6 @@ __all__ = [
     "PROPERTY",
     "CellDeadline",
     "Portable",
-    "Recorder",
     "RunState",
     "WorkerWatch",
     "crash_record",
@@ -253,7 +252,7 @@ def uncovered_results(records: Iterable[VariantRecord]) -> dict[str, list[str]]:
 
 
 class RunState:
-    """Per-session recording state; ``observe`` gives the environment at the first write, ``exclusive`` holds the lock."""
+    """Per-session recording state and the controller's hooks; ``observe`` gives the environment at the first write, ``exclusive`` holds the lock."""
 
     def __init__(
         self, config: pytest.Config, options: CellOptions, observe: Callable[[], dict[str, Any]], *, exclusive: bool = True
@@ -337,6 +336,37 @@ class RunState:
         )
         write_json_atomic(self.path, run.to_json())
 
+    def _select(self, nodeids: list[str]) -> None:
+        self.selected |= {str(v) for v in map(VariantId.from_node, nodeids) if v}
+        self.collected = True
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._select([item.nodeid for item in session.items])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self._select(ids)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # "call" carries the record; a failed setup/teardown or a dead xdist worker's report carries none -> crashed.
+        if not (report.when == "call" or report.failed):
+            return
+        record = next((VariantRecord.from_dict(value) for name, value in report.user_properties if name == PROPERTY), None)
+        found = VariantId.from_node(report.nodeid)
+        if record is None and found is not None and report.failed:  # an xdist worker died running it, or the harness broke
+            text = str(report.longrepr) if report.longrepr else "no report"
+            record = crash_record(str(found), text.splitlines()[-1] if text.strip() else text, text, report.duration)
+            record = dataclasses.replace(record, leaked=self.leaked_by(report))
+        if record is not None and record.id not in self.results:
+            self.add(record)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        # Listing variants (--collect-only) runs nothing and records nothing.
+        if not session.config.option.collectonly and (self.results or self.previous or self.selected):
+            with self.writing:  # a variant still named running was interrupted with the session, not crashed
+                self.close_unlocked()
+        self.lock.release()
+
 
 def expire(state: RunState, seconds: float, record_for: Callable[[str, str], VariantRecord]) -> None:
     """The cell deadline passed: kill what runs, record the unfinished as ``timeout``, write the run file complete, exit."""
@@ -366,53 +396,3 @@ DIED_INLINE = (
     "the cell process died while running this variant in-process (--bugmatrix-forks 0); --bugmatrix-resume recorded it as "
     "crashed and went on past it. Its exit code or signal was not seen (the fork runner, the default, records it)"
 )
-
-
-def record_from_report(report: pytest.TestReport) -> VariantRecord | None:
-    """The variant record carried by a report, or a ``crashed`` one for a dead xdist worker."""
-    for name, value in report.user_properties:
-        if name == PROPERTY:
-            return VariantRecord.from_dict(value)
-    found = VariantId.from_node(report.nodeid)
-    if found is None or not report.failed:
-        return None
-    # No record but a failure: an xdist worker died running it, or the harness itself broke.
-    text = str(report.longrepr) if report.longrepr else "no report"
-    return crash_record(str(found), text.splitlines()[-1] if text.strip() else text, text, report.duration)
-
-
-class Recorder:
-    """Controller-side hooks bound to one run's state."""
-
-    def __init__(self, state: RunState) -> None:
-        self.state = state
-
-    def _select(self, nodeids: list[str]) -> None:
-        self.state.selected |= {str(v) for v in map(VariantId.from_node, nodeids) if v}
-        self.state.collected = True
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self._select([item.nodeid for item in session.items])
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        self._select(ids)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        state = self.state
-        # "call" carries the record; a failed setup/teardown or a dead xdist worker's report carries none -> crashed.
-        if not (report.when == "call" or report.failed):
-            return
-        record = record_from_report(report)
-        if record is not None and not report.user_properties and record.outcome is Outcome.CRASHED:
-            record = dataclasses.replace(record, leaked=(*record.leaked, *state.leaked_by(report)))
-        if record is not None and record.id not in state.results:
-            state.add(record)
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        state = self.state
-        # Listing variants (--collect-only) runs nothing and records nothing.
-        if not session.config.option.collectonly and (state.results or state.previous or state.selected):
-            with state.writing:  # a variant still named running was interrupted with the session, not crashed
-                state.close_unlocked()
-        state.lock.release()
