@@ -16,7 +16,7 @@ import threading
 import time
 from argparse import ArgumentTypeError
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -88,7 +88,6 @@ FORKED_KEY = pytest.StashKey[bool]()  # the fork runner ran this session's varia
 STARTED_KEY = pytest.StashKey[float]()  # time.monotonic() at configure: the cell deadline's start
 ITEMS_KEY = pytest.StashKey[dict[str, "VariantItem"]]()  # variant id -> its item (what a deadline record needs)
 DEADLINE_KEY = pytest.StashKey[CellDeadline]()  # the cell deadline's thread (in-process and xdist's controller)
-WATCH_KEY = pytest.StashKey[WorkerWatch]()  # xdist's controller: what a dead worker left is killed and named
 RUNNER_KEY = pytest.StashKey[Runner]()  # how this process runs variants (runner_of), read once
 
 
@@ -148,8 +147,13 @@ def options_of(config: pytest.Config) -> CellOptions:
     return options
 
 
-def _configure_axes(config: pytest.Config) -> None:
-    spec = options_of(config).axis_spec
+@pytest.hookimpl(tryfirst=True)  # before pytest's junitxml plugin reads --junitxml
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "bugmatrix_variant: a case variant collected from cases/")
+    options = options_of(config)
+    if options.junit and not config.option.xmlpath:
+        config.option.xmlpath = str(Path(config.invocation_params.dir, options.junit))
+    spec = options.axis_spec
     matrix = next((m for m in (Path(config.rootpath, "matrix.toml"), HARNESS_ROOT / "matrix.toml") if m.exists()), None)
     if spec is None and matrix is None:
         msg = "no axis spec: pass --bugmatrix-spec (the runner writes one) or run from a checkout with matrix.toml"
@@ -158,15 +162,6 @@ def _configure_axes(config: pytest.Config) -> None:
         set_active_spec(parse_spec(spec) if spec is not None else spec_from_matrix_file(matrix))
     except BugmatrixError as exc:
         raise pytest.UsageError(str(exc)) from None
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest's junitxml plugin reads --junitxml
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "bugmatrix_variant: a case variant collected from cases/")
-    options = options_of(config)
-    if options.junit and not config.option.xmlpath:
-        config.option.xmlpath = str(Path(config.invocation_params.dir, options.junit))
-    _configure_axes(config)
     # Read once, here: a bad --bugmatrix-forks, -n or BUGMATRIX_WORKERS is a usage error now, not mid-run.
     runner = config.stash[RUNNER_KEY] = runner_of(config)
     timeout_of(config)  # and so is a bad bugmatrix_timeout ini value (the option itself argparse checks)
@@ -183,7 +178,8 @@ def pytest_configure(config: pytest.Config) -> None:
     state = config.stash[STATE_KEY] = RunState(config, options, observe, exclusive=is_a_cell(config))
     config.pluginmanager.register(state, "bugmatrix-recorder")
     if runner.in_workers and owns_its_processes(config):
-        watch = config.stash[WATCH_KEY] = WorkerWatch()
+        watch = WorkerWatch()
+        config.pluginmanager.register(watch, "bugmatrix-worker-watch")
         state.leaked_by = lambda report: watch.leaked_by(worker_pid(getattr(report, "node", None)))
     deadline = cell_deadline_of(config)
     if deadline is not None and not runner.forks and not config.option.collectonly:  # the fork runner's loop checks it
@@ -249,24 +245,6 @@ class CaseFile(pytest.Module):
             yield item
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """xdist: workers collect, so they must learn what a resumed run already recorded."""
-    state = node.config.stash.get(STATE_KEY, None)
-    node.workerinput["bugmatrix_resumed"] = sorted(state.previous) if state else []
-    watch = node.config.stash.get(WATCH_KEY, None)
-    if watch is not None:
-        watch.add(worker_pid(node))
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    """xdist's controller: before a dead worker is replaced, what it left is killed (a finished one is still alive here)."""
-    watch = node.config.stash.get(WATCH_KEY, None)
-    if watch is not None and error is not None:
-        watch.leaked_by(worker_pid(node))
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     options = options_of(config)
     allowed, built_with = options.axes, options.environment or {}
@@ -325,6 +303,10 @@ class VariantItem(pytest.Item):
             if text:
                 self.add_report_section("call", name, text)
         self.finish(executed)
+
+    def run_in_child(self) -> dict[str, Any]:
+        """What a forked child runs: the variant, sent back as plain data."""
+        return execute_variant(self.variant, self.case, self.timeout(), restore=False).to_json()
 
     def _run_here(self) -> Executed:
         """In this process (inline, or an xdist worker): named in the run file first; leftover threads remembered."""
@@ -496,7 +478,7 @@ def _run_forked(session: pytest.Session, variants: list[VariantItem], children: 
                 while pool.free and queue:
                     waiting = queue.popleft()
                     timeout = waiting.timeout()
-                    pool.start(waiting.nodeid, _child_job(waiting), deadline_s=timeout + grace(timeout))
+                    pool.start(waiting.nodeid, waiting.run_in_child, deadline_s=timeout + grace(timeout))
                 end = pool.next_end()
                 finished = by_node[str(end.key)]
                 executed = executed_from(finished, end)
@@ -522,10 +504,6 @@ def skipped_here(item: VariantItem, gpu: GpuFacts | None) -> Executed | None:
     return Executed(Classified(Outcome.SKIPPED, "; ".join(reasons)), versions, 0.0) if reasons else None
 
 
-def _child_job(item: VariantItem) -> Callable[[], dict[str, Any]]:
-    return lambda: execute_variant(item.variant, item.case, item.timeout(), restore=False).to_json()
-
-
 def grace(timeout: float) -> float:
     """How long past its timeout a child gets to stop itself (SIGALRM) before its process group is killed."""
     return max(2.0, 0.1 * timeout)
@@ -543,15 +521,11 @@ def executed_from(item: VariantItem, end: ChildEnd) -> Executed:
             f"its process group was killed after {end.seconds:.0f}s"
         )
         return Executed(Classified(Outcome.TIMEOUT, message), installed_versions(), end.seconds, log, end.leaked)
-    last = last_words(end.stderr)
+    # Why it died: faulthandler's "Fatal Python error: ...", else the last line of its stderr.
+    lines = [line.strip() for line in end.stderr.splitlines() if line.strip() and not line.startswith("Extension modules:")]
+    last = next((line for line in lines if line.startswith("Fatal Python error")), lines[-1] if lines else "")
     message = f"the variant's process {end.status} before reporting a result" + (f"; its last words: {last}" if last else "")
     return Executed(Classified(Outcome.CRASHED, excerpt(message)), installed_versions(), end.seconds, log, end.leaked)
-
-
-def last_words(stderr: str) -> str:
-    """The line of a dead process's stderr that says why: faulthandler's "Fatal Python error: ...", else its last line."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("Extension modules:")]
-    return next((line for line in lines if line.startswith("Fatal Python error")), lines[-1] if lines else "")
 
 
 def _probe() -> dict[str, Any]:

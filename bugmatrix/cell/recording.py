@@ -122,12 +122,9 @@ class RunFileLock:
                     sys.stderr.flush()
                     said = True
                 fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                ours = os.fstat(fd).st_ino == os.stat(self.path).st_ino
-            except FileNotFoundError:
-                ours = False
-            if ours:  # not a file its last holder removed as we waited on it
-                break
+            with contextlib.suppress(FileNotFoundError):
+                if os.fstat(fd).st_ino == os.stat(self.path).st_ino:  # not a file its last holder removed as we waited on it
+                    break
             os.close(fd)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -166,7 +163,7 @@ class CellDeadline(threading.Thread):
 
 
 class WorkerWatch:
-    """xdist's controller (a subreaper): when a worker ends, kill and reap what it left and keep their names."""
+    """xdist's controller (a subreaper) and its plugin: when a worker ends, kill and reap what it left and keep their names."""
 
     def __init__(self) -> None:
         self.workers: set[int] = set()
@@ -196,6 +193,16 @@ class WorkerWatch:
                 # Every worker is spared (a live one's descendants are its own; a dead one is xdist's zombie to reap).
                 self._leaked[pid] = kill_descendants(spare=set(self.workers), when="after its worker died")
                 self._ended[pid].set()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        self.add(worker_pid(node))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        # Before a dead worker is replaced, what it left is killed (a finished one is still alive here).
+        if error is not None:
+            self.leaked_by(worker_pid(node))
 
     def leaked_by(self, pid: int, wait_s: float = 30.0) -> tuple[str, ...]:
         """What the worker ``pid`` left when it died (waits until the watch has dealt with its end)."""
@@ -335,6 +342,10 @@ class RunState:
             origin=self.options.origin,
         )
         write_json_atomic(self.path, run.to_json())
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["bugmatrix_resumed"] = sorted(self.previous)  # xdist's workers collect: skip what a resume has
 
     def _select(self, nodeids: list[str]) -> None:
         self.selected |= {str(v) for v in map(VariantId.from_node, nodeids) if v}
