@@ -122,13 +122,9 @@ class Expect:
 
     def covers(self, versions: Mapping[str, str], device: str) -> bool:
         """True when every specifier holds for the installed versions."""
-        if self.device is not None and self.device != device:
-            return False
-        for axis, spec in self.when.items():
-            installed = versions.get(axis)
-            if installed is None or not spec.contains(base_version(installed), prereleases=True):
-                return False
-        return True
+        return (self.device is None or self.device == device) and all(
+            axis in versions and spec.contains(base_version(versions[axis]), prereleases=True) for axis, spec in self.when.items()
+        )
 
 
 def observed(outcome: str | Outcome, *, device: str, evidence: str, **releases: str | tuple[str, ...]) -> tuple[Expect, ...]:
