@@ -122,35 +122,29 @@ def runner_of(config: pytest.Config) -> Runner:
     if getattr(config.option, "dist", "no") != "no":
         return Xdist(workers if isinstance(workers, int) else 0)
     chosen = config.getoption("--bugmatrix-forks")
-    try:
-        children = default_workers() if chosen is None else chosen
-    except BugmatrixError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    children = default_workers() if chosen is None else chosen
     if children < 0:
         msg = f"--bugmatrix-forks {children}: give a number of processes (0: run variants in this process)"
         raise pytest.UsageError(msg)
     return Fork(children) if children and hasattr(os, "fork") else Inline()
 
 
-def options_of(config: pytest.Config) -> CellOptions:
-    """The cell's spec file (``--bugmatrix-spec``), with ``--bugmatrix-cell`` / ``--bugmatrix-run-file`` on top."""
-    options = config.stash.get(OPTIONS_KEY, None)
-    if options is None:
-        path = config.getoption("--bugmatrix-spec")
-        try:
-            options = read_options(Path(config.invocation_params.dir, path)) if path else CellOptions()
-        except BugmatrixError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        cell, run_file = config.getoption("--bugmatrix-cell"), config.getoption("--bugmatrix-run-file")
-        options = dataclasses.replace(options, cell=cell or options.cell, run_file=run_file or options.run_file)
-        config.stash[OPTIONS_KEY] = options
-    return options
-
-
 @pytest.hookimpl(tryfirst=True)  # before pytest's junitxml plugin reads --junitxml
 def pytest_configure(config: pytest.Config) -> None:
+    """Every option is read once, here: a bad one (spec, axis spec, -n, forks, timeout, resumed run file) is a usage error now."""
+    try:
+        _configure(config)
+    except BugmatrixError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "bugmatrix_variant: a case variant collected from cases/")
-    options = options_of(config)
+    # The cell's spec file (--bugmatrix-spec), with --bugmatrix-cell / --bugmatrix-run-file on top.
+    path = config.getoption("--bugmatrix-spec")
+    options = read_options(Path(config.invocation_params.dir, path)) if path else CellOptions()
+    cell, run_file = config.getoption("--bugmatrix-cell"), config.getoption("--bugmatrix-run-file")
+    options = config.stash[OPTIONS_KEY] = dataclasses.replace(options, cell=cell or options.cell, run_file=run_file or options.run_file)
     if options.junit and not config.option.xmlpath:
         config.option.xmlpath = str(Path(config.invocation_params.dir, options.junit))
     spec = options.axis_spec
@@ -158,13 +152,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if spec is None and matrix is None:
         msg = "no axis spec: pass --bugmatrix-spec (the runner writes one) or run from a checkout with matrix.toml"
         raise pytest.UsageError(msg)
-    try:
-        set_active_spec(parse_spec(spec) if spec is not None else spec_from_matrix_file(matrix))
-    except BugmatrixError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    # Read once, here: a bad --bugmatrix-forks, -n or BUGMATRIX_WORKERS is a usage error now, not mid-run.
+    set_active_spec(parse_spec(spec) if spec is not None else spec_from_matrix_file(matrix))
     runner = config.stash[RUNNER_KEY] = runner_of(config)
-    timeout_of(config)  # and so is a bad bugmatrix_timeout ini value (the option itself argparse checks)
+    timeout_of(config)  # a bad bugmatrix_timeout ini value too (the option itself argparse checks)
     config.stash[LEFT_THREADS_KEY] = {}
     config.stash[UNCOVERED_KEY] = {}
     config.stash[STARTED_KEY] = time.monotonic()
@@ -202,7 +192,7 @@ def owns_its_processes(config: pytest.Config) -> bool:
 def cell_deadline_of(config: pytest.Config) -> float | None:
     """Seconds the whole cell may run: ``--bugmatrix-cell-deadline``, else the spec's ``cell_deadline_s``; None (or 0): none."""
     value = config.getoption("--bugmatrix-cell-deadline")
-    value = options_of(config).cell_deadline_s if value is None else value
+    value = config.stash[OPTIONS_KEY].cell_deadline_s if value is None else value
     if value is not None and value < 0:
         msg = f"--bugmatrix-cell-deadline {value:g}: give a number of seconds (0: no deadline)"
         raise pytest.UsageError(msg)
@@ -246,7 +236,7 @@ class CaseFile(pytest.Module):
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    options = options_of(config)
+    options = config.stash[OPTIONS_KEY]
     allowed, built_with = options.axes, options.environment or {}
     state = config.stash.get(STATE_KEY, None)
     done = set(state.previous) if state else set(getattr(config, "workerinput", {}).get("bugmatrix_resumed", ()))

@@ -27,7 +27,6 @@ from bugmatrix.cell.forkrun import pidfd
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome, Verdict, excerpt, tail
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
-from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 
 __all__ = [
@@ -288,10 +287,7 @@ class RunState:
         #: The checkout is where pytest started, not its rootdir (which walks up to any enclosing pyproject.toml).
         self.portable = Portable.of(str(config.invocation_params.dir), import_roots())
         if config.getoption("--bugmatrix-resume") and self.path.exists():
-            try:
-                earlier = load_run_file(self.path)
-            except BugmatrixError as exc:
-                raise pytest.UsageError(str(exc)) from None
+            earlier = load_run_file(self.path)  # a BugmatrixError: a usage error (plugin.pytest_configure)
             self.previous = {r.id: r for r in earlier.results}
             for variant_id in earlier.running:
                 if variant_id not in self.previous:
