@@ -87,6 +87,7 @@ EXIT_KEY = pytest.StashKey[int]()
 FORKED_KEY = pytest.StashKey[bool]()  # the fork runner ran this session's variants
 STARTED_KEY = pytest.StashKey[float]()  # time.monotonic() at configure: the cell deadline's start
 ITEMS_KEY = pytest.StashKey[dict[str, "VariantItem"]]()  # variant id -> its item (what a deadline record needs)
+CELL_DEADLINE_KEY = pytest.StashKey[float | None]()  # seconds the whole cell may run (None: no deadline)
 DEADLINE_KEY = pytest.StashKey[CellDeadline]()  # the cell deadline's thread (in-process and xdist's controller)
 RUNNER_KEY = pytest.StashKey[Runner]()  # how this process runs variants (runner_of), read once
 
@@ -171,7 +172,13 @@ def _configure(config: pytest.Config) -> None:
         watch = WorkerWatch()
         config.pluginmanager.register(watch, "bugmatrix-worker-watch")
         state.leaked_by = lambda report: watch.leaked_by(worker_pid(getattr(report, "node", None)))
-    deadline = cell_deadline_of(config)
+    # Seconds the whole cell may run: --bugmatrix-cell-deadline, else the spec's cell_deadline_s; None (or 0): none.
+    value = config.getoption("--bugmatrix-cell-deadline")
+    value = options.cell_deadline_s if value is None else value
+    if value is not None and value < 0:
+        msg = f"--bugmatrix-cell-deadline {value:g}: give a number of seconds (0: no deadline)"
+        raise pytest.UsageError(msg)
+    deadline = config.stash[CELL_DEADLINE_KEY] = float(value) if value else None
     if deadline is not None and not runner.forks and not config.option.collectonly:  # the fork runner's loop checks it
         config.stash[DEADLINE_KEY] = CellDeadline(deadline, lambda: expire(state, deadline, partial(_unfinished, config)))
         config.stash[DEADLINE_KEY].start()
@@ -187,16 +194,6 @@ def is_a_cell(config: pytest.Config) -> bool:
 def owns_its_processes(config: pytest.Config) -> bool:
     """This process is a cell's (its pytest, or an xdist worker), not a ``pytest.main()`` inside another program."""
     return is_a_cell(config) and (is_worker(config) or is_the_program(config))
-
-
-def cell_deadline_of(config: pytest.Config) -> float | None:
-    """Seconds the whole cell may run: ``--bugmatrix-cell-deadline``, else the spec's ``cell_deadline_s``; None (or 0): none."""
-    value = config.getoption("--bugmatrix-cell-deadline")
-    value = config.stash[OPTIONS_KEY].cell_deadline_s if value is None else value
-    if value is not None and value < 0:
-        msg = f"--bugmatrix-cell-deadline {value:g}: give a number of seconds (0: no deadline)"
-        raise pytest.UsageError(msg)
-    return float(value) if value else None
 
 
 def _unfinished(config: pytest.Config, variant_id: str, message: str) -> VariantRecord:
@@ -320,6 +317,8 @@ class VariantItem(pytest.Item):
         variant, result = self.variant, executed.result
         expectation = variant.expectation(executed.versions)
         expected = expectation.outcome if expectation else None
+        # What its environment requires of an axis of this cell (a pin workaround: it runs where the pin holds).
+        axis_distributions = {canonicalize_name(d) for providers in active_spec().values() for d, _ in providers}
         return VariantRecord(
             id=variant.id,
             case=variant.case_id,
@@ -339,13 +338,8 @@ class VariantItem(pytest.Item):
             log=tail(executed.log),
             leaked=executed.leaked,
             axes=tuple(variant.axes),
-            pinned=self.pinned(),
+            pinned=", ".join(r for r in variant.env.requires if canonicalize_name(Requirement(r).name) in axis_distributions),
         )
-
-    def pinned(self) -> str:
-        """What the variant's environment requires of an axis of this cell (a pin workaround: it runs where the pin holds)."""
-        axis_distributions = {canonicalize_name(d) for providers in active_spec().values() for d, _ in providers}
-        return ", ".join(r for r in self.variant.env.requires if canonicalize_name(Requirement(r).name) in axis_distributions)
 
     def finish(self, executed: Executed) -> None:
         """Attach the record to the report; raise if it contradicts the expectation (skip if it did not run)."""
@@ -438,7 +432,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         warning = cuda_initialized_here()
         if warning:
             terminal.write_line(f"bugmatrix: warning: {warning}", yellow=True)
-    deadline = cell_deadline_of(config)
+    deadline = config.stash[CELL_DEADLINE_KEY]
     until = config.stash[STARTED_KEY] + deadline if deadline is not None else None
     try:
         _run_forked(session, variants, runner.workers, gpu, until)
