@@ -428,13 +428,13 @@ def test_a_worker_that_finished_its_tests_is_not_waited_for_a_dead_one_is(monkey
     cell (the tests session's own included). A worker that died is still waited for: what it left is named."""
     from types import SimpleNamespace
 
-    from bugmatrix.cell import plugin
+    from bugmatrix.cell.recording import WorkerWatch
 
     asked: list[int] = []
-    watch = SimpleNamespace(leaked_by=lambda pid: asked.append(pid) or ())
-    config = SimpleNamespace(stash={plugin.WATCH_KEY: watch})
-    node = SimpleNamespace(config=config, gateway=SimpleNamespace(_rinfo=lambda: SimpleNamespace(pid=4242)))
-    plugin.pytest_testnodedown(node, None)
+    watch = WorkerWatch()
+    monkeypatch.setattr(watch, "leaked_by", lambda pid: asked.append(pid) or ())
+    node = SimpleNamespace(gateway=SimpleNamespace(_rinfo=lambda: SimpleNamespace(pid=4242)))
+    watch.pytest_testnodedown(node, None)
     assert asked == [], "a finished worker is not waited for"
-    plugin.pytest_testnodedown(node, "worker 'gw0' crashed while running 'x'")
+    watch.pytest_testnodedown(node, "worker 'gw0' crashed while running 'x'")
     assert asked == [4242], "a dead worker's leftovers are waited for and named"

@@ -183,7 +183,7 @@ def test_plugin_registers_once_with_both_conftest_and_dash_p() -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "PLUGIN registered: <module 'conftest' from '" + str(ROOT / "conftest.py") in proc.stdout, "the root conftest was loaded"
     assert proc.stdout.count("PLUGIN registered: <module 'bugmatrix.cell.plugin'") == 1
-    assert proc.stdout.count("PLUGIN registered: <bugmatrix.cell.recording.Recorder") == 1
+    assert proc.stdout.count("PLUGIN registered: <bugmatrix.cell.recording.RunState") == 1
     assert "4 tests collected" in proc.stdout, "each variant collected once"
 
 

@@ -122,13 +122,9 @@ class Expect:
 
     def covers(self, versions: Mapping[str, str], device: str) -> bool:
         """True when every specifier holds for the installed versions."""
-        if self.device is not None and self.device != device:
-            return False
-        for axis, spec in self.when.items():
-            installed = versions.get(axis)
-            if installed is None or not spec.contains(base_version(installed), prereleases=True):
-                return False
-        return True
+        return (self.device is None or self.device == device) and all(
+            axis in versions and spec.contains(base_version(versions[axis]), prereleases=True) for axis, spec in self.when.items()
+        )
 
 
 def observed(outcome: str | Outcome, *, device: str, evidence: str, **releases: str | tuple[str, ...]) -> tuple[Expect, ...]:
@@ -202,7 +198,7 @@ class Source:
         return f'"{self.title}"' + (f" ({self.date})" if self.date else "") + (f", {self.link}" if self.link else "")
 
 
-def _axis_names(value: object) -> bool:
+def _names(value: object) -> bool:  # a tuple of non-empty strings: axis, check or module names
     return isinstance(value, tuple) and all(isinstance(a, str) and a for a in value)
 
 
@@ -235,7 +231,7 @@ class Case:
             )
         if self.source is not None and not isinstance(self.source, Source):
             raise self._error(f"source={self.source!r} is not a Source; write source=Source(title=..., date=..., link=...)")
-        if not _axis_names(self.axes):
+        if not _names(self.axes):
             raise self._error(f'axes={self.axes!r} is not a tuple of axis names; write e.g. axes=("torch",)')
         if not isinstance(self.cross, Mapping):
             raise self._error(f'cross={self.cross!r} is not a mapping; write e.g. cross={{"transformers": ">=4.46"}}')
@@ -332,7 +328,7 @@ class Case:
                 resolved = Kind(kind) if kind else (Kind.WORKAROUND if workaround_for else Kind.CORE)
             except ValueError:
                 raise self._fail(name, f"kind {kind!r} is unknown", f"use one of {', '.join(k.value for k in Kind)}") from None
-            if not _axis_names(spans):
+            if not _names(spans):
                 raise self._fail(name, f"axes={spans!r} is not a tuple of axis names", 'write e.g. axes=("torch", "lightning")')
             if not isinstance(requires, Requires):
                 raise self._fail(name, f"requires={requires!r} is not a Requires", 'write e.g. requires=Requires(lightning=">=2.1")')
@@ -341,7 +337,7 @@ class Case:
                 raise self._fail(
                     name, f"environment={environment!r} is not declared", f"add it to Case(environments=...) (declared: {declared})"
                 )
-            if not (isinstance(old_checks, tuple) and all(isinstance(c, str) and c for c in old_checks)):
+            if not _names(old_checks):
                 raise self._fail(
                     name, f"old_checks={old_checks!r} is not a tuple of check names", 'write e.g. old_checks=("output matches",)'
                 )
@@ -381,7 +377,7 @@ def case_of_module(namespace: Mapping[str, Any], stem: str, path: object) -> Cas
     if found[0].id != stem:
         msg = f"{path}: Case(id={found[0].id!r}) must equal the file name {stem!r}; rename one of them"
         raise CaseError(msg)
-    if not isinstance(found[0].imports, tuple) or not all(isinstance(i, str) and i for i in found[0].imports):
+    if not _names(found[0].imports):
         msg = f'{path}: imports={found[0].imports!r} is not a tuple of dotted names; write e.g. imports=("transformers.T5Config",)'
         raise CaseError(msg)
     for variant in found[0].variants:

@@ -16,7 +16,7 @@ import threading
 import time
 from argparse import ArgumentTypeError
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,6 @@ from bugmatrix.cell.recording import (
     DIED_INLINE,
     PROPERTY,
     CellDeadline,
-    Recorder,
     RunState,
     WorkerWatch,
     crash_record,
@@ -88,8 +87,8 @@ EXIT_KEY = pytest.StashKey[int]()
 FORKED_KEY = pytest.StashKey[bool]()  # the fork runner ran this session's variants
 STARTED_KEY = pytest.StashKey[float]()  # time.monotonic() at configure: the cell deadline's start
 ITEMS_KEY = pytest.StashKey[dict[str, "VariantItem"]]()  # variant id -> its item (what a deadline record needs)
+CELL_DEADLINE_KEY = pytest.StashKey[float | None]()  # seconds the whole cell may run (None: no deadline)
 DEADLINE_KEY = pytest.StashKey[CellDeadline]()  # the cell deadline's thread (in-process and xdist's controller)
-WATCH_KEY = pytest.StashKey[WorkerWatch]()  # xdist's controller: what a dead worker left is killed and named
 RUNNER_KEY = pytest.StashKey[Runner]()  # how this process runs variants (runner_of), read once
 
 
@@ -124,53 +123,39 @@ def runner_of(config: pytest.Config) -> Runner:
     if getattr(config.option, "dist", "no") != "no":
         return Xdist(workers if isinstance(workers, int) else 0)
     chosen = config.getoption("--bugmatrix-forks")
-    try:
-        children = default_workers() if chosen is None else chosen
-    except BugmatrixError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    children = default_workers() if chosen is None else chosen
     if children < 0:
         msg = f"--bugmatrix-forks {children}: give a number of processes (0: run variants in this process)"
         raise pytest.UsageError(msg)
     return Fork(children) if children and hasattr(os, "fork") else Inline()
 
 
-def options_of(config: pytest.Config) -> CellOptions:
-    """The cell's spec file (``--bugmatrix-spec``), with ``--bugmatrix-cell`` / ``--bugmatrix-run-file`` on top."""
-    options = config.stash.get(OPTIONS_KEY, None)
-    if options is None:
-        path = config.getoption("--bugmatrix-spec")
-        try:
-            options = read_options(Path(config.invocation_params.dir, path)) if path else CellOptions()
-        except BugmatrixError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        cell, run_file = config.getoption("--bugmatrix-cell"), config.getoption("--bugmatrix-run-file")
-        options = dataclasses.replace(options, cell=cell or options.cell, run_file=run_file or options.run_file)
-        config.stash[OPTIONS_KEY] = options
-    return options
-
-
-def _configure_axes(config: pytest.Config) -> None:
-    spec = options_of(config).axis_spec
-    matrix = next((m for m in (Path(config.rootpath, "matrix.toml"), HARNESS_ROOT / "matrix.toml") if m.exists()), None)
-    if spec is None and matrix is None:
-        msg = "no axis spec: pass --bugmatrix-spec (the runner writes one) or run from a checkout with matrix.toml"
-        raise pytest.UsageError(msg)
+@pytest.hookimpl(tryfirst=True)  # before pytest's junitxml plugin reads --junitxml
+def pytest_configure(config: pytest.Config) -> None:
+    """Every option is read once, here: a bad one (spec, axis spec, -n, forks, timeout, resumed run file) is a usage error now."""
     try:
-        set_active_spec(parse_spec(spec) if spec is not None else spec_from_matrix_file(matrix))
+        _configure(config)
     except BugmatrixError as exc:
         raise pytest.UsageError(str(exc)) from None
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest's junitxml plugin reads --junitxml
-def pytest_configure(config: pytest.Config) -> None:
+def _configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "bugmatrix_variant: a case variant collected from cases/")
-    options = options_of(config)
+    # The cell's spec file (--bugmatrix-spec), with --bugmatrix-cell / --bugmatrix-run-file on top.
+    path = config.getoption("--bugmatrix-spec")
+    options = read_options(Path(config.invocation_params.dir, path)) if path else CellOptions()
+    cell, run_file = config.getoption("--bugmatrix-cell"), config.getoption("--bugmatrix-run-file")
+    options = config.stash[OPTIONS_KEY] = dataclasses.replace(options, cell=cell or options.cell, run_file=run_file or options.run_file)
     if options.junit and not config.option.xmlpath:
         config.option.xmlpath = str(Path(config.invocation_params.dir, options.junit))
-    _configure_axes(config)
-    # Read once, here: a bad --bugmatrix-forks, -n or BUGMATRIX_WORKERS is a usage error now, not mid-run.
+    spec = options.axis_spec
+    matrix = next((m for m in (Path(config.rootpath, "matrix.toml"), HARNESS_ROOT / "matrix.toml") if m.exists()), None)
+    if spec is None and matrix is None:
+        msg = "no axis spec: pass --bugmatrix-spec (the runner writes one) or run from a checkout with matrix.toml"
+        raise pytest.UsageError(msg)
+    set_active_spec(parse_spec(spec) if spec is not None else spec_from_matrix_file(matrix))
     runner = config.stash[RUNNER_KEY] = runner_of(config)
-    timeout_of(config)  # and so is a bad bugmatrix_timeout ini value (the option itself argparse checks)
+    timeout_of(config)  # a bad bugmatrix_timeout ini value too (the option itself argparse checks)
     config.stash[LEFT_THREADS_KEY] = {}
     config.stash[UNCOVERED_KEY] = {}
     config.stash[STARTED_KEY] = time.monotonic()
@@ -182,11 +167,18 @@ def pytest_configure(config: pytest.Config) -> None:
     # Under the fork runner the environment is observed in a child, so CUDA stays untouched here.
     observe = (lambda: probe_in_child(timeout_of(config))[0]) if runner.forks else observe_environment
     state = config.stash[STATE_KEY] = RunState(config, options, observe, exclusive=is_a_cell(config))
-    config.pluginmanager.register(Recorder(state), "bugmatrix-recorder")
+    config.pluginmanager.register(state, "bugmatrix-recorder")
     if runner.in_workers and owns_its_processes(config):
-        watch = config.stash[WATCH_KEY] = WorkerWatch()
+        watch = WorkerWatch()
+        config.pluginmanager.register(watch, "bugmatrix-worker-watch")
         state.leaked_by = lambda report: watch.leaked_by(worker_pid(getattr(report, "node", None)))
-    deadline = cell_deadline_of(config)
+    # Seconds the whole cell may run: --bugmatrix-cell-deadline, else the spec's cell_deadline_s; None (or 0): none.
+    value = config.getoption("--bugmatrix-cell-deadline")
+    value = options.cell_deadline_s if value is None else value
+    if value is not None and value < 0:
+        msg = f"--bugmatrix-cell-deadline {value:g}: give a number of seconds (0: no deadline)"
+        raise pytest.UsageError(msg)
+    deadline = config.stash[CELL_DEADLINE_KEY] = float(value) if value else None
     if deadline is not None and not runner.forks and not config.option.collectonly:  # the fork runner's loop checks it
         config.stash[DEADLINE_KEY] = CellDeadline(deadline, lambda: expire(state, deadline, partial(_unfinished, config)))
         config.stash[DEADLINE_KEY].start()
@@ -202,16 +194,6 @@ def is_a_cell(config: pytest.Config) -> bool:
 def owns_its_processes(config: pytest.Config) -> bool:
     """This process is a cell's (its pytest, or an xdist worker), not a ``pytest.main()`` inside another program."""
     return is_a_cell(config) and (is_worker(config) or is_the_program(config))
-
-
-def cell_deadline_of(config: pytest.Config) -> float | None:
-    """Seconds the whole cell may run: ``--bugmatrix-cell-deadline``, else the spec's ``cell_deadline_s``; None (or 0): none."""
-    value = config.getoption("--bugmatrix-cell-deadline")
-    value = options_of(config).cell_deadline_s if value is None else value
-    if value is not None and value < 0:
-        msg = f"--bugmatrix-cell-deadline {value:g}: give a number of seconds (0: no deadline)"
-        raise pytest.UsageError(msg)
-    return float(value) if value else None
 
 
 def _unfinished(config: pytest.Config, variant_id: str, message: str) -> VariantRecord:
@@ -250,26 +232,8 @@ class CaseFile(pytest.Module):
             yield item
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """xdist: workers collect, so they must learn what a resumed run already recorded."""
-    state = node.config.stash.get(STATE_KEY, None)
-    node.workerinput["bugmatrix_resumed"] = sorted(state.previous) if state else []
-    watch = node.config.stash.get(WATCH_KEY, None)
-    if watch is not None:
-        watch.add(worker_pid(node))
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    """xdist's controller: before a dead worker is replaced, what it left is killed (a finished one is still alive here)."""
-    watch = node.config.stash.get(WATCH_KEY, None)
-    if watch is not None and error is not None:
-        watch.leaked_by(worker_pid(node))
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    options = options_of(config)
+    options = config.stash[OPTIONS_KEY]
     allowed, built_with = options.axes, options.environment or {}
     state = config.stash.get(STATE_KEY, None)
     done = set(state.previous) if state else set(getattr(config, "workerinput", {}).get("bugmatrix_resumed", ()))
@@ -327,6 +291,10 @@ class VariantItem(pytest.Item):
                 self.add_report_section("call", name, text)
         self.finish(executed)
 
+    def run_in_child(self) -> dict[str, Any]:
+        """What a forked child runs: the variant, sent back as plain data."""
+        return execute_variant(self.variant, self.case, self.timeout(), restore=False).to_json()
+
     def _run_here(self) -> Executed:
         """In this process (inline, or an xdist worker): named in the run file first; leftover threads remembered."""
         preload_once(self.config, [self])
@@ -349,6 +317,8 @@ class VariantItem(pytest.Item):
         variant, result = self.variant, executed.result
         expectation = variant.expectation(executed.versions)
         expected = expectation.outcome if expectation else None
+        # What its environment requires of an axis of this cell (a pin workaround: it runs where the pin holds).
+        axis_distributions = {canonicalize_name(d) for providers in active_spec().values() for d, _ in providers}
         return VariantRecord(
             id=variant.id,
             case=variant.case_id,
@@ -368,13 +338,8 @@ class VariantItem(pytest.Item):
             log=tail(executed.log),
             leaked=executed.leaked,
             axes=tuple(variant.axes),
-            pinned=self.pinned(),
+            pinned=", ".join(r for r in variant.env.requires if canonicalize_name(Requirement(r).name) in axis_distributions),
         )
-
-    def pinned(self) -> str:
-        """What the variant's environment requires of an axis of this cell (a pin workaround: it runs where the pin holds)."""
-        axis_distributions = {canonicalize_name(d) for providers in active_spec().values() for d, _ in providers}
-        return ", ".join(r for r in self.variant.env.requires if canonicalize_name(Requirement(r).name) in axis_distributions)
 
     def finish(self, executed: Executed) -> None:
         """Attach the record to the report; raise if it contradicts the expectation (skip if it did not run)."""
@@ -467,7 +432,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         warning = cuda_initialized_here()
         if warning:
             terminal.write_line(f"bugmatrix: warning: {warning}", yellow=True)
-    deadline = cell_deadline_of(config)
+    deadline = config.stash[CELL_DEADLINE_KEY]
     until = config.stash[STARTED_KEY] + deadline if deadline is not None else None
     try:
         _run_forked(session, variants, runner.workers, gpu, until)
@@ -497,7 +462,7 @@ def _run_forked(session: pytest.Session, variants: list[VariantItem], children: 
                 while pool.free and queue:
                     waiting = queue.popleft()
                     timeout = waiting.timeout()
-                    pool.start(waiting.nodeid, _child_job(waiting), deadline_s=timeout + grace(timeout))
+                    pool.start(waiting.nodeid, waiting.run_in_child, deadline_s=timeout + grace(timeout))
                 end = pool.next_end()
                 finished = by_node[str(end.key)]
                 executed = executed_from(finished, end)
@@ -523,10 +488,6 @@ def skipped_here(item: VariantItem, gpu: GpuFacts | None) -> Executed | None:
     return Executed(Classified(Outcome.SKIPPED, "; ".join(reasons)), versions, 0.0) if reasons else None
 
 
-def _child_job(item: VariantItem) -> Callable[[], dict[str, Any]]:
-    return lambda: execute_variant(item.variant, item.case, item.timeout(), restore=False).to_json()
-
-
 def grace(timeout: float) -> float:
     """How long past its timeout a child gets to stop itself (SIGALRM) before its process group is killed."""
     return max(2.0, 0.1 * timeout)
@@ -544,15 +505,11 @@ def executed_from(item: VariantItem, end: ChildEnd) -> Executed:
             f"its process group was killed after {end.seconds:.0f}s"
         )
         return Executed(Classified(Outcome.TIMEOUT, message), installed_versions(), end.seconds, log, end.leaked)
-    last = last_words(end.stderr)
+    # Why it died: faulthandler's "Fatal Python error: ...", else the last line of its stderr.
+    lines = [line.strip() for line in end.stderr.splitlines() if line.strip() and not line.startswith("Extension modules:")]
+    last = next((line for line in lines if line.startswith("Fatal Python error")), lines[-1] if lines else "")
     message = f"the variant's process {end.status} before reporting a result" + (f"; its last words: {last}" if last else "")
     return Executed(Classified(Outcome.CRASHED, excerpt(message)), installed_versions(), end.seconds, log, end.leaked)
-
-
-def last_words(stderr: str) -> str:
-    """The line of a dead process's stderr that says why: faulthandler's "Fatal Python error: ...", else its last line."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("Extension modules:")]
-    return next((line for line in lines if line.startswith("Fatal Python error")), lines[-1] if lines else "")
 
 
 def _probe() -> dict[str, Any]:

@@ -99,9 +99,8 @@ def import_check(modules: Iterable[str]) -> ImportFailure | None:
 
 
 def preload(variants: Iterable[Variant], cases: Iterable[Case]) -> Preloaded:
-    """Import the axis modules of ``variants`` and the ``imports`` of their ``cases`` (each once; failures noted, not raised)."""
+    """Import the axis modules of ``variants`` and the ``imports`` of ``cases``, theirs (each once; failures noted, not raised)."""
     variants = list(variants)
-    wanted = {v.case_id for v in variants}
     installed = installed_axis_versions()
     runtime = device_runtime_axis()  # every child seeds it (execution.seed_everything)
     spanned = {axis for v in variants for axis in v.axes} | ({runtime} if runtime and variants else set())
@@ -113,16 +112,13 @@ def preload(variants: Iterable[Variant], cases: Iterable[Case]) -> Preloaded:
             names.append(import_axis(axis).__name__)
         except Exception as exc:  # noqa: BLE001 - the variants that need it record the failure themselves
             failed.append(f"{axis}: {type(exc).__name__}: {exc}")
-    for case in cases:
-        if case.id not in wanted:
+    for dotted in (name for case in cases for name in case.imports):
+        try:
+            found = resolve_attribute(dotted)
+        except Exception as exc:  # noqa: BLE001 - same: a broken import is the variant's outcome to record
+            failed.append(f"{dotted}: {type(exc).__name__}: {exc}")
             continue
-        for dotted in case.imports:
-            try:
-                found = resolve_attribute(dotted)
-            except Exception as exc:  # noqa: BLE001 - same: a broken import is the variant's outcome to record
-                failed.append(f"{dotted}: {type(exc).__name__}: {exc}")
-                continue
-            (names if found is not None else failed).append(dotted if found is not None else f"{dotted}: not importable here")
+        (names if found is not None else failed).append(dotted if found is not None else f"{dotted}: not importable here")
     return Preloaded(tuple(dict.fromkeys(names)), time.perf_counter() - started, tuple(failed))
 
 

@@ -27,14 +27,12 @@ from bugmatrix.cell.forkrun import pidfd
 from bugmatrix.cell.ids import VariantId
 from bugmatrix.cell.outcomes import Outcome, Verdict, excerpt, tail
 from bugmatrix.cell.runfile import RunRecord, VariantRecord, load_run_file
-from bugmatrix.errors import BugmatrixError
 from bugmatrix.files import write_json_atomic
 
 __all__ = [
     "PROPERTY",
     "CellDeadline",
     "Portable",
-    "Recorder",
     "RunState",
     "WorkerWatch",
     "crash_record",
@@ -123,12 +121,9 @@ class RunFileLock:
                     sys.stderr.flush()
                     said = True
                 fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                ours = os.fstat(fd).st_ino == os.stat(self.path).st_ino
-            except FileNotFoundError:
-                ours = False
-            if ours:  # not a file its last holder removed as we waited on it
-                break
+            with contextlib.suppress(FileNotFoundError):
+                if os.fstat(fd).st_ino == os.stat(self.path).st_ino:  # not a file its last holder removed as we waited on it
+                    break
             os.close(fd)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -167,7 +162,7 @@ class CellDeadline(threading.Thread):
 
 
 class WorkerWatch:
-    """xdist's controller (a subreaper): when a worker ends, kill and reap what it left and keep their names."""
+    """xdist's controller (a subreaper) and its plugin: when a worker ends, kill and reap what it left and keep their names."""
 
     def __init__(self) -> None:
         self.workers: set[int] = set()
@@ -197,6 +192,16 @@ class WorkerWatch:
                 # Every worker is spared (a live one's descendants are its own; a dead one is xdist's zombie to reap).
                 self._leaked[pid] = kill_descendants(spare=set(self.workers), when="after its worker died")
                 self._ended[pid].set()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        self.add(worker_pid(node))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        # Before a dead worker is replaced, what it left is killed (a finished one is still alive here).
+        if error is not None:
+            self.leaked_by(worker_pid(node))
 
     def leaked_by(self, pid: int, wait_s: float = 30.0) -> tuple[str, ...]:
         """What the worker ``pid`` left when it died (waits until the watch has dealt with its end)."""
@@ -253,7 +258,7 @@ def uncovered_results(records: Iterable[VariantRecord]) -> dict[str, list[str]]:
 
 
 class RunState:
-    """Per-session recording state; ``observe`` gives the environment at the first write, ``exclusive`` holds the lock."""
+    """Per-session recording state and the controller's hooks; ``observe`` gives the environment at the first write, ``exclusive`` holds the lock."""
 
     def __init__(
         self, config: pytest.Config, options: CellOptions, observe: Callable[[], dict[str, Any]], *, exclusive: bool = True
@@ -282,10 +287,7 @@ class RunState:
         #: The checkout is where pytest started, not its rootdir (which walks up to any enclosing pyproject.toml).
         self.portable = Portable.of(str(config.invocation_params.dir), import_roots())
         if config.getoption("--bugmatrix-resume") and self.path.exists():
-            try:
-                earlier = load_run_file(self.path)
-            except BugmatrixError as exc:
-                raise pytest.UsageError(str(exc)) from None
+            earlier = load_run_file(self.path)  # a BugmatrixError: a usage error (plugin.pytest_configure)
             self.previous = {r.id: r for r in earlier.results}
             for variant_id in earlier.running:
                 if variant_id not in self.previous:
@@ -337,6 +339,41 @@ class RunState:
         )
         write_json_atomic(self.path, run.to_json())
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["bugmatrix_resumed"] = sorted(self.previous)  # xdist's workers collect: skip what a resume has
+
+    def _select(self, nodeids: list[str]) -> None:
+        self.selected |= {str(v) for v in map(VariantId.from_node, nodeids) if v}
+        self.collected = True
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._select([item.nodeid for item in session.items])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self._select(ids)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # "call" carries the record; a failed setup/teardown or a dead xdist worker's report carries none -> crashed.
+        if not (report.when == "call" or report.failed):
+            return
+        record = next((VariantRecord.from_dict(value) for name, value in report.user_properties if name == PROPERTY), None)
+        found = VariantId.from_node(report.nodeid)
+        if record is None and found is not None and report.failed:  # an xdist worker died running it, or the harness broke
+            text = str(report.longrepr) if report.longrepr else "no report"
+            record = crash_record(str(found), text.splitlines()[-1] if text.strip() else text, text, report.duration)
+            record = dataclasses.replace(record, leaked=self.leaked_by(report))
+        if record is not None and record.id not in self.results:
+            self.add(record)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        # Listing variants (--collect-only) runs nothing and records nothing.
+        if not session.config.option.collectonly and (self.results or self.previous or self.selected):
+            with self.writing:  # a variant still named running was interrupted with the session, not crashed
+                self.close_unlocked()
+        self.lock.release()
+
 
 def expire(state: RunState, seconds: float, record_for: Callable[[str, str], VariantRecord]) -> None:
     """The cell deadline passed: kill what runs, record the unfinished as ``timeout``, write the run file complete, exit."""
@@ -366,53 +403,3 @@ DIED_INLINE = (
     "the cell process died while running this variant in-process (--bugmatrix-forks 0); --bugmatrix-resume recorded it as "
     "crashed and went on past it. Its exit code or signal was not seen (the fork runner, the default, records it)"
 )
-
-
-def record_from_report(report: pytest.TestReport) -> VariantRecord | None:
-    """The variant record carried by a report, or a ``crashed`` one for a dead xdist worker."""
-    for name, value in report.user_properties:
-        if name == PROPERTY:
-            return VariantRecord.from_dict(value)
-    found = VariantId.from_node(report.nodeid)
-    if found is None or not report.failed:
-        return None
-    # No record but a failure: an xdist worker died running it, or the harness itself broke.
-    text = str(report.longrepr) if report.longrepr else "no report"
-    return crash_record(str(found), text.splitlines()[-1] if text.strip() else text, text, report.duration)
-
-
-class Recorder:
-    """Controller-side hooks bound to one run's state."""
-
-    def __init__(self, state: RunState) -> None:
-        self.state = state
-
-    def _select(self, nodeids: list[str]) -> None:
-        self.state.selected |= {str(v) for v in map(VariantId.from_node, nodeids) if v}
-        self.state.collected = True
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self._select([item.nodeid for item in session.items])
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        self._select(ids)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        state = self.state
-        # "call" carries the record; a failed setup/teardown or a dead xdist worker's report carries none -> crashed.
-        if not (report.when == "call" or report.failed):
-            return
-        record = record_from_report(report)
-        if record is not None and not report.user_properties and record.outcome is Outcome.CRASHED:
-            record = dataclasses.replace(record, leaked=(*record.leaked, *state.leaked_by(report)))
-        if record is not None and record.id not in state.results:
-            state.add(record)
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        state = self.state
-        # Listing variants (--collect-only) runs nothing and records nothing.
-        if not session.config.option.collectonly and (state.results or state.previous or state.selected):
-            with state.writing:  # a variant still named running was interrupted with the session, not crashed
-                state.close_unlocked()
-        state.lock.release()
