@@ -143,14 +143,6 @@ class Variant(Struct):
         return next((check for check in self.old_checks if check in entry.message), "")
 
     @property
-    def tag(self) -> str:
-        """The id's tag: the device, or ``device-dtype`` where one variant declares two dtypes on one device."""
-        try:
-            return VariantId.parse(self.id).tag
-        except ValueError:
-            return self.device
-
-    @property
     def label(self) -> str:
         """``core[cpu]``: name and device, where a heading already names the case (tables, pictures)."""
         return f"{self.name}[{self.device}]"

@@ -84,7 +84,10 @@ def _specifier(text: str) -> SpecifierSet:
 
 
 class _WhenTable(Table):
-    when: dict[str, Annotated[str, _SPECIFIER]] = {}
+    when: Annotated[
+        dict[str, Annotated[str, _SPECIFIER]],
+        _told("a non-empty condition", 'name at least one axis, e.g. { torch = "<2.3" }', min_length=1),
+    ]
 
     @property
     def specifiers(self) -> dict[str, SpecifierSet]:
@@ -106,8 +109,11 @@ class ExcludeTable(_WhenTable):
 class BaseWhenTable(_WhenTable):
     """``[[base_when]]``: base pins that stand in where ``when`` holds and the usual base cannot exist."""
 
-    pins: dict[str, Annotated[str, _VERSION]] = {}
-    why: Annotated[str, _WHY] = ""
+    pins: Annotated[
+        dict[str, Annotated[str, _VERSION]],
+        _told("a table of base pins", 'name the pins that stand in, e.g. pins = { torch = "2.14.1" }', min_length=1),
+    ]
+    why: Annotated[str, _told("a sentence", "say why the base cannot be used there (e.g. no wheel for that Python)", pattern=r"\S")]
 
     def apply(self, pins: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
         """``pins`` with every axis that is held at base (not spanned) replaced, when ``when`` matches."""
@@ -331,12 +337,8 @@ class MatrixFile(Table, kw_only=True):
             key = f"base_when[{i}]"
             _specifiers(rule.when, f"{key}.when", self.axes)
             _keys(rule.pins, f"{key}.pins", [a for a in self.axes if a not in rule.when])
-            if not rule.pins:
-                raise _fail(f"{key}.pins", "empty", 'name the base pins that stand in, e.g. pins = { torch = "2.14.1" }')
             for axis, version in rule.pins.items():
                 self._pinned(version, f"{key}.pins.{axis}", axis, "pin a listed version")
-            if not rule.why.strip():
-                raise _fail(f"{key}.why", "missing", "say why the base cannot be used there (e.g. no wheel for that Python)")
 
 
 def _fail(key: str, problem: str, fix: str) -> ValueError:
@@ -367,8 +369,6 @@ def _version(value: str, key: str) -> None:
 
 def _specifiers(when: Mapping[str, str], key: str, axes: Iterable[str]) -> None:
     _keys(when, key, axes)
-    if not when:
-        raise _fail(key, "empty condition", 'name at least one axis, e.g. { torch = "<2.3" }')
     for axis, text in when.items():
         try:
             _specifier(text)
