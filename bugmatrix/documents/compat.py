@@ -276,9 +276,6 @@ class FreshLane(Struct):
     held: dict[str, str] = {}
     stale: _Names = ()
 
-    def count(self, status: str) -> int:
-        return sum(1 for c in self.cells if c.status == status and not c.cell.endswith("-cuda"))
-
     @property
     def shown(self) -> tuple[FreshCell, ...]:
         """The cells a view lists one by one: moved or failed (the unchanged ones are counted)."""
@@ -289,8 +286,8 @@ class FreshLane(Struct):
         """``re-resolved 70 cells against today's registry (…): 42 same, 28 moved, 0 failed, 0 unlocked``."""
         when = f"as of {self.as_of}" if self.as_of else "against the registry"
         held = f", {', '.join(f'{d} as of {t}' for d, t in self.held.items())}" if self.held else ""
-        counts = ", ".join(f"{self.count(s)} {s}" for s in STATUSES)
-        return f"re-resolved {sum(self.count(s) for s in STATUSES)} cells {when}{held} ({self.resolved_at}): {counts}"
+        counts = {s: sum(1 for c in self.cells if c.status == s and not c.cell.endswith("-cuda")) for s in STATUSES}
+        return f"re-resolved {sum(counts.values())} cells {when}{held} ({self.resolved_at}): {', '.join(f'{n} {s}' for s, n in counts.items())}"
 
 
 #: Platform and GPU, with the CUDA builds seen there and, under the interpreter axis's own name, the interpreters.
