@@ -74,7 +74,7 @@ BROKEN = [
     ("base-pin-missing", 'transformers = "5.23.0"\n', "", "base.transformers", "missing"),
     ("base-pin-not-in-axis", 'torch = "2.15.0"', 'torch = "2.15.1"', "base.torch", "'2.15.1' is not in axes.torch"),
     ("bad-exclude-specifier", FIRST_EXCLUDE, 'when = { torch = "<<2.1", lightning = ">=2.6" }', "exclude[0].when.torch", "'<<2.1'"),
-    ("exclude-without-condition", FIRST_EXCLUDE, "profiles = [\"full\"]", "exclude[0].when", "empty condition"),
+    ("exclude-without-condition", FIRST_EXCLUDE, "profiles = [\"full\"]", "exclude[0].when", "missing; name at least one axis"),
     ("unknown-profile-in-exclude", FIRST_EXCLUDE, f'{FIRST_EXCLUDE}\nprofiles = ["weekly"]', "exclude[0].profiles", "'weekly'"),
     ("bad-requirement", 'requires = ["setuptools<81"]', 'requires = ["setuptools<<81"]', "constraints[1].requires", "'setuptools<<81'"),
     ("direct-url-requirement", 'requires = ["setuptools<81"]', 'requires = ["setuptools @ https://example.invalid/s.whl"]',

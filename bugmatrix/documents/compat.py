@@ -143,14 +143,6 @@ class Variant(Struct):
         return next((check for check in self.old_checks if check in entry.message), "")
 
     @property
-    def tag(self) -> str:
-        """The id's tag: the device, or ``device-dtype`` where one variant declares two dtypes on one device."""
-        try:
-            return VariantId.parse(self.id).tag
-        except ValueError:
-            return self.device
-
-    @property
     def label(self) -> str:
         """``core[cpu]``: name and device, where a heading already names the case (tables, pictures)."""
         return f"{self.name}[{self.device}]"
@@ -284,9 +276,6 @@ class FreshLane(Struct):
     held: dict[str, str] = {}
     stale: _Names = ()
 
-    def count(self, status: str) -> int:
-        return sum(1 for c in self.cells if c.status == status and not c.cell.endswith("-cuda"))
-
     @property
     def shown(self) -> tuple[FreshCell, ...]:
         """The cells a view lists one by one: moved or failed (the unchanged ones are counted)."""
@@ -297,8 +286,8 @@ class FreshLane(Struct):
         """``re-resolved 70 cells against today's registry (…): 42 same, 28 moved, 0 failed, 0 unlocked``."""
         when = f"as of {self.as_of}" if self.as_of else "against the registry"
         held = f", {', '.join(f'{d} as of {t}' for d, t in self.held.items())}" if self.held else ""
-        counts = ", ".join(f"{self.count(s)} {s}" for s in STATUSES)
-        return f"re-resolved {sum(self.count(s) for s in STATUSES)} cells {when}{held} ({self.resolved_at}): {counts}"
+        counts = {s: sum(1 for c in self.cells if c.status == s and not c.cell.endswith("-cuda")) for s in STATUSES}
+        return f"re-resolved {sum(counts.values())} cells {when}{held} ({self.resolved_at}): {', '.join(f'{n} {s}' for s, n in counts.items())}"
 
 
 #: Platform and GPU, with the CUDA builds seen there and, under the interpreter axis's own name, the interpreters.

@@ -84,7 +84,10 @@ def _specifier(text: str) -> SpecifierSet:
 
 
 class _WhenTable(Table):
-    when: dict[str, Annotated[str, _SPECIFIER]] = {}
+    when: Annotated[
+        dict[str, Annotated[str, _SPECIFIER]],
+        _told("a non-empty condition", 'name at least one axis, e.g. { torch = "<2.3" }', min_length=1),
+    ]
 
     @property
     def specifiers(self) -> dict[str, SpecifierSet]:
@@ -106,8 +109,11 @@ class ExcludeTable(_WhenTable):
 class BaseWhenTable(_WhenTable):
     """``[[base_when]]``: base pins that stand in where ``when`` holds and the usual base cannot exist."""
 
-    pins: dict[str, Annotated[str, _VERSION]] = {}
-    why: Annotated[str, _WHY] = ""
+    pins: Annotated[
+        dict[str, Annotated[str, _VERSION]],
+        _told("a table of base pins", 'name the pins that stand in, e.g. pins = { torch = "2.14.1" }', min_length=1),
+    ]
+    why: Annotated[str, _told("a sentence", "say why the base cannot be used there (e.g. no wheel for that Python)", pattern=r"\S")]
 
     def apply(self, pins: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
         """``pins`` with every axis that is held at base (not spanned) replaced, when ``when`` matches."""
@@ -199,18 +205,17 @@ class MatrixFile(Table, kw_only=True):
         for axis in self.axes:
             if axis not in self.base:
                 raise _fail(f"base.{axis}", "missing", "pin the version used where a case does not span this axis")
-            self._pinned(self.base[axis], f"base.{axis}", axis, "add it to the axis or pin a listed version")
+            self._pinned(self.base[axis], f"base.{axis}", axis)
         self._check_profiles()
-        for i, rule in enumerate(self.exclude):
-            _specifiers(rule.when, f"exclude[{i}].when", self.axes)
-            self._profile_names(rule.profiles or [], f"exclude[{i}].profiles")
         _requirements(self.harness.requires, "harness.requires")
         _keys(self.gpu, "gpu", [*self.packages, "runner"])
         for axis, versions in self.gpu_select.items():
-            self._versions(versions, f"gpu.{axis}", axis, "list versions the matrix has, or no GPU cell matches")
-        self._check_include()
-        self._check_constraints()
-        self._check_base_when()
+            self._versions(versions, f"gpu.{axis}", axis)
+        for name in ("exclude", "include", "constraints", "base_when"):  # each [[name]] table by its _check_<name>
+            for i, table in enumerate(getattr(self, name)):
+                if isinstance(table, _WhenTable):
+                    _specifiers(table.when, f"{name}[{i}].when", self.axes)
+                getattr(self, f"_check_{name}")(table, f"{name}[{i}]")
 
     def _check_axes(self) -> None:
         for i, (name, axis) in enumerate(self.axes.items()):
@@ -231,18 +236,17 @@ class MatrixFile(Table, kw_only=True):
             fix = 'only the interpreter axis has none: give the others theirs, e.g. distributions = { numpy = "numpy" }'
             raise _fail(" and ".join(f"{k}.distributions" for k in interpreters), "missing", fix)
 
-    def _pinned(self, value: str, key: str, axis: str, fix: str) -> None:
+    def _pinned(self, value: str, key: str, axis: str = "") -> None:
+        """A canonical version (one of ``axis``'s, when named)."""
         _version(value, key)
-        if value not in self.axes[axis].versions:
-            raise _fail(key, f"{value!r} is not in axes.{axis}.versions", fix)
+        if axis and value not in self.axes[axis].versions:
+            raise _fail(key, f"{value!r} is not in axes.{axis}.versions", f"use one of them, or add it to axes.{axis}.versions")
 
-    def _versions(self, values: list[str], key: str, axis: str = "", fix: str = "", *, symbolic: bool = False) -> None:
+    def _versions(self, values: list[str], key: str, axis: str = "", *, symbolic: bool = False) -> None:
         """Canonical versions, each once (with ``symbolic``, a profile's package axis: ``latest`` too), all of ``axis``'s."""
         for i, value in enumerate(values):
             if not (symbolic and value in SYMBOLIC):
-                _version(value, f"{key}[{i}]")
-                if axis:
-                    self._pinned(value, key, axis, fix)
+                self._pinned(value, f"{key}[{i}]", axis)
         if duplicates := sorted({v for v in values if values.count(v) > 1}):
             raise _fail(key, f"duplicate version(s) {', '.join(duplicates)}", "list each version once")
 
@@ -263,8 +267,7 @@ class MatrixFile(Table, kw_only=True):
             for axis, values in listed.items():
                 if not isinstance(values, list):
                     raise _bad(f"{key}.{axis}", values, _VERSIONS)
-                fix = f"add it to axes.{axis}.versions or remove it"
-                self._versions(values, f"{key}.{axis}", axis, fix, symbolic=not self.axes[axis].is_interpreter)
+                self._versions(values, f"{key}.{axis}", axis, symbolic=not self.axes[axis].is_interpreter)
             computed = table.get("computed")
             if not listed and computed is None:
                 example = next(iter(self.packages), next(iter(self.axes)))
@@ -298,45 +301,36 @@ class MatrixFile(Table, kw_only=True):
                         f"profiles.{name}.{axis}", f"{missing[0]!r} is not in profiles.{larger}", f"{name} is declared within {larger}"
                     )
 
-    def _check_include(self) -> None:
-        for i, table in enumerate(self.include):
-            key = f"include[{i}]"
-            _keys(table, key, [*self.axes, "profiles"])
-            pins = {axis: version for axis, version in table.items() if axis != "profiles"}
-            for axis, version in pins.items():
-                if not isinstance(version, str):
-                    raise _bad(f"{key}.{axis}", version, _VERSION)
-                self._pinned(version, f"{key}.{axis}", axis, "an include can only combine listed versions")
-            if not pins:
-                raise _fail(key, "pins nothing", 'list the versions of the cell to add, e.g. torch = "2.5.1"')
-            if not isinstance(names := table.get("profiles", []), list):
-                raise _bad(f"{key}.profiles", names, _PROFILES)
-            self._profile_names(names, f"{key}.profiles")
+    def _check_exclude(self, rule: ExcludeTable, key: str) -> None:
+        self._profile_names(rule.profiles or [], f"{key}.profiles")
 
-    def _check_constraints(self) -> None:
-        for i, constraint in enumerate(self.constraints):
-            key = f"constraints[{i}]"
-            if constraint.allow_direct and not constraint.why.strip():
-                raise _fail(f"{key}.allow_direct", "true without a why", "say why a direct URL is needed in why = ...")
-            _keys(constraint.distribution, f"{key}.distribution", self.packages)
-            for axis, name in constraint.distribution.items():
-                known = list(self.axes[axis].distributions)
-                if name not in known:
-                    raise _fail(f"{key}.distribution.{axis}", f"{name!r} is not a distribution of {axis}", f"use one of {', '.join(known)}")
-            _requirements(constraint.requires, f"{key}.requires", allow_direct=constraint.allow_direct)
-            _specifiers(constraint.when, f"{key}.when", self.axes)
+    def _check_include(self, table: dict[str, str | list[str]], key: str) -> None:
+        _keys(table, key, [*self.axes, "profiles"])
+        pins = {axis: version for axis, version in table.items() if axis != "profiles"}
+        for axis, version in pins.items():
+            if not isinstance(version, str):
+                raise _bad(f"{key}.{axis}", version, _VERSION)
+            self._pinned(version, f"{key}.{axis}", axis)
+        if not pins:
+            raise _fail(key, "pins nothing", 'list the versions of the cell to add, e.g. torch = "2.5.1"')
+        if not isinstance(names := table.get("profiles", []), list):
+            raise _bad(f"{key}.profiles", names, _PROFILES)
+        self._profile_names(names, f"{key}.profiles")
 
-    def _check_base_when(self) -> None:
-        for i, rule in enumerate(self.base_when):
-            key = f"base_when[{i}]"
-            _specifiers(rule.when, f"{key}.when", self.axes)
-            _keys(rule.pins, f"{key}.pins", [a for a in self.axes if a not in rule.when])
-            if not rule.pins:
-                raise _fail(f"{key}.pins", "empty", 'name the base pins that stand in, e.g. pins = { torch = "2.14.1" }')
-            for axis, version in rule.pins.items():
-                self._pinned(version, f"{key}.pins.{axis}", axis, "pin a listed version")
-            if not rule.why.strip():
-                raise _fail(f"{key}.why", "missing", "say why the base cannot be used there (e.g. no wheel for that Python)")
+    def _check_constraints(self, constraint: ConstraintTable, key: str) -> None:
+        if constraint.allow_direct and not constraint.why.strip():
+            raise _fail(f"{key}.allow_direct", "true without a why", "say why a direct URL is needed in why = ...")
+        _keys(constraint.distribution, f"{key}.distribution", self.packages)
+        for axis, name in constraint.distribution.items():
+            known = list(self.axes[axis].distributions)
+            if name not in known:
+                raise _fail(f"{key}.distribution.{axis}", f"{name!r} is not a distribution of {axis}", f"use one of {', '.join(known)}")
+        _requirements(constraint.requires, f"{key}.requires", allow_direct=constraint.allow_direct)
+
+    def _check_base_when(self, rule: BaseWhenTable, key: str) -> None:
+        _keys(rule.pins, f"{key}.pins", [a for a in self.axes if a not in rule.when])
+        for axis, version in rule.pins.items():
+            self._pinned(version, f"{key}.pins.{axis}", axis)
 
 
 def _fail(key: str, problem: str, fix: str) -> ValueError:
@@ -367,8 +361,6 @@ def _version(value: str, key: str) -> None:
 
 def _specifiers(when: Mapping[str, str], key: str, axes: Iterable[str]) -> None:
     _keys(when, key, axes)
-    if not when:
-        raise _fail(key, "empty condition", 'name at least one axis, e.g. { torch = "<2.3" }')
     for axis, text in when.items():
         try:
             _specifier(text)
