@@ -84,7 +84,9 @@ def run_repeatedly(
                 msg = f"cell {spec.id}: its environment cannot be built ({why}); see nox -s 'cell({spec.id})'"
                 raise BugmatrixError(msg)
             if not run_file.exists():  # collection or startup failed: nothing ran, nothing to compare
-                msg = f"run {index + 1} recorded nothing (pytest exit {done.returncode}: {_why(''.join(output))}); check that the cases run in {done.environment.python if done.environment else '?'}"
+                interpreter = done.environment.python if done.environment else "?"
+                why = f"pytest exit {done.returncode}: {_why(''.join(output))}"
+                msg = f"run {index + 1} recorded nothing ({why}); check that the cases run in {interpreter}"
                 raise BugmatrixError(msg)
             runs.append(load_run_file(run_file))
             print(f"  run {index + 1}/{repeat}: {seconds[-1]:.1f}s, pytest exit {done.returncode}", flush=True)

@@ -99,14 +99,9 @@ def run(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.cases, matrix)  # imports every case module: once, for every step
     smoke = [c for c in plan_cells(matrix, "smoke", catalog) if c.device == "cpu"]
     cell = find_cell(smoke, args.cell) if args.cell else min(smoke, key=lambda c: len(matrix.requirements_for(c.pins)))
-
-    def build_rows() -> list[Measurement]:
-        if args.skip_builds:
-            return [skipped("env builds: uv vs virtualenv+pip", "skipped (--skip-builds)")]
-        return cells.measure_builds(root, matrix, cell, args.quick)
-
+    no_builds = [skipped("env builds: uv vs virtualenv+pip", "skipped (--skip-builds)")]
     steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
-        ("env builds", build_rows),
+        ("env builds", lambda: no_builds if args.skip_builds else cells.measure_builds(root, matrix, cell, args.quick)),
         ("smoke cells: fork runner and xdist vs floor", lambda: cells.measure_runners(root, matrix, catalog, smoke, args.repeat)),
         ("smoke cells: whole nox session vs one import", lambda: cells.measure_sessions(root, matrix, catalog, smoke, max(2, args.repeat))),
         ("smoke profile", lambda: [cells.measure_smoke(root, matrix, catalog, smoke, now=args.smoke)]),
