@@ -49,7 +49,6 @@ __all__ = [
     "compare_outcomes",
     "disk_kib",
     "floor_rows",
-    "heavy_release",
     "heavy_wheels",
     "measure_builds",
     "measure_ci_cache",
@@ -59,12 +58,10 @@ __all__ = [
     "measure_runners",
     "measure_sessions",
     "measure_smoke",
-    "pip_build",
     "profile_floor",
     "smoke_floor",
     "smoke_from_runs",
     "stack_imports",
-    "uv_build",
     "uv_cache_of",
 ]
 
@@ -379,7 +376,7 @@ PIP_KEEP = {"PIP_CERT", "PIP_DEFAULT_TIMEOUT"}
 PRIMED = ".bugmatrix-primed"
 
 
-def uv_build(root: Path, matrix: Matrix, cell: Cell, venv: Path, cache: Path) -> tuple[float, Environment]:
+def _uv_build(root: Path, matrix: Matrix, cell: Cell, venv: Path, cache: Path) -> tuple[float, Environment]:
     """The runner's build of ``cell`` into a new ``venv`` with ``cache`` as uv's cache: (seconds, the environment)."""
     with mock.patch.dict(os.environ, {"UV_CACHE_DIR": str(cache)}):  # the runner's uv commands inherit the environment
         start = time.perf_counter()
@@ -387,7 +384,7 @@ def uv_build(root: Path, matrix: Matrix, cell: Cell, venv: Path, cache: Path) ->
         return time.perf_counter() - start, environment
 
 
-def pip_build(venv: Path, python: str, install: Sequence[str], modules: Sequence[str], cache: Path) -> float:
+def _pip_build(venv: Path, python: str, install: Sequence[str], modules: Sequence[str], cache: Path) -> float:
     """``python -m virtualenv`` + ``pip install INSTALL`` + the runner's import check, with ``cache`` as pip's cache."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in PIP_KEEP}
     env |= {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_CACHE_DIR": str(cache)}
@@ -404,7 +401,7 @@ def primed_pip_cache(root: Path, scratch: Path, python: str, install: Sequence[s
     primed, wanted = cache / PRIMED, " ".join(install)
     if wanted in (primed.read_text(encoding="utf-8").splitlines() if primed.exists() else []):
         return cache, "--quick: pip cache kept in .nox/benchmark-cache"
-    pip_build(scratch / "pip-prime", python, install, modules, cache)
+    _pip_build(scratch / "pip-prime", python, install, modules, cache)
     with primed.open("a", encoding="utf-8") as handle:
         handle.write(wanted + "\n")
     return cache, "--quick: pip cache filled first by an unmeasured install"
@@ -417,8 +414,8 @@ def measure_builds(root: Path, matrix: Matrix, cell: Cell, quick: bool) -> list[
     (root / ".nox").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bugmatrix-bench-", dir=root / ".nox") as tmp:  # ~15 GB: a disk, not a tmpfs /tmp
         base = Path(tmp)
-        uv_cold, environment = uv_build(root, matrix, cell, base / "uv-cold", base / "uv-cache")
-        uv_warm, _ = uv_build(root, matrix, cell, base / "uv-warm", base / "uv-cache")
+        uv_cold, environment = _uv_build(root, matrix, cell, base / "uv-cold", base / "uv-cache")
+        uv_warm, _ = _uv_build(root, matrix, cell, base / "uv-warm", base / "uv-cache")
         # pip installs the lock the runner used (exactly those distributions), else the requirements
         install = ["--require-hashes", "--no-deps", "-r", str(environment.lock)] if environment.lock else matrix.requirements_for(cell.pins)
         if quick:
@@ -426,9 +423,9 @@ def measure_builds(root: Path, matrix: Matrix, cell: Cell, quick: bool) -> list[
             cold = Measurement(cold_name, uv_cold, None, "s", note="pip cold skipped (--quick); uv cold measured")
         else:
             pip_cache, note = base / "pip-cache", ""
-            pip_cold = pip_build(base / "pip-cold", cell.python, install, modules, pip_cache)
+            pip_cold = _pip_build(base / "pip-cold", cell.python, install, modules, pip_cache)
             cold = Measurement(cold_name, uv_cold, pip_cold, "s", ">=", 2, speedup=True)
-        pip_warm = pip_build(base / "pip-warm", cell.python, install, modules, pip_cache)
+        pip_warm = _pip_build(base / "pip-warm", cell.python, install, modules, pip_cache)
         if not any(p.is_file() and p.name != PRIMED for p in pip_cache.rglob("*")):
             note = "pip cached nothing (index sent no cache headers): warm pip downloaded again"
     locked = f"both from {environment.lock.name}" if environment.lock else "both unlocked (no current lock)"
@@ -442,7 +439,7 @@ def disk_kib(paths: Sequence[Path]) -> int:
     return int(out.strip().splitlines()[-1].split()[0])
 
 
-def heavy_release(venv: Path) -> str:
+def _heavy_release(venv: Path) -> str:
     """The heavy distributions installed in ``venv`` with their versions ("torch 2.5.1"); "" when none."""
     installed = (info.name.removesuffix(".dist-info").partition("-") for info in sorted(venv.glob("lib/python*/site-packages/*.dist-info")))
     return ", ".join(f"{n} {v}" for n, _, v in installed if heavy_distributions([n]) and not n.startswith(("nvidia", "cuda")))
@@ -456,7 +453,7 @@ def measure_disk(root: Path) -> list[Measurement]:
     each = {env: disk_kib([env]) / 1024 for env in envs}
     by_release: dict[str, list[Path]] = {}
     for env in envs:
-        by_release.setdefault(heavy_release(env), []).append(env)
+        by_release.setdefault(_heavy_release(env), []).append(env)
     release, shared = max(by_release.items(), key=lambda item: len(item[1]))
     together = disk_kib(envs) / 1024
     floor = disk_kib([max(group, key=each.__getitem__) for group in by_release.values()]) / 1024  # their shared files once, too
