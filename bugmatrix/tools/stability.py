@@ -127,16 +127,8 @@ def run(args: argparse.Namespace) -> int:
     flaky = unstable(seen)
     print(stability_table(seen))
     out = output_dir() / "stability.json"
-    write_json_atomic(
-        out,
-        {
-            "cell": name,
-            "repeat": args.repeat,
-            "keyword": args.keyword,
-            "seconds": [round(s, 1) for s in seconds],
-            "variants": {v: {"outcomes": dict(Counter(o)), "stable": v not in flaky} for v, o in seen.items()},
-            "unstable": sorted(flaky),
-        },
-    )
+    variants = {v: {"outcomes": dict(Counter(o)), "stable": v not in flaky} for v, o in seen.items()}
+    document = {"cell": name, "repeat": args.repeat, "keyword": args.keyword, "seconds": [round(s, 1) for s in seconds]}
+    write_json_atomic(out, document | {"variants": variants, "unstable": sorted(flaky)})
     print(f"{len(seen)} variants, {len(flaky)} unstable, {sum(seconds):.0f}s in all -> {out}")
     return 1 if flaky else 0
