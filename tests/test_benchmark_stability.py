@@ -20,8 +20,15 @@ from bugmatrix.plan.cells import Cell
 from bugmatrix.releases.tracking import load_resolved_matrix
 from bugmatrix.run.command import CellSpec, pytest_command, spec_path, write_spec
 from bugmatrix.run.envbuild import cell_venv
-from bugmatrix.tools.benchmark.cells import cached_wheel_sets, compare_outcomes, heavy_wheels, smoke_floor, smoke_from_runs, stack_imports
-from bugmatrix.tools.benchmark.envs import disk_kib
+from bugmatrix.tools.benchmark.cells import (
+    cached_wheel_sets,
+    compare_outcomes,
+    disk_kib,
+    heavy_wheels,
+    smoke_floor,
+    smoke_from_runs,
+    stack_imports,
+)
 from bugmatrix.tools.benchmark.table import Measurement, format_table, skipped
 from bugmatrix.tools.stability import ABSENT, outcomes_by_variant, stability_table, unstable
 
@@ -228,7 +235,7 @@ def fake_env(root: Path, name: str, torch: str, library: Path | None = None) -> 
 
 
 def test_disk_rows_group_envs_by_torch(tmp_path: Path) -> None:
-    from bugmatrix.tools.benchmark.envs import measure_disk
+    from bugmatrix.tools.benchmark.cells import measure_disk
 
     shared = fake_env(tmp_path, "cell-py311-torch2-5-1-pl2-0-3", "2.5.1")
     fake_env(tmp_path, "cell-py311-torch2-5-1-pl2-6-6", "2.5.1", library=shared)
@@ -240,7 +247,7 @@ def test_disk_rows_group_envs_by_torch(tmp_path: Path) -> None:
 
 
 def test_disk_needs_two_envs(tmp_path: Path) -> None:
-    from bugmatrix.tools.benchmark.envs import measure_disk
+    from bugmatrix.tools.benchmark.cells import measure_disk
 
     fake_env(tmp_path, "cell-py311-torch2-5-1-pl2-0-3", "2.5.1")
     (row,) = measure_disk(tmp_path)

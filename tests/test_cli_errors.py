@@ -95,9 +95,10 @@ def test_bad_input_is_one_line_and_exit_2(
 
 #: Every step of the benchmark and the pool that runs a profile: each builds environments (5.3 GB for the benchmark's first).
 BUILDERS = {
-    "bugmatrix.tools.benchmark": (
+    "bugmatrix.tools.benchmark": ("measure_report", "measure_report_with_history", "measure_nightly_reuse"),
+    "bugmatrix.tools.benchmark.cells": (
         "measure_builds", "measure_runners", "measure_sessions", "measure_smoke", "measure_lean_cost",
-        "measure_report", "measure_report_with_history", "measure_disk", "measure_ci_cache", "measure_full", "measure_nightly_reuse",
+        "measure_disk", "measure_ci_cache", "measure_full",
     ),
     "bugmatrix.tools.run_profile": ("run_cells",),
 }  # fmt: skip

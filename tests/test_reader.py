@@ -199,7 +199,7 @@ ALLOWED = {
     ("bugmatrix/run/pool.py", "run_job"): "creates the job's own log file",
     ("bugmatrix/run/reresolve.py", "_one"): "the committed lock and the fresh lock uv wrote just now",
     ("bugmatrix/run/reresolve.py", "_committed_changes"): "the project's own committed locks/",
-    ("bugmatrix/tools/benchmark/envs.py", "primed_pip_cache"): "the benchmark's own marker in its own cache",
+    ("bugmatrix/tools/benchmark/cells.py", "primed_pip_cache"): "the benchmark's own marker in its own cache",
     ("bugmatrix/tools/benchmark/cells.py", "received_bytes"): "/proc/net/dev",
     ("bugmatrix/tools/benchmark/cells.py", "measure_full"): "copies the benchmark's own temporary run",
     ("bugmatrix/tools/benchmark/nightly.py", "_todays_locks"): "copies the project's locks and the fresh locks uv wrote just now",

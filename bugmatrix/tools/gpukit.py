@@ -149,15 +149,8 @@ def pack_kit(runs: Sequence[KitRun], matrix: Matrix, *, root: Path, cases: Path,
                 shutil.copytree(source, staging / name, ignore=skip)
             else:
                 shutil.copy2(source, staging / name)
-        manifest = {
-            "schema": SCHEMA,
-            "made": origin_now(root),
-            "platform": platform,
-            "axis_spec": matrix.axis_spec(None),
-            "cell_deadline_s": matrix.cell_deadline_s,
-            "runs": [r.to_json() for r in runs],
-        }
-        write_json_atomic(staging / "kit.json", manifest)
+        manifest = {"schema": SCHEMA, "made": origin_now(root), "platform": platform, "axis_spec": matrix.axis_spec(None)}
+        write_json_atomic(staging / "kit.json", manifest | {"cell_deadline_s": matrix.cell_deadline_s, "runs": [r.to_json() for r in runs]})
         size = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
         old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old."))
         if out.exists():

@@ -84,7 +84,9 @@ def run_repeatedly(
                 msg = f"cell {spec.id}: its environment cannot be built ({why}); see nox -s 'cell({spec.id})'"
                 raise BugmatrixError(msg)
             if not run_file.exists():  # collection or startup failed: nothing ran, nothing to compare
-                msg = f"run {index + 1} recorded nothing (pytest exit {done.returncode}: {_why(''.join(output))}); check that the cases run in {done.environment.python if done.environment else '?'}"
+                interpreter = done.environment.python if done.environment else "?"
+                why = f"pytest exit {done.returncode}: {_why(''.join(output))}"
+                msg = f"run {index + 1} recorded nothing ({why}); check that the cases run in {interpreter}"
                 raise BugmatrixError(msg)
             runs.append(load_run_file(run_file))
             print(f"  run {index + 1}/{repeat}: {seconds[-1]:.1f}s, pytest exit {done.returncode}", flush=True)
@@ -125,16 +127,8 @@ def run(args: argparse.Namespace) -> int:
     flaky = unstable(seen)
     print(stability_table(seen))
     out = output_dir() / "stability.json"
-    write_json_atomic(
-        out,
-        {
-            "cell": name,
-            "repeat": args.repeat,
-            "keyword": args.keyword,
-            "seconds": [round(s, 1) for s in seconds],
-            "variants": {v: {"outcomes": dict(Counter(o)), "stable": v not in flaky} for v, o in seen.items()},
-            "unstable": sorted(flaky),
-        },
-    )
+    variants = {v: {"outcomes": dict(Counter(o)), "stable": v not in flaky} for v, o in seen.items()}
+    document = {"cell": name, "repeat": args.repeat, "keyword": args.keyword, "seconds": [round(s, 1) for s in seconds]}
+    write_json_atomic(out, document | {"variants": variants, "unstable": sorted(flaky)})
     print(f"{len(seen)} variants, {len(flaky)} unstable, {sum(seconds):.0f}s in all -> {out}")
     return 1 if flaky else 0

@@ -20,8 +20,7 @@ from bugmatrix.plan.catalog import load_catalog
 from bugmatrix.plan.cells import find_cell, plan_cells
 from bugmatrix.plan.matrix import Matrix
 from bugmatrix.releases.tracking import load_resolved_matrix
-from bugmatrix.tools.benchmark.cells import measure_full, measure_lean_cost, measure_runners, measure_sessions, measure_smoke
-from bugmatrix.tools.benchmark.envs import measure_builds, measure_ci_cache, measure_disk
+from bugmatrix.tools.benchmark import cells
 from bugmatrix.tools.benchmark.nightly import measure_nightly_reuse
 from bugmatrix.tools.benchmark.reports import measure_report, measure_report_with_history
 from bugmatrix.tools.benchmark.table import CommandFailed, Measurement, format_table, skipped
@@ -100,21 +99,16 @@ def run(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.cases, matrix)  # imports every case module: once, for every step
     smoke = [c for c in plan_cells(matrix, "smoke", catalog) if c.device == "cpu"]
     cell = find_cell(smoke, args.cell) if args.cell else min(smoke, key=lambda c: len(matrix.requirements_for(c.pins)))
-
-    def build_rows() -> list[Measurement]:
-        if args.skip_builds:
-            return [skipped("env builds: uv vs virtualenv+pip", "skipped (--skip-builds)")]
-        return measure_builds(root, matrix, cell, args.quick)
-
+    no_builds = [skipped("env builds: uv vs virtualenv+pip", "skipped (--skip-builds)")]
     steps: list[tuple[str, Callable[[], list[Measurement]]]] = [
-        ("env builds", build_rows),
-        ("smoke cells: fork runner and xdist vs floor", lambda: measure_runners(root, matrix, catalog, smoke, args.repeat)),
-        ("smoke cells: whole nox session vs one import", lambda: measure_sessions(root, matrix, catalog, smoke, max(2, args.repeat))),
-        ("smoke profile", lambda: [measure_smoke(root, matrix, catalog, smoke, now=args.smoke)]),
-        ("lean vs kept environments", lambda: measure_lean_cost(root, matrix, smoke)),
+        ("env builds", lambda: no_builds if args.skip_builds else cells.measure_builds(root, matrix, cell, args.quick)),
+        ("smoke cells: fork runner and xdist vs floor", lambda: cells.measure_runners(root, matrix, catalog, smoke, args.repeat)),
+        ("smoke cells: whole nox session vs one import", lambda: cells.measure_sessions(root, matrix, catalog, smoke, max(2, args.repeat))),
+        ("smoke profile", lambda: [cells.measure_smoke(root, matrix, catalog, smoke, now=args.smoke)]),
+        ("lean vs kept environments", lambda: cells.measure_lean_cost(root, matrix, smoke)),
         ("report", lambda: [measure_report(), measure_report_with_history()]),
-        ("disk", lambda: measure_disk(root)),
-        ("nightly download and CI cache", lambda: measure_ci_cache(matrix, catalog)),
+        ("disk", lambda: cells.measure_disk(root)),
+        ("nightly download and CI cache", lambda: cells.measure_ci_cache(matrix, catalog)),
     ]
     if args.full_only:
         steps = []
@@ -125,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         steps += [
             (
                 f"full profile ({'cold' if c else 'warm'})",
-                lambda c=c: measure_full(root, matrix, catalog, c, cache=shared, keep=args.full_keep if c == kinds[-1] else None),
+                lambda c=c: cells.measure_full(root, matrix, catalog, c, cache=shared, keep=args.full_keep if c == kinds[-1] else None),
             )
             for c in kinds
         ]
