@@ -1,15 +1,8 @@
-"""Cells and their envs: each smoke cell on the fork runner and on xdist against its floor, the smoke profile, the full
-profile against its floor, what lean mode costs against kept environments, and what a cell env costs: its build (the
-runner's uv against virtualenv + pip, both installing the cell's lock, pip from PyPI only), its disk, a nightly's downloads.
-
-A cell's *floor* is one import of its stack plus the variants' own compute, one at a time (a fork run with one child);
-xdist's durations are no floor, since each worker's first variant pays the import. A profile's floor, with ``jobs`` cells
-at once shared perfectly::
-
-    floor = sum over cells (build from a warm cache + one import + the variants' compute) / jobs
-
-uv hard-links from its cache, so cells sharing wheels share inodes (one ``du`` counts each once); cells on different heavy
-releases (torch and its CUDA libraries) share nothing, so the matrix's env floor is one env per such release."""
+"""Cells and their envs: each smoke cell on the fork runner and on xdist against its floor, the smoke and full profiles
+against theirs, what lean mode costs, and what a cell env costs: its build (the runner's uv against virtualenv + pip, both
+from the cell's lock), its disk, a nightly's downloads. A cell's *floor* is one import of its stack plus the variants' own
+compute, one at a time (xdist's durations are no floor: each worker's first variant pays the import); a profile's floor
+and why cells on different torch releases share no disk: docs/performance.md."""
 
 from __future__ import annotations
 
