@@ -38,14 +38,10 @@ class Slots:
 
 
 def _count(name: str, text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
+    if not text.strip().isdigit() or int(text) < 1:
         msg = f"{name}={text!r} is not a number of processes; set it to 1 or more"
         raise BugmatrixError(msg)
-    return value
+    return int(text)
 
 
 def slots(cells: int, *, cores: int, free: float, jobs: str | None = None, workers: str | None = None) -> Slots:
