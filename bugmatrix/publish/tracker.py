@@ -99,8 +99,12 @@ class GhIssues:
     def closer(self, number: int) -> str:
         """Who closed issue ``number`` last (its events); ``""`` when no event says."""
         out = self._run(["api", "--paginate", f"repos/{self.repo}/issues/{number}/events"], api=True)
+        decoder, text, events = json.JSONDecoder(), out.strip(), []
         try:
-            events = [e for page in _pages(out) for e in page if isinstance(e, dict) and e.get("event") == "closed"]
+            while text:  # --paginate: one JSON array per page, back to back
+                page, at = decoder.raw_decode(text)
+                events += [e for e in page if isinstance(e, dict) and e.get("event") == "closed"] if isinstance(page, list) else []
+                text = text[at:].lstrip()
         except ValueError:
             msg = f"gh api repos/{self.repo}/issues/{number}/events: unexpected answer; is gh older than 2.0?"
             raise BugmatrixError(msg) from None
@@ -116,13 +120,3 @@ class GhIssues:
         except (BugmatrixError, ValueError):
             return ""  # not a collaborator (404), or an answer that grants nothing
         return str(answer.get("role_name") or answer.get("permission") or "") if isinstance(answer, dict) else ""
-
-
-def _pages(out: str) -> list[list]:
-    """The pages of ``gh api --paginate``: JSON arrays back to back."""
-    decoder, pages, text = json.JSONDecoder(), [], out.strip()
-    while text:
-        page, at = decoder.raw_decode(text)
-        pages.append(page if isinstance(page, list) else [])
-        text = text[at:].lstrip()
-    return pages

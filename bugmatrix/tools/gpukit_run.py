@@ -116,9 +116,8 @@ def unmet(target: Path, run: dict[str, Any]) -> list[str]:
     problems = []
     for text, who in wanted:
         requirement = Requirement(text)
-        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
-            continue
-        if canonicalize_name(requirement.name) in carried:
+        elsewhere = requirement.marker is not None and not requirement.marker.evaluate({"extra": ""})  # for another platform or an extra
+        if elsewhere or canonicalize_name(requirement.name) in carried:
             continue
         have = installed_version(requirement.name)
         if have is None or not requirement.specifier.contains(have, prereleases=True):

@@ -49,14 +49,12 @@ SCRIPT = TEMPLATES.get_template("repro.py.j2")
 def _module_body(source: str) -> list[ast.stmt]:
     """A module's statements minus its docstring, ``__future__``/harness imports and ``__all__``."""
     tree = ast.parse(source)
-    kept = []
-    for node in tree.body[1:] if ast.get_docstring(tree) else tree.body:
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("bugmatrix", "__future__")):
-            continue
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
-            continue
-        kept.append(node)
-    return kept
+    return [
+        node
+        for node in (tree.body[1:] if ast.get_docstring(tree) else tree.body)
+        if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("bugmatrix", "__future__")))
+        and not (isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets))
+    ]
 
 
 def _helper_modules(source: str) -> list[str]:

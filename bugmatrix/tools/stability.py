@@ -53,12 +53,6 @@ def stability_table(seen: dict[str, list[str]]) -> str:
     return "\n".join([head, "-" * len(head), *rows])
 
 
-def _why(output: str) -> str:
-    """pytest's last line naming an error, else its last line."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()] or ["no output"]
-    return next((line for line in reversed(lines) if "error" in line.lower()), lines[-1])
-
-
 def run_repeatedly(
     root: Path, matrix: Matrix, cell: Cell | None, repeat: int, extra: Sequence[str], *, python: Path | None = None
 ) -> tuple[list[RunRecord], list[float]]:
@@ -85,7 +79,9 @@ def run_repeatedly(
                 raise BugmatrixError(msg)
             if not run_file.exists():  # collection or startup failed: nothing ran, nothing to compare
                 interpreter = done.environment.python if done.environment else "?"
-                why = f"pytest exit {done.returncode}: {_why(''.join(output))}"
+                lines = [line.strip() for line in "".join(output).splitlines() if line.strip()] or ["no output"]
+                said = next((line for line in reversed(lines) if "error" in line.lower()), lines[-1])  # pytest's last error line
+                why = f"pytest exit {done.returncode}: {said}"
                 msg = f"run {index + 1} recorded nothing ({why}); check that the cases run in {interpreter}"
                 raise BugmatrixError(msg)
             runs.append(load_run_file(run_file))
