@@ -51,15 +51,6 @@ class AgreementRow:
         """✓ agrees, ≠ differs somewhere, – nothing compared (each failed another way where they met)."""
         return "≠" if not self.agrees else "✓" if self.total else "–"
 
-    @property
-    def count(self) -> str:
-        """``agrees in 17/19 cells``: the part the page sets in bold; :attr:`rest` is the plain part."""
-        return self.text.partition("; ")[0]
-
-    @property
-    def rest(self) -> str:
-        return self.text.partition("; ")[2]
-
 
 #: The outcomes that read the bug.
 READINGS = frozenset({Outcome.REPRODUCED, Outcome.FIXED})

@@ -7,6 +7,7 @@ was "held at". One varying declared axis is a strip, two a grid, none a list; di
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
@@ -36,16 +37,13 @@ def _ran(per_cell: Mapping[str, Entry]) -> set[str]:
 
 def _marks(per_cell: Mapping[str, Entry], positions: Mapping[str, tuple[str, ...]]) -> dict[tuple[str, ...], Mark]:
     """Position -> Mark (``positions``: each drawn cell's); an install failure only shows where nothing else ran."""
-    grouped: dict[tuple[str, ...], dict[Outcome, list[str]]] = {}
+    grouped: defaultdict[tuple[str, ...], dict[Outcome, list[str]]] = defaultdict(dict)
     undeclared: set[tuple[str, ...]] = set()
     for cell, entry in per_cell.items():
         key = positions.get(cell)
         if key is None:
             continue
-        by_outcome = grouped.get(key)
-        if by_outcome is None:
-            grouped[key] = by_outcome = {}
-        by_outcome.setdefault(outcome := entry.outcome, []).append(cell)
+        grouped[key].setdefault(outcome := entry.outcome, []).append(cell)
         if outcome is not entry.expected and outcome not in NOT_RUN:  # not as declared, and ran
             undeclared.add(key)
     marks = {}

@@ -255,7 +255,5 @@ def reuse_facts(path: Path) -> tuple[frozenset[tuple[str, str]], dict[str, tuple
     """What reuse takes from the history (none without a file): the flaky pairs of any profile, and each run file a night's
     report read (``runs/<cell>.json``) -> (that night's date, its digest), the newest night's record."""
     nights = load_history(path)  # oldest first: a later night's record of the same path replaces an earlier one's
-    pairs: set[tuple[str, str]] = set()
-    for profile in dict.fromkeys(n.profile for n in nights):
-        pairs |= flaky_pairs(summarise(nights_of(nights, profile)))
-    return frozenset(pairs), {path: (night.date, digest) for night in nights for path, digest in night.files.items()}
+    pairs = frozenset().union(*(flaky_pairs(summarise(nights_of(nights, profile))) for profile in {n.profile for n in nights}))
+    return pairs, {path: (night.date, digest) for night in nights for path, digest in night.files.items()}

@@ -151,13 +151,12 @@ def _agreed_order(sequences: Sequence[Sequence[str]]) -> list[str]:
 
 
 def _variant(record: VariantRecord) -> Variant:
-    kind = record.kind
     return Variant(
         id=record.id,
         case=record.case,
         name=record.variant,
         device=record.device,
-        kind=kind if type(kind) is Kind or not kind else Kind(kind),
+        kind=record.kind if type(record.kind) is Kind or not record.kind else Kind(record.kind),
         workaround_for=record.workaround_for,
         counterpart=record.counterpart,
         evidence=record.evidence,
