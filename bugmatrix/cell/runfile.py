@@ -27,7 +27,7 @@ OLD_SCHEMAS = ("bugmatrix.run/1", "bugmatrix.run/2")
 ORIGIN_KEYS = ("date", "commit", "run")
 
 
-#: Each dataclass's field types, evaluated once (thousands of results are read per report).
+#: Each dataclass's field types, evaluated once (every result of a cell passes through here; the harness reads with msgspec).
 _hints = functools.cache(get_type_hints)
 
 
@@ -39,7 +39,7 @@ def _parts(hint: Any) -> tuple[Any, tuple[Any, ...]]:
 
 def _fits(hint: Any, value: Any) -> bool:
     """``value`` (parsed JSON) is of type ``hint``: a list for a list or tuple, an enum's value for the enum."""
-    if hint is str or hint is bool:  # most fields, first: thousands of results are read per report
+    if hint is str or hint is bool:  # most fields, first: every result of a cell is checked here
         return isinstance(value, hint)
     kind, args = _parts(hint)
     if kind is UnionType:
